@@ -1,0 +1,1 @@
+//! sbc-config: the configuration model (placeholder, being written).

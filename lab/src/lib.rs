@@ -1,0 +1,1 @@
+//! sbc-lab: benchmarks and experiments (being written).

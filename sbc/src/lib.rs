@@ -1,0 +1,1 @@
+//! sbc: the SIP engine (being written).

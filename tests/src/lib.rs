@@ -1,0 +1,1 @@
+//! sbc-e2e: harness for end-to-end tests (being written).
