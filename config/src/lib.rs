@@ -1,1 +1,282 @@
-//! sbc-config: the configuration model (placeholder, being written).
+//! sbc-config: the configuration of an SBC node.
+//!
+//! This crate owns three things and nothing else:
+//!
+//! - **The model**: [`Config`] and its elements, named after Oracle ACLI words
+//!   ([`SystemConfig`] `system-config`, [`SipConfig`] `sip-config`, [`SipInterface`]
+//!   `sip-interface`, [`SessionAgent`] `session-agent`, [`SessionRouter`] `session-router`),
+//!   each field with a default.
+//! - **The TOML file**: keys are kebab-case ACLI words; an empty file is valid and equals
+//!   [`Config::embedded_default`]; an unknown key or a value of the wrong type is refused with
+//!   the parser's line and column. [`Config::load`] reads a file, [`Config::save_atomic`]
+//!   replaces one atomically and keeps the previous one as `<path>.bak`.
+//! - **Validation**: [`Config::validate`] checks ranges and cross-references (agents in known
+//!   realms, routes to known agents, no two interfaces on one socket). Every [`ConfigError`]
+//!   names the full dotted key, the bad value and what is valid, e.g.
+//!   `sip-config.t1-ms = 0: out of range (valid: 10..=10000)`.
+//!
+//! It does not open sockets, run timers or talk SIP: the `sbc` crate reads a validated
+//! [`Config`] and acts on it. Data flows one way: file text → [`Config::from_toml_str`] (parse,
+//! fill defaults, validate) → `Config` → the engine; and back for saving: ACLI edits a `Config`
+//! → [`Config::save_atomic`] (validate, [`Config::to_toml_string`], atomic replace).
+//!
+//! Later work adds here the rest of the ACLI tree: `system-config` `options`
+//! (`+critical-memory-abort=switchover`), `alarm-threshold`, `redundancy-config`,
+//! `auto-scaling-profile`, the `sip-config` heap thresholds, and the ACLI grammar that edits them.
+//!
+//! # Defaults of the lists
+//!
+//! A list absent from the file takes its default; a list present replaces it entirely:
+//!
+//! - no `[[sip-interface]]`: `access` on 127.0.0.1:5060 and `core` on 127.0.0.1:5062, both UDP
+//!   and TCP;
+//! - no `[[session-agent]]`: one agent `core` at 127.0.0.1:5080 over UDP in realm `core`, and
+//!   then (only then) `session-router.default-route` defaults to `"core"`;
+//! - `[[session-router.route]]` defaults to none.
+//!
+//! [`Config::to_toml_string`] always writes every list, so a saved file reads back identically.
+
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod error;
+mod file;
+mod model;
+mod validate;
+
+#[cfg(test)]
+mod tests;
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+pub use error::ConfigError;
+pub use model::{
+    Route, SessionAgent, SessionRouter, SipConfig, SipInterface, SystemConfig, Transport,
+};
+
+use model::{ACCESS_REALM, CORE};
+
+/// The whole configuration of one node, as read from (and written to) its TOML file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "RawConfig", rename_all = "kebab-case")]
+pub struct Config {
+    /// `[system-config]`: node-wide settings.
+    #[serde(rename = "system-config")]
+    pub system: SystemConfig,
+    /// `[sip-config]`: SIP timers and limits.
+    pub sip_config: SipConfig,
+    /// `[[sip-interface]]`: where SIP is received, one per realm.
+    #[serde(rename = "sip-interface")]
+    pub sip_interfaces: Vec<SipInterface>,
+    /// `[[session-agent]]`: the next hops.
+    #[serde(rename = "session-agent")]
+    pub session_agents: Vec<SessionAgent>,
+    /// `[session-router]`: which agent new requests go to.
+    pub session_router: SessionRouter,
+}
+
+/// The file as written: lists that are absent stay `None` so that their defaults can apply.
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+struct RawConfig {
+    system_config: SystemConfig,
+    sip_config: SipConfig,
+    sip_interface: Option<Vec<SipInterface>>,
+    session_agent: Option<Vec<SessionAgent>>,
+    session_router: SessionRouter,
+}
+
+impl From<RawConfig> for Config {
+    fn from(raw: RawConfig) -> Self {
+        let mut session_router = raw.session_router;
+        let session_agents = match raw.session_agent {
+            Some(agents) => agents,
+            None => {
+                if session_router.default_route.is_none() {
+                    session_router.default_route = Some(CORE.to_owned());
+                }
+                model::default_agents()
+            }
+        };
+        Self {
+            system: raw.system_config,
+            sip_config: raw.sip_config,
+            sip_interfaces: raw.sip_interface.unwrap_or_else(model::default_interfaces),
+            session_agents,
+            session_router,
+        }
+    }
+}
+
+impl Default for Config {
+    /// The same as [`Config::embedded_default`].
+    fn default() -> Self {
+        Self::embedded_default()
+    }
+}
+
+impl Config {
+    /// The configuration an empty file gives: interfaces `access` (127.0.0.1:5060) and `core`
+    /// (127.0.0.1:5062), both UDP and TCP; session-agent `core` at 127.0.0.1:5080 over UDP;
+    /// `default-route = "core"`; no routes; every `system-config` and `sip-config` default.
+    #[must_use]
+    pub fn embedded_default() -> Self {
+        RawConfig::default().into()
+    }
+
+    /// Parses TOML text, fills in defaults and validates the result.
+    ///
+    /// # Errors
+    /// [`ConfigError::Parse`] for bad TOML, a wrong type, a missing required key or an unknown
+    /// key; [`ConfigError::Invalid`] when a rule of [`Config::validate`] is broken.
+    pub fn from_toml_str(s: &str) -> Result<Self, ConfigError> {
+        let config: Self = toml::from_str(s)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Reads the file at `path` and parses it with [`Config::from_toml_str`].
+    ///
+    /// # Errors
+    /// [`ConfigError::Io`] naming `path` when it cannot be read; otherwise as
+    /// [`Config::from_toml_str`].
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        Self::from_toml_str(&file::read(path)?)
+    }
+
+    /// Writes the configuration as TOML, every list included, so that
+    /// [`Config::from_toml_str`] gives back an equal `Config`.
+    #[must_use]
+    pub fn to_toml_string(&self) -> String {
+        match toml::to_string(self) {
+            Ok(text) => text,
+            // The model has only string keys, scalars, strings, arrays and tables, all of which
+            // TOML can express; the tests serialize every shape of it.
+            Err(err) => unreachable!("the configuration model always serializes to TOML: {err}"),
+        }
+    }
+
+    /// Validates, then atomically replaces the file at `path` with [`Config::to_toml_string`]:
+    /// writes a temporary file in the same directory, flushes it, renames it over `path` and
+    /// flushes the directory. An existing file is first kept as `<path>.bak`.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] (the file is then left untouched) or [`ConfigError::Io`].
+    pub fn save_atomic(&self, path: &Path) -> Result<(), ConfigError> {
+        self.validate()?;
+        file::save_atomic(&self.to_toml_string(), path)
+    }
+
+    /// Checks every rule, reporting the first one broken:
+    ///
+    /// - `system-config.hostname` is not empty;
+    /// - `sip-config` values are in range (`t2-ms` between `t1-ms` and 60000);
+    /// - at least one `sip-interface`; realms non-empty and unique; ports not 0; `transports`
+    ///   non-empty without duplicates; no two interfaces on the same address:port (a wildcard
+    ///   address overlaps every address of its family);
+    /// - `session-agent` names non-empty and unique; each agent's realm is an interface's realm;
+    ///   ports not 0;
+    /// - `session-router.default-route` and each route's `session-agent` name an agent; each
+    ///   route's `from-realm` is an interface's realm.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming the key, the value and what is valid.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        validate::validate(self)
+    }
+
+    /// The sip-interface of `realm`, if any.
+    #[must_use]
+    pub fn interface(&self, realm: &str) -> Option<&SipInterface> {
+        self.sip_interfaces.iter().find(|i| i.realm == realm)
+    }
+
+    /// The session-agent called `name`, if any.
+    #[must_use]
+    pub fn session_agent(&self, name: &str) -> Option<&SessionAgent> {
+        self.session_agents.iter().find(|a| a.name == name)
+    }
+
+    /// The session-agent a new request arriving on realm `ingress_realm` is routed to: the first
+    /// `session-router.route` whose `from-realm` matches, else `default-route` unless that agent
+    /// is in the ingress realm itself (no hairpin), else `None`.
+    #[must_use]
+    pub fn route_for(&self, ingress_realm: &str) -> Option<&SessionAgent> {
+        let router = &self.session_router;
+        if let Some(route) = router.routes.iter().find(|r| r.from_realm == ingress_realm) {
+            return self.session_agent(&route.session_agent);
+        }
+        let agent = self.session_agent(router.default_route.as_deref()?)?;
+        (agent.realm != ingress_realm).then_some(agent)
+    }
+
+    /// Applies command-line overrides and re-validates.
+    ///
+    /// `listen` replaces the address and port of the `access` interface (or of the first
+    /// interface when there is no `access` realm). `next_hop` replaces the address and port of
+    /// the `default-route` agent; when there is none, the agent `core` (created in realm `core`
+    /// over UDP if missing) is updated and becomes the default route.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] when the result breaks a rule, e.g. `listen` collides with
+    /// another interface, or `next_hop` needs a `core` realm that no interface has.
+    pub fn with_overrides(
+        mut self,
+        listen: Option<SocketAddr>,
+        next_hop: Option<SocketAddr>,
+    ) -> Result<Self, ConfigError> {
+        if let Some(listen) = listen {
+            let index = self
+                .sip_interfaces
+                .iter()
+                .position(|i| i.realm == ACCESS_REALM)
+                .unwrap_or(0);
+            if let Some(iface) = self.sip_interfaces.get_mut(index) {
+                iface.address = listen.ip();
+                iface.port = listen.port();
+            }
+        }
+        if let Some(next_hop) = next_hop {
+            let existing = self
+                .session_router
+                .default_route
+                .as_deref()
+                .and_then(|name| self.session_agents.iter().position(|a| a.name == name));
+            let index = match existing {
+                Some(index) => index,
+                None => {
+                    let index = match self.session_agents.iter().position(|a| a.name == CORE) {
+                        Some(index) => index,
+                        None => {
+                            self.session_agents.push(SessionAgent {
+                                name: CORE.to_owned(),
+                                realm: CORE.to_owned(),
+                                address: next_hop.ip(),
+                                port: next_hop.port(),
+                                transport: Transport::Udp,
+                            });
+                            self.session_agents.len() - 1
+                        }
+                    };
+                    self.session_router.default_route = Some(CORE.to_owned());
+                    index
+                }
+            };
+            if let Some(agent) = self.session_agents.get_mut(index) {
+                agent.address = next_hop.ip();
+                agent.port = next_hop.port();
+            }
+        }
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// Where [`Config::save_atomic`] keeps the previous file: `<path>.bak`.
+    #[must_use]
+    pub fn backup_path(path: &Path) -> std::path::PathBuf {
+        file::backup_path(path)
+    }
+}

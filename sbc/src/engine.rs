@@ -1,0 +1,1626 @@
+//! The B2BUA engine: one per worker, sans-IO.
+//!
+//! An [`Engine`] owns the transactions and calls of the Call-IDs hashed to its worker (see
+//! [`crate::shard`]). It is fed received bytes and the current time, and it produces
+//! [`Transmit`]s and a deadline for its next timer; it never touches a socket, a clock or a
+//! thread, so the whole SIP behaviour is tested with a virtual clock.
+//!
+//! ```text
+//!  caller ──INVITE──▶ [server INVITE txn]──┐        ┌──[client INVITE txn] ──INVITE──▶ callee
+//!         ◀─100/18x/2xx── (caller leg)     │ Call   │     (callee leg)    ◀─18x/2xx──
+//!                                          └─Dialog─┘
+//! ```
+//! Each call has two legs with their own Call-ID, tags, CSeq space, Via and Contact, so nothing
+//! of one side's topology reaches the other (topology hiding by construction). Requests inside
+//! the dialog are matched by (Call-ID, our tag) and re-issued on the other leg; responses are
+//! matched by our Via branch and relayed to the paired server transaction.
+//!
+//! Seams for later capabilities: [`Engine::set_admission`] is where a new request is admitted
+//! or refused with 503 (overload control); [`Engine::dialogs`] exposes the dialog table as plain
+//! data (state sync).
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use tracing::{debug, trace};
+
+use crate::shard;
+use crate::sip::dialog::{Dialog, DialogState, Leg, LegTransport, Side};
+use crate::sip::message::{
+    find_head_end, name_addr_uri, param, reason_for, split_list, uri_user, Header, HeaderName,
+    MessageWriter, Method, ParseError, SipMessage,
+};
+use crate::sip::transaction::{
+    ClientInvite, ClientNonInvite, ClientResponse, ServerInvite, ServerNonInvite, ServerRequest,
+    TimerAction, Timers,
+};
+
+/// Prefix of every Via branch the SBC generates (after the RFC 3261 magic cookie).
+pub const BRANCH_PREFIX: &str = "z9hG4bKsbc";
+
+/// A local SIP interface as the engine needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Interface {
+    /// Realm name.
+    pub realm: String,
+    /// Listening address (also written in Via and Contact).
+    pub addr: SocketAddr,
+}
+
+/// Where new requests from one realm are sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NextHop {
+    /// Session-agent name.
+    pub name: String,
+    /// Its address.
+    pub addr: SocketAddr,
+    /// Transport toward it.
+    pub transport: LegTransport,
+    /// Index of the interface that faces it.
+    pub interface: usize,
+}
+
+/// The engine's view of the configuration.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Interfaces, indexed as in [`Inbound::interface`].
+    pub interfaces: Vec<Interface>,
+    /// For each interface (by index): the next hop of new requests arriving on it.
+    pub routes: Vec<Option<NextHop>>,
+    /// RFC 3261 timers.
+    pub timers: Timers,
+    /// Timer C: how long an INVITE may ring before it is cancelled with 408.
+    pub timer_c: Duration,
+    /// Largest message accepted.
+    pub max_message_size: usize,
+}
+
+/// Bytes received on one interface.
+#[derive(Debug, Clone)]
+pub struct Inbound {
+    /// Interface index.
+    pub interface: usize,
+    /// Transport it came over.
+    pub transport: LegTransport,
+    /// Source address.
+    pub source: SocketAddr,
+    /// The message (one datagram or one TCP frame).
+    pub data: Bytes,
+}
+
+/// Bytes to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transmit {
+    /// Interface index to send from.
+    pub interface: usize,
+    /// Transport.
+    pub transport: LegTransport,
+    /// Destination.
+    pub dest: SocketAddr,
+    /// The message.
+    pub payload: Bytes,
+}
+
+/// Whether a new request may enter the engine (the overload-control seam).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// Accept new requests.
+    Accept,
+    /// Refuse new requests with 503 and this Retry-After (seconds). In-dialog requests, ACK,
+    /// CANCEL and BYE still pass.
+    Reject {
+        /// Retry-After value in seconds.
+        retry_after: u32,
+    },
+}
+
+/// Counters of one engine.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Stats {
+    /// Requests received (parsed).
+    pub requests_in: u64,
+    /// Responses received (parsed).
+    pub responses_in: u64,
+    /// New INVITEs accepted as calls.
+    pub calls_attempted: u64,
+    /// Calls answered with 2xx.
+    pub calls_answered: u64,
+    /// Calls ended by a final non-2xx toward the caller.
+    pub calls_failed: u64,
+    /// Request retransmissions absorbed (answered from transaction state, not forwarded).
+    pub retransmissions_absorbed: u64,
+    /// Requests retransmitted by us (timers A, E) and responses (timer G).
+    pub retransmissions_sent: u64,
+    /// Malformed requests answered with 400.
+    pub malformed_answered: u64,
+    /// Malformed messages dropped (nothing to answer).
+    pub malformed_dropped: u64,
+    /// Responses that matched no transaction.
+    pub stray_responses: u64,
+    /// New requests refused with 503 by admission control or shutdown.
+    pub rejected_503: u64,
+    /// 408s sent because the next hop did not answer.
+    pub timeouts: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum TxKind {
+    Invite,
+    Cancel,
+    NonInvite,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct ServerKey {
+    branch: String,
+    sent_by: String,
+    kind: TxKind,
+}
+
+type ClientKey = (String, bool);
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum TimerTarget {
+    Server(ServerKey),
+    Client(ClientKey),
+}
+
+/// How to reach the sender of a request again.
+#[derive(Debug, Clone, Copy)]
+struct ReplyTo {
+    interface: usize,
+    transport: LegTransport,
+    dest: SocketAddr,
+}
+
+/// The headers a response to a request must echo.
+#[derive(Debug, Clone)]
+struct ResponseContext {
+    vias: Vec<String>,
+    from: String,
+    to: String,
+    call_id: String,
+    cseq: String,
+}
+
+impl ResponseContext {
+    fn of(msg: &SipMessage) -> Self {
+        Self {
+            vias: msg
+                .header_values(&HeaderName::Via)
+                .map(str::to_owned)
+                .collect(),
+            from: msg.header(&HeaderName::From).unwrap_or_default().to_owned(),
+            to: msg.header(&HeaderName::To).unwrap_or_default().to_owned(),
+            call_id: msg.call_id().unwrap_or_default().to_owned(),
+            cseq: msg.header(&HeaderName::CSeq).unwrap_or_default().to_owned(),
+        }
+    }
+
+    fn write(&self, code: u16, reason: &str, to_tag: Option<&str>) -> MessageWriter {
+        let mut w = MessageWriter::response(code, reason);
+        for v in &self.vias {
+            w.header("Via", v);
+        }
+        w.header("From", &self.from);
+        match to_tag {
+            Some(tag) if code > 100 && param(&self.to, "tag").is_none() => {
+                w.header("To", format_args!("{};tag={tag}", self.to))
+            }
+            _ => w.header("To", &self.to),
+        };
+        w.header("Call-ID", &self.call_id);
+        w.header("CSeq", &self.cseq);
+        w
+    }
+}
+
+#[derive(Debug)]
+enum ServerTxn {
+    Invite(ServerInvite),
+    NonInvite(ServerNonInvite),
+}
+
+impl ServerTxn {
+    fn poll_timeout(&self) -> Option<Instant> {
+        match self {
+            Self::Invite(t) => t.poll_timeout(),
+            Self::NonInvite(t) => t.poll_timeout(),
+        }
+    }
+    fn send_response(&mut self, now: Instant, code: u16) {
+        match self {
+            Self::Invite(t) => t.send_response(now, code),
+            Self::NonInvite(t) => t.send_response(now, code),
+        }
+    }
+    fn is_final(&self) -> bool {
+        match self {
+            Self::Invite(t) => t.is_final(),
+            Self::NonInvite(t) => t.is_final(),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct ServerEntry {
+    txn: ServerTxn,
+    reply: ReplyTo,
+    ctx: ResponseContext,
+    /// Tag we add to the To of our responses (new dialogs only).
+    to_tag: Option<String>,
+    /// Whether responses to this request carry our Contact (INVITE, UPDATE).
+    contact: bool,
+    last_response: Option<Bytes>,
+    call: Option<u64>,
+    armed: Option<Instant>,
+}
+
+#[derive(Debug)]
+enum ClientTxn {
+    Invite(ClientInvite),
+    NonInvite(ClientNonInvite),
+}
+
+impl ClientTxn {
+    fn poll_timeout(&self) -> Option<Instant> {
+        match self {
+            Self::Invite(t) => t.poll_timeout(),
+            Self::NonInvite(t) => t.poll_timeout(),
+        }
+    }
+}
+
+/// The parts of a sent request that an ACK (for a non-2xx) or a CANCEL must repeat.
+#[derive(Debug, Clone)]
+struct RequestIds {
+    uri: String,
+    via: String,
+    from: String,
+    to: String,
+    call_id: String,
+    cseq: u32,
+    routes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CancelState {
+    None,
+    /// The caller cancelled before any provisional: send CANCEL when one arrives.
+    Pending,
+    Sent,
+}
+
+#[derive(Debug)]
+struct ClientEntry {
+    txn: ClientTxn,
+    method: Method,
+    request: Bytes,
+    to: Transmit,
+    ids: RequestIds,
+    server: Option<ServerKey>,
+    call: Option<u64>,
+    side: Side,
+    ack: Option<Bytes>,
+    cancel: CancelState,
+    provisional: bool,
+    timer_c: Option<Instant>,
+    armed: Option<Instant>,
+}
+
+#[derive(Debug)]
+struct Call {
+    dialog: Dialog,
+    /// The caller's initial INVITE transaction.
+    invite_server: Option<ServerKey>,
+    /// Our initial INVITE toward the callee.
+    invite_client: Option<ClientKey>,
+    /// The last 2xx sent to the caller for the initial INVITE (re-sent when the callee
+    /// retransmits its 2xx before the caller's ACK arrives).
+    caller_2xx: Option<Transmit>,
+    /// The ACK sent to the callee (re-sent when the callee retransmits its 2xx).
+    callee_ack: Option<Transmit>,
+    /// The caller cancelled, or timer C fired: any 2xx from the callee is ACKed and hung up.
+    cancelled: bool,
+}
+
+/// The sans-IO B2BUA of one worker.
+#[derive(Debug)]
+pub struct Engine {
+    cfg: EngineConfig,
+    via_sent_by: Vec<String>,
+    calls: HashMap<u64, Call>,
+    next_call: u64,
+    dialogs: HashMap<(String, String), (u64, Side)>,
+    server: HashMap<ServerKey, ServerEntry>,
+    client: HashMap<ClientKey, ClientEntry>,
+    timers: BinaryHeap<Reverse<(Instant, u64)>>,
+    timer_targets: HashMap<u64, TimerTarget>,
+    next_timer: u64,
+    out: VecDeque<Transmit>,
+    admission: Admission,
+    draining: bool,
+    stats: Stats,
+    worker: u64,
+}
+
+impl Engine {
+    /// A new engine for worker number `worker` (used to keep generated identifiers unique).
+    pub fn new(cfg: EngineConfig, worker: u64) -> Self {
+        let via_sent_by = cfg.interfaces.iter().map(|i| i.addr.to_string()).collect();
+        Self {
+            cfg,
+            via_sent_by,
+            calls: HashMap::new(),
+            next_call: 1,
+            dialogs: HashMap::new(),
+            server: HashMap::new(),
+            client: HashMap::new(),
+            timers: BinaryHeap::new(),
+            timer_targets: HashMap::new(),
+            next_timer: 0,
+            out: VecDeque::new(),
+            admission: Admission::Accept,
+            draining: false,
+            stats: Stats::default(),
+            worker,
+        }
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The dialog table: every call this engine holds, as plain data.
+    pub fn dialogs(&self) -> impl Iterator<Item = &Dialog> {
+        self.calls.values().map(|c| &c.dialog)
+    }
+
+    /// Number of calls held (any state).
+    pub fn call_count(&self) -> usize {
+        self.calls.len()
+    }
+
+    /// Number of live transactions.
+    pub fn transaction_count(&self) -> usize {
+        self.server.len() + self.client.len()
+    }
+
+    /// Sets the admission decision for new requests (overload control).
+    pub fn set_admission(&mut self, admission: Admission) {
+        self.admission = admission;
+    }
+
+    /// Refuse new requests with 503 from now on (graceful shutdown); transactions and dialogs
+    /// in progress go on.
+    pub fn start_draining(&mut self) {
+        self.draining = true;
+    }
+
+    /// Whether no transaction is in progress (a draining engine may stop).
+    pub fn is_idle(&self) -> bool {
+        self.server.is_empty() && self.client.is_empty()
+    }
+
+    /// Next message to send.
+    #[must_use]
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.out.pop_front()
+    }
+
+    /// When [`Engine::handle_timeout`] should be called next.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.peek().map(|Reverse((t, _))| *t)
+    }
+
+    /// Processes one received message.
+    pub fn handle_inbound(&mut self, now: Instant, inbound: Inbound) {
+        if inbound.data.iter().all(|b| *b == b'\r' || *b == b'\n') {
+            return; // keep-alive
+        }
+        if inbound.data.len() > self.cfg.max_message_size {
+            self.refuse_unparsable(
+                &inbound,
+                &ParseError::TooLarge {
+                    size: inbound.data.len(),
+                    max: self.cfg.max_message_size,
+                },
+            );
+            return;
+        }
+        match SipMessage::parse(&inbound.data) {
+            Ok(msg) => match msg.status() {
+                None => self.on_request(now, &inbound, msg),
+                Some(code) => self.on_response(now, code, msg),
+            },
+            Err(e) => self.refuse_unparsable(&inbound, &e),
+        }
+    }
+
+    /// Fires every timer due at `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        while let Some(Reverse((at, id))) = self.timers.peek().copied() {
+            if at > now {
+                break;
+            }
+            self.timers.pop();
+            let Some(target) = self.timer_targets.remove(&id) else {
+                continue;
+            };
+            match target {
+                TimerTarget::Server(key) => self.server_timeout(now, key),
+                TimerTarget::Client(key) => self.client_timeout(now, key),
+            }
+        }
+    }
+
+    // ----- requests -------------------------------------------------------------------------
+
+    fn refuse_unparsable(&mut self, inbound: &Inbound, err: &ParseError) {
+        // Answer 400 when the bytes look like a request with the five headers a response needs.
+        let lenient = LenientRequest::scan(&inbound.data);
+        match lenient {
+            Some(req) => {
+                let (code, reason) = match err {
+                    ParseError::TooLarge { .. } => (513, reason_for(513)),
+                    _ => (400, reason_for(400)),
+                };
+                let mut w = req.ctx.write(code, reason, None);
+                w.header(
+                    "Warning",
+                    format_args!("399 sbc \"{}\"", err.to_string().replace('"', "'")),
+                );
+                self.stats.malformed_answered += 1;
+                debug!(source = %inbound.source, error = %err, "malformed request answered");
+                self.out.push_back(Transmit {
+                    interface: inbound.interface,
+                    transport: inbound.transport,
+                    dest: inbound.source,
+                    payload: w.finish(b""),
+                });
+            }
+            None => {
+                self.stats.malformed_dropped += 1;
+                debug!(source = %inbound.source, error = %err, "malformed message dropped");
+            }
+        }
+    }
+
+    fn reply_to(inbound: &Inbound) -> ReplyTo {
+        ReplyTo {
+            interface: inbound.interface,
+            transport: inbound.transport,
+            dest: inbound.source,
+        }
+    }
+
+    /// Answers a request statelessly (errors before any transaction exists).
+    fn answer(&mut self, inbound: &Inbound, msg: &SipMessage, code: u16, extra: Option<(&str, String)>) {
+        let ctx = ResponseContext::of(msg);
+        let tag = (code > 100 && msg.to_tag().is_none()).then(new_tag);
+        let mut w = ctx.write(code, reason_for(code), tag.as_deref());
+        if let Some((name, value)) = extra {
+            w.header(name, value);
+        }
+        self.out.push_back(Transmit {
+            interface: inbound.interface,
+            transport: inbound.transport,
+            dest: inbound.source,
+            payload: w.finish(b""),
+        });
+    }
+
+    fn on_request(&mut self, now: Instant, inbound: &Inbound, msg: SipMessage) {
+        self.stats.requests_in += 1;
+        let Some(method) = msg.method().cloned() else {
+            return;
+        };
+        if !msg.answerable() {
+            self.stats.malformed_dropped += 1;
+            debug!(source = %inbound.source, "request without Via/From/To/Call-ID/CSeq dropped");
+            return;
+        }
+        let cseq_ok = msg.cseq().is_some_and(|c| {
+            c.method == method || (method == Method::Ack && c.method == Method::Invite)
+        });
+        if !cseq_ok {
+            if method != Method::Ack {
+                self.stats.malformed_answered += 1;
+                self.answer(inbound, &msg, 400, Some(("Warning", "399 sbc \"bad CSeq\"".into())));
+            }
+            return;
+        }
+        let Some(key) = server_key(&msg, &method) else {
+            self.stats.malformed_dropped += 1;
+            return;
+        };
+
+        if method == Method::Ack {
+            if let Some(entry) = self.server.get_mut(&key) {
+                if let ServerTxn::Invite(t) = &mut entry.txn {
+                    let r = t.handle_ack(now);
+                    self.arm_server(&key);
+                    if r == ServerRequest::Absorb {
+                        return;
+                    }
+                }
+            }
+            self.ack_in_dialog(now, &msg);
+            return;
+        }
+        if method == Method::Cancel {
+            self.on_cancel(now, inbound, &msg, key);
+            return;
+        }
+        if let Some(entry) = self.server.get_mut(&key) {
+            let r = match &mut entry.txn {
+                ServerTxn::Invite(t) => t.handle_invite(),
+                ServerTxn::NonInvite(t) => t.handle_request(),
+            };
+            self.stats.retransmissions_absorbed += 1;
+            if r == ServerRequest::ResendLastResponse {
+                if let Some(last) = entry.last_response.clone() {
+                    self.out.push_back(Transmit {
+                        interface: entry.reply.interface,
+                        transport: entry.reply.transport,
+                        dest: entry.reply.dest,
+                        payload: last,
+                    });
+                }
+            }
+            return;
+        }
+
+        let max_forwards = match msg.max_forwards() {
+            None => 70,
+            Some(Ok(n)) => n,
+            Some(Err(())) => {
+                self.stats.malformed_answered += 1;
+                self.answer(inbound, &msg, 400, Some(("Warning", "399 sbc \"bad Max-Forwards\"".into())));
+                return;
+            }
+        };
+        if max_forwards == 0 {
+            self.answer(inbound, &msg, 483, None);
+            return;
+        }
+        if self.is_loop(&msg) {
+            self.answer(inbound, &msg, 482, None);
+            return;
+        }
+        let mf = (max_forwards - 1).min(70);
+
+        if let Some(to_tag) = msg.to_tag() {
+            let found = msg
+                .call_id()
+                .and_then(|c| self.dialogs.get(&(c.to_owned(), to_tag.to_owned())))
+                .copied();
+            match found {
+                Some((call, side)) => self.request_in_dialog(now, inbound, msg, key, call, side, mf),
+                None => self.answer(inbound, &msg, 481, None),
+            }
+            return;
+        }
+
+        if self.draining {
+            self.stats.rejected_503 += 1;
+            self.answer(inbound, &msg, 503, Some(("Retry-After", "5".into())));
+            return;
+        }
+        if let Admission::Reject { retry_after } = self.admission {
+            self.stats.rejected_503 += 1;
+            self.answer(inbound, &msg, 503, Some(("Retry-After", retry_after.to_string())));
+            return;
+        }
+        if method == Method::Options && msg.request_uri().and_then(uri_user).is_none() {
+            // A ping addressed to the SBC itself.
+            self.answer(inbound, &msg, 200, Some(("Allow", ALLOW.into())));
+            return;
+        }
+        if matches!(method, Method::Subscribe | Method::Refer | Method::Prack)
+            || matches!(method, Method::Other(_))
+        {
+            // Dialog-creating methods other than INVITE are not relayed yet.
+            self.answer(inbound, &msg, 501, Some(("Allow", ALLOW.into())));
+            return;
+        }
+        let Some(hop) = self.cfg.routes.get(inbound.interface).cloned().flatten() else {
+            self.answer(inbound, &msg, 404, Some(("Warning", "399 sbc \"no route\"".into())));
+            return;
+        };
+        if method == Method::Invite {
+            self.new_call(now, inbound, msg, key, hop, mf);
+        } else {
+            self.standalone(now, inbound, msg, key, hop, mf);
+        }
+    }
+
+    fn is_loop(&self, msg: &SipMessage) -> bool {
+        msg.header_values(&HeaderName::Via).any(|v| {
+            param(v, "branch").is_some_and(|b| b.starts_with(BRANCH_PREFIX))
+                && self.via_sent_by.iter().any(|s| via_sent_by(v) == s.as_str())
+        })
+    }
+
+    fn new_server(&mut self, key: &ServerKey, inbound: &Inbound, msg: &SipMessage, invite: bool, to_tag: Option<String>, call: Option<u64>) {
+        let timers = self.cfg.timers;
+        let reliable = inbound.transport.reliable();
+        let txn = if invite {
+            ServerTxn::Invite(ServerInvite::new(timers, reliable))
+        } else {
+            ServerTxn::NonInvite(ServerNonInvite::new(timers, reliable))
+        };
+        let contact = matches!(msg.method(), Some(Method::Invite | Method::Update));
+        self.server.insert(
+            key.clone(),
+            ServerEntry {
+                txn,
+                reply: Self::reply_to(inbound),
+                ctx: ResponseContext::of(msg),
+                to_tag,
+                contact,
+                last_response: None,
+                call,
+                armed: None,
+            },
+        );
+    }
+
+    fn new_call(&mut self, now: Instant, inbound: &Inbound, msg: SipMessage, key: ServerKey, hop: NextHop, mf: u32) {
+        let id = self.next_call;
+        self.next_call += 1;
+        let a_call_id = msg.call_id().unwrap_or_default().to_owned();
+        let caller_tag = new_tag();
+        let from = msg.header(&HeaderName::From).unwrap_or_default();
+        let to = msg.header(&HeaderName::To).unwrap_or_default();
+        let ruri = msg.request_uri().unwrap_or_default();
+        let caller = Leg {
+            interface: inbound.interface,
+            transport: inbound.transport,
+            peer: inbound.source,
+            call_id: a_call_id.clone(),
+            local_tag: caller_tag.clone(),
+            remote_tag: msg.from_tag().map(str::to_owned),
+            local_party: strip_tag(to),
+            remote_party: strip_tag(from),
+            remote_target: msg
+                .contact_uri()
+                .map(str::to_owned)
+                .unwrap_or_else(|| name_addr_uri(from).to_owned()),
+            route_set: msg
+                .header_values(&HeaderName::RecordRoute)
+                .map(str::to_owned)
+                .collect(),
+            local_cseq: 0,
+            last_invite_cseq: 0,
+        };
+        let out_if = &self.cfg.interfaces[hop.interface];
+        let callee_uri = match uri_user(ruri) {
+            Some(user) => format!("sip:{user}@{}", hop.addr),
+            None => format!("sip:{}", hop.addr),
+        };
+        let from_user = uri_user(name_addr_uri(from)).unwrap_or("anonymous");
+        let callee = Leg {
+            interface: hop.interface,
+            transport: hop.transport,
+            peer: hop.addr,
+            call_id: shard::b2b_call_id(
+                shard::call_id_key(a_call_id.as_bytes()),
+                rand::random::<u64>() ^ (self.worker << 56),
+            ),
+            local_tag: new_tag(),
+            remote_tag: None,
+            local_party: format!("<sip:{from_user}@{}>", out_if.addr.ip()),
+            remote_party: format!("<{callee_uri}>"),
+            remote_target: callee_uri,
+            route_set: Vec::new(),
+            local_cseq: 1,
+            last_invite_cseq: 1,
+        };
+        self.stats.calls_attempted += 1;
+        debug!(call_id = %a_call_id, b_call_id = %callee.call_id, next_hop = %hop.name, "new call");
+
+        // 100 Trying at once.
+        self.new_server(&key, inbound, &msg, true, Some(caller_tag.clone()), Some(id));
+        self.respond_local(now, &key, 100);
+
+        self.dialogs.insert((a_call_id, caller_tag), (id, Side::Caller));
+        self.dialogs
+            .insert((callee.call_id.clone(), callee.local_tag.clone()), (id, Side::Callee));
+        let dialog = Dialog {
+            id,
+            caller,
+            callee,
+            state: DialogState::Trying,
+            created_unix: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+        };
+        self.calls.insert(
+            id,
+            Call {
+                dialog,
+                invite_server: Some(key.clone()),
+                invite_client: None,
+                caller_2xx: None,
+                callee_ack: None,
+                cancelled: false,
+            },
+        );
+        let ckey = self.send_on_leg(now, id, Side::Callee, &Method::Invite, 1, &msg, mf, Some(key));
+        if let Some(call) = self.calls.get_mut(&id) {
+            call.invite_client = ckey;
+        }
+    }
+
+    /// Relays an out-of-dialog non-INVITE request (OPTIONS, MESSAGE, REGISTER, ...) as a
+    /// one-transaction B2BUA exchange.
+    fn standalone(&mut self, now: Instant, inbound: &Inbound, msg: SipMessage, key: ServerKey, hop: NextHop, mf: u32) {
+        let method = msg.method().cloned().unwrap_or(Method::Options);
+        let out_if = &self.cfg.interfaces[hop.interface];
+        let ruri = msg.request_uri().unwrap_or_default();
+        let uri = match uri_user(ruri) {
+            Some(user) => format!("sip:{user}@{}", hop.addr),
+            None => format!("sip:{}", hop.addr),
+        };
+        let from_user = uri_user(name_addr_uri(msg.header(&HeaderName::From).unwrap_or_default()))
+            .unwrap_or("anonymous");
+        let a_call_id = msg.call_id().unwrap_or_default();
+        let leg = Leg {
+            interface: hop.interface,
+            transport: hop.transport,
+            peer: hop.addr,
+            call_id: shard::b2b_call_id(shard::call_id_key(a_call_id.as_bytes()), rand::random()),
+            local_tag: new_tag(),
+            remote_tag: None,
+            local_party: format!("<sip:{from_user}@{}>", out_if.addr.ip()),
+            remote_party: format!("<{uri}>"),
+            remote_target: uri,
+            route_set: Vec::new(),
+            local_cseq: 1,
+            last_invite_cseq: 0,
+        };
+        self.new_server(&key, inbound, &msg, false, Some(new_tag()), None);
+        self.send_request(now, &leg, None, Side::Callee, &method, 1, &msg, mf, Some(key));
+    }
+
+    fn request_in_dialog(&mut self, now: Instant, inbound: &Inbound, msg: SipMessage, key: ServerKey, id: u64, side: Side, mf: u32) {
+        let Some(method) = msg.method().cloned() else {
+            return;
+        };
+        let Some(call) = self.calls.get_mut(&id) else {
+            self.answer(inbound, &msg, 481, None);
+            return;
+        };
+        if matches!(method, Method::Invite | Method::Update) {
+            if let Some(target) = msg.contact_uri() {
+                call.dialog.leg_mut(side).remote_target = target.to_owned();
+            }
+        }
+        if method == Method::Bye {
+            call.dialog.state = DialogState::Terminating;
+            debug!(call_id = %call.dialog.caller.call_id, from = ?side, "BYE");
+        }
+        let to_leg = call.dialog.leg_mut(side.other());
+        to_leg.local_cseq += 1;
+        let cseq = to_leg.local_cseq;
+        if method == Method::Invite {
+            to_leg.last_invite_cseq = cseq;
+        }
+        self.new_server(&key, inbound, &msg, method == Method::Invite, None, Some(id));
+        self.send_on_leg(now, id, side.other(), &method, cseq, &msg, mf, Some(key));
+    }
+
+    /// An ACK that matched no server transaction: the ACK for a 2xx, relayed end to end.
+    fn ack_in_dialog(&mut self, _now: Instant, msg: &SipMessage) {
+        let found = match (msg.call_id(), msg.to_tag()) {
+            (Some(c), Some(t)) => self.dialogs.get(&(c.to_owned(), t.to_owned())).copied(),
+            _ => None,
+        };
+        let Some((id, side)) = found else {
+            trace!("stray ACK dropped");
+            return;
+        };
+        let Some(call) = self.calls.get_mut(&id) else {
+            return;
+        };
+        let leg = call.dialog.leg(side.other()).clone();
+        let payload = self.build_request(&leg, &Method::Ack, leg.last_invite_cseq, &new_branch(), msg, 70);
+        let tx = Transmit {
+            interface: leg.interface,
+            transport: leg.transport,
+            dest: leg.peer,
+            payload,
+        };
+        if let Some(call) = self.calls.get_mut(&id) {
+            if side == Side::Caller && call.dialog.state == DialogState::Answered {
+                call.dialog.state = DialogState::Confirmed;
+                debug!(call_id = %call.dialog.caller.call_id, "call confirmed");
+            }
+            if side == Side::Caller {
+                call.callee_ack = Some(tx.clone());
+            }
+        }
+        self.out.push_back(tx);
+    }
+
+    fn on_cancel(&mut self, now: Instant, inbound: &Inbound, msg: &SipMessage, key: ServerKey) {
+        if let Some(entry) = self.server.get(&key) {
+            self.stats.retransmissions_absorbed += 1;
+            if let Some(last) = entry.last_response.clone() {
+                self.out.push_back(Transmit {
+                    interface: entry.reply.interface,
+                    transport: entry.reply.transport,
+                    dest: entry.reply.dest,
+                    payload: last,
+                });
+            }
+            return;
+        }
+        let invite_key = ServerKey {
+            kind: TxKind::Invite,
+            ..key.clone()
+        };
+        let Some(invite) = self.server.get(&invite_key) else {
+            self.answer(inbound, msg, 481, None);
+            return;
+        };
+        let call = invite.call;
+        let already_final = invite.txn.is_final();
+        self.new_server(&key, inbound, msg, false, None, call);
+        self.respond_local(now, &key, 200);
+        if already_final {
+            return;
+        }
+        self.respond_local(now, &invite_key, 487);
+        self.stats.calls_failed += 1;
+        let Some(id) = call else { return };
+        let Some(call) = self.calls.get_mut(&id) else {
+            return;
+        };
+        call.cancelled = true;
+        debug!(call_id = %call.dialog.caller.call_id, "cancelled by the caller");
+        if let Some(ckey) = call.invite_client.clone() {
+            self.cancel_client(now, &ckey);
+        }
+    }
+
+    /// Sends CANCEL for our INVITE `ckey`, or marks it to be sent on the first provisional.
+    fn cancel_client(&mut self, now: Instant, ckey: &ClientKey) {
+        let Some(entry) = self.client.get_mut(ckey) else {
+            return;
+        };
+        if entry.cancel == CancelState::Sent {
+            return;
+        }
+        if !entry.provisional {
+            entry.cancel = CancelState::Pending;
+            return;
+        }
+        entry.cancel = CancelState::Sent;
+        let ids = entry.ids.clone();
+        let to = entry.to.clone();
+        let mut w = MessageWriter::request(&Method::Cancel, &ids.uri);
+        w.header("Via", &ids.via);
+        for r in &ids.routes {
+            w.header("Route", r);
+        }
+        w.header("Max-Forwards", 70)
+            .header("From", &ids.from)
+            .header("To", &ids.to)
+            .header("Call-ID", &ids.call_id)
+            .header("CSeq", format_args!("{} CANCEL", ids.cseq));
+        let payload = w.finish(b"");
+        let branch = ckey.0.clone();
+        let tx = Transmit {
+            payload: payload.clone(),
+            ..to
+        };
+        let reliable = tx.transport.reliable();
+        self.client.insert(
+            (branch, true),
+            ClientEntry {
+                txn: ClientTxn::NonInvite(ClientNonInvite::new(now, self.cfg.timers, reliable)),
+                method: Method::Cancel,
+                request: payload,
+                to: tx.clone(),
+                ids,
+                server: None,
+                call: None,
+                side: Side::Callee,
+                ack: None,
+                cancel: CancelState::None,
+                provisional: false,
+                timer_c: None,
+                armed: None,
+            },
+        );
+        self.arm_client(&(ckey.0.clone(), true));
+        self.out.push_back(tx);
+    }
+
+    // ----- building and sending requests ------------------------------------------------------
+
+    fn our_contact(&self, leg: &Leg) -> String {
+        let addr = self.cfg.interfaces[leg.interface].addr;
+        format!("<sip:sbc@{addr};transport={}>", leg.transport.uri_param())
+    }
+
+    fn build_request(&self, leg: &Leg, method: &Method, cseq: u32, branch: &str, orig: &SipMessage, mf: u32) -> Bytes {
+        let addr = self.cfg.interfaces[leg.interface].addr;
+        let mut w = MessageWriter::request(method, &leg.remote_target);
+        w.header(
+            "Via",
+            format_args!("SIP/2.0/{} {addr};branch={branch};rport", leg.transport.via_token()),
+        );
+        for r in &leg.route_set {
+            w.header("Route", r);
+        }
+        w.header("Max-Forwards", mf)
+            .header("From", format_args!("{};tag={}", leg.local_party, leg.local_tag));
+        match &leg.remote_tag {
+            Some(t) => w.header("To", format_args!("{};tag={t}", leg.remote_party)),
+            None => w.header("To", &leg.remote_party),
+        };
+        w.header("Call-ID", &leg.call_id)
+            .header("CSeq", format_args!("{cseq} {method}"));
+        if matches!(method, Method::Invite | Method::Update) {
+            w.header("Contact", self.our_contact(leg));
+        }
+        copy_end_to_end(&mut w, &orig.headers);
+        w.finish(&orig.body)
+    }
+
+    /// Sends `orig` re-issued on leg `side` of call `id`; returns the client transaction key.
+    #[allow(clippy::too_many_arguments)]
+    fn send_on_leg(&mut self, now: Instant, id: u64, side: Side, method: &Method, cseq: u32, orig: &SipMessage, mf: u32, server: Option<ServerKey>) -> Option<ClientKey> {
+        let leg = self.calls.get(&id)?.dialog.leg(side).clone();
+        Some(self.send_request(now, &leg, Some(id), side, method, cseq, orig, mf, server))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn send_request(&mut self, now: Instant, leg: &Leg, call: Option<u64>, side: Side, method: &Method, cseq: u32, orig: &SipMessage, mf: u32, server: Option<ServerKey>) -> ClientKey {
+        let branch = new_branch();
+        let payload = self.build_request(leg, method, cseq, &branch, orig, mf);
+        let addr = self.cfg.interfaces[leg.interface].addr;
+        let tx = Transmit {
+            interface: leg.interface,
+            transport: leg.transport,
+            dest: leg.peer,
+            payload: payload.clone(),
+        };
+        let reliable = leg.transport.reliable();
+        let txn = if *method == Method::Invite {
+            ClientTxn::Invite(ClientInvite::new(now, self.cfg.timers, reliable))
+        } else {
+            ClientTxn::NonInvite(ClientNonInvite::new(now, self.cfg.timers, reliable))
+        };
+        let ids = RequestIds {
+            uri: leg.remote_target.clone(),
+            via: format!("SIP/2.0/{} {addr};branch={branch};rport", leg.transport.via_token()),
+            from: format!("{};tag={}", leg.local_party, leg.local_tag),
+            to: match &leg.remote_tag {
+                Some(t) => format!("{};tag={t}", leg.remote_party),
+                None => leg.remote_party.clone(),
+            },
+            call_id: leg.call_id.clone(),
+            cseq,
+            routes: leg.route_set.clone(),
+        };
+        let key = (branch, false);
+        let is_invite = *method == Method::Invite;
+        self.client.insert(
+            key.clone(),
+            ClientEntry {
+                txn,
+                method: method.clone(),
+                request: payload,
+                to: tx.clone(),
+                ids,
+                server,
+                call,
+                side,
+                ack: None,
+                cancel: CancelState::None,
+                provisional: false,
+                timer_c: is_invite.then(|| now + self.cfg.timer_c),
+                armed: None,
+            },
+        );
+        self.arm_client(&key);
+        self.out.push_back(tx);
+        key
+    }
+
+    // ----- responses ------------------------------------------------------------------------
+
+    fn on_response(&mut self, now: Instant, code: u16, msg: SipMessage) {
+        self.stats.responses_in += 1;
+        let (Some(branch), Some(cseq)) = (msg.top_via_branch(), msg.cseq()) else {
+            self.stats.malformed_dropped += 1;
+            return;
+        };
+        let ckey = (branch.to_owned(), cseq.method == Method::Cancel);
+        let Some(entry) = self.client.get_mut(&ckey) else {
+            self.stray_response(now, code, &msg);
+            return;
+        };
+        let action = match &mut entry.txn {
+            ClientTxn::Invite(t) => t.handle_response(now, code),
+            ClientTxn::NonInvite(t) => t.handle_response(now, code),
+        };
+        if (100..200).contains(&code) {
+            entry.provisional = true;
+        }
+        if code >= 200 {
+            entry.timer_c = None;
+        } else if code > 100 && entry.timer_c.is_some() {
+            entry.timer_c = Some(now + self.cfg.timer_c);
+        }
+        match action {
+            ClientResponse::Absorb => {}
+            ClientResponse::ResendAck => {
+                if let Some(ack) = entry.ack.clone() {
+                    self.out.push_back(Transmit {
+                        payload: ack,
+                        ..entry.to.clone()
+                    });
+                }
+            }
+            ClientResponse::PassUp | ClientResponse::PassUpAndAck => {
+                if action == ClientResponse::PassUpAndAck {
+                    let ack = build_ack(&entry.ids, &msg);
+                    entry.ack = Some(ack.clone());
+                    self.out.push_back(Transmit {
+                        payload: ack,
+                        ..entry.to.clone()
+                    });
+                }
+                let cancel_now = entry.provisional && entry.cancel == CancelState::Pending;
+                self.arm_client(&ckey);
+                if cancel_now {
+                    self.cancel_client(now, &ckey);
+                }
+                if !ckey.1 {
+                    self.response_to_user(now, &ckey, code, &msg);
+                }
+            }
+        }
+        self.arm_client(&ckey);
+    }
+
+    /// A response that matched no client transaction: a retransmitted 2xx after our INVITE
+    /// transaction ended, or junk.
+    fn stray_response(&mut self, _now: Instant, code: u16, msg: &SipMessage) {
+        let is_invite_2xx =
+            (200..300).contains(&code) && msg.cseq().is_some_and(|c| c.method == Method::Invite);
+        if is_invite_2xx {
+            let found = match (msg.call_id(), msg.from_tag()) {
+                (Some(c), Some(t)) => self.dialogs.get(&(c.to_owned(), t.to_owned())).copied(),
+                _ => None,
+            };
+            if let Some((id, Side::Callee)) = found {
+                if let Some(call) = self.calls.get(&id) {
+                    let resend = call.callee_ack.clone().or_else(|| call.caller_2xx.clone());
+                    if let Some(tx) = resend {
+                        self.out.push_back(tx);
+                    }
+                    return;
+                }
+            }
+        }
+        self.stats.stray_responses += 1;
+        trace!(code, "stray response dropped");
+    }
+
+    /// The transaction user's handling of a response to one of our requests.
+    fn response_to_user(&mut self, now: Instant, ckey: &ClientKey, code: u16, msg: &SipMessage) {
+        let Some(entry) = self.client.get(ckey) else {
+            return;
+        };
+        let (method, server, call_id, side) =
+            (entry.method.clone(), entry.server.clone(), entry.call, entry.side);
+        let initial_invite = call_id
+            .and_then(|id| self.calls.get(&id))
+            .is_some_and(|c| c.invite_client.as_ref() == Some(ckey));
+
+        if let Some(id) = call_id {
+            if let Some(call) = self.calls.get_mut(&id) {
+                let leg = call.dialog.leg_mut(side);
+                if method == Method::Invite && (101..300).contains(&code) {
+                    if let Some(tag) = msg.to_tag() {
+                        leg.remote_tag = Some(tag.to_owned());
+                    }
+                    if let Some(target) = msg.contact_uri() {
+                        leg.remote_target = target.to_owned();
+                    }
+                    if initial_invite && (200..300).contains(&code) {
+                        leg.route_set = msg
+                            .header_values(&HeaderName::RecordRoute)
+                            .map(str::to_owned)
+                            .collect::<Vec<_>>()
+                            .into_iter()
+                            .rev()
+                            .collect();
+                    }
+                }
+                if initial_invite {
+                    match code {
+                        101..=199 if call.dialog.state == DialogState::Trying => {
+                            call.dialog.state = DialogState::Early;
+                        }
+                        200..=299 => {
+                            if call.cancelled {
+                                // Answered after the caller gave up: ACK and hang up the callee.
+                                self.hang_up_callee(now, id);
+                                return;
+                            }
+                            call.dialog.state = DialogState::Answered;
+                            self.stats.calls_answered += 1;
+                            debug!(call_id = %call.dialog.caller.call_id, "call answered");
+                        }
+                        300.. => {
+                            if !call.cancelled {
+                                self.stats.calls_failed += 1;
+                            }
+                            debug!(call_id = %call.dialog.caller.call_id, code, "call failed");
+                            self.remove_call(id);
+                        }
+                        _ => {}
+                    }
+                } else if method == Method::Bye && code >= 200 {
+                    debug!(call_id = %call.dialog.caller.call_id, "call ended");
+                    self.remove_call(id);
+                }
+            }
+        }
+        if code == 100 && method == Method::Invite {
+            return; // we sent our own 100 already
+        }
+        let Some(skey) = server else { return };
+        let tx = self.relay_response(now, &skey, code, msg);
+        if initial_invite && (200..300).contains(&code) {
+            if let (Some(id), Some(tx)) = (call_id, tx) {
+                if let Some(call) = self.calls.get_mut(&id) {
+                    call.caller_2xx = Some(tx);
+                }
+            }
+        }
+    }
+
+    /// Answered after a CANCEL or timer C: ACK the 2xx and send BYE to the callee.
+    fn hang_up_callee(&mut self, now: Instant, id: u64) {
+        let Some(call) = self.calls.get_mut(&id) else {
+            return;
+        };
+        let leg = call.dialog.callee.clone();
+        let ack = self.build_request(&leg, &Method::Ack, leg.last_invite_cseq, &new_branch(), &empty_message(), 70);
+        self.out.push_back(Transmit {
+            interface: leg.interface,
+            transport: leg.transport,
+            dest: leg.peer,
+            payload: ack,
+        });
+        let mut leg = leg;
+        leg.local_cseq += 1;
+        let cseq = leg.local_cseq;
+        self.remove_call(id);
+        self.send_request(now, &leg, None, Side::Callee, &Method::Bye, cseq, &empty_message(), 70, None);
+    }
+
+    /// Relays a response from the far leg to the server transaction `skey`.
+    fn relay_response(&mut self, now: Instant, skey: &ServerKey, code: u16, msg: &SipMessage) -> Option<Transmit> {
+        let contact = {
+            let entry = self.server.get(skey)?;
+            if entry.txn.is_final() {
+                return None;
+            }
+            let leg = entry
+                .call
+                .and_then(|id| self.calls.get(&id))
+                .map(|c| c.dialog.leg(Side::Caller).clone());
+            (entry.contact && (101..300).contains(&code))
+                .then(|| {
+                    let iface = self.cfg.interfaces[entry.reply.interface].addr;
+                    let transport = leg.map_or(entry.reply.transport, |l| l.transport);
+                    format!("<sip:sbc@{iface};transport={}>", transport.uri_param())
+                })
+        };
+        let entry = self.server.get_mut(skey)?;
+        let reason = match &msg.start {
+            crate::sip::message::StartLine::Response { reason, .. } if !reason.is_empty() => {
+                reason.as_str()
+            }
+            _ => reason_for(code),
+        };
+        let mut w = entry.ctx.write(code, reason, entry.to_tag.as_deref());
+        if let Some(c) = contact {
+            w.header("Contact", c);
+        }
+        copy_end_to_end(&mut w, &msg.headers);
+        let payload = w.finish(&msg.body);
+        entry.last_response = Some(payload.clone());
+        entry.txn.send_response(now, code);
+        let tx = Transmit {
+            interface: entry.reply.interface,
+            transport: entry.reply.transport,
+            dest: entry.reply.dest,
+            payload,
+        };
+        self.out.push_back(tx.clone());
+        self.arm_server(skey);
+        Some(tx)
+    }
+
+    /// Sends a locally generated response on server transaction `skey`.
+    fn respond_local(&mut self, now: Instant, skey: &ServerKey, code: u16) {
+        let Some(entry) = self.server.get_mut(skey) else {
+            return;
+        };
+        if entry.txn.is_final() {
+            return;
+        }
+        let w = entry.ctx.write(code, reason_for(code), entry.to_tag.as_deref());
+        let payload = w.finish(b"");
+        entry.last_response = Some(payload.clone());
+        entry.txn.send_response(now, code);
+        self.out.push_back(Transmit {
+            interface: entry.reply.interface,
+            transport: entry.reply.transport,
+            dest: entry.reply.dest,
+            payload,
+        });
+        self.arm_server(skey);
+    }
+
+    fn remove_call(&mut self, id: u64) {
+        if let Some(call) = self.calls.remove(&id) {
+            let d = &call.dialog;
+            self.dialogs
+                .remove(&(d.caller.call_id.clone(), d.caller.local_tag.clone()));
+            self.dialogs
+                .remove(&(d.callee.call_id.clone(), d.callee.local_tag.clone()));
+        }
+    }
+
+    // ----- timers ---------------------------------------------------------------------------
+
+    fn push_timer(&mut self, at: Instant, target: TimerTarget) {
+        let id = self.next_timer;
+        self.next_timer += 1;
+        self.timer_targets.insert(id, target);
+        self.timers.push(Reverse((at, id)));
+    }
+
+    fn arm_server(&mut self, key: &ServerKey) {
+        let Some(entry) = self.server.get_mut(key) else {
+            return;
+        };
+        let next = entry.txn.poll_timeout();
+        if next.is_some() && next != entry.armed {
+            entry.armed = next;
+            if let Some(at) = next {
+                self.push_timer(at, TimerTarget::Server(key.clone()));
+            }
+        }
+    }
+
+    fn arm_client(&mut self, key: &ClientKey) {
+        let Some(entry) = self.client.get_mut(key) else {
+            return;
+        };
+        let next = match (entry.txn.poll_timeout(), entry.timer_c) {
+            (Some(a), Some(c)) => Some(a.min(c)),
+            (a, c) => a.or(c),
+        };
+        if next.is_some() && next != entry.armed {
+            entry.armed = next;
+            if let Some(at) = next {
+                self.push_timer(at, TimerTarget::Client(key.clone()));
+            }
+        }
+    }
+
+    fn server_timeout(&mut self, now: Instant, key: ServerKey) {
+        let Some(entry) = self.server.get_mut(&key) else {
+            return;
+        };
+        if entry.armed.is_some_and(|a| a <= now) {
+            entry.armed = None;
+        }
+        let (action, acked) = match &mut entry.txn {
+            ServerTxn::Invite(t) => (t.handle_timeout(now), t.acked()),
+            ServerTxn::NonInvite(t) => (t.handle_timeout(now), true),
+        };
+        match action {
+            TimerAction::None => self.arm_server(&key),
+            TimerAction::Retransmit => {
+                if let Some(last) = entry.last_response.clone() {
+                    self.stats.retransmissions_sent += 1;
+                    self.out.push_back(Transmit {
+                        interface: entry.reply.interface,
+                        transport: entry.reply.transport,
+                        dest: entry.reply.dest,
+                        payload: last,
+                    });
+                }
+                self.arm_server(&key);
+            }
+            TimerAction::TimedOut | TimerAction::Terminated => {
+                let call = entry.call;
+                self.server.remove(&key);
+                // A 2xx that the caller never ACKed (timer L): end the call on both legs.
+                if key.kind == TxKind::Invite && !acked {
+                    if let Some(id) = call {
+                        let confirmed = self.calls.get(&id).is_some_and(|c| {
+                            c.invite_server.as_ref() == Some(&key)
+                                && c.dialog.state == DialogState::Answered
+                        });
+                        if confirmed {
+                            debug!("caller never ACKed the 2xx: hanging up");
+                            self.tear_down(now, id);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ends a call on both legs with BYE (no caller ACK, or a fatal condition).
+    fn tear_down(&mut self, now: Instant, id: u64) {
+        let Some(call) = self.calls.get(&id) else {
+            return;
+        };
+        let mut callee = call.dialog.callee.clone();
+        let mut caller = call.dialog.caller.clone();
+        if call.callee_ack.is_none() {
+            let ack = self.build_request(&callee, &Method::Ack, callee.last_invite_cseq, &new_branch(), &empty_message(), 70);
+            self.out.push_back(Transmit {
+                interface: callee.interface,
+                transport: callee.transport,
+                dest: callee.peer,
+                payload: ack,
+            });
+        }
+        self.remove_call(id);
+        for leg in [&mut callee, &mut caller] {
+            leg.local_cseq += 1;
+            let cseq = leg.local_cseq;
+            let l = leg.clone();
+            self.send_request(now, &l, None, Side::Callee, &Method::Bye, cseq, &empty_message(), 70, None);
+        }
+    }
+
+    fn client_timeout(&mut self, now: Instant, key: ClientKey) {
+        let Some(entry) = self.client.get_mut(&key) else {
+            return;
+        };
+        if entry.armed.is_some_and(|a| a <= now) {
+            entry.armed = None;
+        }
+        // Timer C: the callee rang too long.
+        if entry.timer_c.is_some_and(|c| c <= now) {
+            entry.timer_c = None;
+            let (server, call) = (entry.server.clone(), entry.call);
+            self.cancel_client(now, &key);
+            if let Some(id) = call {
+                if let Some(c) = self.calls.get_mut(&id) {
+                    c.cancelled = true;
+                }
+            }
+            if let Some(skey) = server {
+                self.stats.timeouts += 1;
+                self.stats.calls_failed += 1;
+                self.respond_local(now, &skey, 408);
+            }
+            self.arm_client(&key);
+            return;
+        }
+        let action = match &mut entry.txn {
+            ClientTxn::Invite(t) => t.handle_timeout(now),
+            ClientTxn::NonInvite(t) => t.handle_timeout(now),
+        };
+        match action {
+            TimerAction::None => self.arm_client(&key),
+            TimerAction::Retransmit => {
+                self.stats.retransmissions_sent += 1;
+                let tx = Transmit {
+                    payload: entry.request.clone(),
+                    ..entry.to.clone()
+                };
+                self.out.push_back(tx);
+                self.arm_client(&key);
+            }
+            TimerAction::Terminated => {
+                self.client.remove(&key);
+            }
+            TimerAction::TimedOut => {
+                let Some(entry) = self.client.remove(&key) else {
+                    return;
+                };
+                debug!(method = %entry.method, "next hop did not answer");
+                if let Some(id) = entry.call {
+                    let initial = self
+                        .calls
+                        .get(&id)
+                        .is_some_and(|c| c.invite_client.as_ref() == Some(&key));
+                    let cancelled = self.calls.get(&id).is_some_and(|c| c.cancelled);
+                    if initial {
+                        if !cancelled {
+                            self.stats.calls_failed += 1;
+                        }
+                        self.remove_call(id);
+                    } else if entry.method == Method::Bye {
+                        self.remove_call(id);
+                    }
+                }
+                if let Some(skey) = entry.server {
+                    self.stats.timeouts += 1;
+                    self.respond_local(now, &skey, 408);
+                }
+            }
+        }
+    }
+}
+
+/// Methods the SBC relays or answers.
+const ALLOW: &str = "INVITE, ACK, BYE, CANCEL, OPTIONS, UPDATE, INFO, MESSAGE, REGISTER, NOTIFY";
+
+fn new_tag() -> String {
+    format!("{:016x}", rand::random::<u64>())
+}
+
+fn new_branch() -> String {
+    format!("{BRANCH_PREFIX}{:016x}", rand::random::<u64>())
+}
+
+fn strip_tag(v: &str) -> String {
+    // Remove a ;tag= parameter from a From/To value, keeping other parameters.
+    let split_at = v.rfind('>').map_or(0, |i| i + 1);
+    let (head, tail) = v.split_at(split_at);
+    let mut out = head.to_owned();
+    for p in tail.split(';').filter(|p| !p.trim().is_empty()) {
+        let name = p.split('=').next().unwrap_or("").trim();
+        if !name.eq_ignore_ascii_case("tag") {
+            out.push(';');
+            out.push_str(p.trim());
+        }
+    }
+    if head.is_empty() {
+        // addr-spec form: the first segment is the URI itself.
+        let mut parts = v.split(';');
+        let uri = parts.next().unwrap_or("").trim().to_owned();
+        let rest: Vec<&str> = parts
+            .filter(|p| !p.trim().split('=').next().unwrap_or("").eq_ignore_ascii_case("tag"))
+            .collect();
+        return std::iter::once(uri.as_str())
+            .chain(rest)
+            .collect::<Vec<_>>()
+            .join(";");
+    }
+    out
+}
+
+fn via_sent_by(via: &str) -> &str {
+    // "SIP/2.0/UDP host:port;params" -> "host:port"
+    let after = via.split_whitespace().nth(1).unwrap_or("");
+    after.split(';').next().unwrap_or("").trim()
+}
+
+fn server_key(msg: &SipMessage, method: &Method) -> Option<ServerKey> {
+    let via = msg.top_via()?;
+    let kind = match method {
+        Method::Invite | Method::Ack => TxKind::Invite,
+        Method::Cancel => TxKind::Cancel,
+        _ => TxKind::NonInvite,
+    };
+    let branch = match param(via, "branch") {
+        Some(b) if b.starts_with("z9hG4bK") => b.to_owned(),
+        // RFC 2543 peers: build a key from what identifies their transaction.
+        _ => format!(
+            "2543:{}:{}:{}",
+            msg.call_id()?,
+            msg.cseq()?.seq,
+            msg.from_tag().unwrap_or("")
+        ),
+    };
+    Some(ServerKey {
+        branch,
+        sent_by: via_sent_by(via).to_owned(),
+        kind,
+    })
+}
+
+fn copy_end_to_end(w: &mut MessageWriter, headers: &[Header]) {
+    for h in headers {
+        if let HeaderName::Other(name) = &h.name {
+            w.header(name, &h.value);
+        }
+    }
+}
+
+fn build_ack(ids: &RequestIds, resp: &SipMessage) -> Bytes {
+    let mut w = MessageWriter::request(&Method::Ack, &ids.uri);
+    w.header("Via", &ids.via);
+    for r in &ids.routes {
+        w.header("Route", r);
+    }
+    w.header("Max-Forwards", 70)
+        .header("From", &ids.from)
+        .header(
+            "To",
+            resp.header(&HeaderName::To).unwrap_or(ids.to.as_str()),
+        )
+        .header("Call-ID", &ids.call_id)
+        .header("CSeq", format_args!("{} ACK", ids.cseq));
+    w.finish(b"")
+}
+
+fn empty_message() -> SipMessage {
+    SipMessage {
+        start: crate::sip::message::StartLine::Request {
+            method: Method::Bye,
+            uri: String::new(),
+        },
+        headers: Vec::new(),
+        body: Bytes::new(),
+    }
+}
+
+/// The headers of a request that failed strict parsing, read leniently so it can get a 400.
+struct LenientRequest {
+    ctx: ResponseContext,
+}
+
+impl LenientRequest {
+    fn scan(data: &[u8]) -> Option<Self> {
+        let head_end = find_head_end(data).unwrap_or(data.len());
+        let head = std::str::from_utf8(&data[..head_end]).ok()?;
+        let mut lines = head.lines();
+        let start = lines.next()?;
+        let mut words = start.split_whitespace();
+        let method = words.next()?;
+        if method.starts_with("SIP/") || !method.bytes().all(|b| b.is_ascii_uppercase()) {
+            return None; // a response, or not a request line at all
+        }
+        let (mut vias, mut from, mut to, mut call_id, mut cseq) = (Vec::new(), None, None, None, None);
+        for line in lines {
+            let Some((name, value)) = line.split_once(':') else {
+                continue;
+            };
+            let value = value.trim().to_owned();
+            if value.is_empty() || value.len() > 1024 {
+                continue;
+            }
+            match HeaderName::parse(name) {
+                HeaderName::Via => vias.extend(split_list(&value).map(str::to_owned)),
+                HeaderName::From => from = Some(value),
+                HeaderName::To => to = Some(value),
+                HeaderName::CallId => call_id = Some(value),
+                HeaderName::CSeq => cseq = Some(value),
+                _ => {}
+            }
+        }
+        if vias.is_empty() {
+            return None;
+        }
+        Some(Self {
+            ctx: ResponseContext {
+                vias,
+                from: from?,
+                to: to?,
+                call_id: call_id?,
+                cseq: cseq?,
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

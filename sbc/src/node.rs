@@ -1,0 +1,475 @@
+//! The thin I/O shell around the engines: sockets, TCP connections, worker threads, shutdown.
+//!
+//! - One receive thread per UDP interface reads datagrams and hands each to the worker that
+//!   owns its Call-ID ([`crate::shard`]).
+//! - TCP runs on tokio: an accept loop per interface, a reader and a writer task per
+//!   connection, and an outbound connector for next hops reached over TCP.
+//! - A worker is an OS thread that owns one [`Engine`]: it waits for input or for the engine's
+//!   next timer, feeds the engine with real time, and sends what the engine asks to send.
+//!
+//! Shutdown (SIGINT/SIGTERM) follows mini-redis: every worker is told to drain (new requests get
+//! 503, transactions in progress finish), the node waits until all are idle or the grace period
+//! ends, then stops the threads.
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use bytes::Bytes;
+use futures_util::StreamExt as _;
+use sbc_config::{Config, Transport};
+use tokio::io::AsyncWriteExt as _;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc as tmpsc;
+use tokio_util::codec::FramedRead;
+use tracing::{debug, info, info_span, warn};
+
+use crate::engine::{Engine, EngineConfig, Inbound, Interface, NextHop, Stats, Transmit};
+use crate::shard;
+use crate::sip::dialog::LegTransport;
+use crate::sip::transaction::Timers;
+use crate::tcp_codec::{Frame, SipCodec};
+
+/// Builds the engine's view of a validated configuration.
+pub fn engine_config(cfg: &Config) -> anyhow::Result<EngineConfig> {
+    let interfaces: Vec<Interface> = cfg
+        .sip_interfaces
+        .iter()
+        .map(|i| Interface {
+            realm: i.realm.clone(),
+            addr: i.socket_addr(),
+        })
+        .collect();
+    let mut routes = Vec::new();
+    for iface in &cfg.sip_interfaces {
+        let hop = match cfg.route_for(&iface.realm) {
+            None => None,
+            Some(agent) => {
+                let out = cfg
+                    .sip_interfaces
+                    .iter()
+                    .position(|i| i.realm == agent.realm)
+                    .with_context(|| format!("session-agent {} has no interface", agent.name))?;
+                if !cfg.sip_interfaces[out].transports.contains(&agent.transport) {
+                    anyhow::bail!(
+                        "session-agent {} uses {} but sip-interface {} does not offer it",
+                        agent.name,
+                        agent.transport,
+                        agent.realm
+                    );
+                }
+                Some(NextHop {
+                    name: agent.name.clone(),
+                    addr: agent.socket_addr(),
+                    transport: leg_transport(agent.transport),
+                    interface: out,
+                })
+            }
+        };
+        routes.push(hop);
+    }
+    let s = &cfg.sip_config;
+    Ok(EngineConfig {
+        interfaces,
+        routes,
+        timers: Timers {
+            t1: Duration::from_millis(s.t1_ms),
+            t2: Duration::from_millis(s.t2_ms),
+            t4: Duration::from_millis(s.t4_ms),
+        },
+        timer_c: Duration::from_millis(s.timer_c_ms),
+        max_message_size: s.max_message_size,
+    })
+}
+
+fn leg_transport(t: Transport) -> LegTransport {
+    match t {
+        Transport::Udp => LegTransport::Udp,
+        Transport::Tcp => LegTransport::Tcp,
+    }
+}
+
+enum WorkerMsg {
+    Inbound(Inbound),
+    Drain,
+    Stop,
+}
+
+/// Handles shared by the receive paths and the workers.
+struct Shared {
+    udp: Vec<Option<Arc<UdpSocket>>>,
+    tcp_out: tmpsc::UnboundedSender<Transmit>,
+    workers: Vec<mpsc::Sender<WorkerMsg>>,
+    stopping: AtomicBool,
+    idle_workers: AtomicUsize,
+    stats: Mutex<Vec<Stats>>,
+}
+
+impl Shared {
+    fn dispatch(&self, inbound: Inbound) {
+        let n = self.workers.len();
+        let w = shard::worker_for(&inbound.data, n);
+        if self.workers[w].send(WorkerMsg::Inbound(inbound)).is_err() {
+            debug!("worker gone; message dropped");
+        }
+    }
+
+    fn send(&self, t: Transmit) {
+        match t.transport {
+            LegTransport::Udp => {
+                if let Some(Some(sock)) = self.udp.get(t.interface) {
+                    if let Err(e) = sock.send_to(&t.payload, t.dest) {
+                        debug!(dest = %t.dest, error = %e, "UDP send failed");
+                    }
+                }
+            }
+            LegTransport::Tcp => {
+                let _ = self.tcp_out.send(t);
+            }
+        }
+    }
+}
+
+/// A running node, as returned by [`start`].
+pub struct Node {
+    shared: Arc<Shared>,
+    threads: Vec<thread::JoinHandle<()>>,
+    grace: Duration,
+    /// Addresses bound, for the ready line.
+    pub bound: Vec<String>,
+}
+
+/// Binds every interface of `cfg` and starts the workers. Must be called inside a tokio runtime.
+pub async fn start(cfg: &Config) -> anyhow::Result<Node> {
+    let ecfg = engine_config(cfg)?;
+    let max = cfg.sip_config.max_message_size;
+    let (tcp_tx, tcp_rx) = tmpsc::unbounded_channel();
+    let mut udp = Vec::new();
+    let mut listeners = Vec::new();
+    let mut bound = Vec::new();
+    for (idx, iface) in cfg.sip_interfaces.iter().enumerate() {
+        let addr = iface.socket_addr();
+        let mut kinds = Vec::new();
+        if iface.transports.contains(&Transport::Udp) {
+            let sock = UdpSocket::bind(addr)
+                .with_context(|| format!("binding UDP {addr} for realm {}", iface.realm))?;
+            sock.set_read_timeout(Some(Duration::from_millis(100)))?;
+            udp.push(Some(Arc::new(sock)));
+            kinds.push("udp");
+        } else {
+            udp.push(None);
+        }
+        if iface.transports.contains(&Transport::Tcp) {
+            let l = TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("binding TCP {addr} for realm {}", iface.realm))?;
+            listeners.push((idx, l));
+            kinds.push("tcp");
+        }
+        bound.push(format!("{} {} {}", iface.realm, kinds.join("+"), addr));
+    }
+
+    let n = cfg.sip_config.workers.max(1);
+    let mut senders = Vec::new();
+    let mut receivers = Vec::new();
+    for _ in 0..n {
+        let (tx, rx) = mpsc::channel();
+        senders.push(tx);
+        receivers.push(rx);
+    }
+    let shared = Arc::new(Shared {
+        udp,
+        tcp_out: tcp_tx,
+        workers: senders,
+        stopping: AtomicBool::new(false),
+        idle_workers: AtomicUsize::new(0),
+        stats: Mutex::new(vec![Stats::default(); n]),
+    });
+
+    let mut threads = Vec::new();
+    for (i, rx) in receivers.into_iter().enumerate() {
+        let shared = shared.clone();
+        let engine = Engine::new(ecfg.clone(), i as u64);
+        threads.push(
+            thread::Builder::new()
+                .name(format!("sip-worker-{i}"))
+                .spawn(move || worker_loop(i, engine, rx, &shared))?,
+        );
+    }
+    for (idx, sock) in shared.udp.iter().enumerate() {
+        let Some(sock) = sock.clone() else { continue };
+        let shared = shared.clone();
+        threads.push(
+            thread::Builder::new()
+                .name(format!("udp-recv-{idx}"))
+                .spawn(move || udp_receive_loop(idx, &sock, max, &shared))?,
+        );
+    }
+    let conns: Connections = Arc::new(Mutex::new(HashMap::new()));
+    for (idx, l) in listeners {
+        tokio::spawn(accept_loop(idx, l, max, shared.clone(), conns.clone()));
+    }
+    tokio::spawn(tcp_sender(tcp_rx, max, shared.clone(), conns));
+    Ok(Node {
+        shared,
+        threads,
+        grace: Duration::from_millis(cfg.sip_config.shutdown_grace_ms),
+        bound,
+    })
+}
+
+impl Node {
+    /// Sum of the counters of all workers (refreshed by each worker about once a second).
+    pub fn stats(&self) -> Stats {
+        let all = self.shared.stats.lock().map(|s| s.clone()).unwrap_or_default();
+        sum_stats(&all)
+    }
+
+    /// Drains and stops the node: new requests get 503, transactions in progress get up to the
+    /// grace period to finish, then every thread is stopped and joined.
+    pub async fn shutdown(self) {
+        let n = self.shared.workers.len();
+        for w in &self.shared.workers {
+            let _ = w.send(WorkerMsg::Drain);
+        }
+        let deadline = Instant::now() + self.grace;
+        while self.shared.idle_workers.load(Ordering::Acquire) < n && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let idle = self.shared.idle_workers.load(Ordering::Acquire);
+        if idle < n {
+            warn!(busy_workers = n - idle, "grace period over; stopping with transactions open");
+        }
+        self.shared.stopping.store(true, Ordering::Release);
+        for w in &self.shared.workers {
+            let _ = w.send(WorkerMsg::Stop);
+        }
+        let shared = self.shared.clone();
+        let threads = self.threads;
+        let _ = tokio::task::spawn_blocking(move || {
+            for t in threads {
+                let _ = t.join();
+            }
+        })
+        .await;
+        let all = shared.stats.lock().map(|s| s.clone()).unwrap_or_default();
+        let s = sum_stats(&all);
+        info!(
+            calls_attempted = s.calls_attempted,
+            calls_answered = s.calls_answered,
+            calls_failed = s.calls_failed,
+            retransmissions_absorbed = s.retransmissions_absorbed,
+            malformed_answered = s.malformed_answered,
+            malformed_dropped = s.malformed_dropped,
+            "node stopped"
+        );
+    }
+}
+
+fn sum_stats(all: &[Stats]) -> Stats {
+    let mut s = Stats::default();
+    for w in all {
+        s.requests_in += w.requests_in;
+        s.responses_in += w.responses_in;
+        s.calls_attempted += w.calls_attempted;
+        s.calls_answered += w.calls_answered;
+        s.calls_failed += w.calls_failed;
+        s.retransmissions_absorbed += w.retransmissions_absorbed;
+        s.retransmissions_sent += w.retransmissions_sent;
+        s.malformed_answered += w.malformed_answered;
+        s.malformed_dropped += w.malformed_dropped;
+        s.stray_responses += w.stray_responses;
+        s.rejected_503 += w.rejected_503;
+        s.timeouts += w.timeouts;
+    }
+    s
+}
+
+fn worker_loop(index: usize, mut engine: Engine, rx: mpsc::Receiver<WorkerMsg>, shared: &Shared) {
+    let span = info_span!("worker", index);
+    let _enter = span.enter();
+    let mut draining = false;
+    let mut reported_idle = false;
+    let mut last_stats = Instant::now();
+    loop {
+        let now = Instant::now();
+        let wait = engine
+            .poll_timeout()
+            .map_or(Duration::from_millis(200), |t| t.saturating_duration_since(now))
+            .min(Duration::from_millis(200));
+        let first = rx.recv_timeout(wait);
+        let mut msg = match first {
+            Ok(m) => Some(m),
+            Err(mpsc::RecvTimeoutError::Timeout) => None,
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        };
+        // Take what is queued in one go (bounded), then run timers and flush.
+        let mut budget = 64;
+        while let Some(m) = msg.take() {
+            match m {
+                WorkerMsg::Inbound(i) => engine.handle_inbound(Instant::now(), i),
+                WorkerMsg::Drain => {
+                    draining = true;
+                    engine.start_draining();
+                }
+                WorkerMsg::Stop => return,
+            }
+            budget -= 1;
+            if budget > 0 {
+                msg = rx.try_recv().ok();
+            }
+        }
+        engine.handle_timeout(Instant::now());
+        while let Some(t) = engine.poll_transmit() {
+            shared.send(t);
+        }
+        if draining && !reported_idle && engine.is_idle() {
+            reported_idle = true;
+            shared.idle_workers.fetch_add(1, Ordering::AcqRel);
+        }
+        if last_stats.elapsed() >= Duration::from_secs(1) {
+            last_stats = Instant::now();
+            if let Ok(mut s) = shared.stats.lock() {
+                s[index] = engine.stats().clone();
+            }
+        }
+    }
+}
+
+fn udp_receive_loop(interface: usize, sock: &UdpSocket, max: usize, shared: &Shared) {
+    // One byte more than the maximum, so an oversized datagram is seen as such.
+    let mut buf = vec![0u8; max.max(65_535) + 1];
+    while !shared.stopping.load(Ordering::Acquire) {
+        match sock.recv_from(&mut buf) {
+            Ok((len, source)) => {
+                shared.dispatch(Inbound {
+                    interface,
+                    transport: LegTransport::Udp,
+                    source,
+                    data: Bytes::copy_from_slice(&buf[..len]),
+                });
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) => {
+                // ICMP port unreachable from a previous send shows up here on Linux; go on.
+                debug!(error = %e, "UDP receive error");
+            }
+        }
+    }
+}
+
+type Connections = Arc<Mutex<HashMap<SocketAddr, tmpsc::UnboundedSender<Bytes>>>>;
+
+async fn accept_loop(interface: usize, l: TcpListener, max: usize, shared: Arc<Shared>, conns: Connections) {
+    loop {
+        match l.accept().await {
+            Ok((stream, peer)) => {
+                let _ = stream.set_nodelay(true);
+                serve_connection(interface, stream, peer, max, shared.clone(), conns.clone());
+            }
+            Err(e) => {
+                warn!(error = %e, "TCP accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// Starts the reader and writer tasks of one TCP connection and registers it under `peer`.
+fn serve_connection(interface: usize, stream: TcpStream, peer: SocketAddr, max: usize, shared: Arc<Shared>, conns: Connections) -> tmpsc::UnboundedSender<Bytes> {
+    let (read, mut write) = stream.into_split();
+    let (tx, mut rx) = tmpsc::unbounded_channel::<Bytes>();
+    if let Ok(mut c) = conns.lock() {
+        c.insert(peer, tx.clone());
+    }
+    tokio::spawn(async move {
+        while let Some(b) = rx.recv().await {
+            if write.write_all(&b).await.is_err() {
+                break;
+            }
+        }
+    });
+    let pong = tx.clone();
+    tokio::spawn(async move {
+        let mut frames = FramedRead::new(read, SipCodec::new(max));
+        while let Some(item) = frames.next().await {
+            match item {
+                Ok(Frame::Message(data)) => shared.dispatch(Inbound {
+                    interface,
+                    transport: LegTransport::Tcp,
+                    source: peer,
+                    data,
+                }),
+                Ok(Frame::Ping) => {
+                    let _ = pong.send(Bytes::from_static(b"\r\n"));
+                }
+                Err(e) => {
+                    debug!(%peer, error = %e, "closing TCP connection");
+                    break;
+                }
+            }
+        }
+        if let Ok(mut c) = conns.lock() {
+            c.remove(&peer);
+        }
+    });
+    tx
+}
+
+/// Sends TCP transmits, opening a connection to the destination when none exists.
+async fn tcp_sender(mut rx: tmpsc::UnboundedReceiver<Transmit>, max: usize, shared: Arc<Shared>, conns: Connections) {
+    let mut connecting: HashMap<SocketAddr, Vec<Bytes>> = HashMap::new();
+    let (done_tx, mut done_rx) = tmpsc::unbounded_channel::<(SocketAddr, Option<tmpsc::UnboundedSender<Bytes>>)>();
+    loop {
+        tokio::select! {
+            t = rx.recv() => {
+                let Some(t) = t else { break };
+                let existing = conns.lock().ok().and_then(|c| c.get(&t.dest).cloned());
+                if let Some(conn) = existing {
+                    if conn.send(t.payload.clone()).is_ok() {
+                        continue;
+                    }
+                }
+                if let Some(q) = connecting.get_mut(&t.dest) {
+                    q.push(t.payload);
+                    continue;
+                }
+                connecting.insert(t.dest, vec![t.payload]);
+                let (shared, conns, done) = (shared.clone(), conns.clone(), done_tx.clone());
+                let (dest, interface) = (t.dest, t.interface);
+                tokio::spawn(async move {
+                    let r = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(dest)).await;
+                    let conn = match r {
+                        Ok(Ok(stream)) => {
+                            let _ = stream.set_nodelay(true);
+                            Some(serve_connection(interface, stream, dest, max, shared, conns))
+                        }
+                        _ => {
+                            debug!(%dest, "TCP connect failed");
+                            None
+                        }
+                    };
+                    let _ = done.send((dest, conn));
+                });
+            }
+            d = done_rx.recv() => {
+                let Some((dest, conn)) = d else { continue };
+                let queued = connecting.remove(&dest).unwrap_or_default();
+                if let Some(conn) = conn {
+                    for b in queued {
+                        let _ = conn.send(b);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,617 @@
+//! SIP messages as the engine sees them: parsed by `rsip`, then held as an ordered list of
+//! header lines with canonical names, so the B2BUA can read the few headers it needs and copy
+//! the rest across legs verbatim.
+//!
+//! Parsing is strict where RFC 3261 is strict (start line, header syntax, Content-Length) and
+//! says *why* a message was refused, so the engine can answer `400 Bad Request` with a reason
+//! when the request carries enough to be answered, and drop it otherwise.
+
+use std::fmt::{self, Write as _};
+
+use bytes::Bytes;
+
+/// A SIP method. Unknown extension methods are kept by name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Method {
+    /// INVITE
+    Invite,
+    /// ACK
+    Ack,
+    /// BYE
+    Bye,
+    /// CANCEL
+    Cancel,
+    /// OPTIONS
+    Options,
+    /// REGISTER
+    Register,
+    /// UPDATE
+    Update,
+    /// INFO
+    Info,
+    /// PRACK
+    Prack,
+    /// MESSAGE
+    Message,
+    /// REFER
+    Refer,
+    /// NOTIFY
+    Notify,
+    /// SUBSCRIBE
+    Subscribe,
+    /// Any other token.
+    Other(String),
+}
+
+impl Method {
+    /// Parses a method token (case-sensitive, as RFC 3261 says).
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "INVITE" => Self::Invite,
+            "ACK" => Self::Ack,
+            "BYE" => Self::Bye,
+            "CANCEL" => Self::Cancel,
+            "OPTIONS" => Self::Options,
+            "REGISTER" => Self::Register,
+            "UPDATE" => Self::Update,
+            "INFO" => Self::Info,
+            "PRACK" => Self::Prack,
+            "MESSAGE" => Self::Message,
+            "REFER" => Self::Refer,
+            "NOTIFY" => Self::Notify,
+            "SUBSCRIBE" => Self::Subscribe,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+
+    /// The method token.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Invite => "INVITE",
+            Self::Ack => "ACK",
+            Self::Bye => "BYE",
+            Self::Cancel => "CANCEL",
+            Self::Options => "OPTIONS",
+            Self::Register => "REGISTER",
+            Self::Update => "UPDATE",
+            Self::Info => "INFO",
+            Self::Prack => "PRACK",
+            Self::Message => "MESSAGE",
+            Self::Refer => "REFER",
+            Self::Notify => "NOTIFY",
+            Self::Subscribe => "SUBSCRIBE",
+            Self::Other(s) => s,
+        }
+    }
+}
+
+impl fmt::Display for Method {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Canonical names of the headers the engine reads or rewrites; everything else is `Other`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeaderName {
+    /// Via (compact `v`)
+    Via,
+    /// From (compact `f`)
+    From,
+    /// To (compact `t`)
+    To,
+    /// Call-ID (compact `i`)
+    CallId,
+    /// CSeq
+    CSeq,
+    /// Contact (compact `m`)
+    Contact,
+    /// Max-Forwards
+    MaxForwards,
+    /// Content-Length (compact `l`)
+    ContentLength,
+    /// Route
+    Route,
+    /// Record-Route
+    RecordRoute,
+    /// Any other header, with the name as received.
+    Other(String),
+}
+
+impl HeaderName {
+    /// Maps a received header name (any case, compact forms included) to its canonical name.
+    pub fn parse(name: &str) -> Self {
+        let n = name.trim();
+        let eq = |s: &str| n.eq_ignore_ascii_case(s);
+        if eq("via") || eq("v") {
+            Self::Via
+        } else if eq("from") || eq("f") {
+            Self::From
+        } else if eq("to") || eq("t") {
+            Self::To
+        } else if eq("call-id") || eq("i") {
+            Self::CallId
+        } else if eq("cseq") {
+            Self::CSeq
+        } else if eq("contact") || eq("m") {
+            Self::Contact
+        } else if eq("max-forwards") {
+            Self::MaxForwards
+        } else if eq("content-length") || eq("l") {
+            Self::ContentLength
+        } else if eq("route") {
+            Self::Route
+        } else if eq("record-route") {
+            Self::RecordRoute
+        } else {
+            Self::Other(n.to_owned())
+        }
+    }
+
+    /// The name written on the wire (long form).
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Via => "Via",
+            Self::From => "From",
+            Self::To => "To",
+            Self::CallId => "Call-ID",
+            Self::CSeq => "CSeq",
+            Self::Contact => "Contact",
+            Self::MaxForwards => "Max-Forwards",
+            Self::ContentLength => "Content-Length",
+            Self::Route => "Route",
+            Self::RecordRoute => "Record-Route",
+            Self::Other(s) => s,
+        }
+    }
+
+    /// Headers that describe one hop or one leg and are never copied from one leg to the other.
+    pub fn is_leg_specific(&self) -> bool {
+        !matches!(self, Self::Other(_))
+    }
+}
+
+/// One header line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    /// Canonical name.
+    pub name: HeaderName,
+    /// Value, trimmed.
+    pub value: String,
+}
+
+/// Request line or status line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartLine {
+    /// `METHOD uri SIP/2.0`
+    Request {
+        /// Method.
+        method: Method,
+        /// Request-URI as received.
+        uri: String,
+    },
+    /// `SIP/2.0 code reason`
+    Response {
+        /// Status code.
+        code: u16,
+        /// Reason phrase.
+        reason: String,
+    },
+}
+
+/// A parsed SIP message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SipMessage {
+    /// Start line.
+    pub start: StartLine,
+    /// Headers in received order.
+    pub headers: Vec<Header>,
+    /// Body (exactly Content-Length bytes).
+    pub body: Bytes,
+}
+
+/// Why a message could not be taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    /// Bytes that are not a SIP message at all (nothing can be answered).
+    #[error("not a SIP message: {0}")]
+    Garbage(String),
+    /// A request whose start line or headers are malformed; the message may still carry enough
+    /// to be answered with 400.
+    #[error("malformed: {0}")]
+    Malformed(String),
+    /// The message is larger than the configured maximum.
+    #[error("message of {size} bytes exceeds the maximum of {max}")]
+    TooLarge {
+        /// Size received.
+        size: usize,
+        /// Configured maximum.
+        max: usize,
+    },
+}
+
+/// The CSeq header, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CSeq {
+    /// Sequence number.
+    pub seq: u32,
+    /// Method.
+    pub method: Method,
+}
+
+impl SipMessage {
+    /// Parses one whole message (a datagram, or one frame cut by the TCP codec).
+    pub fn parse(data: &[u8]) -> Result<Self, ParseError> {
+        let head_end = find_head_end(data)
+            .ok_or_else(|| ParseError::Malformed("no blank line after the headers".into()))?;
+        let parsed = rsip::SipMessage::try_from(data)
+            .map_err(|e| ParseError::Malformed(short(&e.to_string())))?;
+        let (start, rsip_headers) = match parsed {
+            rsip::SipMessage::Request(r) => (
+                StartLine::Request {
+                    method: Method::parse(&r.method.to_string()),
+                    uri: r.uri.to_string(),
+                },
+                r.headers,
+            ),
+            rsip::SipMessage::Response(r) => (
+                StartLine::Response {
+                    code: r.status_code.code(),
+                    reason: reason_phrase(data),
+                },
+                r.headers,
+            ),
+        };
+        let mut headers = Vec::with_capacity(rsip_headers.iter().count());
+        for h in rsip_headers.into_iter() {
+            let line = h.to_string();
+            let Some((name, value)) = line.split_once(':') else {
+                return Err(ParseError::Malformed(format!("header without colon: {}", short(&line))));
+            };
+            if name.trim().is_empty() || name.contains(char::is_whitespace) {
+                return Err(ParseError::Malformed(format!("bad header name: {}", short(name))));
+            }
+            headers.push(Header {
+                name: HeaderName::parse(name),
+                value: value.trim().to_owned(),
+            });
+        }
+        let rest = &data[head_end..];
+        let mut msg = Self {
+            start,
+            headers,
+            body: Bytes::new(),
+        };
+        let body_len = match msg.header(&HeaderName::ContentLength) {
+            None => rest.len(),
+            Some(v) => {
+                let n: usize = v
+                    .trim()
+                    .parse()
+                    .map_err(|_| ParseError::Malformed(format!("bad Content-Length: {}", short(v))))?;
+                if n > rest.len() {
+                    return Err(ParseError::Malformed(format!(
+                        "Content-Length {n} exceeds the {} body bytes received",
+                        rest.len()
+                    )));
+                }
+                n
+            }
+        };
+        msg.body = Bytes::copy_from_slice(&rest[..body_len]);
+        Ok(msg)
+    }
+
+    /// The method if this is a request.
+    pub fn method(&self) -> Option<&Method> {
+        match &self.start {
+            StartLine::Request { method, .. } => Some(method),
+            StartLine::Response { .. } => None,
+        }
+    }
+
+    /// The status code if this is a response.
+    pub fn status(&self) -> Option<u16> {
+        match &self.start {
+            StartLine::Response { code, .. } => Some(*code),
+            StartLine::Request { .. } => None,
+        }
+    }
+
+    /// The Request-URI if this is a request.
+    pub fn request_uri(&self) -> Option<&str> {
+        match &self.start {
+            StartLine::Request { uri, .. } => Some(uri),
+            StartLine::Response { .. } => None,
+        }
+    }
+
+    /// First value of a header.
+    pub fn header(&self, name: &HeaderName) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|h| &h.name == name)
+            .map(|h| h.value.as_str())
+    }
+
+    /// All values of a header, in order, with comma-separated lists split (for Via, Route,
+    /// Record-Route).
+    pub fn header_values<'a>(&'a self, name: &'a HeaderName) -> impl Iterator<Item = &'a str> + 'a {
+        self.headers
+            .iter()
+            .filter(move |h| &h.name == name)
+            .flat_map(|h| split_list(&h.value))
+    }
+
+    /// Call-ID value.
+    pub fn call_id(&self) -> Option<&str> {
+        self.header(&HeaderName::CallId).filter(|v| !v.is_empty())
+    }
+
+    /// Parsed CSeq.
+    pub fn cseq(&self) -> Option<CSeq> {
+        let v = self.header(&HeaderName::CSeq)?;
+        let mut it = v.split_whitespace();
+        let seq = it.next()?.parse().ok()?;
+        let method = Method::parse(it.next()?);
+        if it.next().is_some() {
+            return None;
+        }
+        Some(CSeq { seq, method })
+    }
+
+    /// The topmost Via value.
+    pub fn top_via(&self) -> Option<&str> {
+        self.header_values(&HeaderName::Via).next()
+    }
+
+    /// `branch` parameter of the topmost Via.
+    pub fn top_via_branch(&self) -> Option<&str> {
+        self.top_via().and_then(|v| param(v, "branch"))
+    }
+
+    /// The tag of the From header.
+    pub fn from_tag(&self) -> Option<&str> {
+        self.header(&HeaderName::From).and_then(name_addr_tag)
+    }
+
+    /// The tag of the To header.
+    pub fn to_tag(&self) -> Option<&str> {
+        self.header(&HeaderName::To).and_then(name_addr_tag)
+    }
+
+    /// Max-Forwards, if present and numeric.
+    pub fn max_forwards(&self) -> Option<Result<u32, ()>> {
+        self.header(&HeaderName::MaxForwards)
+            .map(|v| v.trim().parse::<u32>().map_err(|_| ()))
+    }
+
+    /// URI of the first Contact.
+    pub fn contact_uri(&self) -> Option<&str> {
+        self.header_values(&HeaderName::Contact)
+            .next()
+            .map(name_addr_uri)
+    }
+
+    /// Checks the headers every request must carry (RFC 3261 section 8.1.1) so that a response
+    /// can be built: Via with a branch or sent-by, From, To, Call-ID, CSeq whose method matches.
+    pub fn answerable(&self) -> bool {
+        self.top_via().is_some()
+            && self.header(&HeaderName::From).is_some()
+            && self.header(&HeaderName::To).is_some()
+            && self.call_id().is_some()
+            && self.header(&HeaderName::CSeq).is_some()
+    }
+}
+
+/// Where the header block ends (index of the first body byte).
+pub fn find_head_end(data: &[u8]) -> Option<usize> {
+    data.windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|p| p + 4)
+        .or_else(|| data.windows(2).position(|w| w == b"\n\n").map(|p| p + 2))
+}
+
+fn reason_phrase(data: &[u8]) -> String {
+    let line_end = data.iter().position(|&b| b == b'\r' || b == b'\n').unwrap_or(data.len());
+    let line = String::from_utf8_lossy(&data[..line_end]);
+    line.splitn(3, ' ').nth(2).unwrap_or("").trim().to_owned()
+}
+
+fn short(s: &str) -> String {
+    let s = s.replace(['\r', '\n'], " ");
+    if s.len() > 80 {
+        let mut cut = 80;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        format!("{}...", &s[..cut])
+    } else {
+        s
+    }
+}
+
+/// Splits a header value on commas that are outside quotes and angle brackets.
+pub fn split_list(v: &str) -> impl Iterator<Item = &str> {
+    let mut parts = Vec::new();
+    let (mut depth, mut quoted, mut start) = (0i32, false, 0usize);
+    for (i, c) in v.char_indices() {
+        match c {
+            '"' => quoted = !quoted,
+            '<' if !quoted => depth += 1,
+            '>' if !quoted => depth -= 1,
+            ',' if !quoted && depth <= 0 => {
+                parts.push(v[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(v[start..].trim());
+    parts.into_iter().filter(|p| !p.is_empty())
+}
+
+/// Value of a `;name=value` parameter in a header value (outside `<...>`).
+pub fn param<'a>(v: &'a str, name: &str) -> Option<&'a str> {
+    let tail = match v.rfind('>') {
+        Some(i) => &v[i + 1..],
+        None => v,
+    };
+    tail.split(';').skip(1).find_map(|p| {
+        let (k, val) = p.split_once('=').unwrap_or((p, ""));
+        k.trim().eq_ignore_ascii_case(name).then(|| val.trim())
+    })
+}
+
+/// `tag` parameter of a From/To value.
+pub fn name_addr_tag(v: &str) -> Option<&str> {
+    param(v, "tag").filter(|t| !t.is_empty())
+}
+
+/// The URI inside a name-addr (`"x" <sip:a@b>;p` gives `sip:a@b`) or an addr-spec.
+pub fn name_addr_uri(v: &str) -> &str {
+    if let (Some(a), Some(b)) = (v.find('<'), v.rfind('>')) {
+        if a < b {
+            return v[a + 1..b].trim();
+        }
+    }
+    v.split(';').next().unwrap_or(v).trim()
+}
+
+/// The user part of a SIP URI (`sip:alice@host` gives `alice`).
+pub fn uri_user(uri: &str) -> Option<&str> {
+    let rest = uri.split_once(':').map(|(_, r)| r).unwrap_or(uri);
+    let at = rest.find('@')?;
+    let user = rest[..at].split(':').next().unwrap_or("");
+    (!user.is_empty()).then_some(user)
+}
+
+/// Writes SIP messages into a byte buffer.
+#[derive(Debug, Default)]
+pub struct MessageWriter {
+    buf: String,
+}
+
+impl MessageWriter {
+    /// Starts a request.
+    pub fn request(method: &Method, uri: &str) -> Self {
+        let mut buf = String::with_capacity(768);
+        let _ = write!(buf, "{method} {uri} SIP/2.0\r\n");
+        Self { buf }
+    }
+
+    /// Starts a response.
+    pub fn response(code: u16, reason: &str) -> Self {
+        let mut buf = String::with_capacity(768);
+        let _ = write!(buf, "SIP/2.0 {code} {reason}\r\n");
+        Self { buf }
+    }
+
+    /// Adds one header line.
+    pub fn header(&mut self, name: &str, value: impl fmt::Display) -> &mut Self {
+        let _ = write!(self.buf, "{name}: {value}\r\n");
+        self
+    }
+
+    /// Ends the headers with Content-Length and appends the body.
+    pub fn finish(mut self, body: &[u8]) -> Bytes {
+        let _ = write!(self.buf, "Content-Length: {}\r\n\r\n", body.len());
+        let mut out = self.buf.into_bytes();
+        out.extend_from_slice(body);
+        Bytes::from(out)
+    }
+}
+
+/// A canonical reason phrase for the codes the engine generates.
+pub fn reason_for(code: u16) -> &'static str {
+    match code {
+        100 => "Trying",
+        180 => "Ringing",
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        408 => "Request Timeout",
+        416 => "Unsupported URI Scheme",
+        481 => "Call/Transaction Does Not Exist",
+        482 => "Loop Detected",
+        483 => "Too Many Hops",
+        487 => "Request Terminated",
+        500 => "Server Internal Error",
+        501 => "Not Implemented",
+        503 => "Service Unavailable",
+        513 => "Message Too Large",
+        _ => "Unknown",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INVITE: &str = "INVITE sip:bob@example.com SIP/2.0\r\n\
+        v: SIP/2.0/UDP 10.0.0.1:5060;branch=z9hG4bK776asdhds, SIP/2.0/UDP 10.0.0.9;branch=z9hG4bKx\r\n\
+        Max-Forwards: 70\r\n\
+        To: Bob <sip:bob@example.com>\r\n\
+        From: \"Alice, A\" <sip:alice@example.com;x=y>;tag=1928301774\r\n\
+        i: a84b4c76e66710@pc33\r\n\
+        CSeq: 314159 INVITE\r\n\
+        Contact: <sip:alice@10.0.0.1:5060;transport=udp>;expires=60\r\n\
+        Content-Type: application/sdp\r\n\
+        l: 4\r\n\r\nv=0\r\nextra";
+
+    #[test]
+    fn parses_compact_forms_and_lists() {
+        let m = SipMessage::parse(INVITE.as_bytes()).expect("parses");
+        assert_eq!(m.method(), Some(&Method::Invite));
+        assert_eq!(m.call_id(), Some("a84b4c76e66710@pc33"));
+        assert_eq!(m.top_via_branch(), Some("z9hG4bK776asdhds"));
+        assert_eq!(m.header_values(&HeaderName::Via).count(), 2);
+        assert_eq!(m.from_tag(), Some("1928301774"));
+        assert_eq!(m.to_tag(), None);
+        assert_eq!(
+            m.cseq(),
+            Some(CSeq {
+                seq: 314159,
+                method: Method::Invite
+            })
+        );
+        assert_eq!(m.contact_uri(), Some("sip:alice@10.0.0.1:5060;transport=udp"));
+        assert_eq!(&m.body[..], b"v=0\r");
+        assert!(m.answerable());
+    }
+
+    #[test]
+    fn content_length_beyond_body_is_malformed() {
+        let bad = INVITE.replace("l: 4", "l: 400");
+        assert!(matches!(
+            SipMessage::parse(bad.as_bytes()),
+            Err(ParseError::Malformed(_))
+        ));
+        let neg = INVITE.replace("l: 4", "l: -1");
+        assert!(SipMessage::parse(neg.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn garbage_is_refused() {
+        assert!(SipMessage::parse(b"\x00\x01\x02garbage").is_err());
+        assert!(SipMessage::parse(b"").is_err());
+        assert!(SipMessage::parse("INVITE sip:a SIP/2.0\r\nVia: x\r\n".as_bytes()).is_err());
+    }
+
+    #[test]
+    fn helpers() {
+        assert_eq!(uri_user("sip:alice@h:5060"), Some("alice"));
+        assert_eq!(uri_user("sip:h:5060"), None);
+        assert_eq!(name_addr_uri("sip:a@b;tag=1"), "sip:a@b");
+        assert_eq!(param("SIP/2.0/UDP h;branch=z9;rport", "rport"), Some(""));
+        assert_eq!(split_list("<sip:a,b>;x, <sip:c>").count(), 2);
+    }
+
+    #[test]
+    fn writer_sets_content_length() {
+        let mut w = MessageWriter::response(200, "OK");
+        w.header("Call-ID", "x");
+        let b = w.finish(b"abc");
+        assert!(b.ends_with(b"Content-Length: 3\r\n\r\nabc"));
+    }
+}
