@@ -34,8 +34,8 @@ use crate::sip::message::{
     MessageWriter, Method, ParseError, SipMessage,
 };
 use crate::sip::transaction::{
-    ClientInvite, ClientNonInvite, ClientResponse, ServerInvite, ServerNonInvite, ServerRequest,
-    TimerAction, Timers,
+    ClientInvite, ClientInviteState, ClientNonInvite, ClientNonInviteState, ClientResponse,
+    ServerInvite, ServerNonInvite, ServerRequest, TimerAction, Timers,
 };
 
 /// Prefix of every Via branch the SBC generates (after the RFC 3261 magic cookie).
@@ -321,8 +321,9 @@ struct Call {
     /// The last 2xx sent to the caller for the initial INVITE (re-sent when the callee
     /// retransmits its 2xx before the caller's ACK arrives).
     caller_2xx: Option<Transmit>,
-    /// The ACK sent to the callee (re-sent when the callee retransmits its 2xx).
-    callee_ack: Option<Transmit>,
+    /// The last ACK sent on each leg (index: [`side_index`]), re-sent when that leg
+    /// retransmits its 2xx.
+    acks: [Option<Transmit>; 2],
     /// The caller cancelled, or timer C fired: any 2xx from the callee is ACKed and hung up.
     cancelled: bool,
 }
@@ -401,9 +402,20 @@ impl Engine {
         self.draining = true;
     }
 
-    /// Whether no transaction is in progress (a draining engine may stop).
+    /// Whether no transaction is waiting for a final response (a draining engine may stop;
+    /// transactions that only absorb retransmissions after their final response do not count).
     pub fn is_idle(&self) -> bool {
-        self.server.is_empty() && self.client.is_empty()
+        self.server.values().all(|e| e.txn.is_final())
+            && self.client.values().all(|e| match &e.txn {
+                ClientTxn::Invite(t) => !matches!(
+                    t.state(),
+                    ClientInviteState::Calling | ClientInviteState::Proceeding
+                ),
+                ClientTxn::NonInvite(t) => !matches!(
+                    t.state(),
+                    ClientNonInviteState::Trying | ClientNonInviteState::Proceeding
+                ),
+            })
     }
 
     /// Next message to send.
@@ -500,7 +512,13 @@ impl Engine {
     }
 
     /// Answers a request statelessly (errors before any transaction exists).
-    fn answer(&mut self, inbound: &Inbound, msg: &SipMessage, code: u16, extra: Option<(&str, String)>) {
+    fn answer(
+        &mut self,
+        inbound: &Inbound,
+        msg: &SipMessage,
+        code: u16,
+        extra: Option<(&str, String)>,
+    ) {
         let ctx = ResponseContext::of(msg);
         let tag = (code > 100 && msg.to_tag().is_none()).then(new_tag);
         let mut w = ctx.write(code, reason_for(code), tag.as_deref());
@@ -531,7 +549,12 @@ impl Engine {
         if !cseq_ok {
             if method != Method::Ack {
                 self.stats.malformed_answered += 1;
-                self.answer(inbound, &msg, 400, Some(("Warning", "399 sbc \"bad CSeq\"".into())));
+                self.answer(
+                    inbound,
+                    &msg,
+                    400,
+                    Some(("Warning", "399 sbc \"bad CSeq\"".into())),
+                );
             }
             return;
         }
@@ -581,7 +604,12 @@ impl Engine {
             Some(Ok(n)) => n,
             Some(Err(())) => {
                 self.stats.malformed_answered += 1;
-                self.answer(inbound, &msg, 400, Some(("Warning", "399 sbc \"bad Max-Forwards\"".into())));
+                self.answer(
+                    inbound,
+                    &msg,
+                    400,
+                    Some(("Warning", "399 sbc \"bad Max-Forwards\"".into())),
+                );
                 return;
             }
         };
@@ -601,7 +629,9 @@ impl Engine {
                 .and_then(|c| self.dialogs.get(&(c.to_owned(), to_tag.to_owned())))
                 .copied();
             match found {
-                Some((call, side)) => self.request_in_dialog(now, inbound, msg, key, call, side, mf),
+                Some((call, side)) => {
+                    self.request_in_dialog(now, inbound, msg, key, call, side, mf)
+                }
                 None => self.answer(inbound, &msg, 481, None),
             }
             return;
@@ -614,7 +644,12 @@ impl Engine {
         }
         if let Admission::Reject { retry_after } = self.admission {
             self.stats.rejected_503 += 1;
-            self.answer(inbound, &msg, 503, Some(("Retry-After", retry_after.to_string())));
+            self.answer(
+                inbound,
+                &msg,
+                503,
+                Some(("Retry-After", retry_after.to_string())),
+            );
             return;
         }
         if method == Method::Options && msg.request_uri().and_then(uri_user).is_none() {
@@ -630,7 +665,12 @@ impl Engine {
             return;
         }
         let Some(hop) = self.cfg.routes.get(inbound.interface).cloned().flatten() else {
-            self.answer(inbound, &msg, 404, Some(("Warning", "399 sbc \"no route\"".into())));
+            self.answer(
+                inbound,
+                &msg,
+                404,
+                Some(("Warning", "399 sbc \"no route\"".into())),
+            );
             return;
         };
         if method == Method::Invite {
@@ -643,11 +683,22 @@ impl Engine {
     fn is_loop(&self, msg: &SipMessage) -> bool {
         msg.header_values(&HeaderName::Via).any(|v| {
             param(v, "branch").is_some_and(|b| b.starts_with(BRANCH_PREFIX))
-                && self.via_sent_by.iter().any(|s| via_sent_by(v) == s.as_str())
+                && self
+                    .via_sent_by
+                    .iter()
+                    .any(|s| via_sent_by(v) == s.as_str())
         })
     }
 
-    fn new_server(&mut self, key: &ServerKey, inbound: &Inbound, msg: &SipMessage, invite: bool, to_tag: Option<String>, call: Option<u64>) {
+    fn new_server(
+        &mut self,
+        key: &ServerKey,
+        inbound: &Inbound,
+        msg: &SipMessage,
+        invite: bool,
+        to_tag: Option<String>,
+        call: Option<u64>,
+    ) {
         let timers = self.cfg.timers;
         let reliable = inbound.transport.reliable();
         let txn = if invite {
@@ -671,7 +722,15 @@ impl Engine {
         );
     }
 
-    fn new_call(&mut self, now: Instant, inbound: &Inbound, msg: SipMessage, key: ServerKey, hop: NextHop, mf: u32) {
+    fn new_call(
+        &mut self,
+        now: Instant,
+        inbound: &Inbound,
+        msg: SipMessage,
+        key: ServerKey,
+        hop: NextHop,
+        mf: u32,
+    ) {
         let id = self.next_call;
         self.next_call += 1;
         let a_call_id = msg.call_id().unwrap_or_default().to_owned();
@@ -726,12 +785,22 @@ impl Engine {
         debug!(call_id = %a_call_id, b_call_id = %callee.call_id, next_hop = %hop.name, "new call");
 
         // 100 Trying at once.
-        self.new_server(&key, inbound, &msg, true, Some(caller_tag.clone()), Some(id));
+        self.new_server(
+            &key,
+            inbound,
+            &msg,
+            true,
+            Some(caller_tag.clone()),
+            Some(id),
+        );
         self.respond_local(now, &key, 100);
 
-        self.dialogs.insert((a_call_id, caller_tag), (id, Side::Caller));
         self.dialogs
-            .insert((callee.call_id.clone(), callee.local_tag.clone()), (id, Side::Callee));
+            .insert((a_call_id, caller_tag), (id, Side::Caller));
+        self.dialogs.insert(
+            (callee.call_id.clone(), callee.local_tag.clone()),
+            (id, Side::Callee),
+        );
         let dialog = Dialog {
             id,
             caller,
@@ -749,11 +818,20 @@ impl Engine {
                 invite_server: Some(key.clone()),
                 invite_client: None,
                 caller_2xx: None,
-                callee_ack: None,
+                acks: [None, None],
                 cancelled: false,
             },
         );
-        let ckey = self.send_on_leg(now, id, Side::Callee, &Method::Invite, 1, &msg, mf, Some(key));
+        let ckey = self.send_on_leg(
+            now,
+            id,
+            Side::Callee,
+            &Method::Invite,
+            1,
+            &msg,
+            mf,
+            Some(key),
+        );
         if let Some(call) = self.calls.get_mut(&id) {
             call.invite_client = ckey;
         }
@@ -761,7 +839,15 @@ impl Engine {
 
     /// Relays an out-of-dialog non-INVITE request (OPTIONS, MESSAGE, REGISTER, ...) as a
     /// one-transaction B2BUA exchange.
-    fn standalone(&mut self, now: Instant, inbound: &Inbound, msg: SipMessage, key: ServerKey, hop: NextHop, mf: u32) {
+    fn standalone(
+        &mut self,
+        now: Instant,
+        inbound: &Inbound,
+        msg: SipMessage,
+        key: ServerKey,
+        hop: NextHop,
+        mf: u32,
+    ) {
         let method = msg.method().cloned().unwrap_or(Method::Options);
         let out_if = &self.cfg.interfaces[hop.interface];
         let ruri = msg.request_uri().unwrap_or_default();
@@ -769,8 +855,10 @@ impl Engine {
             Some(user) => format!("sip:{user}@{}", hop.addr),
             None => format!("sip:{}", hop.addr),
         };
-        let from_user = uri_user(name_addr_uri(msg.header(&HeaderName::From).unwrap_or_default()))
-            .unwrap_or("anonymous");
+        let from_user = uri_user(name_addr_uri(
+            msg.header(&HeaderName::From).unwrap_or_default(),
+        ))
+        .unwrap_or("anonymous");
         let a_call_id = msg.call_id().unwrap_or_default();
         let leg = Leg {
             interface: hop.interface,
@@ -787,10 +875,30 @@ impl Engine {
             last_invite_cseq: 0,
         };
         self.new_server(&key, inbound, &msg, false, Some(new_tag()), None);
-        self.send_request(now, &leg, None, Side::Callee, &method, 1, &msg, mf, Some(key));
+        self.send_request(
+            now,
+            &leg,
+            None,
+            Side::Callee,
+            &method,
+            1,
+            &msg,
+            mf,
+            Some(key),
+        );
     }
 
-    fn request_in_dialog(&mut self, now: Instant, inbound: &Inbound, msg: SipMessage, key: ServerKey, id: u64, side: Side, mf: u32) {
+    #[allow(clippy::too_many_arguments)] // the request and where it goes, all needed
+    fn request_in_dialog(
+        &mut self,
+        now: Instant,
+        inbound: &Inbound,
+        msg: SipMessage,
+        key: ServerKey,
+        id: u64,
+        side: Side,
+        mf: u32,
+    ) {
         let Some(method) = msg.method().cloned() else {
             return;
         };
@@ -813,7 +921,17 @@ impl Engine {
         if method == Method::Invite {
             to_leg.last_invite_cseq = cseq;
         }
-        self.new_server(&key, inbound, &msg, method == Method::Invite, None, Some(id));
+        self.new_server(
+            &key,
+            inbound,
+            &msg,
+            method == Method::Invite,
+            None,
+            Some(id),
+        );
+        if method == Method::Invite {
+            self.respond_local(now, &key, 100);
+        }
         self.send_on_leg(now, id, side.other(), &method, cseq, &msg, mf, Some(key));
     }
 
@@ -831,7 +949,14 @@ impl Engine {
             return;
         };
         let leg = call.dialog.leg(side.other()).clone();
-        let payload = self.build_request(&leg, &Method::Ack, leg.last_invite_cseq, &new_branch(), msg, 70);
+        let payload = self.build_request(
+            &leg,
+            &Method::Ack,
+            leg.last_invite_cseq,
+            &new_branch(),
+            msg,
+            70,
+        );
         let tx = Transmit {
             interface: leg.interface,
             transport: leg.transport,
@@ -843,9 +968,7 @@ impl Engine {
                 call.dialog.state = DialogState::Confirmed;
                 debug!(call_id = %call.dialog.caller.call_id, "call confirmed");
             }
-            if side == Side::Caller {
-                call.callee_ack = Some(tx.clone());
-            }
+            call.acks[side_index(side.other())] = Some(tx.clone());
         }
         self.out.push_back(tx);
     }
@@ -952,18 +1075,31 @@ impl Engine {
         format!("<sip:sbc@{addr};transport={}>", leg.transport.uri_param())
     }
 
-    fn build_request(&self, leg: &Leg, method: &Method, cseq: u32, branch: &str, orig: &SipMessage, mf: u32) -> Bytes {
+    fn build_request(
+        &self,
+        leg: &Leg,
+        method: &Method,
+        cseq: u32,
+        branch: &str,
+        orig: &SipMessage,
+        mf: u32,
+    ) -> Bytes {
         let addr = self.cfg.interfaces[leg.interface].addr;
         let mut w = MessageWriter::request(method, &leg.remote_target);
         w.header(
             "Via",
-            format_args!("SIP/2.0/{} {addr};branch={branch};rport", leg.transport.via_token()),
+            format_args!(
+                "SIP/2.0/{} {addr};branch={branch};rport",
+                leg.transport.via_token()
+            ),
         );
         for r in &leg.route_set {
             w.header("Route", r);
         }
-        w.header("Max-Forwards", mf)
-            .header("From", format_args!("{};tag={}", leg.local_party, leg.local_tag));
+        w.header("Max-Forwards", mf).header(
+            "From",
+            format_args!("{};tag={}", leg.local_party, leg.local_tag),
+        );
         match &leg.remote_tag {
             Some(t) => w.header("To", format_args!("{};tag={t}", leg.remote_party)),
             None => w.header("To", &leg.remote_party),
@@ -979,13 +1115,34 @@ impl Engine {
 
     /// Sends `orig` re-issued on leg `side` of call `id`; returns the client transaction key.
     #[allow(clippy::too_many_arguments)]
-    fn send_on_leg(&mut self, now: Instant, id: u64, side: Side, method: &Method, cseq: u32, orig: &SipMessage, mf: u32, server: Option<ServerKey>) -> Option<ClientKey> {
+    fn send_on_leg(
+        &mut self,
+        now: Instant,
+        id: u64,
+        side: Side,
+        method: &Method,
+        cseq: u32,
+        orig: &SipMessage,
+        mf: u32,
+        server: Option<ServerKey>,
+    ) -> Option<ClientKey> {
         let leg = self.calls.get(&id)?.dialog.leg(side).clone();
         Some(self.send_request(now, &leg, Some(id), side, method, cseq, orig, mf, server))
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn send_request(&mut self, now: Instant, leg: &Leg, call: Option<u64>, side: Side, method: &Method, cseq: u32, orig: &SipMessage, mf: u32, server: Option<ServerKey>) -> ClientKey {
+    fn send_request(
+        &mut self,
+        now: Instant,
+        leg: &Leg,
+        call: Option<u64>,
+        side: Side,
+        method: &Method,
+        cseq: u32,
+        orig: &SipMessage,
+        mf: u32,
+        server: Option<ServerKey>,
+    ) -> ClientKey {
         let branch = new_branch();
         let payload = self.build_request(leg, method, cseq, &branch, orig, mf);
         let addr = self.cfg.interfaces[leg.interface].addr;
@@ -1003,7 +1160,10 @@ impl Engine {
         };
         let ids = RequestIds {
             uri: leg.remote_target.clone(),
-            via: format!("SIP/2.0/{} {addr};branch={branch};rport", leg.transport.via_token()),
+            via: format!(
+                "SIP/2.0/{} {addr};branch={branch};rport",
+                leg.transport.via_token()
+            ),
             from: format!("{};tag={}", leg.local_party, leg.local_tag),
             to: match &leg.remote_tag {
                 Some(t) => format!("{};tag={t}", leg.remote_party),
@@ -1051,6 +1211,16 @@ impl Engine {
             self.stray_response(now, code, &msg);
             return;
         };
+        if let ClientTxn::Invite(t) = &entry.txn {
+            if t.state() == ClientInviteState::Accepted && (200..300).contains(&code) {
+                // A retransmitted 2xx (RFC 6026 Accepted state): answer it from dialog state.
+                let (call, side) = (entry.call, entry.side);
+                if let Some(id) = call {
+                    self.retransmitted_2xx(id, side);
+                }
+                return;
+            }
+        }
         let action = match &mut entry.txn {
             ClientTxn::Invite(t) => t.handle_response(now, code),
             ClientTxn::NonInvite(t) => t.handle_response(now, code),
@@ -1105,18 +1275,29 @@ impl Engine {
                 (Some(c), Some(t)) => self.dialogs.get(&(c.to_owned(), t.to_owned())).copied(),
                 _ => None,
             };
-            if let Some((id, Side::Callee)) = found {
-                if let Some(call) = self.calls.get(&id) {
-                    let resend = call.callee_ack.clone().or_else(|| call.caller_2xx.clone());
-                    if let Some(tx) = resend {
-                        self.out.push_back(tx);
-                    }
-                    return;
-                }
+            if let Some((id, side)) = found {
+                self.retransmitted_2xx(id, side);
+                return;
             }
         }
         self.stats.stray_responses += 1;
         trace!(code, "stray response dropped");
+    }
+
+    /// A 2xx to an INVITE came again from leg `side`: re-send the ACK we sent on that leg, or,
+    /// while the caller has not ACKed yet, the 2xx we relayed to the caller.
+    fn retransmitted_2xx(&mut self, id: u64, side: Side) {
+        let Some(call) = self.calls.get(&id) else {
+            return;
+        };
+        let resend = call.acks[side_index(side)].clone().or_else(|| {
+            (side == Side::Callee)
+                .then(|| call.caller_2xx.clone())
+                .flatten()
+        });
+        if let Some(tx) = resend {
+            self.out.push_back(tx);
+        }
     }
 
     /// The transaction user's handling of a response to one of our requests.
@@ -1124,8 +1305,12 @@ impl Engine {
         let Some(entry) = self.client.get(ckey) else {
             return;
         };
-        let (method, server, call_id, side) =
-            (entry.method.clone(), entry.server.clone(), entry.call, entry.side);
+        let (method, server, call_id, side) = (
+            entry.method.clone(),
+            entry.server.clone(),
+            entry.call,
+            entry.side,
+        );
         let initial_invite = call_id
             .and_then(|id| self.calls.get(&id))
             .is_some_and(|c| c.invite_client.as_ref() == Some(ckey));
@@ -1200,7 +1385,14 @@ impl Engine {
             return;
         };
         let leg = call.dialog.callee.clone();
-        let ack = self.build_request(&leg, &Method::Ack, leg.last_invite_cseq, &new_branch(), &empty_message(), 70);
+        let ack = self.build_request(
+            &leg,
+            &Method::Ack,
+            leg.last_invite_cseq,
+            &new_branch(),
+            &empty_message(),
+            70,
+        );
         self.out.push_back(Transmit {
             interface: leg.interface,
             transport: leg.transport,
@@ -1211,11 +1403,27 @@ impl Engine {
         leg.local_cseq += 1;
         let cseq = leg.local_cseq;
         self.remove_call(id);
-        self.send_request(now, &leg, None, Side::Callee, &Method::Bye, cseq, &empty_message(), 70, None);
+        self.send_request(
+            now,
+            &leg,
+            None,
+            Side::Callee,
+            &Method::Bye,
+            cseq,
+            &empty_message(),
+            70,
+            None,
+        );
     }
 
     /// Relays a response from the far leg to the server transaction `skey`.
-    fn relay_response(&mut self, now: Instant, skey: &ServerKey, code: u16, msg: &SipMessage) -> Option<Transmit> {
+    fn relay_response(
+        &mut self,
+        now: Instant,
+        skey: &ServerKey,
+        code: u16,
+        msg: &SipMessage,
+    ) -> Option<Transmit> {
         let contact = {
             let entry = self.server.get(skey)?;
             if entry.txn.is_final() {
@@ -1225,12 +1433,11 @@ impl Engine {
                 .call
                 .and_then(|id| self.calls.get(&id))
                 .map(|c| c.dialog.leg(Side::Caller).clone());
-            (entry.contact && (101..300).contains(&code))
-                .then(|| {
-                    let iface = self.cfg.interfaces[entry.reply.interface].addr;
-                    let transport = leg.map_or(entry.reply.transport, |l| l.transport);
-                    format!("<sip:sbc@{iface};transport={}>", transport.uri_param())
-                })
+            (entry.contact && (101..300).contains(&code)).then(|| {
+                let iface = self.cfg.interfaces[entry.reply.interface].addr;
+                let transport = leg.map_or(entry.reply.transport, |l| l.transport);
+                format!("<sip:sbc@{iface};transport={}>", transport.uri_param())
+            })
         };
         let entry = self.server.get_mut(skey)?;
         let reason = match &msg.start {
@@ -1266,7 +1473,9 @@ impl Engine {
         if entry.txn.is_final() {
             return;
         }
-        let w = entry.ctx.write(code, reason_for(code), entry.to_tag.as_deref());
+        let w = entry
+            .ctx
+            .write(code, reason_for(code), entry.to_tag.as_deref());
         let payload = w.finish(b"");
         entry.last_response = Some(payload.clone());
         entry.txn.send_response(now, code);
@@ -1379,8 +1588,15 @@ impl Engine {
         };
         let mut callee = call.dialog.callee.clone();
         let mut caller = call.dialog.caller.clone();
-        if call.callee_ack.is_none() {
-            let ack = self.build_request(&callee, &Method::Ack, callee.last_invite_cseq, &new_branch(), &empty_message(), 70);
+        if call.acks[side_index(Side::Callee)].is_none() {
+            let ack = self.build_request(
+                &callee,
+                &Method::Ack,
+                callee.last_invite_cseq,
+                &new_branch(),
+                &empty_message(),
+                70,
+            );
             self.out.push_back(Transmit {
                 interface: callee.interface,
                 transport: callee.transport,
@@ -1393,7 +1609,17 @@ impl Engine {
             leg.local_cseq += 1;
             let cseq = leg.local_cseq;
             let l = leg.clone();
-            self.send_request(now, &l, None, Side::Callee, &Method::Bye, cseq, &empty_message(), 70, None);
+            self.send_request(
+                now,
+                &l,
+                None,
+                Side::Callee,
+                &Method::Bye,
+                cseq,
+                &empty_message(),
+                70,
+                None,
+            );
         }
     }
 
@@ -1472,6 +1698,13 @@ impl Engine {
 /// Methods the SBC relays or answers.
 const ALLOW: &str = "INVITE, ACK, BYE, CANCEL, OPTIONS, UPDATE, INFO, MESSAGE, REGISTER, NOTIFY";
 
+fn side_index(side: Side) -> usize {
+    match side {
+        Side::Caller => 0,
+        Side::Callee => 1,
+    }
+}
+
 fn new_tag() -> String {
     format!("{:016x}", rand::random::<u64>())
 }
@@ -1497,7 +1730,13 @@ fn strip_tag(v: &str) -> String {
         let mut parts = v.split(';');
         let uri = parts.next().unwrap_or("").trim().to_owned();
         let rest: Vec<&str> = parts
-            .filter(|p| !p.trim().split('=').next().unwrap_or("").eq_ignore_ascii_case("tag"))
+            .filter(|p| {
+                !p.trim()
+                    .split('=')
+                    .next()
+                    .unwrap_or("")
+                    .eq_ignore_ascii_case("tag")
+            })
             .collect();
         return std::iter::once(uri.as_str())
             .chain(rest)
@@ -1589,7 +1828,8 @@ impl LenientRequest {
         if method.starts_with("SIP/") || !method.bytes().all(|b| b.is_ascii_uppercase()) {
             return None; // a response, or not a request line at all
         }
-        let (mut vias, mut from, mut to, mut call_id, mut cseq) = (Vec::new(), None, None, None, None);
+        let (mut vias, mut from, mut to, mut call_id, mut cseq) =
+            (Vec::new(), None, None, None, None);
         for line in lines {
             let Some((name, value)) = line.split_once(':') else {
                 continue;

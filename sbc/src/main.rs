@@ -46,7 +46,9 @@ enum Command {
 
 fn load(config: Option<&PathBuf>) -> anyhow::Result<Config> {
     match config {
-        Some(path) => Config::load(path).with_context(|| format!("configuration {}", path.display())),
+        Some(path) => {
+            Config::load(path).with_context(|| format!("configuration {}", path.display()))
+        }
         None => Ok(Config::embedded_default()),
     }
 }
@@ -104,7 +106,11 @@ async fn run(cfg: Config) -> anyhow::Result<()> {
         .collect();
     info!(interfaces = ?node.bound, routes = ?routes, workers = cfg.sip_config.workers, "listening");
     // The ready line: scripts and tests wait for it on stdout.
-    println!("sbc ready: {}; routes: {}", node.bound.join(", "), routes.join(", "));
+    println!(
+        "sbc ready: {}; routes: {}",
+        node.bound.join(", "),
+        routes.join(", ")
+    );
     shutdown_signal().await;
     info!("shutting down: refusing new requests, finishing transactions");
     node.shutdown().await;

@@ -55,7 +55,10 @@ pub fn engine_config(cfg: &Config) -> anyhow::Result<EngineConfig> {
                     .iter()
                     .position(|i| i.realm == agent.realm)
                     .with_context(|| format!("session-agent {} has no interface", agent.name))?;
-                if !cfg.sip_interfaces[out].transports.contains(&agent.transport) {
+                if !cfg.sip_interfaces[out]
+                    .transports
+                    .contains(&agent.transport)
+                {
                     anyhow::bail!(
                         "session-agent {} uses {} but sip-interface {} does not offer it",
                         agent.name,
@@ -226,7 +229,12 @@ pub async fn start(cfg: &Config) -> anyhow::Result<Node> {
 impl Node {
     /// Sum of the counters of all workers (refreshed by each worker about once a second).
     pub fn stats(&self) -> Stats {
-        let all = self.shared.stats.lock().map(|s| s.clone()).unwrap_or_default();
+        let all = self
+            .shared
+            .stats
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or_default();
         sum_stats(&all)
     }
 
@@ -243,7 +251,10 @@ impl Node {
         }
         let idle = self.shared.idle_workers.load(Ordering::Acquire);
         if idle < n {
-            warn!(busy_workers = n - idle, "grace period over; stopping with transactions open");
+            warn!(
+                busy_workers = n - idle,
+                "grace period over; stopping with transactions open"
+            );
         }
         self.shared.stopping.store(true, Ordering::Release);
         for w in &self.shared.workers {
@@ -300,7 +311,9 @@ fn worker_loop(index: usize, mut engine: Engine, rx: mpsc::Receiver<WorkerMsg>, 
         let now = Instant::now();
         let wait = engine
             .poll_timeout()
-            .map_or(Duration::from_millis(200), |t| t.saturating_duration_since(now))
+            .map_or(Duration::from_millis(200), |t| {
+                t.saturating_duration_since(now)
+            })
             .min(Duration::from_millis(200));
         let first = rx.recv_timeout(wait);
         let mut msg = match first {
@@ -317,7 +330,12 @@ fn worker_loop(index: usize, mut engine: Engine, rx: mpsc::Receiver<WorkerMsg>, 
                     draining = true;
                     engine.start_draining();
                 }
-                WorkerMsg::Stop => return,
+                WorkerMsg::Stop => {
+                    if let Ok(mut s) = shared.stats.lock() {
+                        s[index] = engine.stats().clone();
+                    }
+                    return;
+                }
             }
             budget -= 1;
             if budget > 0 {
@@ -369,7 +387,13 @@ fn udp_receive_loop(interface: usize, sock: &UdpSocket, max: usize, shared: &Sha
 
 type Connections = Arc<Mutex<HashMap<SocketAddr, tmpsc::UnboundedSender<Bytes>>>>;
 
-async fn accept_loop(interface: usize, l: TcpListener, max: usize, shared: Arc<Shared>, conns: Connections) {
+async fn accept_loop(
+    interface: usize,
+    l: TcpListener,
+    max: usize,
+    shared: Arc<Shared>,
+    conns: Connections,
+) {
     loop {
         match l.accept().await {
             Ok((stream, peer)) => {
@@ -385,7 +409,14 @@ async fn accept_loop(interface: usize, l: TcpListener, max: usize, shared: Arc<S
 }
 
 /// Starts the reader and writer tasks of one TCP connection and registers it under `peer`.
-fn serve_connection(interface: usize, stream: TcpStream, peer: SocketAddr, max: usize, shared: Arc<Shared>, conns: Connections) -> tmpsc::UnboundedSender<Bytes> {
+fn serve_connection(
+    interface: usize,
+    stream: TcpStream,
+    peer: SocketAddr,
+    max: usize,
+    shared: Arc<Shared>,
+    conns: Connections,
+) -> tmpsc::UnboundedSender<Bytes> {
     let (read, mut write) = stream.into_split();
     let (tx, mut rx) = tmpsc::unbounded_channel::<Bytes>();
     if let Ok(mut c) = conns.lock() {
@@ -426,9 +457,15 @@ fn serve_connection(interface: usize, stream: TcpStream, peer: SocketAddr, max: 
 }
 
 /// Sends TCP transmits, opening a connection to the destination when none exists.
-async fn tcp_sender(mut rx: tmpsc::UnboundedReceiver<Transmit>, max: usize, shared: Arc<Shared>, conns: Connections) {
+async fn tcp_sender(
+    mut rx: tmpsc::UnboundedReceiver<Transmit>,
+    max: usize,
+    shared: Arc<Shared>,
+    conns: Connections,
+) {
     let mut connecting: HashMap<SocketAddr, Vec<Bytes>> = HashMap::new();
-    let (done_tx, mut done_rx) = tmpsc::unbounded_channel::<(SocketAddr, Option<tmpsc::UnboundedSender<Bytes>>)>();
+    let (done_tx, mut done_rx) =
+        tmpsc::unbounded_channel::<(SocketAddr, Option<tmpsc::UnboundedSender<Bytes>>)>();
     loop {
         tokio::select! {
             t = rx.recv() => {

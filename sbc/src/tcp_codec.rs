@@ -129,7 +129,10 @@ mod tests {
         assert!(matches!(c.decode(&mut b), Err(FrameError::TooLarge(50))));
         let mut c = SipCodec::new(1000);
         let mut b = BytesMut::from(&b"INVITE x SIP/2.0\r\nContent-Length: x\r\n\r\n"[..]);
-        assert!(matches!(c.decode(&mut b), Err(FrameError::BadContentLength)));
+        assert!(matches!(
+            c.decode(&mut b),
+            Err(FrameError::BadContentLength)
+        ));
         let mut b = BytesMut::from(&b"INVITE x SIP/2.0\r\nContent-Length: 5000\r\n\r\n"[..]);
         assert!(matches!(c.decode(&mut b), Err(FrameError::TooLarge(1000))));
     }

@@ -1,1 +1,550 @@
+//! B2BUA behaviour on a virtual clock: a fake caller and a fake callee exchange bytes with one
+//! engine; time only moves when a test moves it.
 
+use super::*;
+
+const CALLER: &str = "10.1.1.1:5060";
+const ACCESS: &str = "192.0.2.10:5060";
+const CORE: &str = "198.51.100.10:5062";
+const CALLEE: &str = "198.51.100.20:5080";
+
+fn sa(s: &str) -> SocketAddr {
+    s.parse().expect("test address")
+}
+
+fn config() -> EngineConfig {
+    EngineConfig {
+        interfaces: vec![
+            Interface {
+                realm: "access".into(),
+                addr: sa(ACCESS),
+            },
+            Interface {
+                realm: "core".into(),
+                addr: sa(CORE),
+            },
+        ],
+        routes: vec![
+            Some(NextHop {
+                name: "core".into(),
+                addr: sa(CALLEE),
+                transport: LegTransport::Udp,
+                interface: 1,
+            }),
+            None,
+        ],
+        timers: Timers::default(),
+        timer_c: Duration::from_secs(180),
+        max_message_size: 65_535,
+    }
+}
+
+struct World {
+    engine: Engine,
+    now: Instant,
+    /// Messages the engine sent toward the caller (parsed).
+    to_caller: Vec<SipMessage>,
+    /// Messages the engine sent toward the callee (parsed).
+    to_callee: Vec<SipMessage>,
+    raw_to_caller: Vec<Bytes>,
+    raw_to_callee: Vec<Bytes>,
+}
+
+impl World {
+    fn new() -> Self {
+        Self {
+            engine: Engine::new(config(), 0),
+            now: Instant::now(),
+            to_caller: Vec::new(),
+            to_callee: Vec::new(),
+            raw_to_caller: Vec::new(),
+            raw_to_callee: Vec::new(),
+        }
+    }
+
+    fn collect(&mut self) {
+        while let Some(t) = self.engine.poll_transmit() {
+            let msg = SipMessage::parse(&t.payload).expect("engine output parses");
+            if t.dest == sa(CALLER) {
+                assert_eq!(t.interface, 0);
+                self.to_caller.push(msg);
+                self.raw_to_caller.push(t.payload);
+            } else {
+                assert_eq!(t.dest, sa(CALLEE));
+                assert_eq!(t.interface, 1);
+                self.to_callee.push(msg);
+                self.raw_to_callee.push(t.payload);
+            }
+        }
+    }
+
+    fn caller_sends(&mut self, text: &str) {
+        self.engine.handle_inbound(
+            self.now,
+            Inbound {
+                interface: 0,
+                transport: LegTransport::Udp,
+                source: sa(CALLER),
+                data: Bytes::from(text.replace('\n', "\r\n")),
+            },
+        );
+        self.collect();
+    }
+
+    fn callee_sends(&mut self, text: &str) {
+        self.engine.handle_inbound(
+            self.now,
+            Inbound {
+                interface: 1,
+                transport: LegTransport::Udp,
+                source: sa(CALLEE),
+                data: Bytes::from(text.replace('\n', "\r\n")),
+            },
+        );
+        self.collect();
+    }
+
+    /// Moves the virtual clock forward, firing every timer due on the way.
+    fn advance(&mut self, d: Duration) {
+        let end = self.now + d;
+        while let Some(t) = self.engine.poll_timeout() {
+            if t > end {
+                break;
+            }
+            self.now = self.now.max(t);
+            self.engine.handle_timeout(self.now);
+            self.collect();
+        }
+        self.now = end;
+    }
+
+    fn last_to_callee(&self) -> &SipMessage {
+        self.to_callee.last().expect("something sent to the callee")
+    }
+
+    fn codes_to_caller(&self) -> Vec<u16> {
+        self.to_caller
+            .iter()
+            .filter_map(SipMessage::status)
+            .collect()
+    }
+
+    fn methods_to_callee(&self) -> Vec<String> {
+        self.to_callee
+            .iter()
+            .filter_map(|m| m.method().map(|m| m.to_string()))
+            .collect()
+    }
+
+    /// Answers the last request the callee got with `code` (same Via/From/Call-ID/CSeq).
+    fn callee_answers(&mut self, code: u16, to_tag: &str) {
+        let req = self
+            .to_callee
+            .iter()
+            .rev()
+            .find(|m| m.method().is_some() && m.method() != Some(&Method::Ack))
+            .expect("a request to answer")
+            .clone();
+        self.callee_responds_to(&req, code, to_tag);
+    }
+
+    fn callee_responds_to(&mut self, req: &SipMessage, code: u16, to_tag: &str) {
+        let to = req.header(&HeaderName::To).unwrap_or_default();
+        let to = if code > 100 && req.to_tag().is_none() {
+            format!("{to};tag={to_tag}")
+        } else {
+            to.to_owned()
+        };
+        let text = format!(
+            "SIP/2.0 {code} {}\nVia: {}\nFrom: {}\nTo: {to}\nCall-ID: {}\nCSeq: {}\nContact: <sip:bob@{CALLEE}>\nServer: callee\nContent-Length: 0\n\n",
+            reason_for(code),
+            req.top_via().unwrap_or_default(),
+            req.header(&HeaderName::From).unwrap_or_default(),
+            req.call_id().unwrap_or_default(),
+            req.header(&HeaderName::CSeq).unwrap_or_default(),
+        );
+        self.callee_sends(&text);
+    }
+}
+
+fn invite(branch: &str) -> String {
+    format!(
+        "INVITE sip:bob@{ACCESS} SIP/2.0\n\
+         Via: SIP/2.0/UDP {CALLER};branch={branch}\n\
+         Max-Forwards: 70\n\
+         From: \"Alice\" <sip:alice@10.1.1.1>;tag=a1\n\
+         To: <sip:bob@{ACCESS}>\n\
+         Call-ID: call-1@10.1.1.1\n\
+         CSeq: 1 INVITE\n\
+         Contact: <sip:alice@{CALLER}>\n\
+         Content-Type: application/sdp\n\
+         Content-Length: 4\n\nv=0\n"
+    )
+}
+
+fn caller_in_dialog(method: &str, cseq: u32, branch: &str, to_tag: &str) -> String {
+    format!(
+        "{method} sip:sbc@{ACCESS} SIP/2.0\n\
+         Via: SIP/2.0/UDP {CALLER};branch={branch}\n\
+         Max-Forwards: 70\n\
+         From: \"Alice\" <sip:alice@10.1.1.1>;tag=a1\n\
+         To: <sip:bob@{ACCESS}>;tag={to_tag}\n\
+         Call-ID: call-1@10.1.1.1\n\
+         CSeq: {cseq} {method}\n\
+         Content-Length: 0\n\n"
+    )
+}
+
+/// Runs a call up to the caller's ACK; returns the caller-side To tag.
+fn establish(w: &mut World) -> String {
+    w.caller_sends(&invite("z9hG4bKinv1"));
+    w.callee_answers(180, "b1");
+    w.callee_answers(200, "b1");
+    let ok = w.to_caller.last().expect("200 to caller").clone();
+    assert_eq!(ok.status(), Some(200));
+    let tag = ok.to_tag().expect("to-tag").to_owned();
+    w.caller_sends(&caller_in_dialog("ACK", 1, "z9hG4bKack1", &tag));
+    tag
+}
+
+#[test]
+fn invite_gets_100_at_once_and_is_relayed_as_a_new_dialog() {
+    let mut w = World::new();
+    w.caller_sends(&invite("z9hG4bKinv1"));
+    assert_eq!(w.codes_to_caller(), vec![100]);
+    let out = w.last_to_callee().clone();
+    assert_eq!(out.method(), Some(&Method::Invite));
+    assert_eq!(
+        out.request_uri(),
+        Some(format!("sip:bob@{CALLEE}").as_str())
+    );
+    assert_ne!(out.call_id(), Some("call-1@10.1.1.1"));
+    assert!(out
+        .call_id()
+        .is_some_and(|c| c.starts_with(shard::B2B_CALL_ID_PREFIX)));
+    assert_eq!(out.max_forwards(), Some(Ok(69)));
+    assert_eq!(&out.body[..], b"v=0\r");
+    assert_eq!(
+        out.header(&HeaderName::Other("Content-Type".into())),
+        Some("application/sdp")
+    );
+    // Both legs of the call hash to the same worker.
+    assert_eq!(
+        shard::call_id_key(out.call_id().unwrap_or_default().as_bytes()),
+        shard::call_id_key(b"call-1@10.1.1.1")
+    );
+}
+
+#[test]
+fn topology_is_hidden_in_both_directions() {
+    let mut w = World::new();
+    let tag = establish(&mut w);
+    w.callee_sends(&format!(
+        "BYE sip:sbc@{CORE} SIP/2.0\nVia: SIP/2.0/UDP {CALLEE};branch=z9hG4bKbye\nMax-Forwards: 70\n\
+         From: {}\nTo: {}\nCall-ID: {}\nCSeq: 5 BYE\nContent-Length: 0\n\n",
+        w.to_callee[0].header(&HeaderName::To).map(|t| format!("{t};tag=b1")).unwrap_or_default(),
+        w.to_callee[0].header(&HeaderName::From).unwrap_or_default(),
+        w.to_callee[0].call_id().unwrap_or_default(),
+    ));
+    let _ = tag;
+    for raw in &w.raw_to_caller {
+        let text = String::from_utf8_lossy(raw);
+        assert!(
+            !text.contains("198.51.100"),
+            "core address leaked to the caller:\n{text}"
+        );
+    }
+    for raw in &w.raw_to_callee {
+        let text = String::from_utf8_lossy(raw);
+        assert!(
+            !text.contains("10.1.1.1"),
+            "access address leaked to the callee:\n{text}"
+        );
+        assert!(!text.contains("call-1"), "caller Call-ID leaked:\n{text}");
+    }
+}
+
+#[test]
+fn invite_retransmission_is_absorbed_not_forwarded() {
+    let mut w = World::new();
+    w.caller_sends(&invite("z9hG4bKinv1"));
+    w.caller_sends(&invite("z9hG4bKinv1"));
+    assert_eq!(w.methods_to_callee(), vec!["INVITE"]);
+    assert_eq!(w.codes_to_caller(), vec![100, 100], "the 100 is re-sent");
+    w.callee_answers(180, "b1");
+    w.caller_sends(&invite("z9hG4bKinv1"));
+    assert_eq!(w.codes_to_caller(), vec![100, 100, 180, 180]);
+    assert_eq!(w.methods_to_callee(), vec!["INVITE"]);
+    assert_eq!(w.engine.stats().retransmissions_absorbed, 2);
+}
+
+#[test]
+fn call_is_established_and_bye_from_the_callee_is_mapped() {
+    let mut w = World::new();
+    let tag = establish(&mut w);
+    assert_eq!(w.methods_to_callee(), vec!["INVITE", "ACK"]);
+    let ack = w.last_to_callee();
+    assert_eq!(ack.cseq().map(|c| c.seq), Some(1));
+    assert_eq!(ack.to_tag(), Some("b1"));
+    assert_eq!(
+        ack.request_uri(),
+        Some(format!("sip:bob@{CALLEE}").as_str())
+    );
+    assert_eq!(
+        w.engine.dialogs().next().map(|d| d.state),
+        Some(DialogState::Confirmed)
+    );
+
+    let invite_out = w.to_callee[0].clone();
+    w.callee_sends(&format!(
+        "BYE sip:sbc@{CORE} SIP/2.0\nVia: SIP/2.0/UDP {CALLEE};branch=z9hG4bKbye\nMax-Forwards: 70\n\
+         From: {};tag=b1\nTo: {}\nCall-ID: {}\nCSeq: 5 BYE\nContent-Length: 0\n\n",
+        invite_out.header(&HeaderName::To).unwrap_or_default(),
+        invite_out.header(&HeaderName::From).unwrap_or_default(),
+        invite_out.call_id().unwrap_or_default(),
+    ));
+    let bye = w.to_caller.last().expect("BYE to caller").clone();
+    assert_eq!(bye.method(), Some(&Method::Bye));
+    assert_eq!(bye.call_id(), Some("call-1@10.1.1.1"));
+    assert_eq!(bye.from_tag(), Some(tag.as_str()));
+    assert_eq!(bye.to_tag(), Some("a1"));
+    assert_eq!(
+        bye.request_uri(),
+        Some(format!("sip:alice@{CALLER}").as_str())
+    );
+    // The caller answers; the 200 reaches the callee with its own identifiers.
+    let text = format!(
+        "SIP/2.0 200 OK\nVia: {}\nFrom: {}\nTo: {}\nCall-ID: call-1@10.1.1.1\nCSeq: {}\nContent-Length: 0\n\n",
+        bye.top_via().unwrap_or_default(),
+        bye.header(&HeaderName::From).unwrap_or_default(),
+        bye.header(&HeaderName::To).unwrap_or_default(),
+        bye.header(&HeaderName::CSeq).unwrap_or_default(),
+    );
+    w.caller_sends(&text);
+    let ok = w.to_callee.last().expect("200 to callee");
+    assert_eq!(ok.status(), Some(200));
+    assert_eq!(ok.top_via_branch(), Some("z9hG4bKbye"));
+    assert_eq!(w.engine.call_count(), 0, "dialog removed after BYE");
+}
+
+#[test]
+fn reinvite_from_the_caller_is_relayed_and_acked_end_to_end() {
+    let mut w = World::new();
+    let tag = establish(&mut w);
+    w.caller_sends(&caller_in_dialog("INVITE", 2, "z9hG4bKre", &tag));
+    assert_eq!(w.codes_to_caller().last(), Some(&100));
+    let re = w.last_to_callee().clone();
+    assert_eq!(re.method(), Some(&Method::Invite));
+    assert_eq!(re.cseq().map(|c| c.seq), Some(2));
+    assert_eq!(re.to_tag(), Some("b1"));
+    w.callee_answers(200, "b1");
+    assert_eq!(w.codes_to_caller().last(), Some(&200));
+    w.caller_sends(&caller_in_dialog("ACK", 2, "z9hG4bKack2", &tag));
+    let ack = w.last_to_callee();
+    assert_eq!(ack.method(), Some(&Method::Ack));
+    assert_eq!(ack.cseq().map(|c| c.seq), Some(2));
+}
+
+#[test]
+fn cancel_gets_200_and_487_and_is_relayed_after_a_provisional() {
+    let mut w = World::new();
+    w.caller_sends(&invite("z9hG4bKinv1"));
+    let cancel = invite("z9hG4bKinv1")
+        .replacen("INVITE sip", "CANCEL sip", 1)
+        .replace("CSeq: 1 INVITE", "CSeq: 1 CANCEL");
+    w.caller_sends(&cancel);
+    assert_eq!(w.codes_to_caller(), vec![100, 200, 487]);
+    assert_eq!(
+        w.methods_to_callee(),
+        vec!["INVITE"],
+        "no CANCEL before a provisional"
+    );
+    w.callee_answers(180, "b1");
+    assert_eq!(w.methods_to_callee(), vec!["INVITE", "CANCEL"]);
+    let c = w.last_to_callee().clone();
+    assert_eq!(c.top_via_branch(), w.to_callee[0].top_via_branch());
+    assert_eq!(
+        w.codes_to_caller(),
+        vec![100, 200, 487],
+        "the 180 is not relayed after 487"
+    );
+    // The callee answers the CANCEL and the INVITE with 487; we ACK hop by hop.
+    w.callee_responds_to(&c, 200, "b1");
+    let inv = w.to_callee[0].clone();
+    w.callee_responds_to(&inv, 487, "b1");
+    assert_eq!(w.methods_to_callee(), vec!["INVITE", "CANCEL", "ACK"]);
+    // The caller's ACK for the 487 is absorbed.
+    let ack = invite("z9hG4bKinv1")
+        .replacen("INVITE sip", "ACK sip", 1)
+        .replace("CSeq: 1 INVITE", "CSeq: 1 ACK");
+    w.caller_sends(&ack);
+    assert_eq!(w.methods_to_callee(), vec!["INVITE", "CANCEL", "ACK"]);
+    assert_eq!(w.engine.call_count(), 0);
+}
+
+#[test]
+fn busy_is_relayed_and_acked_hop_by_hop() {
+    let mut w = World::new();
+    w.caller_sends(&invite("z9hG4bKinv1"));
+    w.callee_answers(486, "b1");
+    assert_eq!(w.codes_to_caller(), vec![100, 486]);
+    let ack = w.last_to_callee();
+    assert_eq!(ack.method(), Some(&Method::Ack));
+    assert_eq!(
+        ack.top_via_branch(),
+        w.to_callee[0].top_via_branch(),
+        "same branch"
+    );
+    // The 486 is retransmitted by timer G until the caller ACKs.
+    w.advance(Duration::from_millis(600));
+    assert_eq!(w.codes_to_caller(), vec![100, 486, 486]);
+    let caller_ack = invite("z9hG4bKinv1")
+        .replacen("INVITE sip", "ACK sip", 1)
+        .replace("CSeq: 1 INVITE", "CSeq: 1 ACK");
+    w.caller_sends(&caller_ack);
+    w.advance(Duration::from_secs(10));
+    assert_eq!(
+        w.codes_to_caller(),
+        vec![100, 486, 486],
+        "G stops after the ACK"
+    );
+    assert_eq!(
+        w.methods_to_callee(),
+        vec!["INVITE", "ACK"],
+        "caller ACK absorbed"
+    );
+    // A retransmitted 486 from the callee gets the ACK again and is not relayed.
+    let inv = w.to_callee[0].clone();
+    w.callee_responds_to(&inv, 486, "b1");
+    assert_eq!(w.methods_to_callee(), vec!["INVITE", "ACK", "ACK"]);
+    assert_eq!(w.codes_to_caller(), vec![100, 486, 486]);
+}
+
+#[test]
+fn silent_next_hop_gives_408_after_timer_b() {
+    let mut w = World::new();
+    w.caller_sends(&invite("z9hG4bKinv1"));
+    w.advance(Duration::from_millis(31_999));
+    // Timer A retransmissions at 0.5, 1.5, 3.5, 7.5, 15.5, 31.5 s.
+    assert_eq!(w.methods_to_callee().len(), 7);
+    assert_eq!(w.codes_to_caller(), vec![100]);
+    w.advance(Duration::from_millis(1));
+    assert_eq!(w.codes_to_caller(), vec![100, 408]);
+    assert_eq!(w.engine.call_count(), 0);
+    assert_eq!(w.engine.stats().timeouts, 1);
+}
+
+#[test]
+fn ringing_forever_gives_408_after_timer_c_and_cancels_the_callee() {
+    let mut w = World::new();
+    w.caller_sends(&invite("z9hG4bKinv1"));
+    w.callee_answers(180, "b1");
+    w.advance(Duration::from_secs(181));
+    assert_eq!(w.codes_to_caller()[..3], [100, 180, 408]);
+    assert!(
+        w.codes_to_caller()[3..].iter().all(|c| *c == 408),
+        "only retransmissions of the 408 (timer G) follow"
+    );
+    assert_eq!(w.methods_to_callee()[..2], ["INVITE", "CANCEL"]);
+}
+
+#[test]
+fn caller_not_acking_the_2xx_ends_the_call_on_both_legs() {
+    let mut w = World::new();
+    w.caller_sends(&invite("z9hG4bKinv1"));
+    w.callee_answers(200, "b1");
+    w.advance(Duration::from_secs(33));
+    assert!(w.methods_to_callee().contains(&"BYE".to_owned()));
+    assert!(w.to_caller.iter().any(|m| m.method() == Some(&Method::Bye)));
+    assert_eq!(w.engine.call_count(), 0);
+}
+
+#[test]
+fn retransmitted_2xx_gets_the_ack_again() {
+    let mut w = World::new();
+    establish(&mut w);
+    let inv = w.to_callee[0].clone();
+    w.callee_responds_to(&inv, 200, "b1");
+    assert_eq!(w.methods_to_callee(), vec!["INVITE", "ACK", "ACK"]);
+}
+
+#[test]
+fn max_forwards_zero_gets_483_and_unknown_dialog_481() {
+    let mut w = World::new();
+    w.caller_sends(&invite("z9hG4bKmf").replace("Max-Forwards: 70", "Max-Forwards: 0"));
+    assert_eq!(w.codes_to_caller(), vec![483]);
+    w.caller_sends(&caller_in_dialog("BYE", 2, "z9hG4bKx", "nosuchtag"));
+    assert_eq!(w.codes_to_caller(), vec![483, 481]);
+    assert!(w.to_callee.is_empty());
+}
+
+#[test]
+fn a_request_that_comes_back_to_us_is_a_loop() {
+    let mut w = World::new();
+    let looped = invite("z9hG4bKinv1").replace(
+        "Max-Forwards: 70",
+        &format!("Via: SIP/2.0/UDP {CORE};branch={BRANCH_PREFIX}0001\nMax-Forwards: 70"),
+    );
+    w.caller_sends(&looped);
+    assert_eq!(w.codes_to_caller(), vec![482]);
+}
+
+#[test]
+fn malformed_requests_get_400_when_answerable_and_are_dropped_otherwise() {
+    let mut w = World::new();
+    let bad_len = invite("z9hG4bKb1").replace("Content-Length: 4", "Content-Length: 999");
+    w.caller_sends(&bad_len);
+    assert_eq!(w.codes_to_caller(), vec![400]);
+    let no_call_id = invite("z9hG4bKb2").replace("Call-ID: call-1@10.1.1.1\n", "");
+    w.caller_sends(&no_call_id);
+    assert_eq!(
+        w.codes_to_caller(),
+        vec![400],
+        "no Call-ID: nothing to answer with"
+    );
+    w.caller_sends("\u{1}\u{2}garbage\n\n");
+    assert_eq!(w.engine.stats().malformed_dropped, 2);
+    assert_eq!(w.engine.stats().malformed_answered, 1);
+    // The next good call still works.
+    w.caller_sends(&invite("z9hG4bKgood"));
+    assert_eq!(w.codes_to_caller(), vec![400, 100]);
+    assert_eq!(w.methods_to_callee(), vec!["INVITE"]);
+}
+
+#[test]
+fn draining_and_admission_refuse_only_new_requests() {
+    let mut w = World::new();
+    let tag = establish(&mut w);
+    w.engine.set_admission(Admission::Reject { retry_after: 7 });
+    w.caller_sends(&invite("z9hG4bKnew").replace("call-1@", "call-2@"));
+    let r = w.to_caller.last().expect("503").clone();
+    assert_eq!(r.status(), Some(503));
+    assert_eq!(
+        r.header(&HeaderName::Other("Retry-After".into())),
+        Some("7")
+    );
+    // In-dialog BYE still flows.
+    w.caller_sends(&caller_in_dialog("BYE", 2, "z9hG4bKbye", &tag));
+    assert_eq!(w.last_to_callee().method(), Some(&Method::Bye));
+}
+
+#[test]
+fn options_ping_to_the_sbc_is_answered_locally() {
+    let mut w = World::new();
+    w.caller_sends(&format!(
+        "OPTIONS sip:{ACCESS} SIP/2.0\nVia: SIP/2.0/UDP {CALLER};branch=z9hG4bKo\nFrom: <sip:mon@x>;tag=m\nTo: <sip:{ACCESS}>\nCall-ID: o1\nCSeq: 1 OPTIONS\nContent-Length: 0\n\n"
+    ));
+    assert_eq!(w.codes_to_caller(), vec![200]);
+    assert!(w.to_callee.is_empty());
+}
+
+#[test]
+fn out_of_dialog_message_is_relayed_and_answered() {
+    let mut w = World::new();
+    w.caller_sends(&format!(
+        "MESSAGE sip:bob@{ACCESS} SIP/2.0\nVia: SIP/2.0/UDP {CALLER};branch=z9hG4bKm\nFrom: <sip:alice@x>;tag=m\nTo: <sip:bob@{ACCESS}>\nCall-ID: m1\nCSeq: 1 MESSAGE\nContent-Type: text/plain\nContent-Length: 2\n\nhi"
+    ));
+    assert_eq!(w.methods_to_callee(), vec!["MESSAGE"]);
+    w.callee_answers(202, "b");
+    assert_eq!(w.codes_to_caller(), vec![202]);
+}

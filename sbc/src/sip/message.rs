@@ -266,10 +266,16 @@ impl SipMessage {
         for h in rsip_headers.into_iter() {
             let line = h.to_string();
             let Some((name, value)) = line.split_once(':') else {
-                return Err(ParseError::Malformed(format!("header without colon: {}", short(&line))));
+                return Err(ParseError::Malformed(format!(
+                    "header without colon: {}",
+                    short(&line)
+                )));
             };
             if name.trim().is_empty() || name.contains(char::is_whitespace) {
-                return Err(ParseError::Malformed(format!("bad header name: {}", short(name))));
+                return Err(ParseError::Malformed(format!(
+                    "bad header name: {}",
+                    short(name)
+                )));
             }
             headers.push(Header {
                 name: HeaderName::parse(name),
@@ -285,10 +291,9 @@ impl SipMessage {
         let body_len = match msg.header(&HeaderName::ContentLength) {
             None => rest.len(),
             Some(v) => {
-                let n: usize = v
-                    .trim()
-                    .parse()
-                    .map_err(|_| ParseError::Malformed(format!("bad Content-Length: {}", short(v))))?;
+                let n: usize = v.trim().parse().map_err(|_| {
+                    ParseError::Malformed(format!("bad Content-Length: {}", short(v)))
+                })?;
                 if n > rest.len() {
                     return Err(ParseError::Malformed(format!(
                         "Content-Length {n} exceeds the {} body bytes received",
@@ -413,7 +418,10 @@ pub fn find_head_end(data: &[u8]) -> Option<usize> {
 }
 
 fn reason_phrase(data: &[u8]) -> String {
-    let line_end = data.iter().position(|&b| b == b'\r' || b == b'\n').unwrap_or(data.len());
+    let line_end = data
+        .iter()
+        .position(|&b| b == b'\r' || b == b'\n')
+        .unwrap_or(data.len());
     let line = String::from_utf8_lossy(&data[..line_end]);
     line.splitn(3, ' ').nth(2).unwrap_or("").trim().to_owned()
 }
@@ -575,7 +583,10 @@ mod tests {
                 method: Method::Invite
             })
         );
-        assert_eq!(m.contact_uri(), Some("sip:alice@10.0.0.1:5060;transport=udp"));
+        assert_eq!(
+            m.contact_uri(),
+            Some("sip:alice@10.0.0.1:5060;transport=udp")
+        );
         assert_eq!(&m.body[..], b"v=0\r");
         assert!(m.answerable());
     }

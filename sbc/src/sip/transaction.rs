@@ -671,7 +671,10 @@ mod tests {
         let t0 = Instant::now();
         let mut tx = ClientInvite::new(t0, Timers::default(), false);
         assert_eq!(tx.handle_response(t0, 486), ClientResponse::PassUpAndAck);
-        assert_eq!(tx.handle_response(t0 + ms(500), 486), ClientResponse::ResendAck);
+        assert_eq!(
+            tx.handle_response(t0 + ms(500), 486),
+            ClientResponse::ResendAck
+        );
         assert_eq!(tx.handle_timeout(t0 + ms(31_999)), TimerAction::None);
         assert_eq!(tx.handle_timeout(t0 + ms(32_000)), TimerAction::Terminated);
         // reliable: D = 0
@@ -687,8 +690,14 @@ mod tests {
         let mut tx = ClientInvite::new(t0, Timers::default(), false);
         assert_eq!(tx.handle_response(t0, 200), ClientResponse::PassUp);
         assert_eq!(tx.state(), ClientInviteState::Accepted);
-        assert_eq!(tx.handle_response(t0 + ms(500), 200), ClientResponse::PassUp);
-        assert_eq!(tx.handle_response(t0 + ms(500), 180), ClientResponse::Absorb);
+        assert_eq!(
+            tx.handle_response(t0 + ms(500), 200),
+            ClientResponse::PassUp
+        );
+        assert_eq!(
+            tx.handle_response(t0 + ms(500), 180),
+            ClientResponse::Absorb
+        );
         assert_eq!(tx.handle_timeout(t0 + ms(32_000)), TimerAction::Terminated);
     }
 
@@ -716,11 +725,20 @@ mod tests {
     fn timer_e_is_t2_in_proceeding_and_k_after_final() {
         let t0 = Instant::now();
         let mut tx = ClientNonInvite::new(t0, Timers::default(), false);
-        assert_eq!(tx.handle_response(t0 + ms(100), 100), ClientResponse::PassUp);
+        assert_eq!(
+            tx.handle_response(t0 + ms(100), 100),
+            ClientResponse::PassUp
+        );
         assert_eq!(tx.handle_timeout(t0 + ms(500)), TimerAction::Retransmit);
         assert_eq!(tx.poll_timeout(), Some(t0 + ms(4500)));
-        assert_eq!(tx.handle_response(t0 + ms(600), 200), ClientResponse::PassUp);
-        assert_eq!(tx.handle_response(t0 + ms(700), 200), ClientResponse::Absorb);
+        assert_eq!(
+            tx.handle_response(t0 + ms(600), 200),
+            ClientResponse::PassUp
+        );
+        assert_eq!(
+            tx.handle_response(t0 + ms(700), 200),
+            ClientResponse::Absorb
+        );
         assert_eq!(tx.poll_timeout(), Some(t0 + ms(5600)), "K = T4");
         assert_eq!(tx.handle_timeout(t0 + ms(5600)), TimerAction::Terminated);
     }
@@ -773,13 +791,21 @@ mod tests {
     fn timer_j_absorbs_then_ends() {
         let t0 = Instant::now();
         let mut tx = ServerNonInvite::new(Timers::default(), false);
-        assert_eq!(tx.handle_request(), ServerRequest::Absorb, "nothing sent yet");
+        assert_eq!(
+            tx.handle_request(),
+            ServerRequest::Absorb,
+            "nothing sent yet"
+        );
         tx.send_response(t0, 200);
         assert_eq!(tx.handle_request(), ServerRequest::ResendLastResponse);
         assert_eq!(tx.handle_timeout(t0 + ms(31_999)), TimerAction::None);
         assert_eq!(tx.handle_timeout(t0 + ms(32_000)), TimerAction::Terminated);
         let mut tcp = ServerNonInvite::new(Timers::default(), true);
         tcp.send_response(t0, 200);
-        assert_eq!(tcp.handle_timeout(t0), TimerAction::Terminated, "J = 0 on TCP");
+        assert_eq!(
+            tcp.handle_timeout(t0),
+            TimerAction::Terminated,
+            "J = 0 on TCP"
+        );
     }
 }
