@@ -97,6 +97,9 @@ fn leg_transport(t: Transport) -> LegTransport {
     }
 }
 
+/// Socket buffer size asked for on UDP sockets (the kernel caps it at `net.core.rmem_max`).
+const UDP_BUFFER_BYTES: usize = 4 << 20;
+
 enum WorkerMsg {
     Inbound(Inbound),
     Drain,
@@ -162,6 +165,10 @@ pub async fn start(cfg: &Config) -> anyhow::Result<Node> {
             let sock = UdpSocket::bind(addr)
                 .with_context(|| format!("binding UDP {addr} for realm {}", iface.realm))?;
             sock.set_read_timeout(Some(Duration::from_millis(100)))?;
+            // Bursts of retransmissions must not overflow the kernel's default 208 KiB buffer.
+            let sref = socket2::SockRef::from(&sock);
+            let _ = sref.set_recv_buffer_size(UDP_BUFFER_BYTES);
+            let _ = sref.set_send_buffer_size(UDP_BUFFER_BYTES);
             udp.push(Some(Arc::new(sock)));
             kinds.push("udp");
         } else {

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The whole test suite, on a fresh machine: unit tests, then end-to-end tests that start the real
+# `sbc` binary and SIPp on loopback.
+#
+# The end-to-end tests need SIPp (Debian package `sip-tester`). As root this script installs it;
+# otherwise it stops and prints the exact apt-get line to run.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+missing=()
+command -v sipp >/dev/null 2>&1 || missing+=(sip-tester)
+if ((${#missing[@]})); then
+    if [ "$(id -u)" = 0 ]; then
+        echo "installing ${missing[*]} (needed by the end-to-end tests)"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    else
+        echo "The end-to-end tests need: ${missing[*]}. Install it with:" >&2
+        echo "    sudo apt-get install -y ${missing[*]}" >&2
+        exit 1
+    fi
+fi
+
+# cargo cannot build another package's binary for a test: build it first.
+cargo build --locked --workspace --bins
+cargo test --locked --workspace "$@"
