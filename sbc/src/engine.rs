@@ -543,18 +543,12 @@ impl Engine {
             debug!(source = %inbound.source, "request without Via/From/To/Call-ID/CSeq dropped");
             return;
         }
-        let cseq_ok = msg.cseq().is_some_and(|c| {
-            c.method == method || (method == Method::Ack && c.method == Method::Invite)
-        });
-        if !cseq_ok {
+        if let Err(reason) = msg.check_request() {
             if method != Method::Ack {
                 self.stats.malformed_answered += 1;
-                self.answer(
-                    inbound,
-                    &msg,
-                    400,
-                    Some(("Warning", "399 sbc \"bad CSeq\"".into())),
-                );
+                debug!(source = %inbound.source, %reason, "malformed request answered");
+                let warning = format!("399 sbc \"{}\"", reason.replace('"', "'"));
+                self.answer(inbound, &msg, 400, Some(("Warning", warning)));
             }
             return;
         }
@@ -1820,7 +1814,7 @@ struct LenientRequest {
 impl LenientRequest {
     fn scan(data: &[u8]) -> Option<Self> {
         let head_end = find_head_end(data).unwrap_or(data.len());
-        let head = std::str::from_utf8(&data[..head_end]).ok()?;
+        let head = String::from_utf8_lossy(&data[..head_end]);
         let mut lines = head.lines();
         let start = lines.next()?;
         let mut words = start.split_whitespace();

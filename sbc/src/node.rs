@@ -452,6 +452,9 @@ fn serve_connection(
                 }
                 Err(e) => {
                     debug!(%peer, error = %e, "closing TCP connection");
+                    // Leave the writer a moment so an answer to the last frame (a 400) can
+                    // still go out before the connection is dropped.
+                    tokio::time::sleep(Duration::from_millis(200)).await;
                     break;
                 }
             }
@@ -482,6 +485,12 @@ async fn tcp_sender(
                     if conn.send(t.payload.clone()).is_ok() {
                         continue;
                     }
+                }
+                if t.payload.starts_with(b"SIP/2.0 ") {
+                    // A response whose connection is gone: the peer opened it and closed it;
+                    // do not dial its ephemeral port.
+                    debug!(dest = %t.dest, "TCP connection gone; response dropped");
+                    continue;
                 }
                 if let Some(q) = connecting.get_mut(&t.dest) {
                     q.push(t.payload);

@@ -36,12 +36,16 @@ pub enum FrameError {
 #[derive(Debug, Clone)]
 pub struct SipCodec {
     max: usize,
+    poisoned: bool,
 }
 
 impl SipCodec {
     /// A codec refusing messages larger than `max` bytes.
     pub fn new(max: usize) -> Self {
-        Self { max }
+        Self {
+            max,
+            poisoned: false,
+        }
     }
 }
 
@@ -67,6 +71,9 @@ impl Decoder for SipCodec {
     type Error = FrameError;
 
     fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
+        if self.poisoned {
+            return Err(FrameError::BadContentLength);
+        }
         // Keep-alives: CRLFCRLF is a ping; a lone CRLF (pong) is skipped.
         loop {
             if buf.starts_with(b"\r\n\r\n") {
@@ -91,7 +98,15 @@ impl Decoder for SipCodec {
             }
             return Ok(None);
         };
-        let body = content_length(&buf[..head_end])?;
+        let body = match content_length(&buf[..head_end]) {
+            Ok(n) => n,
+            Err(_) => {
+                // The stream cannot be framed any more. Hand over the header block alone so the
+                // request can still be answered with 400, then close.
+                self.poisoned = true;
+                return Ok(Some(Frame::Message(buf.split_to(head_end).freeze())));
+            }
+        };
         let total = head_end.saturating_add(body);
         if total > self.max {
             return Err(FrameError::TooLarge(self.max));
@@ -129,10 +144,12 @@ mod tests {
         assert!(matches!(c.decode(&mut b), Err(FrameError::TooLarge(50))));
         let mut c = SipCodec::new(1000);
         let mut b = BytesMut::from(&b"INVITE x SIP/2.0\r\nContent-Length: x\r\n\r\n"[..]);
+        assert!(matches!(c.decode(&mut b), Ok(Some(Frame::Message(_)))));
         assert!(matches!(
             c.decode(&mut b),
             Err(FrameError::BadContentLength)
         ));
+        let mut c = SipCodec::new(1000);
         let mut b = BytesMut::from(&b"INVITE x SIP/2.0\r\nContent-Length: 5000\r\n\r\n"[..]);
         assert!(matches!(c.decode(&mut b), Err(FrameError::TooLarge(1000))));
     }

@@ -398,6 +398,66 @@ impl SipMessage {
             .map(name_addr_uri)
     }
 
+    /// Checks what strict parsing leaves to the engine (RFC 3261 sections 8.2, 18.3, 20):
+    /// a Request-URI with a scheme, a well-formed top Via, a numeric CSeq matching the method,
+    /// agreeing Content-Length headers and no control characters in header values. The error
+    /// is the reason sent in the 400's Warning header.
+    pub fn check_request(&self) -> Result<(), String> {
+        let StartLine::Request { method, uri } = &self.start else {
+            return Ok(());
+        };
+        let scheme = uri.split_once(':').map(|(s, _)| s).unwrap_or("");
+        if scheme.is_empty()
+            || !scheme
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
+        {
+            return Err(format!("Request-URI without a scheme: {}", short(uri)));
+        }
+        if let Some(h) = self
+            .headers
+            .iter()
+            .find(|h| h.value.bytes().any(|b| b < 0x20 && b != b'\t'))
+        {
+            return Err(format!("control character in {}", h.name.as_str()));
+        }
+        for via in self.header_values(&HeaderName::Via) {
+            let mut words = via.split_whitespace();
+            let proto = words.next().unwrap_or("");
+            let sent_by = words.next().unwrap_or("");
+            let parts: Vec<&str> = proto.split('/').collect();
+            if parts.len() != 3
+                || !parts[0].eq_ignore_ascii_case("SIP")
+                || parts[1] != "2.0"
+                || parts[2].is_empty()
+                || sent_by.is_empty()
+                || sent_by.starts_with(';')
+            {
+                return Err(format!("malformed Via: {}", short(via)));
+            }
+        }
+        let lengths: Vec<&str> = self
+            .headers
+            .iter()
+            .filter(|h| h.name == HeaderName::ContentLength)
+            .map(|h| h.value.trim())
+            .collect();
+        if lengths.windows(2).any(|w| w[0] != w[1]) {
+            return Err("conflicting Content-Length headers".into());
+        }
+        match self.cseq() {
+            None => return Err("malformed CSeq".into()),
+            Some(c)
+                if c.method != *method
+                    && !(*method == Method::Ack && c.method == Method::Invite) =>
+            {
+                return Err(format!("CSeq method {} does not match {method}", c.method));
+            }
+            Some(_) => {}
+        }
+        Ok(())
+    }
+
     /// Checks the headers every request must carry (RFC 3261 section 8.1.1) so that a response
     /// can be built: Via with a branch or sent-by, From, To, Call-ID, CSeq whose method matches.
     pub fn answerable(&self) -> bool {

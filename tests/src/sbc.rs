@@ -1,0 +1,329 @@
+//! Starting and stopping one `sbc` node.
+
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use crate::{ports, tail_of_file, TestDir};
+
+/// How long `sbc` may take to print `sbc ready`.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long `sbc` may take to exit after SIGTERM before it gets SIGKILL.
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Finds the `sbc` binary: `$SBC_BIN`, else `target/debug/sbc` or `target/release/sbc` of the
+/// workspace this test binary was built in (the test executable is
+/// `target/<profile>/deps/<test>-<hash>`; its own profile is tried first).
+///
+/// # Panics
+/// If no binary is found.
+#[must_use]
+pub fn sbc_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("SBC_BIN") {
+        let path = PathBuf::from(path);
+        assert!(path.is_file(), "SBC_BIN={} is not a file", path.display());
+        return path;
+    }
+    let mut candidates = Vec::new();
+    if let Ok(exe) = std::env::current_exe() {
+        // target/<profile>/deps/<test> -> target/<profile>
+        if let Some(profile_dir) = exe.parent().and_then(|deps| deps.parent()) {
+            candidates.push(profile_dir.join("sbc"));
+            if let Some(target) = profile_dir.parent() {
+                candidates.push(target.join("debug").join("sbc"));
+                candidates.push(target.join("release").join("sbc"));
+            }
+        }
+    }
+    let workspace_target = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target");
+    candidates.push(workspace_target.join("debug").join("sbc"));
+    candidates.push(workspace_target.join("release").join("sbc"));
+    candidates
+        .into_iter()
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!("sbc binary not found: run \"cargo build -p sbc\" first (the test script does)")
+        })
+}
+
+/// The parameters of a test SBC node's config file; [`SbcConfig::to_toml`] writes it.
+///
+/// [`SbcConfig::new`] gives an access interface on 127.0.0.1, a core interface on 127.0.0.2
+/// and a core session-agent on 127.0.0.1, each on a fresh port, UDP to the agent, T1 = 500 ms.
+#[derive(Debug, Clone)]
+pub struct SbcConfig {
+    /// `sip-config.t1-ms`.
+    pub t1_ms: u64,
+    /// `sip-config.workers`.
+    pub workers: usize,
+    /// `sip-config.max-message-size`, if not the default.
+    pub max_message_size: Option<usize>,
+    /// `sip-config.shutdown-grace-ms`: kept short so that SIGTERM stops a test node quickly.
+    pub shutdown_grace_ms: u64,
+    /// The access `sip-interface` (UDP and TCP).
+    pub access: SocketAddr,
+    /// The core `sip-interface` (UDP and TCP).
+    pub core: SocketAddr,
+    /// The `core` session-agent, the default route.
+    pub agent: SocketAddr,
+    /// The transport to the agent: `"udp"` or `"tcp"`.
+    pub agent_transport: &'static str,
+}
+
+impl Default for SbcConfig {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SbcConfig {
+    /// A config on fresh ports (see the type's doc).
+    #[must_use]
+    pub fn new() -> Self {
+        Self::with_addresses(
+            IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1)),
+            IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)),
+            IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1)),
+        )
+    }
+
+    /// A config whose access interface, core interface and agent are on the given addresses,
+    /// each with a fresh port.
+    #[must_use]
+    pub fn with_addresses(access: IpAddr, core: IpAddr, agent: IpAddr) -> Self {
+        Self {
+            t1_ms: 500,
+            workers: 2,
+            max_message_size: None,
+            shutdown_grace_ms: 1000,
+            access: SocketAddr::new(access, ports::free_port()),
+            core: SocketAddr::new(core, ports::free_port()),
+            agent: SocketAddr::new(agent, ports::free_port()),
+            agent_transport: "udp",
+        }
+    }
+
+    /// The TOML config file.
+    #[must_use]
+    pub fn to_toml(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "[sip-config]");
+        let _ = writeln!(s, "t1-ms = {}", self.t1_ms);
+        let _ = writeln!(s, "workers = {}", self.workers);
+        let _ = writeln!(s, "shutdown-grace-ms = {}", self.shutdown_grace_ms);
+        if let Some(max) = self.max_message_size {
+            let _ = writeln!(s, "max-message-size = {max}");
+        }
+        for (realm, addr) in [("access", self.access), ("core", self.core)] {
+            let _ = writeln!(s, "\n[[sip-interface]]");
+            let _ = writeln!(s, "realm = \"{realm}\"");
+            let _ = writeln!(s, "address = \"{}\"", addr.ip());
+            let _ = writeln!(s, "port = {}", addr.port());
+            let _ = writeln!(s, "transports = [\"udp\", \"tcp\"]");
+        }
+        let _ = writeln!(s, "\n[[session-agent]]");
+        let _ = writeln!(s, "name = \"core\"");
+        let _ = writeln!(s, "realm = \"core\"");
+        let _ = writeln!(s, "address = \"{}\"", self.agent.ip());
+        let _ = writeln!(s, "port = {}", self.agent.port());
+        let _ = writeln!(s, "transport = \"{}\"", self.agent_transport);
+        let _ = writeln!(s, "\n[session-router]");
+        let _ = writeln!(s, "default-route = \"core\"");
+        s
+    }
+}
+
+/// A running `sbc run --config FILE` process.
+///
+/// Its config, stdout and stderr live in its [`TestDir`] (`sbc.toml`, `sbc.stdout.log`,
+/// `sbc.stderr.log`). `RUST_LOG` is passed through, and defaults to `debug` so that a failing
+/// test's kept directory shows one line per call event. Dropping the node sends SIGTERM to its
+/// PID, waits up to [`STOP_TIMEOUT`], then sends SIGKILL and reaps it; when the test is failing
+/// the tail of its stderr is printed.
+#[derive(Debug)]
+pub struct SbcNode {
+    child: Option<Child>,
+    dir: TestDir,
+    stderr_path: PathBuf,
+}
+
+impl SbcNode {
+    /// Starts a node with this config text in a new [`TestDir`] named after the current test.
+    ///
+    /// # Panics
+    /// If the binary is missing, does not start, exits, or does not print `sbc ready` within
+    /// [`READY_TIMEOUT`].
+    #[must_use]
+    pub fn start(config_toml: &str) -> Self {
+        Self::start_in(&TestDir::for_current_test(), config_toml)
+    }
+
+    /// Starts a node from an [`SbcConfig`] in a new [`TestDir`] named after the current test.
+    #[must_use]
+    pub fn start_config(config: &SbcConfig) -> Self {
+        Self::start(&config.to_toml())
+    }
+
+    /// Starts a node with this config text in `dir`.
+    ///
+    /// # Panics
+    /// As [`SbcNode::start`].
+    #[must_use]
+    pub fn start_in(dir: &TestDir, config_toml: &str) -> Self {
+        let bin = sbc_binary();
+        let config_path = dir.file("sbc.toml");
+        std::fs::write(&config_path, config_toml)
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", config_path.display()));
+        let stderr_path = dir.file("sbc.stderr.log");
+        let stderr = std::fs::File::create(&stderr_path)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", stderr_path.display()));
+        let mut cmd = Command::new(&bin);
+        cmd.arg("run")
+            .arg("--config")
+            .arg(&config_path)
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(stderr));
+        if std::env::var_os("RUST_LOG").is_none() {
+            cmd.env("RUST_LOG", "debug");
+        }
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
+
+        // A thread copies stdout into sbc.stdout.log and reports the `sbc ready` line.
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let stdout_path = dir.file("sbc.stdout.log");
+        let (ready_tx, ready_rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut log = std::fs::File::create(stdout_path).ok();
+            let mut ready_tx = Some(ready_tx);
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(log) = log.as_mut() {
+                    let _ = writeln!(log, "{line}");
+                }
+                if line.contains("sbc ready") {
+                    if let Some(tx) = ready_tx.take() {
+                        let _ = tx.send(());
+                    }
+                }
+            }
+        });
+
+        let mut node = Self {
+            child: Some(child),
+            dir: dir.clone(),
+            stderr_path,
+        };
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            match ready_rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(()) => return node,
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    node.fail("closed stdout (exited?) before printing `sbc ready`");
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            if let Some(status) = node.try_status() {
+                node.fail(&format!("exited with {status} before printing `sbc ready`"));
+            }
+            if Instant::now() > deadline {
+                node.fail(&format!(
+                    "did not print `sbc ready` within {READY_TIMEOUT:?}"
+                ));
+            }
+        }
+    }
+
+    fn fail(&mut self, why: &str) -> ! {
+        self.stop();
+        // Drop prints the tail of stderr while this panic unwinds.
+        panic!(
+            "sbc {why}\n--- config ---\n{}",
+            std::fs::read_to_string(self.dir.file("sbc.toml")).unwrap_or_default(),
+        );
+    }
+
+    /// The process id.
+    #[must_use]
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    /// The node's temporary directory (share it with the test's SIPp processes).
+    #[must_use]
+    pub fn dir(&self) -> &TestDir {
+        &self.dir
+    }
+
+    /// The node's stderr log file.
+    #[must_use]
+    pub fn stderr_path(&self) -> &std::path::Path {
+        &self.stderr_path
+    }
+
+    fn try_status(&mut self) -> Option<ExitStatus> {
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
+    }
+
+    /// Whether the process is still running.
+    pub fn is_alive(&mut self) -> bool {
+        self.child.is_some() && self.try_status().is_none()
+    }
+
+    /// Panics (with the tail of stderr) unless the process is still running.
+    pub fn assert_alive(&mut self) {
+        if let Some(status) = self.try_status() {
+            panic!(
+                "sbc exited unexpectedly with {status}\n--- tail of {} ---\n{}",
+                self.stderr_path.display(),
+                tail_of_file(&self.stderr_path, 60)
+            );
+        }
+    }
+
+    /// Stops the process: SIGTERM to its PID, up to [`STOP_TIMEOUT`] to exit, then SIGKILL.
+    /// Returns its exit status (`None` if it was already stopped).
+    pub fn stop(&mut self) -> Option<ExitStatus> {
+        let mut child = self.child.take()?;
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid fits in i32"));
+        let _ = kill(pid, Signal::SIGTERM);
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!("sbc-e2e: sbc pid {pid} ignored SIGTERM for {STOP_TIMEOUT:?}; sending SIGKILL");
+        let _ = child.kill();
+        child.wait().ok()
+    }
+}
+
+impl Drop for SbcNode {
+    fn drop(&mut self) {
+        self.stop();
+        if std::thread::panicking() {
+            eprintln!(
+                "--- tail of {} ---\n{}",
+                self.stderr_path.display(),
+                tail_of_file(&self.stderr_path, 60)
+            );
+        }
+    }
+}
