@@ -25,7 +25,7 @@
 #   MEM_RATE    call rate that sets those calls up        [500]
 #   UAC_PORT    SIPp UAC local port (not 5060!)           [5090]
 #   SHARED      the shared folder                         [<repo>/../shared]
-#   KAMAILIO_CFG  reference config   [$SHARED/peers/kamailio.cfg]
+#   KAMAILIO_CFG  reference config   [$SHARED/peers/kamailio.cfg, else lab/peers/kamailio.cfg]
 #   KAMAILIO    kamailio binary      [/usr/sbin/kamailio]
 #   SBC_BIN     sbc binary           [<repo>/target/release/sbc]
 #   SIPP        sipp binary          [sipp]
@@ -43,7 +43,11 @@ log() { echo "[$(date +%T)] $*" >&2; }
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(git -C "$SCRIPT_DIR" rev-parse --show-toplevel 2>/dev/null || (cd "$SCRIPT_DIR/../.." && pwd))
 SHARED=${SHARED:-$ROOT/../shared}
-KAMAILIO_CFG=${KAMAILIO_CFG:-$SHARED/peers/kamailio.cfg}
+if [[ -z ${KAMAILIO_CFG:-} ]]; then
+  # The shared reference copy when it is there, else the copy kept in lab/peers/.
+  KAMAILIO_CFG=$SHARED/peers/kamailio.cfg
+  [[ -r $KAMAILIO_CFG ]] || KAMAILIO_CFG=$ROOT/lab/peers/kamailio.cfg
+fi
 KAMAILIO=${KAMAILIO:-/usr/sbin/kamailio}
 SBC_BIN=${SBC_BIN:-$ROOT/target/release/sbc}
 SIPP=${SIPP:-sipp}
