@@ -371,6 +371,14 @@ impl Engine {
         }
     }
 
+    /// Applies a new configuration to this engine (`activate-config`): timers, routes and limits
+    /// change for new transactions; the interfaces must be the same (binding them again needs a
+    /// restart), which the caller checks.
+    pub fn set_config(&mut self, cfg: EngineConfig) {
+        self.via_sent_by = cfg.interfaces.iter().map(|i| i.addr.to_string()).collect();
+        self.cfg = cfg;
+    }
+
     /// Counters so far.
     pub fn stats(&self) -> &Stats {
         &self.stats

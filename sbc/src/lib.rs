@@ -18,7 +18,9 @@
 //! - [`node`]: the thin I/O shell: sockets, TCP framing, worker threads, shutdown.
 #![warn(missing_docs)]
 
+pub mod acli_client;
 pub mod engine;
+pub mod mgmt;
 pub mod node;
 pub mod shard;
 pub mod sip;

@@ -104,6 +104,29 @@ enum WorkerMsg {
     Inbound(Inbound),
     Drain,
     Stop,
+    Reconfigure(Box<EngineConfig>),
+    Snapshot {
+        dialogs: bool,
+        reply: mpsc::Sender<WorkerSnapshot>,
+    },
+}
+
+/// What one worker reports for `show workers`, `show sip-stats` and `show dialogs`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct WorkerSnapshot {
+    /// Worker number.
+    pub index: usize,
+    /// Its counters.
+    pub stats: Stats,
+    /// Calls it holds (any state).
+    pub calls: usize,
+    /// Live transactions.
+    pub transactions: usize,
+    /// Messages waiting in its queue.
+    pub queued: usize,
+    /// Its dialogs, when asked for.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dialogs: Vec<crate::sip::dialog::Dialog>,
 }
 
 /// Handles shared by the receive paths and the workers.
@@ -111,6 +134,7 @@ struct Shared {
     udp: Vec<Option<Arc<UdpSocket>>>,
     tcp_out: tmpsc::UnboundedSender<Transmit>,
     workers: Vec<mpsc::Sender<WorkerMsg>>,
+    queued: Vec<AtomicUsize>,
     stopping: AtomicBool,
     idle_workers: AtomicUsize,
     stats: Mutex<Vec<Stats>>,
@@ -120,7 +144,9 @@ impl Shared {
     fn dispatch(&self, inbound: Inbound) {
         let n = self.workers.len();
         let w = shard::worker_for(&inbound.data, n);
+        self.queued[w].fetch_add(1, Ordering::Relaxed);
         if self.workers[w].send(WorkerMsg::Inbound(inbound)).is_err() {
+            self.queued[w].fetch_sub(1, Ordering::Relaxed);
             debug!("worker gone; message dropped");
         }
     }
@@ -144,7 +170,7 @@ impl Shared {
 /// A running node, as returned by [`start`].
 pub struct Node {
     shared: Arc<Shared>,
-    threads: Vec<thread::JoinHandle<()>>,
+    threads: Mutex<Vec<thread::JoinHandle<()>>>,
     grace: Duration,
     /// Addresses bound, for the ready line.
     pub bound: Vec<String>,
@@ -195,6 +221,7 @@ pub async fn start(cfg: &Config) -> anyhow::Result<Node> {
     let shared = Arc::new(Shared {
         udp,
         tcp_out: tcp_tx,
+        queued: (0..n).map(|_| AtomicUsize::new(0)).collect(),
         workers: senders,
         stopping: AtomicBool::new(false),
         idle_workers: AtomicUsize::new(0),
@@ -227,13 +254,39 @@ pub async fn start(cfg: &Config) -> anyhow::Result<Node> {
     tokio::spawn(tcp_sender(tcp_rx, max, shared.clone(), conns));
     Ok(Node {
         shared,
-        threads,
+        threads: Mutex::new(threads),
         grace: Duration::from_millis(cfg.sip_config.shutdown_grace_ms),
         bound,
     })
 }
 
 impl Node {
+    /// Asks every worker for a snapshot (waits at most 1 s per worker).
+    pub async fn snapshots(&self, dialogs: bool) -> Vec<WorkerSnapshot> {
+        let shared = self.shared.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut out = Vec::new();
+            for w in &shared.workers {
+                let (tx, rx) = mpsc::channel();
+                if w.send(WorkerMsg::Snapshot { dialogs, reply: tx }).is_ok() {
+                    if let Ok(s) = rx.recv_timeout(Duration::from_secs(1)) {
+                        out.push(s);
+                    }
+                }
+            }
+            out
+        })
+        .await
+        .unwrap_or_default()
+    }
+
+    /// Applies a new engine configuration to every worker.
+    pub fn reconfigure(&self, cfg: &EngineConfig) {
+        for w in &self.shared.workers {
+            let _ = w.send(WorkerMsg::Reconfigure(Box::new(cfg.clone())));
+        }
+    }
+
     /// Sum of the counters of all workers (refreshed by each worker about once a second).
     pub fn stats(&self) -> Stats {
         let all = self
@@ -247,7 +300,7 @@ impl Node {
 
     /// Drains and stops the node: new requests get 503, transactions in progress get up to the
     /// grace period to finish, then every thread is stopped and joined.
-    pub async fn shutdown(self) {
+    pub async fn shutdown(&self) {
         let n = self.shared.workers.len();
         for w in &self.shared.workers {
             let _ = w.send(WorkerMsg::Drain);
@@ -268,7 +321,7 @@ impl Node {
             let _ = w.send(WorkerMsg::Stop);
         }
         let shared = self.shared.clone();
-        let threads = self.threads;
+        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
         let _ = tokio::task::spawn_blocking(move || {
             for t in threads {
                 let _ = t.join();
@@ -332,7 +385,25 @@ fn worker_loop(index: usize, mut engine: Engine, rx: mpsc::Receiver<WorkerMsg>, 
         let mut budget = 64;
         while let Some(m) = msg.take() {
             match m {
-                WorkerMsg::Inbound(i) => engine.handle_inbound(Instant::now(), i),
+                WorkerMsg::Inbound(i) => {
+                    shared.queued[index].fetch_sub(1, Ordering::Relaxed);
+                    engine.handle_inbound(Instant::now(), i);
+                }
+                WorkerMsg::Reconfigure(cfg) => engine.set_config(*cfg),
+                WorkerMsg::Snapshot { dialogs, reply } => {
+                    let _ = reply.send(WorkerSnapshot {
+                        index,
+                        stats: engine.stats().clone(),
+                        calls: engine.call_count(),
+                        transactions: engine.transaction_count(),
+                        queued: shared.queued[index].load(Ordering::Relaxed),
+                        dialogs: if dialogs {
+                            engine.dialogs().cloned().collect()
+                        } else {
+                            Vec::new()
+                        },
+                    });
+                }
                 WorkerMsg::Drain => {
                     draining = true;
                     engine.start_draining();

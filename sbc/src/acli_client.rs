@@ -1,0 +1,204 @@
+//! `sbc acli`: the operator's shell, a thin client of a node's management socket.
+//!
+//! Three forms, as operators and scripts need them:
+//! - interactive (stdin is a terminal): prompt, line editing, history, tab completion and `?`,
+//!   all answered by the node so the command tree lives in one place;
+//! - one-shot: `sbc acli -c "show health"` (repeat `-c` for several lines of one session);
+//! - script: lines read from stdin when it is not a terminal, stopping at the first error with a
+//!   non-zero exit code.
+
+use std::io::{BufRead as _, BufReader, IsTerminal as _, Write as _};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use rustyline::completion::Completer;
+use rustyline::highlight::Highlighter;
+use rustyline::hint::Hinter;
+use rustyline::validate::Validator;
+use rustyline::Helper;
+
+use crate::mgmt::{Request, Response};
+
+/// A connection to a node's management socket.
+pub struct Client {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+}
+
+impl Client {
+    /// Connects to the socket at `path`.
+    pub fn connect(path: &Path) -> anyhow::Result<Self> {
+        let stream = UnixStream::connect(path).with_context(|| {
+            format!(
+                "cannot reach a node on {} (is `sbc run` running? choose the node with --mgmt-socket)",
+                path.display()
+            )
+        })?;
+        let writer = stream.try_clone()?;
+        Ok(Self {
+            reader: BufReader::new(stream),
+            writer,
+        })
+    }
+
+    /// Sends one request and waits for its response.
+    pub fn request(&mut self, req: &Request) -> anyhow::Result<Response> {
+        let mut line = serde_json::to_vec(req)?;
+        line.push(b'\n');
+        self.writer.write_all(&line)?;
+        let mut buf = String::new();
+        if self.reader.read_line(&mut buf)? == 0 {
+            anyhow::bail!("the node closed the management connection");
+        }
+        Ok(serde_json::from_str(&buf)?)
+    }
+
+    /// Executes one ACLI line.
+    pub fn exec(&mut self, line: &str, json: bool) -> anyhow::Result<Response> {
+        self.request(&Request::Exec {
+            line: line.to_owned(),
+            json,
+        })
+    }
+}
+
+fn print_response(resp: &Response, json: bool) {
+    if json {
+        if let Some(data) = &resp.data {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(data).unwrap_or_default()
+            );
+            return;
+        }
+    }
+    if !resp.output.is_empty() {
+        print!("{}", resp.output);
+        if !resp.output.ends_with('\n') {
+            println!();
+        }
+    }
+    if let Some(e) = &resp.error {
+        eprintln!("% {e}");
+    }
+}
+
+/// Runs `sbc acli`.
+pub fn run(socket: &Path, commands: &[String], json: bool) -> anyhow::Result<ExitCode> {
+    let mut client = Client::connect(socket)?;
+    if !commands.is_empty() {
+        return run_lines(&mut client, commands.iter().map(String::as_str), json);
+    }
+    if !std::io::stdin().is_terminal() {
+        let lines: Vec<String> = std::io::stdin().lock().lines().collect::<Result<_, _>>()?;
+        return run_lines(&mut client, lines.iter().map(String::as_str), json);
+    }
+    interactive(client, json)
+}
+
+fn run_lines<'a>(
+    client: &mut Client,
+    lines: impl Iterator<Item = &'a str>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    for (n, line) in lines.enumerate() {
+        let trimmed = line.trim();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let resp = client.exec(trimmed, json)?;
+        print_response(&resp, json);
+        if !resp.ok {
+            eprintln!("% stopped at line {}: {trimmed}", n + 1);
+            return Ok(ExitCode::from(1));
+        }
+        if resp.exit {
+            break;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+struct AcliHelper {
+    client: std::cell::RefCell<Client>,
+}
+
+impl Completer for AcliHelper {
+    type Candidate = String;
+
+    fn complete(
+        &self,
+        line: &str,
+        pos: usize,
+        _ctx: &rustyline::Context<'_>,
+    ) -> rustyline::Result<(usize, Vec<String>)> {
+        let head = &line[..pos];
+        let start = head.rfind(' ').map_or(0, |i| i + 1);
+        let resp = self.client.borrow_mut().request(&Request::Complete {
+            line: head.to_owned(),
+        });
+        Ok((start, resp.map(|r| r.candidates).unwrap_or_default()))
+    }
+}
+
+impl Hinter for AcliHelper {
+    type Hint = String;
+}
+impl Highlighter for AcliHelper {}
+impl Validator for AcliHelper {}
+impl Helper for AcliHelper {}
+
+fn interactive(client: Client, json: bool) -> anyhow::Result<ExitCode> {
+    let mut editor: rustyline::Editor<AcliHelper, rustyline::history::DefaultHistory> =
+        rustyline::Editor::new()?;
+    editor.set_helper(Some(AcliHelper {
+        client: std::cell::RefCell::new(client),
+    }));
+    let history = std::env::var_os("HOME").map(|h| Path::new(&h).join(".sbc_acli_history"));
+    if let Some(h) = &history {
+        let _ = editor.load_history(h);
+    }
+    let mut prompt = helper_client(&editor)
+        .map(|c| c.borrow_mut().request(&Request::Prompt))
+        .transpose()?
+        .map(|r| r.prompt)
+        .unwrap_or_else(|| "sbc# ".into());
+    loop {
+        let line = match editor.readline(&format!("{prompt} ")) {
+            Ok(l) => l,
+            Err(rustyline::error::ReadlineError::Interrupted) => continue,
+            Err(rustyline::error::ReadlineError::Eof) => break,
+            Err(e) => return Err(e.into()),
+        };
+        let trimmed = line.trim();
+        if trimmed.is_empty() {
+            continue;
+        }
+        let _ = editor.add_history_entry(trimmed);
+        let Some(client) = helper_client(&editor) else {
+            break;
+        };
+        let resp = if trimmed.ends_with('?') {
+            client.borrow_mut().request(&Request::Help)?
+        } else {
+            client.borrow_mut().exec(trimmed, json)?
+        };
+        print_response(&resp, json);
+        prompt = resp.prompt.clone();
+        if resp.exit {
+            break;
+        }
+    }
+    if let Some(h) = &history {
+        let _ = editor.save_history(h);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn helper_client(
+    editor: &rustyline::Editor<AcliHelper, rustyline::history::DefaultHistory>,
+) -> Option<&std::cell::RefCell<Client>> {
+    editor.helper().map(|h| &h.client)
+}
