@@ -67,10 +67,7 @@ impl Client {
 fn print_response(resp: &Response, json: bool) {
     if json {
         if let Some(data) = &resp.data {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(data).unwrap_or_default()
-            );
+            println!("{}", serde_json::to_string_pretty(data).unwrap_or_default());
             return;
         }
     }

@@ -104,6 +104,15 @@ pub struct Transmit {
     pub payload: Bytes,
 }
 
+/// A change of the confirmed-dialog table, streamed to the standby.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum DialogChange {
+    /// A confirmed dialog was created or changed (CSeq, target, state).
+    Upsert(Dialog),
+    /// The dialog with this id ended.
+    Delete(u64),
+}
+
 /// Whether a new request may enter the engine (the overload-control seam).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Admission {
@@ -334,7 +343,7 @@ pub struct Engine {
     cfg: EngineConfig,
     via_sent_by: Vec<String>,
     calls: HashMap<u64, Call>,
-    next_call: u64,
+    changes: VecDeque<DialogChange>,
     dialogs: HashMap<(String, String), (u64, Side)>,
     server: HashMap<ServerKey, ServerEntry>,
     client: HashMap<ClientKey, ClientEntry>,
@@ -356,7 +365,7 @@ impl Engine {
             cfg,
             via_sent_by,
             calls: HashMap::new(),
-            next_call: 1,
+            changes: VecDeque::new(),
             dialogs: HashMap::new(),
             server: HashMap::new(),
             client: HashMap::new(),
@@ -377,6 +386,60 @@ impl Engine {
     pub fn set_config(&mut self, cfg: EngineConfig) {
         self.via_sent_by = cfg.interfaces.iter().map(|i| i.addr.to_string()).collect();
         self.cfg = cfg;
+    }
+
+    /// Next change of the table of confirmed dialogs, for state sync to the standby.
+    #[must_use]
+    pub fn poll_dialog_change(&mut self) -> Option<DialogChange> {
+        self.changes.pop_front()
+    }
+
+    /// Installs a confirmed dialog replicated from the former active, so that its in-dialog
+    /// requests (BYE, re-INVITE, ...) are served here after a switchover. A dialog already held
+    /// is replaced (a newer copy of the same call).
+    pub fn install_dialog(&mut self, dialog: Dialog) {
+        let id = dialog.id;
+        self.remove_call_quietly(id);
+        self.dialogs.insert(
+            (
+                dialog.caller.call_id.clone(),
+                dialog.caller.local_tag.clone(),
+            ),
+            (id, Side::Caller),
+        );
+        self.dialogs.insert(
+            (
+                dialog.callee.call_id.clone(),
+                dialog.callee.local_tag.clone(),
+            ),
+            (id, Side::Callee),
+        );
+        self.calls.insert(
+            id,
+            Call {
+                dialog,
+                invite_server: None,
+                invite_client: None,
+                caller_2xx: None,
+                acks: [None, None],
+                cancelled: false,
+            },
+        );
+    }
+
+    /// Forgets a replicated dialog (deleted on the active).
+    pub fn remove_dialog(&mut self, id: u64) {
+        self.remove_call_quietly(id);
+    }
+
+    fn remove_call_quietly(&mut self, id: u64) {
+        if let Some(call) = self.calls.remove(&id) {
+            let d = &call.dialog;
+            self.dialogs
+                .remove(&(d.caller.call_id.clone(), d.caller.local_tag.clone()));
+            self.dialogs
+                .remove(&(d.callee.call_id.clone(), d.callee.local_tag.clone()));
+        }
     }
 
     /// Counters so far.
@@ -733,8 +796,11 @@ impl Engine {
         hop: NextHop,
         mf: u32,
     ) {
-        let id = self.next_call;
-        self.next_call += 1;
+        // Random ids stay unique across workers and across the pair (state sync).
+        let mut id = rand::random::<u64>();
+        while id == 0 || self.calls.contains_key(&id) {
+            id = rand::random::<u64>();
+        }
         let a_call_id = msg.call_id().unwrap_or_default().to_owned();
         let caller_tag = new_tag();
         let from = msg.header(&HeaderName::From).unwrap_or_default();
@@ -935,6 +1001,16 @@ impl Engine {
             self.respond_local(now, &key, 100);
         }
         self.send_on_leg(now, id, side.other(), &method, cseq, &msg, mf, Some(key));
+        if let Some(call) = self.calls.get(&id) {
+            if matches!(
+                call.dialog.state,
+                DialogState::Confirmed | DialogState::Terminating
+            ) {
+                // CSeq and targets moved on: the standby must continue from here.
+                self.changes
+                    .push_back(DialogChange::Upsert(call.dialog.clone()));
+            }
+        }
     }
 
     /// An ACK that matched no server transaction: the ACK for a 2xx, relayed end to end.
@@ -968,7 +1044,10 @@ impl Engine {
         if let Some(call) = self.calls.get_mut(&id) {
             if side == Side::Caller && call.dialog.state == DialogState::Answered {
                 call.dialog.state = DialogState::Confirmed;
+                call.caller_2xx = None;
                 debug!(call_id = %call.dialog.caller.call_id, "call confirmed");
+                self.changes
+                    .push_back(DialogChange::Upsert(call.dialog.clone()));
             }
             call.acks[side_index(side.other())] = Some(tx.clone());
         }
@@ -1493,6 +1572,9 @@ impl Engine {
     fn remove_call(&mut self, id: u64) {
         if let Some(call) = self.calls.remove(&id) {
             let d = &call.dialog;
+            if matches!(d.state, DialogState::Confirmed | DialogState::Terminating) {
+                self.changes.push_back(DialogChange::Delete(id));
+            }
             self.dialogs
                 .remove(&(d.caller.call_id.clone(), d.caller.local_tag.clone()));
             self.dialogs

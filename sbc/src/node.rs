@@ -29,7 +29,9 @@ use tokio::sync::mpsc as tmpsc;
 use tokio_util::codec::FramedRead;
 use tracing::{debug, info, info_span, warn};
 
-use crate::engine::{Engine, EngineConfig, Inbound, Interface, NextHop, Stats, Transmit};
+use crate::engine::{
+    DialogChange, Engine, EngineConfig, Inbound, Interface, NextHop, Stats, Transmit,
+};
 use crate::shard;
 use crate::sip::dialog::LegTransport;
 use crate::sip::transaction::Timers;
@@ -105,6 +107,7 @@ enum WorkerMsg {
     Drain,
     Stop,
     Reconfigure(Box<EngineConfig>),
+    Replica(DialogChange),
     Snapshot {
         dialogs: bool,
         reply: mpsc::Sender<WorkerSnapshot>,
@@ -137,6 +140,8 @@ struct Shared {
     queued: Vec<AtomicUsize>,
     stopping: AtomicBool,
     idle_workers: AtomicUsize,
+    /// Where confirmed-dialog changes go (the HA state sync), if anywhere.
+    dialog_sync: Mutex<Option<tmpsc::UnboundedSender<DialogChange>>>,
     stats: Mutex<Vec<Stats>>,
 }
 
@@ -225,6 +230,7 @@ pub async fn start(cfg: &Config) -> anyhow::Result<Node> {
         workers: senders,
         stopping: AtomicBool::new(false),
         idle_workers: AtomicUsize::new(0),
+        dialog_sync: Mutex::new(None),
         stats: Mutex::new(vec![Stats::default(); n]),
     });
 
@@ -278,6 +284,29 @@ impl Node {
         })
         .await
         .unwrap_or_default()
+    }
+
+    /// Streams every confirmed-dialog change of this node to `tx` from now on (HA state sync).
+    pub fn set_dialog_sync(&self, tx: Option<tmpsc::UnboundedSender<DialogChange>>) {
+        if let Ok(mut s) = self.shared.dialog_sync.lock() {
+            *s = tx;
+        }
+    }
+
+    /// Applies a dialog change replicated from the active to the worker that owns the call.
+    pub fn apply_replica(&self, change: DialogChange) {
+        match &change {
+            DialogChange::Upsert(d) => {
+                let n = self.shared.workers.len().max(1) as u64;
+                let w = (shard::call_id_key(d.caller.call_id.as_bytes()) % n) as usize;
+                let _ = self.shared.workers[w].send(WorkerMsg::Replica(change));
+            }
+            DialogChange::Delete(_) => {
+                for w in &self.shared.workers {
+                    let _ = w.send(WorkerMsg::Replica(change.clone()));
+                }
+            }
+        }
     }
 
     /// Applies a new engine configuration to every worker.
@@ -390,6 +419,8 @@ fn worker_loop(index: usize, mut engine: Engine, rx: mpsc::Receiver<WorkerMsg>, 
                     engine.handle_inbound(Instant::now(), i);
                 }
                 WorkerMsg::Reconfigure(cfg) => engine.set_config(*cfg),
+                WorkerMsg::Replica(DialogChange::Upsert(d)) => engine.install_dialog(d),
+                WorkerMsg::Replica(DialogChange::Delete(id)) => engine.remove_dialog(id),
                 WorkerMsg::Snapshot { dialogs, reply } => {
                     let _ = reply.send(WorkerSnapshot {
                         index,
@@ -423,6 +454,14 @@ fn worker_loop(index: usize, mut engine: Engine, rx: mpsc::Receiver<WorkerMsg>, 
         engine.handle_timeout(Instant::now());
         while let Some(t) = engine.poll_transmit() {
             shared.send(t);
+        }
+        let mut sync = None;
+        while let Some(change) = engine.poll_dialog_change() {
+            let tx =
+                sync.get_or_insert_with(|| shared.dialog_sync.lock().ok().and_then(|s| s.clone()));
+            if let Some(tx) = tx {
+                let _ = tx.send(change);
+            }
         }
         if draining && !reported_idle && engine.is_idle() {
             reported_idle = true;

@@ -548,3 +548,37 @@ fn out_of_dialog_message_is_relayed_and_answered() {
     w.callee_answers(202, "b");
     assert_eq!(w.codes_to_caller(), vec![202]);
 }
+
+#[test]
+fn a_confirmed_dialog_moves_to_another_engine_and_bye_still_works() {
+    let mut w = World::new();
+    let tag = establish(&mut w);
+    let mut replicated = None;
+    while let Some(c) = w.engine.poll_dialog_change() {
+        if let DialogChange::Upsert(d) = c {
+            replicated = Some(d);
+        }
+    }
+    let dialog = replicated.expect("the confirmed dialog is replicated");
+    assert_eq!(dialog.state, DialogState::Confirmed);
+    // The standby takes over with only the replicated dialog.
+    let mut standby = World::new();
+    standby.engine.install_dialog(dialog);
+    standby.caller_sends(&caller_in_dialog("BYE", 2, "z9hG4bKbye", &tag));
+    let bye = standby.last_to_callee().clone();
+    assert_eq!(bye.method(), Some(&Method::Bye));
+    assert_eq!(bye.call_id(), w.to_callee[0].call_id());
+    assert_eq!(bye.to_tag(), Some("b1"));
+    assert_eq!(bye.cseq().map(|c| c.seq), Some(2));
+    standby.callee_answers(200, "b1");
+    assert_eq!(standby.codes_to_caller(), vec![200]);
+    assert_eq!(standby.engine.call_count(), 0);
+    let mut last = None;
+    while let Some(c) = standby.engine.poll_dialog_change() {
+        last = Some(c);
+    }
+    assert!(
+        matches!(last, Some(DialogChange::Delete(_))),
+        "the end is replicated"
+    );
+}
