@@ -108,7 +108,7 @@ pub struct Transmit {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum DialogChange {
     /// A confirmed dialog was created or changed (CSeq, target, state).
-    Upsert(Dialog),
+    Upsert(Box<Dialog>),
     /// The dialog with this id ended.
     Delete(u64),
 }
@@ -1008,7 +1008,7 @@ impl Engine {
             ) {
                 // CSeq and targets moved on: the standby must continue from here.
                 self.changes
-                    .push_back(DialogChange::Upsert(call.dialog.clone()));
+                    .push_back(DialogChange::Upsert(Box::new(call.dialog.clone())));
             }
         }
     }
@@ -1047,7 +1047,7 @@ impl Engine {
                 call.caller_2xx = None;
                 debug!(call_id = %call.dialog.caller.call_id, "call confirmed");
                 self.changes
-                    .push_back(DialogChange::Upsert(call.dialog.clone()));
+                    .push_back(DialogChange::Upsert(Box::new(call.dialog.clone())));
             }
             call.acks[side_index(side.other())] = Some(tx.clone());
         }

@@ -419,7 +419,7 @@ fn worker_loop(index: usize, mut engine: Engine, rx: mpsc::Receiver<WorkerMsg>, 
                     engine.handle_inbound(Instant::now(), i);
                 }
                 WorkerMsg::Reconfigure(cfg) => engine.set_config(*cfg),
-                WorkerMsg::Replica(DialogChange::Upsert(d)) => engine.install_dialog(d),
+                WorkerMsg::Replica(DialogChange::Upsert(d)) => engine.install_dialog(*d),
                 WorkerMsg::Replica(DialogChange::Delete(id)) => engine.remove_dialog(id),
                 WorkerMsg::Snapshot { dialogs, reply } => {
                     let _ = reply.send(WorkerSnapshot {

@@ -98,14 +98,11 @@ impl Decoder for SipCodec {
             }
             return Ok(None);
         };
-        let body = match content_length(&buf[..head_end]) {
-            Ok(n) => n,
-            Err(_) => {
-                // The stream cannot be framed any more. Hand over the header block alone so the
-                // request can still be answered with 400, then close.
-                self.poisoned = true;
-                return Ok(Some(Frame::Message(buf.split_to(head_end).freeze())));
-            }
+        let Ok(body) = content_length(&buf[..head_end]) else {
+            // The stream cannot be framed any more. Hand over the header block alone so the
+            // request can still be answered with 400, then close.
+            self.poisoned = true;
+            return Ok(Some(Frame::Message(buf.split_to(head_end).freeze())));
         };
         let total = head_end.saturating_add(body);
         if total > self.max {

@@ -563,7 +563,7 @@ fn a_confirmed_dialog_moves_to_another_engine_and_bye_still_works() {
     assert_eq!(dialog.state, DialogState::Confirmed);
     // The standby takes over with only the replicated dialog.
     let mut standby = World::new();
-    standby.engine.install_dialog(dialog);
+    standby.engine.install_dialog(*dialog);
     standby.caller_sends(&caller_in_dialog("BYE", 2, "z9hG4bKbye", &tag));
     let bye = standby.last_to_callee().clone();
     assert_eq!(bye.method(), Some(&Method::Bye));
