@@ -95,7 +95,7 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run(cfg: Config) -> anyhow::Result<()> {
-    let node = sbc::node::start(&cfg).await?;
+    let node = sbc::node::start(&cfg, true).await?;
     let routes: Vec<String> = cfg
         .sip_interfaces
         .iter()
@@ -104,11 +104,17 @@ async fn run(cfg: Config) -> anyhow::Result<()> {
                 .map(|a| format!("{} -> {} {}", i.realm, a.name, a.socket_addr()))
         })
         .collect();
-    info!(interfaces = ?node.bound, routes = ?routes, workers = cfg.sip_config.workers, "listening");
+    let interfaces = node.describe_interfaces();
+    info!(
+        ?interfaces,
+        ?routes,
+        workers = cfg.sip_config.workers,
+        "listening"
+    );
     // The ready line: scripts and tests wait for it on stdout.
     println!(
         "sbc ready: {}; routes: {}",
-        node.bound.join(", "),
+        interfaces.join(", "),
         routes.join(", ")
     );
     shutdown_signal().await;

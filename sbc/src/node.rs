@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -134,7 +134,7 @@ pub struct WorkerSnapshot {
 
 /// Handles shared by the receive paths and the workers.
 struct Shared {
-    udp: Vec<Option<Arc<UdpSocket>>>,
+    udp: RwLock<Vec<Option<Arc<UdpSocket>>>>,
     tcp_out: tmpsc::UnboundedSender<Transmit>,
     workers: Vec<mpsc::Sender<WorkerMsg>>,
     queued: Vec<AtomicUsize>,
@@ -159,7 +159,12 @@ impl Shared {
     fn send(&self, t: Transmit) {
         match t.transport {
             LegTransport::Udp => {
-                if let Some(Some(sock)) = self.udp.get(t.interface) {
+                let sock = self
+                    .udp
+                    .read()
+                    .ok()
+                    .and_then(|u| u.get(t.interface).cloned().flatten());
+                if let Some(sock) = sock {
                     if let Err(e) = sock.send_to(&t.payload, t.dest) {
                         debug!(dest = %t.dest, error = %e, "UDP send failed");
                     }
@@ -177,44 +182,26 @@ pub struct Node {
     shared: Arc<Shared>,
     threads: Mutex<Vec<thread::JoinHandle<()>>>,
     grace: Duration,
-    /// Addresses bound, for the ready line.
-    pub bound: Vec<String>,
+    interfaces: Vec<sbc_config::SipInterface>,
+    max: usize,
+    conns: Connections,
+    bound: tokio::sync::Mutex<Option<Bound>>,
 }
 
-/// Binds every interface of `cfg` and starts the workers. Must be called inside a tokio runtime.
-pub async fn start(cfg: &Config) -> anyhow::Result<Node> {
-    let ecfg = engine_config(cfg)?;
-    let max = cfg.sip_config.max_message_size;
-    let (tcp_tx, tcp_rx) = tmpsc::unbounded_channel();
-    let mut udp = Vec::new();
-    let mut listeners = Vec::new();
-    let mut bound = Vec::new();
-    for (idx, iface) in cfg.sip_interfaces.iter().enumerate() {
-        let addr = iface.socket_addr();
-        let mut kinds = Vec::new();
-        if iface.transports.contains(&Transport::Udp) {
-            let sock = UdpSocket::bind(addr)
-                .with_context(|| format!("binding UDP {addr} for realm {}", iface.realm))?;
-            sock.set_read_timeout(Some(Duration::from_millis(100)))?;
-            // Bursts of retransmissions must not overflow the kernel's default 208 KiB buffer.
-            let sref = socket2::SockRef::from(&sock);
-            let _ = sref.set_recv_buffer_size(UDP_BUFFER_BYTES);
-            let _ = sref.set_send_buffer_size(UDP_BUFFER_BYTES);
-            udp.push(Some(Arc::new(sock)));
-            kinds.push("udp");
-        } else {
-            udp.push(None);
-        }
-        if iface.transports.contains(&Transport::Tcp) {
-            let l = TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("binding TCP {addr} for realm {}", iface.realm))?;
-            listeners.push((idx, l));
-            kinds.push("tcp");
-        }
-        bound.push(format!("{} {} {}", iface.realm, kinds.join("+"), addr));
-    }
+/// The sockets of the SIP interfaces while they are bound (the active of a pair holds them; the
+/// standby does not).
+struct Bound {
+    stop: Arc<AtomicBool>,
+    threads: Vec<thread::JoinHandle<()>>,
+    accept_tasks: Vec<tokio::task::JoinHandle<()>>,
+}
 
+/// Starts the workers; binds every interface of `cfg` at once when `bind` is true (a single node,
+/// or the active of a pair), else later with [`Node::bind_interfaces`]. Must be called inside a
+/// tokio runtime.
+pub async fn start(cfg: &Config, bind: bool) -> anyhow::Result<Node> {
+    let ecfg = engine_config(cfg)?;
+    let (tcp_tx, tcp_rx) = tmpsc::unbounded_channel();
     let n = cfg.sip_config.workers.max(1);
     let mut senders = Vec::new();
     let mut receivers = Vec::new();
@@ -224,7 +211,7 @@ pub async fn start(cfg: &Config) -> anyhow::Result<Node> {
         receivers.push(rx);
     }
     let shared = Arc::new(Shared {
-        udp,
+        udp: RwLock::new(vec![None; cfg.sip_interfaces.len()]),
         tcp_out: tcp_tx,
         queued: (0..n).map(|_| AtomicUsize::new(0)).collect(),
         workers: senders,
@@ -244,29 +231,134 @@ pub async fn start(cfg: &Config) -> anyhow::Result<Node> {
                 .spawn(move || worker_loop(i, engine, rx, &shared))?,
         );
     }
-    for (idx, sock) in shared.udp.iter().enumerate() {
-        let Some(sock) = sock.clone() else { continue };
-        let shared = shared.clone();
-        threads.push(
-            thread::Builder::new()
-                .name(format!("udp-recv-{idx}"))
-                .spawn(move || udp_receive_loop(idx, &sock, max, &shared))?,
-        );
-    }
     let conns: Connections = Arc::new(Mutex::new(HashMap::new()));
-    for (idx, l) in listeners {
-        tokio::spawn(accept_loop(idx, l, max, shared.clone(), conns.clone()));
-    }
-    tokio::spawn(tcp_sender(tcp_rx, max, shared.clone(), conns));
-    Ok(Node {
+    tokio::spawn(tcp_sender(
+        tcp_rx,
+        cfg.sip_config.max_message_size,
+        shared.clone(),
+        conns.clone(),
+    ));
+    let node = Node {
         shared,
         threads: Mutex::new(threads),
         grace: Duration::from_millis(cfg.sip_config.shutdown_grace_ms),
-        bound,
-    })
+        interfaces: cfg.sip_interfaces.clone(),
+        max: cfg.sip_config.max_message_size,
+        conns,
+        bound: tokio::sync::Mutex::new(None),
+    };
+    if bind {
+        node.bind_interfaces().await?;
+    }
+    Ok(node)
 }
 
 impl Node {
+    /// The interfaces as `realm udp+tcp addr`, for the ready line and `show` commands.
+    pub fn describe_interfaces(&self) -> Vec<String> {
+        self.interfaces
+            .iter()
+            .map(|i| {
+                let kinds: Vec<&str> = i.transports.iter().map(|t| t.as_str()).collect();
+                format!("{} {} {}", i.realm, kinds.join("+"), i.socket_addr())
+            })
+            .collect()
+    }
+
+    /// Whether the SIP interfaces are bound (this node serves SIP).
+    pub async fn is_bound(&self) -> bool {
+        self.bound.lock().await.is_some()
+    }
+
+    /// Binds every SIP interface and starts receiving (the node becomes the one that serves the
+    /// service address). Binding nothing is refused: all or none.
+    pub async fn bind_interfaces(&self) -> anyhow::Result<()> {
+        let mut guard = self.bound.lock().await;
+        if guard.is_some() {
+            return Ok(());
+        }
+        let mut udp = vec![None; self.interfaces.len()];
+        let mut listeners = Vec::new();
+        for (idx, iface) in self.interfaces.iter().enumerate() {
+            let addr = iface.socket_addr();
+            if iface.transports.contains(&Transport::Udp) {
+                let sock = UdpSocket::bind(addr)
+                    .with_context(|| format!("binding UDP {addr} for realm {}", iface.realm))?;
+                sock.set_read_timeout(Some(Duration::from_millis(100)))?;
+                // Bursts of retransmissions must not overflow the kernel's default buffer.
+                let sref = socket2::SockRef::from(&sock);
+                let _ = sref.set_recv_buffer_size(UDP_BUFFER_BYTES);
+                let _ = sref.set_send_buffer_size(UDP_BUFFER_BYTES);
+                udp[idx] = Some(Arc::new(sock));
+            }
+            if iface.transports.contains(&Transport::Tcp) {
+                let l = TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("binding TCP {addr} for realm {}", iface.realm))?;
+                listeners.push((idx, l));
+            }
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut threads = Vec::new();
+        for (idx, sock) in udp.iter().enumerate() {
+            let Some(sock) = sock.clone() else { continue };
+            let (shared, stop, max) = (self.shared.clone(), stop.clone(), self.max);
+            threads.push(
+                thread::Builder::new()
+                    .name(format!("udp-recv-{idx}"))
+                    .spawn(move || udp_receive_loop(idx, &sock, max, &shared, &stop))?,
+            );
+        }
+        if let Ok(mut u) = self.shared.udp.write() {
+            *u = udp;
+        }
+        let accept_tasks = listeners
+            .into_iter()
+            .map(|(idx, l)| {
+                tokio::spawn(accept_loop(
+                    idx,
+                    l,
+                    self.max,
+                    self.shared.clone(),
+                    self.conns.clone(),
+                ))
+            })
+            .collect();
+        *guard = Some(Bound {
+            stop,
+            threads,
+            accept_tasks,
+        });
+        info!(interfaces = ?self.describe_interfaces(), "SIP interfaces bound");
+        Ok(())
+    }
+
+    /// Releases every SIP interface (the ports are free when this returns), keeping dialogs and
+    /// transactions: a demoted active, or a planned switchover's release before takeover.
+    pub async fn release_interfaces(&self) {
+        let Some(bound) = self.bound.lock().await.take() else {
+            return;
+        };
+        bound.stop.store(true, Ordering::Release);
+        for t in &bound.accept_tasks {
+            t.abort();
+        }
+        for t in bound.accept_tasks {
+            let _ = t.await;
+        }
+        if let Ok(mut u) = self.shared.udp.write() {
+            u.iter_mut().for_each(|s| *s = None);
+        }
+        let threads = bound.threads;
+        let _ = tokio::task::spawn_blocking(move || {
+            for t in threads {
+                let _ = t.join();
+            }
+        })
+        .await;
+        info!("SIP interfaces released");
+    }
+
     /// Asks every worker for a snapshot (waits at most 1 s per worker).
     pub async fn snapshots(&self, dialogs: bool) -> Vec<WorkerSnapshot> {
         let shared = self.shared.clone();
@@ -345,6 +437,7 @@ impl Node {
                 "grace period over; stopping with transactions open"
             );
         }
+        self.release_interfaces().await;
         self.shared.stopping.store(true, Ordering::Release);
         for w in &self.shared.workers {
             let _ = w.send(WorkerMsg::Stop);
@@ -476,10 +569,16 @@ fn worker_loop(index: usize, mut engine: Engine, rx: mpsc::Receiver<WorkerMsg>, 
     }
 }
 
-fn udp_receive_loop(interface: usize, sock: &UdpSocket, max: usize, shared: &Shared) {
+fn udp_receive_loop(
+    interface: usize,
+    sock: &UdpSocket,
+    max: usize,
+    shared: &Shared,
+    stop: &AtomicBool,
+) {
     // One byte more than the maximum, so an oversized datagram is seen as such.
     let mut buf = vec![0u8; max.max(65_535) + 1];
-    while !shared.stopping.load(Ordering::Acquire) {
+    while !shared.stopping.load(Ordering::Acquire) && !stop.load(Ordering::Acquire) {
         match sock.recv_from(&mut buf) {
             Ok((len, source)) => {
                 shared.dispatch(Inbound {
