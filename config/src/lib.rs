@@ -1,28 +1,30 @@
 //! sbc-config: the configuration of an SBC node.
 //!
-//! This crate owns three things and nothing else:
+//! This crate owns four things and nothing else:
 //!
 //! - **The model**: [`Config`] and its elements, named after Oracle ACLI words
-//!   ([`SystemConfig`] `system-config`, [`SipConfig`] `sip-config`, [`SipInterface`]
-//!   `sip-interface`, [`SessionAgent`] `session-agent`, [`SessionRouter`] `session-router`),
-//!   each field with a default.
+//!   ([`SystemConfig`] `system-config` with its `options`, [`AlarmThreshold`]s and
+//!   [`TrapReceiver`]s; [`SipConfig`] `sip-config`; [`SipInterface`] `sip-interface`;
+//!   [`SessionAgent`] `session-agent`; [`SessionRouter`] `session-router`;
+//!   [`RedundancyConfig`] `redundancy-config` with its [`Peer`]s; [`AutoScalingProfile`]
+//!   `auto-scaling-profile`), each field with a default.
 //! - **The TOML file**: keys are kebab-case ACLI words; an empty file is valid and equals
 //!   [`Config::embedded_default`]; an unknown key or a value of the wrong type is refused with
 //!   the parser's line and column. [`Config::load`] reads a file, [`Config::save_atomic`]
 //!   replaces one atomically and keeps the previous one as `<path>.bak`.
 //! - **Validation**: [`Config::validate`] checks ranges and cross-references (agents in known
-//!   realms, routes to known agents, no two interfaces on one socket). Every [`ConfigError`]
-//!   names the full dotted key, the bad value and what is valid, e.g.
-//!   `sip-config.t1-ms = 0: out of range (valid: 10..=10000)`.
+//!   realms, routes to known agents, no two interfaces on one socket, known options, alarm
+//!   thresholds rising with severity, a complete pair when redundancy is enabled, OpenSIPS's
+//!   scaling rules). Every [`ConfigError`] names the full dotted key, the bad value and what is
+//!   valid, e.g. `sip-config.t1-ms = 0: out of range (valid: 10..=10000)`.
+//! - **The ACLI grammar** ([`acli`]): a pure interpreter of Oracle's command tree that edits a
+//!   `Config` one line at a time and hands operational commands back to the node.
 //!
 //! It does not open sockets, run timers or talk SIP: the `sbc` crate reads a validated
-//! [`Config`] and acts on it. Data flows one way: file text → [`Config::from_toml_str`] (parse,
-//! fill defaults, validate) → `Config` → the engine; and back for saving: ACLI edits a `Config`
-//! → [`Config::save_atomic`] (validate, [`Config::to_toml_string`], atomic replace).
-//!
-//! Later work adds here the rest of the ACLI tree: `system-config` `options`
-//! (`+critical-memory-abort=switchover`), `alarm-threshold`, `redundancy-config`,
-//! `auto-scaling-profile`, the `sip-config` heap thresholds, and the ACLI grammar that edits them.
+//! [`Config`] and acts on it, and serves the ACLI over its management socket. Data flows one
+//! way: file text → [`Config::from_toml_str`] (parse, fill defaults, validate) → `Config` → the
+//! engine; and back for saving: [`acli::Session::execute`] edits a `Config` (each `done`
+//! validated) → [`Config::save_atomic`] (validate, [`Config::to_toml_string`], atomic replace).
 //!
 //! # Defaults of the lists
 //!
@@ -39,11 +41,14 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod acli;
 mod error;
 mod file;
 mod model;
 mod validate;
 
+#[cfg(test)]
+mod model_tests;
 #[cfg(test)]
 mod tests;
 
@@ -54,7 +59,9 @@ use serde::{Deserialize, Serialize};
 
 pub use error::ConfigError;
 pub use model::{
-    Route, SessionAgent, SessionRouter, SipConfig, SipInterface, SystemConfig, Transport,
+    split_option, AlarmThreshold, AlarmType, AutoScalingProfile, CriticalMemoryAbort, FilterLevel,
+    MemorySource, Peer, PeerType, RedundancyConfig, RedundancyState, Route, SessionAgent,
+    SessionRouter, Severity, SipConfig, SipInterface, SystemConfig, Transport, TrapReceiver,
 };
 
 use model::{ACCESS_REALM, CORE};
@@ -76,6 +83,12 @@ pub struct Config {
     pub session_agents: Vec<SessionAgent>,
     /// `[session-router]`: which agent new requests go to.
     pub session_router: SessionRouter,
+    /// `[redundancy-config]`: the HA pair.
+    #[serde(rename = "redundancy-config")]
+    pub redundancy: RedundancyConfig,
+    /// `[[auto-scaling-profile]]`: worker-group scaling rules.
+    #[serde(rename = "auto-scaling-profile")]
+    pub auto_scaling_profiles: Vec<AutoScalingProfile>,
 }
 
 /// The file as written: lists that are absent stay `None` so that their defaults can apply.
@@ -87,6 +100,8 @@ struct RawConfig {
     sip_interface: Option<Vec<SipInterface>>,
     session_agent: Option<Vec<SessionAgent>>,
     session_router: SessionRouter,
+    redundancy_config: RedundancyConfig,
+    auto_scaling_profile: Vec<AutoScalingProfile>,
 }
 
 impl From<RawConfig> for Config {
@@ -107,6 +122,8 @@ impl From<RawConfig> for Config {
             sip_interfaces: raw.sip_interface.unwrap_or_else(model::default_interfaces),
             session_agents,
             session_router,
+            redundancy: raw.redundancy_config,
+            auto_scaling_profiles: raw.auto_scaling_profile,
         }
     }
 }
@@ -180,7 +197,17 @@ impl Config {
     /// - `session-agent` names non-empty and unique; each agent's realm is an interface's realm;
     ///   ports not 0;
     /// - `session-router.default-route` and each route's `session-agent` name an agent; each
-    ///   route's `from-realm` is an interface's realm.
+    ///   route's `from-realm` is an interface's realm;
+    /// - `system-config`: known options with valid values, each once; a memory limit for the
+    ///   `process` source; alarm iteration and sub-sample ranges; alarm thresholds (value
+    ///   1..=100, volume only and always for `space`, one per type and severity, values rising
+    ///   with severity); trap receivers (port, community, no duplicates);
+    /// - `sip-config` heap thresholds (resume below reject) and Retry-After range;
+    /// - `redundancy-config`: ranges, distinct ports, emergency below health threshold, unique
+    ///   peers with at least one destination each; when enabled, a shared key and exactly one
+    ///   primary and one secondary peer;
+    /// - `auto-scaling-profile`: unique names, ranges, within ≥ for, the three scale-down keys
+    ///   together with down-to below up-to and down-on below up-on.
     ///
     /// # Errors
     /// [`ConfigError::Invalid`] naming the key, the value and what is valid.

@@ -8,19 +8,498 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{quoted, ConfigError};
 
+/// Declares a keyword enum: the lowercase words the file and the ACLI spell it with, `ALL`,
+/// `as_str`, `Display`, `Default` and a case-insensitive `FromStr` whose error names the key,
+/// the value and the valid words.
+macro_rules! keyword_enum {
+    (
+        $(#[$meta:meta])*
+        $name:ident, key $key:literal, default $default:ident {
+            $($(#[$vmeta:meta])* $variant:ident = $word:literal),+ $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        pub enum $name {
+            $($(#[$vmeta])* #[serde(rename = $word)] $variant),+
+        }
+
+        impl $name {
+            /// Every value, in the order they are listed in messages.
+            pub const ALL: &'static [Self] = &[$(Self::$variant),+];
+
+            /// The words of [`Self::ALL`], for the ACLI's completion and help.
+            #[allow(dead_code, reason = "not every keyword enum is an ACLI attribute")]
+            pub(crate) const WORDS: &'static [&'static str] = &[$($word),+];
+
+            /// The lowercase word used in the file and the ACLI.
+            #[must_use]
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $word),+
+                }
+            }
+
+            /// The valid spellings, for error messages: `"a", "b"`.
+            #[allow(dead_code, reason = "not every keyword enum is named in a message")]
+            pub(crate) fn valid_list() -> String {
+                crate::error::quoted_list(Self::ALL.iter().map(|v| v.as_str()))
+            }
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self::$default
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = ConfigError;
+
+            /// Parses one of the words, ignoring ASCII case (so the ACLI accepts capitals).
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                Self::ALL
+                    .iter()
+                    .copied()
+                    .find(|v| v.as_str().eq_ignore_ascii_case(s))
+                    .ok_or_else(|| {
+                        ConfigError::invalid(
+                            $key,
+                            quoted(s),
+                            concat!("unknown ", $key),
+                            Self::valid_list(),
+                        )
+                    })
+            }
+        }
+    };
+}
+
+keyword_enum! {
+    /// `critical-memory-abort` (a `system-config` option): what two consecutive critical memory
+    /// readings do.
+    CriticalMemoryAbort, key "critical-memory-abort", default Disabled {
+        /// Alarm and trap only.
+        Disabled = "disabled",
+        /// Stop accepting new calls (503 to new requests); in-dialog traffic still flows.
+        Enabled = "enabled",
+        /// Take 100 off the health score, which switches the pair over; alone, as `enabled`.
+        Switchover = "switchover",
+    }
+}
+
+keyword_enum! {
+    /// `memory-source`: what "memory utilisation" is measured against.
+    MemorySource, key "memory-source", default Host {
+        /// The host's used / total memory.
+        Host = "host",
+        /// The cgroup's usage against its `memory.max`.
+        Cgroup = "cgroup",
+        /// The process's resident memory against `memory-limit-mb`.
+        Process = "process",
+    }
+}
+
+keyword_enum! {
+    /// `alarm-threshold` `type`: what is measured.
+    AlarmType, key "type", default Memory {
+        /// Memory utilisation (see `memory-source`).
+        Memory = "memory",
+        /// Heap in use against `heap-limit-mb`.
+        Heap = "heap",
+        /// CPU utilisation.
+        Cpu = "cpu",
+        /// Sessions in use against the licensed or configured maximum.
+        Sessions = "sessions",
+        /// Disk space of one `volume`.
+        Space = "space",
+    }
+}
+
+keyword_enum! {
+    /// An alarm severity, lowest first (`Ord` follows it).
+    Severity, key "severity", default Minor {
+        /// Minor.
+        Minor = "minor",
+        /// Major.
+        Major = "major",
+        /// Critical: the one `critical-memory-abort` acts on.
+        Critical = "critical",
+    }
+}
+
+keyword_enum! {
+    /// `trap-receiver` `filter-level`: the lowest severity sent to a receiver.
+    FilterLevel, key "filter-level", default All {
+        /// Every trap, including those without a severity (health, redundancy).
+        All = "all",
+        /// Minor and above.
+        Minor = "minor",
+        /// Major and above.
+        Major = "major",
+        /// Critical only.
+        Critical = "critical",
+        /// No trap at all (the receiver is kept but muted).
+        None = "none",
+    }
+}
+
+keyword_enum! {
+    /// `redundancy-config` `state`: whether this node takes part in a pair.
+    RedundancyState, key "state", default Disabled {
+        /// The node runs in a pair.
+        Enabled = "enabled",
+        /// The node runs alone.
+        Disabled = "disabled",
+    }
+}
+
+keyword_enum! {
+    /// `peer` `type`: a peer's role preference.
+    PeerType, key "type", default Primary {
+        /// The node preferred as active.
+        Primary = "primary",
+        /// The other one.
+        Secondary = "secondary",
+    }
+}
+
+/// The `system-config` options this build knows, each with its valid values (an empty list
+/// means a flag without value).
+pub(crate) const KNOWN_OPTIONS: &[(&str, &[&str])] = &[(
+    CRITICAL_MEMORY_ABORT,
+    &["enabled", "disabled", "switchover"],
+)];
+
+/// The option name of [`CriticalMemoryAbort`].
+pub(crate) const CRITICAL_MEMORY_ABORT: &str = "critical-memory-abort";
+
+/// Splits an option into its name and value: `"a=b"` → `("a", Some("b"))`, `"a"` → `("a", None)`.
+#[must_use]
+pub fn split_option(option: &str) -> (&str, Option<&str>) {
+    match option.split_once('=') {
+        Some((name, value)) => (name, Some(value)),
+        None => (option, None),
+    }
+}
+
 /// `system-config`: node-wide settings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct SystemConfig {
     /// `hostname`: the node's name, used in logs, traps and `show` output. Default `"sbc"`.
     pub hostname: String,
+    /// `options`: Oracle-style options, `"name=value"` or `"name"`; known names only, each at
+    /// most once. Known: `critical-memory-abort` = `enabled` | `disabled` | `switchover`
+    /// (absent: `disabled`). Default none.
+    pub options: Vec<String>,
+    /// `memory-source`: what memory utilisation is measured against. Default `host`.
+    pub memory_source: MemorySource,
+    /// `memory-limit-mb`: the limit of the `process` memory source, in MiB; 0 = unset. Required
+    /// (> 0) when `memory-source = "process"`. Default 0.
+    pub memory_limit_mb: u64,
+    /// `heap-limit-mb`: the heap size that heap percentages refer to, in MiB. Default 1024,
+    /// valid 1..=1048576.
+    pub heap_limit_mb: u64,
+    /// `alarm-iteration-ms`: length of one alarm iteration, in ms. Default 15000, valid
+    /// 100..=600000.
+    pub alarm_iteration_ms: u64,
+    /// `alarm-subsamples`: sub-samples taken per alarm iteration. Default 15, valid 1..=60.
+    pub alarm_subsamples: u32,
+    /// `spike-subsamples`: how many consecutive sub-samples above a threshold make a reading
+    /// (shorter is a transient spike). Default 3, valid 1..=`alarm-subsamples`.
+    pub spike_subsamples: u32,
+    /// `lab-mode`: enables the lab's memory ballast commands. Default `false`.
+    pub lab_mode: bool,
+    /// `alarm-threshold` (`[[system-config.alarm-threshold]]`): alarm thresholds. Default none.
+    #[serde(rename = "alarm-threshold")]
+    pub alarm_thresholds: Vec<AlarmThreshold>,
+    /// `trap-receiver` (`[[system-config.trap-receiver]]`): SNMP trap receivers. Default none.
+    #[serde(rename = "trap-receiver")]
+    pub trap_receivers: Vec<TrapReceiver>,
 }
 
 impl Default for SystemConfig {
     fn default() -> Self {
         Self {
             hostname: "sbc".to_owned(),
+            options: Vec::new(),
+            memory_source: MemorySource::Host,
+            memory_limit_mb: 0,
+            heap_limit_mb: 1024,
+            alarm_iteration_ms: 15_000,
+            alarm_subsamples: 15,
+            spike_subsamples: 3,
+            lab_mode: false,
+            alarm_thresholds: Vec::new(),
+            trap_receivers: Vec::new(),
         }
+    }
+}
+
+impl SystemConfig {
+    /// The `critical-memory-abort` option; [`CriticalMemoryAbort::Disabled`] when absent (or
+    /// invalid, which [`crate::Config::validate`] refuses).
+    #[must_use]
+    pub fn critical_memory_abort(&self) -> CriticalMemoryAbort {
+        self.option(CRITICAL_MEMORY_ABORT)
+            .and_then(|value| value.parse().ok())
+            .unwrap_or_default()
+    }
+
+    /// The value of option `name`: `Some("")` for a flag without value, `None` when absent.
+    #[must_use]
+    pub fn option(&self, name: &str) -> Option<&str> {
+        self.options
+            .iter()
+            .find_map(|option| match split_option(option) {
+                (n, value) if n == name => Some(value.unwrap_or("")),
+                _ => None,
+            })
+    }
+
+    /// The thresholds of `kind`, in file order.
+    pub fn thresholds(&self, kind: AlarmType) -> impl Iterator<Item = &AlarmThreshold> {
+        self.alarm_thresholds.iter().filter(move |t| t.kind == kind)
+    }
+}
+
+/// `alarm-threshold`: raise an alarm of `severity` when `type` usage exceeds `value` percent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct AlarmThreshold {
+    /// `type`: what is measured. Default `memory`.
+    #[serde(rename = "type")]
+    pub kind: AlarmType,
+    /// `volume`: the mount point, for `type = "space"` only (required there). Default empty.
+    pub volume: String,
+    /// `severity`: the alarm's severity when crossed. Default `minor`.
+    pub severity: Severity,
+    /// `value`: the threshold in percent; usage above it raises the alarm. Default 0 (unset),
+    /// valid 1..=100; a higher severity of the same type needs a higher value.
+    pub value: u8,
+    /// `health-penalty`: points taken off the health score while raised. Default 0,
+    /// valid 0..=100.
+    pub health_penalty: u8,
+}
+
+impl Default for AlarmThreshold {
+    fn default() -> Self {
+        Self {
+            kind: AlarmType::Memory,
+            volume: String::new(),
+            severity: Severity::Minor,
+            value: 0,
+            health_penalty: 0,
+        }
+    }
+}
+
+/// `trap-receiver`: where SNMP traps are sent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct TrapReceiver {
+    /// `ip-address`: the receiver's address. Default `127.0.0.1`.
+    pub ip_address: IpAddr,
+    /// `port`: the receiver's UDP port. Default 162, valid 1..=65535.
+    pub port: u16,
+    /// `community`: the SNMPv2c community. Default `"public"`, non-empty.
+    pub community: String,
+    /// `filter-level`: the lowest severity sent. Default `all`.
+    pub filter_level: FilterLevel,
+}
+
+impl Default for TrapReceiver {
+    fn default() -> Self {
+        Self {
+            ip_address: default_address(),
+            port: 162,
+            community: "public".to_owned(),
+            filter_level: FilterLevel::All,
+        }
+    }
+}
+
+impl TrapReceiver {
+    /// The receiver's address and port.
+    #[must_use]
+    pub fn socket_addr(&self) -> SocketAddr {
+        SocketAddr::new(self.ip_address, self.port)
+    }
+}
+
+/// `redundancy-config`: the HA pair, with Oracle's names and defaults (times in ms).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RedundancyConfig {
+    /// `state`: whether this node runs in a pair. Default `disabled` (the node runs alone).
+    pub state: RedundancyState,
+    /// `port`: the heartbeat UDP port. Default 9090.
+    pub port: u16,
+    /// `advertisement-time`: heartbeat interval, ms. Default 500, valid 50..=60000.
+    pub advertisement_time: u64,
+    /// `percent-drift`: the peer is dead after `advertisement-time` × this / 100 without a
+    /// heartbeat. Default 210, valid 100..=65535.
+    pub percent_drift: u32,
+    /// `initial-time`: how long a starting node listens before choosing a role, ms. Default
+    /// 1250, valid 5..=600000.
+    pub initial_time: u64,
+    /// `becoming-active-time`: ms spent in becoming-active. Default 100, valid 5..=600000.
+    pub becoming_active_time: u64,
+    /// `becoming-standby-time`: ms allowed to finish the initial state sync, then
+    /// out-of-service. Default 180000, valid 5..=3600000.
+    pub becoming_standby_time: u64,
+    /// `health-threshold`: an active below it switches over. Default 75, valid 1..=100.
+    pub health_threshold: u8,
+    /// `emergency-threshold`: below it a starting standby becomes active at once. Default 50,
+    /// valid 0..`health-threshold`.
+    pub emergency_threshold: u8,
+    /// `config-sync-port`: TCP port of config sync. Default 1987.
+    pub config_sync_port: u16,
+    /// `sip-sync-port`: TCP port of SIP state sync. Default 1988.
+    pub sip_sync_port: u16,
+    /// `witness`: an `address:port` a node must reach before taking over. Default none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub witness: Option<SocketAddr>,
+    /// `shared-key`: the heartbeat HMAC key. Default empty; required when `state = "enabled"`.
+    pub shared_key: String,
+    /// `service-address`: the shared SIP address the active owns. Default none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_address: Option<IpAddr>,
+    /// `peer` (`[[redundancy-config.peer]]`): the two nodes; exactly one primary and one
+    /// secondary when enabled. Default none.
+    #[serde(rename = "peer")]
+    pub peers: Vec<Peer>,
+}
+
+impl Default for RedundancyConfig {
+    fn default() -> Self {
+        Self {
+            state: RedundancyState::Disabled,
+            port: 9090,
+            advertisement_time: 500,
+            percent_drift: 210,
+            initial_time: 1250,
+            becoming_active_time: 100,
+            becoming_standby_time: 180_000,
+            health_threshold: 75,
+            emergency_threshold: 50,
+            config_sync_port: 1987,
+            sip_sync_port: 1988,
+            witness: None,
+            shared_key: String::new(),
+            service_address: None,
+            peers: Vec::new(),
+        }
+    }
+}
+
+impl RedundancyConfig {
+    /// Whether the node runs in a pair (`state = "enabled"`).
+    #[must_use]
+    pub fn is_enabled(&self) -> bool {
+        self.state == RedundancyState::Enabled
+    }
+
+    /// How long without a valid heartbeat before the peer is dead:
+    /// `advertisement-time` × `percent-drift` / 100 ms (1050 at defaults).
+    #[must_use]
+    pub fn dead_after_ms(&self) -> u64 {
+        self.advertisement_time * u64::from(self.percent_drift) / 100
+    }
+
+    /// The peer called `name`, if any.
+    #[must_use]
+    pub fn peer(&self, name: &str) -> Option<&Peer> {
+        self.peers.iter().find(|p| p.name == name)
+    }
+}
+
+/// `peer`: one node of the pair and the heartbeat paths to it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Peer {
+    /// `name`: the node's name; unique and non-empty.
+    pub name: String,
+    /// `type`: `primary` or `secondary`. Default `primary`.
+    #[serde(rename = "type")]
+    pub kind: PeerType,
+    /// `destinations`: `address:port` of each heartbeat path to this node; at least one, no
+    /// duplicates.
+    pub destinations: Vec<SocketAddr>,
+}
+
+/// `auto-scaling-profile`: how a worker group grows and shrinks (OpenSIPS's rules):
+/// `scale up to <scale-up-to> on <scale-up-on>% for <scale-up-for> cycles within
+/// <scale-up-within>`, `scale down to <scale-down-to> on <scale-down-on>% for
+/// <scale-down-for> cycles`. The down rule is optional (absent: never scale down) and then
+/// all three of its keys are absent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct AutoScalingProfile {
+    /// `name`: unique and non-empty.
+    pub name: String,
+    /// `scale-up-to`: the most workers. Default 6, valid 1..=64.
+    pub scale_up_to: u32,
+    /// `scale-up-on`: load percent above which a cycle counts for scaling up. Default 70,
+    /// valid 1..=100.
+    pub scale_up_on: u8,
+    /// `scale-up-for`: how many cycles above `scale-up-on` start a worker. Default 4, valid
+    /// 1..=1000.
+    pub scale_up_for: u32,
+    /// `scale-up-within`: the window, in cycles, in which `scale-up-for` must be seen.
+    /// Default (absent): `scale-up-for`; valid `scale-up-for`..=1000.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scale_up_within: Option<u32>,
+    /// `scale-down-to`: the fewest workers, below `scale-up-to`. Default none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scale_down_to: Option<u32>,
+    /// `scale-down-on`: load percent below which a cycle counts for scaling down, below
+    /// `scale-up-on`. Default none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scale_down_on: Option<u8>,
+    /// `scale-down-for`: how many consecutive cycles below `scale-down-on` stop a worker.
+    /// Default none; valid 1..=1000.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scale_down_for: Option<u32>,
+}
+
+impl Default for AutoScalingProfile {
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            scale_up_to: 6,
+            scale_up_on: 70,
+            scale_up_for: 4,
+            scale_up_within: None,
+            scale_down_to: None,
+            scale_down_on: None,
+            scale_down_for: None,
+        }
+    }
+}
+
+impl AutoScalingProfile {
+    /// `scale-up-within`, or `scale-up-for` when absent.
+    #[must_use]
+    pub fn up_within(&self) -> u32 {
+        self.scale_up_within.unwrap_or(self.scale_up_for)
+    }
+
+    /// The down rule `(to, on, for)` when the profile has one.
+    #[must_use]
+    pub fn scale_down(&self) -> Option<(u32, u8, u32)> {
+        Some((
+            self.scale_down_to?,
+            self.scale_down_on?,
+            self.scale_down_for?,
+        ))
     }
 }
 
@@ -48,6 +527,21 @@ pub struct SipConfig {
     /// `shutdown-grace-ms`: how long SIGTERM waits for open transactions, in ms. Default 5000,
     /// valid 0..=120000.
     pub shutdown_grace_ms: u64,
+    /// `heap-reject-threshold`: heap use, in percent of `system-config.heap-limit-mb`, above
+    /// which new requests get 503. Default 90, valid 1..=100.
+    pub heap_reject_threshold: u8,
+    /// `heap-resume-threshold`: heap percent below which new requests are accepted again.
+    /// Default 80, valid 0..`heap-reject-threshold`.
+    pub heap_resume_threshold: u8,
+    /// `retry-after-min`: lowest `Retry-After` of those 503s, in seconds. Default 5, valid
+    /// 1..=3600.
+    pub retry_after_min: u32,
+    /// `retry-after-max`: highest `Retry-After`, in seconds. Default 15, valid
+    /// `retry-after-min`..=3600.
+    pub retry_after_max: u32,
+    /// `auto-scaling-cycle-ms`: the auto-scaling cycle, in ms. Default 1000, valid
+    /// 100..=60000.
+    pub auto_scaling_cycle_ms: u64,
 }
 
 impl Default for SipConfig {
@@ -60,6 +554,11 @@ impl Default for SipConfig {
             max_message_size: 65_535,
             workers: 2,
             shutdown_grace_ms: 5000,
+            heap_reject_threshold: 90,
+            heap_resume_threshold: 80,
+            retry_after_min: 5,
+            retry_after_max: 15,
+            auto_scaling_cycle_ms: 1000,
         }
     }
 }
@@ -201,7 +700,7 @@ pub(crate) const ACCESS_REALM: &str = "access";
 /// The realm, and name, of the default core-side interface and session-agent.
 pub(crate) const CORE: &str = "core";
 
-fn default_address() -> IpAddr {
+pub(crate) fn default_address() -> IpAddr {
     IpAddr::V4(Ipv4Addr::LOCALHOST)
 }
 

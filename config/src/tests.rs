@@ -151,6 +151,11 @@ fn embedded_default_is_exactly_as_documented() {
             max_message_size: 65_535,
             workers: 2,
             shutdown_grace_ms: 5000,
+            heap_reject_threshold: 90,
+            heap_resume_threshold: 80,
+            retry_after_min: 5,
+            retry_after_max: 15,
+            auto_scaling_cycle_ms: 1000,
         }
     );
     assert_eq!(

@@ -1,7 +1,8 @@
 //! The rules a parsed configuration must satisfy before it is used or saved.
 //!
 //! Rules are checked in file order (system-config, sip-config, sip-interface, session-agent,
-//! session-router) and the first broken one is reported, naming its full key.
+//! session-router, redundancy-config, auto-scaling-profile) and the first broken one is
+//! reported, naming its full key.
 
 use std::collections::HashMap;
 use std::fmt::Display;
@@ -9,7 +10,11 @@ use std::net::SocketAddr;
 use std::ops::RangeInclusive;
 
 use crate::error::{quoted, quoted_list, ConfigError};
-use crate::model::{SessionAgent, SessionRouter, SipConfig, SipInterface, SystemConfig, Transport};
+use crate::model::{
+    split_option, AlarmThreshold, AlarmType, AutoScalingProfile, MemorySource, Peer, PeerType,
+    RedundancyConfig, SessionAgent, SessionRouter, SipConfig, SipInterface, SystemConfig,
+    Transport, TrapReceiver, KNOWN_OPTIONS,
+};
 use crate::Config;
 
 /// Valid `sip-config.t1-ms`.
@@ -26,6 +31,38 @@ const MAX_MESSAGE_SIZE: RangeInclusive<usize> = 1500..=65_535;
 const WORKERS: RangeInclusive<usize> = 1..=64;
 /// Valid `sip-config.shutdown-grace-ms`.
 const SHUTDOWN_GRACE_MS: RangeInclusive<u64> = 0..=120_000;
+/// Valid `sip-config.heap-reject-threshold`.
+const HEAP_REJECT: RangeInclusive<u8> = 1..=100;
+/// Upper bound of `sip-config.retry-after-min` and `-max`, in seconds.
+const RETRY_AFTER_MAX: u32 = 3600;
+/// Valid `sip-config.auto-scaling-cycle-ms`.
+const AUTO_SCALING_CYCLE_MS: RangeInclusive<u64> = 100..=60_000;
+/// Valid `system-config.heap-limit-mb`.
+const HEAP_LIMIT_MB: RangeInclusive<u64> = 1..=1_048_576;
+/// Valid `system-config.alarm-iteration-ms`.
+const ALARM_ITERATION_MS: RangeInclusive<u64> = 100..=600_000;
+/// Valid `system-config.alarm-subsamples`.
+const ALARM_SUBSAMPLES: RangeInclusive<u32> = 1..=60;
+/// Valid `alarm-threshold.value`.
+const THRESHOLD_VALUE: RangeInclusive<u8> = 1..=100;
+/// Valid health points (`health-penalty`, `health-threshold`).
+const HEALTH: RangeInclusive<u8> = 0..=100;
+/// Valid `redundancy-config.advertisement-time`.
+const ADVERTISEMENT_TIME: RangeInclusive<u64> = 50..=60_000;
+/// Valid `redundancy-config.percent-drift`.
+const PERCENT_DRIFT: RangeInclusive<u32> = 100..=65_535;
+/// Valid `redundancy-config.initial-time` and `becoming-active-time`.
+const STATE_TIME: RangeInclusive<u64> = 5..=600_000;
+/// Valid `redundancy-config.becoming-standby-time`.
+const BECOMING_STANDBY_TIME: RangeInclusive<u64> = 5..=3_600_000;
+/// Valid `redundancy-config.health-threshold`.
+const HEALTH_THRESHOLD: RangeInclusive<u8> = 1..=100;
+/// Valid `auto-scaling-profile.scale-up-to` and `scale-down-to` (as `sip-config.workers`).
+const SCALE_WORKERS: RangeInclusive<u32> = 1..=64;
+/// Valid `auto-scaling-profile.scale-up-on`.
+const SCALE_PERCENT: RangeInclusive<u8> = 1..=100;
+/// Upper bound of the cycle counts of an `auto-scaling-profile`.
+const SCALE_CYCLES_MAX: u32 = 1000;
 
 pub(crate) fn validate(config: &Config) -> Result<(), ConfigError> {
     system(&config.system)?;
@@ -36,7 +73,9 @@ pub(crate) fn validate(config: &Config) -> Result<(), ConfigError> {
         &config.session_router,
         &config.session_agents,
         &config.sip_interfaces,
-    )
+    )?;
+    redundancy(&config.redundancy)?;
+    profiles(&config.auto_scaling_profiles)
 }
 
 fn system(system: &SystemConfig) -> Result<(), ConfigError> {
@@ -48,6 +87,390 @@ fn system(system: &SystemConfig) -> Result<(), ConfigError> {
             "a non-empty name",
         ));
     }
+    options(&system.options)?;
+    let key = |field: &str| format!("system-config.{field}");
+    if system.memory_source == MemorySource::Process && system.memory_limit_mb == 0 {
+        return Err(ConfigError::invalid(
+            key("memory-limit-mb"),
+            "0",
+            "required with memory-source = \"process\"",
+            "a limit in MiB above 0",
+        ));
+    }
+    within(key("heap-limit-mb"), system.heap_limit_mb, &HEAP_LIMIT_MB)?;
+    within(
+        key("alarm-iteration-ms"),
+        system.alarm_iteration_ms,
+        &ALARM_ITERATION_MS,
+    )?;
+    within(
+        key("alarm-subsamples"),
+        system.alarm_subsamples,
+        &ALARM_SUBSAMPLES,
+    )?;
+    if !(1..=system.alarm_subsamples).contains(&system.spike_subsamples) {
+        return Err(ConfigError::invalid(
+            key("spike-subsamples"),
+            system.spike_subsamples.to_string(),
+            format!(
+                "out of range, must be at most alarm-subsamples ({})",
+                system.alarm_subsamples
+            ),
+            format!("1..={}", system.alarm_subsamples),
+        ));
+    }
+    thresholds(&system.alarm_thresholds)?;
+    receivers(&system.trap_receivers)
+}
+
+/// The valid option names, for messages.
+fn option_names() -> String {
+    quoted_list(KNOWN_OPTIONS.iter().map(|(name, _)| *name))
+}
+
+fn options(options: &[String]) -> Result<(), ConfigError> {
+    for (i, option) in options.iter().enumerate() {
+        let key = format!("system-config.options[{i}]");
+        let (name, value) = split_option(option);
+        let Some((_, values)) = KNOWN_OPTIONS.iter().find(|(known, _)| *known == name) else {
+            return Err(ConfigError::invalid(
+                key,
+                quoted(option),
+                format!("unknown option {}", quoted(name)),
+                option_names(),
+            ));
+        };
+        match value {
+            Some(value) if values.contains(&value) => {}
+            _ if values.is_empty() && value.is_none() => {}
+            _ => {
+                let valid: Vec<String> = values.iter().map(|v| format!("{name}={v}")).collect();
+                return Err(ConfigError::invalid(
+                    key,
+                    quoted(option),
+                    format!("bad value for option {}", quoted(name)),
+                    quoted_list(valid.iter().map(String::as_str)),
+                ));
+            }
+        }
+        if let Some(first) = options[..i]
+            .iter()
+            .position(|other| split_option(other).0 == name)
+        {
+            return Err(ConfigError::invalid(
+                key,
+                quoted(option),
+                format!("option {} already set by options[{first}]", quoted(name)),
+                "each option at most once",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn thresholds(thresholds: &[AlarmThreshold]) -> Result<(), ConfigError> {
+    for (i, t) in thresholds.iter().enumerate() {
+        let key = |field: &str| format!("system-config.alarm-threshold[{i}].{field}");
+        if t.kind == AlarmType::Space {
+            if t.volume.trim().is_empty() {
+                return Err(ConfigError::invalid(
+                    key("volume"),
+                    quoted(&t.volume),
+                    "required with type = \"space\"",
+                    "a mount point, e.g. \"/var\"",
+                ));
+            }
+        } else if !t.volume.is_empty() {
+            return Err(ConfigError::invalid(
+                key("volume"),
+                quoted(&t.volume),
+                format!(
+                    "only type \"space\" has a volume, not {}",
+                    quoted(t.kind.as_str())
+                ),
+                "\"\" (empty)",
+            ));
+        }
+        within(key("value"), t.value, &THRESHOLD_VALUE)?;
+        within(key("health-penalty"), t.health_penalty, &HEALTH)?;
+        let same = |o: &&AlarmThreshold| o.kind == t.kind && o.volume == t.volume;
+        if let Some(j) = thresholds[..i]
+            .iter()
+            .position(|o| same(&o) && o.severity == t.severity)
+        {
+            return Err(ConfigError::invalid(
+                key("severity"),
+                quoted(t.severity.as_str()),
+                format!(
+                    "duplicate: alarm-threshold[{j}] already has type {} and this severity",
+                    quoted(t.kind.as_str())
+                ),
+                "one threshold per type and severity",
+            ));
+        }
+        for (j, o) in thresholds[..i].iter().enumerate().filter(|(_, o)| same(o)) {
+            let (low, high) = if o.severity < t.severity {
+                (o, t)
+            } else {
+                (t, o)
+            };
+            if low.value >= high.value {
+                return Err(ConfigError::invalid(
+                    key("value"),
+                    t.value.to_string(),
+                    format!(
+                        "a {} threshold must be above a {} one of the same type \
+                         (alarm-threshold[{j}] is {} at {})",
+                        high.severity, low.severity, o.severity, o.value
+                    ),
+                    "values rising with severity: minor < major < critical",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn receivers(receivers: &[TrapReceiver]) -> Result<(), ConfigError> {
+    for (i, r) in receivers.iter().enumerate() {
+        let key = |field: &str| format!("system-config.trap-receiver[{i}].{field}");
+        port(key("port"), r.port)?;
+        if r.community.is_empty() {
+            return Err(ConfigError::invalid(
+                key("community"),
+                "\"\"",
+                "must not be empty",
+                "an SNMP community, e.g. \"public\"",
+            ));
+        }
+        if let Some(j) = receivers[..i]
+            .iter()
+            .position(|o| o.socket_addr() == r.socket_addr())
+        {
+            return Err(ConfigError::invalid(
+                key("ip-address"),
+                quoted(&r.ip_address.to_string()),
+                format!("{} is already trap-receiver[{j}]", r.socket_addr()),
+                "an address:port not used by another trap-receiver",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn redundancy(r: &RedundancyConfig) -> Result<(), ConfigError> {
+    let key = |field: &str| format!("redundancy-config.{field}");
+    let ports = [
+        ("port", r.port),
+        ("config-sync-port", r.config_sync_port),
+        ("sip-sync-port", r.sip_sync_port),
+    ];
+    for (i, (name, value)) in ports.iter().enumerate() {
+        port(key(name), *value)?;
+        if let Some((other, _)) = ports[..i].iter().find(|(_, v)| v == value) {
+            return Err(ConfigError::invalid(
+                key(name),
+                value.to_string(),
+                format!("already used by {other}"),
+                "a port not used by port, config-sync-port or sip-sync-port",
+            ));
+        }
+    }
+    within(
+        key("advertisement-time"),
+        r.advertisement_time,
+        &ADVERTISEMENT_TIME,
+    )?;
+    within(key("percent-drift"), r.percent_drift, &PERCENT_DRIFT)?;
+    within(key("initial-time"), r.initial_time, &STATE_TIME)?;
+    within(
+        key("becoming-active-time"),
+        r.becoming_active_time,
+        &STATE_TIME,
+    )?;
+    within(
+        key("becoming-standby-time"),
+        r.becoming_standby_time,
+        &BECOMING_STANDBY_TIME,
+    )?;
+    within(
+        key("health-threshold"),
+        r.health_threshold,
+        &HEALTH_THRESHOLD,
+    )?;
+    if r.emergency_threshold >= r.health_threshold {
+        return Err(ConfigError::invalid(
+            key("emergency-threshold"),
+            r.emergency_threshold.to_string(),
+            format!("must be below health-threshold ({})", r.health_threshold),
+            format!("0..={}", r.health_threshold - 1),
+        ));
+    }
+    if let Some(witness) = r.witness {
+        port(key("witness"), witness.port()).map_err(|_| {
+            ConfigError::invalid(
+                key("witness"),
+                quoted(&witness.to_string()),
+                "port 0 is not allowed",
+                "an address:port with a port in 1..=65535",
+            )
+        })?;
+    }
+    peers(&r.peers)?;
+    if r.is_enabled() {
+        if r.shared_key.is_empty() {
+            return Err(ConfigError::invalid(
+                key("shared-key"),
+                "\"\"",
+                "required with state = \"enabled\"",
+                "a non-empty secret shared by both nodes",
+            ));
+        }
+        for kind in PeerType::ALL {
+            let count = r.peers.iter().filter(|p| p.kind == *kind).count();
+            if count != 1 {
+                return Err(ConfigError::invalid(
+                    key("peer"),
+                    format!("{count} {kind} peers"),
+                    "a pair needs exactly one primary and one secondary peer",
+                    "one [[redundancy-config.peer]] of type \"primary\" and one of type \"secondary\"",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn peers(peers: &[Peer]) -> Result<(), ConfigError> {
+    let mut names: HashMap<&str, usize> = HashMap::new();
+    for (i, p) in peers.iter().enumerate() {
+        let key = |field: &str| format!("redundancy-config.peer[{i}].{field}");
+        if p.name.trim().is_empty() {
+            return Err(ConfigError::invalid(
+                key("name"),
+                quoted(&p.name),
+                "must not be empty",
+                "a non-empty name",
+            ));
+        }
+        if let Some(first) = names.insert(&p.name, i) {
+            return Err(ConfigError::invalid(
+                key("name"),
+                quoted(&p.name),
+                format!("duplicate name, already used by peer[{first}]"),
+                "a name not used by another peer",
+            ));
+        }
+        let list = || {
+            let items: Vec<String> = p
+                .destinations
+                .iter()
+                .map(|d| quoted(&d.to_string()))
+                .collect();
+            format!("[{}]", items.join(", "))
+        };
+        if p.destinations.is_empty() {
+            return Err(ConfigError::invalid(
+                key("destinations"),
+                "[]",
+                "at least one heartbeat destination",
+                "one or more \"address:port\"",
+            ));
+        }
+        for (j, d) in p.destinations.iter().enumerate() {
+            if d.port() == 0 {
+                return Err(ConfigError::invalid(
+                    key("destinations"),
+                    list(),
+                    format!("{d}: port 0 is not allowed"),
+                    "\"address:port\" with a port in 1..=65535",
+                ));
+            }
+            if p.destinations[..j].contains(d) {
+                return Err(ConfigError::invalid(
+                    key("destinations"),
+                    list(),
+                    format!("duplicate destination {}", quoted(&d.to_string())),
+                    "each address:port at most once",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn profiles(profiles: &[AutoScalingProfile]) -> Result<(), ConfigError> {
+    let mut names: HashMap<&str, usize> = HashMap::new();
+    for (i, p) in profiles.iter().enumerate() {
+        let key = |field: &str| format!("auto-scaling-profile[{i}].{field}");
+        if p.name.trim().is_empty() {
+            return Err(ConfigError::invalid(
+                key("name"),
+                quoted(&p.name),
+                "must not be empty",
+                "a non-empty name",
+            ));
+        }
+        if let Some(first) = names.insert(&p.name, i) {
+            return Err(ConfigError::invalid(
+                key("name"),
+                quoted(&p.name),
+                format!("duplicate name, already used by auto-scaling-profile[{first}]"),
+                "a name not used by another auto-scaling-profile",
+            ));
+        }
+        within(key("scale-up-to"), p.scale_up_to, &SCALE_WORKERS)?;
+        within(key("scale-up-on"), p.scale_up_on, &SCALE_PERCENT)?;
+        within(key("scale-up-for"), p.scale_up_for, &(1..=SCALE_CYCLES_MAX))?;
+        if let Some(within_cycles) = p.scale_up_within {
+            if !(p.scale_up_for..=SCALE_CYCLES_MAX).contains(&within_cycles) {
+                return Err(ConfigError::invalid(
+                    key("scale-up-within"),
+                    within_cycles.to_string(),
+                    format!(
+                        "out of range, must be at least scale-up-for ({})",
+                        p.scale_up_for
+                    ),
+                    format!("{}..={SCALE_CYCLES_MAX}", p.scale_up_for),
+                ));
+            }
+        }
+        let down = [
+            ("scale-down-to", p.scale_down_to.is_some()),
+            ("scale-down-on", p.scale_down_on.is_some()),
+            ("scale-down-for", p.scale_down_for.is_some()),
+        ];
+        if down.iter().any(|(_, set)| *set) {
+            if let Some((missing, _)) = down.iter().find(|(_, set)| !*set) {
+                let given: Vec<&str> = down.iter().filter(|(_, s)| *s).map(|(n, _)| *n).collect();
+                return Err(ConfigError::invalid(
+                    key(missing),
+                    "(absent)",
+                    format!("required with {}", given.join(", ")),
+                    "all three of scale-down-to, scale-down-on, scale-down-for, or none (never scale down)",
+                ));
+            }
+        }
+        if let Some((to, on, cycles)) = p.scale_down() {
+            if !(1..p.scale_up_to).contains(&to) {
+                return Err(ConfigError::invalid(
+                    key("scale-down-to"),
+                    to.to_string(),
+                    format!("must be below scale-up-to ({})", p.scale_up_to),
+                    format!("1..={}", p.scale_up_to.saturating_sub(1)),
+                ));
+            }
+            if on >= p.scale_up_on {
+                return Err(ConfigError::invalid(
+                    key("scale-down-on"),
+                    on.to_string(),
+                    format!("must be below scale-up-on ({})", p.scale_up_on),
+                    format!("0..={}", p.scale_up_on - 1),
+                ));
+            }
+            within(key("scale-down-for"), cycles, &(1..=SCALE_CYCLES_MAX))?;
+        }
+    }
     Ok(())
 }
 
@@ -56,11 +479,20 @@ fn in_range<T: PartialOrd + Display>(
     value: T,
     range: &RangeInclusive<T>,
 ) -> Result<(), ConfigError> {
+    within(format!("sip-config.{key}"), value, range)
+}
+
+/// `key = value: out of range (valid: a..=b)` unless `range` holds `value`.
+fn within<T: PartialOrd + Display>(
+    key: impl Into<String>,
+    value: T,
+    range: &RangeInclusive<T>,
+) -> Result<(), ConfigError> {
     if range.contains(&value) {
         Ok(())
     } else {
         Err(ConfigError::invalid(
-            format!("sip-config.{key}"),
+            key,
             value.to_string(),
             "out of range",
             format!("{}..={}", range.start(), range.end()),
@@ -86,6 +518,43 @@ fn sip(sip: &SipConfig) -> Result<(), ConfigError> {
         "shutdown-grace-ms",
         sip.shutdown_grace_ms,
         &SHUTDOWN_GRACE_MS,
+    )?;
+    in_range(
+        "heap-reject-threshold",
+        sip.heap_reject_threshold,
+        &HEAP_REJECT,
+    )?;
+    if sip.heap_resume_threshold >= sip.heap_reject_threshold {
+        return Err(ConfigError::invalid(
+            "sip-config.heap-resume-threshold",
+            sip.heap_resume_threshold.to_string(),
+            format!(
+                "must be below heap-reject-threshold ({})",
+                sip.heap_reject_threshold
+            ),
+            format!("0..={}", sip.heap_reject_threshold - 1),
+        ));
+    }
+    in_range(
+        "retry-after-min",
+        sip.retry_after_min,
+        &(1..=RETRY_AFTER_MAX),
+    )?;
+    if !(sip.retry_after_min..=RETRY_AFTER_MAX).contains(&sip.retry_after_max) {
+        return Err(ConfigError::invalid(
+            "sip-config.retry-after-max",
+            sip.retry_after_max.to_string(),
+            format!(
+                "out of range, must be at least retry-after-min ({})",
+                sip.retry_after_min
+            ),
+            format!("{}..={RETRY_AFTER_MAX}", sip.retry_after_min),
+        ));
+    }
+    in_range(
+        "auto-scaling-cycle-ms",
+        sip.auto_scaling_cycle_ms,
+        &AUTO_SCALING_CYCLE_MS,
     )
 }
 

@@ -1,0 +1,983 @@
+#![allow(clippy::unwrap_used, reason = "tests may panic")]
+
+use super::*;
+use crate::model::{AlarmThreshold, AlarmType, CriticalMemoryAbort, PeerType, Severity};
+
+/// A session and the editing config it works on, as a node holds them.
+struct Shell {
+    session: Session,
+    config: Config,
+}
+
+impl Shell {
+    fn new() -> Self {
+        Self {
+            session: Session::new(),
+            config: Config::embedded_default(),
+        }
+    }
+
+    fn run(&mut self, line: &str) -> Reply {
+        self.session.execute(line, &mut self.config)
+    }
+
+    /// Runs a line that must succeed with text; returns the text.
+    fn ok(&mut self, line: &str) -> String {
+        match self.run(line) {
+            Reply::Text(text) => text,
+            other => panic!("{line:?} gave {other:?}"),
+        }
+    }
+
+    /// Runs lines that must all succeed with text.
+    fn script(&mut self, lines: &[&str]) {
+        for line in lines {
+            self.ok(line);
+        }
+    }
+
+    /// Runs a line that must be refused without touching the editing config; returns the
+    /// message.
+    fn err(&mut self, line: &str) -> String {
+        let before = self.config.clone();
+        match self.run(line) {
+            Reply::Error(message) => {
+                assert_eq!(self.config, before, "{line:?} changed the config");
+                message
+            }
+            other => panic!("{line:?} gave {other:?}, expected an error"),
+        }
+    }
+
+    fn prompt(&self) -> String {
+        self.session.prompt(&self.config.system.hostname)
+    }
+}
+
+fn contains_all(message: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(message.contains(part), "{message:?} lacks {part:?}");
+    }
+}
+
+// ---- the seed's example ----
+
+#[test]
+fn seed_example_sets_option_and_critical_memory_threshold() {
+    let mut sh = Shell::new();
+    sh.script(&[
+        "configure terminal",
+        "system",
+        "system-config",
+        "options +critical-memory-abort=switchover",
+        "alarm-threshold",
+        "type memory",
+        "severity critical",
+        "value 80",
+    ]);
+    // Nothing is committed before done.
+    assert_eq!(sh.config, Config::embedded_default());
+    let shown = sh.ok("done");
+    contains_all(
+        &shown,
+        &["alarm-threshold\n", "type", "memory", "critical", "80"],
+    );
+    sh.script(&["done", "exit", "exit", "exit", "exit"]);
+    assert_eq!(sh.prompt(), "sbc#");
+    assert_eq!(sh.run("exit"), Reply::Exit);
+
+    let system = &sh.config.system;
+    assert_eq!(system.options, vec!["critical-memory-abort=switchover"]);
+    assert_eq!(
+        system.critical_memory_abort(),
+        CriticalMemoryAbort::Switchover
+    );
+    assert_eq!(
+        system.alarm_thresholds,
+        vec![AlarmThreshold {
+            kind: AlarmType::Memory,
+            volume: String::new(),
+            severity: Severity::Critical,
+            value: 80,
+            health_penalty: 0,
+        }]
+    );
+    // The result round-trips through the file.
+    let text = sh.config.to_toml_string();
+    assert_eq!(Config::from_toml_str(&text).unwrap(), sh.config);
+}
+
+#[test]
+fn oracle_order_done_exit_done_keeps_the_change_too() {
+    let mut sh = Shell::new();
+    sh.script(&[
+        "configure terminal",
+        "system",
+        "system-config",
+        "alarm-threshold",
+        "type memory",
+        "severity critical",
+        "value 80",
+        "done",
+        "exit",
+        "done",
+        "exit",
+    ]);
+    assert_eq!(sh.config.system.alarm_thresholds.len(), 1);
+    assert!(!sh.session.has_pending_changes());
+}
+
+#[test]
+fn prompts_at_each_level() {
+    let mut sh = Shell::new();
+    let steps = [
+        ("configure terminal", "sbc(configure)#"),
+        ("system", "sbc(system)#"),
+        ("system-config", "sbc(system-config)#"),
+        ("alarm-threshold", "sbc(alarm-threshold)#"),
+        ("exit", "sbc(system-config)#"),
+        ("trap-receiver", "sbc(trap-receiver)#"),
+        ("exit", "sbc(system-config)#"),
+        ("exit", "sbc(system)#"),
+        ("exit", "sbc(configure)#"),
+        ("session-router", "sbc(session-router)#"),
+        ("sip-config", "sbc(sip-config)#"),
+        ("exit", "sbc(session-router)#"),
+        ("session-router", "sbc(session-router-config)#"),
+        ("exit", "sbc(session-router)#"),
+        ("session-agent", "sbc(session-agent)#"),
+        ("exit", "sbc(session-router)#"),
+        ("sip-interface", "sbc(sip-interface)#"),
+        ("exit", "sbc(session-router)#"),
+        ("exit", "sbc(configure)#"),
+        ("redundancy", "sbc(redundancy)#"),
+        ("redundancy-config", "sbc(redundancy-config)#"),
+        ("peer", "sbc(peer)#"),
+        ("exit", "sbc(redundancy-config)#"),
+        ("exit", "sbc(redundancy)#"),
+        ("exit", "sbc(configure)#"),
+        ("sip-interface", "sbc(sip-interface)#"),
+        ("exit", "sbc(configure)#"),
+        ("auto-scaling-profile", "sbc(auto-scaling-profile)#"),
+        ("exit", "sbc(configure)#"),
+        ("exit", "sbc#"),
+    ];
+    assert_eq!(sh.prompt(), "sbc#");
+    for (line, prompt) in steps {
+        sh.ok(line);
+        assert_eq!(sh.prompt(), prompt, "after {line:?}");
+    }
+    assert_eq!(sh.session.prompt("SBC1"), "SBC1#");
+}
+
+#[test]
+fn keywords_are_case_insensitive_and_abbreviable() {
+    let mut sh = Shell::new();
+    sh.script(&[
+        "CONF T",
+        "Sys",
+        "system-c",
+        "alarm-t",
+        "TYPE Heap",
+        "sev MAJOR",
+        "val 70",
+        "done",
+    ]);
+    let t = &sh.config.system.alarm_thresholds[0];
+    assert_eq!(
+        (t.kind, t.severity, t.value),
+        (AlarmType::Heap, Severity::Major, 70)
+    );
+    // An ambiguous prefix lists what it could be.
+    sh.ok("exit");
+    let message = sh.err("s");
+    contains_all(
+        &message,
+        &["ambiguous command \"s\"", "show", "spike-subsamples"],
+    );
+}
+
+// ---- options ----
+
+fn options_shell() -> Shell {
+    let mut sh = Shell::new();
+    sh.script(&["configure terminal", "system", "system-config"]);
+    sh
+}
+
+fn working_options(sh: &Shell) -> Vec<String> {
+    match &sh.session.current_edit().unwrap().working {
+        Element::SystemConfig(system) => system.options.clone(),
+        other => panic!("not system-config: {other:?}"),
+    }
+}
+
+#[test]
+fn options_plus_adds_or_replaces_one() {
+    let mut sh = options_shell();
+    sh.ok("options +critical-memory-abort=enabled");
+    assert_eq!(working_options(&sh), vec!["critical-memory-abort=enabled"]);
+    sh.ok("options +Critical-Memory-Abort=switchover");
+    assert_eq!(
+        working_options(&sh),
+        vec!["critical-memory-abort=switchover"]
+    );
+    sh.ok("done");
+    assert_eq!(
+        sh.config.system.critical_memory_abort(),
+        CriticalMemoryAbort::Switchover
+    );
+}
+
+#[test]
+fn options_minus_removes_one() {
+    let mut sh = options_shell();
+    sh.script(&["options +critical-memory-abort=enabled", "done"]);
+    sh.ok("options -critical-memory-abort");
+    assert!(working_options(&sh).is_empty());
+    sh.ok("done");
+    assert!(sh.config.system.options.is_empty());
+    assert_eq!(
+        sh.config.system.critical_memory_abort(),
+        CriticalMemoryAbort::Disabled
+    );
+    // Removing what is not there names it and the current list.
+    let message = sh.err("options -critical-memory-abort");
+    contains_all(
+        &message,
+        &[
+            "system-config.options",
+            "\"-critical-memory-abort\"",
+            "not in the list (now: empty)",
+        ],
+    );
+}
+
+#[test]
+fn bare_options_replace_the_whole_list() {
+    let mut sh = options_shell();
+    sh.script(&["options +critical-memory-abort=enabled", "done"]);
+    sh.ok("options critical-memory-abort=disabled");
+    assert_eq!(working_options(&sh), vec!["critical-memory-abort=disabled"]);
+    sh.ok("options \"\"");
+    assert!(working_options(&sh).is_empty());
+    let message = sh.err("options +critical-memory-abort=enabled critical-memory-abort=disabled");
+    contains_all(&message, &["cannot be mixed"]);
+}
+
+#[test]
+fn bad_options_are_refused_at_once_naming_the_valid_ones() {
+    let mut sh = options_shell();
+    let message = sh.err("options +critical-memory-abort=maybe");
+    contains_all(
+        &message,
+        &[
+            "system-config.options[0]",
+            "\"critical-memory-abort=maybe\"",
+            "critical-memory-abort=enabled",
+            "critical-memory-abort=switchover",
+        ],
+    );
+    let message = sh.err("options +memory-utilization-threshold=90");
+    contains_all(
+        &message,
+        &[
+            "unknown option \"memory-utilization-threshold\"",
+            "valid: \"critical-memory-abort\"",
+        ],
+    );
+    // Refused means the working copy is unchanged too.
+    assert!(working_options(&sh).is_empty());
+    assert!(!sh.session.has_pending_changes());
+}
+
+// ---- values ----
+
+#[test]
+fn bad_values_name_key_value_and_valid_values() {
+    let mut sh = options_shell();
+    sh.ok("alarm-threshold");
+    let message = sh.err("type memroy");
+    assert_eq!(
+        message,
+        "system-config.alarm-threshold[0].type = \"memroy\": not one of \"memory\", \"heap\", \
+         \"cpu\", \"sessions\", \"space\" (valid: memory | heap | cpu | sessions | space)"
+    );
+    let message = sh.err("value 150");
+    assert_eq!(
+        message,
+        "system-config.alarm-threshold[0].value = 150: out of range (valid: 1..=100)"
+    );
+    let message = sh.err("value 300");
+    contains_all(&message, &["value = 300", "1..=100"]);
+    let message = sh.err("value eighty");
+    contains_all(
+        &message,
+        &["value = \"eighty\"", "not a whole number", "1..=100"],
+    );
+    let message = sh.err("value");
+    contains_all(&message, &["missing value", "1..=100"]);
+    let message = sh.err("severity critical major");
+    contains_all(&message, &["one value expected"]);
+    sh.ok("exit");
+    let message = sh.err("memory-source disk");
+    contains_all(
+        &message,
+        &["memory-source = \"disk\"", "host | cgroup | process"],
+    );
+    let message = sh.err("hostname \"\"");
+    contains_all(
+        &message,
+        &["system-config.hostname = \"\"", "must not be empty"],
+    );
+    let message = sh.err("alarm-iteration-ms 50");
+    contains_all(
+        &message,
+        &["system-config.alarm-iteration-ms = 50", "100..=600000"],
+    );
+    assert_eq!(sh.config, Config::embedded_default());
+}
+
+#[test]
+fn done_refuses_an_invalid_element_and_leaves_editing_untouched() {
+    let mut sh = options_shell();
+    sh.script(&[
+        "alarm-threshold",
+        "type space",
+        "severity critical",
+        "value 90",
+    ]);
+    let message = sh.err("done");
+    assert_eq!(
+        message,
+        "system-config.alarm-threshold[0].volume = \"\": required with type = \"space\" \
+         (valid: a mount point, e.g. \"/var\")"
+    );
+    sh.script(&["volume /var", "done"]);
+    assert_eq!(sh.config.system.alarm_thresholds[0].volume, "/var");
+
+    // Cross-field rule: memory-source process needs a limit.
+    sh.script(&["exit", "memory-source process"]);
+    let message = sh.err("done");
+    contains_all(
+        &message,
+        &["system-config.memory-limit-mb = 0", "memory-source"],
+    );
+    sh.script(&["memory-limit-mb 256", "done"]);
+    assert_eq!(sh.config.system.memory_limit_mb, 256);
+}
+
+#[test]
+fn exit_with_undone_changes_says_so_and_discards_them() {
+    let mut sh = options_shell();
+    sh.ok("hostname edge1");
+    assert!(sh.session.has_pending_changes());
+    let said = sh.ok("exit");
+    contains_all(&said, &["system-config", "discarded", "done"]);
+    assert_eq!(sh.config.system.hostname, "sbc");
+    // Coming back shows the committed value, and a clean exit says nothing.
+    sh.ok("system-config");
+    assert_eq!(sh.ok("exit"), "");
+}
+
+#[test]
+fn show_prints_the_working_copy_aligned() {
+    let mut sh = options_shell();
+    sh.script(&[
+        "alarm-threshold",
+        "type memory",
+        "severity critical",
+        "value 80",
+    ]);
+    let shown = sh.ok("show");
+    assert_eq!(
+        shown,
+        "alarm-threshold\n\
+         \x20       type                            memory\n\
+         \x20       volume\n\
+         \x20       severity                        critical\n\
+         \x20       value                           80\n\
+         \x20       health-penalty                  0\n"
+    );
+    sh.script(&["done", "exit", "options +critical-memory-abort=switchover"]);
+    let shown = sh.ok("show");
+    contains_all(
+        &shown,
+        &[
+            "system-config\n",
+            "        hostname                        sbc\n",
+            "        options                         critical-memory-abort=switchover\n",
+            "        lab-mode                        disabled\n",
+            "        alarm-threshold\n                type",
+        ],
+    );
+}
+
+#[test]
+fn render_config_lists_every_element() {
+    let text = render_config(&Config::embedded_default());
+    for element in [
+        "system-config\n",
+        "sip-config\n",
+        "session-router\n",
+        "sip-interface\n",
+        "session-agent\n",
+        "redundancy-config\n",
+    ] {
+        assert!(text.contains(element), "{text}");
+    }
+    assert_eq!(text.matches("sip-interface\n").count(), 2);
+}
+
+// ---- unknown words ----
+
+#[test]
+fn unknown_words_name_the_word_and_what_is_valid() {
+    let mut sh = Shell::new();
+    assert_eq!(
+        sh.err("sytem"),
+        "unknown command \"sytem\": valid here: configure, show, display-alarms, clear-alarm, \
+         notify, reboot, save-config, activate-config, verify-config, lab, exit"
+    );
+    sh.ok("configure terminal");
+    assert_eq!(
+        sh.err("sytem"),
+        "unknown command \"sytem\": valid here: system, session-router, sip-interface, \
+         redundancy, auto-scaling-profile, show, exit"
+    );
+    contains_all(&sh.err("save-config"), &["valid at the top level"]);
+    contains_all(
+        &sh.err("show helth"),
+        &["unknown word \"helth\" after \"show\"", "health"],
+    );
+    sh.ok("exit");
+    contains_all(&sh.err("configure"), &["terminal"]);
+    contains_all(&sh.err("configure terminl"), &["\"terminl\"", "terminal"]);
+    contains_all(&sh.err("notify berpd"), &["notify berpd force"]);
+    contains_all(&sh.err("reboot now"), &["\"now\"", "takes no argument"]);
+    contains_all(&sh.err("clear-alarm x task"), &["\"x\" is not an alarm id"]);
+    contains_all(&sh.err("clear-alarm 3"), &["clear-alarm <id> <task>"]);
+    contains_all(&sh.err("hostname \"unterminated"), &["unterminated quote"]);
+}
+
+// ---- operational and lifecycle ----
+
+#[test]
+fn operational_and_lifecycle_commands_are_handed_to_the_node() {
+    let mut sh = Shell::new();
+    let cases = [
+        ("show health", Reply::Operational(OperCommand::ShowHealth)),
+        (
+            "show redundancy",
+            Reply::Operational(OperCommand::ShowRedundancy),
+        ),
+        ("show memory", Reply::Operational(OperCommand::ShowMemory)),
+        (
+            "show alarms",
+            Reply::Operational(OperCommand::DisplayAlarms),
+        ),
+        (
+            "display-alarms",
+            Reply::Operational(OperCommand::DisplayAlarms),
+        ),
+        (
+            "show sip-stats",
+            Reply::Operational(OperCommand::ShowSipStats),
+        ),
+        ("show workers", Reply::Operational(OperCommand::ShowWorkers)),
+        ("show dialogs", Reply::Operational(OperCommand::ShowDialogs)),
+        (
+            "notify berpd force",
+            Reply::Operational(OperCommand::NotifyBerpdForce),
+        ),
+        ("reboot", Reply::Operational(OperCommand::Reboot)),
+        (
+            "clear-alarm 7 memory",
+            Reply::Operational(OperCommand::ClearAlarm {
+                id: 7,
+                task: "memory".into(),
+            }),
+        ),
+        (
+            "save-config",
+            Reply::Lifecycle(LifecycleCommand::SaveConfig),
+        ),
+        (
+            "activate-config",
+            Reply::Lifecycle(LifecycleCommand::ActivateConfig),
+        ),
+        (
+            "verify-config",
+            Reply::Lifecycle(LifecycleCommand::VerifyConfig),
+        ),
+        (
+            "show running-config",
+            Reply::Lifecycle(LifecycleCommand::ShowRunningConfig),
+        ),
+        (
+            "show configuration",
+            Reply::Lifecycle(LifecycleCommand::ShowConfiguration),
+        ),
+        (
+            "show conf",
+            Reply::Lifecycle(LifecycleCommand::ShowConfiguration),
+        ),
+    ];
+    for (line, reply) in cases {
+        assert_eq!(sh.run(line), reply, "{line}");
+    }
+    // show topics work inside configuration mode too.
+    sh.script(&["configure terminal", "system", "system-config"]);
+    assert_eq!(
+        sh.run("show health"),
+        Reply::Operational(OperCommand::ShowHealth)
+    );
+}
+
+#[test]
+fn lab_ballast_needs_lab_mode() {
+    let mut sh = Shell::new();
+    contains_all(&sh.err("lab ballast 64"), &["lab-mode is disabled"]);
+    sh.script(&[
+        "configure terminal",
+        "system",
+        "system-config",
+        "lab-mode enabled",
+        "done",
+    ]);
+    sh.script(&["exit", "exit", "exit"]);
+    assert!(sh.config.system.lab_mode);
+    assert_eq!(
+        sh.run("lab ballast 64"),
+        Reply::Operational(OperCommand::LabBallast { mb: 64 })
+    );
+    contains_all(&sh.err("lab ballast lots"), &["\"lots\" is not a size"]);
+}
+
+// ---- multi-instance elements ----
+
+#[test]
+fn session_agents_are_added_selected_edited_and_deleted() {
+    let mut sh = Shell::new();
+    sh.script(&[
+        "configure terminal",
+        "session-router",
+        "session-agent",
+        "name pbx",
+        "realm access",
+        "address 10.0.0.9",
+        "port 5070",
+        "transport TCP",
+        "done",
+    ]);
+    let pbx = sh.config.session_agent("pbx").unwrap();
+    assert_eq!(pbx.socket_addr(), "10.0.0.9:5070".parse().unwrap());
+    assert_eq!(pbx.transport, crate::Transport::Tcp);
+    // A second done updates the same instance rather than adding one.
+    sh.script(&["port 5071", "done"]);
+    assert_eq!(sh.config.session_agents.len(), 2);
+    assert_eq!(sh.config.session_agent("pbx").unwrap().port, 5071);
+
+    assert_eq!(sh.ok("select"), "1: core\n2: pbx\n");
+    sh.script(&["select core", "port 5090", "done"]);
+    assert_eq!(sh.config.session_agent("core").unwrap().port, 5090);
+    sh.script(&["select 2", "name pbx2", "done"]);
+    assert!(sh.config.session_agent("pbx").is_none());
+    assert!(sh.config.session_agent("pbx2").is_some());
+
+    contains_all(
+        &sh.err("select nobody"),
+        &["no session-agent \"nobody\"", "\"core\", \"pbx2\""],
+    );
+    // Deleting the default route's agent is refused with the validation error.
+    contains_all(
+        &sh.err("no core"),
+        &[
+            "cannot delete session-agent \"core\"",
+            "session-router.default-route",
+        ],
+    );
+    assert_eq!(sh.ok("no pbx2"), "deleted session-agent \"pbx2\"\n");
+    assert_eq!(sh.config.session_agents.len(), 1);
+    // A name in use is refused as soon as it is typed.
+    sh.script(&["exit", "session-agent"]);
+    contains_all(
+        &sh.err("name core"),
+        &["session-agent[1].name = \"core\"", "duplicate"],
+    );
+}
+
+#[test]
+fn session_router_default_route_can_be_cleared() {
+    let mut sh = Shell::new();
+    sh.script(&["configure terminal", "session-router", "session-router"]);
+    contains_all(
+        &sh.err("default-route nope"),
+        &["session-router.default-route = \"nope\"", "valid: \"core\""],
+    );
+    sh.script(&["default-route \"\"", "done"]);
+    assert_eq!(sh.config.session_router.default_route, None);
+    sh.script(&["default-route core", "done"]);
+    assert_eq!(
+        sh.config.session_router.default_route.as_deref(),
+        Some("core")
+    );
+}
+
+#[test]
+fn sip_interfaces_and_list_attributes() {
+    let mut sh = Shell::new();
+    sh.script(&[
+        "configure terminal",
+        "sip-interface",
+        "realm peer",
+        "address 127.0.0.2",
+        "port 5064",
+        "transports udp",
+        "transports +tcp",
+        "done",
+    ]);
+    let peer = sh.config.interface("peer").unwrap();
+    assert_eq!(
+        peer.transports,
+        vec![crate::Transport::Udp, crate::Transport::Tcp]
+    );
+    sh.script(&["transports -udp", "done"]);
+    assert_eq!(
+        sh.config.interface("peer").unwrap().transports,
+        vec![crate::Transport::Tcp]
+    );
+    contains_all(
+        &sh.err("transports -tcp"),
+        &["sip-interface[2].transports", "at least one"],
+    );
+    contains_all(
+        &sh.err("transports sctp"),
+        &["\"sctp\"", "not one of \"udp\", \"tcp\""],
+    );
+    contains_all(&sh.err("address 300.1.1.1"), &["not an IP address"]);
+}
+
+#[test]
+fn alarm_thresholds_are_keyed_by_type_and_severity() {
+    let mut sh = options_shell();
+    for (severity, value) in [("minor", 60), ("major", 70), ("critical", 80)] {
+        sh.script(&[
+            "alarm-threshold",
+            "type memory",
+            &format!("severity {severity}"),
+            &format!("value {value}"),
+            "done",
+            "exit",
+        ]);
+    }
+    assert_eq!(sh.config.system.thresholds(AlarmType::Memory).count(), 3);
+    sh.ok("alarm-threshold");
+    assert_eq!(
+        sh.ok("select"),
+        "1: memory minor\n2: memory major\n3: memory critical\n"
+    );
+    sh.script(&["select memory major", "value 75", "done"]);
+    assert_eq!(sh.config.system.alarm_thresholds[1].value, 75);
+    // Values must rise with severity.
+    sh.ok("value 85");
+    contains_all(
+        &sh.err("done"),
+        &[
+            "alarm-threshold[2].value = 80",
+            "major at 85",
+            "minor < major < critical",
+        ],
+    );
+    sh.ok("select memory minor");
+    // A duplicate type and severity is refused.
+    sh.script(&[
+        "exit",
+        "alarm-threshold",
+        "type memory",
+        "severity critical",
+        "value 90",
+    ]);
+    contains_all(
+        &sh.err("done"),
+        &["alarm-threshold[3].severity", "duplicate"],
+    );
+    sh.ok("exit");
+    // Delete from inside the sub-element: committed with its parent.
+    sh.script(&["alarm-threshold", "no memory minor"]);
+    assert_eq!(sh.config.system.alarm_thresholds.len(), 2);
+    assert_eq!(
+        sh.config.system.alarm_thresholds[0].severity,
+        Severity::Major
+    );
+}
+
+#[test]
+fn trap_receivers_and_peers() {
+    let mut sh = options_shell();
+    sh.script(&[
+        "trap-receiver",
+        "ip-address 127.0.0.1",
+        "port 10162",
+        "community lab",
+        "filter-level critical",
+        "done",
+        "exit",
+        "exit",
+        "exit",
+    ]);
+    let receiver = &sh.config.system.trap_receivers[0];
+    assert_eq!(receiver.socket_addr(), "127.0.0.1:10162".parse().unwrap());
+    assert_eq!(receiver.community, "lab");
+
+    sh.script(&["redundancy", "redundancy-config", "state enabled"]);
+    // Enabling needs a shared key and both peers: checked by done.
+    contains_all(
+        &sh.err("done"),
+        &["redundancy-config.shared-key", "required"],
+    );
+    sh.ok("shared-key s3cret");
+    contains_all(
+        &sh.err("done"),
+        &["redundancy-config.peer", "exactly one primary"],
+    );
+    // Peers first, then the pair.
+    sh.script(&[
+        "state disabled",
+        "peer",
+        "name sbc1",
+        "type primary",
+        "destinations 127.0.0.1:9090 127.0.0.1:9091",
+        "done",
+        "exit",
+        "peers",
+        "name sbc2",
+        "type secondary",
+        "destinations +127.0.0.2:9090",
+        "done",
+        "exit",
+        "state enabled",
+        "done",
+    ]);
+    let r = &sh.config.redundancy;
+    assert!(r.is_enabled());
+    assert_eq!(r.peers.len(), 2);
+    assert_eq!(r.peers[0].kind, PeerType::Primary);
+    assert_eq!(r.peers[0].destinations.len(), 2);
+    assert_eq!(r.peer("sbc2").unwrap().kind, PeerType::Secondary);
+    // The shared key prints masked.
+    assert!(sh
+        .ok("show")
+        .contains("shared-key                      ********\n"));
+    contains_all(
+        &sh.err("emergency-threshold 80"),
+        &["emergency-threshold = 80", "0..=74"],
+    );
+    sh.script(&[
+        "witness 127.0.0.3:7000",
+        "service-address 127.0.0.10",
+        "done",
+    ]);
+    assert_eq!(
+        sh.config.redundancy.witness,
+        Some("127.0.0.3:7000".parse().unwrap())
+    );
+    sh.script(&["witness none", "done"]);
+    assert_eq!(sh.config.redundancy.witness, None);
+    let text = sh.config.to_toml_string();
+    assert_eq!(Config::from_toml_str(&text).unwrap(), sh.config);
+}
+
+#[test]
+fn auto_scaling_profiles_follow_opensips_rules() {
+    let mut sh = Shell::new();
+    sh.script(&[
+        "configure terminal",
+        "auto-scaling-profile",
+        "name PROFILE_A",
+        "scale-up-to 6",
+        "scale-up-on 70",
+        "scale-up-for 4",
+        "scale-up-within 5",
+        "scale-down-to 2",
+        "scale-down-on 18",
+    ]);
+    contains_all(
+        &sh.err("done"),
+        &["scale-down-for = (absent)", "required with"],
+    );
+    sh.script(&["scale-down-for 10", "done"]);
+    let p = &sh.config.auto_scaling_profiles[0];
+    assert_eq!(p.scale_down(), Some((2, 18, 10)));
+    assert_eq!(p.up_within(), 5);
+    contains_all(
+        &sh.err("scale-up-within 3"),
+        &["scale-up-within = 3", "4..=1000"],
+    );
+    contains_all(
+        &sh.err("scale-down-to 6"),
+        &["scale-down-to = 6", "below scale-up-to"],
+    );
+    contains_all(
+        &sh.err("scale-down-on 70"),
+        &["scale-down-on = 70", "below scale-up-on"],
+    );
+    sh.script(&[
+        "scale-down-to none",
+        "scale-down-on none",
+        "scale-down-for none",
+        "done",
+    ]);
+    assert_eq!(sh.config.auto_scaling_profiles[0].scale_down(), None);
+}
+
+// ---- help and completion ----
+
+#[test]
+fn question_mark_lists_what_is_valid() {
+    let mut sh = Shell::new();
+    let top = sh.ok("?");
+    contains_all(
+        &top,
+        &[
+            "configure",
+            "enter configuration mode",
+            "display-alarms",
+            "exit",
+        ],
+    );
+    let help = sh.session.help();
+    assert_eq!(help[0].0, "configure");
+    assert!(help.iter().all(|(_, h)| !h.is_empty()));
+    contains_all(&sh.ok("show ?"), &["health", "running-config"]);
+    contains_all(&sh.ok("sh?"), &["show"]);
+    sh.script(&["configure terminal", "system", "system-config"]);
+    contains_all(
+        &sh.ok("?"),
+        &["hostname", "options", "alarm-threshold", "done", "exit"],
+    );
+    contains_all(
+        &sh.ok("options ?"),
+        &[
+            "+critical-memory-abort=switchover",
+            "add or replace this option",
+        ],
+    );
+    contains_all(&sh.ok("memory-source ?"), &["host", "cgroup", "process"]);
+    contains_all(&sh.ok("heap-limit-mb ?"), &["<1..=1048576>"]);
+    contains_all(&sh.ok("done ?"), &["<enter>"]);
+    contains_all(&sh.err("zzz?"), &["nothing valid matches \"zzz\""]);
+    contains_all(&sh.err("bogus ?"), &["unknown command \"bogus\""]);
+}
+
+#[test]
+fn completion_candidates() {
+    let mut sh = Shell::new();
+    let complete = |sh: &Shell, line: &str| sh.session.complete(line, &sh.config);
+    assert_eq!(complete(&sh, "conf"), vec!["configure"]);
+    assert_eq!(complete(&sh, "configure "), vec!["terminal"]);
+    assert_eq!(complete(&sh, "s"), vec!["show", "save-config"]);
+    assert_eq!(
+        complete(&sh, "show r"),
+        vec!["redundancy", "running-config"]
+    );
+    assert!(
+        complete(&sh, "clear-alarm ").is_empty(),
+        "no placeholder offered"
+    );
+    assert_eq!(complete(&sh, "notify b"), vec!["berpd"]);
+    sh.script(&["configure terminal", "system", "system-config"]);
+    assert_eq!(complete(&sh, "memory-s"), vec!["memory-source"]);
+    assert_eq!(complete(&sh, "memory-source c"), vec!["cgroup"]);
+    assert_eq!(complete(&sh, "lab-mode "), vec!["enabled", "disabled"]);
+    assert_eq!(
+        complete(&sh, "options +c"),
+        vec![
+            "+critical-memory-abort=enabled",
+            "+critical-memory-abort=disabled",
+            "+critical-memory-abort=switchover",
+        ]
+    );
+    sh.ok("options +critical-memory-abort=enabled");
+    assert_eq!(complete(&sh, "options -"), vec!["-critical-memory-abort"]);
+    sh.script(&[
+        "done",
+        "alarm-threshold",
+        "type cpu",
+        "severity major",
+        "value 90",
+        "done",
+    ]);
+    assert_eq!(complete(&sh, "select "), vec!["cpu"]);
+    assert_eq!(complete(&sh, "select cpu "), vec!["major"]);
+    assert_eq!(complete(&sh, "type s"), vec!["sessions", "space"]);
+    assert!(complete(&sh, "nonsense ").is_empty());
+}
+
+#[test]
+fn comments_and_blank_lines_do_nothing() {
+    let mut sh = Shell::new();
+    assert_eq!(sh.ok(""), "");
+    assert_eq!(sh.ok("   "), "");
+    assert_eq!(sh.ok("# a comment"), "");
+    assert_eq!(sh.ok("! an Oracle comment"), "");
+    assert_eq!(sh.prompt(), "sbc#");
+}
+
+#[test]
+fn quoted_values_keep_spaces() {
+    let mut sh = options_shell();
+    sh.script(&["hostname \"edge \\\"one\\\"\"", "done"]);
+    assert_eq!(sh.config.system.hostname, "edge \"one\"");
+    assert_eq!(sh.prompt(), "edge \"one\"(system-config)#");
+}
+
+#[test]
+fn every_attribute_exists_in_the_model() {
+    // Each attribute table names real keys of the element's TOML form, in the model's order,
+    // and every scalar key of the model is reachable from the ACLI (except session-router's
+    // route list).
+    let kinds = [
+        Kind::SystemConfig,
+        Kind::SipConfig,
+        Kind::SessionRouter,
+        Kind::RedundancyConfig,
+        Kind::SipInterface,
+        Kind::SessionAgent,
+        Kind::AlarmThreshold,
+        Kind::TrapReceiver,
+        Kind::Peer,
+        Kind::AutoScalingProfile,
+    ];
+    let children = ["alarm-threshold", "trap-receiver", "peer", "route"];
+    for kind in kinds {
+        let mut fresh = kind.fresh();
+        // Fill the optional fields so that they appear in the table.
+        if let Element::RedundancyConfig(r) = &mut fresh {
+            r.witness = Some("127.0.0.1:1".parse().unwrap());
+            r.service_address = Some("127.0.0.1".parse().unwrap());
+        }
+        if let Element::AutoScalingProfile(p) = &mut fresh {
+            p.scale_up_within = Some(1);
+            p.scale_down_to = Some(1);
+            p.scale_down_on = Some(1);
+            p.scale_down_for = Some(1);
+        }
+        if let Element::SessionRouter(r) = &mut fresh {
+            r.default_route = Some("x".into());
+        }
+        let table = fresh.to_table();
+        let attrs: Vec<&str> = kind.attrs().iter().map(|a| a.name).collect();
+        let keys: Vec<&str> = table
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !children.contains(k))
+            .collect();
+        let mut sorted_attrs = attrs.clone();
+        sorted_attrs.sort_unstable();
+        let mut sorted_keys = keys.clone();
+        sorted_keys.sort_unstable();
+        assert_eq!(sorted_attrs, sorted_keys, "{}", kind.word());
+        assert_eq!(Element::from_table(kind, table).unwrap(), fresh);
+    }
+}

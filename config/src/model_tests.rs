@@ -1,0 +1,601 @@
+//! Tests of the model additions: system-config options and alarm settings, alarm thresholds,
+//! trap receivers, redundancy-config, auto-scaling profiles, sip-config heap thresholds.
+
+#![allow(clippy::unwrap_used, reason = "tests may panic")]
+
+use super::*;
+
+/// Every new key, with values other than the defaults.
+const ALL_NEW: &str = r#"
+[system-config]
+hostname = "sbc1"
+options = ["critical-memory-abort=switchover"]
+memory-source = "process"
+memory-limit-mb = 512
+heap-limit-mb = 256
+alarm-iteration-ms = 1000
+alarm-subsamples = 10
+spike-subsamples = 2
+lab-mode = true
+
+[[system-config.alarm-threshold]]
+type = "memory"
+severity = "major"
+value = 70
+health-penalty = 10
+
+[[system-config.alarm-threshold]]
+type = "memory"
+severity = "critical"
+value = 80
+
+[[system-config.alarm-threshold]]
+type = "space"
+volume = "/var"
+severity = "critical"
+value = 95
+
+[[system-config.trap-receiver]]
+ip-address = "127.0.0.1"
+port = 10162
+community = "lab"
+filter-level = "major"
+
+[sip-config]
+heap-reject-threshold = 85
+heap-resume-threshold = 70
+retry-after-min = 2
+retry-after-max = 30
+auto-scaling-cycle-ms = 500
+
+[redundancy-config]
+state = "enabled"
+port = 9190
+advertisement-time = 250
+percent-drift = 300
+initial-time = 1000
+becoming-active-time = 50
+becoming-standby-time = 60000
+health-threshold = 60
+emergency-threshold = 40
+config-sync-port = 2987
+sip-sync-port = 2988
+witness = "127.0.0.9:7000"
+shared-key = "s3cret"
+service-address = "127.0.0.10"
+
+[[redundancy-config.peer]]
+name = "sbc1"
+type = "primary"
+destinations = ["127.0.0.1:9190", "127.0.1.1:9190"]
+
+[[redundancy-config.peer]]
+name = "sbc2"
+type = "secondary"
+destinations = ["127.0.0.2:9190"]
+
+[[auto-scaling-profile]]
+name = "PROFILE_A"
+scale-up-to = 6
+scale-up-on = 70
+scale-up-for = 4
+scale-up-within = 5
+scale-down-to = 2
+scale-down-on = 18
+scale-down-for = 10
+
+[[auto-scaling-profile]]
+name = "up-only"
+"#;
+
+fn refused_invalid(text: &str, key: &str, parts: &[&str]) {
+    let err = Config::from_toml_str(text).unwrap_err();
+    let ConfigError::Invalid { key: got, .. } = &err else {
+        panic!("expected Invalid on {key}, got {err:?}");
+    };
+    assert_eq!(got, key, "{err}");
+    let message = err.to_string();
+    for part in parts {
+        assert!(message.contains(part), "{message:?} lacks {part:?}");
+    }
+}
+
+fn assert_round_trip(config: &Config) {
+    let text = config.to_toml_string();
+    let back = Config::from_toml_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(&back, config, "{text}");
+}
+
+#[test]
+fn new_defaults_are_exactly_as_documented() {
+    let c = Config::embedded_default();
+    let s = &c.system;
+    assert!(s.options.is_empty());
+    assert_eq!(s.critical_memory_abort(), CriticalMemoryAbort::Disabled);
+    assert_eq!(s.memory_source, MemorySource::Host);
+    assert_eq!(s.memory_limit_mb, 0);
+    assert_eq!(s.heap_limit_mb, 1024);
+    assert_eq!(s.alarm_iteration_ms, 15_000);
+    assert_eq!(s.alarm_subsamples, 15);
+    assert_eq!(s.spike_subsamples, 3);
+    assert!(!s.lab_mode);
+    assert!(s.alarm_thresholds.is_empty());
+    assert!(s.trap_receivers.is_empty());
+
+    let r = &c.redundancy;
+    assert_eq!(r.state, RedundancyState::Disabled);
+    assert!(!r.is_enabled());
+    assert_eq!(
+        (
+            r.port,
+            r.advertisement_time,
+            r.percent_drift,
+            r.initial_time
+        ),
+        (9090, 500, 210, 1250)
+    );
+    assert_eq!(
+        (r.becoming_active_time, r.becoming_standby_time),
+        (100, 180_000)
+    );
+    assert_eq!((r.health_threshold, r.emergency_threshold), (75, 50));
+    assert_eq!((r.config_sync_port, r.sip_sync_port), (1987, 1988));
+    assert_eq!(r.dead_after_ms(), 1050);
+    assert_eq!((r.witness, r.service_address), (None, None));
+    assert!(r.shared_key.is_empty() && r.peers.is_empty());
+
+    assert!(c.auto_scaling_profiles.is_empty());
+    let sip = &c.sip_config;
+    assert_eq!(
+        (sip.heap_reject_threshold, sip.heap_resume_threshold),
+        (90, 80)
+    );
+    assert_eq!((sip.retry_after_min, sip.retry_after_max), (5, 15));
+    assert_eq!(sip.auto_scaling_cycle_ms, 1000);
+
+    let t = AlarmThreshold::default();
+    assert_eq!(
+        (t.kind, t.severity, t.value, t.health_penalty),
+        (AlarmType::Memory, Severity::Minor, 0, 0)
+    );
+    let tr = TrapReceiver::default();
+    assert_eq!(tr.socket_addr(), "127.0.0.1:162".parse().unwrap());
+    assert_eq!(
+        (tr.community.as_str(), tr.filter_level),
+        ("public", FilterLevel::All)
+    );
+}
+
+#[test]
+fn every_new_key_parses_and_round_trips() {
+    let c = Config::from_toml_str(ALL_NEW).unwrap();
+    assert_eq!(
+        c.system.critical_memory_abort(),
+        CriticalMemoryAbort::Switchover
+    );
+    assert_eq!(c.system.option("critical-memory-abort"), Some("switchover"));
+    assert_eq!(c.system.option("nothing"), None);
+    assert_eq!(c.system.memory_source, MemorySource::Process);
+    assert!(c.system.lab_mode);
+    assert_eq!(c.system.thresholds(AlarmType::Memory).count(), 2);
+    assert_eq!(c.system.alarm_thresholds[0].health_penalty, 10);
+    assert_eq!(c.system.alarm_thresholds[2].volume, "/var");
+    assert_eq!(c.system.trap_receivers[0].filter_level, FilterLevel::Major);
+    assert_eq!(c.sip_config.heap_reject_threshold, 85);
+    assert_eq!(c.sip_config.auto_scaling_cycle_ms, 500);
+    let r = &c.redundancy;
+    assert!(r.is_enabled());
+    assert_eq!(r.witness, Some("127.0.0.9:7000".parse().unwrap()));
+    assert_eq!(r.service_address, Some("127.0.0.10".parse().unwrap()));
+    assert_eq!(r.peer("sbc1").unwrap().destinations.len(), 2);
+    assert_eq!(r.peer("sbc2").unwrap().kind, PeerType::Secondary);
+    assert_eq!(r.dead_after_ms(), 750);
+    let a = &c.auto_scaling_profiles[0];
+    assert_eq!((a.up_within(), a.scale_down()), (5, Some((2, 18, 10))));
+    let b = &c.auto_scaling_profiles[1];
+    assert_eq!((b.scale_up_to, b.up_within(), b.scale_down()), (6, 4, None));
+    assert_round_trip(&c);
+    assert_round_trip(&Config::embedded_default());
+}
+
+#[test]
+fn keyword_enums_parse_any_case_and_name_valid_words() {
+    assert_eq!(
+        "SwitchOver".parse::<CriticalMemoryAbort>().unwrap(),
+        CriticalMemoryAbort::Switchover
+    );
+    assert_eq!(
+        "disk".parse::<MemorySource>().unwrap_err().to_string(),
+        r#"memory-source = "disk": unknown memory-source (valid: "host", "cgroup", "process")"#
+    );
+    for s in Severity::ALL {
+        assert_eq!(s.to_string().parse::<Severity>().unwrap(), *s);
+    }
+    assert!(Severity::Minor < Severity::Major && Severity::Major < Severity::Critical);
+}
+
+#[test]
+fn new_tables_refuse_unknown_keys() {
+    for (text, field) in [
+        ("[system-config]\noption = []\n", "option"),
+        (
+            "[[system-config.alarm-threshold]]\nkind = \"cpu\"\n",
+            "kind",
+        ),
+        (
+            "[[system-config.trap-receiver]]\naddress = \"::1\"\n",
+            "address",
+        ),
+        ("[redundancy-config]\nheartbeat = 1\n", "heartbeat"),
+        ("[[redundancy-config.peer]]\naddress = \"x\"\n", "address"),
+        ("[[auto-scaling-profile]]\nmax = 1\n", "max"),
+        ("[sip-config]\nheap-threshold = 1\n", "heap-threshold"),
+    ] {
+        let err = Config::from_toml_str(text).unwrap_err().to_string();
+        assert!(err.contains(&format!("unknown field `{field}`")), "{err}");
+    }
+    let err = Config::from_toml_str("[system-config]\nmemory-source = \"disk\"\n").unwrap_err();
+    assert!(err.to_string().contains("`cgroup`"), "{err}");
+}
+
+#[test]
+fn options_are_validated() {
+    refused_invalid(
+        "[system-config]\noptions = [\"critical-memory-abort=maybe\"]\n",
+        "system-config.options[0]",
+        &[
+            "\"critical-memory-abort=maybe\"",
+            "\"critical-memory-abort=enabled\"",
+            "\"critical-memory-abort=switchover\"",
+        ],
+    );
+    refused_invalid(
+        "[system-config]\noptions = [\"critical-memory-abort\"]\n",
+        "system-config.options[0]",
+        &["bad value"],
+    );
+    refused_invalid(
+        "[system-config]\noptions = [\"heap-threshold=90\"]\n",
+        "system-config.options[0]",
+        &[
+            "unknown option \"heap-threshold\"",
+            "valid: \"critical-memory-abort\"",
+        ],
+    );
+    refused_invalid(
+        "[system-config]\noptions = [\"critical-memory-abort=enabled\", \"critical-memory-abort=disabled\"]\n",
+        "system-config.options[1]",
+        &["already set by options[0]"],
+    );
+    for value in ["enabled", "disabled", "switchover"] {
+        let c = Config::from_toml_str(&format!(
+            "[system-config]\noptions = [\"critical-memory-abort={value}\"]\n"
+        ))
+        .unwrap();
+        assert_eq!(c.system.critical_memory_abort().as_str(), value);
+    }
+}
+
+#[test]
+fn system_alarm_settings_are_validated() {
+    let cases: &[(&str, &str, &[&str])] = &[
+        (
+            "memory-source = \"process\"",
+            "memory-limit-mb",
+            &["= 0", "required"],
+        ),
+        ("heap-limit-mb = 0", "heap-limit-mb", &["1..=1048576"]),
+        (
+            "alarm-iteration-ms = 99",
+            "alarm-iteration-ms",
+            &["100..=600000"],
+        ),
+        (
+            "alarm-iteration-ms = 600001",
+            "alarm-iteration-ms",
+            &["100..=600000"],
+        ),
+        ("alarm-subsamples = 0", "alarm-subsamples", &["1..=60"]),
+        ("alarm-subsamples = 61", "alarm-subsamples", &["1..=60"]),
+        ("spike-subsamples = 0", "spike-subsamples", &["1..=15"]),
+        (
+            "alarm-subsamples = 2",
+            "spike-subsamples",
+            &["= 3", "1..=2", "alarm-subsamples"],
+        ),
+    ];
+    for (line, key, parts) in cases {
+        refused_invalid(
+            &format!("[system-config]\n{line}\n"),
+            &format!("system-config.{key}"),
+            parts,
+        );
+    }
+    Config::from_toml_str(
+        "[system-config]\nmemory-source = \"process\"\nmemory-limit-mb = 1\nalarm-iteration-ms = 100\n\
+         alarm-subsamples = 1\nspike-subsamples = 1\n",
+    )
+    .unwrap();
+}
+
+fn threshold(body: &str) -> String {
+    format!("[[system-config.alarm-threshold]]\n{body}\n")
+}
+
+#[test]
+fn alarm_thresholds_are_validated() {
+    let key = |i: usize, f: &str| format!("system-config.alarm-threshold[{i}].{f}");
+    refused_invalid(
+        &threshold("type = \"cpu\""),
+        &key(0, "value"),
+        &["= 0", "1..=100"],
+    );
+    refused_invalid(&threshold("value = 101"), &key(0, "value"), &["1..=100"]);
+    refused_invalid(
+        &threshold("value = 50\nhealth-penalty = 101"),
+        &key(0, "health-penalty"),
+        &["0..=100"],
+    );
+    refused_invalid(
+        &threshold("type = \"space\"\nvalue = 50"),
+        &key(0, "volume"),
+        &["required"],
+    );
+    refused_invalid(
+        &threshold("volume = \"/var\"\nvalue = 50"),
+        &key(0, "volume"),
+        &["only type \"space\""],
+    );
+    let dup = threshold("severity = \"critical\"\nvalue = 80")
+        + &threshold("severity = \"critical\"\nvalue = 90");
+    refused_invalid(
+        &dup,
+        &key(1, "severity"),
+        &["duplicate", "alarm-threshold[0]"],
+    );
+    let falling = threshold("severity = \"major\"\nvalue = 80")
+        + &threshold("severity = \"critical\"\nvalue = 80");
+    refused_invalid(
+        &falling,
+        &key(1, "value"),
+        &["critical threshold must be above a major"],
+    );
+    // Space thresholds of different volumes are separate; types are independent.
+    let ok = threshold("type = \"space\"\nvolume = \"/var\"\nseverity = \"critical\"\nvalue = 90")
+        + &threshold("type = \"space\"\nvolume = \"/opt\"\nseverity = \"critical\"\nvalue = 80")
+        + &threshold("type = \"cpu\"\nseverity = \"critical\"\nvalue = 50")
+        + &threshold("type = \"heap\"\nseverity = \"minor\"\nvalue = 100")
+        + &threshold("type = \"sessions\"\nseverity = \"major\"\nvalue = 1");
+    Config::from_toml_str(&ok).unwrap();
+}
+
+#[test]
+fn trap_receivers_are_validated() {
+    let key = |i: usize, f: &str| format!("system-config.trap-receiver[{i}].{f}");
+    refused_invalid(
+        "[[system-config.trap-receiver]]\nport = 0\n",
+        &key(0, "port"),
+        &["1..=65535"],
+    );
+    refused_invalid(
+        "[[system-config.trap-receiver]]\ncommunity = \"\"\n",
+        &key(0, "community"),
+        &["must not be empty"],
+    );
+    refused_invalid(
+        "[[system-config.trap-receiver]]\n[[system-config.trap-receiver]]\n",
+        &key(1, "ip-address"),
+        &["127.0.0.1:162", "trap-receiver[0]"],
+    );
+    let err =
+        Config::from_toml_str("[[system-config.trap-receiver]]\nfilter-level = \"warning\"\n")
+            .unwrap_err();
+    assert!(err.to_string().contains("`critical`"), "{err}");
+}
+
+#[test]
+fn redundancy_config_is_validated() {
+    let cases: &[(&str, &str, &[&str])] = &[
+        ("port = 0", "port", &["1..=65535"]),
+        (
+            "config-sync-port = 9090",
+            "config-sync-port",
+            &["already used by port"],
+        ),
+        (
+            "sip-sync-port = 1987",
+            "sip-sync-port",
+            &["already used by config-sync-port"],
+        ),
+        (
+            "advertisement-time = 49",
+            "advertisement-time",
+            &["50..=60000"],
+        ),
+        ("percent-drift = 99", "percent-drift", &["100..=65535"]),
+        ("initial-time = 4", "initial-time", &["5..=600000"]),
+        (
+            "becoming-active-time = 600001",
+            "becoming-active-time",
+            &["5..=600000"],
+        ),
+        (
+            "becoming-standby-time = 3600001",
+            "becoming-standby-time",
+            &["5..=3600000"],
+        ),
+        ("health-threshold = 0", "health-threshold", &["1..=100"]),
+        ("health-threshold = 101", "health-threshold", &["1..=100"]),
+        (
+            "emergency-threshold = 75",
+            "emergency-threshold",
+            &["below health-threshold (75)", "0..=74"],
+        ),
+        ("witness = \"127.0.0.1:0\"", "witness", &["port 0"]),
+        (
+            "state = \"enabled\"",
+            "shared-key",
+            &["required with state = \"enabled\""],
+        ),
+        (
+            "state = \"enabled\"\nshared-key = \"k\"",
+            "peer",
+            &["0 primary peers", "exactly one primary and one secondary"],
+        ),
+    ];
+    for (line, key, parts) in cases {
+        refused_invalid(
+            &format!("[redundancy-config]\n{line}\n"),
+            &format!("redundancy-config.{key}"),
+            parts,
+        );
+    }
+    let peer = |name: &str, kind: &str, dest: &str| {
+        format!("[[redundancy-config.peer]]\nname = \"{name}\"\ntype = \"{kind}\"\ndestinations = [{dest}]\n")
+    };
+    let key = |i: usize, f: &str| format!("redundancy-config.peer[{i}].{f}");
+    refused_invalid(
+        &peer("", "primary", "\"127.0.0.1:9090\""),
+        &key(0, "name"),
+        &["must not be empty"],
+    );
+    refused_invalid(
+        &peer("a", "primary", ""),
+        &key(0, "destinations"),
+        &["at least one"],
+    );
+    refused_invalid(
+        &peer("a", "primary", "\"127.0.0.1:0\""),
+        &key(0, "destinations"),
+        &["port 0"],
+    );
+    refused_invalid(
+        &peer("a", "primary", "\"127.0.0.1:1\", \"127.0.0.1:1\""),
+        &key(0, "destinations"),
+        &["duplicate destination"],
+    );
+    let two = peer("a", "primary", "\"127.0.0.1:1\"") + &peer("a", "secondary", "\"127.0.0.2:1\"");
+    refused_invalid(&two, &key(1, "name"), &["duplicate name"]);
+    let both_primary = format!(
+        "[redundancy-config]\nstate = \"enabled\"\nshared-key = \"k\"\n{}{}",
+        peer("a", "primary", "\"127.0.0.1:1\""),
+        peer("b", "primary", "\"127.0.0.2:1\"")
+    );
+    refused_invalid(
+        &both_primary,
+        "redundancy-config.peer",
+        &["2 primary peers"],
+    );
+    let err = Config::from_toml_str(&peer("a", "tertiary", "\"127.0.0.1:1\"")).unwrap_err();
+    assert!(err.to_string().contains("`secondary`"), "{err}");
+    // Disabled: peers may be incomplete (one node alone keeps its pair settings).
+    Config::from_toml_str(&peer("a", "primary", "\"127.0.0.1:1\"")).unwrap();
+}
+
+#[test]
+fn auto_scaling_profiles_are_validated() {
+    let profile = |body: &str| format!("[[auto-scaling-profile]]\nname = \"p\"\n{body}\n");
+    let key = |f: &str| format!("auto-scaling-profile[0].{f}");
+    refused_invalid(
+        "[[auto-scaling-profile]]\n",
+        &key("name"),
+        &["must not be empty"],
+    );
+    refused_invalid(
+        &(profile("") + "[[auto-scaling-profile]]\nname = \"p\"\n"),
+        "auto-scaling-profile[1].name",
+        &["duplicate"],
+    );
+    refused_invalid(
+        &profile("scale-up-to = 0"),
+        &key("scale-up-to"),
+        &["1..=64"],
+    );
+    refused_invalid(
+        &profile("scale-up-on = 101"),
+        &key("scale-up-on"),
+        &["1..=100"],
+    );
+    refused_invalid(
+        &profile("scale-up-for = 0"),
+        &key("scale-up-for"),
+        &["1..=1000"],
+    );
+    refused_invalid(
+        &profile("scale-up-within = 3"),
+        &key("scale-up-within"),
+        &["4..=1000", "scale-up-for (4)"],
+    );
+    refused_invalid(
+        &profile("scale-down-to = 2"),
+        &key("scale-down-on"),
+        &["(absent)", "required with scale-down-to"],
+    );
+    let down = |to: u32, on: u32, cycles: u32| {
+        profile(&format!(
+            "scale-down-to = {to}\nscale-down-on = {on}\nscale-down-for = {cycles}"
+        ))
+    };
+    refused_invalid(
+        &down(6, 18, 10),
+        &key("scale-down-to"),
+        &["below scale-up-to (6)", "1..=5"],
+    );
+    refused_invalid(&down(0, 18, 10), &key("scale-down-to"), &["1..=5"]);
+    refused_invalid(
+        &down(2, 70, 10),
+        &key("scale-down-on"),
+        &["below scale-up-on (70)", "0..=69"],
+    );
+    refused_invalid(&down(2, 18, 0), &key("scale-down-for"), &["1..=1000"]);
+    Config::from_toml_str(&down(5, 69, 1000)).unwrap();
+    Config::from_toml_str(&profile("scale-up-within = 1000")).unwrap();
+}
+
+#[test]
+fn sip_config_heap_and_retry_after_are_validated() {
+    let cases: &[(&str, &str, &[&str])] = &[
+        (
+            "heap-reject-threshold = 0",
+            "heap-reject-threshold",
+            &["1..=100"],
+        ),
+        (
+            "heap-reject-threshold = 101",
+            "heap-reject-threshold",
+            &["1..=100"],
+        ),
+        (
+            "heap-resume-threshold = 90",
+            "heap-resume-threshold",
+            &["below heap-reject-threshold (90)", "0..=89"],
+        ),
+        ("retry-after-min = 0", "retry-after-min", &["1..=3600"]),
+        (
+            "retry-after-max = 4",
+            "retry-after-max",
+            &["5..=3600", "retry-after-min"],
+        ),
+        (
+            "retry-after-min = 20",
+            "retry-after-max",
+            &["= 15", "20..=3600"],
+        ),
+        (
+            "auto-scaling-cycle-ms = 99",
+            "auto-scaling-cycle-ms",
+            &["100..=60000"],
+        ),
+    ];
+    for (line, key, parts) in cases {
+        refused_invalid(
+            &format!("[sip-config]\n{line}\n"),
+            &format!("sip-config.{key}"),
+            parts,
+        );
+    }
+    Config::from_toml_str(
+        "[sip-config]\nretry-after-min = 10\nretry-after-max = 10\nheap-resume-threshold = 0\n",
+    )
+    .unwrap();
+}
