@@ -19,9 +19,11 @@
 #![warn(missing_docs)]
 
 pub mod acli_client;
+pub mod console;
 pub mod engine;
 pub mod mgmt;
 pub mod node;
 pub mod shard;
 pub mod sip;
+pub mod subsystems;
 pub mod tcp_codec;

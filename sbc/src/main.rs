@@ -1,12 +1,20 @@
 //! The `sbc` binary: parses arguments and wires the parts together. Logic lives in the library.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use sbc::console::{ConfigState, Console, Control};
+use sbc::subsystems::Subsystems;
 use sbc_config::Config;
-use tracing::info;
+use tracing::{info, warn};
+
+/// Default management socket when neither `--mgmt-socket` nor `SBC_MGMT_SOCKET` says otherwise.
+const DEFAULT_MGMT_SOCKET: &str = "/tmp/sbc.sock";
 
 /// A high-availability SIP session border controller (B2BUA) for active/standby pairs.
 #[derive(Debug, Parser)]
@@ -22,7 +30,8 @@ enum Command {
     /// realm on 127.0.0.1:5060 (UDP and TCP), core realm on 127.0.0.1:5062, calls routed to the
     /// core next hop 127.0.0.1:5080.
     Run {
-        /// Configuration file (TOML). Every key has a default; an empty file is valid.
+        /// Configuration file (TOML). Every key has a default; an empty file is valid. A file
+        /// that does not exist yet starts the node on the defaults and is created by save-config.
         #[arg(long, short)]
         config: Option<PathBuf>,
         /// Override the access interface's address and port.
@@ -34,6 +43,22 @@ enum Command {
         /// Override the number of SIP worker threads.
         #[arg(long)]
         workers: Option<usize>,
+        /// The management socket the ACLI connects to.
+        #[arg(long, env = "SBC_MGMT_SOCKET", default_value = DEFAULT_MGMT_SOCKET)]
+        mgmt_socket: PathBuf,
+    },
+    /// The operator's shell (ACLI) of a running node: interactive on a terminal, one-shot with
+    /// -c, or a script read from stdin (stops at the first error, exit code 1).
+    Acli {
+        /// The management socket of the node.
+        #[arg(long, env = "SBC_MGMT_SOCKET", default_value = DEFAULT_MGMT_SOCKET)]
+        mgmt_socket: PathBuf,
+        /// A command to run (repeat for several lines of one session).
+        #[arg(short = 'c', long = "command")]
+        commands: Vec<String>,
+        /// Machine-readable output of show/display commands.
+        #[arg(long)]
+        json: bool,
     },
     /// Check a configuration file and print it with every default filled in.
     VerifyConfig {
@@ -53,7 +78,7 @@ fn load(config: Option<&PathBuf>) -> anyhow::Result<Config> {
     }
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     match cli.command {
         Command::Run {
@@ -61,6 +86,7 @@ fn main() -> anyhow::Result<()> {
             listen,
             next_hop,
             workers,
+            mgmt_socket,
         } => {
             tracing_subscriber::fmt()
                 .with_writer(std::io::stderr)
@@ -69,33 +95,83 @@ fn main() -> anyhow::Result<()> {
                         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
                 )
                 .init();
-            let mut cfg = load(config.as_ref())?.with_overrides(listen, next_hop)?;
+            let fresh = config.as_ref().is_some_and(|p| !p.exists());
+            let base = if fresh {
+                Config::embedded_default()
+            } else {
+                load(config.as_ref())?
+            };
+            let mut cfg = base.with_overrides(listen, next_hop)?;
             if let Some(n) = workers {
                 cfg.sip_config.workers = n;
                 cfg.validate()?;
+            }
+            if fresh {
+                if let Some(p) = &config {
+                    info!(path = %p.display(), "configuration file does not exist yet: running on the defaults; save-config creates it");
+                }
             }
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(1)
                 .thread_name("sbc-io")
                 .enable_all()
                 .build()?;
-            rt.block_on(run(cfg))
+            let reboot = rt.block_on(run(cfg, config, mgmt_socket))?;
+            drop(rt);
+            if reboot {
+                return Err(reexec());
+            }
+            Ok(ExitCode::SUCCESS)
         }
+        Command::Acli {
+            mgmt_socket,
+            commands,
+            json,
+        } => sbc::acli_client::run(&mgmt_socket, &commands, json),
         Command::VerifyConfig { config } => {
             let cfg = load(Some(&config))?;
             print!("{}", cfg.to_toml_string());
             eprintln!("{}: valid", config.display());
-            Ok(())
+            Ok(ExitCode::SUCCESS)
         }
         Command::DefaultConfig => {
             print!("{}", Config::embedded_default().to_toml_string());
-            Ok(())
+            Ok(ExitCode::SUCCESS)
         }
     }
 }
 
-async fn run(cfg: Config) -> anyhow::Result<()> {
-    let node = sbc::node::start(&cfg, true).await?;
+/// Replaces this process with a fresh copy of itself (the ACLI's `reboot`).
+fn reexec() -> anyhow::Error {
+    use std::os::unix::process::CommandExt as _;
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => return e.into(),
+    };
+    let err = std::process::Command::new(exe)
+        .args(std::env::args_os().skip(1))
+        .exec();
+    anyhow::Error::new(err).context("reboot: exec failed")
+}
+
+/// Runs the node until a signal (returns false) or a reboot request (returns true).
+async fn run(cfg: Config, path: Option<PathBuf>, mgmt_socket: PathBuf) -> anyhow::Result<bool> {
+    let node = Arc::new(sbc::node::start(&cfg, true).await?);
+    let (control_tx, mut control_rx) = tokio::sync::mpsc::unbounded_channel();
+    let console = Arc::new(Console {
+        config: Mutex::new(ConfigState {
+            running: cfg.clone(),
+            editing: cfg.clone(),
+            path,
+        }),
+        node: node.clone(),
+        subsystems: Arc::new(Subsystems::new(&cfg)),
+        started: Instant::now(),
+        control: control_tx,
+    });
+    let listener = sbc::mgmt::bind(&mgmt_socket)?;
+    let mgmt = tokio::spawn(sbc::mgmt::serve(listener, mgmt_socket.clone(), console));
+
     let routes: Vec<String> = cfg
         .sip_interfaces
         .iter()
@@ -113,14 +189,28 @@ async fn run(cfg: Config) -> anyhow::Result<()> {
     );
     // The ready line: scripts and tests wait for it on stdout.
     println!(
-        "sbc ready: {}; routes: {}",
+        "sbc ready: {}; routes: {}; mgmt {}",
         interfaces.join(", "),
-        routes.join(", ")
+        routes.join(", "),
+        mgmt_socket.display()
     );
-    shutdown_signal().await;
-    info!("shutting down: refusing new requests, finishing transactions");
+    let reboot = tokio::select! {
+        _ = shutdown_signal() => false,
+        c = control_rx.recv() => c == Some(Control::Reboot),
+    };
+    if reboot {
+        warn!("rebooting: draining, then restarting the process");
+    } else {
+        info!("shutting down: refusing new requests, finishing transactions");
+    }
     node.shutdown().await;
-    Ok(())
+    mgmt.abort();
+    remove_socket(&mgmt_socket);
+    Ok(reboot)
+}
+
+fn remove_socket(path: &Path) {
+    let _ = std::fs::remove_file(path);
 }
 
 async fn shutdown_signal() {

@@ -96,7 +96,7 @@ pub trait SessionFactory: Send + Sync + 'static {
     /// The session type.
     type Session: Session + 'static;
     /// A new session.
-    fn session(&self) -> Self::Session;
+    fn session(self: Arc<Self>) -> Self::Session;
 }
 
 /// Binds the management socket at `path` (replacing a stale socket file) with mode 0600.
@@ -131,7 +131,7 @@ pub async fn serve<F: SessionFactory>(listener: UnixListener, path: PathBuf, fac
                 continue;
             }
         };
-        let mut session = factory.session();
+        let mut session = factory.clone().session();
         tokio::spawn(async move {
             let (read, mut write) = stream.into_split();
             let mut reader = BufReader::new(read);

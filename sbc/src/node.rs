@@ -465,22 +465,26 @@ impl Node {
 }
 
 fn sum_stats(all: &[Stats]) -> Stats {
-    let mut s = Stats::default();
-    for w in all {
-        s.requests_in += w.requests_in;
-        s.responses_in += w.responses_in;
-        s.calls_attempted += w.calls_attempted;
-        s.calls_answered += w.calls_answered;
-        s.calls_failed += w.calls_failed;
-        s.retransmissions_absorbed += w.retransmissions_absorbed;
-        s.retransmissions_sent += w.retransmissions_sent;
-        s.malformed_answered += w.malformed_answered;
-        s.malformed_dropped += w.malformed_dropped;
-        s.stray_responses += w.stray_responses;
-        s.rejected_503 += w.rejected_503;
-        s.timeouts += w.timeouts;
+    all.iter()
+        .fold(Stats::default(), |acc, s| add_stats(&acc, s))
+}
+
+/// The field-wise sum of two sets of counters.
+pub fn add_stats(a: &Stats, b: &Stats) -> Stats {
+    Stats {
+        requests_in: a.requests_in + b.requests_in,
+        responses_in: a.responses_in + b.responses_in,
+        calls_attempted: a.calls_attempted + b.calls_attempted,
+        calls_answered: a.calls_answered + b.calls_answered,
+        calls_failed: a.calls_failed + b.calls_failed,
+        retransmissions_absorbed: a.retransmissions_absorbed + b.retransmissions_absorbed,
+        retransmissions_sent: a.retransmissions_sent + b.retransmissions_sent,
+        malformed_answered: a.malformed_answered + b.malformed_answered,
+        malformed_dropped: a.malformed_dropped + b.malformed_dropped,
+        stray_responses: a.stray_responses + b.stray_responses,
+        rejected_503: a.rejected_503 + b.rejected_503,
+        timeouts: a.timeouts + b.timeouts,
     }
-    s
 }
 
 fn worker_loop(index: usize, mut engine: Engine, rx: mpsc::Receiver<WorkerMsg>, shared: &Shared) {

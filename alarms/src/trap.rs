@@ -1,0 +1,983 @@
+//! SNMP traps: SNMPv2c Trap-PDUs of `SBC-PAIR-MIB` (encoding, decoding) and the
+//! [`TrapSink`] that sends them to every configured `trap-receiver` without ever blocking its
+//! caller.
+//!
+//! # The MIB
+//!
+//! `alarms/mib/SBC-PAIR-MIB.txt`, modelled on Oracle's APSYSMGMT-MIB. There is no IANA
+//! Private Enterprise Number for this project, so the module lives under the **experimental**
+//! arc `1.3.6.1.3.3261` ([`ENTERPRISE_ARC`]), to be replaced by an enterprise subtree when a
+//! PEN is obtained (the names stay).
+//!
+//! | OID                         | name                    | carries |
+//! |-----------------------------|-------------------------|---------|
+//! | `1.3.6.1.3.3261.0.1`        | `sbcAlarmTrap`          | type, value, severity, threshold, alarm id, task, node |
+//! | `1.3.6.1.3.3261.0.2`        | `sbcAlarmClearTrap`     | the same + cleared by (operator, restart, auto) |
+//! | `1.3.6.1.3.3261.0.3`        | `sbcRedundancyTrap`     | role, state, reason, peer, node |
+//! | `1.3.6.1.3.3261.0.4`        | `sbcHealthTrap`         | score, previous score, reason, node |
+//! | `1.3.6.1.3.3261.1.1.1..15`  | `sbcAlarmType` … `sbcHealthReason` | the objects, sent as instance `.0` |
+//!
+//! Every trap's varbinds are `sysUpTime.0`, `snmpTrapOID.0`, then the notification's objects
+//! in the MIB's order.
+//!
+//! # Filtering
+//!
+//! A receiver's [`FilterLevel`] lets through alarm and clear traps of at least its severity
+//! (`all` and `minor` pass every one); redundancy and health traps pass every level except
+//! `none`, which passes nothing.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+use rasn::types::{Integer, ObjectIdentifier, OctetString};
+use rasn_smi::v1::{Gauge, TimeTicks};
+use rasn_smi::v2::{ApplicationSyntax, ObjectSyntax, SimpleSyntax};
+use rasn_snmp::v2::{Pdu, Pdus, Trap as TrapPdu, VarBind, VarBindValue};
+use rasn_snmp::v2c::Message;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+use tokio::net::UdpSocket;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tracing::{debug, warn};
+
+use crate::eval::AlarmEvent;
+use crate::table::{AlarmRow, ClearedBy};
+use crate::threshold::{AlarmKind, Severity};
+
+/// The module's arc: `1.3.6.1.3.3261` (experimental; no PEN yet).
+pub const ENTERPRISE_ARC: [u32; 6] = [1, 3, 6, 1, 3, 3261];
+const SYS_UPTIME_0: [u32; 9] = [1, 3, 6, 1, 2, 1, 1, 3, 0];
+const SNMP_TRAP_OID_0: [u32; 11] = [1, 3, 6, 1, 6, 3, 1, 1, 4, 1, 0];
+const MODULE: &str = "SBC-PAIR-MIB";
+
+/// What a trap reports about an alarm (the objects of `sbcAlarmTrap`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AlarmInfo {
+    /// What the alarm measures (`sbcAlarmType`).
+    pub kind: AlarmKind,
+    /// The reading, whole percent (`sbcAlarmValue`).
+    pub value: u32,
+    /// The severity (`sbcAlarmSeverity`).
+    pub severity: Severity,
+    /// The threshold crossed, percent (`sbcAlarmThreshold`).
+    pub threshold: u8,
+    /// The alarm id (`sbcAlarmId`).
+    pub alarm_id: u32,
+    /// The owning task (`sbcAlarmTask`).
+    pub task: String,
+    /// The sending node's hostname (`sbcNodeName`).
+    pub node: String,
+}
+
+impl AlarmInfo {
+    /// The trap view of an alarm row sent by `node`.
+    #[must_use]
+    pub fn from_row(row: &AlarmRow, node: &str) -> Self {
+        // Rounded to whole percent, as the MIB's Integer32 carries it.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let value = row.value.round().clamp(0.0, f64::from(u32::MAX)) as u32;
+        Self {
+            kind: row.kind,
+            value,
+            severity: row.severity,
+            threshold: row.threshold,
+            alarm_id: row.id,
+            task: row.task.clone(),
+            node: node.to_owned(),
+        }
+    }
+}
+
+/// The role a node has taken (`sbcRedundancyRole`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RedundancyRole {
+    /// Serving traffic.
+    Active,
+    /// Ready to take over.
+    Standby,
+    /// Not eligible.
+    OutOfService,
+}
+
+impl RedundancyRole {
+    const NAMES: EnumNames = &[(1, "active"), (2, "standby"), (3, "outOfService")];
+    const fn code(self) -> i64 {
+        match self {
+            Self::Active => 1,
+            Self::Standby => 2,
+            Self::OutOfService => 3,
+        }
+    }
+}
+
+/// A state of the redundancy machine, with Oracle's names (`sbcRedundancyState`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TransitionState {
+    /// Booting, learning the peer.
+    Initial,
+    /// Taking over.
+    BecomingActive,
+    /// Active.
+    Active,
+    /// Syncing state from the active.
+    BecomingStandby,
+    /// Standby.
+    Standby,
+    /// Handing over to the peer.
+    RelinquishingActive,
+    /// Out of service.
+    OutOfService,
+}
+
+impl TransitionState {
+    const NAMES: EnumNames = &[
+        (1, "initial"),
+        (2, "becomingActive"),
+        (3, "active"),
+        (4, "becomingStandby"),
+        (5, "standby"),
+        (6, "relinquishingActive"),
+        (7, "outOfService"),
+    ];
+    const fn code(self) -> i64 {
+        match self {
+            Self::Initial => 1,
+            Self::BecomingActive => 2,
+            Self::Active => 3,
+            Self::BecomingStandby => 4,
+            Self::Standby => 5,
+            Self::RelinquishingActive => 6,
+            Self::OutOfService => 7,
+        }
+    }
+}
+
+/// A trap to send: one of the four notifications of `SBC-PAIR-MIB`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "trap")]
+pub enum Trap {
+    /// `sbcAlarmTrap`: an alarm raised, changed, or still critical.
+    Alarm(AlarmInfo),
+    /// `sbcAlarmClearTrap`: an alarm cleared.
+    AlarmClear {
+        /// The alarm as it was when cleared.
+        alarm: AlarmInfo,
+        /// Who cleared it.
+        cleared_by: ClearedBy,
+    },
+    /// `sbcRedundancyTrap`: a redundancy transition (sent by the HA crate).
+    Redundancy {
+        /// The role taken.
+        role: RedundancyRole,
+        /// The state entered.
+        state: TransitionState,
+        /// Why, in words.
+        reason: String,
+        /// The peer's name, empty when none.
+        peer: String,
+        /// The sending node's hostname.
+        node: String,
+    },
+    /// `sbcHealthTrap`: the health score changed.
+    Health {
+        /// The score now.
+        score: u8,
+        /// The score before.
+        previous: u8,
+        /// Why, in words.
+        reason: String,
+        /// The sending node's hostname.
+        node: String,
+    },
+}
+
+impl Trap {
+    /// The trap an evaluator event calls for, if any (`CriticalMemoryAbort` has none of its
+    /// own: its consequence, the health drop, has).
+    #[must_use]
+    pub fn from_event(event: &AlarmEvent, node: &str) -> Option<Self> {
+        match event {
+            AlarmEvent::Raised(row)
+            | AlarmEvent::SeverityChanged { row, .. }
+            | AlarmEvent::StillCritical(row) => Some(Self::Alarm(AlarmInfo::from_row(row, node))),
+            AlarmEvent::Cleared { row, by } => Some(Self::AlarmClear {
+                alarm: AlarmInfo::from_row(row, node),
+                cleared_by: *by,
+            }),
+            AlarmEvent::HealthChanged {
+                score,
+                previous,
+                reason,
+            } => Some(Self::Health {
+                score: *score,
+                previous: *previous,
+                reason: reason.clone(),
+                node: node.to_owned(),
+            }),
+            AlarmEvent::CriticalMemoryAbort { .. } => None,
+        }
+    }
+
+    /// The notification's name in the MIB, e.g. `sbcAlarmTrap`.
+    #[must_use]
+    pub const fn name(&self) -> &'static str {
+        NOTIFICATIONS[self.number() as usize - 1]
+    }
+
+    const fn number(&self) -> u32 {
+        match self {
+            Self::Alarm(_) => 1,
+            Self::AlarmClear { .. } => 2,
+            Self::Redundancy { .. } => 3,
+            Self::Health { .. } => 4,
+        }
+    }
+
+    /// The notification's OID, e.g. `1.3.6.1.3.3261.0.1`.
+    #[must_use]
+    pub fn oid(&self) -> Vec<u32> {
+        let mut oid = ENTERPRISE_ARC.to_vec();
+        oid.extend([0, self.number()]);
+        oid
+    }
+
+    /// The alarm severity, for alarm and clear traps.
+    #[must_use]
+    pub const fn severity(&self) -> Option<Severity> {
+        match self {
+            Self::Alarm(a) | Self::AlarmClear { alarm: a, .. } => Some(a.severity),
+            _ => None,
+        }
+    }
+
+    fn objects(&self) -> Vec<(u32, Value)> {
+        let alarm = |a: &AlarmInfo| {
+            vec![
+                (1, Value::Int(i64::from(a.kind.code()))),
+                (2, Value::Int(i64::from(a.value))),
+                (3, Value::Int(i64::from(a.severity.code()))),
+                (4, Value::Int(i64::from(a.threshold))),
+                (5, Value::Unsigned(a.alarm_id)),
+                (6, Value::Str(a.task.clone())),
+                (7, Value::Str(a.node.clone())),
+            ]
+        };
+        match self {
+            Self::Alarm(a) => alarm(a),
+            Self::AlarmClear {
+                alarm: a,
+                cleared_by,
+            } => {
+                let mut v = alarm(a);
+                v.push((8, Value::Int(i64::from(cleared_by.code()))));
+                v
+            }
+            Self::Redundancy {
+                role,
+                state,
+                reason,
+                peer,
+                node,
+            } => vec![
+                (9, Value::Int(role.code())),
+                (10, Value::Int(state.code())),
+                (11, Value::Str(reason.clone())),
+                (12, Value::Str(peer.clone())),
+                (7, Value::Str(node.clone())),
+            ],
+            Self::Health {
+                score,
+                previous,
+                reason,
+                node,
+            } => vec![
+                (13, Value::Int(i64::from(*score))),
+                (14, Value::Int(i64::from(*previous))),
+                (15, Value::Str(reason.clone())),
+                (7, Value::Str(node.clone())),
+            ],
+        }
+    }
+}
+
+const NOTIFICATIONS: [&str; 4] = [
+    "sbcAlarmTrap",
+    "sbcAlarmClearTrap",
+    "sbcRedundancyTrap",
+    "sbcHealthTrap",
+];
+
+enum Value {
+    Int(i64),
+    Unsigned(u32),
+    Str(String),
+}
+
+/// An enumeration of the MIB: value and name.
+type EnumNames = &'static [(i64, &'static str)];
+
+const SEVERITY_NAMES: EnumNames = &[(2, "minor"), (3, "major"), (4, "critical")];
+const TYPE_NAMES: EnumNames = &[
+    (1, "memoryUtilization"),
+    (2, "heapUtilization"),
+    (3, "cpuUtilization"),
+    (4, "sessionUtilization"),
+    (5, "spaceUtilization"),
+];
+const CLEARED_NAMES: EnumNames = &[(1, "operator"), (2, "restart"), (3, "auto")];
+
+/// The objects of `sbcTrapObjects` (`1.3.6.1.3.3261.1.1.n`): name and enumeration, if any.
+const OBJECTS: [(&str, Option<EnumNames>); 15] = [
+    ("sbcAlarmType", Some(TYPE_NAMES)),
+    ("sbcAlarmValue", None),
+    ("sbcAlarmSeverity", Some(SEVERITY_NAMES)),
+    ("sbcAlarmThreshold", None),
+    ("sbcAlarmId", None),
+    ("sbcAlarmTask", None),
+    ("sbcNodeName", None),
+    ("sbcAlarmClearedBy", Some(CLEARED_NAMES)),
+    ("sbcRedundancyRole", Some(RedundancyRole::NAMES)),
+    ("sbcRedundancyState", Some(TransitionState::NAMES)),
+    ("sbcRedundancyReason", None),
+    ("sbcRedundancyPeer", None),
+    ("sbcHealthScore", None),
+    ("sbcHealthPreviousScore", None),
+    ("sbcHealthReason", None),
+];
+
+fn object_oid(n: u32) -> ObjectIdentifier {
+    let mut oid = ENTERPRISE_ARC.to_vec();
+    oid.extend([1, 1, n, 0]);
+    ObjectIdentifier::new_unchecked(Cow::Owned(oid))
+}
+
+/// A trap that could not be encoded or decoded.
+#[derive(Debug, Error)]
+pub enum TrapError {
+    /// BER encoding failed.
+    #[error("encoding the trap: {0}")]
+    Encode(String),
+    /// The bytes are not an SNMPv2c message.
+    #[error("not an SNMPv2c message: {0}")]
+    Decode(String),
+    /// An SNMPv2c message, but not a Trap-PDU.
+    #[error("not a Trap-PDU (got {0})")]
+    NotATrap(&'static str),
+    /// A Trap-PDU without `snmpTrapOID.0` as its second varbind.
+    #[error("Trap-PDU without snmpTrapOID.0")]
+    NoTrapOid,
+}
+
+fn ticks(uptime: Duration) -> u32 {
+    // TimeTicks are hundredths of a second, modulo 2^32 (RFC 2578).
+    (uptime.as_millis() / 10 % (1u128 << 32)) as u32
+}
+
+/// Encodes `trap` as an SNMPv2c message (BER) for `community`, with `uptime` as
+/// `sysUpTime.0` and `request_id` as the PDU's request id.
+pub fn encode_trap(
+    trap: &Trap,
+    community: &str,
+    uptime: Duration,
+    request_id: i32,
+) -> Result<Vec<u8>, TrapError> {
+    let mut varbinds = vec![
+        VarBind {
+            name: ObjectIdentifier::new_unchecked(Cow::Borrowed(&SYS_UPTIME_0)),
+            value: VarBindValue::Value(ObjectSyntax::ApplicationWide(ApplicationSyntax::Ticks(
+                TimeTicks(ticks(uptime)),
+            ))),
+        },
+        VarBind {
+            name: ObjectIdentifier::new_unchecked(Cow::Borrowed(&SNMP_TRAP_OID_0)),
+            value: VarBindValue::Value(ObjectSyntax::Simple(SimpleSyntax::ObjectId(
+                ObjectIdentifier::new_unchecked(Cow::Owned(trap.oid())),
+            ))),
+        },
+    ];
+    for (n, value) in trap.objects() {
+        let syntax = match value {
+            Value::Int(i) => ObjectSyntax::Simple(SimpleSyntax::Integer(Integer::from(i))),
+            Value::Unsigned(u) => {
+                ObjectSyntax::ApplicationWide(ApplicationSyntax::Unsigned(Gauge(u)))
+            }
+            Value::Str(s) => {
+                ObjectSyntax::Simple(SimpleSyntax::String(OctetString::from(s.into_bytes())))
+            }
+        };
+        varbinds.push(VarBind {
+            name: object_oid(n),
+            value: VarBindValue::Value(syntax),
+        });
+    }
+    let message = Message {
+        version: Integer::from(1),
+        community: OctetString::from(community.as_bytes().to_vec()),
+        data: Pdus::Trap(TrapPdu(Pdu {
+            request_id,
+            error_status: Pdu::ERROR_STATUS_NO_ERROR,
+            error_index: 0,
+            variable_bindings: varbinds,
+        })),
+    };
+    rasn::ber::encode(&message).map_err(|e| TrapError::Encode(e.to_string()))
+}
+
+/// One varbind of a decoded trap, in readable form.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DecodedVarBind {
+    /// Dotted OID, e.g. `1.3.6.1.3.3261.1.1.1.0`.
+    pub oid: String,
+    /// Name as snmptrapd prints it, e.g. `SBC-PAIR-MIB::sbcAlarmType.0`, or the dotted OID
+    /// when unknown.
+    pub name: String,
+    /// Value, e.g. `memoryUtilization(1)`, `85`, `sbc-a`.
+    pub value: String,
+}
+
+/// A decoded SNMPv2c trap.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DecodedTrap {
+    /// The community string.
+    pub community: String,
+    /// The PDU's request id.
+    pub request_id: i32,
+    /// `sysUpTime.0`, in hundredths of a second.
+    pub uptime_ticks: u32,
+    /// The notification, e.g. `SBC-PAIR-MIB::sbcAlarmTrap`, or its dotted OID when unknown.
+    pub trap: String,
+    /// The varbinds after `sysUpTime.0` and `snmpTrapOID.0`.
+    pub varbinds: Vec<DecodedVarBind>,
+}
+
+impl DecodedTrap {
+    /// The value of the varbind whose name, without module and instance, is `object`
+    /// (e.g. `sbcAlarmSeverity`).
+    #[must_use]
+    pub fn get(&self, object: &str) -> Option<&str> {
+        self.varbinds
+            .iter()
+            .find(|v| {
+                let short = v.name.rsplit("::").next().unwrap_or(&v.name);
+                short.strip_suffix(".0").unwrap_or(short) == object
+            })
+            .map(|v| v.value.as_str())
+    }
+}
+
+impl fmt::Display for DecodedTrap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (community {})", self.trap, self.community)?;
+        for v in &self.varbinds {
+            write!(f, "\n  {} = {}", v.name, v.value)?;
+        }
+        Ok(())
+    }
+}
+
+fn dotted(oid: &[u32]) -> String {
+    oid.iter().map(u32::to_string).collect::<Vec<_>>().join(".")
+}
+
+fn name_of(oid: &[u32]) -> (String, Option<EnumNames>) {
+    if let Some(rest) = oid.strip_prefix(&ENTERPRISE_ARC[..]) {
+        match rest {
+            [0, n] if (1..=4).contains(n) => {
+                return (
+                    format!("{MODULE}::{}", NOTIFICATIONS[*n as usize - 1]),
+                    None,
+                );
+            }
+            [1, 1, n, tail @ ..] if (1..=15).contains(n) => {
+                let (name, names) = OBJECTS[*n as usize - 1];
+                let instance: String = tail.iter().map(|t| format!(".{t}")).collect();
+                return (format!("{MODULE}::{name}{instance}"), names);
+            }
+            _ => {}
+        }
+    }
+    (dotted(oid), None)
+}
+
+fn value_text(value: &VarBindValue, names: Option<&[(i64, &str)]>) -> String {
+    let syntax = match value {
+        VarBindValue::Value(s) => s,
+        VarBindValue::Unspecified => return "NULL".to_owned(),
+        VarBindValue::NoSuchObject => return "noSuchObject".to_owned(),
+        VarBindValue::NoSuchInstance => return "noSuchInstance".to_owned(),
+        VarBindValue::EndOfMibView => return "endOfMibView".to_owned(),
+    };
+    match syntax {
+        ObjectSyntax::Simple(SimpleSyntax::Integer(i)) => {
+            let n = i64::try_from(i).ok();
+            match (n, names) {
+                (Some(n), Some(names)) => names
+                    .iter()
+                    .find(|(code, _)| *code == n)
+                    .map_or_else(|| n.to_string(), |(_, name)| format!("{name}({n})")),
+                _ => i.to_string(),
+            }
+        }
+        ObjectSyntax::Simple(SimpleSyntax::String(s)) => String::from_utf8_lossy(s).into_owned(),
+        ObjectSyntax::Simple(SimpleSyntax::ObjectId(o)) => name_of(o).0,
+        ObjectSyntax::ApplicationWide(a) => match a {
+            ApplicationSyntax::Address(ip) => {
+                let b = &ip.0;
+                format!("{}.{}.{}.{}", b[0], b[1], b[2], b[3])
+            }
+            ApplicationSyntax::Counter(c) => c.0.to_string(),
+            ApplicationSyntax::Ticks(t) => t.0.to_string(),
+            ApplicationSyntax::Arbitrary(_) => "Opaque".to_owned(),
+            ApplicationSyntax::BigCounter(c) => c.0.to_string(),
+            ApplicationSyntax::Unsigned(u) => u.0.to_string(),
+        },
+    }
+}
+
+/// Decodes an SNMPv2c Trap-PDU (ours or anyone's) into names and readable values, using
+/// `SBC-PAIR-MIB`'s names where they apply. Used by the lab's trap listener.
+pub fn decode_trap(bytes: &[u8]) -> Result<DecodedTrap, TrapError> {
+    let message: Message<Pdus> =
+        rasn::ber::decode(bytes).map_err(|e| TrapError::Decode(e.to_string()))?;
+    let pdu = match message.data {
+        Pdus::Trap(TrapPdu(pdu)) => pdu,
+        Pdus::GetRequest(_) => return Err(TrapError::NotATrap("GetRequest")),
+        Pdus::GetNextRequest(_) => return Err(TrapError::NotATrap("GetNextRequest")),
+        Pdus::Response(_) => return Err(TrapError::NotATrap("Response")),
+        Pdus::SetRequest(_) => return Err(TrapError::NotATrap("SetRequest")),
+        Pdus::GetBulkRequest(_) => return Err(TrapError::NotATrap("GetBulkRequest")),
+        Pdus::InformRequest(_) => return Err(TrapError::NotATrap("InformRequest")),
+        Pdus::Report(_) => return Err(TrapError::NotATrap("Report")),
+    };
+    let mut binds = pdu.variable_bindings.into_iter();
+    let mut uptime_ticks = 0;
+    let mut first = binds.next();
+    if let Some(VarBind {
+        name,
+        value: VarBindValue::Value(ObjectSyntax::ApplicationWide(ApplicationSyntax::Ticks(t))),
+    }) = &first
+    {
+        if **name == SYS_UPTIME_0 {
+            uptime_ticks = t.0;
+            first = binds.next();
+        }
+    }
+    let trap = match first {
+        Some(VarBind {
+            name,
+            value: VarBindValue::Value(ObjectSyntax::Simple(SimpleSyntax::ObjectId(oid))),
+        }) if *name == SNMP_TRAP_OID_0 => name_of(&oid).0,
+        _ => return Err(TrapError::NoTrapOid),
+    };
+    let varbinds = binds
+        .map(|vb| {
+            let (name, names) = name_of(&vb.name);
+            DecodedVarBind {
+                oid: dotted(&vb.name),
+                name,
+                value: value_text(&vb.value, names),
+            }
+        })
+        .collect();
+    Ok(DecodedTrap {
+        community: String::from_utf8_lossy(&message.community).into_owned(),
+        request_id: pdu.request_id,
+        uptime_ticks,
+        trap,
+        varbinds,
+    })
+}
+
+/// Which traps a receiver gets (`trap-receiver` `filter-level`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FilterLevel {
+    /// Nothing at all.
+    None,
+    /// Critical alarm and clear traps, plus redundancy and health traps.
+    Critical,
+    /// Major and critical alarm and clear traps, plus redundancy and health traps.
+    Major,
+    /// Every alarm and clear trap (minor is the lowest severity), plus the rest.
+    Minor,
+    /// Every trap. Default.
+    #[default]
+    All,
+}
+
+impl FilterLevel {
+    /// True when a receiver with this level gets `trap`.
+    #[must_use]
+    pub fn passes(self, trap: &Trap) -> bool {
+        let floor = match self {
+            Self::None => return false,
+            Self::All | Self::Minor => return true,
+            Self::Major => Severity::Major,
+            Self::Critical => Severity::Critical,
+        };
+        trap.severity().is_none_or(|s| s >= floor)
+    }
+}
+
+/// A `trap-receiver`: where traps go.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct TrapReceiver {
+    /// Address and UDP port (162 is the standard trap port).
+    pub address: SocketAddr,
+    /// Community string. Default `public`.
+    #[serde(default = "default_community")]
+    pub community: String,
+    /// Which traps it gets. Default `all`.
+    #[serde(default)]
+    pub filter_level: FilterLevel,
+}
+
+fn default_community() -> String {
+    "public".to_owned()
+}
+
+/// Configuration of a [`TrapSink`].
+#[derive(Debug, Clone)]
+pub struct TrapSinkConfig {
+    /// The receivers.
+    pub receivers: Vec<TrapReceiver>,
+    /// Traps that may wait to be sent; more are dropped (and counted). Default 256.
+    pub queue_capacity: usize,
+    /// When the node started: `sysUpTime.0` is the time since.
+    pub started: Instant,
+}
+
+impl TrapSinkConfig {
+    /// A configuration with the default queue, started now.
+    #[must_use]
+    pub fn new(receivers: Vec<TrapReceiver>) -> Self {
+        Self {
+            receivers,
+            queue_capacity: 256,
+            started: Instant::now(),
+        }
+    }
+}
+
+/// Counters of a [`TrapSink`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrapStats {
+    /// Datagrams handed to the network (one per trap and receiver).
+    pub sent: u64,
+    /// Traps dropped because the queue was full.
+    pub dropped: u64,
+    /// Datagrams that could not be encoded or sent.
+    pub failed: u64,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    receivers: RwLock<Vec<TrapReceiver>>,
+    sent: AtomicU64,
+    dropped: AtomicU64,
+    failed: AtomicU64,
+}
+
+/// Sends traps to the configured receivers from a tokio task.
+///
+/// [`TrapSink::send`] never blocks and never waits: it puts the trap on a bounded queue and
+/// returns; when the queue is full the new trap is dropped and counted (the oldest traps are
+/// the ones a receiver most needs to see, e.g. the first critical alarm). The task encodes
+/// each trap once per receiver that its filter level lets through and sends it over UDP; a
+/// receiver that cannot be reached is logged and counted, and the others still get theirs.
+/// Cloning the sink gives another handle on the same queue (for the HA crate). The task ends
+/// once every handle is dropped and the queue is drained.
+#[derive(Debug, Clone)]
+pub struct TrapSink {
+    tx: mpsc::Sender<Trap>,
+    shared: Arc<Shared>,
+}
+
+impl TrapSink {
+    /// Starts the sending task on the current tokio runtime (panics outside one, as
+    /// `tokio::spawn` does) and returns the sink and the task's handle.
+    #[must_use]
+    pub fn spawn(config: TrapSinkConfig) -> (Self, JoinHandle<()>) {
+        let (tx, rx) = mpsc::channel(config.queue_capacity.max(1));
+        let shared = Arc::new(Shared {
+            receivers: RwLock::new(config.receivers),
+            ..Shared::default()
+        });
+        let task = tokio::spawn(run(rx, Arc::clone(&shared), config.started));
+        (Self { tx, shared }, task)
+    }
+
+    /// Queues a trap without waiting. Returns false when it was dropped (queue full, or the
+    /// task has ended).
+    pub fn send(&self, trap: Trap) -> bool {
+        match self.tx.try_send(trap) {
+            Ok(()) => true,
+            Err(e) => {
+                self.shared.dropped.fetch_add(1, Ordering::Relaxed);
+                let trap = match &e {
+                    mpsc::error::TrySendError::Full(t) | mpsc::error::TrySendError::Closed(t) => {
+                        t.name()
+                    }
+                };
+                warn!(trap, "trap dropped: queue full or sender stopped");
+                false
+            }
+        }
+    }
+
+    /// Replaces the receivers (after `activate-config`); traps already queued go to the new
+    /// ones.
+    pub fn set_receivers(&self, receivers: Vec<TrapReceiver>) {
+        *self
+            .shared
+            .receivers
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = receivers;
+    }
+
+    /// The counters.
+    #[must_use]
+    pub fn stats(&self) -> TrapStats {
+        TrapStats {
+            sent: self.shared.sent.load(Ordering::Relaxed),
+            dropped: self.shared.dropped.load(Ordering::Relaxed),
+            failed: self.shared.failed.load(Ordering::Relaxed),
+        }
+    }
+}
+
+async fn bind(v6: bool) -> std::io::Result<UdpSocket> {
+    UdpSocket::bind(if v6 { "[::]:0" } else { "0.0.0.0:0" }).await
+}
+
+async fn run(mut rx: mpsc::Receiver<Trap>, shared: Arc<Shared>, started: Instant) {
+    let mut v4: Option<UdpSocket> = None;
+    let mut v6: Option<UdpSocket> = None;
+    let mut request_id: i32 = 0;
+    while let Some(trap) = rx.recv().await {
+        let receivers = shared
+            .receivers
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let uptime = started.elapsed();
+        for receiver in receivers.iter().filter(|r| r.filter_level.passes(&trap)) {
+            request_id = request_id.wrapping_add(1) & i32::MAX;
+            let bytes = match encode_trap(&trap, &receiver.community, uptime, request_id) {
+                Ok(b) => b,
+                Err(e) => {
+                    shared.failed.fetch_add(1, Ordering::Relaxed);
+                    warn!(trap = trap.name(), error = %e, "trap not encoded");
+                    continue;
+                }
+            };
+            let is_v6 = receiver.address.is_ipv6();
+            let slot = if is_v6 { &mut v6 } else { &mut v4 };
+            if slot.is_none() {
+                match bind(is_v6).await {
+                    Ok(s) => *slot = Some(s),
+                    Err(e) => {
+                        shared.failed.fetch_add(1, Ordering::Relaxed);
+                        warn!(receiver = %receiver.address, error = %e, "trap socket not bound");
+                        continue;
+                    }
+                }
+            }
+            let Some(socket) = slot.as_ref() else {
+                continue;
+            };
+            match socket.send_to(&bytes, receiver.address).await {
+                Ok(_) => {
+                    shared.sent.fetch_add(1, Ordering::Relaxed);
+                    debug!(trap = trap.name(), receiver = %receiver.address, "trap sent");
+                }
+                Err(e) => {
+                    shared.failed.fetch_add(1, Ordering::Relaxed);
+                    warn!(trap = trap.name(), receiver = %receiver.address, error = %e,
+                        "trap receiver unreachable");
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn alarm() -> AlarmInfo {
+        AlarmInfo {
+            kind: AlarmKind::Memory,
+            value: 87,
+            severity: Severity::Critical,
+            threshold: 80,
+            alarm_id: 131_073,
+            task: "sbcd".into(),
+            node: "sbc-a".into(),
+        }
+    }
+
+    #[test]
+    fn alarm_trap_round_trip() {
+        let trap = Trap::Alarm(alarm());
+        let bytes = encode_trap(&trap, "public", Duration::from_millis(12_340), 7).expect("enc");
+        let d = decode_trap(&bytes).expect("dec");
+        assert_eq!(d.community, "public");
+        assert_eq!(d.request_id, 7);
+        assert_eq!(d.uptime_ticks, 1234);
+        assert_eq!(d.trap, "SBC-PAIR-MIB::sbcAlarmTrap");
+        assert_eq!(d.varbinds[0].oid, "1.3.6.1.3.3261.1.1.1.0");
+        assert_eq!(d.varbinds[0].name, "SBC-PAIR-MIB::sbcAlarmType.0");
+        assert_eq!(d.get("sbcAlarmType"), Some("memoryUtilization(1)"));
+        assert_eq!(d.get("sbcAlarmValue"), Some("87"));
+        assert_eq!(d.get("sbcAlarmSeverity"), Some("critical(4)"));
+        assert_eq!(d.get("sbcAlarmThreshold"), Some("80"));
+        assert_eq!(d.get("sbcAlarmId"), Some("131073"));
+        assert_eq!(d.get("sbcAlarmTask"), Some("sbcd"));
+        assert_eq!(d.get("sbcNodeName"), Some("sbc-a"));
+        assert_eq!(d.varbinds.len(), 7);
+    }
+
+    #[test]
+    fn other_traps_round_trip() {
+        let clear = Trap::AlarmClear {
+            alarm: alarm(),
+            cleared_by: ClearedBy::Operator,
+        };
+        let d =
+            decode_trap(&encode_trap(&clear, "c", Duration::ZERO, 1).expect("enc")).expect("dec");
+        assert_eq!(d.trap, "SBC-PAIR-MIB::sbcAlarmClearTrap");
+        assert_eq!(d.get("sbcAlarmClearedBy"), Some("operator(1)"));
+
+        let ha = Trap::Redundancy {
+            role: RedundancyRole::Active,
+            state: TransitionState::BecomingActive,
+            reason: "peer health 0 below 75".into(),
+            peer: "sbc-a".into(),
+            node: "sbc-b".into(),
+        };
+        let d = decode_trap(&encode_trap(&ha, "c", Duration::ZERO, 1).expect("enc")).expect("dec");
+        assert_eq!(d.trap, "SBC-PAIR-MIB::sbcRedundancyTrap");
+        assert_eq!(d.get("sbcRedundancyRole"), Some("active(1)"));
+        assert_eq!(d.get("sbcRedundancyState"), Some("becomingActive(2)"));
+        assert_eq!(d.get("sbcRedundancyPeer"), Some("sbc-a"));
+
+        let health = Trap::Health {
+            score: 0,
+            previous: 100,
+            reason: "critical memory".into(),
+            node: "sbc-a".into(),
+        };
+        let d =
+            decode_trap(&encode_trap(&health, "c", Duration::ZERO, 1).expect("enc")).expect("dec");
+        assert_eq!(d.trap, "SBC-PAIR-MIB::sbcHealthTrap");
+        assert_eq!(d.get("sbcHealthScore"), Some("0"));
+        assert_eq!(d.get("sbcHealthPreviousScore"), Some("100"));
+        assert!(d
+            .to_string()
+            .contains("SBC-PAIR-MIB::sbcHealthReason.0 = critical memory"));
+    }
+
+    #[test]
+    fn garbage_is_refused() {
+        assert!(matches!(
+            decode_trap(b"\x30\x03\x02\x01"),
+            Err(TrapError::Decode(_))
+        ));
+    }
+
+    #[test]
+    fn filter_levels() {
+        let minor = Trap::Alarm(AlarmInfo {
+            severity: Severity::Minor,
+            ..alarm()
+        });
+        let major = Trap::AlarmClear {
+            alarm: AlarmInfo {
+                severity: Severity::Major,
+                ..alarm()
+            },
+            cleared_by: ClearedBy::Auto,
+        };
+        let critical = Trap::Alarm(alarm());
+        let health = Trap::Health {
+            score: 50,
+            previous: 100,
+            reason: String::new(),
+            node: String::new(),
+        };
+        let passes = |level: FilterLevel| {
+            [&minor, &major, &critical, &health]
+                .map(|t| level.passes(t))
+                .to_vec()
+        };
+        assert_eq!(passes(FilterLevel::All), [true, true, true, true]);
+        assert_eq!(passes(FilterLevel::Minor), [true, true, true, true]);
+        assert_eq!(passes(FilterLevel::Major), [false, true, true, true]);
+        assert_eq!(passes(FilterLevel::Critical), [false, false, true, true]);
+        assert_eq!(passes(FilterLevel::None), [false, false, false, false]);
+    }
+
+    #[tokio::test]
+    async fn sink_sends_filters_and_survives_an_unreachable_receiver() {
+        let listener = UdpSocket::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let receivers = vec![
+            // Port 9 on an unrouteable documentation address: sending may fail or vanish.
+            TrapReceiver {
+                address: "[100::1]:9".parse().expect("addr"),
+                community: "x".into(),
+                filter_level: FilterLevel::All,
+            },
+            TrapReceiver {
+                address: addr,
+                community: "secret".into(),
+                filter_level: FilterLevel::Critical,
+            },
+        ];
+        let (sink, task) = TrapSink::spawn(TrapSinkConfig::new(receivers));
+        assert!(sink.send(Trap::Alarm(AlarmInfo {
+            severity: Severity::Minor,
+            ..alarm()
+        })));
+        assert!(sink.send(Trap::Alarm(alarm())));
+        let mut buf = vec![0u8; 2048];
+        let (n, _) = tokio::time::timeout(Duration::from_secs(5), listener.recv_from(&mut buf))
+            .await
+            .expect("in time")
+            .expect("recv");
+        let d = decode_trap(&buf[..n]).expect("dec");
+        assert_eq!(d.community, "secret");
+        assert_eq!(
+            d.get("sbcAlarmSeverity"),
+            Some("critical(4)"),
+            "minor was filtered"
+        );
+        let stats = sink.stats();
+        drop(sink);
+        tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .expect("task ends when every handle is dropped")
+            .expect("no panic");
+        assert_eq!(stats.dropped, 0);
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_drops_and_counts() {
+        // A current-thread runtime: the task cannot run while this test does not await.
+        let mut config = TrapSinkConfig::new(Vec::new());
+        config.queue_capacity = 2;
+        let (sink, _task) = TrapSink::spawn(config);
+        let results: Vec<bool> = (0..4).map(|_| sink.send(Trap::Alarm(alarm()))).collect();
+        assert_eq!(results, [true, true, false, false]);
+        assert_eq!(sink.stats().dropped, 2);
+    }
+}

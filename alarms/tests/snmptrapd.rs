@@ -1,0 +1,245 @@
+//! End to end with a real receiver: Debian's `snmptrapd`, loading our MIB, prints the group
+//! trap and the clear trap that the evaluator's events produce and the `TrapSink` sends.
+//!
+//! Needs `snmptrapd` (Debian packages `snmptrapd` and `snmp`); without it the test fails, it
+//! does not skip.
+
+use std::fs;
+use std::net::UdpSocket;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use sbc_alarms::{
+    AlarmEvent, AlarmInfo, AlarmKind, ClearedBy, Evaluator, EvaluatorConfig, FilterLevel, Severity,
+    Threshold, Thresholds, Trap, TrapReceiver, TrapSink, TrapSinkConfig,
+};
+
+/// Kills snmptrapd by its PID when the test ends, passing or failing.
+struct Trapd {
+    child: Child,
+    out: PathBuf,
+    dir: PathBuf,
+}
+
+impl Drop for Trapd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Trapd {
+    fn output(&self) -> String {
+        fs::read_to_string(&self.out).unwrap_or_default()
+    }
+
+    /// Waits until the output holds every needle, or panics with what it holds.
+    fn wait_for(&self, needles: &[&str]) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let out = self.output();
+            if needles.iter().all(|n| out.contains(n)) {
+                return out;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "snmptrapd did not print {needles:?}; it printed:\n{out}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn find_snmptrapd() -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin".into(), "/usr/local/sbin".into()])
+        .map(|d: PathBuf| d.join("snmptrapd"))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("snmptrapd not found: apt-get install -y snmptrapd snmp"))
+}
+
+fn free_udp_port() -> u16 {
+    let socket = UdpSocket::bind("127.0.0.1:0").expect("bind a free port");
+    socket.local_addr().expect("local addr").port()
+}
+
+fn start_trapd(port: u16) -> Trapd {
+    let binary = find_snmptrapd();
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let dir = std::env::temp_dir().join(format!("sbc-alarms-trapd-{}-{nanos}", std::process::id()));
+    fs::create_dir_all(&dir).expect("temp dir");
+    let conf = dir.join("snmptrapd.conf");
+    fs::write(
+        &conf,
+        "authCommunity log,execute,net public\ndisableAuthorization no\n",
+    )
+    .expect("write conf");
+    let out = dir.join("snmptrapd.out");
+    let stdout = fs::File::create(&out).expect("create output file");
+    let mibs = Path::new(env!("CARGO_MANIFEST_DIR")).join("mib");
+    let child = Command::new(binary)
+        .arg("-f") // foreground
+        .arg("-Lo") // log to stdout
+        .arg("-n") // numeric addresses
+        .arg("-C") // not the default config files
+        .arg("-c")
+        .arg(&conf)
+        .arg("-M")
+        .arg(format!("+{}:/usr/share/snmp/mibs", mibs.display()))
+        .arg("-m")
+        .arg("SNMPv2-MIB:SBC-PAIR-MIB")
+        .arg(format!("udp:127.0.0.1:{port}"))
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start snmptrapd");
+    let trapd = Trapd { child, out, dir };
+    // snmptrapd prints its version once it listens.
+    trapd.wait_for(&["NET-SNMP version"]);
+    trapd
+}
+
+#[tokio::test]
+async fn snmptrapd_prints_our_traps_with_mib_names() {
+    let port = free_udp_port();
+    let trapd = start_trapd(port);
+
+    // The evaluator's own events, in the lab's timing: critical memory at 93% against 80%.
+    let t0 = Instant::now();
+    let thresholds = Thresholds::new([Threshold::new(AlarmKind::Memory, Severity::Critical, 80)])
+        .expect("thresholds");
+    let config = EvaluatorConfig {
+        iteration: Duration::from_secs(1),
+        sub_samples: 10,
+        ..EvaluatorConfig::default()
+    };
+    let mut ev = Evaluator::new(config, thresholds, t0, SystemTime::now()).expect("evaluator");
+    let mut events = Vec::new();
+    while ev.iterations() == 0 {
+        let now = ev.poll_timeout().expect("timer");
+        if ev.poll_sample(now) {
+            ev.handle_sample(now, AlarmKind::Memory, 93.0);
+        }
+        ev.handle_timeout(now);
+        events.extend(std::iter::from_fn(|| ev.poll()));
+    }
+    ev.clear_alarm(131_073, "sbcd").expect("operator clear");
+    events.extend(std::iter::from_fn(|| ev.poll()));
+    assert!(matches!(events[0], AlarmEvent::Raised(_)), "{events:?}");
+    assert!(matches!(
+        events[1],
+        AlarmEvent::Cleared {
+            by: ClearedBy::Operator,
+            ..
+        }
+    ));
+
+    let receiver = TrapReceiver {
+        address: format!("127.0.0.1:{port}").parse().expect("addr"),
+        community: "public".to_owned(),
+        filter_level: FilterLevel::Major,
+    };
+    let (sink, task) = TrapSink::spawn(TrapSinkConfig::new(vec![receiver]));
+    // A minor alarm first: filter-level major keeps it from this receiver.
+    assert!(sink.send(Trap::Alarm(AlarmInfo {
+        kind: AlarmKind::Cpu,
+        value: 55,
+        severity: Severity::Minor,
+        threshold: 50,
+        alarm_id: 131_075,
+        task: "sbcd".to_owned(),
+        node: "sbc-a".to_owned(),
+    })));
+    for event in &events {
+        if let Some(trap) = Trap::from_event(event, "sbc-a") {
+            assert!(sink.send(trap));
+        }
+    }
+    drop(sink);
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("sink drains")
+        .expect("no panic");
+
+    let out = trapd.wait_for(&[
+        "SNMPv2-MIB::snmpTrapOID.0 = OID: SBC-PAIR-MIB::sbcAlarmTrap",
+        "SNMPv2-MIB::snmpTrapOID.0 = OID: SBC-PAIR-MIB::sbcAlarmClearTrap",
+    ]);
+    let lines: Vec<&str> = out.lines().filter(|l| l.contains("snmpTrapOID")).collect();
+    assert_eq!(lines.len(), 2, "the minor trap was filtered out:\n{out}");
+    let (raise, clear) = (lines[0], lines[1]);
+    for expected in [
+        "SBC-PAIR-MIB::sbcAlarmTrap",
+        "SBC-PAIR-MIB::sbcAlarmType.0 = INTEGER: memoryUtilization(1)",
+        "SBC-PAIR-MIB::sbcAlarmValue.0 = INTEGER: 93",
+        "SBC-PAIR-MIB::sbcAlarmSeverity.0 = INTEGER: critical(4)",
+        "SBC-PAIR-MIB::sbcAlarmThreshold.0 = INTEGER: 80",
+        "SBC-PAIR-MIB::sbcAlarmId.0 = Gauge32: 131073",
+        "SBC-PAIR-MIB::sbcAlarmTask.0 = STRING: sbcd",
+        "SBC-PAIR-MIB::sbcNodeName.0 = STRING: sbc-a",
+    ] {
+        assert!(raise.contains(expected), "{expected:?} not in {raise}");
+    }
+    for expected in [
+        "SBC-PAIR-MIB::sbcAlarmClearTrap",
+        "SBC-PAIR-MIB::sbcAlarmSeverity.0 = INTEGER: critical(4)",
+        "SBC-PAIR-MIB::sbcAlarmId.0 = Gauge32: 131073",
+        "SBC-PAIR-MIB::sbcAlarmClearedBy.0 = INTEGER: operator(1)",
+    ] {
+        assert!(clear.contains(expected), "{expected:?} not in {clear}");
+    }
+    assert!(
+        !out.contains("Cannot find module") && !out.contains("Unlinked OID"),
+        "net-snmp loaded our MIB with errors:\n{out}"
+    );
+    drop(trapd);
+}
+
+/// `snmptranslate` (Debian package `snmp`) resolves our notification OIDs to names and back,
+/// from the shipped MIB directory.
+#[test]
+fn snmptranslate_resolves_our_oids() {
+    let mibs = Path::new(env!("CARGO_MANIFEST_DIR")).join("mib");
+    let run = |args: &[&str]| {
+        let out = Command::new("snmptranslate")
+            .arg("-M")
+            .arg(format!("+{}", mibs.display()))
+            .args(["-m", "SNMPv2-MIB:SBC-PAIR-MIB"])
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| {
+                panic!("snmptranslate not runnable ({e}): apt-get install -y snmptrapd snmp")
+            });
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(
+            out.status.success() && stderr.is_empty(),
+            "{args:?}: {stderr}"
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    for (n, name) in [
+        (1, "sbcAlarmTrap"),
+        (2, "sbcAlarmClearTrap"),
+        (3, "sbcRedundancyTrap"),
+        (4, "sbcHealthTrap"),
+    ] {
+        assert_eq!(
+            run(&[&format!(".1.3.6.1.3.3261.0.{n}")]),
+            format!("SBC-PAIR-MIB::{name}")
+        );
+        assert_eq!(
+            run(&["-On", &format!("SBC-PAIR-MIB::{name}")]),
+            format!(".1.3.6.1.3.3261.0.{n}")
+        );
+    }
+    assert_eq!(
+        run(&[".1.3.6.1.3.3261.1.1.3.0"]),
+        "SBC-PAIR-MIB::sbcAlarmSeverity.0"
+    );
+}

@@ -1,0 +1,344 @@
+//! The node side of the ACLI: one [`ConsoleSession`] per management connection, executing what
+//! the pure interpreter ([`sbc_config::acli`]) hands back: `show` commands, alarms, the
+//! configuration lifecycle (save, activate, verify) and node control (reboot, switchover).
+//!
+//! Configuration lives in three copies, as on an Oracle SBC:
+//! - **editing**: what `configure terminal` changes, shared by all sessions;
+//! - **saved**: the file, written atomically by `save-config`;
+//! - **running**: what the node runs, replaced by `activate-config` (which loads the saved
+//!   file), with changes applied live where they can be and the rest named as needing a
+//!   restart.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use sbc_config::acli::{render_config, LifecycleCommand, OperCommand, Reply, Session};
+use sbc_config::Config;
+use serde_json::json;
+use tokio::sync::mpsc;
+use tracing::{info, warn};
+
+use crate::mgmt::{self, Request, Response};
+use crate::node::{engine_config, Node};
+use crate::subsystems::Subsystems;
+
+/// The three copies of the configuration.
+#[derive(Debug, Clone)]
+pub struct ConfigState {
+    /// What the node runs.
+    pub running: Config,
+    /// What sessions edit.
+    pub editing: Config,
+    /// The configuration file (`save-config` writes it, `activate-config` reads it). `None`
+    /// when the node runs on the embedded default without `--config`.
+    pub path: Option<PathBuf>,
+}
+
+/// Requests from the console to the node's main task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    /// Restart the process cleanly (`reboot`).
+    Reboot,
+}
+
+/// Everything a console session can reach.
+pub struct Console {
+    /// Configuration copies.
+    pub config: Mutex<ConfigState>,
+    /// The SIP node.
+    pub node: Arc<Node>,
+    /// Alarms, health, memory, redundancy.
+    pub subsystems: Arc<Subsystems>,
+    /// When the node started.
+    pub started: Instant,
+    /// Where control requests go.
+    pub control: mpsc::UnboundedSender<Control>,
+}
+
+impl mgmt::SessionFactory for Console {
+    type Session = ConsoleSession;
+
+    fn session(self: Arc<Self>) -> ConsoleSession {
+        ConsoleSession {
+            acli: Session::new(),
+            console: self,
+        }
+    }
+}
+
+/// One management connection's session.
+pub struct ConsoleSession {
+    acli: Session,
+    console: Arc<Console>,
+}
+
+impl Console {
+    fn hostname(&self) -> String {
+        self.config
+            .lock()
+            .map(|c| c.running.system.hostname.clone())
+            .unwrap_or_else(|_| "sbc".into())
+    }
+}
+
+fn ok(output: String, prompt: String, data: Option<serde_json::Value>) -> Response {
+    Response {
+        ok: true,
+        output,
+        prompt,
+        data,
+        ..Response::default()
+    }
+}
+
+impl mgmt::Session for ConsoleSession {
+    async fn handle(&mut self, req: Request) -> Response {
+        let console = self.console.clone();
+        let host = console.hostname();
+        match req {
+            Request::Prompt => ok(String::new(), self.acli.prompt(&host), None),
+            Request::Help => {
+                let mut out = String::new();
+                for (cmd, what) in self.acli.help() {
+                    let _ = writeln!(out, "  {cmd:<28} {what}");
+                }
+                ok(out, self.acli.prompt(&host), None)
+            }
+            Request::Complete { line } => {
+                let candidates = match console.config.lock() {
+                    Ok(c) => self.acli.complete(&line, &c.editing),
+                    Err(_) => Vec::new(),
+                };
+                Response {
+                    ok: true,
+                    prompt: self.acli.prompt(&host),
+                    candidates,
+                    ..Response::default()
+                }
+            }
+            Request::Exec { line, json } => {
+                let reply = match console.config.lock() {
+                    Ok(mut c) => self.acli.execute(&line, &mut c.editing),
+                    Err(_) => Reply::Error("configuration lock poisoned".into()),
+                };
+                let prompt_after = |s: &Session| s.prompt(&host);
+                match reply {
+                    Reply::Text(t) => ok(t, prompt_after(&self.acli), None),
+                    Reply::Error(e) => Response::error(e, prompt_after(&self.acli)),
+                    Reply::Exit => Response {
+                        ok: true,
+                        exit: true,
+                        ..Response::default()
+                    },
+                    Reply::Lifecycle(cmd) => {
+                        let r = console.lifecycle(cmd, json).await;
+                        finish(r, prompt_after(&self.acli))
+                    }
+                    Reply::Operational(cmd) => {
+                        let r = console.operational(cmd, json).await;
+                        finish(r, prompt_after(&self.acli))
+                    }
+                }
+            }
+        }
+    }
+}
+
+use crate::subsystems::Outcome;
+
+fn finish(r: Outcome, prompt: String) -> Response {
+    match r {
+        Ok((text, data)) => ok(text, prompt, data),
+        Err(e) => Response::error(e, prompt),
+    }
+}
+
+impl Console {
+    async fn lifecycle(&self, cmd: LifecycleCommand, json: bool) -> Outcome {
+        match cmd {
+            LifecycleCommand::ShowRunningConfig => {
+                let c = self.snapshot()?;
+                Ok((
+                    render_config(&c.running),
+                    json.then(|| serde_json::to_value(&c.running).unwrap_or_default()),
+                ))
+            }
+            LifecycleCommand::ShowConfiguration => {
+                let c = self.snapshot()?;
+                Ok((
+                    render_config(&c.editing),
+                    json.then(|| serde_json::to_value(&c.editing).unwrap_or_default()),
+                ))
+            }
+            LifecycleCommand::VerifyConfig => {
+                let c = self.snapshot()?;
+                c.editing.validate().map_err(|e| e.to_string())?;
+                Ok((
+                    "configuration is valid\n".into(),
+                    json.then(|| json!({"valid": true})),
+                ))
+            }
+            LifecycleCommand::SaveConfig => {
+                let c = self.snapshot()?;
+                let path = c.path.ok_or(
+                    "no configuration file: start the node with --config FILE to save (the file \
+                     may not exist yet)",
+                )?;
+                c.editing.save_atomic(&path).map_err(|e| e.to_string())?;
+                info!(path = %path.display(), "configuration saved");
+                Ok((
+                    format!(
+                        "saved to {} (previous version kept as {})\n",
+                        path.display(),
+                        Config::backup_path(&path).display()
+                    ),
+                    json.then(|| json!({"saved": path})),
+                ))
+            }
+            LifecycleCommand::ActivateConfig => self.activate(json).await,
+        }
+    }
+
+    fn snapshot(&self) -> Result<ConfigState, String> {
+        self.config
+            .lock()
+            .map(|c| c.clone())
+            .map_err(|_| "configuration lock poisoned".to_owned())
+    }
+
+    /// `activate-config`: the saved file becomes the running configuration.
+    async fn activate(&self, json: bool) -> Outcome {
+        let c = self.snapshot()?;
+        let path = c
+            .path
+            .ok_or("no configuration file: nothing saved to activate (start with --config FILE)")?;
+        let saved = Config::load(&path).map_err(|e| e.to_string())?;
+        let restart = restart_needed(&c.running, &saved);
+        let ecfg = engine_config(&saved).map_err(|e| e.to_string())?;
+        self.node.reconfigure(&ecfg);
+        self.subsystems.reconfigure(&saved);
+        if let Ok(mut st) = self.config.lock() {
+            st.running = saved.clone();
+        }
+        info!(restart_needed = ?restart, "configuration activated");
+        let mut out = String::from("configuration activated\n");
+        if restart.is_empty() {
+            out.push_str("all changes are in effect\n");
+        } else {
+            out.push_str("these changes take effect after a restart (reboot):\n");
+            for r in &restart {
+                let _ = writeln!(out, "  {r}");
+            }
+        }
+        Ok((
+            out,
+            json.then(|| json!({"activated": true, "restart_needed": restart})),
+        ))
+    }
+
+    async fn operational(&self, cmd: OperCommand, json: bool) -> Outcome {
+        match cmd {
+            OperCommand::ShowSipStats => {
+                let snaps = self.node.snapshots(false).await;
+                let mut total = crate::engine::Stats::default();
+                for s in &snaps {
+                    total = crate::node::add_stats(&total, &s.stats);
+                }
+                let calls: usize = snaps.iter().map(|s| s.calls).sum();
+                let v = serde_json::to_value(&total).unwrap_or_default();
+                let mut out = String::new();
+                let _ = writeln!(out, "{:<28} {:>12}", "calls-active", calls);
+                if let serde_json::Value::Object(m) = &v {
+                    for (k, val) in m {
+                        let _ = writeln!(out, "{:<28} {:>12}", k.replace('_', "-"), val);
+                    }
+                }
+                Ok((
+                    out,
+                    json.then(|| json!({"calls_active": calls, "counters": v})),
+                ))
+            }
+            OperCommand::ShowWorkers => {
+                let snaps = self.node.snapshots(false).await;
+                let mut out = format!(
+                    "{:<8} {:>8} {:>13} {:>8} {:>12} {:>12}\n",
+                    "worker", "calls", "transactions", "queued", "requests-in", "responses-in"
+                );
+                for s in &snaps {
+                    let _ = writeln!(
+                        out,
+                        "{:<8} {:>8} {:>13} {:>8} {:>12} {:>12}",
+                        s.index,
+                        s.calls,
+                        s.transactions,
+                        s.queued,
+                        s.stats.requests_in,
+                        s.stats.responses_in
+                    );
+                }
+                Ok((out, json.then(|| json!({"workers": snaps}))))
+            }
+            OperCommand::ShowDialogs => {
+                let snaps = self.node.snapshots(true).await;
+                let dialogs: Vec<_> = snaps.into_iter().flat_map(|s| s.dialogs).collect();
+                let mut out = format!("{} dialogs\n", dialogs.len());
+                for d in dialogs.iter().take(200) {
+                    let _ = writeln!(
+                        out,
+                        "{:016x} {:<10} caller {} {}  callee {} {}",
+                        d.id,
+                        format!("{:?}", d.state).to_lowercase(),
+                        d.caller.peer,
+                        d.caller.call_id,
+                        d.callee.peer,
+                        d.callee.call_id
+                    );
+                }
+                if dialogs.len() > 200 {
+                    out.push_str("... (first 200 shown; --json gives all)\n");
+                }
+                Ok((out, json.then(|| json!({"dialogs": dialogs}))))
+            }
+            OperCommand::Reboot => {
+                warn!("reboot requested from the ACLI");
+                let _ = self.control.send(Control::Reboot);
+                Ok((
+                    "rebooting: the node restarts now (alarms and health are cleared)\n".into(),
+                    json.then(|| json!({"rebooting": true})),
+                ))
+            }
+            other => {
+                self.subsystems
+                    .operational(other, json, &self.running())
+                    .await
+            }
+        }
+    }
+
+    fn running(&self) -> Config {
+        self.config
+            .lock()
+            .map(|c| c.running.clone())
+            .unwrap_or_default()
+    }
+}
+
+/// The changes between `running` and `saved` that only a restart applies.
+pub fn restart_needed(running: &Config, saved: &Config) -> Vec<String> {
+    let mut out = Vec::new();
+    if running.sip_interfaces != saved.sip_interfaces {
+        out.push("sip-interface: addresses, ports and transports are bound at start".to_owned());
+    }
+    if running.sip_config.workers != saved.sip_config.workers {
+        out.push(format!(
+            "sip-config workers {} -> {}: the worker count is fixed at start",
+            running.sip_config.workers, saved.sip_config.workers
+        ));
+    }
+    if running.redundancy != saved.redundancy {
+        out.push("redundancy-config: the pair's channels are set up at start".to_owned());
+    }
+    out
+}
