@@ -2,13 +2,16 @@
 # The whole test suite, on a fresh machine: unit tests, then end-to-end tests that start the real
 # `sbc` binary and SIPp on loopback.
 #
-# The end-to-end tests need SIPp (Debian package `sip-tester`). As root this script installs it;
-# otherwise it stops and prints the exact apt-get line to run.
+# The end-to-end tests need SIPp (Debian package `sip-tester`) and net-snmp's trap receiver and
+# tools (`snmptrapd`, `snmp`). As root this script installs what is missing; otherwise it stops
+# and prints the exact apt-get line to run.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 missing=()
 command -v sipp >/dev/null 2>&1 || missing+=(sip-tester)
+command -v snmptrapd >/dev/null 2>&1 || missing+=(snmptrapd)
+command -v snmptranslate >/dev/null 2>&1 || missing+=(snmp)
 if ((${#missing[@]})); then
     if [ "$(id -u)" = 0 ]; then
         echo "installing ${missing[*]} (needed by the end-to-end tests)"

@@ -118,11 +118,14 @@ pub enum DialogChange {
 pub enum Admission {
     /// Accept new requests.
     Accept,
-    /// Refuse new requests with 503 and this Retry-After (seconds). In-dialog requests, ACK,
-    /// CANCEL and BYE still pass.
+    /// Refuse new requests with 503 and a Retry-After drawn at random in the range (seconds),
+    /// so rejected callers do not retry in lockstep. In-dialog requests, ACK, CANCEL and BYE
+    /// still pass.
     Reject {
-        /// Retry-After value in seconds.
-        retry_after: u32,
+        /// Smallest Retry-After.
+        retry_after_min: u32,
+        /// Largest Retry-After.
+        retry_after_max: u32,
     },
 }
 
@@ -707,8 +710,17 @@ impl Engine {
             self.answer(inbound, &msg, 503, Some(("Retry-After", "5".into())));
             return;
         }
-        if let Admission::Reject { retry_after } = self.admission {
+        if let Admission::Reject {
+            retry_after_min,
+            retry_after_max,
+        } = self.admission
+        {
             self.stats.rejected_503 += 1;
+            let (lo, hi) = (
+                retry_after_min.min(retry_after_max),
+                retry_after_max.max(retry_after_min),
+            );
+            let retry_after = lo + (rand::random::<u32>() % (hi - lo + 1));
             self.answer(
                 inbound,
                 &msg,

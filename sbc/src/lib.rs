@@ -19,6 +19,7 @@
 #![warn(missing_docs)]
 
 pub mod acli_client;
+pub mod alarm_service;
 pub mod console;
 pub mod engine;
 pub mod mgmt;

@@ -8,10 +8,15 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use sbc::alarm_service::AlarmService;
 use sbc::console::{ConfigState, Console, Control};
 use sbc::subsystems::Subsystems;
 use sbc_config::Config;
 use tracing::{info, warn};
+
+/// jemalloc: its own statistics drive the heap alarms and the heap-gated admission.
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// Default management socket when neither `--mgmt-socket` nor `SBC_MGMT_SOCKET` says otherwise.
 const DEFAULT_MGMT_SOCKET: &str = "/tmp/sbc.sock";
@@ -158,6 +163,8 @@ fn reexec() -> anyhow::Error {
 async fn run(cfg: Config, path: Option<PathBuf>, mgmt_socket: PathBuf) -> anyhow::Result<bool> {
     let node = Arc::new(sbc::node::start(&cfg, true).await?);
     let (control_tx, mut control_rx) = tokio::sync::mpsc::unbounded_channel();
+    let alarms = AlarmService::spawn(&cfg, node.clone(), cfg.redundancy.is_enabled())?;
+    let subsystems = Arc::new(Subsystems::new(alarms.clone()));
     let console = Arc::new(Console {
         config: Mutex::new(ConfigState {
             running: cfg.clone(),
@@ -165,7 +172,7 @@ async fn run(cfg: Config, path: Option<PathBuf>, mgmt_socket: PathBuf) -> anyhow
             path,
         }),
         node: node.clone(),
-        subsystems: Arc::new(Subsystems::new(&cfg)),
+        subsystems: subsystems.clone(),
         started: Instant::now(),
         control: control_tx,
     });
@@ -204,6 +211,9 @@ async fn run(cfg: Config, path: Option<PathBuf>, mgmt_socket: PathBuf) -> anyhow
         info!("shutting down: refusing new requests, finishing transactions");
     }
     node.shutdown().await;
+    alarms.clear_for_restart();
+    // Give the trap sink a moment to send the clear traps.
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     mgmt.abort();
     remove_socket(&mgmt_socket);
     Ok(reboot)

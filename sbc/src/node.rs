@@ -30,7 +30,7 @@ use tokio_util::codec::FramedRead;
 use tracing::{debug, info, info_span, warn};
 
 use crate::engine::{
-    DialogChange, Engine, EngineConfig, Inbound, Interface, NextHop, Stats, Transmit,
+    Admission, DialogChange, Engine, EngineConfig, Inbound, Interface, NextHop, Stats, Transmit,
 };
 use crate::shard;
 use crate::sip::dialog::LegTransport;
@@ -107,6 +107,7 @@ enum WorkerMsg {
     Drain,
     Stop,
     Reconfigure(Box<EngineConfig>),
+    Admission(Admission),
     Replica(DialogChange),
     Snapshot {
         dialogs: bool,
@@ -401,6 +402,13 @@ impl Node {
         }
     }
 
+    /// Sets what every worker does with new requests (the overload and critical-memory gate).
+    pub fn set_admission(&self, admission: Admission) {
+        for w in &self.shared.workers {
+            let _ = w.send(WorkerMsg::Admission(admission));
+        }
+    }
+
     /// Applies a new engine configuration to every worker.
     pub fn reconfigure(&self, cfg: &EngineConfig) {
         for w in &self.shared.workers {
@@ -516,6 +524,7 @@ fn worker_loop(index: usize, mut engine: Engine, rx: mpsc::Receiver<WorkerMsg>, 
                     engine.handle_inbound(Instant::now(), i);
                 }
                 WorkerMsg::Reconfigure(cfg) => engine.set_config(*cfg),
+                WorkerMsg::Admission(a) => engine.set_admission(a),
                 WorkerMsg::Replica(DialogChange::Upsert(d)) => engine.install_dialog(*d),
                 WorkerMsg::Replica(DialogChange::Delete(id)) => engine.remove_dialog(id),
                 WorkerMsg::Snapshot { dialogs, reply } => {

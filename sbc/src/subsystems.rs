@@ -2,30 +2,38 @@
 //! and the lab's memory ballast.
 
 use std::fmt::Write as _;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use sbc_config::acli::OperCommand;
 use sbc_config::Config;
 use serde_json::json;
 use tracing::info;
 
+use crate::alarm_service::AlarmService;
+
 /// The outcome of a command: text and optional JSON, or an error.
 pub type Outcome = Result<(String, Option<serde_json::Value>), String>;
 
 /// Health, alarms, redundancy and the lab ballast of one node.
-#[derive(Debug, Default)]
 pub struct Subsystems {
     ballast: Mutex<Vec<Vec<u8>>>,
+    /// The alarm subsystem.
+    pub alarms: Arc<AlarmService>,
 }
 
 impl Subsystems {
-    /// Subsystems for a node starting with `cfg`.
-    pub fn new(_cfg: &Config) -> Self {
-        Self::default()
+    /// Subsystems around a running alarm service.
+    pub fn new(alarms: Arc<AlarmService>) -> Self {
+        Self {
+            ballast: Mutex::new(Vec::new()),
+            alarms,
+        }
     }
 
     /// Applies an activated configuration.
-    pub fn reconfigure(&self, _cfg: &Config) {}
+    pub fn reconfigure(&self, cfg: &Config) {
+        self.alarms.reconfigure(cfg);
+    }
 
     /// Megabytes of lab ballast held.
     pub fn ballast_mb(&self) -> u64 {
@@ -48,10 +56,7 @@ impl Subsystems {
     /// Executes an operational command that is not about SIP.
     pub async fn operational(&self, cmd: OperCommand, json: bool, running: &Config) -> Outcome {
         match cmd {
-            OperCommand::ShowHealth => {
-                let out = "health-score        100\nno deductions\n".to_owned();
-                Ok((out, json.then(|| json!({"score": 100, "deductions": []}))))
-            }
+            OperCommand::ShowHealth => Ok(self.show_health(json)),
             OperCommand::ShowRedundancy => {
                 let r = &running.redundancy;
                 let out = format!(
@@ -60,23 +65,17 @@ impl Subsystems {
                 );
                 Ok((out, json.then(|| json!({"state": "standalone"}))))
             }
-            OperCommand::ShowMemory => {
-                let rss = process_rss_bytes().unwrap_or(0);
-                let mut out = String::new();
-                let _ = writeln!(out, "{:<22} {:>10} MB", "process-resident", rss >> 20);
-                let _ = writeln!(out, "{:<22} {:>10} MB", "lab-ballast", self.ballast_mb());
-                Ok((
-                    out,
-                    json.then(
-                        || json!({"process_resident_bytes": rss, "ballast_mb": self.ballast_mb()}),
-                    ),
-                ))
-            }
-            OperCommand::DisplayAlarms => {
-                Ok(("no alarms\n".into(), json.then(|| json!({"alarms": []}))))
-            }
+            OperCommand::ShowMemory => Ok(self.show_memory(json)),
+            OperCommand::DisplayAlarms => Ok(self.display_alarms(json)),
             OperCommand::ClearAlarm { id, task } => {
-                Err(format!("no alarm {id} for task {task}: no alarm is raised"))
+                let row = self.alarms.clear_alarm(id, &task)?;
+                Ok((
+                    format!(
+                        "alarm {id} ({}) cleared; clear trap sent\n",
+                        row.description
+                    ),
+                    json.then(|| json!({ "cleared": row })),
+                ))
             }
             OperCommand::NotifyBerpdForce => Err(
                 "redundancy-config state is disabled: this node has no peer to switch over to"
@@ -84,10 +83,9 @@ impl Subsystems {
             ),
             OperCommand::LabBallast { mb } => {
                 if !running.system.lab_mode {
-                    return Err(
-                        "lab ballast needs system-config lab-mode enabled in the running configuration"
-                            .into(),
-                    );
+                    return Err("lab ballast needs system-config lab-mode enabled in the \
+                                running configuration"
+                        .into());
                 }
                 self.set_ballast(mb);
                 info!(mb, "lab ballast set");
@@ -99,6 +97,135 @@ impl Subsystems {
             other => Err(format!("{other:?} is handled by the SIP node")),
         }
     }
+
+    fn show_health(&self, json: bool) -> (String, Option<serde_json::Value>) {
+        let (score, deductions, ineligible) = self.alarms.health_report();
+        let closed = self.alarms.admission_closed();
+        let mut out = format!("{:<24} {score}\n", "health-score");
+        if deductions.is_empty() {
+            out.push_str("no deductions\n");
+        }
+        for d in &deductions {
+            let _ = writeln!(
+                out,
+                "  -{:<3} {:<16} {}{}",
+                d.points,
+                d.source,
+                d.reason,
+                if d.until_restart {
+                    " (until restart)"
+                } else {
+                    ""
+                }
+            );
+        }
+        if ineligible {
+            out.push_str(
+                "NOT AVAILABLE for an ensuing switchover until restarted (critical memory took 100)\n",
+            );
+        }
+        if closed {
+            out.push_str("new requests are refused with 503 (critical memory)\n");
+        }
+        let _ = writeln!(
+            out,
+            "{:<24} not applicable (redundancy disabled)",
+            "sip-sync"
+        );
+        let _ = writeln!(
+            out,
+            "{:<24} not applicable (redundancy disabled)",
+            "config-sync"
+        );
+        let data = json.then(|| {
+            json!({
+                "score": score,
+                "deductions": deductions,
+                "ineligible_until_restart": ineligible,
+                "admission_closed": closed,
+            })
+        });
+        (out, data)
+    }
+
+    fn show_memory(&self, json: bool) -> (String, Option<serde_json::Value>) {
+        let rss = process_rss_bytes().unwrap_or(0);
+        let r = self.alarms.readings();
+        let pct = |p: Option<f64>| p.map_or("-".to_owned(), |p| format!("{p:.1} %"));
+        let mb = |b: Option<u64>| b.map_or("-".to_owned(), |b| format!("{} MB", b >> 20));
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "{:<22} {:>12}   (source: {})",
+            "memory-utilisation",
+            pct(r.memory_percent),
+            r.memory_source
+        );
+        if let Some((used, limit)) = r.memory_bytes {
+            let _ = writeln!(
+                out,
+                "{:<22} {:>12} of {} MB",
+                "memory-used",
+                format!("{} MB", used >> 20),
+                limit >> 20
+            );
+        }
+        let rows = [
+            ("process-resident", format!("{} MB", rss >> 20)),
+            ("heap-allocated", mb(r.heap_allocated)),
+            ("heap-resident", mb(r.heap_resident)),
+            ("heap-utilisation", pct(r.heap_percent)),
+            ("cpu-utilisation", pct(r.cpu_percent)),
+            ("lab-ballast", format!("{} MB", self.ballast_mb())),
+        ];
+        for (name, value) in rows {
+            let _ = writeln!(out, "{name:<22} {value:>12}");
+        }
+        let data = json.then(|| {
+            json!({
+                "readings": r,
+                "process_resident_bytes": rss,
+                "ballast_mb": self.ballast_mb(),
+            })
+        });
+        (out, data)
+    }
+
+    fn display_alarms(&self, json: bool) -> (String, Option<serde_json::Value>) {
+        let rows = self.alarms.rows();
+        let mut out = if rows.is_empty() {
+            "no alarms\n".to_owned()
+        } else {
+            format!(
+                "{:<8} {:<6} {:<9} {:>5} {:<22} {:<22} {}\n",
+                "id", "task", "severity", "count", "first", "last", "description"
+            )
+        };
+        for row in &rows {
+            let _ = writeln!(
+                out,
+                "{:<8} {:<6} {:<9} {:>5} {:<22} {:<22} {}",
+                row.id,
+                row.task,
+                row.severity.to_string(),
+                row.count,
+                fmt_time(row.first_seen),
+                fmt_time(row.last_seen),
+                row.description
+            );
+        }
+        (out, json.then(|| json!({ "alarms": rows })))
+    }
+}
+
+/// `HH:MM:SS UTC` of a wall-clock time (the day is implied: alarms are recent).
+fn fmt_time(t: std::time::SystemTime) -> String {
+    let secs = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let (h, m, s) = ((secs / 3600) % 24, (secs / 60) % 60, secs % 60);
+    format!("{h:02}:{m:02}:{s:02} UTC")
 }
 
 /// Resident memory of this process, from /proc/self/statm.

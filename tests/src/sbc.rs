@@ -188,6 +188,8 @@ impl SbcNode {
         cmd.arg("run")
             .arg("--config")
             .arg(&config_path)
+            .arg("--mgmt-socket")
+            .arg(dir.file("mgmt.sock"))
             .current_dir(dir.path())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -251,6 +253,18 @@ impl SbcNode {
             "sbc {why}\n--- config ---\n{}",
             std::fs::read_to_string(self.dir.file("sbc.toml")).unwrap_or_default(),
         );
+    }
+
+    /// The node's management socket (for `sbc acli --mgmt-socket`).
+    #[must_use]
+    pub fn mgmt_socket(&self) -> PathBuf {
+        self.dir.file("mgmt.sock")
+    }
+
+    /// The node's configuration file.
+    #[must_use]
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.file("sbc.toml")
     }
 
     /// The process id.

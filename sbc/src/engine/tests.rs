@@ -515,7 +515,10 @@ fn malformed_requests_get_400_when_answerable_and_are_dropped_otherwise() {
 fn draining_and_admission_refuse_only_new_requests() {
     let mut w = World::new();
     let tag = establish(&mut w);
-    w.engine.set_admission(Admission::Reject { retry_after: 7 });
+    w.engine.set_admission(Admission::Reject {
+        retry_after_min: 7,
+        retry_after_max: 7,
+    });
     w.caller_sends(&invite("z9hG4bKnew").replace("call-1@", "call-2@"));
     let r = w.to_caller.last().expect("503").clone();
     assert_eq!(r.status(), Some(503));

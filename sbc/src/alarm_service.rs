@@ -1,0 +1,444 @@
+//! The alarm subsystem of a running node: the thin async shell around `sbc-alarms`.
+//!
+//! A task sleeps until the evaluator's next sub-sample or iteration, samples what the
+//! thresholds name (memory from the configured source, jemalloc heap, CPU, sessions), feeds the
+//! evaluator, sends a trap for every event, and carries out `critical-memory-abort`:
+//! - `disabled`: alarm and trap only;
+//! - `enabled`: on two consecutive critical readings, refuse new requests with 503 +
+//!   Retry-After (in-dialog requests, ACK, CANCEL and BYE still flow);
+//! - `switchover`: on two consecutive critical readings, take 100 off the health score (which
+//!   the HA pair turns into a switchover); without a peer it behaves as `enabled`.
+//!
+//! The health score and the "ineligible until restart" flag are published on a watch channel
+//! for the redundancy machinery.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use sbc_alarms::{
+    AlarmEvent, AlarmKind, AlarmRow, ClearedBy, CpuSampler, Deduction, Evaluator, EvaluatorConfig,
+    HeapSampler, MemorySampler, MemorySource, Reading, Threshold, Thresholds, Trap, TrapReceiver,
+    TrapSink, TrapSinkConfig,
+};
+use sbc_config::{Config, CriticalMemoryAbort};
+use serde::Serialize;
+use tokio::sync::watch;
+use tracing::{error, info, warn};
+
+use crate::engine::Admission;
+use crate::node::Node;
+
+/// What the redundancy machinery needs to know about this node's health.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct HealthStatus {
+    /// 0..=100.
+    pub score: u8,
+    /// The critical-memory rule took its 100 points: not eligible to become active until the
+    /// process restarts.
+    pub ineligible_until_restart: bool,
+}
+
+/// Latest readings, for `show memory`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Readings {
+    /// Memory utilisation in percent of the configured source.
+    pub memory_percent: Option<f64>,
+    /// Bytes used and limit of the memory source, when known.
+    pub memory_bytes: Option<(u64, u64)>,
+    /// jemalloc allocated bytes.
+    pub heap_allocated: Option<u64>,
+    /// jemalloc resident bytes.
+    pub heap_resident: Option<u64>,
+    /// Heap utilisation in percent of `heap-limit-mb`.
+    pub heap_percent: Option<f64>,
+    /// CPU utilisation in percent.
+    pub cpu_percent: Option<f64>,
+    /// Where the memory figure comes from.
+    pub memory_source: String,
+}
+
+struct Inner {
+    evaluator: Evaluator,
+    memory: Option<MemorySampler>,
+    heap: Option<HeapSampler>,
+    cpu: Option<CpuSampler>,
+    readings: Readings,
+    policy: CriticalMemoryAbort,
+    has_peer: bool,
+    hostname: String,
+    admission_closed: bool,
+    retry_after: (u32, u32),
+}
+
+/// The alarm subsystem of one node.
+pub struct AlarmService {
+    inner: Mutex<Inner>,
+    sink: TrapSink,
+    health_tx: watch::Sender<HealthStatus>,
+    node: Arc<Node>,
+}
+
+/// Maps the configuration's memory source onto the sampler's.
+fn memory_source(cfg: &Config) -> MemorySource {
+    match cfg.system.memory_source {
+        sbc_config::MemorySource::Host => MemorySource::Host,
+        sbc_config::MemorySource::Cgroup => MemorySource::Cgroup { dir: None },
+        sbc_config::MemorySource::Process => MemorySource::Process {
+            limit_bytes: cfg.system.memory_limit_mb << 20,
+        },
+    }
+}
+
+/// The configuration's alarm-thresholds as the evaluator takes them.
+pub fn thresholds(cfg: &Config) -> anyhow::Result<Thresholds> {
+    let mut out = Vec::new();
+    for t in &cfg.system.alarm_thresholds {
+        let kind: AlarmKind = t.kind.as_str().parse()?;
+        let severity = t.severity.as_str().parse()?;
+        let mut th = Threshold::new(kind, severity, t.value).with_health_penalty(t.health_penalty);
+        if !t.volume.is_empty() {
+            th.volume = Some(t.volume.clone());
+        }
+        out.push(th);
+    }
+    Ok(Thresholds::new(out)?)
+}
+
+/// The configuration's trap receivers as the sink takes them.
+pub fn trap_receivers(cfg: &Config) -> Vec<TrapReceiver> {
+    cfg.system
+        .trap_receivers
+        .iter()
+        .map(|r| TrapReceiver {
+            address: r.socket_addr(),
+            community: r.community.clone(),
+            filter_level: match r.filter_level {
+                sbc_config::FilterLevel::All => sbc_alarms::FilterLevel::All,
+                sbc_config::FilterLevel::Minor => sbc_alarms::FilterLevel::Minor,
+                sbc_config::FilterLevel::Major => sbc_alarms::FilterLevel::Major,
+                sbc_config::FilterLevel::Critical => sbc_alarms::FilterLevel::Critical,
+                sbc_config::FilterLevel::None => sbc_alarms::FilterLevel::None,
+            },
+        })
+        .collect()
+}
+
+impl AlarmService {
+    /// Starts the subsystem for `cfg`; `has_peer` says whether a redundancy peer exists (it
+    /// decides what `critical-memory-abort=switchover` does). Must run inside tokio.
+    pub fn spawn(cfg: &Config, node: Arc<Node>, has_peer: bool) -> anyhow::Result<Arc<Self>> {
+        let s = &cfg.system;
+        let ecfg = EvaluatorConfig {
+            iteration: Duration::from_millis(s.alarm_iteration_ms),
+            sub_samples: s.alarm_subsamples,
+            sustain: s.spike_subsamples,
+            ..EvaluatorConfig::default()
+        };
+        let evaluator = Evaluator::new(ecfg, thresholds(cfg)?, Instant::now(), SystemTime::now())?;
+        let memory = match MemorySampler::new(memory_source(cfg)) {
+            Ok(m) => Some(m),
+            Err(e) => {
+                warn!(error = %e, "memory sampler unavailable; memory alarms cannot be raised");
+                None
+            }
+        };
+        let heap = HeapSampler::new(s.heap_limit_mb << 20).ok();
+        let cpu = CpuSampler::new().ok();
+        let (sink, _task) = TrapSink::spawn(TrapSinkConfig::new(trap_receivers(cfg)));
+        let (health_tx, _) = watch::channel(HealthStatus {
+            score: 100,
+            ineligible_until_restart: false,
+        });
+        let service = Arc::new(Self {
+            inner: Mutex::new(Inner {
+                evaluator,
+                memory,
+                heap,
+                cpu,
+                readings: Readings {
+                    memory_source: format!("{:?}", memory_source(cfg)).to_lowercase(),
+                    ..Readings::default()
+                },
+                policy: s.critical_memory_abort(),
+                has_peer,
+                hostname: s.hostname.clone(),
+                admission_closed: false,
+                retry_after: (
+                    cfg.sip_config.retry_after_min,
+                    cfg.sip_config.retry_after_max,
+                ),
+            }),
+            sink,
+            health_tx,
+            node,
+        });
+        tokio::spawn(service.clone().run());
+        Ok(service)
+    }
+
+    /// Health changes, for the redundancy machinery.
+    pub fn health(&self) -> watch::Receiver<HealthStatus> {
+        self.health_tx.subscribe()
+    }
+
+    /// Tells the subsystem whether a redundancy peer is present now.
+    pub fn set_has_peer(&self, has_peer: bool) {
+        if let Ok(mut i) = self.inner.lock() {
+            i.has_peer = has_peer;
+        }
+    }
+
+    /// The trap sink (the HA machinery sends its redundancy traps through it).
+    pub fn sink(&self) -> &TrapSink {
+        &self.sink
+    }
+
+    /// The node's name in traps.
+    pub fn hostname(&self) -> String {
+        self.inner
+            .lock()
+            .map(|i| i.hostname.clone())
+            .unwrap_or_default()
+    }
+
+    /// Applies an activated configuration: trap receivers, hostname, the abort policy.
+    /// Threshold and iteration changes need a restart.
+    pub fn reconfigure(&self, cfg: &Config) {
+        self.sink.set_receivers(trap_receivers(cfg));
+        if let Ok(mut i) = self.inner.lock() {
+            i.policy = cfg.system.critical_memory_abort();
+            i.hostname = cfg.system.hostname.clone();
+            i.retry_after = (
+                cfg.sip_config.retry_after_min,
+                cfg.sip_config.retry_after_max,
+            );
+        }
+    }
+
+    /// The alarm table (`display-alarms`).
+    pub fn rows(&self) -> Vec<AlarmRow> {
+        self.inner
+            .lock()
+            .map(|i| i.evaluator.table().rows())
+            .unwrap_or_default()
+    }
+
+    /// Health score, its deductions, and whether the node is ineligible until restart.
+    pub fn health_report(&self) -> (u8, Vec<Deduction>, bool) {
+        self.inner
+            .lock()
+            .map(|i| {
+                let h = i.evaluator.health();
+                (
+                    h.score(),
+                    h.deductions().to_vec(),
+                    h.ineligible_until_restart(),
+                )
+            })
+            .unwrap_or((0, Vec::new(), false))
+    }
+
+    /// Whether new requests are refused because of critical memory.
+    pub fn admission_closed(&self) -> bool {
+        self.inner
+            .lock()
+            .map(|i| i.admission_closed)
+            .unwrap_or(false)
+    }
+
+    /// The latest readings (`show memory`).
+    pub fn readings(&self) -> Readings {
+        self.inner
+            .lock()
+            .map(|i| i.readings.clone())
+            .unwrap_or_default()
+    }
+
+    /// `clear-alarm <id> <task>`: clears the alarm (a clear trap marked operator-cleared goes
+    /// out). The health deduction of the critical-memory rule stays until restart.
+    pub fn clear_alarm(&self, id: u32, task: &str) -> Result<AlarmRow, String> {
+        let row = {
+            let mut i = self.inner.lock().map_err(|_| "alarm lock poisoned")?;
+            let row = i
+                .evaluator
+                .clear_alarm(id, task)
+                .map_err(|e| e.to_string())?;
+            self.drain(&mut i);
+            row
+        };
+        info!(id, task, "alarm cleared by the operator");
+        Ok(row)
+    }
+
+    /// Takes (or gives back) health points for a reason outside the alarm table, such as a
+    /// lost heartbeat path.
+    pub fn deduct_health(&self, source: &str, reason: &str, points: u8) {
+        if let Ok(mut i) = self.inner.lock() {
+            if points == 0 {
+                i.evaluator.give_back_health(source);
+            } else {
+                i.evaluator.deduct_health(source, reason, points);
+            }
+            self.drain(&mut i);
+        }
+    }
+
+    async fn run(self: Arc<Self>) {
+        loop {
+            let next = self
+                .inner
+                .lock()
+                .ok()
+                .and_then(|i| i.evaluator.poll_timeout())
+                .unwrap_or_else(|| Instant::now() + Duration::from_secs(1));
+            tokio::time::sleep_until(next.into()).await;
+            let calls = if self.wants_sessions() {
+                Some(
+                    self.node
+                        .snapshots(false)
+                        .await
+                        .iter()
+                        .map(|s| s.calls)
+                        .sum::<usize>(),
+                )
+            } else {
+                None
+            };
+            let Ok(mut i) = self.inner.lock() else {
+                error!("alarm lock poisoned; alarm subsystem stops");
+                return;
+            };
+            let now = Instant::now();
+            if i.evaluator.poll_sample(now) {
+                self.sample(&mut i, now, calls);
+            }
+            i.evaluator.handle_timeout(now);
+            self.drain(&mut i);
+        }
+    }
+
+    fn wants_sessions(&self) -> bool {
+        self.inner
+            .lock()
+            .map(|i| i.evaluator.kinds().contains(&AlarmKind::Sessions))
+            .unwrap_or(false)
+    }
+
+    fn sample(&self, i: &mut Inner, now: Instant, calls: Option<usize>) {
+        let kinds = i.evaluator.kinds();
+        let mut memory = None;
+        if let Some(m) = i.memory.as_mut() {
+            match m.sample() {
+                Ok(r) => memory = Some(r),
+                Err(e) => warn!(error = %e, "memory sample failed"),
+            }
+        }
+        if let Some(r) = &memory {
+            i.readings.memory_percent = Some(r.percent);
+            i.readings.memory_bytes = r.bytes.map(|b| (b.used, b.limit));
+        }
+        let heap: Option<Reading> = i.heap.as_ref().and_then(|h| {
+            let stats = h.stats().ok();
+            if let Some(s) = stats {
+                i.readings.heap_allocated = Some(s.allocated);
+                i.readings.heap_resident = Some(s.resident);
+            }
+            h.sample().ok()
+        });
+        if let Some(r) = &heap {
+            i.readings.heap_percent = Some(r.percent);
+        }
+        let cpu = i.cpu.as_mut().and_then(|c| c.sample().ok());
+        if let Some(r) = &cpu {
+            i.readings.cpu_percent = Some(r.percent);
+        }
+        for kind in kinds {
+            let percent = match kind {
+                AlarmKind::Memory => memory.as_ref().map(|r| r.percent),
+                AlarmKind::Heap => heap.as_ref().map(|r| r.percent),
+                AlarmKind::Cpu => cpu.as_ref().map(|r| r.percent),
+                // Sessions against a nominal 10,000-call capacity until a licence limit exists.
+                AlarmKind::Sessions => calls.map(|c| c as f64 / 100.0),
+                AlarmKind::Space => None,
+            };
+            if let Some(p) = percent {
+                i.evaluator.handle_sample(now, kind, p);
+            }
+        }
+    }
+
+    /// Handles every pending evaluator event: traps, logs, the abort policy, health.
+    fn drain(&self, i: &mut Inner) {
+        while let Some(event) = i.evaluator.poll() {
+            match &event {
+                AlarmEvent::Raised(row) => warn!(
+                    id = row.id, severity = %row.severity, value = row.value,
+                    threshold = row.threshold, "alarm raised: {}", row.description
+                ),
+                AlarmEvent::SeverityChanged { row, previous } => warn!(
+                    id = row.id, severity = %row.severity, %previous, value = row.value,
+                    "alarm severity changed"
+                ),
+                AlarmEvent::Cleared { row, by } => {
+                    info!(id = row.id, by = ?by, "alarm cleared");
+                }
+                AlarmEvent::CriticalMemoryAbort { first, second } => {
+                    warn!(first, second, policy = %i.policy, "two consecutive critical memory readings");
+                    match i.policy {
+                        CriticalMemoryAbort::Disabled => {}
+                        CriticalMemoryAbort::Enabled => self.close_admission(i),
+                        CriticalMemoryAbort::Switchover => {
+                            i.evaluator.deduct_critical_memory();
+                            if !i.has_peer {
+                                warn!("critical-memory-abort=switchover without a peer: refusing new calls");
+                                self.close_admission(i);
+                            }
+                        }
+                    }
+                }
+                AlarmEvent::HealthChanged {
+                    score,
+                    previous,
+                    reason,
+                } => {
+                    warn!(score, previous, reason = %reason, "health score changed");
+                }
+                AlarmEvent::StillCritical(_) => {}
+            }
+            if let Some(trap) = Trap::from_event(&event, &i.hostname) {
+                if !self.sink.send(trap) {
+                    warn!("trap queue full: trap dropped");
+                }
+            }
+        }
+        let h = i.evaluator.health();
+        let status = HealthStatus {
+            score: h.score(),
+            ineligible_until_restart: h.ineligible_until_restart(),
+        };
+        self.health_tx.send_if_modified(|s| {
+            let changed = *s != status;
+            *s = status;
+            changed
+        });
+    }
+
+    fn close_admission(&self, i: &mut Inner) {
+        if !i.admission_closed {
+            i.admission_closed = true;
+            self.node.set_admission(Admission::Reject {
+                retry_after_min: i.retry_after.0,
+                retry_after_max: i.retry_after.1,
+            });
+            warn!("critical memory: new requests are refused with 503 until restart");
+        }
+    }
+
+    /// At orderly shutdown: clear every alarm with a clear trap marked "restart".
+    pub fn clear_for_restart(&self) {
+        if let Ok(mut i) = self.inner.lock() {
+            i.evaluator.clear_all(ClearedBy::Restart);
+            self.drain(&mut i);
+        }
+    }
+}
