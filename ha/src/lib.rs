@@ -1,6 +1,53 @@
-//! sbc-ha: the heartbeat wire format, the redundancy state machine, the health score and the state
-//! sync of dialogs between the active and the standby.
+//! sbc-ha: high availability of the SBC pair.
 //!
-//! Empty for now: the HA issue builds it. It exists so that the workspace has the layout of
-//! `DESIGN.md` section 2 from the start.
+//! # What this crate owns
+//!
+//! - [`RedundancyConfig`]: `redundancy-config` with Oracle's names and defaults, validated.
+//! - [`wire`]: the heartbeat datagram (magic, version, bincode 2 payload, HMAC-SHA256).
+//! - [`Redundancy`]: the redundancy state machine, sans-IO: heartbeats and timeouts in,
+//!   heartbeats and [`HaEvent`]s out, time passed in. Its module docs give the rules and why
+//!   there are epochs.
+//! - [`sync`]: the frames of the TCP state-sync channel and [`SyncTable`], the replicated
+//!   keyed map of opaque bytes with its merge-union for split-brain convergence.
+//! - [`shell`]: the thin tokio shell: a task that owns one UDP socket per heartbeat path and
+//!   drives a [`Redundancy`]; the sync server (active) and client (standby) over TCP.
+//!
+//! # What it does not own
+//!
+//! SIP: a dialog is an opaque key and opaque bytes here. Binding the service address, running
+//! hook scripts, computing the health score from alarms, and ACLI commands belong to `sbc`,
+//! which reacts to [`HaEvent`]s and feeds [`shell::Command`]s.
+//!
+//! # Data flow
+//!
+//! ```text
+//!            health, force, witness                      HaEvent (mpsc)
+//!  sbc ──────────────────────────────► shell::Heartbeat ───────────────────► sbc
+//!                                       │  ▲  owns Redundancy + UDP sockets
+//!                  heartbeats (UDP) ◄───┘  └─── heartbeats (UDP) from the peer, per path
+//!
+//!  active:  SyncPublisher::upsert/delete ──► SyncServer ══ TCP frames ══► SyncClient ──► SyncTable
+//!                                                                           (standby) └► SyncEvent::Synchronized
+//! ```
+//!
+//! # Why epochs (short version)
+//!
+//! A partition can leave two actives. When they hear each other again they must agree at once,
+//! with no further round trip, on which one stays: every takeover increments an epoch carried
+//! in heartbeats, and the lower epoch (on a tie, the higher address) yields and both exchange
+//! their dialogs so the survivor holds the union. See [`machine`] for the full rules.
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod config;
+pub mod machine;
+pub mod shell;
+pub mod sync;
+pub mod wire;
+
+pub use config::{AdminState, ConfigError, PeerConfig, PeerType, RedundancyConfig};
+pub use machine::{
+    Counters, HaEvent, Health, PeerView, Reason, Redundancy, State, Status, Transmit,
+};
+pub use sync::{SyncEntry, SyncFrame, SyncTable};
+pub use wire::{DecodeError, Heartbeat, NodeId, PathId};

@@ -89,6 +89,17 @@ fn memory_source(cfg: &Config) -> MemorySource {
     }
 }
 
+fn describe_source(cfg: &Config) -> String {
+    match cfg.system.memory_source {
+        sbc_config::MemorySource::Host => "host used/total".into(),
+        sbc_config::MemorySource::Cgroup => "cgroup usage/memory.max".into(),
+        sbc_config::MemorySource::Process => format!(
+            "process resident / memory-limit-mb {}",
+            cfg.system.memory_limit_mb
+        ),
+    }
+}
+
 /// The configuration's alarm-thresholds as the evaluator takes them.
 pub fn thresholds(cfg: &Config) -> anyhow::Result<Thresholds> {
     let mut out = Vec::new();
@@ -156,7 +167,7 @@ impl AlarmService {
                 heap,
                 cpu,
                 readings: Readings {
-                    memory_source: format!("{:?}", memory_source(cfg)).to_lowercase(),
+                    memory_source: describe_source(cfg),
                     ..Readings::default()
                 },
                 policy: s.critical_memory_abort(),

@@ -1,0 +1,1145 @@
+//! The redundancy state machine: sans-IO, time passed in (the shape of `quinn-proto`).
+//!
+//! Inputs are `handle_*` calls, outputs are drained with `poll_transmit` (heartbeats),
+//! `poll` ([`HaEvent`]s) and `poll_timeout` (when to call `handle_timeout` next). Nothing here
+//! reads a clock or touches a socket, so the simulation in `tests/sim.rs` drives two machines
+//! through thousands of failure schedules on a virtual clock.
+//!
+//! # Rules
+//!
+//! * **Liveness.** A path is up while a valid heartbeat arrived on it within the dead time
+//!   (advertisement-time × percent-drift / 100); the peer is alive while any path is up.
+//! * **Boot.** `initial` listens for initial-time. A peer already active (or becoming so) makes
+//!   it `becoming-standby` at once. Otherwise the election compares, in order: may take over
+//!   (eligible and the witness allows it), past its initial state (a node still listening
+//!   never outranks one that is ready: it would cost initial-time), health ≥
+//!   health-threshold, holds a synchronized
+//!   replica, health, lower address. The winner goes `becoming-active`, the loser
+//!   `becoming-standby`. A node that hears a peer which has finished its own initial time
+//!   (standby-like) elects at once instead of waiting.
+//! * **Takeover** by a standby (`standby`, `becoming-standby`, or an eligible
+//!   `out-of-service`): when the peer is dead, when the peer relinquishes, or when the peer is
+//!   alive but nobody is active and this node wins the comparison above. It goes
+//!   `becoming-active` and, after becoming-active-time, `active` with a new epoch
+//!   (max of both epochs + 1). A `becoming-active` node that hears an active peer (or a
+//!   becoming-active peer that wins the comparison) aborts.
+//! * **Planned switchover** is started by the active, never by the standby, so the address is
+//!   released before it is taken: the active goes `relinquishing-active` (emitting
+//!   [`HaEvent::ReleaseServiceAddress`]) when forced, when asked by the standby's forced
+//!   switchover, when its health < health-threshold ≤ a synchronized standby's, or when its
+//!   health < emergency-threshold ≤ a standby's that is still starting (`initial` or
+//!   `becoming-standby`), and only to a peer that hears it (`FLAG_PEER_ALIVE` in the peer's
+//!   heartbeat). It goes `standby` once the peer is becoming active, or back to
+//!   `active` if the peer does not take over within dead time + becoming-active-time.
+//!   An unhealthy active whose peer is below the emergency threshold too keeps the role. After
+//!   an aborted switchover it holds the role for dead time + becoming-active-time before a
+//!   health rule may hand it over again.
+//! * **Ineligible** (`ineligible_until_restart` in [`Health`], sticky): never becomes active;
+//!   an active keeps the role only while no peer can take it; otherwise `out-of-service`.
+//! * **Sync.** `becoming-standby` must see [`Redundancy::handle_sync_complete`] within
+//!   becoming-standby-time, else `out-of-service`.
+//!
+//! # Why epochs
+//!
+//! Heartbeat paths fail and heal. While they are cut, each side may believe the other is dead;
+//! with a witness only the side that reaches it takes over, and an active that reaches neither
+//! its peer nor the witness steps down, but a partition can still leave two actives for a
+//! moment, and without a witness for as long as it lasts. When they hear each other again,
+//! both must agree at once, without a further exchange, on which one stays. Every takeover
+//! increments the epoch (max of both plus one) and heartbeats carry it, so the node that took
+//! over last, the one the network most recently moved to, has the higher epoch: the lower
+//! epoch yields (equal epochs: the higher address yields). Both sides compute the same answer
+//! from the same two numbers. The yielding node keeps its dialogs and both emit
+//! [`HaEvent::ExchangeSnapshot`], so the survivor ends up with the union of both tables.
+//!
+//! # Witness
+//!
+//! With a witness configured, a node may only enter `becoming-active` (and stay there) while
+//! [`Redundancy::handle_witness`] last said reachable; an active that has lost both its peer
+//! and the witness is isolated and steps down to `standby` (reason `isolated`). The witness
+//! settles partitions of the *network*: place it so that reaching it means being on the side
+//! that serves (beyond the service network's switch, say) and carry one heartbeat path over
+//! that same network; a cut that leaves both nodes reaching the witness but not each other on
+//! any path is not detected by a reachability witness.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tracing::{debug, info};
+
+use crate::config::{AdminState, ConfigError, RedundancyConfig};
+use crate::wire::{
+    DecodeError, Heartbeat, NodeId, PathId, FLAG_INELIGIBLE, FLAG_PEER_ALIVE,
+    FLAG_SWITCHOVER_REQUEST, FLAG_SYNCED, FLAG_WITNESS_OK,
+};
+
+/// A redundancy state, named as Oracle names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum State {
+    /// Booting: listening for the peer during initial-time.
+    Initial,
+    /// Decided to take over; waits becoming-active-time, watching for a conflicting active.
+    BecomingActive,
+    /// Holds the service address and serves.
+    Active,
+    /// Released the service address in a planned switchover; waits for the peer to take it.
+    RelinquishingActive,
+    /// Receiving the initial state sync from the active.
+    BecomingStandby,
+    /// Synchronized (or holding its own replica) and ready to take over.
+    Standby,
+    /// Cannot take part: sync did not finish in time, or ineligible until restart.
+    OutOfService,
+}
+
+impl State {
+    /// The Oracle name, e.g. `becoming-standby`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Initial => "initial",
+            Self::BecomingActive => "becoming-active",
+            Self::Active => "active",
+            Self::RelinquishingActive => "relinquishing-active",
+            Self::BecomingStandby => "becoming-standby",
+            Self::Standby => "standby",
+            Self::OutOfService => "out-of-service",
+        }
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a transition happened (logs, `show redundancy`, the redundancy trap).
+///
+/// `becoming-active` → `active` carries the reason the takeover was decided for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Reason {
+    /// Initial-time passed and no peer was heard.
+    NoPeer,
+    /// The peer is active or becoming active.
+    PeerIsActive,
+    /// Boot election won (health, then lower address).
+    ElectionWon,
+    /// Boot election lost.
+    ElectionLost,
+    /// The peer was declared dead (no valid heartbeat on any path for the dead time).
+    PeerDead,
+    /// The peer relinquished the active role to us.
+    PeerRelinquished,
+    /// The peer is alive but not active, and this node is the better candidate.
+    NoActive,
+    /// Our health fell below health-threshold and the standby's is at or above it.
+    HealthBelowThreshold,
+    /// Our health fell below emergency-threshold and the standby's is at or above it.
+    EmergencyThreshold,
+    /// Operator command (`notify berpd force`), here or on the peer.
+    Forced,
+    /// The peer took the active role after we relinquished it.
+    PeerTookOver,
+    /// The peer did not take over in time after we relinquished: we took the role back.
+    SwitchoverAborted,
+    /// Heard an active peer (or a better becoming-active one) while becoming active.
+    ConflictingActive,
+    /// Two actives heard each other; this one had the lower epoch (or the higher address).
+    SplitBrainYield,
+    /// Active, but neither the peer nor the witness can be reached.
+    Isolated,
+    /// The witness became unreachable while becoming active.
+    WitnessLost,
+    /// The initial state sync finished.
+    SyncComplete,
+    /// The initial state sync did not finish within becoming-standby-time.
+    SyncTimeout,
+    /// Ineligible until restart (critical-memory rule).
+    Ineligible,
+}
+
+impl Reason {
+    /// A short kebab-case name.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NoPeer => "no-peer",
+            Self::PeerIsActive => "peer-is-active",
+            Self::ElectionWon => "election-won",
+            Self::ElectionLost => "election-lost",
+            Self::PeerDead => "peer-dead",
+            Self::PeerRelinquished => "peer-relinquished",
+            Self::NoActive => "no-active",
+            Self::HealthBelowThreshold => "health-below-threshold",
+            Self::EmergencyThreshold => "emergency-threshold",
+            Self::Forced => "forced",
+            Self::PeerTookOver => "peer-took-over",
+            Self::SwitchoverAborted => "switchover-aborted",
+            Self::ConflictingActive => "conflicting-active",
+            Self::SplitBrainYield => "split-brain-yield",
+            Self::Isolated => "isolated",
+            Self::WitnessLost => "witness-lost",
+            Self::SyncComplete => "sync-complete",
+            Self::SyncTimeout => "sync-timeout",
+            Self::Ineligible => "ineligible",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The node's health as the health module computes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Health {
+    /// 0..=100; 100 is healthy (larger values are taken as 100).
+    pub score: u8,
+    /// Set by the critical-memory rule: never become active again until restarted. Sticky:
+    /// once seen, later `false` values do not clear it.
+    pub ineligible_until_restart: bool,
+}
+
+impl Health {
+    /// Full health, eligible.
+    pub const FULL: Self = Self {
+        score: 100,
+        ineligible_until_restart: false,
+    };
+}
+
+/// What the owner of the machine must do or may want to know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HaEvent {
+    /// Every state change, with its reason (log it, show it, send the redundancy trap).
+    Transition {
+        /// The state left.
+        from: State,
+        /// The state entered.
+        to: State,
+        /// Why.
+        reason: Reason,
+    },
+    /// Entered `active`: serve, and run the sync server for the standby.
+    BecomeActive,
+    /// Entered `standby`: do not serve; keep (or start) the sync client toward the active.
+    BecomeStandby,
+    /// Bind the service address (or run `notify-active`). Always after `BecomeActive`'s
+    /// transition and after the peer released it in a planned switchover.
+    TakeServiceAddress,
+    /// Unbind the service address (or run `notify-standby`) now, before anything else.
+    ReleaseServiceAddress,
+    /// Entered `becoming-standby`: fetch a full snapshot from the active, then call
+    /// [`Redundancy::handle_sync_complete`].
+    RequestSnapshot,
+    /// Two actives met (healed partition) and this node yielded: run the sync client with
+    /// `exchange` set (send our whole table to the active, which merges it, and receive the
+    /// union back). The node that stays gets it too when it saw the other active first
+    /// (informational: the merge reaches it through its sync server).
+    ExchangeSnapshot,
+    /// Entered `out-of-service` (run `notify-fault`).
+    OutOfService {
+        /// Why.
+        reason: Reason,
+    },
+    /// The peer became alive (a valid heartbeat after none).
+    PeerAlive,
+    /// The peer was declared dead.
+    PeerDead,
+    /// A heartbeat path came up.
+    PathUp(PathId),
+    /// A heartbeat path went down (the health module may take points for it).
+    PathDown(PathId),
+    /// `force_switchover` could not be carried out.
+    SwitchoverRefused {
+        /// Why not.
+        reason: &'static str,
+    },
+    /// The peer announced a configuration version different from the last one heard.
+    PeerConfigVersion(u64),
+}
+
+/// A heartbeat to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transmit {
+    /// The path (socket) to send it from.
+    pub path: PathId,
+    /// The peer's address on that path.
+    pub destination: SocketAddr,
+    /// The authenticated datagram.
+    pub payload: Vec<u8>,
+}
+
+/// Counters of received heartbeats, by outcome.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    /// Datagrams given to `handle_datagram`.
+    pub received: u64,
+    /// Heartbeats accepted.
+    pub accepted: u64,
+    /// Wrong length.
+    pub bad_length: u64,
+    /// Wrong magic.
+    pub bad_magic: u64,
+    /// Unsupported version.
+    pub bad_version: u64,
+    /// MAC mismatch (wrong key or forged).
+    pub bad_mac: u64,
+    /// Authentic but undecodable.
+    pub malformed: u64,
+    /// From a node that is not our peer.
+    pub unknown_node: u64,
+    /// Carrying our own node id (a loop).
+    pub own_node: u64,
+    /// Received on another path than it claims, or on a path we do not have.
+    pub path_mismatch: u64,
+    /// Older than the newest seen on that path (or from an older incarnation).
+    pub stale: u64,
+    /// The same sequence number again on that path.
+    pub replayed: u64,
+    /// Heartbeats sent.
+    pub sent: u64,
+}
+
+/// What we last heard from the peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerView {
+    /// The peer's id.
+    pub node: NodeId,
+    /// Its incarnation.
+    pub incarnation: u64,
+    /// Its state.
+    pub state: State,
+    /// Its health score.
+    pub health: u8,
+    /// Its `FLAG_*` bits.
+    pub flags: u8,
+    /// Its epoch.
+    pub epoch: u64,
+    /// Its configuration version.
+    pub config_version: u64,
+    /// Its last sequence number.
+    pub seq: u64,
+    /// When we accepted that heartbeat.
+    pub at: Instant,
+}
+
+impl PeerView {
+    fn can_take_over(&self) -> bool {
+        self.flags & FLAG_INELIGIBLE == 0 && self.flags & FLAG_WITNESS_OK != 0
+    }
+    /// Able to take over *and* hearing us, so that it will see us relinquish.
+    fn can_receive_role(&self) -> bool {
+        self.can_take_over() && self.flags & FLAG_PEER_ALIVE != 0
+    }
+    fn synced(&self) -> bool {
+        self.flags & FLAG_SYNCED != 0
+    }
+}
+
+/// A snapshot of the machine for `show redundancy`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    /// This node's name.
+    pub name: String,
+    /// This node's state.
+    pub state: State,
+    /// Since when.
+    pub since: Instant,
+    /// This node's epoch.
+    pub epoch: u64,
+    /// This node's health as given.
+    pub health: Health,
+    /// Whether it holds a complete replica.
+    pub synced: bool,
+    /// The witness: `None` if none is configured, else whether it was last reachable.
+    pub witness: Option<bool>,
+    /// Whether the peer is alive.
+    pub peer_alive: bool,
+    /// What was last heard from the peer.
+    pub peer: Option<PeerView>,
+    /// Per path: up or down.
+    pub paths_up: Vec<bool>,
+    /// The last transition.
+    pub last_transition: Option<(State, State, Reason)>,
+    /// Heartbeat counters.
+    pub counters: Counters,
+}
+
+#[derive(Debug, Clone, Default)]
+struct PathState {
+    last_rx: Option<Instant>,
+    up: bool,
+    /// Newest (incarnation, seq) accepted on this path.
+    newest: Option<(u64, u64)>,
+}
+
+/// The redundancy state machine of one node. See the module docs for the rules.
+#[derive(Debug)]
+pub struct Redundancy {
+    name: String,
+    local: NodeId,
+    peer: NodeId,
+    local_lower: bool,
+    destinations: Vec<SocketAddr>,
+    key: Vec<u8>,
+    enabled: bool,
+    adv: Duration,
+    dead: Duration,
+    initial: Duration,
+    becoming_active: Duration,
+    becoming_standby: Duration,
+    health_threshold: u8,
+    emergency_threshold: u8,
+    witness_configured: bool,
+
+    incarnation: u64,
+    start: Instant,
+    state: State,
+    since: Instant,
+    deadline: Option<Instant>,
+    takeover_why: Reason,
+    epoch: u64,
+    health: Health,
+    ineligible: bool,
+    witness_ok: bool,
+    synced: bool,
+    config_version: u64,
+
+    seq: u64,
+    next_heartbeat: Instant,
+    round: Option<usize>,
+    buf: Vec<u8>,
+
+    paths: Vec<PathState>,
+    peer_view: Option<PeerView>,
+    peer_alive: bool,
+    request_until: Option<Instant>,
+    split_notified: bool,
+    hold_role_until: Option<Instant>,
+    last_transition: Option<(State, State, Reason)>,
+    events: VecDeque<HaEvent>,
+    counters: Counters,
+}
+
+impl Redundancy {
+    /// A machine for the node named `local` in `config`, booting at `now` in `initial`.
+    ///
+    /// `incarnation` must grow across restarts of this node (the shell uses the boot time in
+    /// microseconds since the Unix epoch) so that the peer does not take the restarted
+    /// sequence numbers for replays.
+    ///
+    /// # Errors
+    /// The configuration does not validate for `local`.
+    pub fn new(
+        config: &RedundancyConfig,
+        local: &str,
+        incarnation: u64,
+        now: Instant,
+    ) -> Result<Self, ConfigError> {
+        config.validate(local)?;
+        let me = config
+            .peer(local)
+            .ok_or_else(|| ConfigError::UnknownLocal(local.to_owned()))?;
+        let mate = config.mate(local).ok_or(ConfigError::PeerCount(1))?;
+        let local_lower = (me.destinations[0], &me.name) < (mate.destinations[0], &mate.name);
+        let n = me.destinations.len();
+        Ok(Self {
+            name: local.to_owned(),
+            local: NodeId::from_name(&me.name),
+            peer: NodeId::from_name(&mate.name),
+            local_lower,
+            destinations: mate.destinations.clone(),
+            key: config.shared_key.as_bytes().to_vec(),
+            enabled: config.state == AdminState::Enabled,
+            adv: config.advertisement_time(),
+            dead: config.dead_time(),
+            initial: config.initial_time(),
+            becoming_active: config.becoming_active_time(),
+            becoming_standby: config.becoming_standby_time(),
+            health_threshold: config.health_threshold,
+            emergency_threshold: config.emergency_threshold,
+            witness_configured: config.witness.is_some(),
+            incarnation,
+            start: now,
+            state: State::Initial,
+            since: now,
+            deadline: Some(now + config.initial_time()),
+            takeover_why: Reason::NoPeer,
+            epoch: 0,
+            health: Health::FULL,
+            ineligible: false,
+            witness_ok: false,
+            synced: false,
+            config_version: 0,
+            seq: 0,
+            next_heartbeat: now,
+            round: None,
+            buf: Vec::with_capacity(128),
+            paths: vec![PathState::default(); n],
+            peer_view: None,
+            peer_alive: false,
+            request_until: None,
+            split_notified: false,
+            hold_role_until: None,
+            last_transition: None,
+            events: VecDeque::new(),
+            counters: Counters::default(),
+        })
+    }
+
+    // ---- getters ----
+
+    /// The current state.
+    #[must_use]
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// The current epoch.
+    #[must_use]
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// This node's id on the wire.
+    #[must_use]
+    pub fn node_id(&self) -> NodeId {
+        self.local
+    }
+
+    /// The peer's id on the wire.
+    #[must_use]
+    pub fn peer_id(&self) -> NodeId {
+        self.peer
+    }
+
+    /// Whether the peer is alive.
+    #[must_use]
+    pub fn peer_alive(&self) -> bool {
+        self.peer_alive
+    }
+
+    /// What was last heard from the peer.
+    #[must_use]
+    pub fn peer(&self) -> Option<&PeerView> {
+        self.peer_view.as_ref()
+    }
+
+    /// Whether this node is ineligible until restart.
+    #[must_use]
+    pub fn ineligible(&self) -> bool {
+        self.ineligible
+    }
+
+    /// Heartbeat counters.
+    #[must_use]
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The number of heartbeat paths.
+    #[must_use]
+    pub fn path_count(&self) -> usize {
+        self.paths.len()
+    }
+
+    /// A snapshot for `show redundancy`.
+    #[must_use]
+    pub fn status(&self) -> Status {
+        Status {
+            name: self.name.clone(),
+            state: self.state,
+            since: self.since,
+            epoch: self.epoch,
+            health: Health {
+                score: self.health.score,
+                ineligible_until_restart: self.ineligible,
+            },
+            synced: self.synced,
+            witness: self.witness_configured.then_some(self.witness_ok),
+            peer_alive: self.peer_alive,
+            peer: self.peer_view,
+            paths_up: self.paths.iter().map(|p| p.up).collect(),
+            last_transition: self.last_transition,
+            counters: self.counters,
+        }
+    }
+
+    // ---- input ----
+
+    /// Decodes a datagram received on `path` with the shared key and handles it; bad
+    /// datagrams are counted and dropped. Returns the decode error, if any, for logging.
+    pub fn handle_datagram(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        datagram: &[u8],
+    ) -> Result<(), DecodeError> {
+        self.counters.received += 1;
+        match Heartbeat::decode(&self.key, datagram) {
+            Ok(hb) => {
+                self.handle_heartbeat(now, path, hb);
+                Ok(())
+            }
+            Err(e) => {
+                match e {
+                    DecodeError::BadLength => self.counters.bad_length += 1,
+                    DecodeError::BadMagic => self.counters.bad_magic += 1,
+                    DecodeError::BadVersion(_) => self.counters.bad_version += 1,
+                    DecodeError::BadMac => self.counters.bad_mac += 1,
+                    DecodeError::Malformed => self.counters.malformed += 1,
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Handles an authenticated heartbeat received on `path`. Heartbeats from another node,
+    /// on the wrong path, stale or replayed are counted and dropped.
+    pub fn handle_heartbeat(&mut self, now: Instant, path: PathId, hb: Heartbeat) {
+        if hb.node == self.local {
+            self.counters.own_node += 1;
+            return;
+        }
+        if hb.node != self.peer {
+            self.counters.unknown_node += 1;
+            return;
+        }
+        let idx = usize::from(path.0);
+        if hb.path != path || idx >= self.paths.len() {
+            self.counters.path_mismatch += 1;
+            return;
+        }
+        let key = (hb.incarnation, hb.seq);
+        if self
+            .peer_view
+            .is_some_and(|v| hb.incarnation < v.incarnation)
+        {
+            self.counters.stale += 1;
+            return;
+        }
+        let ps = &mut self.paths[idx];
+        match ps.newest {
+            Some(n) if key == n => {
+                self.counters.replayed += 1;
+                return;
+            }
+            Some(n) if key < n => {
+                self.counters.stale += 1;
+                return;
+            }
+            _ => {}
+        }
+        ps.newest = Some(key);
+        ps.last_rx = Some(now);
+        self.counters.accepted += 1;
+        if !ps.up {
+            ps.up = true;
+            self.events.push_back(HaEvent::PathUp(path));
+        }
+        if !self.peer_alive {
+            self.peer_alive = true;
+            debug!(node = %self.name, "peer alive");
+            self.events.push_back(HaEvent::PeerAlive);
+        }
+        let newer = self.peer_view.is_none_or(|v| key > (v.incarnation, v.seq));
+        if newer {
+            if self
+                .peer_view
+                .is_none_or(|v| v.config_version != hb.config_version)
+            {
+                self.events
+                    .push_back(HaEvent::PeerConfigVersion(hb.config_version));
+            }
+            self.peer_view = Some(PeerView {
+                node: hb.node,
+                incarnation: hb.incarnation,
+                state: hb.state,
+                health: hb.health.min(100),
+                flags: hb.flags,
+                epoch: hb.epoch,
+                config_version: hb.config_version,
+                seq: hb.seq,
+                at: now,
+            });
+            if !matches!(
+                self.state,
+                State::Active | State::RelinquishingActive | State::BecomingActive
+            ) {
+                self.epoch = self.epoch.max(hb.epoch);
+            }
+        }
+        self.evaluate(now);
+    }
+
+    /// The health module's new score.
+    pub fn handle_health(&mut self, now: Instant, health: Health) {
+        let before = (self.health.score, self.ineligible);
+        self.health = Health {
+            score: health.score.min(100),
+            ..health
+        };
+        if health.ineligible_until_restart && !self.ineligible {
+            info!(node = %self.name, "ineligible to become active until restart");
+            self.ineligible = true;
+        }
+        if before != (self.health.score, self.ineligible) {
+            // Tell the peer at once: its decisions depend on our score.
+            self.next_heartbeat = now;
+        }
+        self.evaluate(now);
+    }
+
+    /// Whether the witness is reachable (ignored when none is configured).
+    pub fn handle_witness(&mut self, now: Instant, reachable: bool) {
+        if self.witness_configured && self.witness_ok != reachable {
+            debug!(node = %self.name, reachable, "witness");
+            self.witness_ok = reachable;
+            self.evaluate(now);
+        }
+    }
+
+    /// The initial state sync finished: `becoming-standby` (or an eligible `out-of-service`)
+    /// becomes `standby`.
+    pub fn handle_sync_complete(&mut self, now: Instant) {
+        match self.state {
+            State::BecomingStandby => {
+                self.synced = true;
+                self.go(now, State::Standby, Reason::SyncComplete);
+            }
+            State::OutOfService if !self.ineligible => {
+                self.synced = true;
+                self.go(now, State::Standby, Reason::SyncComplete);
+            }
+            State::Standby => self.synced = true,
+            _ => {}
+        }
+        self.evaluate(now);
+    }
+
+    /// Sets the configuration version announced in heartbeats.
+    pub fn set_config_version(&mut self, version: u64) {
+        self.config_version = version;
+    }
+
+    /// `notify berpd force`: on the active, relinquish to a synchronized standby; on a
+    /// standby, ask the active (through the heartbeat) to do so. Refusals are reported as
+    /// [`HaEvent::SwitchoverRefused`].
+    pub fn force_switchover(&mut self, now: Instant) {
+        match self.state {
+            State::Active => match self.peer_alive.then_some(self.peer_view).flatten() {
+                None => self.refuse("peer is not alive"),
+                Some(p) if p.state != State::Standby || !p.synced() => {
+                    self.refuse("peer is not a synchronized standby")
+                }
+                Some(p) if !p.can_receive_role() => {
+                    self.refuse(
+                        "peer may not take over (ineligible, no witness, or does not hear us)",
+                    );
+                }
+                Some(_) => self.relinquish(now, Reason::Forced),
+            },
+            State::Standby if self.can_take_over() && self.peer_alive => {
+                self.request_until = Some(now + self.dead);
+                self.next_heartbeat = now;
+            }
+            State::Standby => self.refuse("this node may not take over or the peer is not alive"),
+            _ => self.refuse("neither active nor standby"),
+        }
+    }
+
+    /// Processes expired timers: path and peer liveness, state deadlines.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        for (i, ps) in self.paths.iter_mut().enumerate() {
+            if ps.up && ps.last_rx.is_some_and(|t| now >= t + self.dead) {
+                ps.up = false;
+                self.events.push_back(HaEvent::PathDown(PathId(
+                    u8::try_from(i).unwrap_or(u8::MAX),
+                )));
+            }
+        }
+        if self.peer_alive && self.paths.iter().all(|p| !p.up) {
+            self.peer_alive = false;
+            self.split_notified = false;
+            info!(node = %self.name, "peer dead");
+            self.events.push_back(HaEvent::PeerDead);
+        }
+        if self.request_until.is_some_and(|t| now >= t) {
+            self.request_until = None;
+        }
+        if self.hold_role_until.is_some_and(|t| now >= t) {
+            self.hold_role_until = None;
+        }
+        self.evaluate(now);
+    }
+
+    // ---- output ----
+
+    /// The next heartbeat to send, if one is due: one per path every advertisement-time, and
+    /// at once after a state change. Call until `None`.
+    #[must_use]
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+        if !self.enabled {
+            return None;
+        }
+        let i = match self.round {
+            Some(i) => i,
+            None if now >= self.next_heartbeat => {
+                self.next_heartbeat = now + self.adv;
+                0
+            }
+            None => return None,
+        };
+        self.round = (i + 1 < self.paths.len()).then_some(i + 1);
+        self.seq += 1;
+        let mut flags = 0;
+        if self.ineligible {
+            flags |= FLAG_INELIGIBLE;
+        }
+        if self.witness_allows() {
+            flags |= FLAG_WITNESS_OK;
+        }
+        if self.request_until.is_some() && self.state == State::Standby {
+            flags |= FLAG_SWITCHOVER_REQUEST;
+        }
+        if self.synced {
+            flags |= FLAG_SYNCED;
+        }
+        if self.peer_alive {
+            flags |= FLAG_PEER_ALIVE;
+        }
+        let path = PathId(u8::try_from(i).unwrap_or(u8::MAX));
+        let hb = Heartbeat {
+            node: self.local,
+            incarnation: self.incarnation,
+            state: self.state,
+            health: self.effective_health(),
+            flags,
+            seq: self.seq,
+            config_version: self.config_version,
+            epoch: self.epoch,
+            path,
+            timestamp_ms: u64::try_from(now.saturating_duration_since(self.start).as_millis())
+                .unwrap_or(u64::MAX),
+        };
+        hb.encode(&self.key, &mut self.buf).ok()?;
+        self.counters.sent += 1;
+        Some(Transmit {
+            path,
+            destination: self.destinations[i],
+            payload: self.buf.clone(),
+        })
+    }
+
+    /// When `handle_timeout` must be called next (at the latest).
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut t = if self.round.is_some() {
+            self.start.max(self.since)
+        } else {
+            self.next_heartbeat
+        };
+        if !self.enabled {
+            t = self.start + Duration::from_secs(3600);
+        }
+        let mut consider = |x: Option<Instant>| {
+            if let Some(x) = x {
+                t = t.min(x);
+            }
+        };
+        consider(self.deadline);
+        consider(self.request_until);
+        consider(self.hold_role_until);
+        for p in &self.paths {
+            if p.up {
+                consider(p.last_rx.map(|r| r + self.dead));
+            }
+        }
+        Some(t)
+    }
+
+    /// The next event, if any.
+    #[must_use]
+    pub fn poll(&mut self) -> Option<HaEvent> {
+        self.events.pop_front()
+    }
+
+    // ---- rules ----
+
+    fn effective_health(&self) -> u8 {
+        if self.ineligible {
+            0
+        } else {
+            self.health.score
+        }
+    }
+
+    fn witness_allows(&self) -> bool {
+        !self.witness_configured || self.witness_ok
+    }
+
+    fn can_take_over(&self) -> bool {
+        !self.ineligible && self.witness_allows()
+    }
+
+    fn alive_peer(&self) -> Option<PeerView> {
+        if self.peer_alive {
+            self.peer_view
+        } else {
+            None
+        }
+    }
+
+    /// The election and no-active comparison: true if this node is the better candidate.
+    fn prefer_local(&self, p: &PeerView) -> bool {
+        let ht = self.health_threshold;
+        let class = |synced: bool, state: State| -> u8 {
+            if state == State::OutOfService {
+                0
+            } else if synced {
+                2
+            } else {
+                1
+            }
+        };
+        let me = self.effective_health();
+        let mine = (
+            self.can_take_over(),
+            self.state != State::Initial,
+            me >= ht,
+            class(self.synced, self.state),
+            me,
+            self.local_lower,
+        );
+        let theirs = (
+            p.can_take_over(),
+            p.state != State::Initial,
+            p.health >= ht,
+            class(p.synced(), p.state),
+            p.health,
+            !self.local_lower,
+        );
+        mine > theirs
+    }
+
+    fn refuse(&mut self, reason: &'static str) {
+        info!(node = %self.name, reason, "switchover refused");
+        self.events.push_back(HaEvent::SwitchoverRefused { reason });
+    }
+
+    fn evaluate(&mut self, now: Instant) {
+        for _ in 0..4 {
+            let before = self.state;
+            self.step(now);
+            if self.state == before {
+                break;
+            }
+        }
+    }
+
+    fn step(&mut self, now: Instant) {
+        let peer = self.alive_peer();
+        let due = self.deadline.is_some_and(|d| now >= d);
+        match self.state {
+            State::Initial => {
+                // Past initial-time the deadline is spent: later inputs re-run the election.
+                let due = now >= self.start + self.initial;
+                if due {
+                    self.deadline = None;
+                }
+                if let Some(p) = peer {
+                    match p.state {
+                        State::Active | State::BecomingActive => {
+                            return self.go(now, State::BecomingStandby, Reason::PeerIsActive);
+                        }
+                        State::RelinquishingActive if self.can_take_over() => {
+                            return self.take_over(now, Reason::PeerRelinquished);
+                        }
+                        State::RelinquishingActive => {
+                            return self.go(now, State::BecomingStandby, Reason::PeerIsActive);
+                        }
+                        State::Initial if !due => return,
+                        _ => {}
+                    }
+                } else if !due {
+                    return;
+                }
+                if self.ineligible {
+                    return self.go(now, State::OutOfService, Reason::Ineligible);
+                }
+                match peer {
+                    None if self.can_take_over() => self.take_over(now, Reason::NoPeer),
+                    None => {}
+                    Some(p) if self.prefer_local(&p) && self.can_take_over() => {
+                        self.take_over(now, Reason::ElectionWon);
+                    }
+                    Some(p) if self.prefer_local(&p) => {}
+                    Some(_) => self.go(now, State::BecomingStandby, Reason::ElectionLost),
+                }
+            }
+            State::BecomingActive => {
+                let back = if self.synced {
+                    State::Standby
+                } else {
+                    State::BecomingStandby
+                };
+                if !self.can_take_over() {
+                    let why = if self.ineligible {
+                        Reason::Ineligible
+                    } else {
+                        Reason::WitnessLost
+                    };
+                    return self.go(now, back, why);
+                }
+                if let Some(p) = peer {
+                    if p.state == State::Active
+                        || (p.state == State::BecomingActive && !self.prefer_local(&p))
+                    {
+                        return self.go(now, back, Reason::ConflictingActive);
+                    }
+                }
+                if due {
+                    let peer_epoch = self.peer_view.map_or(0, |v| v.epoch);
+                    self.epoch = self.epoch.max(peer_epoch) + 1;
+                    self.synced = true;
+                    self.go(now, State::Active, self.takeover_why);
+                }
+            }
+            State::Active => {
+                let Some(p) = peer else {
+                    if self.witness_configured && !self.witness_ok {
+                        self.events.push_back(HaEvent::ReleaseServiceAddress);
+                        self.go(now, State::Standby, Reason::Isolated);
+                    }
+                    return;
+                };
+                if p.state == State::Active {
+                    let local_wins = (self.epoch, self.local_lower) > (p.epoch, !self.local_lower);
+                    if !local_wins {
+                        self.epoch = self.epoch.max(p.epoch);
+                        self.events.push_back(HaEvent::ReleaseServiceAddress);
+                        self.go(now, State::Standby, Reason::SplitBrainYield);
+                        self.events.push_back(HaEvent::ExchangeSnapshot);
+                        return;
+                    }
+                    if !self.split_notified {
+                        self.split_notified = true;
+                        info!(node = %self.name, epoch = self.epoch, peer_epoch = p.epoch, "two actives: this one stays");
+                        self.events.push_back(HaEvent::ExchangeSnapshot);
+                    }
+                    return;
+                }
+                self.split_notified = false;
+                if !p.can_receive_role() {
+                    return;
+                }
+                if p.state == State::Standby && p.synced() && p.flags & FLAG_SWITCHOVER_REQUEST != 0
+                {
+                    return self.relinquish(now, Reason::Forced);
+                }
+                if self.hold_role_until.is_some_and(|t| now < t) {
+                    return;
+                }
+                let (me, them) = (self.effective_health(), p.health);
+                let (ht, et) = (self.health_threshold, self.emergency_threshold);
+                if me < ht && them >= ht && p.state == State::Standby && p.synced() {
+                    self.relinquish(now, Reason::HealthBelowThreshold);
+                } else if me < et
+                    && them >= et
+                    && matches!(
+                        p.state,
+                        State::Standby | State::BecomingStandby | State::Initial
+                    )
+                {
+                    self.relinquish(now, Reason::EmergencyThreshold);
+                }
+            }
+            State::RelinquishingActive => {
+                if let Some(p) = peer {
+                    if matches!(p.state, State::BecomingActive | State::Active) {
+                        return self.go(now, State::Standby, Reason::PeerTookOver);
+                    }
+                }
+                if peer.is_none() || due {
+                    // Do not hand over again on health at once: the peer did not follow.
+                    self.hold_role_until = Some(now + self.dead + self.becoming_active);
+                    self.go(now, State::Active, Reason::SwitchoverAborted);
+                }
+            }
+            State::BecomingStandby | State::Standby | State::OutOfService => {
+                if self.ineligible {
+                    if self.state != State::OutOfService {
+                        self.go(now, State::OutOfService, Reason::Ineligible);
+                    }
+                    return;
+                }
+                match peer {
+                    None if self.can_take_over() => return self.take_over(now, Reason::PeerDead),
+                    None => {}
+                    Some(p) => match p.state {
+                        State::RelinquishingActive if self.can_take_over() => {
+                            return self.take_over(now, Reason::PeerRelinquished);
+                        }
+                        State::Active | State::BecomingActive | State::RelinquishingActive => {}
+                        _ if self.can_take_over() && self.prefer_local(&p) => {
+                            return self.take_over(now, Reason::NoActive);
+                        }
+                        _ => {}
+                    },
+                }
+                if self.state == State::BecomingStandby && due {
+                    self.go(now, State::OutOfService, Reason::SyncTimeout);
+                }
+            }
+        }
+    }
+
+    fn take_over(&mut self, now: Instant, why: Reason) {
+        self.takeover_why = why;
+        self.go(now, State::BecomingActive, why);
+    }
+
+    fn relinquish(&mut self, now: Instant, why: Reason) {
+        self.events.push_back(HaEvent::ReleaseServiceAddress);
+        self.go(now, State::RelinquishingActive, why);
+    }
+
+    fn go(&mut self, now: Instant, to: State, reason: Reason) {
+        let from = self.state;
+        info!(node = %self.name, %from, %to, %reason, epoch = self.epoch, "redundancy transition");
+        self.state = to;
+        self.since = now;
+        self.last_transition = Some((from, to, reason));
+        self.next_heartbeat = now;
+        self.request_until = None;
+        self.deadline = match to {
+            State::Initial => Some(self.start + self.initial),
+            State::BecomingActive => Some(now + self.becoming_active),
+            State::RelinquishingActive => Some(now + self.dead + self.becoming_active),
+            State::BecomingStandby => Some(now + self.becoming_standby),
+            State::Active | State::Standby | State::OutOfService => None,
+        };
+        self.events
+            .push_back(HaEvent::Transition { from, to, reason });
+        match to {
+            State::Active => {
+                self.events.push_back(HaEvent::TakeServiceAddress);
+                self.events.push_back(HaEvent::BecomeActive);
+            }
+            State::Standby => self.events.push_back(HaEvent::BecomeStandby),
+            State::BecomingStandby => {
+                self.synced = false;
+                self.events.push_back(HaEvent::RequestSnapshot);
+            }
+            State::OutOfService => self.events.push_back(HaEvent::OutOfService { reason }),
+            _ => {}
+        }
+    }
+}

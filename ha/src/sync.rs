@@ -1,0 +1,362 @@
+//! State sync: the frames of the TCP channel and the replicated table.
+//!
+//! # Frames
+//!
+//! Each TCP frame is a `LengthDelimitedCodec` frame (4-byte big-endian length, at most
+//! [`MAX_FRAME`]) holding bincode 2 (standard config) of `(u16 version, SyncFrame)`. The
+//! version comes first so that a peer of another version is refused with a clear error before
+//! the body is decoded.
+//!
+//! A conversation: the standby connects and sends `Hello` (with `exchange` set after a split
+//! brain, followed by its own table as `Snapshot` chunks); the active answers `Hello`, its
+//! table as `Snapshot` chunks (the last one has `last` set), the current `ConfigPush` if any,
+//! then streams `Upsert`/`Delete`/`ConfigPush` as they happen. The standby sends `Ack` after
+//! each complete snapshot and each config push.
+//!
+//! # The table
+//!
+//! [`SyncTable`] maps opaque keys to opaque values with a revision each (a Lamport clock: a
+//! local write takes the largest revision seen plus one). A delete leaves a tombstone with its
+//! revision, so a merge does not resurrect a dialog that one side ended. Between two versions
+//! of a key the larger `(revision, value)` wins, a total order, so merging in either direction
+//! gives the same table: this is the union that the two nodes converge on after a split brain.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use crate::wire::NodeId;
+
+/// The sync frame version this crate writes and accepts.
+pub const SYNC_VERSION: u16 = 1;
+/// The largest frame accepted (16 MiB); snapshots are sent in chunks well below it.
+pub const MAX_FRAME: usize = 16 * 1024 * 1024;
+/// Entries per snapshot chunk at most.
+pub const SNAPSHOT_CHUNK: usize = 512;
+
+/// One key of the table: its value, or a tombstone, with the revision that wrote it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SyncEntry {
+    /// The key (a dialog id, say).
+    pub key: Vec<u8>,
+    /// The revision that wrote this version.
+    pub rev: u64,
+    /// The value; `None` is a tombstone (deleted).
+    pub value: Option<Vec<u8>>,
+}
+
+/// A message of the sync channel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SyncFrame {
+    /// First frame in each direction.
+    Hello {
+        /// The sender.
+        node: NodeId,
+        /// The sender's redundancy epoch.
+        epoch: u64,
+        /// The sender's configuration version.
+        config_version: u64,
+        /// From a standby: it will send its own table first, to be merged (split brain).
+        exchange: bool,
+    },
+    /// A chunk of a full table.
+    Snapshot {
+        /// Entries, tombstones included.
+        items: Vec<SyncEntry>,
+        /// Whether this is the last chunk.
+        last: bool,
+    },
+    /// A key was created or changed.
+    Upsert {
+        /// The key.
+        key: Vec<u8>,
+        /// Its revision.
+        rev: u64,
+        /// The value.
+        value: Vec<u8>,
+    },
+    /// A key was deleted.
+    Delete {
+        /// The key.
+        key: Vec<u8>,
+        /// The revision of the delete.
+        rev: u64,
+    },
+    /// A configuration saved and activated on the active.
+    ConfigPush {
+        /// Its version.
+        version: u64,
+        /// The configuration file's text.
+        toml: String,
+    },
+    /// The receiver applied everything up to here.
+    Ack {
+        /// Frames received so far on this connection.
+        received: u64,
+    },
+}
+
+/// Why a sync frame was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    /// Another version of the protocol.
+    #[error("sync frame version {0} (this node speaks {SYNC_VERSION})")]
+    Version(u16),
+    /// Not a valid frame.
+    #[error("malformed sync frame: {0}")]
+    Malformed(#[from] bincode::error::DecodeError),
+    /// Could not encode.
+    #[error("sync frame encoding failed: {0}")]
+    Encode(#[from] bincode::error::EncodeError),
+    /// The connection failed.
+    #[error("sync connection: {0}")]
+    Io(#[from] std::io::Error),
+    /// The peer broke the conversation (e.g. no Hello first).
+    #[error("sync protocol: {0}")]
+    Protocol(&'static str),
+}
+
+impl SyncFrame {
+    /// The frame's bytes (to be sent through a `LengthDelimitedCodec`).
+    ///
+    /// # Errors
+    /// Only if bincode fails, which it does not for this type.
+    pub fn encode(&self) -> Result<Bytes, SyncError> {
+        let v = bincode::serde::encode_to_vec((SYNC_VERSION, self), bincode::config::standard())?;
+        Ok(Bytes::from(v))
+    }
+
+    /// Decodes one frame's bytes, checking the version first.
+    ///
+    /// # Errors
+    /// [`SyncError::Version`] or [`SyncError::Malformed`].
+    pub fn decode(bytes: &[u8]) -> Result<Self, SyncError> {
+        let cfg = bincode::config::standard();
+        let (version, _): (u16, usize) = bincode::serde::decode_from_slice(bytes, cfg)?;
+        if version != SYNC_VERSION {
+            return Err(SyncError::Version(version));
+        }
+        let ((_, frame), used): ((u16, Self), usize) =
+            bincode::serde::decode_from_slice(bytes, cfg)?;
+        if used != bytes.len() {
+            return Err(SyncError::Protocol("trailing bytes after frame"));
+        }
+        Ok(frame)
+    }
+}
+
+/// The replicated keyed map of opaque bytes (dialogs, to the `sbc`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SyncTable {
+    entries: BTreeMap<Vec<u8>, (u64, Option<Vec<u8>>)>,
+    clock: u64,
+}
+
+impl SyncTable {
+    /// An empty table.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A local write: sets `key` with a fresh revision and returns the entry to replicate.
+    pub fn upsert(&mut self, key: Vec<u8>, value: Vec<u8>) -> SyncEntry {
+        self.clock += 1;
+        self.entries
+            .insert(key.clone(), (self.clock, Some(value.clone())));
+        SyncEntry {
+            key,
+            rev: self.clock,
+            value: Some(value),
+        }
+    }
+
+    /// A local delete: leaves a tombstone and returns the entry to replicate.
+    pub fn delete(&mut self, key: Vec<u8>) -> SyncEntry {
+        self.clock += 1;
+        self.entries.insert(key.clone(), (self.clock, None));
+        SyncEntry {
+            key,
+            rev: self.clock,
+            value: None,
+        }
+    }
+
+    /// A remote write: kept if it is newer than what the table holds (larger revision, then
+    /// larger value; a tombstone is smaller than any value). Returns whether it changed the table.
+    pub fn apply(&mut self, entry: SyncEntry) -> bool {
+        self.clock = self.clock.max(entry.rev);
+        let incoming = (entry.rev, entry.value);
+        match self.entries.get(&entry.key) {
+            Some(current) if *current >= incoming => false,
+            _ => {
+                self.entries.insert(entry.key, incoming);
+                true
+            }
+        }
+    }
+
+    /// Merges another table's entries (union, newest version of each key wins). Returns how
+    /// many keys changed.
+    pub fn merge(&mut self, entries: impl IntoIterator<Item = SyncEntry>) -> usize {
+        entries
+            .into_iter()
+            .map(|e| usize::from(self.apply(e)))
+            .sum()
+    }
+
+    /// Replaces the whole content by a snapshot (a standby joining); keeps the clock monotonic.
+    pub fn replace(&mut self, entries: impl IntoIterator<Item = SyncEntry>) {
+        self.entries.clear();
+        for e in entries {
+            self.clock = self.clock.max(e.rev);
+            self.entries.insert(e.key, (e.rev, e.value));
+        }
+    }
+
+    /// The value of `key`, if it is live.
+    #[must_use]
+    pub fn get(&self, key: &[u8]) -> Option<&[u8]> {
+        self.entries.get(key).and_then(|(_, v)| v.as_deref())
+    }
+
+    /// The number of live keys.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.entries.values().filter(|(_, v)| v.is_some()).count()
+    }
+
+    /// Whether no key is live.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The live keys and values, in key order.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.entries
+            .iter()
+            .filter_map(|(k, (_, v))| v.as_deref().map(|v| (k.as_slice(), v)))
+    }
+
+    /// Every entry, tombstones included, in key order (what a snapshot carries).
+    #[must_use]
+    pub fn snapshot(&self) -> Vec<SyncEntry> {
+        self.entries
+            .iter()
+            .map(|(k, (rev, v))| SyncEntry {
+                key: k.clone(),
+                rev: *rev,
+                value: v.clone(),
+            })
+            .collect()
+    }
+
+    /// Drops the tombstones (once both nodes are known to be synchronized).
+    pub fn compact(&mut self) {
+        self.entries.retain(|_, (_, v)| v.is_some());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_with_version() {
+        let frames = [
+            SyncFrame::Hello {
+                node: NodeId(7),
+                epoch: 3,
+                config_version: 9,
+                exchange: true,
+            },
+            SyncFrame::Snapshot {
+                items: vec![SyncEntry {
+                    key: b"k".to_vec(),
+                    rev: 1,
+                    value: None,
+                }],
+                last: true,
+            },
+            SyncFrame::Upsert {
+                key: b"a".to_vec(),
+                rev: 2,
+                value: b"v".to_vec(),
+            },
+            SyncFrame::Delete {
+                key: b"a".to_vec(),
+                rev: 3,
+            },
+            SyncFrame::ConfigPush {
+                version: 4,
+                toml: "[system-config]\n".into(),
+            },
+            SyncFrame::Ack { received: 5 },
+        ];
+        for f in frames {
+            let b = f.encode().expect("encode");
+            assert_eq!(SyncFrame::decode(&b).expect("decode"), f);
+        }
+    }
+
+    #[test]
+    fn other_version_and_garbage_are_refused() {
+        let mut b = SyncFrame::Ack { received: 1 }
+            .encode()
+            .expect("encode")
+            .to_vec();
+        b[0] = 2;
+        assert!(matches!(SyncFrame::decode(&b), Err(SyncError::Version(2))));
+        assert!(matches!(
+            SyncFrame::decode(&[1, 200, 200, 200]),
+            Err(SyncError::Malformed(_))
+        ));
+        assert!(SyncFrame::decode(&[]).is_err());
+    }
+
+    #[test]
+    fn merge_is_a_commutative_union() {
+        let mut a = SyncTable::new();
+        let mut b = SyncTable::new();
+        let shared = a.upsert(b"d1".to_vec(), b"confirmed".to_vec());
+        b.apply(shared);
+        let gone = a.upsert(b"d2".to_vec(), b"x".to_vec());
+        b.apply(gone);
+        // Partition: each side changes things on its own.
+        a.upsert(b"a-only".to_vec(), b"1".to_vec());
+        b.upsert(b"b-only".to_vec(), b"2".to_vec());
+        b.delete(b"d2".to_vec());
+        let mut ab = a.clone();
+        ab.merge(b.snapshot());
+        let mut ba = b.clone();
+        ba.merge(a.snapshot());
+        assert_eq!(ab.snapshot(), ba.snapshot());
+        assert_eq!(ab.get(b"a-only"), Some(&b"1"[..]));
+        assert_eq!(ab.get(b"b-only"), Some(&b"2"[..]));
+        assert_eq!(ab.get(b"d1"), Some(&b"confirmed"[..]));
+        assert_eq!(ab.get(b"d2"), None, "the delete is not undone by the merge");
+        assert_eq!(ab.len(), 3);
+        ab.compact();
+        assert_eq!(ab.snapshot().len(), 3);
+    }
+
+    #[test]
+    fn stale_updates_are_ignored() {
+        let mut t = SyncTable::new();
+        assert!(t.apply(SyncEntry {
+            key: b"k".to_vec(),
+            rev: 5,
+            value: Some(b"new".to_vec())
+        }));
+        assert!(!t.apply(SyncEntry {
+            key: b"k".to_vec(),
+            rev: 4,
+            value: Some(b"old".to_vec())
+        }));
+        assert_eq!(t.get(b"k"), Some(&b"new"[..]));
+        let e = t.upsert(b"k".to_vec(), b"local".to_vec());
+        assert_eq!(e.rev, 6, "a local write follows the largest revision seen");
+    }
+}

@@ -1,0 +1,1108 @@
+//! `HaPair`: two redundancy machines on a virtual clock and a simulated network with per-path,
+//! per-direction latency, jitter (hence reordering), loss and partitions, a witness whose
+//! reachability each node sees separately, and a seeded PRNG. Scenario tests, then a property
+//! run over many random seeds.
+#![allow(
+    clippy::unwrap_used,
+    clippy::missing_panics_doc,
+    missing_docs,
+    unreachable_pub
+)]
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use sbc_ha::wire::{Heartbeat, FLAG_WITNESS_OK};
+use sbc_ha::{
+    HaEvent, Health, PathId, PeerConfig, PeerType, Reason, Redundancy, RedundancyConfig, State,
+};
+
+const KEY: &str = "simulation-shared-key-0123456789";
+const NAMES: [&str; 2] = ["sbc-a", "sbc-b"];
+
+/// SplitMix64: small, seedable, good enough for schedules.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn chance(&mut self, p: f64) -> bool {
+        ((self.next() >> 11) as f64 / (1u64 << 53) as f64) < p
+    }
+    fn ms(&mut self, lo: u64, hi: u64) -> Duration {
+        Duration::from_millis(lo + self.below(hi - lo + 1))
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Link {
+    up: bool,
+    lat_min: Duration,
+    lat_max: Duration,
+    loss: f64,
+}
+impl Link {
+    fn clean(&self) -> bool {
+        self.up && self.loss == 0.0
+    }
+}
+
+struct Node {
+    m: Option<Redundancy>,
+    incarnation: u64,
+    health: Health,
+    witness: bool,
+    up_since: Instant,
+    sync_at: Option<Instant>,
+    holds_address: bool,
+}
+
+type Packet = Reverse<(Instant, u64, usize, u8, Vec<u8>)>;
+
+pub struct HaPair {
+    cfg: RedundancyConfig,
+    t0: Instant,
+    now: Instant,
+    rng: Rng,
+    seed: u64,
+    nodes: [Node; 2],
+    /// links[from][path]
+    links: [Vec<Link>; 2],
+    inflight: BinaryHeap<Packet>,
+    pkt: u64,
+    /// (time since t0, node, event)
+    log: Vec<(Duration, usize, HaEvent)>,
+    sync_enabled: bool,
+    max_latency: Duration,
+    // monitor
+    dual_since: Option<Instant>,
+    zero_since: Option<Instant>,
+    max_dual: Duration,
+    max_zero: Duration,
+    violations: Vec<String>,
+    check: bool,
+    /// Check that no node takes the address while the other holds it (off when partitions
+    /// are simulated: two actives there are the split brain the epochs resolve).
+    check_release: bool,
+}
+
+fn config(paths: usize, witness: bool) -> RedundancyConfig {
+    let dest = |node: u8, path: usize| -> SocketAddr {
+        format!("10.0.{path}.{}:9090", node + 1).parse().unwrap()
+    };
+    RedundancyConfig {
+        peers: vec![
+            PeerConfig {
+                name: NAMES[0].into(),
+                peer_type: PeerType::Primary,
+                destinations: (0..paths).map(|p| dest(0, p)).collect(),
+            },
+            PeerConfig {
+                name: NAMES[1].into(),
+                peer_type: PeerType::Secondary,
+                destinations: (0..paths).map(|p| dest(1, p)).collect(),
+            },
+        ],
+        witness: witness.then(|| "10.9.9.9:9999".parse().unwrap()),
+        shared_key: KEY.into(),
+        ..RedundancyConfig::default()
+    }
+}
+
+impl HaPair {
+    pub fn new(seed: u64, paths: usize, witness: bool) -> Self {
+        let t0 = Instant::now();
+        let cfg = config(paths, witness);
+        let link = Link {
+            up: true,
+            lat_min: Duration::from_millis(1),
+            lat_max: Duration::from_millis(1),
+            loss: 0.0,
+        };
+        let node = || Node {
+            m: None,
+            incarnation: 0,
+            health: Health::FULL,
+            witness: true,
+            up_since: t0,
+            sync_at: None,
+            holds_address: false,
+        };
+        Self {
+            cfg,
+            t0,
+            now: t0,
+            rng: Rng(seed),
+            seed,
+            nodes: [node(), node()],
+            links: [vec![link; paths], vec![link; paths]],
+            inflight: BinaryHeap::new(),
+            pkt: 0,
+            log: Vec::new(),
+            sync_enabled: true,
+            max_latency: Duration::from_millis(1),
+            dual_since: None,
+            zero_since: None,
+            max_dual: Duration::ZERO,
+            max_zero: Duration::ZERO,
+            violations: Vec::new(),
+            check: true,
+            check_release: true,
+        }
+    }
+
+    fn adv(&self) -> Duration {
+        self.cfg.advertisement_time()
+    }
+    fn dual_bound(&self) -> Duration {
+        self.adv() + self.max_latency + Duration::from_millis(1)
+    }
+    fn zero_bound(&self) -> Duration {
+        self.cfg.dead_time()
+            + self.cfg.becoming_active_time()
+            + self.max_latency
+            + Duration::from_millis(1)
+    }
+
+    pub fn elapsed(&self) -> Duration {
+        self.now - self.t0
+    }
+
+    pub fn boot(&mut self, i: usize) {
+        let n = &mut self.nodes[i];
+        n.incarnation += 1;
+        let mut m = Redundancy::new(&self.cfg, NAMES[i], n.incarnation, self.now).unwrap();
+        n.health = Health {
+            ineligible_until_restart: false,
+            ..n.health
+        };
+        if n.health != Health::FULL {
+            m.handle_health(self.now, n.health);
+        }
+        m.handle_witness(self.now, n.witness);
+        n.m = Some(m);
+        n.up_since = self.now;
+        n.sync_at = None;
+        n.holds_address = false;
+        self.flush();
+    }
+
+    pub fn crash(&mut self, i: usize) {
+        self.nodes[i].m = None;
+        self.nodes[i].holds_address = false;
+        self.monitor();
+    }
+
+    pub fn state(&self, i: usize) -> Option<State> {
+        self.nodes[i].m.as_ref().map(Redundancy::state)
+    }
+    pub fn m(&self, i: usize) -> &Redundancy {
+        self.nodes[i].m.as_ref().unwrap()
+    }
+
+    pub fn set_health(&mut self, i: usize, h: Health) {
+        self.nodes[i].health = h;
+        if let Some(m) = self.nodes[i].m.as_mut() {
+            m.handle_health(self.now, h);
+        }
+        self.flush();
+    }
+
+    pub fn set_witness(&mut self, i: usize, reachable: bool) {
+        self.nodes[i].witness = reachable;
+        if let Some(m) = self.nodes[i].m.as_mut() {
+            m.handle_witness(self.now, reachable);
+        }
+        self.flush();
+    }
+
+    pub fn force(&mut self, i: usize) {
+        if let Some(m) = self.nodes[i].m.as_mut() {
+            m.force_switchover(self.now);
+        }
+        self.flush();
+    }
+
+    pub fn set_link(&mut self, from: usize, path: usize, up: bool) {
+        self.links[from][path].up = up;
+        self.monitor();
+    }
+    pub fn partition(&mut self) {
+        for l in self.links.iter_mut().flatten() {
+            l.up = false;
+        }
+        self.monitor();
+    }
+    pub fn heal(&mut self) {
+        for l in self.links.iter_mut().flatten() {
+            l.up = true;
+            l.loss = 0.0;
+        }
+        self.monitor();
+    }
+
+    /// Injects a raw datagram to node `to` on `path` now.
+    pub fn inject(&mut self, to: usize, path: u8, bytes: Vec<u8>) {
+        self.pkt += 1;
+        self.inflight
+            .push(Reverse((self.now, self.pkt, to, path, bytes)));
+    }
+
+    fn connected(&self, from: usize) -> bool {
+        self.links[from].iter().any(|l| l.up)
+    }
+
+    /// Moves transmits into the network and events into the log; handles sync requests.
+    fn flush(&mut self) {
+        for i in 0..2 {
+            let now = self.now;
+            let Some(m) = self.nodes[i].m.as_mut() else {
+                continue;
+            };
+            let mut out = Vec::new();
+            while let Some(t) = m.poll_transmit(now) {
+                out.push(t);
+            }
+            let mut evs = Vec::new();
+            while let Some(e) = m.poll() {
+                evs.push(e);
+            }
+            for t in out {
+                let l = self.links[i][usize::from(t.path.0)];
+                if !l.up || (l.loss > 0.0 && self.rng.chance(l.loss)) {
+                    continue;
+                }
+                let span = (l.lat_max - l.lat_min).as_millis() as u64;
+                let lat = l.lat_min + Duration::from_millis(self.rng.below(span + 1));
+                self.pkt += 1;
+                self.inflight
+                    .push(Reverse((now + lat, self.pkt, 1 - i, t.path.0, t.payload)));
+            }
+            for e in evs {
+                match &e {
+                    HaEvent::RequestSnapshot => {
+                        self.nodes[i].sync_at = Some(now + Duration::from_millis(50))
+                    }
+                    HaEvent::TakeServiceAddress => {
+                        if self.nodes[1 - i].holds_address && self.check_release {
+                            self.violations.push(format!(
+                                "seed {}: node {i} took the address at {:?} while the peer held it",
+                                self.seed,
+                                now - self.t0
+                            ));
+                        }
+                        self.nodes[i].holds_address = true;
+                    }
+                    HaEvent::ReleaseServiceAddress => self.nodes[i].holds_address = false,
+                    _ => {}
+                }
+                self.log.push((now - self.t0, i, e));
+            }
+        }
+        self.monitor();
+    }
+
+    fn eligible(&self, i: usize) -> bool {
+        let n = &self.nodes[i];
+        n.m.as_ref().is_some_and(|m| !m.ineligible())
+            && (self.cfg.witness.is_none() || n.witness)
+            && self.now - n.up_since >= self.cfg.initial_time()
+    }
+
+    fn monitor(&mut self) {
+        if !self.check {
+            return;
+        }
+        let actives = (0..2)
+            .filter(|&i| self.state(i) == Some(State::Active))
+            .count();
+        let both_up = self.nodes.iter().all(|n| n.m.is_some());
+        let hearing = both_up && (0..2).all(|i| self.links[i].iter().any(Link::clean));
+        if actives == 2 && hearing {
+            let since = *self.dual_since.get_or_insert(self.now);
+            let d = self.now - since;
+            self.max_dual = self.max_dual.max(d);
+            if d > self.dual_bound() {
+                let msg = format!(
+                    "seed {}: two actives hearing each other for {d:?} at {:?}",
+                    self.seed,
+                    self.elapsed()
+                );
+                if !self.violations.contains(&msg) {
+                    self.violations.push(msg);
+                }
+            }
+        } else {
+            self.dual_since = None;
+        }
+        if actives == 0 && (0..2).any(|i| self.eligible(i)) {
+            let since = *self.zero_since.get_or_insert(self.now);
+            let d = self.now - since;
+            self.max_zero = self.max_zero.max(d);
+            if d > self.zero_bound() {
+                self.violations.push(format!(
+                    "seed {}: no active for {d:?} at {:?} with an eligible node up (states {:?} {:?})",
+                    self.seed,
+                    self.elapsed(),
+                    self.state(0),
+                    self.state(1)
+                ));
+                self.zero_since = Some(self.now);
+            }
+        } else {
+            self.zero_since = None;
+        }
+    }
+
+    fn next_wake(&self) -> Option<Instant> {
+        let mut t = self.inflight.peek().map(|Reverse(p)| p.0);
+        for n in &self.nodes {
+            let Some(m) = &n.m else { continue };
+            for x in [m.poll_timeout(), n.sync_at].into_iter().flatten() {
+                t = Some(t.map_or(x, |t: Instant| t.min(x)));
+            }
+        }
+        t
+    }
+
+    fn step_to(&mut self, limit: Instant) -> bool {
+        let Some(t) = self.next_wake().filter(|t| *t <= limit) else {
+            self.now = limit;
+            self.monitor();
+            return false;
+        };
+        self.now = self.now.max(t);
+        let now = self.now;
+        while self.inflight.peek().is_some_and(|Reverse(p)| p.0 <= now) {
+            let Some(Reverse((_, _, to, path, bytes))) = self.inflight.pop() else {
+                break;
+            };
+            if let Some(m) = self.nodes[to].m.as_mut() {
+                let _ = m.handle_datagram(now, PathId(path), &bytes);
+            }
+        }
+        for i in 0..2 {
+            let connected = self.connected(1 - i) && self.connected(i);
+            let peer_active = self.state(1 - i) == Some(State::Active);
+            let n = &mut self.nodes[i];
+            let Some(m) = n.m.as_mut() else { continue };
+            if m.poll_timeout().is_some_and(|x| x <= now) {
+                m.handle_timeout(now);
+            }
+            if n.sync_at.is_some_and(|x| x <= now) {
+                n.sync_at = None;
+                if matches!(m.state(), State::BecomingStandby | State::OutOfService) {
+                    if self.sync_enabled && connected && peer_active {
+                        m.handle_sync_complete(now);
+                    } else {
+                        n.sync_at = Some(now + Duration::from_millis(200));
+                    }
+                }
+            }
+        }
+        self.flush();
+        true
+    }
+
+    pub fn run_for(&mut self, d: Duration) {
+        let limit = self.now + d;
+        while self.step_to(limit) {}
+    }
+
+    /// Events of node `i` since `from` (time since start).
+    pub fn events(&self, i: usize, from: Duration) -> Vec<(Duration, HaEvent)> {
+        self.log
+            .iter()
+            .filter(|(t, n, _)| *n == i && *t >= from)
+            .map(|(t, _, e)| (*t, e.clone()))
+            .collect()
+    }
+
+    pub fn transitions(&self, i: usize, from: Duration) -> Vec<(State, State, Reason)> {
+        self.events(i, from)
+            .into_iter()
+            .filter_map(|(_, e)| match e {
+                HaEvent::Transition { from, to, reason } => Some((from, to, reason)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn first(&self, i: usize, from: Duration, pred: impl Fn(&HaEvent) -> bool) -> Option<Duration> {
+        self.log
+            .iter()
+            .find(|(t, n, e)| *n == i && *t >= from && pred(e))
+            .map(|(t, _, _)| *t)
+    }
+
+    fn actives(&self) -> usize {
+        (0..2)
+            .filter(|&i| self.state(i) == Some(State::Active))
+            .count()
+    }
+
+    fn assert_clean(&self) {
+        assert!(self.violations.is_empty(), "{}", self.violations.join("\n"));
+    }
+}
+
+fn booted(paths: usize, witness: bool) -> HaPair {
+    let mut p = HaPair::new(1, paths, witness);
+    p.boot(0);
+    p.boot(1);
+    p.run_for(Duration::from_secs(3));
+    assert_eq!(p.state(0), Some(State::Active));
+    assert_eq!(p.state(1), Some(State::Standby));
+    p
+}
+
+fn health(score: u8) -> Health {
+    Health {
+        score,
+        ineligible_until_restart: false,
+    }
+}
+
+#[test]
+fn boot_election_equal_health_lower_address_wins() {
+    let mut p = HaPair::new(1, 2, false);
+    p.boot(1);
+    p.boot(0);
+    p.run_for(Duration::from_secs(3));
+    assert_eq!(
+        p.state(0),
+        Some(State::Active),
+        "sbc-a has the lower address"
+    );
+    assert_eq!(p.state(1), Some(State::Standby));
+    assert_eq!(
+        p.transitions(0, Duration::ZERO)[0],
+        (State::Initial, State::BecomingActive, Reason::ElectionWon)
+    );
+    assert_eq!(
+        p.transitions(1, Duration::ZERO)[0],
+        (State::Initial, State::BecomingStandby, Reason::ElectionLost)
+    );
+    assert_eq!(p.m(0).epoch(), 1);
+    assert_eq!(p.m(1).epoch(), 1, "the standby follows the active's epoch");
+    // Active after initial-time + becoming-active-time, not before.
+    let t = p
+        .first(0, Duration::ZERO, |e| *e == HaEvent::BecomeActive)
+        .unwrap();
+    assert!(
+        t >= Duration::from_millis(1350) && t < Duration::from_millis(1400),
+        "{t:?}"
+    );
+    p.assert_clean();
+}
+
+#[test]
+fn boot_election_higher_health_wins() {
+    let mut p = HaPair::new(1, 1, false);
+    p.nodes[0].health = health(90);
+    p.boot(0);
+    p.boot(1);
+    p.run_for(Duration::from_secs(3));
+    assert_eq!(p.state(1), Some(State::Active));
+    assert_eq!(p.state(0), Some(State::Standby));
+}
+
+#[test]
+fn late_booter_joins_as_standby_and_a_lone_node_becomes_active() {
+    let mut p = HaPair::new(1, 2, false);
+    p.boot(1);
+    p.run_for(Duration::from_secs(2));
+    assert_eq!(p.state(1), Some(State::Active));
+    assert_eq!(p.transitions(1, Duration::ZERO)[0].2, Reason::NoPeer);
+    p.boot(0);
+    p.run_for(Duration::from_secs(1));
+    assert_eq!(
+        p.state(0),
+        Some(State::Standby),
+        "a booting node does not grab the role from an active"
+    );
+    assert_eq!(p.state(1), Some(State::Active));
+}
+
+#[test]
+fn active_killed_standby_takes_over_within_drift_time() {
+    let mut p = booted(2, false);
+    let t = p.elapsed();
+    p.crash(0);
+    p.run_for(Duration::from_secs(3));
+    assert_eq!(p.state(1), Some(State::Active));
+    let took = p
+        .first(1, t, |e| *e == HaEvent::TakeServiceAddress)
+        .unwrap()
+        - t;
+    let bound = p.cfg.dead_time() + p.cfg.becoming_active_time() + Duration::from_millis(2);
+    assert!(took <= bound, "takeover after {took:?} (bound {bound:?})");
+    assert!(p.transitions(1, t).contains(&(
+        State::Standby,
+        State::BecomingActive,
+        Reason::PeerDead
+    )));
+    assert_eq!(p.m(1).epoch(), 2);
+    p.assert_clean();
+}
+
+#[test]
+fn health_below_threshold_switches_over_release_before_takeover() {
+    let mut p = booted(2, false);
+    let t = p.elapsed();
+    p.set_health(0, health(70));
+    p.run_for(Duration::from_secs(2));
+    assert_eq!(p.state(0), Some(State::Standby));
+    assert_eq!(p.state(1), Some(State::Active));
+    let released = p
+        .first(0, t, |e| *e == HaEvent::ReleaseServiceAddress)
+        .unwrap();
+    let taken = p
+        .first(1, t, |e| *e == HaEvent::TakeServiceAddress)
+        .unwrap();
+    assert!(
+        released < taken,
+        "release at {released:?}, take at {taken:?}"
+    );
+    assert!(
+        taken - released <= Duration::from_millis(110),
+        "{:?}",
+        taken - released
+    );
+    assert_eq!(
+        p.transitions(0, t),
+        vec![
+            (
+                State::Active,
+                State::RelinquishingActive,
+                Reason::HealthBelowThreshold
+            ),
+            (
+                State::RelinquishingActive,
+                State::Standby,
+                Reason::PeerTookOver
+            ),
+        ]
+    );
+    // The new active at 100 does not hand back to a standby at 70.
+    p.run_for(Duration::from_secs(5));
+    assert_eq!(p.state(1), Some(State::Active));
+    p.assert_clean();
+}
+
+#[test]
+fn no_switchover_to_an_unhealthy_standby() {
+    let mut p = booted(1, false);
+    p.set_health(1, health(74));
+    p.run_for(Duration::from_secs(1));
+    p.set_health(0, health(60));
+    p.run_for(Duration::from_secs(5));
+    assert_eq!(
+        p.state(0),
+        Some(State::Active),
+        "the standby is below health-threshold too"
+    );
+}
+
+#[test]
+fn force_switchover_from_either_side() {
+    let mut p = booted(2, false);
+    let t = p.elapsed();
+    p.force(0);
+    p.run_for(Duration::from_secs(2));
+    assert_eq!(
+        (p.state(0), p.state(1)),
+        (Some(State::Standby), Some(State::Active))
+    );
+    assert_eq!(
+        p.transitions(0, t)[0],
+        (State::Active, State::RelinquishingActive, Reason::Forced)
+    );
+    let t = p.elapsed();
+    p.force(0); // now the standby asks
+    p.run_for(Duration::from_secs(2));
+    assert_eq!(
+        (p.state(0), p.state(1)),
+        (Some(State::Active), Some(State::Standby))
+    );
+    assert_eq!(
+        p.transitions(1, t)[0],
+        (State::Active, State::RelinquishingActive, Reason::Forced)
+    );
+    // Refused without a peer.
+    p.crash(1);
+    p.run_for(Duration::from_secs(2));
+    let t = p.elapsed();
+    p.force(0);
+    assert!(matches!(
+        p.events(0, t).last(),
+        Some((_, HaEvent::SwitchoverRefused { .. }))
+    ));
+    assert_eq!(p.state(0), Some(State::Active));
+    p.assert_clean();
+}
+
+#[test]
+fn critical_memory_node_stays_ineligible_until_restart() {
+    let mut p = booted(2, false);
+    p.set_health(
+        0,
+        Health {
+            score: 0,
+            ineligible_until_restart: true,
+        },
+    );
+    p.run_for(Duration::from_secs(2));
+    assert_eq!(p.state(1), Some(State::Active));
+    assert_eq!(p.state(0), Some(State::OutOfService));
+    // Health given back does not make it eligible; the new active dies: nobody takes over.
+    p.set_health(0, Health::FULL);
+    p.crash(1);
+    p.run_for(Duration::from_secs(5));
+    assert_eq!(p.state(0), Some(State::OutOfService));
+    assert!(!p
+        .transitions(0, Duration::ZERO)
+        .iter()
+        .any(|t| t.1 == State::BecomingActive && t.0 != State::Initial));
+    // The peer comes back: it becomes active, the ineligible node stays out.
+    p.boot(1);
+    p.run_for(Duration::from_secs(3));
+    assert_eq!(
+        (p.state(0), p.state(1)),
+        (Some(State::OutOfService), Some(State::Active))
+    );
+    // Restarting clears it.
+    p.crash(0);
+    p.boot(0);
+    p.run_for(Duration::from_secs(3));
+    assert_eq!(p.state(0), Some(State::Standby));
+    p.set_health(1, health(10));
+    p.run_for(Duration::from_secs(1));
+    assert_eq!(p.state(0), Some(State::Active));
+}
+
+#[test]
+fn ineligible_active_keeps_role_without_a_capable_peer() {
+    let mut p = booted(1, false);
+    p.crash(1);
+    p.run_for(Duration::from_secs(2));
+    p.set_health(
+        0,
+        Health {
+            score: 0,
+            ineligible_until_restart: true,
+        },
+    );
+    p.run_for(Duration::from_secs(2));
+    assert_eq!(
+        p.state(0),
+        Some(State::Active),
+        "no peer: keep serving (switchover acts as enabled)"
+    );
+    // A restarted peer, still syncing: the emergency rule hands over at once.
+    p.boot(1);
+    p.sync_enabled = false;
+    p.run_for(Duration::from_secs(3));
+    assert_eq!(
+        (p.state(0), p.state(1)),
+        (Some(State::OutOfService), Some(State::Active))
+    );
+    assert!(p.transitions(0, Duration::ZERO).contains(&(
+        State::Active,
+        State::RelinquishingActive,
+        Reason::EmergencyThreshold
+    )));
+}
+
+#[test]
+fn emergency_threshold_rules() {
+    // Both below emergency: the active keeps the role.
+    let mut p = booted(1, false);
+    p.set_health(1, health(40));
+    p.run_for(Duration::from_secs(1));
+    p.set_health(0, health(30));
+    p.run_for(Duration::from_secs(5));
+    assert_eq!(p.state(0), Some(State::Active));
+    // Standby at 60 (between the thresholds), active at 30 (below emergency): switch over.
+    p.set_health(1, health(60));
+    p.run_for(Duration::from_secs(2));
+    assert_eq!(p.state(1), Some(State::Active));
+    assert!(p.transitions(0, Duration::ZERO).contains(&(
+        State::Active,
+        State::RelinquishingActive,
+        Reason::EmergencyThreshold
+    )));
+
+    // A starting (unsynchronized) standby: taken at once below emergency, not merely below health-threshold.
+    let mut p = HaPair::new(3, 1, false);
+    p.sync_enabled = false;
+    p.boot(0);
+    p.boot(1);
+    p.run_for(Duration::from_secs(3));
+    assert_eq!(
+        (p.state(0), p.state(1)),
+        (Some(State::Active), Some(State::BecomingStandby))
+    );
+    p.set_health(0, health(60));
+    p.run_for(Duration::from_secs(3));
+    assert_eq!(
+        p.state(0),
+        Some(State::Active),
+        "60 < 75 but the standby is not synchronized"
+    );
+    p.set_health(0, health(40));
+    p.run_for(Duration::from_secs(1));
+    assert_eq!(
+        (p.state(0), p.state(1)),
+        (Some(State::Standby), Some(State::Active))
+    );
+}
+
+#[test]
+fn becoming_standby_times_out_to_out_of_service() {
+    let mut p = HaPair::new(1, 1, false);
+    p.cfg.becoming_standby_time_ms = 5_000;
+    p.sync_enabled = false;
+    p.boot(0);
+    p.boot(1);
+    p.run_for(Duration::from_secs(8));
+    assert_eq!(p.state(1), Some(State::OutOfService));
+    assert!(p.events(1, Duration::ZERO).iter().any(|(_, e)| *e
+        == HaEvent::OutOfService {
+            reason: Reason::SyncTimeout
+        }));
+    p.sync_enabled = true;
+    p.run_for(Duration::from_secs(1));
+    assert_eq!(
+        p.state(1),
+        Some(State::Standby),
+        "a late sync brings it back"
+    );
+}
+
+#[test]
+fn one_of_two_paths_lost_no_switchover() {
+    let mut p = booted(2, false);
+    let t = p.elapsed();
+    p.set_link(0, 0, false);
+    p.set_link(1, 0, false);
+    p.run_for(Duration::from_secs(10));
+    assert_eq!(
+        (p.state(0), p.state(1)),
+        (Some(State::Active), Some(State::Standby))
+    );
+    assert!(p.transitions(0, t).is_empty() && p.transitions(1, t).is_empty());
+    assert!(p
+        .events(1, t)
+        .iter()
+        .any(|(_, e)| *e == HaEvent::PathDown(PathId(0))));
+    assert!(!p.events(1, t).iter().any(|(_, e)| *e == HaEvent::PeerDead));
+    p.assert_clean();
+}
+
+#[test]
+fn total_partition_with_witness_only_one_side_active() {
+    let mut p = booted(2, true);
+    // The active ends up on the wrong side: it loses its peer and the witness.
+    let t = p.elapsed();
+    p.partition();
+    p.set_witness(0, false);
+    p.run_for(Duration::from_secs(5));
+    assert_eq!(
+        (p.state(0), p.state(1)),
+        (Some(State::Standby), Some(State::Active))
+    );
+    assert!(p
+        .transitions(0, t)
+        .contains(&(State::Active, State::Standby, Reason::Isolated)));
+    let released = p
+        .first(0, t, |e| *e == HaEvent::ReleaseServiceAddress)
+        .unwrap();
+    let taken = p
+        .first(1, t, |e| *e == HaEvent::TakeServiceAddress)
+        .unwrap();
+    assert!(
+        taken + Duration::from_millis(600) >= released,
+        "dual actives at most half an interval"
+    );
+    // The standby on the witness-less side does not take over.
+    let mut p = booted(2, true);
+    p.partition();
+    p.set_witness(1, false);
+    p.run_for(Duration::from_secs(5));
+    assert_eq!(
+        (p.state(0), p.state(1)),
+        (Some(State::Active), Some(State::Standby))
+    );
+    p.heal();
+    p.set_witness(1, true);
+    p.run_for(Duration::from_secs(2));
+    assert_eq!(p.actives(), 1);
+}
+
+#[test]
+fn partition_healed_lower_epoch_yields_and_snapshots_are_exchanged() {
+    let mut p = booted(2, false);
+    p.check = false; // two actives during the partition are expected without a witness
+    p.check_release = false;
+    p.partition();
+    p.run_for(Duration::from_secs(3));
+    assert_eq!(p.actives(), 2);
+    assert_eq!((p.m(0).epoch(), p.m(1).epoch()), (1, 2));
+    let t = p.elapsed();
+    p.heal();
+    p.check = true;
+    p.run_for(Duration::from_secs(2));
+    assert_eq!(
+        (p.state(0), p.state(1)),
+        (Some(State::Standby), Some(State::Active)),
+        "epoch 1 yields to epoch 2"
+    );
+    assert!(p.transitions(0, t).contains(&(
+        State::Active,
+        State::Standby,
+        Reason::SplitBrainYield
+    )));
+    let yielded = p
+        .first(0, t, |e| *e == HaEvent::ReleaseServiceAddress)
+        .unwrap()
+        - t;
+    assert!(yielded <= p.adv() + Duration::from_millis(2), "{yielded:?}");
+    assert!(p.first(0, t, |e| *e == HaEvent::ExchangeSnapshot).is_some());
+    p.assert_clean();
+}
+
+#[test]
+fn equal_epochs_higher_address_yields() {
+    let mut p = HaPair::new(1, 1, false);
+    p.check = false;
+    p.partition();
+    p.boot(0);
+    p.boot(1);
+    p.run_for(Duration::from_secs(3));
+    assert_eq!(p.actives(), 2);
+    p.heal();
+    p.run_for(Duration::from_secs(1));
+    assert_eq!(
+        (p.state(0), p.state(1)),
+        (Some(State::Active), Some(State::Standby))
+    );
+}
+
+#[test]
+fn forged_and_replayed_heartbeats_change_nothing() {
+    let mut p = booted(1, false);
+    let t = p.elapsed();
+    let mut forged = Vec::new();
+    let hb = Heartbeat {
+        node: p.m(1).node_id(),
+        incarnation: u64::MAX,
+        state: State::Active,
+        health: 100,
+        flags: FLAG_WITNESS_OK,
+        seq: u64::MAX,
+        config_version: 0,
+        epoch: u64::MAX,
+        path: PathId(0),
+        timestamp_ms: 0,
+    };
+    hb.encode(b"the-wrong-key-0123456789", &mut forged).unwrap();
+    for _ in 0..10 {
+        p.inject(0, 0, forged.clone());
+        p.inject(0, 0, b"garbage".to_vec());
+    }
+    // A genuine heartbeat replayed.
+    let mut genuine = Vec::new();
+    Heartbeat {
+        incarnation: 1,
+        seq: 1,
+        epoch: 0,
+        state: State::Initial,
+        ..hb.clone()
+    }
+    .encode(KEY.as_bytes(), &mut genuine)
+    .unwrap();
+    p.inject(0, 0, genuine);
+    p.run_for(Duration::from_secs(3));
+    assert!(p.transitions(0, t).is_empty());
+    let c = *p.m(0).counters();
+    assert_eq!(c.bad_mac, 10);
+    assert_eq!(c.bad_length, 10);
+    assert_eq!(c.stale, 1);
+    // An exact duplicate of the last heartbeat is a replay.
+    let last = p.log.len();
+    let _ = last;
+    assert_eq!(p.state(0), Some(State::Active));
+}
+
+#[test]
+fn duplicate_is_counted_as_replay() {
+    let cfg = config(1, false);
+    let now = Instant::now();
+    let mut a = Redundancy::new(&cfg, NAMES[0], 1, now).unwrap();
+    let mut b = Redundancy::new(&cfg, NAMES[1], 1, now).unwrap();
+    let t = b.poll_transmit(now).unwrap();
+    assert!(a.handle_datagram(now, t.path, &t.payload).is_ok());
+    assert!(a.handle_datagram(now, t.path, &t.payload).is_ok());
+    assert_eq!(a.counters().accepted, 1);
+    assert_eq!(a.counters().replayed, 1);
+    assert!(a.handle_datagram(now, PathId(3), &t.payload).is_ok());
+    assert_eq!(a.counters().path_mismatch, 1);
+}
+
+/// One random schedule of crashes, restarts, partitions (one-way too), loss, jitter, health
+/// changes, forced switchovers and witness changes; then everything heals.
+fn random_run(seed: u64) -> HaPair {
+    let mut rng = Rng(seed ^ 0x5eed);
+    let paths = 1 + rng.below(2) as usize;
+    let witness = rng.chance(0.5);
+    let mut p = HaPair::new(seed, paths, witness);
+    p.check_release = false;
+    p.max_latency = Duration::from_millis(40);
+    for l in p.links.iter_mut().flatten() {
+        l.lat_min = Duration::from_millis(1);
+        l.lat_max = Duration::from_millis(40);
+    }
+    p.boot(0);
+    p.run_for(rng.ms(0, 1500));
+    p.boot(1);
+    let end = p.now + Duration::from_secs(40);
+    while p.now < end {
+        p.run_for(rng.ms(200, 4000));
+        match rng.below(12) {
+            0 => {
+                let i = rng.below(2) as usize;
+                if p.nodes[1 - i].m.is_some() {
+                    p.crash(i);
+                }
+            }
+            1 | 2 => {
+                for i in 0..2 {
+                    if p.nodes[i].m.is_none() {
+                        p.boot(i);
+                    }
+                }
+            }
+            3 => {
+                for from in 0..2 {
+                    for path in 0..paths {
+                        let up = rng.chance(0.4);
+                        p.set_link(from, path, up);
+                    }
+                }
+            }
+            4 => p.partition(),
+            5 | 6 => p.heal(),
+            7 => {
+                for from in 0..2 {
+                    for path in 0..paths {
+                        if rng.chance(0.5) {
+                            p.links[from][path].loss = 0.3;
+                        }
+                    }
+                }
+            }
+            8 => {
+                let i = rng.below(2) as usize;
+                let h = match rng.below(10) {
+                    0 => Health {
+                        score: 0,
+                        ineligible_until_restart: true,
+                    },
+                    1 | 2 => health(30),
+                    3 => health(45),
+                    4 | 5 => health(70),
+                    6 => health(90),
+                    _ => Health::FULL,
+                };
+                p.set_health(i, h);
+            }
+            9 => {
+                let i = rng.below(2) as usize;
+                p.force(i);
+            }
+            _ => {
+                if witness {
+                    let i = rng.below(2) as usize;
+                    let r = rng.chance(0.6);
+                    p.set_witness(i, r);
+                }
+            }
+        }
+    }
+    // Heal everything, restart what is down, let it settle.
+    p.heal();
+    for i in 0..2 {
+        p.set_witness(i, true);
+        if p.nodes[i].m.is_none() {
+            p.boot(i);
+        }
+    }
+    p.run_for(Duration::from_secs(5));
+    if (0..2).any(|i| p.eligible(i)) {
+        assert_eq!(
+            p.actives(),
+            1,
+            "seed {seed}: not exactly one active after healing: {:?} {:?}",
+            p.state(0),
+            p.state(1)
+        );
+    }
+    p
+}
+
+#[test]
+fn property_random_schedules() {
+    let seeds: u64 = std::env::var("HA_SIM_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1000);
+    let base: u64 = std::env::var("HA_SIM_BASE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let mut failures = Vec::new();
+    let (mut max_dual, mut max_zero) = (Duration::ZERO, Duration::ZERO);
+    for seed in base..base + seeds {
+        let r = std::panic::catch_unwind(|| random_run(seed));
+        match r {
+            Ok(p) => {
+                if seeds == 1 {
+                    for (t, n, e) in &p.log {
+                        if !matches!(e, HaEvent::PathUp(_) | HaEvent::PathDown(_)) {
+                            println!("{t:?} {} {e:?}", NAMES[*n]);
+                        }
+                    }
+                }
+                max_dual = max_dual.max(p.max_dual);
+                max_zero = max_zero.max(p.max_zero);
+                failures.extend(p.violations);
+            }
+            Err(e) => failures.push(format!(
+                "seed {seed}: panicked: {:?}",
+                e.downcast_ref::<String>()
+            )),
+        }
+    }
+    println!("{seeds} seeds: longest dual active while hearing {max_dual:?}, longest zero active with an eligible node {max_zero:?}");
+    assert!(
+        failures.is_empty(),
+        "{} failures (rerun one with HA_SIM_BASE=<seed> HA_SIM_SEEDS=1):\n{}",
+        failures.len(),
+        failures
+            .iter()
+            .take(20)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
