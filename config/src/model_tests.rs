@@ -61,7 +61,7 @@ emergency-threshold = 40
 config-sync-port = 2987
 sip-sync-port = 2988
 witness = "127.0.0.9:7000"
-shared-key = "s3cret"
+shared-key = "s3cret-s3cret-s3cret"
 service-address = "127.0.0.10"
 
 [[redundancy-config.peer]]
@@ -438,7 +438,7 @@ fn redundancy_config_is_validated() {
             &["required with state = \"enabled\""],
         ),
         (
-            "state = \"enabled\"\nshared-key = \"k\"",
+            "state = \"enabled\"\nshared-key = \"0123456789abcdef\"",
             "peer",
             &["0 primary peers", "exactly one primary and one secondary"],
         ),
@@ -477,7 +477,7 @@ fn redundancy_config_is_validated() {
     let two = peer("a", "primary", "\"127.0.0.1:1\"") + &peer("a", "secondary", "\"127.0.0.2:1\"");
     refused_invalid(&two, &key(1, "name"), &["duplicate name"]);
     let both_primary = format!(
-        "[redundancy-config]\nstate = \"enabled\"\nshared-key = \"k\"\n{}{}",
+        "[redundancy-config]\nstate = \"enabled\"\nshared-key = \"0123456789abcdef\"\n{}{}",
         peer("a", "primary", "\"127.0.0.1:1\""),
         peer("b", "primary", "\"127.0.0.2:1\"")
     );

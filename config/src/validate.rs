@@ -318,12 +318,12 @@ fn redundancy(r: &RedundancyConfig) -> Result<(), ConfigError> {
     }
     peers(&r.peers)?;
     if r.is_enabled() {
-        if r.shared_key.is_empty() {
+        if r.shared_key.len() < 16 {
             return Err(ConfigError::invalid(
                 key("shared-key"),
-                "\"\"",
-                "required with state = \"enabled\"",
-                "a non-empty secret shared by both nodes",
+                format!("{} bytes", r.shared_key.len()),
+                "required with state = \"enabled\": the heartbeat HMAC key",
+                "a secret of at least 16 bytes shared by both nodes",
             ));
         }
         for kind in PeerType::ALL {

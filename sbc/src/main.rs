@@ -161,10 +161,17 @@ fn reexec() -> anyhow::Error {
 
 /// Runs the node until a signal (returns false) or a reboot request (returns true).
 async fn run(cfg: Config, path: Option<PathBuf>, mgmt_socket: PathBuf) -> anyhow::Result<bool> {
-    let node = Arc::new(sbc::node::start(&cfg, true).await?);
+    let paired = cfg.redundancy.is_enabled();
+    // In a pair the redundancy machine decides who binds the service address.
+    let node = Arc::new(sbc::node::start(&cfg, !paired).await?);
     let (control_tx, mut control_rx) = tokio::sync::mpsc::unbounded_channel();
     let alarms = AlarmService::spawn(&cfg, node.clone(), cfg.redundancy.is_enabled())?;
-    let subsystems = Arc::new(Subsystems::new(alarms.clone()));
+    let pair = if paired {
+        Some(sbc::pair::Pair::spawn(&cfg, node.clone(), alarms.clone()).await?)
+    } else {
+        None
+    };
+    let subsystems = Arc::new(Subsystems::new(alarms.clone(), pair.clone()));
     let console = Arc::new(Console {
         config: Mutex::new(ConfigState {
             running: cfg.clone(),
@@ -196,8 +203,13 @@ async fn run(cfg: Config, path: Option<PathBuf>, mgmt_socket: PathBuf) -> anyhow
     );
     // The ready line: scripts and tests wait for it on stdout.
     println!(
-        "sbc ready: {}; routes: {}; mgmt {}",
+        "sbc ready: {}{}; routes: {}; mgmt {}",
         interfaces.join(", "),
+        if paired {
+            " (bound only while active in the pair)"
+        } else {
+            ""
+        },
         routes.join(", "),
         mgmt_socket.display()
     );

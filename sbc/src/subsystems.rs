@@ -10,6 +10,7 @@ use serde_json::json;
 use tracing::info;
 
 use crate::alarm_service::AlarmService;
+use crate::pair::Pair;
 
 /// The outcome of a command: text and optional JSON, or an error.
 pub type Outcome = Result<(String, Option<serde_json::Value>), String>;
@@ -19,14 +20,17 @@ pub struct Subsystems {
     ballast: Mutex<Vec<Vec<u8>>>,
     /// The alarm subsystem.
     pub alarms: Arc<AlarmService>,
+    /// The HA pair, when redundancy is enabled.
+    pub pair: Option<Arc<Pair>>,
 }
 
 impl Subsystems {
     /// Subsystems around a running alarm service.
-    pub fn new(alarms: Arc<AlarmService>) -> Self {
+    pub fn new(alarms: Arc<AlarmService>, pair: Option<Arc<Pair>>) -> Self {
         Self {
             ballast: Mutex::new(Vec::new()),
             alarms,
+            pair,
         }
     }
 
@@ -57,14 +61,7 @@ impl Subsystems {
     pub async fn operational(&self, cmd: OperCommand, json: bool, running: &Config) -> Outcome {
         match cmd {
             OperCommand::ShowHealth => Ok(self.show_health(json)),
-            OperCommand::ShowRedundancy => {
-                let r = &running.redundancy;
-                let out = format!(
-                    "redundancy-config state {}: this node runs alone and serves SIP\n",
-                    r.state
-                );
-                Ok((out, json.then(|| json!({"state": "standalone"}))))
-            }
+            OperCommand::ShowRedundancy => Ok(self.show_redundancy(json, running)),
             OperCommand::ShowMemory => Ok(self.show_memory(json)),
             OperCommand::DisplayAlarms => Ok(self.display_alarms(json)),
             OperCommand::ClearAlarm { id, task } => {
@@ -77,10 +74,19 @@ impl Subsystems {
                     json.then(|| json!({ "cleared": row })),
                 ))
             }
-            OperCommand::NotifyBerpdForce => Err(
-                "redundancy-config state is disabled: this node has no peer to switch over to"
-                    .into(),
-            ),
+            OperCommand::NotifyBerpdForce => match &self.pair {
+                None => Err(
+                    "redundancy-config state is disabled: this node has no peer to switch over to"
+                        .into(),
+                ),
+                Some(p) => {
+                    p.force_switchover()?;
+                    Ok((
+                        "switchover requested\n".into(),
+                        json.then(|| json!({"switchover": "requested"})),
+                    ))
+                }
+            },
             OperCommand::LabBallast { mb } => {
                 if !running.system.lab_mode {
                     return Err("lab ballast needs system-config lab-mode enabled in the \
@@ -127,22 +133,109 @@ impl Subsystems {
         if closed {
             out.push_str("new requests are refused with 503 (critical memory)\n");
         }
-        let _ = writeln!(
-            out,
-            "{:<24} not applicable (redundancy disabled)",
-            "sip-sync"
-        );
-        let _ = writeln!(
-            out,
-            "{:<24} not applicable (redundancy disabled)",
-            "config-sync"
-        );
+        let (sip_sync, synced) = match &self.pair {
+            None => ("not applicable (redundancy disabled)".to_owned(), None),
+            Some(p) => {
+                let s = p.status();
+                let text = match s.state {
+                    sbc_ha::State::Active => format!(
+                        "active: streaming {} dialogs to the standby",
+                        p.replicated_dialogs()
+                    ),
+                    _ if s.synced => format!("synchronized ({} dialogs)", p.replicated_dialogs()),
+                    _ => "not synchronized".to_owned(),
+                };
+                (text, Some(s.synced))
+            }
+        };
+        let _ = writeln!(out, "{:<24} {sip_sync}", "sip-sync");
+        let config_sync = if self.pair.is_some() {
+            "not synchronized: config push is not implemented yet"
+        } else {
+            "not applicable (redundancy disabled)"
+        };
+        let _ = writeln!(out, "{:<24} {config_sync}", "config-sync");
         let data = json.then(|| {
             json!({
                 "score": score,
                 "deductions": deductions,
                 "ineligible_until_restart": ineligible,
                 "admission_closed": closed,
+                "sip_sync": sip_sync,
+                "synced": synced,
+            })
+        });
+        (out, data)
+    }
+
+    fn show_redundancy(&self, json: bool, running: &Config) -> (String, Option<serde_json::Value>) {
+        let Some(pair) = &self.pair else {
+            let out = format!(
+                "redundancy-config state {}: this node runs alone and serves SIP\n",
+                running.redundancy.state
+            );
+            return (out, json.then(|| json!({"state": "standalone"})));
+        };
+        let s = pair.status();
+        let mut out = String::new();
+        let _ = writeln!(out, "{:<22} {}", "node", s.name);
+        let _ = writeln!(
+            out,
+            "{:<22} {} (for {:.1} s)",
+            "state",
+            s.state.as_str(),
+            s.since.elapsed().as_secs_f64()
+        );
+        let _ = writeln!(out, "{:<22} {}", "epoch", s.epoch);
+        let ineligible = if s.health.ineligible_until_restart {
+            " (ineligible until restart)"
+        } else {
+            ""
+        };
+        let _ = writeln!(out, "{:<22} {}{ineligible}", "health", s.health.score);
+        let _ = writeln!(out, "{:<22} {}", "synchronized", s.synced);
+        let _ = writeln!(out, "{:<22} {}", "peer-alive", s.peer_alive);
+        if let Some(p) = &s.peer {
+            let _ = writeln!(out, "{:<22} {:?}", "peer", p);
+        }
+        let paths: Vec<&str> = s
+            .paths_up
+            .iter()
+            .map(|up| if *up { "up" } else { "down" })
+            .collect();
+        let _ = writeln!(out, "{:<22} {}", "heartbeat-paths", paths.join(", "));
+        let witness = match s.witness {
+            None => "none configured",
+            Some(true) => "reachable",
+            Some(false) => "unreachable",
+        };
+        let _ = writeln!(out, "{:<22} {witness}", "witness");
+        if let Some((from, to, reason)) = s.last_transition {
+            let _ = writeln!(
+                out,
+                "{:<22} {} -> {} ({})",
+                "last-transition",
+                from.as_str(),
+                to.as_str(),
+                reason.as_str()
+            );
+        }
+        let _ = writeln!(out, "{:<22} {:?}", "counters", s.counters);
+        let data = json.then(|| {
+            json!({
+                "node": s.name,
+                "state": s.state.as_str(),
+                "epoch": s.epoch,
+                "health": s.health.score,
+                "ineligible_until_restart": s.health.ineligible_until_restart,
+                "synchronized": s.synced,
+                "peer_alive": s.peer_alive,
+                "peer": s.peer.as_ref().map(|p| format!("{p:?}")),
+                "paths_up": s.paths_up,
+                "replicated_dialogs": pair.replicated_dialogs(),
+                "last_transition": s.last_transition.map(|(f, t, r)| json!({
+                    "from": f.as_str(), "to": t.as_str(), "reason": r.as_str()
+                })),
             })
         });
         (out, data)

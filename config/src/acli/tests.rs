@@ -736,7 +736,7 @@ fn trap_receivers_and_peers() {
         &sh.err("done"),
         &["redundancy-config.shared-key", "required"],
     );
-    sh.ok("shared-key s3cret");
+    sh.ok("shared-key s3cret-s3cret-s3cret");
     contains_all(
         &sh.err("done"),
         &["redundancy-config.peer", "exactly one primary"],

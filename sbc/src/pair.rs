@@ -1,0 +1,436 @@
+//! The HA pair as a running node sees it: the thin shell that connects `sbc-ha`'s redundancy
+//! machine to the SIP node, the alarm subsystem and the console.
+//!
+//! - **Health in**: every change of the alarm subsystem's health score (and the
+//!   critical-memory "ineligible until restart" flag) goes to the redundancy machine.
+//! - **Service address**: `TakeServiceAddress` installs every replicated dialog into the
+//!   workers, then binds the SIP interfaces (retrying while the former active releases them);
+//!   `ReleaseServiceAddress` unbinds them first thing, so a planned switchover releases before
+//!   the peer takes over. On loopback the two nodes of a pair share the same SIP addresses and
+//!   only the active holds them; on real hosts, `notify-active`/`notify-standby` hooks would move
+//!   a virtual IP the same way.
+//! - **State sync**: the active streams every confirmed-dialog change (a bincode-2 encoded
+//!   [`Dialog`] keyed by its id) to the standby over the TCP sync channel, with a snapshot when
+//!   the standby (re)joins; the standby keeps the replica and reports "synchronized".
+//! - **Traps**: every transition is logged and sent as `sbcRedundancyTrap`.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use sbc_alarms::{RedundancyRole, TransitionState, Trap};
+use sbc_config::Config;
+use sbc_ha::shell::{Command, HaHandle, SyncEvent, SyncPublisher};
+use sbc_ha::{HaEvent, NodeId, Redundancy, State, Status, SyncTable};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tracing::{debug, info, warn};
+
+use crate::alarm_service::AlarmService;
+use crate::engine::DialogChange;
+use crate::node::Node;
+use crate::sip::dialog::Dialog;
+
+/// Maps the configuration's `redundancy-config` onto the HA crate's.
+pub fn ha_config(cfg: &Config) -> sbc_ha::RedundancyConfig {
+    let r = &cfg.redundancy;
+    sbc_ha::RedundancyConfig {
+        state: if r.is_enabled() {
+            sbc_ha::AdminState::Enabled
+        } else {
+            sbc_ha::AdminState::Disabled
+        },
+        port: r.port,
+        advertisement_time_ms: r.advertisement_time,
+        percent_drift: r.percent_drift,
+        initial_time_ms: r.initial_time,
+        becoming_active_time_ms: r.becoming_active_time,
+        becoming_standby_time_ms: r.becoming_standby_time,
+        health_threshold: r.health_threshold,
+        emergency_threshold: r.emergency_threshold,
+        peers: r
+            .peers
+            .iter()
+            .map(|p| sbc_ha::PeerConfig {
+                name: p.name.clone(),
+                peer_type: match p.kind {
+                    sbc_config::PeerType::Primary => sbc_ha::PeerType::Primary,
+                    sbc_config::PeerType::Secondary => sbc_ha::PeerType::Secondary,
+                },
+                destinations: p.destinations.clone(),
+            })
+            .collect(),
+        config_sync_port: r.config_sync_port,
+        sip_sync_port: r.sip_sync_port,
+        witness: r.witness,
+        shared_key: r.shared_key.clone(),
+    }
+}
+
+/// The running pair machinery of one node.
+pub struct Pair {
+    commands: mpsc::UnboundedSender<Command>,
+    status: tokio::sync::watch::Receiver<Status>,
+    table: Arc<Mutex<SyncTable>>,
+    publisher: Mutex<Option<SyncPublisher>>,
+    tasks: Mutex<Tasks>,
+    node: Arc<Node>,
+    alarms: Arc<AlarmService>,
+    node_id: NodeId,
+    name: String,
+    peer_name: String,
+    my_sync: SocketAddr,
+    mate_sync: SocketAddr,
+    sync_events: mpsc::UnboundedSender<SyncEvent>,
+    took_over_at: Mutex<Option<Instant>>,
+}
+
+#[derive(Default)]
+struct Tasks {
+    server: Option<JoinHandle<()>>,
+    client: Option<JoinHandle<()>>,
+}
+
+impl Pair {
+    /// Starts the pair machinery for `cfg` (redundancy enabled). The node starts unbound; the
+    /// machine decides who takes the service address.
+    pub async fn spawn(
+        cfg: &Config,
+        node: Arc<Node>,
+        alarms: Arc<AlarmService>,
+    ) -> anyhow::Result<Arc<Self>> {
+        let ha = ha_config(cfg);
+        let name = cfg.system.hostname.clone();
+        let me = ha.peer(&name).ok_or_else(|| {
+            anyhow::anyhow!(
+                "system-config hostname {name:?} is not one of the redundancy-config peers ({})",
+                ha.peers
+                    .iter()
+                    .map(|p| p.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })?;
+        let mate = ha
+            .mate(&name)
+            .ok_or_else(|| anyhow::anyhow!("redundancy-config has no peer besides {name:?}"))?;
+        let first = |p: &sbc_ha::PeerConfig| {
+            p.destinations
+                .first()
+                .map(|d| SocketAddr::new(d.ip(), ha.sip_sync_port))
+        };
+        let my_sync = first(me).ok_or_else(|| anyhow::anyhow!("peer {name} has no destination"))?;
+        let mate_sync =
+            first(mate).ok_or_else(|| anyhow::anyhow!("peer {} has no destination", mate.name))?;
+        let incarnation = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_micros() as u64)
+            .unwrap_or(1);
+        let machine = Redundancy::new(&ha, &name, incarnation, Instant::now())?;
+        let node_id = machine.node_id();
+        let sockets = sbc_ha::shell::bind_paths(&ha, &name).await?;
+        let mut handle: HaHandle = sbc_ha::shell::spawn(&ha, machine, sockets);
+        let events = std::mem::replace(&mut handle.events, mpsc::unbounded_channel().1);
+        let status = handle.status.clone();
+        let (cmd_tx, mut cmd_rx) = mpsc::unbounded_channel::<Command>();
+        // The handle lives in this task: commands go through it, dropping it stops the machine.
+        tokio::spawn(async move {
+            while let Some(c) = cmd_rx.recv().await {
+                if !handle.send(c) {
+                    break;
+                }
+            }
+        });
+        let (sync_tx, sync_rx) = mpsc::unbounded_channel();
+        let pair = Arc::new(Self {
+            commands: cmd_tx,
+            status,
+            table: Arc::new(Mutex::new(SyncTable::new())),
+            publisher: Mutex::new(None),
+            tasks: Mutex::new(Tasks::default()),
+            node: node.clone(),
+            alarms: alarms.clone(),
+            node_id,
+            name,
+            peer_name: mate.name.clone(),
+            my_sync,
+            mate_sync,
+            sync_events: sync_tx,
+            took_over_at: Mutex::new(None),
+        });
+
+        // Health in.
+        let mut health = alarms.health();
+        let p = pair.clone();
+        tokio::spawn(async move {
+            loop {
+                let h = *health.borrow_and_update();
+                let _ = p.commands.send(Command::Health(sbc_ha::Health {
+                    score: h.score,
+                    ineligible_until_restart: h.ineligible_until_restart,
+                }));
+                if health.changed().await.is_err() {
+                    break;
+                }
+            }
+        });
+        // Dialog changes out.
+        let (dtx, mut drx) = mpsc::unbounded_channel::<DialogChange>();
+        node.set_dialog_sync(Some(dtx));
+        let p = pair.clone();
+        tokio::spawn(async move {
+            while let Some(change) = drx.recv().await {
+                p.publish(change);
+            }
+        });
+        tokio::spawn(pair.clone().run_events(events, sync_rx));
+        Ok(pair)
+    }
+
+    /// The redundancy status (`show redundancy`).
+    pub fn status(&self) -> Status {
+        self.status.borrow().clone()
+    }
+
+    /// Dialogs held in the replica table.
+    pub fn replicated_dialogs(&self) -> usize {
+        self.table.lock().map(|t| t.len()).unwrap_or(0)
+    }
+
+    /// `notify berpd force`.
+    pub fn force_switchover(&self) -> Result<(), String> {
+        let s = self.status();
+        if !matches!(s.state, State::Active | State::Standby) {
+            return Err(format!(
+                "this node is {}: a switchover needs an active and a standby",
+                s.state.as_str()
+            ));
+        }
+        self.commands
+            .send(Command::ForceSwitchover)
+            .map_err(|_| "the redundancy task has stopped".to_owned())
+    }
+
+    fn publish(&self, change: DialogChange) {
+        let Ok(guard) = self.publisher.lock() else {
+            return;
+        };
+        let Some(publisher) = guard.as_ref() else {
+            return;
+        };
+        match change {
+            DialogChange::Upsert(d) => match encode_dialog(&d) {
+                Ok(bytes) => publisher.upsert(d.id.to_be_bytes().to_vec(), bytes),
+                Err(e) => warn!(error = %e, "dialog not replicated"),
+            },
+            DialogChange::Delete(id) => publisher.delete(id.to_be_bytes().to_vec()),
+        }
+    }
+
+    async fn run_events(
+        self: Arc<Self>,
+        mut events: mpsc::UnboundedReceiver<HaEvent>,
+        mut sync: mpsc::UnboundedReceiver<SyncEvent>,
+    ) {
+        loop {
+            tokio::select! {
+                e = events.recv() => {
+                    let Some(e) = e else { break };
+                    self.on_event(e).await;
+                }
+                s = sync.recv() => {
+                    let Some(s) = s else { break };
+                    match s {
+                        SyncEvent::Synchronized { entries } => {
+                            info!(dialogs = entries, "state sync complete");
+                            let _ = self.commands.send(Command::SyncComplete);
+                        }
+                        SyncEvent::Config { version, .. } => {
+                            debug!(version, "configuration pushed by the active (not applied: config sync is not implemented yet)");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    async fn on_event(self: &Arc<Self>, event: HaEvent) {
+        match event {
+            HaEvent::Transition { from, to, reason } => {
+                warn!(
+                    from = from.as_str(),
+                    to = to.as_str(),
+                    reason = reason.as_str(),
+                    "redundancy transition"
+                );
+                let trap = Trap::Redundancy {
+                    role: match to {
+                        State::Active | State::BecomingActive => RedundancyRole::Active,
+                        State::OutOfService => RedundancyRole::OutOfService,
+                        _ => RedundancyRole::Standby,
+                    },
+                    state: transition_state(to),
+                    reason: reason.as_str().to_owned(),
+                    peer: self.peer_name.clone(),
+                    node: self.name.clone(),
+                };
+                self.alarms.sink().send(trap);
+            }
+            HaEvent::ReleaseServiceAddress => {
+                self.node.release_interfaces().await;
+            }
+            HaEvent::TakeServiceAddress => self.take_service_address().await,
+            HaEvent::BecomeActive => self.become_active(),
+            HaEvent::BecomeStandby | HaEvent::RequestSnapshot => self.become_standby(false),
+            HaEvent::ExchangeSnapshot => self.become_standby(true),
+            HaEvent::OutOfService { reason } => {
+                warn!(reason = reason.as_str(), "out of service");
+            }
+            HaEvent::PeerDead => warn!(peer = %self.peer_name, "peer declared dead"),
+            HaEvent::PeerAlive => info!(peer = %self.peer_name, "peer alive"),
+            HaEvent::PathDown(p) => warn!(path = ?p, "heartbeat path down"),
+            HaEvent::PathUp(p) => info!(path = ?p, "heartbeat path up"),
+            HaEvent::SwitchoverRefused { reason } => warn!(reason, "switchover refused"),
+            HaEvent::PeerConfigVersion(v) => debug!(version = v, "peer config version"),
+        }
+    }
+
+    /// Installs every replicated dialog into the workers, then binds the service address.
+    async fn take_service_address(&self) {
+        let entries: Vec<Vec<u8>> = self
+            .table
+            .lock()
+            .map(|t| t.iter().map(|(_, v)| v.to_vec()).collect())
+            .unwrap_or_default();
+        let mut installed = 0usize;
+        for bytes in entries {
+            match decode_dialog(&bytes) {
+                Ok(d) => {
+                    self.node.apply_replica(DialogChange::Upsert(Box::new(d)));
+                    installed += 1;
+                }
+                Err(e) => warn!(error = %e, "replicated dialog could not be decoded"),
+            }
+        }
+        // The former active may still hold the ports for a moment: retry, bounded.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            match self.node.bind_interfaces().await {
+                Ok(()) => break,
+                Err(e) if Instant::now() < deadline => {
+                    debug!(error = %e, "service address still held; retrying");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(e) => {
+                    warn!(error = %e, "could not take the service address");
+                    return;
+                }
+            }
+        }
+        if let Ok(mut t) = self.took_over_at.lock() {
+            *t = Some(Instant::now());
+        }
+        warn!(dialogs = installed, "took the service address: serving SIP");
+    }
+
+    fn become_active(self: &Arc<Self>) {
+        let Ok(mut tasks) = self.tasks.lock() else {
+            return;
+        };
+        if let Some(c) = tasks.client.take() {
+            c.abort();
+        }
+        if tasks.server.is_some() {
+            return;
+        }
+        let table = self.table.lock().map(|t| t.clone()).unwrap_or_default();
+        let publisher = SyncPublisher::new(table, 65_536);
+        if let Ok(mut p) = self.publisher.lock() {
+            *p = Some(publisher.clone());
+        }
+        let (addr, node, epoch) = (self.my_sync, self.node_id, self.status().epoch);
+        tasks.server = Some(tokio::spawn(async move {
+            // The previous server may be releasing the port: retry, bounded.
+            for _ in 0..100 {
+                match tokio::net::TcpListener::bind(addr).await {
+                    Ok(l) => {
+                        info!(%addr, "state sync server listening");
+                        if let Err(e) = sbc_ha::shell::serve_sync(l, publisher, node, epoch).await {
+                            warn!(error = %e, "state sync server stopped");
+                        }
+                        return;
+                    }
+                    Err(e) => {
+                        debug!(%addr, error = %e, "state sync port busy; retrying");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                }
+            }
+            warn!(%addr, "could not listen for the state sync");
+        }));
+    }
+
+    fn become_standby(self: &Arc<Self>, exchange: bool) {
+        let Ok(mut tasks) = self.tasks.lock() else {
+            return;
+        };
+        if let Some(s) = tasks.server.take() {
+            s.abort();
+        }
+        if let Ok(mut p) = self.publisher.lock() {
+            if let Some(publisher) = p.take() {
+                // Keep what we published as our replica: the union survives a split brain.
+                if let Ok(mut t) = self.table.lock() {
+                    *t = publisher.table();
+                }
+            }
+        }
+        if let Some(c) = tasks.client.take() {
+            c.abort();
+        }
+        let me = self.clone();
+        tasks.client = Some(tokio::spawn(async move {
+            let mut exchange = exchange;
+            loop {
+                let epoch = me.status().epoch;
+                match sbc_ha::shell::run_sync_client(
+                    me.mate_sync,
+                    me.table.clone(),
+                    me.node_id,
+                    epoch,
+                    exchange,
+                    me.sync_events.clone(),
+                )
+                .await
+                {
+                    Ok(()) => debug!("state sync connection closed"),
+                    Err(e) => debug!(error = %e, "state sync connection failed; retrying"),
+                }
+                exchange = false;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }));
+    }
+}
+
+fn transition_state(s: State) -> TransitionState {
+    match s {
+        State::Initial => TransitionState::Initial,
+        State::BecomingActive => TransitionState::BecomingActive,
+        State::Active => TransitionState::Active,
+        State::RelinquishingActive => TransitionState::RelinquishingActive,
+        State::BecomingStandby => TransitionState::BecomingStandby,
+        State::Standby => TransitionState::Standby,
+        State::OutOfService => TransitionState::OutOfService,
+    }
+}
+
+/// The bytes of a dialog on the sync channel.
+pub fn encode_dialog(d: &Dialog) -> Result<Vec<u8>, bincode::error::EncodeError> {
+    bincode::serde::encode_to_vec(d, bincode::config::standard())
+}
+
+/// A dialog from the sync channel.
+pub fn decode_dialog(bytes: &[u8]) -> Result<Dialog, bincode::error::DecodeError> {
+    bincode::serde::decode_from_slice(bytes, bincode::config::standard()).map(|(d, _)| d)
+}
