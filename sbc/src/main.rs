@@ -65,6 +65,13 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run a split-brain witness for a pair (`redundancy-config witness`): a node may only take
+    /// over while the witness answers it.
+    Witness {
+        /// UDP address to listen on.
+        #[arg(long, value_name = "ADDR:PORT")]
+        listen: SocketAddr,
+    },
     /// Check a configuration file and print it with every default filled in.
     VerifyConfig {
         /// The file to check.
@@ -133,6 +140,27 @@ fn main() -> anyhow::Result<ExitCode> {
             commands,
             json,
         } => sbc::acli_client::run(&mgmt_socket, &commands, json),
+        Command::Witness { listen } => {
+            tracing_subscriber::fmt()
+                .with_writer(std::io::stderr)
+                .with_env_filter(
+                    tracing_subscriber::EnvFilter::try_from_default_env()
+                        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                )
+                .init();
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(async move {
+                let socket = tokio::net::UdpSocket::bind(listen).await?;
+                println!("sbc witness ready on {listen}");
+                tokio::select! {
+                    r = sbc_ha::shell::serve_witness(socket) => r.map_err(anyhow::Error::from),
+                    _ = shutdown_signal() => Ok(()),
+                }
+            })?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::VerifyConfig { config } => {
             let cfg = load(Some(&config))?;
             print!("{}", cfg.to_toml_string());
