@@ -208,6 +208,24 @@ impl Console {
             .map_err(|_| "configuration lock poisoned".to_owned())
     }
 
+    /// A configuration pushed by the pair's active: keep this node's hostname, save it (when the
+    /// node has a file) and activate it.
+    pub async fn apply_pushed(&self, toml: &str) -> Result<(), String> {
+        let mut cfg = Config::from_toml_str(toml).map_err(|e| e.to_string())?;
+        let c = self.snapshot()?;
+        cfg.system.hostname = c.running.system.hostname.clone();
+        cfg.validate().map_err(|e| e.to_string())?;
+        if let Some(path) = &c.path {
+            cfg.save_atomic(path).map_err(|e| e.to_string())?;
+        }
+        if let Ok(mut st) = self.config.lock() {
+            st.editing = cfg.clone();
+        }
+        self.apply(cfg).map(|restart| {
+            info!(?restart, "configuration from the active saved and activated");
+        })
+    }
+
     /// `activate-config`: the saved file becomes the running configuration.
     async fn activate(&self, json: bool) -> Outcome {
         let c = self.snapshot()?;
@@ -215,13 +233,7 @@ impl Console {
             .path
             .ok_or("no configuration file: nothing saved to activate (start with --config FILE)")?;
         let saved = Config::load(&path).map_err(|e| e.to_string())?;
-        let restart = restart_needed(&c.running, &saved);
-        let ecfg = engine_config(&saved).map_err(|e| e.to_string())?;
-        self.node.reconfigure(&ecfg);
-        self.subsystems.reconfigure(&saved);
-        if let Ok(mut st) = self.config.lock() {
-            st.running = saved.clone();
-        }
+        let restart = self.apply(saved)?;
         info!(restart_needed = ?restart, "configuration activated");
         let mut out = String::from("configuration activated\n");
         if restart.is_empty() {
@@ -236,6 +248,19 @@ impl Console {
             out,
             json.then(|| json!({"activated": true, "restart_needed": restart})),
         ))
+    }
+
+    /// Makes `cfg` the running configuration; returns the changes that need a restart.
+    fn apply(&self, cfg: Config) -> Result<Vec<String>, String> {
+        let running = self.snapshot()?.running;
+        let restart = restart_needed(&running, &cfg);
+        let ecfg = engine_config(&cfg).map_err(|e| e.to_string())?;
+        self.node.reconfigure(&ecfg);
+        self.subsystems.reconfigure(&cfg);
+        if let Ok(mut st) = self.config.lock() {
+            st.running = cfg;
+        }
+        Ok(restart)
     }
 
     async fn operational(&self, cmd: OperCommand, json: bool) -> Outcome {

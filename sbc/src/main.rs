@@ -194,8 +194,9 @@ async fn run(cfg: Config, path: Option<PathBuf>, mgmt_socket: PathBuf) -> anyhow
     let node = Arc::new(sbc::node::start(&cfg, !paired).await?);
     let (control_tx, mut control_rx) = tokio::sync::mpsc::unbounded_channel();
     let alarms = AlarmService::spawn(&cfg, node.clone(), cfg.redundancy.is_enabled())?;
+    let (pushed_tx, mut pushed_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let pair = if paired {
-        Some(sbc::pair::Pair::spawn(&cfg, node.clone(), alarms.clone()).await?)
+        Some(sbc::pair::Pair::spawn(&cfg, node.clone(), alarms.clone(), pushed_tx).await?)
     } else {
         None
     };
@@ -210,6 +211,14 @@ async fn run(cfg: Config, path: Option<PathBuf>, mgmt_socket: PathBuf) -> anyhow
         subsystems: subsystems.clone(),
         started: Instant::now(),
         control: control_tx,
+    });
+    let c = console.clone();
+    tokio::spawn(async move {
+        while let Some(toml) = pushed_rx.recv().await {
+            if let Err(e) = c.apply_pushed(&toml).await {
+                warn!(error = %e, "configuration pushed by the active refused");
+            }
+        }
     });
     let listener = sbc::mgmt::bind(&mgmt_socket)?;
     let mgmt = tokio::spawn(sbc::mgmt::serve(listener, mgmt_socket.clone(), console));

@@ -83,6 +83,24 @@ pub struct Pair {
     mate_sync: SocketAddr,
     sync_events: mpsc::UnboundedSender<SyncEvent>,
     took_over_at: Mutex<Option<Instant>>,
+    /// The running configuration's version and text (pushed to the standby when active).
+    config: Mutex<(u64, String)>,
+    /// Configurations pushed by the active, for the node to save and activate.
+    pushed: mpsc::UnboundedSender<String>,
+}
+
+/// The version of a configuration as the pair compares it: a hash of its TOML with the
+/// node-specific hostname left out, so two nodes with the same configuration agree.
+pub fn config_version(cfg: &Config) -> u64 {
+    let mut c = cfg.clone();
+    c.system.hostname.clear();
+    let text = c.to_toml_string();
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
 }
 
 #[derive(Default)]
@@ -94,10 +112,13 @@ struct Tasks {
 impl Pair {
     /// Starts the pair machinery for `cfg` (redundancy enabled). The node starts unbound; the
     /// machine decides who takes the service address.
+    /// Configurations pushed by the active arrive on `pushed` (as TOML) for the node to save
+    /// and activate.
     pub async fn spawn(
         cfg: &Config,
         node: Arc<Node>,
         alarms: Arc<AlarmService>,
+        pushed: mpsc::UnboundedSender<String>,
     ) -> anyhow::Result<Arc<Self>> {
         let ha = ha_config(cfg);
         let name = cfg.system.hostname.clone();
@@ -157,7 +178,12 @@ impl Pair {
             mate_sync,
             sync_events: sync_tx,
             took_over_at: Mutex::new(None),
+            config: Mutex::new((config_version(cfg), cfg.to_toml_string())),
+            pushed,
         });
+        let _ = pair
+            .commands
+            .send(Command::ConfigVersion(config_version(cfg)));
 
         // Health in.
         let mut health = alarms.health();
@@ -195,6 +221,28 @@ impl Pair {
     /// Dialogs held in the replica table.
     pub fn replicated_dialogs(&self) -> usize {
         self.table.lock().map(|t| t.len()).unwrap_or(0)
+    }
+
+    /// A configuration was activated on this node: announce its version and, when active,
+    /// push it to the standby.
+    pub fn set_config(&self, cfg: &Config) {
+        let v = config_version(cfg);
+        let text = cfg.to_toml_string();
+        if let Ok(mut c) = self.config.lock() {
+            *c = (v, text.clone());
+        }
+        let _ = self.commands.send(Command::ConfigVersion(v));
+        if let Ok(p) = self.publisher.lock() {
+            if let Some(p) = p.as_ref() {
+                p.push_config(v, text);
+            }
+        }
+    }
+
+    /// Whether the peer runs the same configuration (same version), when it is known.
+    pub fn config_synchronized(&self) -> Option<bool> {
+        let ours = self.config.lock().map(|c| c.0).ok()?;
+        self.status().peer.map(|p| p.config_version == ours)
     }
 
     /// `notify berpd force`.
@@ -245,8 +293,12 @@ impl Pair {
                             info!(dialogs = entries, "state sync complete");
                             let _ = self.commands.send(Command::SyncComplete);
                         }
-                        SyncEvent::Config { version, .. } => {
-                            debug!(version, "configuration pushed by the active (not applied: config sync is not implemented yet)");
+                        SyncEvent::Config { version, toml } => {
+                            let ours = self.config.lock().map(|c| c.0).unwrap_or(0);
+                            if version != ours {
+                                info!(version, "configuration pushed by the active");
+                                let _ = self.pushed.send(toml);
+                            }
                         }
                     }
                 }
@@ -345,6 +397,9 @@ impl Pair {
         }
         let table = self.table.lock().map(|t| t.clone()).unwrap_or_default();
         let publisher = SyncPublisher::new(table, 65_536);
+        if let Ok(c) = self.config.lock() {
+            publisher.push_config(c.0, c.1.clone());
+        }
         if let Ok(mut p) = self.publisher.lock() {
             *p = Some(publisher.clone());
         }

@@ -37,6 +37,9 @@ impl Subsystems {
     /// Applies an activated configuration.
     pub fn reconfigure(&self, cfg: &Config) {
         self.alarms.reconfigure(cfg);
+        if let Some(p) = &self.pair {
+            p.set_config(cfg);
+        }
     }
 
     /// Megabytes of lab ballast held.
@@ -149,10 +152,11 @@ impl Subsystems {
             }
         };
         let _ = writeln!(out, "{:<24} {sip_sync}", "sip-sync");
-        let config_sync = if self.pair.is_some() {
-            "not synchronized: config push is not implemented yet"
-        } else {
-            "not applicable (redundancy disabled)"
+        let config_sync = match self.pair.as_ref().map(|p| p.config_synchronized()) {
+            None => "not applicable (redundancy disabled)",
+            Some(None) => "unknown (no peer heard)",
+            Some(Some(true)) => "synchronized",
+            Some(Some(false)) => "not synchronized (the peer runs another configuration)",
         };
         let _ = writeln!(out, "{:<24} {config_sync}", "config-sync");
         let data = json.then(|| {
