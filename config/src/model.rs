@@ -372,6 +372,13 @@ pub struct RedundancyConfig {
     /// `service-address`: the shared SIP address the active owns. Default none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub service_address: Option<IpAddr>,
+    /// `notify-active`: a shell command run (keepalived style) when this node takes the service
+    /// address, before it binds it: e.g. `ip addr add 192.0.2.10/24 dev eth0`. Default none.
+    pub notify_active: String,
+    /// `notify-standby`: a shell command run after this node released the service address.
+    pub notify_standby: String,
+    /// `notify-fault`: a shell command run when this node goes out of service.
+    pub notify_fault: String,
     /// `peer` (`[[redundancy-config.peer]]`): the two nodes; exactly one primary and one
     /// secondary when enabled. Default none.
     #[serde(rename = "peer")]
@@ -395,6 +402,9 @@ impl Default for RedundancyConfig {
             witness: None,
             shared_key: String::new(),
             service_address: None,
+            notify_active: String::new(),
+            notify_standby: String::new(),
+            notify_fault: String::new(),
             peers: Vec::new(),
         }
     }

@@ -222,7 +222,10 @@ impl Console {
             st.editing = cfg.clone();
         }
         self.apply(cfg).map(|restart| {
-            info!(?restart, "configuration from the active saved and activated");
+            info!(
+                ?restart,
+                "configuration from the active saved and activated"
+            );
         })
     }
 

@@ -87,6 +87,39 @@ pub struct Pair {
     config: Mutex<(u64, String)>,
     /// Configurations pushed by the active, for the node to save and activate.
     pushed: mpsc::UnboundedSender<String>,
+    /// The keepalived-style hooks.
+    hooks: Hooks,
+}
+
+/// `notify-active`, `notify-standby`, `notify-fault`: shell commands run at role changes.
+#[derive(Debug, Clone, Default)]
+struct Hooks {
+    active: String,
+    standby: String,
+    fault: String,
+}
+
+/// Runs a hook command with `sh -c`, bounded to 10 s; its failure is logged, not fatal.
+async fn run_hook(which: &str, command: &str) {
+    if command.trim().is_empty() {
+        return;
+    }
+    let child = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .kill_on_drop(true)
+        .output();
+    match tokio::time::timeout(Duration::from_secs(10), child).await {
+        Ok(Ok(out)) if out.status.success() => info!(hook = which, "hook ran"),
+        Ok(Ok(out)) => warn!(
+            hook = which,
+            status = %out.status,
+            stderr = %String::from_utf8_lossy(&out.stderr).trim(),
+            "hook failed"
+        ),
+        Ok(Err(e)) => warn!(hook = which, error = %e, "hook could not run"),
+        Err(_) => warn!(hook = which, "hook timed out after 10 s"),
+    }
 }
 
 /// The version of a configuration as the pair compares it: a hash of its TOML with the
@@ -180,6 +213,11 @@ impl Pair {
             took_over_at: Mutex::new(None),
             config: Mutex::new((config_version(cfg), cfg.to_toml_string())),
             pushed,
+            hooks: Hooks {
+                active: cfg.redundancy.notify_active.clone(),
+                standby: cfg.redundancy.notify_standby.clone(),
+                fault: cfg.redundancy.notify_fault.clone(),
+            },
         });
         let _ = pair
             .commands
@@ -330,6 +368,7 @@ impl Pair {
             }
             HaEvent::ReleaseServiceAddress => {
                 self.node.release_interfaces().await;
+                run_hook("notify-standby", &self.hooks.standby).await;
             }
             HaEvent::TakeServiceAddress => self.take_service_address().await,
             HaEvent::BecomeActive => self.become_active(),
@@ -337,6 +376,7 @@ impl Pair {
             HaEvent::ExchangeSnapshot => self.become_standby(true),
             HaEvent::OutOfService { reason } => {
                 warn!(reason = reason.as_str(), "out of service");
+                run_hook("notify-fault", &self.hooks.fault).await;
             }
             HaEvent::PeerDead => warn!(peer = %self.peer_name, "peer declared dead"),
             HaEvent::PeerAlive => info!(peer = %self.peer_name, "peer alive"),
@@ -364,6 +404,8 @@ impl Pair {
                 Err(e) => warn!(error = %e, "replicated dialog could not be decoded"),
             }
         }
+        // A virtual IP moves here first, then the ports are bound on it.
+        run_hook("notify-active", &self.hooks.active).await;
         // The former active may still hold the ports for a moment: retry, bounded.
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {

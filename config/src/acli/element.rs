@@ -310,6 +310,24 @@ const REDUNDANCY_CONFIG: &[Attr] = &[
         "<IP address | none>",
         "the shared SIP address the active owns",
     ),
+    attr(
+        "notify-active",
+        Ty::Str,
+        "<\"shell command\">",
+        "run before taking the service address (e.g. add a virtual IP)",
+    ),
+    attr(
+        "notify-standby",
+        Ty::Str,
+        "<\"shell command\">",
+        "run after releasing the service address",
+    ),
+    attr(
+        "notify-fault",
+        Ty::Str,
+        "<\"shell command\">",
+        "run when the node goes out of service",
+    ),
 ];
 
 const PEER: &[Attr] = &[
