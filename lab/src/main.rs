@@ -1,0 +1,285 @@
+//! `sbc-lab`: the lab's SIP traffic generator on the command line.
+//!
+//! ```text
+//! sbc-lab uas --local 127.0.0.1:5080 --ring 100ms --calls 100
+//! sbc-lab uac 127.0.0.1:5060 --rate 50 --calls 100 --hold 30s --progress
+//! ```
+//! Each prints a summary at the end (`--json`: the counters as one JSON object) and exits 0
+//! only when no call failed (1 otherwise, 2 on a usage or bind error).
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use sbc_lab::traffic::{ByeFrom, Snapshot, Timers, Transport, Uac, UacConfig, Uas, UasConfig};
+
+#[derive(Parser)]
+#[command(
+    name = "sbc-lab",
+    version,
+    about = "SIP traffic generator of the SBC lab (UAC and UAS)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Place calls toward TARGET at a steady rate.
+    Uac(UacArgs),
+    /// Answer calls.
+    Uas(UasArgs),
+}
+
+#[derive(Args)]
+struct Common {
+    /// udp or tcp.
+    #[arg(long, short = 't', default_value = "udp")]
+    transport: Transport,
+    /// Hold time of each call, from 200 (UAC) or ACK (UAS) to BYE: 500ms, 30s, 2m.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    hold: Duration,
+    /// Who sends the BYE: caller or callee.
+    #[arg(long, default_value = "caller")]
+    bye_from: ByeFrom,
+    /// How long after the hold time to wait for the other side's BYE.
+    #[arg(long, default_value = "32s", value_parser = parse_duration)]
+    bye_wait: Duration,
+    /// RFC 3261 T1 (retransmission base; transactions time out after 64·T1).
+    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+    t1: Duration,
+    /// RFC 3261 T2 (retransmission interval cap).
+    #[arg(long, default_value = "4s", value_parser = parse_duration)]
+    t2: Duration,
+    /// Print the final counters as JSON on stdout (the summary goes to stderr).
+    #[arg(long)]
+    json: bool,
+    /// Print a progress line on stderr every second.
+    #[arg(long)]
+    progress: bool,
+    /// Give up after this long in all: print the summary, exit 1 if calls were still in
+    /// progress.
+    #[arg(long, value_parser = parse_duration)]
+    max_time: Option<Duration>,
+}
+
+#[derive(Args)]
+struct UacArgs {
+    /// Where to send every request (IP:PORT).
+    target: SocketAddr,
+    /// Local address (port 0: any).
+    #[arg(long, short = 'l', default_value = "127.0.0.1:0")]
+    local: SocketAddr,
+    /// New calls per second.
+    #[arg(long, short = 'r', default_value_t = 10.0)]
+    rate: f64,
+    /// Calls in progress at most.
+    #[arg(long, default_value_t = 100)]
+    max_concurrent: usize,
+    /// Total calls (default 10 unless --duration is given).
+    #[arg(long, short = 'm')]
+    calls: Option<u64>,
+    /// Place calls for this long.
+    #[arg(long, short = 'd', value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// How long a call may ring after a provisional response.
+    #[arg(long, default_value = "32s", value_parser = parse_duration)]
+    answer_timeout: Duration,
+    /// User part of the Request-URI.
+    #[arg(long, default_value = "service")]
+    to_user: String,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args)]
+struct UasArgs {
+    /// Address to listen on.
+    #[arg(long, short = 'l', default_value = "127.0.0.1:5080")]
+    local: SocketAddr,
+    /// Time between 180 and the final response (0: no 180).
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    ring: Duration,
+    /// Final response code: 200 answers, anything else (e.g. 486) rejects.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u16).range(200..700))]
+    code: u16,
+    /// Exit after this many calls have ended.
+    #[arg(long, short = 'm')]
+    calls: Option<u64>,
+    /// Exit after this long.
+    #[arg(long, short = 'd', value_parser = parse_duration)]
+    duration: Option<Duration>,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// `250ms`, `2s`, `1.5s`, `2m`, `1h`, or a plain number of seconds.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num.parse().map_err(|_| format!("bad duration {s:?}"))?;
+    let secs = match unit.trim() {
+        "" | "s" => n,
+        "ms" => n / 1000.0,
+        "us" => n / 1_000_000.0,
+        "m" | "min" => n * 60.0,
+        "h" => n * 3600.0,
+        u => return Err(format!("bad duration unit {u:?} (ms, s, m, h)")),
+    };
+    Duration::try_from_secs_f64(secs).map_err(|e| format!("bad duration {s:?}: {e}"))
+}
+
+fn finish(snap: &Snapshot, json: bool, incomplete: bool) -> ExitCode {
+    eprint!("{}", snap.summary());
+    if json {
+        match serde_json::to_string_pretty(snap) {
+            Ok(j) => println!("{j}"),
+            Err(e) => eprintln!("cannot write JSON: {e}"),
+        }
+    }
+    if snap.failed == 0 && !incomplete {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+/// Runs `wait` with a progress line every second, up to `max_time`; `on_ctrl_c` is called at
+/// the first Ctrl-C, a second one gives up. Returns whether it finished (rather than gave up).
+async fn drive<F: std::future::Future<Output = Snapshot>>(
+    wait: F,
+    stats: std::sync::Arc<sbc_lab::traffic::Stats>,
+    common: &Common,
+    on_ctrl_c: impl Fn(),
+) -> bool {
+    tokio::pin!(wait);
+    let deadline = common.max_time.map(|d| tokio::time::Instant::now() + d);
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.tick().await;
+    let mut ctrl_c_seen = false;
+    loop {
+        tokio::select! {
+            _ = &mut wait => return true,
+            _ = tick.tick() => {
+                if common.progress {
+                    eprintln!("{}", stats.snapshot().progress_line());
+                }
+                if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+                    eprintln!("--max-time reached");
+                    return false;
+                }
+            }
+            _ = tokio::signal::ctrl_c() => {
+                if ctrl_c_seen {
+                    return false;
+                }
+                ctrl_c_seen = true;
+                eprintln!("stopping: no new calls; Ctrl-C again to give up on calls in progress");
+                on_ctrl_c();
+            }
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<ExitCode, String> {
+    match cli.command {
+        Command::Uac(a) => {
+            let c = &a.common;
+            let mut cfg = UacConfig::new(a.target);
+            cfg.local = a.local;
+            cfg.transport = c.transport;
+            cfg.rate = a.rate;
+            cfg.max_concurrent = a.max_concurrent;
+            cfg.calls = match (a.calls, a.duration) {
+                (None, None) => Some(10),
+                (calls, _) => calls,
+            };
+            cfg.duration = a.duration;
+            cfg.hold = c.hold;
+            cfg.bye_from = c.bye_from;
+            cfg.bye_wait = c.bye_wait;
+            cfg.timers = Timers { t1: c.t1, t2: c.t2 };
+            cfg.answer_timeout = a.answer_timeout;
+            cfg.to_user = a.to_user;
+            let uac = Uac::start(cfg)
+                .await
+                .map_err(|e| format!("cannot start the UAC: {e}"))?;
+            eprintln!(
+                "uac: {} -> {} over {:?}",
+                uac.local_addr(),
+                a.target,
+                c.transport
+            );
+            let finished = drive(uac.wait(), uac.stats(), c, || uac.stop()).await;
+            let snap = uac.snapshot();
+            Ok(finish(&snap, c.json, !finished || snap.in_progress > 0))
+        }
+        Command::Uas(a) => {
+            let c = &a.common;
+            let mut cfg = UasConfig::new(a.local);
+            cfg.transport = c.transport;
+            cfg.ring = a.ring;
+            cfg.answer_code = a.code;
+            cfg.hold = c.hold;
+            cfg.bye_from = c.bye_from;
+            cfg.bye_wait = c.bye_wait;
+            cfg.timers = Timers { t1: c.t1, t2: c.t2 };
+            cfg.calls = a.calls;
+            cfg.duration = a.duration;
+            let uas = Uas::start(cfg)
+                .await
+                .map_err(|e| format!("cannot start the UAS on {}: {e}", a.local))?;
+            eprintln!(
+                "uas: listening on {} over {:?}",
+                uas.local_addr(),
+                c.transport
+            );
+            let finished = drive(uas.wait(), uas.stats(), c, || uas.stop()).await;
+            let snap = uas.snapshot();
+            // A UAS stopped by time or Ctrl-C is not a failure; a --calls goal not met is.
+            let incomplete = !finished && a.calls.is_some();
+            Ok(finish(&snap, c.json, incomplete))
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("sbc-lab: cannot start the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match rt.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("sbc-lab: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+    use std::time::Duration;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_duration("2 parsecs").is_err());
+    }
+}

@@ -1,0 +1,78 @@
+//! Shared by the lab's integration tests: binaries, and waiting without blocking the runtime.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use sbc_lab::traffic::Snapshot;
+
+/// The `sbc` binary: `$SBC_BIN`, else `$CARGO_TARGET_DIR/debug/sbc`, else next to this test
+/// executable's profile directory. Panics (never skips) when it is missing.
+pub fn sbc_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("SBC_BIN") {
+        let p = PathBuf::from(p);
+        assert!(
+            p.is_file(),
+            "SBC_BIN={} is not a file: build it first: cargo build -p sbc",
+            p.display()
+        );
+        return p;
+    }
+    let mut candidates = Vec::new();
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
+        candidates.push(PathBuf::from(dir).join("debug").join("sbc"));
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        // target/<profile>/deps/<test> -> target/<profile>/sbc
+        if let Some(profile) = exe.parent().and_then(|d| d.parent()) {
+            candidates.push(profile.join("sbc"));
+        }
+    }
+    candidates
+        .into_iter()
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("sbc binary not found: build it first: cargo build -p sbc"))
+}
+
+/// Panics with the install line when `sipp` is not on PATH.
+pub fn require_sipp() {
+    let _ = sbc_e2e::sipp::sipp_binary();
+}
+
+/// Awaits `fut` at most `limit`, panicking with `what` otherwise.
+pub async fn within<T>(limit: Duration, what: &str, fut: impl Future<Output = T>) -> T {
+    tokio::time::timeout(limit, fut)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: not done within {limit:?}"))
+}
+
+/// Polls `cond` every 10 ms for at most `limit`.
+pub async fn until(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    within(limit, what, async {
+        while !cond() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+}
+
+/// Runs blocking code (SIPp, the sbc process) off the runtime's workers.
+pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f).await.expect("blocking task")
+}
+
+/// Asserts a UAC or UAS ended `calls` calls, all completed, none failed, none in progress.
+pub fn assert_all_completed(s: &Snapshot, calls: u64) {
+    assert!(
+        s.attempted == calls
+            && s.answered == calls
+            && s.completed == calls
+            && s.failed == 0
+            && s.in_progress == 0
+            && s.active == 0,
+        "expected {calls} completed calls:\n{}\n{s:#?}",
+        s.summary()
+    );
+}
