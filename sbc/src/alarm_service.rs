@@ -25,7 +25,6 @@ use serde::Serialize;
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
-use crate::engine::Admission;
 use crate::node::Node;
 
 /// What the redundancy machinery needs to know about this node's health.
@@ -437,10 +436,7 @@ impl AlarmService {
     fn close_admission(&self, i: &mut Inner) {
         if !i.admission_closed {
             i.admission_closed = true;
-            self.node.set_admission(Admission::Reject {
-                retry_after_min: i.retry_after.0,
-                retry_after_max: i.retry_after.1,
-            });
+            self.node.set_admission_reason("critical-memory", true);
             warn!("critical memory: new requests are refused with 503 until restart");
         }
     }

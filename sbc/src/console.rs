@@ -276,7 +276,18 @@ impl Console {
                 }
                 let calls: usize = snaps.iter().map(|s| s.calls).sum();
                 let v = serde_json::to_value(&total).unwrap_or_default();
+                let reasons = self.node.admission_reasons();
                 let mut out = String::new();
+                let _ = writeln!(
+                    out,
+                    "{:<28} {:>12}",
+                    "admission",
+                    if reasons.is_empty() {
+                        "accepting".to_owned()
+                    } else {
+                        format!("503 ({})", reasons.join(", "))
+                    }
+                );
                 let _ = writeln!(out, "{:<28} {:>12}", "calls-active", calls);
                 if let serde_json::Value::Object(m) = &v {
                     for (k, val) in m {

@@ -24,6 +24,7 @@ pub mod console;
 pub mod engine;
 pub mod mgmt;
 pub mod node;
+pub mod overload;
 pub mod pair;
 pub mod shard;
 pub mod sip;

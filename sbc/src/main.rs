@@ -212,6 +212,12 @@ async fn run(cfg: Config, path: Option<PathBuf>, mgmt_socket: PathBuf) -> anyhow
         started: Instant::now(),
         control: control_tx,
     });
+    tokio::spawn(sbc::overload::run_heap_gate(
+        node.clone(),
+        cfg.system.heap_limit_mb << 20,
+        cfg.sip_config.heap_reject_threshold,
+        cfg.sip_config.heap_resume_threshold,
+    ));
     let c = console.clone();
     tokio::spawn(async move {
         while let Some(toml) = pushed_rx.recv().await {

@@ -187,6 +187,14 @@ pub struct Node {
     max: usize,
     conns: Connections,
     bound: tokio::sync::Mutex<Option<Bound>>,
+    admission: Mutex<AdmissionState>,
+}
+
+/// The reasons new requests are refused, and the Retry-After range of the 503.
+#[derive(Debug)]
+struct AdmissionState {
+    reasons: std::collections::BTreeSet<&'static str>,
+    retry_after: (u32, u32),
 }
 
 /// The sockets of the SIP interfaces while they are bound (the active of a pair holds them; the
@@ -247,6 +255,13 @@ pub async fn start(cfg: &Config, bind: bool) -> anyhow::Result<Node> {
         max: cfg.sip_config.max_message_size,
         conns,
         bound: tokio::sync::Mutex::new(None),
+        admission: Mutex::new(AdmissionState {
+            reasons: std::collections::BTreeSet::new(),
+            retry_after: (
+                cfg.sip_config.retry_after_min,
+                cfg.sip_config.retry_after_max,
+            ),
+        }),
     };
     if bind {
         node.bind_interfaces().await?;
@@ -407,6 +422,41 @@ impl Node {
         for w in &self.shared.workers {
             let _ = w.send(WorkerMsg::Admission(admission));
         }
+    }
+
+    /// Closes (or reopens) admission for one reason (`heap`, `critical-memory`, ...): new
+    /// requests are refused while any reason holds.
+    pub fn set_admission_reason(&self, reason: &'static str, closed: bool) {
+        let admission = {
+            let Ok(mut g) = self.admission.lock() else {
+                return;
+            };
+            let changed = if closed {
+                g.reasons.insert(reason)
+            } else {
+                g.reasons.remove(reason)
+            };
+            if !changed {
+                return;
+            }
+            if g.reasons.is_empty() {
+                Admission::Accept
+            } else {
+                Admission::Reject {
+                    retry_after_min: g.retry_after.0,
+                    retry_after_max: g.retry_after.1,
+                }
+            }
+        };
+        self.set_admission(admission);
+    }
+
+    /// Why new requests are refused now (empty: they are accepted).
+    pub fn admission_reasons(&self) -> Vec<&'static str> {
+        self.admission
+            .lock()
+            .map(|g| g.reasons.iter().copied().collect())
+            .unwrap_or_default()
     }
 
     /// Applies a new engine configuration to every worker.

@@ -1,0 +1,135 @@
+//! Heap-gated admission: before the heap runs out, new requests are refused with 503 +
+//! Retry-After while in-dialog traffic still flows (Oracle's `heap-threshold`, made precise).
+//!
+//! [`HeapGate`] is the pure decision: it closes when heap usage exceeds
+//! `sip-config heap-reject-threshold` (percent of `system-config heap-limit-mb`) and opens again
+//! only below `heap-resume-threshold`, so a heap hovering at the threshold does not flap. A thin
+//! task refreshes jemalloc's own statistics every [`REFRESH`] and applies the gate's changes to
+//! the node, so the per-request check costs nothing (the workers only read their admission
+//! state).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sbc_alarms::HeapSampler;
+use tracing::{info, warn};
+
+use crate::node::Node;
+
+/// How often heap statistics are refreshed.
+pub const REFRESH: Duration = Duration::from_millis(100);
+
+/// The hysteresis gate on heap usage.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HeapGate {
+    reject_at: f64,
+    resume_at: f64,
+    closed: bool,
+}
+
+/// A change of the gate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum GateChange {
+    /// Heap above the reject threshold: refuse new requests.
+    Closed {
+        /// Heap usage in percent.
+        percent: f64,
+    },
+    /// Heap back below the resume threshold: accept new requests.
+    Opened {
+        /// Heap usage in percent.
+        percent: f64,
+    },
+}
+
+impl HeapGate {
+    /// A gate closing above `reject_at` percent and opening below `resume_at` percent.
+    pub fn new(reject_at: f64, resume_at: f64) -> Self {
+        Self {
+            reject_at,
+            resume_at: resume_at.min(reject_at),
+            closed: false,
+        }
+    }
+
+    /// Whether new requests are refused.
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// Feeds one heap reading; returns the change, if any.
+    pub fn handle_reading(&mut self, percent: f64) -> Option<GateChange> {
+        if !self.closed && percent > self.reject_at {
+            self.closed = true;
+            return Some(GateChange::Closed { percent });
+        }
+        if self.closed && percent < self.resume_at {
+            self.closed = false;
+            return Some(GateChange::Opened { percent });
+        }
+        None
+    }
+}
+
+/// Runs the gate against jemalloc's statistics until the task is dropped.
+pub async fn run_heap_gate(node: Arc<Node>, limit_bytes: u64, reject_at: u8, resume_at: u8) {
+    let sampler = match HeapSampler::new(limit_bytes) {
+        Ok(s) => s,
+        Err(e) => {
+            warn!(error = %e, "heap statistics unavailable: heap-gated admission is off");
+            return;
+        }
+    };
+    let mut gate = HeapGate::new(f64::from(reject_at), f64::from(resume_at));
+    let mut tick = tokio::time::interval(REFRESH);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Ok(reading) = sampler.sample() else {
+            continue;
+        };
+        match gate.handle_reading(reading.percent) {
+            Some(GateChange::Closed { percent }) => {
+                warn!(
+                    heap_percent = percent,
+                    threshold = reject_at,
+                    "heap above heap-reject-threshold: new requests get 503"
+                );
+                node.set_admission_reason("heap", true);
+            }
+            Some(GateChange::Opened { percent }) => {
+                info!(
+                    heap_percent = percent,
+                    threshold = resume_at,
+                    "heap below heap-resume-threshold: accepting new requests"
+                );
+                node.set_admission_reason("heap", false);
+            }
+            None => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn closes_above_reject_and_opens_only_below_resume() {
+        let mut g = HeapGate::new(90.0, 80.0);
+        assert_eq!(g.handle_reading(89.0), None);
+        assert_eq!(
+            g.handle_reading(90.5),
+            Some(GateChange::Closed { percent: 90.5 })
+        );
+        assert!(g.is_closed());
+        assert_eq!(g.handle_reading(85.0), None, "hysteresis: still closed");
+        assert_eq!(g.handle_reading(95.0), None);
+        assert_eq!(
+            g.handle_reading(79.0),
+            Some(GateChange::Opened { percent: 79.0 })
+        );
+        assert!(!g.is_closed());
+        assert_eq!(g.handle_reading(85.0), None, "hysteresis: still open");
+    }
+}
