@@ -44,10 +44,13 @@ pub mod machine;
 pub mod shell;
 pub mod sync;
 pub mod wire;
+pub mod witness;
 
 pub use config::{AdminState, ConfigError, PeerConfig, PeerType, RedundancyConfig};
 pub use machine::{
     Counters, HaEvent, Health, PeerView, Reason, Redundancy, State, Status, Transmit,
+    WitnessTransmit,
 };
 pub use sync::{SyncEntry, SyncFrame, SyncTable};
-pub use wire::{DecodeError, Heartbeat, NodeId, PathId};
+pub use wire::{DecodeError, Heartbeat, NodeId, PathId, WitnessAnswer, WitnessProbe};
+pub use witness::{Lease, WitnessArbiter};

@@ -72,8 +72,8 @@ use tracing::{debug, info};
 
 use crate::config::{AdminState, ConfigError, RedundancyConfig};
 use crate::wire::{
-    DecodeError, Heartbeat, NodeId, PathId, FLAG_INELIGIBLE, FLAG_PEER_ALIVE,
-    FLAG_SWITCHOVER_REQUEST, FLAG_SYNCED, FLAG_WITNESS_OK,
+    DecodeError, Heartbeat, NodeId, PathId, WitnessAnswer, WitnessProbe, FLAG_INELIGIBLE,
+    FLAG_LEASE, FLAG_PEER_ALIVE, FLAG_SWITCHOVER_REQUEST, FLAG_SYNCED, FLAG_WITNESS_OK,
 };
 
 /// A redundancy state, named as Oracle names it.
@@ -150,10 +150,14 @@ pub enum Reason {
     ConflictingActive,
     /// Two actives heard each other; this one had the lower epoch (or the higher address).
     SplitBrainYield,
-    /// Active, but neither the peer nor the witness can be reached.
+    /// Active without the witness lease and without a live peer.
     Isolated,
-    /// The witness became unreachable while becoming active.
+    /// The witness became unreachable while becoming active (or while a relinquishing node
+    /// wanted the role back).
     WitnessLost,
+    /// The witness holds the active lease for the peer: an active without the lease steps
+    /// down, a becoming-active node whose lease request met a live holder gives up.
+    WitnessDenied,
     /// The initial state sync finished.
     SyncComplete,
     /// The initial state sync did not finish within becoming-standby-time.
@@ -183,6 +187,7 @@ impl Reason {
             Self::SplitBrainYield => "split-brain-yield",
             Self::Isolated => "isolated",
             Self::WitnessLost => "witness-lost",
+            Self::WitnessDenied => "witness-denied",
             Self::SyncComplete => "sync-complete",
             Self::SyncTimeout => "sync-timeout",
             Self::Ineligible => "ineligible",
@@ -276,6 +281,18 @@ pub struct Transmit {
     pub payload: Vec<u8>,
 }
 
+/// A witness probe to send (from any socket: the answer comes back to its source).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WitnessTransmit {
+    /// The witness's address.
+    pub destination: SocketAddr,
+    /// The authenticated probe.
+    pub payload: Vec<u8>,
+}
+
+/// How many recent probes an answer may answer.
+const PROBES_KEPT: usize = 16;
+
 /// Counters of received heartbeats, by outcome.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counters {
@@ -305,6 +322,12 @@ pub struct Counters {
     pub replayed: u64,
     /// Heartbeats sent.
     pub sent: u64,
+    /// Witness probes sent.
+    pub witness_probes: u64,
+    /// Witness answers accepted.
+    pub witness_answers: u64,
+    /// Witness answers dropped: not authentic, not for us, or not answering a recent probe.
+    pub witness_dropped: u64,
 }
 
 /// What we last heard from the peer.
@@ -341,6 +364,10 @@ impl PeerView {
     fn synced(&self) -> bool {
         self.flags & FLAG_SYNCED != 0
     }
+    /// The peer holds the witness lease.
+    fn holds_lease(&self) -> bool {
+        self.flags & FLAG_LEASE != 0
+    }
 }
 
 /// A snapshot of the machine for `show redundancy`.
@@ -358,8 +385,11 @@ pub struct Status {
     pub health: Health,
     /// Whether it holds a complete replica.
     pub synced: bool,
-    /// The witness: `None` if none is configured, else whether it was last reachable.
+    /// The witness: `None` if none is configured, else whether it answered within the dead
+    /// time.
     pub witness: Option<bool>,
+    /// The witness lease: `None` if no witness is configured, else whether this node holds it.
+    pub lease: Option<bool>,
     /// Whether the peer is alive.
     pub peer_alive: bool,
     /// What was last heard from the peer.
@@ -398,6 +428,7 @@ pub struct Redundancy {
     health_threshold: u8,
     emergency_threshold: u8,
     witness_configured: bool,
+    witness_addr: Option<SocketAddr>,
 
     incarnation: u64,
     start: Instant,
@@ -408,7 +439,24 @@ pub struct Redundancy {
     epoch: u64,
     health: Health,
     ineligible: bool,
+    /// The witness answered within the dead time (refreshed at every evaluation).
     witness_ok: bool,
+    /// When the last accepted witness answer arrived.
+    witness_heard: Option<Instant>,
+    /// Our lease ends (by our clock: from when the granted probe was sent).
+    lease_until: Option<Instant>,
+    /// The witness said another node holds the lease, until about then.
+    other_lease_until: Option<Instant>,
+    /// Recent probes: (seq, sent at, want).
+    probes: VecDeque<(u64, Instant, bool)>,
+    probe_seq: u64,
+    /// Newest probe seq answered.
+    answered_seq: u64,
+    next_probe: Instant,
+    /// Set by `step`: not active, but would take over if the witness granted the lease.
+    want_role: bool,
+    /// What the probes say: holds or wants the active role.
+    wants_lease: bool,
     synced: bool,
     config_version: u64,
 
@@ -466,6 +514,7 @@ impl Redundancy {
             health_threshold: config.health_threshold,
             emergency_threshold: config.emergency_threshold,
             witness_configured: config.witness.is_some(),
+            witness_addr: config.witness,
             incarnation,
             start: now,
             state: State::Initial,
@@ -476,6 +525,15 @@ impl Redundancy {
             health: Health::FULL,
             ineligible: false,
             witness_ok: false,
+            witness_heard: None,
+            lease_until: None,
+            other_lease_until: None,
+            probes: VecDeque::with_capacity(PROBES_KEPT),
+            probe_seq: 0,
+            answered_seq: 0,
+            next_probe: now,
+            want_role: false,
+            wants_lease: false,
             synced: false,
             config_version: 0,
             seq: 0,
@@ -564,6 +622,9 @@ impl Redundancy {
             },
             synced: self.synced,
             witness: self.witness_configured.then_some(self.witness_ok),
+            lease: self
+                .witness_configured
+                .then_some(self.lease_until.is_some()),
             peer_alive: self.peer_alive,
             peer: self.peer_view,
             paths_up: self.paths.iter().map(|p| p.up).collect(),
@@ -697,13 +758,84 @@ impl Redundancy {
         self.evaluate(now);
     }
 
-    /// Whether the witness is reachable (ignored when none is configured).
-    pub fn handle_witness(&mut self, now: Instant, reachable: bool) {
-        if self.witness_configured && self.witness_ok != reachable {
-            debug!(node = %self.name, reachable, "witness");
-            self.witness_ok = reachable;
+    /// Decodes a datagram from the witness with the shared key and handles it as an answer;
+    /// bad datagrams are counted and dropped.
+    ///
+    /// # Errors
+    /// The datagram is not an authentic witness answer.
+    pub fn handle_witness_datagram(
+        &mut self,
+        now: Instant,
+        datagram: &[u8],
+    ) -> Result<(), DecodeError> {
+        match WitnessAnswer::decode(&self.key, datagram) {
+            Ok(a) => {
+                self.handle_witness(now, &a);
+                Ok(())
+            }
+            Err(e) => {
+                self.counters.witness_dropped += 1;
+                Err(e)
+            }
+        }
+    }
+
+    /// Handles an authenticated witness answer (ignored when no witness is configured). It must
+    /// answer one of our recent probes, newer than any answer seen: a granted answer gives us
+    /// the lease until the probe's *send* time plus the dead time; a denied one takes it away
+    /// and tells who holds it and for how long.
+    pub fn handle_witness(&mut self, now: Instant, answer: &WitnessAnswer) {
+        if !self.witness_configured
+            || answer.node != self.local
+            || answer.incarnation != self.incarnation
+            || answer.seq <= self.answered_seq
+        {
+            self.counters.witness_dropped += 1;
+            return;
+        }
+        let Some(&(_, sent, _)) = self.probes.iter().find(|p| p.0 == answer.seq) else {
+            self.counters.witness_dropped += 1;
+            return;
+        };
+        self.counters.witness_answers += 1;
+        self.answered_seq = answer.seq;
+        self.probes.retain(|p| p.0 > answer.seq);
+        self.witness_heard = Some(now);
+        let remaining = Duration::from_millis(u64::from(answer.remaining_ms));
+        if answer.granted {
+            let until = sent + self.dead;
+            if self.lease_until.is_none() {
+                debug!(node = %self.name, "witness lease granted");
+            }
+            self.lease_until = Some(self.lease_until.map_or(until, |t| t.max(until)));
+            self.other_lease_until = None;
+        } else {
+            if self.lease_until.take().is_some() {
+                info!(node = %self.name, holder = ?answer.holder, "witness lease lost");
+            }
+            self.other_lease_until = answer
+                .holder
+                .filter(|h| *h != self.local)
+                .map(|_| now + remaining);
+        }
+        self.evaluate(now);
+    }
+
+    /// The owner knows the witness is gone: forget its answers now (no lease, unreachable)
+    /// instead of waiting for the lease to run out. Ignored when no witness is configured.
+    pub fn handle_witness_lost(&mut self, now: Instant) {
+        if self.witness_configured {
+            self.witness_heard = None;
+            self.lease_until = None;
+            self.other_lease_until = None;
             self.evaluate(now);
         }
+    }
+
+    /// Whether this node holds the witness lease at `now` (false when no witness is configured).
+    #[must_use]
+    pub fn holds_lease(&self, now: Instant) -> bool {
+        self.lease_until.is_some_and(|t| now < t)
     }
 
     /// The initial state sync finished: `becoming-standby` (or an eligible `out-of-service`)
@@ -793,6 +925,9 @@ impl Redundancy {
             Some(i) => i,
             None if now >= self.next_heartbeat => {
                 self.next_heartbeat = now + self.adv;
+                // Probe the witness with every heartbeat round, so that the lease and the
+                // peer's liveness run out together when the node dies.
+                self.next_probe = self.next_probe.min(now);
                 0
             }
             None => return None,
@@ -805,6 +940,9 @@ impl Redundancy {
         }
         if self.witness_allows() {
             flags |= FLAG_WITNESS_OK;
+        }
+        if self.holds_lease(now) {
+            flags |= FLAG_LEASE;
         }
         if self.request_until.is_some() && self.state == State::Standby {
             flags |= FLAG_SWITCHOVER_REQUEST;
@@ -838,6 +976,60 @@ impl Redundancy {
         })
     }
 
+    /// The next witness probe to send, if one is due (none when no witness is configured):
+    /// with every heartbeat round, at once when this node starts or stops wanting the active
+    /// role, and while it wants the lease but does not hold it (or its renewal is overdue)
+    /// every advertisement-time / 10, or when the holder's lease should run out.
+    #[must_use]
+    pub fn poll_witness(&mut self, now: Instant) -> Option<WitnessTransmit> {
+        let destination = self.witness_addr?;
+        if !self.enabled || now < self.next_probe {
+            return None;
+        }
+        self.probe_seq += 1;
+        let want = self.wants_lease;
+        let probe = WitnessProbe {
+            node: self.local,
+            incarnation: self.incarnation,
+            seq: self.probe_seq,
+            epoch: self.epoch,
+            want,
+            lease_ms: u32::try_from(self.dead.as_millis()).unwrap_or(u32::MAX),
+        };
+        let mut payload = Vec::with_capacity(96);
+        probe.encode(&self.key, &mut payload).ok()?;
+        if self.probes.len() == PROBES_KEPT {
+            self.probes.pop_front();
+        }
+        self.probes.push_back((self.probe_seq, now, want));
+        self.counters.witness_probes += 1;
+        self.next_probe = now + self.probe_interval(now);
+        Some(WitnessTransmit {
+            destination,
+            payload,
+        })
+    }
+
+    fn probe_interval(&self, now: Instant) -> Duration {
+        let fast = (self.adv / 10).max(Duration::from_millis(5));
+        if !self.wants_lease {
+            return self.adv;
+        }
+        match self.lease_until {
+            Some(t) if t > now + self.adv => self.adv,
+            Some(_) => fast,
+            None => {
+                let releasing = self.alive_peer().is_some_and(|p| !p.holds_lease());
+                match self.other_lease_until {
+                    Some(t) if t > now && !releasing => {
+                        (t - now + Duration::from_millis(1)).min(self.adv)
+                    }
+                    _ => fast,
+                }
+            }
+        }
+    }
+
     /// When `handle_timeout` must be called next (at the latest).
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
@@ -857,6 +1049,14 @@ impl Redundancy {
         consider(self.deadline);
         consider(self.request_until);
         consider(self.hold_role_until);
+        if self.witness_configured && self.enabled {
+            consider(Some(self.next_probe));
+            consider(self.lease_until);
+            consider(self.other_lease_until);
+            if self.witness_ok {
+                consider(self.witness_heard.map(|t| t + self.dead));
+            }
+        }
         for p in &self.paths {
             if p.up {
                 consider(p.last_rx.map(|r| r + self.dead));
@@ -881,12 +1081,42 @@ impl Redundancy {
         }
     }
 
+    /// Reachable as far as the witness is concerned (answered within the dead time, or none
+    /// configured): what `FLAG_WITNESS_OK` says.
     fn witness_allows(&self) -> bool {
         !self.witness_configured || self.witness_ok
     }
 
     fn can_take_over(&self) -> bool {
         !self.ineligible && self.witness_allows()
+    }
+
+    /// No witness, or we hold the lease.
+    fn lease_ok(&self, now: Instant) -> bool {
+        !self.witness_configured || self.holds_lease(now)
+    }
+
+    /// May enter `becoming-active` as far as the lease goes: we hold it, or nobody else does
+    /// beyond becoming-active-time, or the peer that held it is heard no longer holding it
+    /// (it relinquished: its release is on its way to the witness).
+    fn lease_obtainable(&self, now: Instant) -> bool {
+        self.lease_ok(now)
+            || (self.witness_ok
+                && (self
+                    .other_lease_until
+                    .is_none_or(|t| t <= now + self.becoming_active)
+                    || self.alive_peer().is_some_and(|p| !p.holds_lease())))
+    }
+
+    /// The witness named a live holder other than us (its lease runs beyond
+    /// becoming-active-time), or the peer says it holds the lease.
+    fn lease_taken(&self, now: Instant) -> bool {
+        self.witness_configured
+            && !self.holds_lease(now)
+            && (self
+                .other_lease_until
+                .is_some_and(|t| t > now + self.becoming_active)
+                || self.alive_peer().is_some_and(|p| p.holds_lease()))
     }
 
     fn alive_peer(&self) -> Option<PeerView> {
@@ -935,12 +1165,47 @@ impl Redundancy {
     }
 
     fn evaluate(&mut self, now: Instant) {
+        if self.witness_configured {
+            self.witness_ok = self
+                .witness_heard
+                .is_some_and(|t| now < t + self.dead);
+            if self.lease_until.is_some_and(|t| now >= t) {
+                info!(node = %self.name, "witness lease expired");
+                self.lease_until = None;
+            }
+            if self.other_lease_until.is_some_and(|t| now >= t) {
+                self.other_lease_until = None;
+            }
+        }
         for _ in 0..4 {
             let before = self.state;
+            self.want_role = false;
             self.step(now);
             if self.state == before {
                 break;
             }
+        }
+        let want = matches!(self.state, State::Active | State::BecomingActive) || self.want_role;
+        if want != self.wants_lease {
+            self.wants_lease = want;
+            if !want && self.witness_configured {
+                // Release: forget the lease now, and ignore grants to earlier requests.
+                self.lease_until = None;
+                self.probes.retain(|p| !p.2);
+            }
+            self.next_probe = now;
+        }
+    }
+
+    /// Decided to take over for `why`: goes `becoming-active` if the lease allows it, else
+    /// keeps asking the witness for the lease (`want_role`).
+    fn try_take_over(&mut self, now: Instant, why: Reason) -> bool {
+        self.want_role = true;
+        if self.lease_obtainable(now) {
+            self.take_over(now, why);
+            true
+        } else {
+            false
         }
     }
 
@@ -960,7 +1225,8 @@ impl Redundancy {
                             return self.go(now, State::BecomingStandby, Reason::PeerIsActive);
                         }
                         State::RelinquishingActive if self.can_take_over() => {
-                            return self.take_over(now, Reason::PeerRelinquished);
+                            self.try_take_over(now, Reason::PeerRelinquished);
+                            return;
                         }
                         State::RelinquishingActive => {
                             return self.go(now, State::BecomingStandby, Reason::PeerIsActive);
@@ -975,10 +1241,12 @@ impl Redundancy {
                     return self.go(now, State::OutOfService, Reason::Ineligible);
                 }
                 match peer {
-                    None if self.can_take_over() => self.take_over(now, Reason::NoPeer),
+                    None if self.can_take_over() => {
+                        self.try_take_over(now, Reason::NoPeer);
+                    }
                     None => {}
                     Some(p) if self.prefer_local(&p) && self.can_take_over() => {
-                        self.take_over(now, Reason::ElectionWon);
+                        self.try_take_over(now, Reason::ElectionWon);
                     }
                     Some(p) if self.prefer_local(&p) => {}
                     Some(_) => self.go(now, State::BecomingStandby, Reason::ElectionLost),
@@ -990,13 +1258,11 @@ impl Redundancy {
                 } else {
                     State::BecomingStandby
                 };
-                if !self.can_take_over() {
-                    let why = if self.ineligible {
-                        Reason::Ineligible
-                    } else {
-                        Reason::WitnessLost
-                    };
-                    return self.go(now, back, why);
+                if self.ineligible {
+                    return self.go(now, back, Reason::Ineligible);
+                }
+                if !self.can_take_over() && !self.lease_ok(now) {
+                    return self.go(now, back, Reason::WitnessLost);
                 }
                 if let Some(p) = peer {
                     if p.state == State::Active
@@ -1005,23 +1271,41 @@ impl Redundancy {
                         return self.go(now, back, Reason::ConflictingActive);
                     }
                 }
-                if due {
+                if self.lease_taken(now) {
+                    return self.go(now, back, Reason::WitnessDenied);
+                }
+                if due && self.lease_ok(now) {
                     let peer_epoch = self.peer_view.map_or(0, |v| v.epoch);
                     self.epoch = self.epoch.max(peer_epoch) + 1;
                     self.synced = true;
+                    // A fresh active does not hand the role back on health at once.
+                    self.hold_role_until = Some(now + self.dead + self.becoming_active);
                     self.go(now, State::Active, self.takeover_why);
                 }
             }
             State::Active => {
-                let Some(p) = peer else {
-                    if self.witness_configured && !self.witness_ok {
+                if self.witness_configured && !self.holds_lease(now) {
+                    // Without the lease: step down if another node holds it, or if nobody
+                    // hears us either; a peer that hears us cannot take over, so keep serving.
+                    if self.lease_taken(now) {
                         self.events.push_back(HaEvent::ReleaseServiceAddress);
-                        self.go(now, State::Standby, Reason::Isolated);
+                        return self.go(now, State::Standby, Reason::WitnessDenied);
                     }
+                    if peer.is_none() {
+                        self.events.push_back(HaEvent::ReleaseServiceAddress);
+                        return self.go(now, State::Standby, Reason::Isolated);
+                    }
+                }
+                let Some(p) = peer else {
                     return;
                 };
                 if p.state == State::Active {
-                    let local_wins = (self.epoch, self.local_lower) > (p.epoch, !self.local_lower);
+                    let (mine, theirs) = (self.holds_lease(now), p.holds_lease());
+                    let local_wins = if self.witness_configured && mine != theirs {
+                        mine
+                    } else {
+                        (self.epoch, self.local_lower) > (p.epoch, !self.local_lower)
+                    };
                     if !local_wins {
                         self.epoch = self.epoch.max(p.epoch);
                         self.events.push_back(HaEvent::ReleaseServiceAddress);
@@ -1067,11 +1351,31 @@ impl Redundancy {
                         return self.go(now, State::Standby, Reason::PeerTookOver);
                     }
                 }
-                if peer.is_none() || due {
-                    // Do not hand over again on health at once: the peer did not follow.
-                    self.hold_role_until = Some(now + self.dead + self.becoming_active);
-                    self.go(now, State::Active, Reason::SwitchoverAborted);
+                // Take the role back when the peer will not take it: dead, unable (ineligible,
+                // no witness), or too slow.
+                let revert = due || peer.is_none_or(|p| !p.can_take_over());
+                if !revert {
+                    return;
                 }
+                if !self.lease_ok(now) {
+                    self.want_role = true;
+                    if self.lease_taken(now) {
+                        return self.go(now, State::Standby, Reason::PeerTookOver);
+                    }
+                    if !self.witness_ok {
+                        let why = if peer.is_none() {
+                            Reason::Isolated
+                        } else {
+                            Reason::WitnessLost
+                        };
+                        return self.go(now, State::Standby, why);
+                    }
+                    // Asking the witness for the lease back.
+                    return;
+                }
+                // Do not hand over again on health at once: the peer did not follow.
+                self.hold_role_until = Some(now + self.dead + self.becoming_active);
+                self.go(now, State::Active, Reason::SwitchoverAborted);
             }
             State::BecomingStandby | State::Standby | State::OutOfService => {
                 if self.ineligible {
@@ -1081,15 +1385,23 @@ impl Redundancy {
                     return;
                 }
                 match peer {
-                    None if self.can_take_over() => return self.take_over(now, Reason::PeerDead),
+                    None if self.can_take_over() => {
+                        if self.try_take_over(now, Reason::PeerDead) {
+                            return;
+                        }
+                    }
                     None => {}
                     Some(p) => match p.state {
                         State::RelinquishingActive if self.can_take_over() => {
-                            return self.take_over(now, Reason::PeerRelinquished);
+                            if self.try_take_over(now, Reason::PeerRelinquished) {
+                                return;
+                            }
                         }
                         State::Active | State::BecomingActive | State::RelinquishingActive => {}
                         _ if self.can_take_over() && self.prefer_local(&p) => {
-                            return self.take_over(now, Reason::NoActive);
+                            if self.try_take_over(now, Reason::NoActive) {
+                                return;
+                            }
                         }
                         _ => {}
                     },

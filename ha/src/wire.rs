@@ -13,6 +13,9 @@
 //! checks, in order: length, magic, version, declared length, MAC (constant time), payload; each
 //! failure has its own [`DecodeError`] so the receiver can count it. Replay and staleness are
 //! not a property of one datagram: the state machine checks them per peer and per path.
+//!
+//! The witness's probe ([`WitnessProbe`], magic `SBWP`) and answer ([`WitnessAnswer`], magic
+//! `SBWA`) use the same layout and the same key.
 
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
@@ -73,6 +76,10 @@ pub const FLAG_SYNCED: u8 = 8;
 /// peer that hears it, so a one-way link cannot strand the role.
 pub const FLAG_PEER_ALIVE: u8 = 16;
 
+/// Flag: the sender holds the witness's active lease (a witness is configured and it granted
+/// the sender the lease, which has not expired by the sender's clock).
+pub const FLAG_LEASE: u8 = 32;
+
 /// The content of one heartbeat.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Heartbeat {
@@ -130,25 +137,65 @@ fn mac(key: &[u8]) -> HmacSha256 {
         .unwrap_or_else(|_| unreachable!("HMAC takes any key length"))
 }
 
+fn seal<T: Serialize>(
+    magic: [u8; 4],
+    value: &T,
+    key: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<(), EncodeError> {
+    out.clear();
+    out.extend_from_slice(&magic);
+    out.push(VERSION);
+    out.extend_from_slice(&[0, 0]);
+    bincode::serde::encode_into_std_write(value, out, bincode::config::standard())?;
+    let n = out.len() - HEADER_LEN;
+    let n16 = u16::try_from(n).unwrap_or(u16::MAX);
+    out[5..7].copy_from_slice(&n16.to_be_bytes());
+    let mut m = mac(key);
+    m.update(out);
+    let tag = m.finalize().into_bytes();
+    out.extend_from_slice(&tag);
+    Ok(())
+}
+
+fn open<T: serde::de::DeserializeOwned>(
+    magic: [u8; 4],
+    key: &[u8],
+    datagram: &[u8],
+) -> Result<T, DecodeError> {
+    if datagram.len() < HEADER_LEN + MAC_LEN || datagram.len() > MAX_DATAGRAM {
+        return Err(DecodeError::BadLength);
+    }
+    if datagram[..4] != magic {
+        return Err(DecodeError::BadMagic);
+    }
+    if datagram[4] != VERSION {
+        return Err(DecodeError::BadVersion(datagram[4]));
+    }
+    let n = usize::from(u16::from_be_bytes([datagram[5], datagram[6]]));
+    if HEADER_LEN + n + MAC_LEN != datagram.len() {
+        return Err(DecodeError::BadLength);
+    }
+    let (signed, tag) = datagram.split_at(HEADER_LEN + n);
+    let mut m = mac(key);
+    m.update(signed);
+    m.verify_slice(tag).map_err(|_| DecodeError::BadMac)?;
+    let (value, used): (T, usize) =
+        bincode::serde::decode_from_slice(&signed[HEADER_LEN..], bincode::config::standard())
+            .map_err(|_| DecodeError::Malformed)?;
+    if used != n {
+        return Err(DecodeError::Malformed);
+    }
+    Ok(value)
+}
+
 impl Heartbeat {
     /// Appends the authenticated datagram to `out` (cleared first).
     ///
     /// # Errors
     /// Only if bincode fails, which it does not for this type.
     pub fn encode(&self, key: &[u8], out: &mut Vec<u8>) -> Result<(), EncodeError> {
-        out.clear();
-        out.extend_from_slice(&MAGIC);
-        out.push(VERSION);
-        out.extend_from_slice(&[0, 0]);
-        bincode::serde::encode_into_std_write(self, out, bincode::config::standard())?;
-        let n = out.len() - HEADER_LEN;
-        let n16 = u16::try_from(n).unwrap_or(u16::MAX);
-        out[5..7].copy_from_slice(&n16.to_be_bytes());
-        let mut m = mac(key);
-        m.update(out);
-        let tag = m.finalize().into_bytes();
-        out.extend_from_slice(&tag);
-        Ok(())
+        seal(MAGIC, self, key, out)
     }
 
     /// Checks and decodes one datagram.
@@ -156,30 +203,86 @@ impl Heartbeat {
     /// # Errors
     /// The first check that fails, see [`DecodeError`].
     pub fn decode(key: &[u8], datagram: &[u8]) -> Result<Self, DecodeError> {
-        if datagram.len() < HEADER_LEN + MAC_LEN || datagram.len() > MAX_DATAGRAM {
-            return Err(DecodeError::BadLength);
-        }
-        if datagram[..4] != MAGIC {
-            return Err(DecodeError::BadMagic);
-        }
-        if datagram[4] != VERSION {
-            return Err(DecodeError::BadVersion(datagram[4]));
-        }
-        let n = usize::from(u16::from_be_bytes([datagram[5], datagram[6]]));
-        if HEADER_LEN + n + MAC_LEN != datagram.len() {
-            return Err(DecodeError::BadLength);
-        }
-        let (signed, tag) = datagram.split_at(HEADER_LEN + n);
-        let mut m = mac(key);
-        m.update(signed);
-        m.verify_slice(tag).map_err(|_| DecodeError::BadMac)?;
-        let (hb, used): (Self, usize) =
-            bincode::serde::decode_from_slice(&signed[HEADER_LEN..], bincode::config::standard())
-                .map_err(|_| DecodeError::Malformed)?;
-        if used != n {
-            return Err(DecodeError::Malformed);
-        }
-        Ok(hb)
+        open(MAGIC, key, datagram)
+    }
+}
+
+/// The 4 bytes a witness probe starts with (then the same header, payload and MAC layout as a
+/// heartbeat).
+pub const WITNESS_PROBE_MAGIC: [u8; 4] = *b"SBWP";
+/// The 4 bytes a witness answer starts with.
+pub const WITNESS_ANSWER_MAGIC: [u8; 4] = *b"SBWA";
+
+/// A node asks the witness for the active lease, renews it, or releases it
+/// (see [`crate::witness`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WitnessProbe {
+    /// The sender.
+    pub node: NodeId,
+    /// The sender's incarnation (grows at each restart).
+    pub incarnation: u64,
+    /// Grows by one for every probe the sender sends; echoed in the answer.
+    pub seq: u64,
+    /// The sender's epoch (informational: logs and the witness's status).
+    pub epoch: u64,
+    /// True if the sender holds or wants the active role: grant or renew the lease. False
+    /// releases a lease the sender holds (and only asks who holds it).
+    pub want: bool,
+    /// The lease duration asked for, in ms: the sender's dead time.
+    pub lease_ms: u32,
+}
+
+impl WitnessProbe {
+    /// Appends the authenticated datagram to `out` (cleared first).
+    ///
+    /// # Errors
+    /// Only if bincode fails, which it does not for this type.
+    pub fn encode(&self, key: &[u8], out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        seal(WITNESS_PROBE_MAGIC, self, key, out)
+    }
+
+    /// Checks and decodes one datagram.
+    ///
+    /// # Errors
+    /// The first check that fails, see [`DecodeError`].
+    pub fn decode(key: &[u8], datagram: &[u8]) -> Result<Self, DecodeError> {
+        open(WITNESS_PROBE_MAGIC, key, datagram)
+    }
+}
+
+/// The witness's answer to one [`WitnessProbe`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WitnessAnswer {
+    /// The node the probe came from.
+    pub node: NodeId,
+    /// The probe's incarnation.
+    pub incarnation: u64,
+    /// The probe's sequence number.
+    pub seq: u64,
+    /// True if the prober holds the lease now, for `lease_ms` from when the witness received
+    /// the probe.
+    pub granted: bool,
+    /// Who holds the lease after this probe (`None`: nobody).
+    pub holder: Option<NodeId>,
+    /// How long the holder's lease still runs, in ms, as the witness answered.
+    pub remaining_ms: u32,
+}
+
+impl WitnessAnswer {
+    /// Appends the authenticated datagram to `out` (cleared first).
+    ///
+    /// # Errors
+    /// Only if bincode fails, which it does not for this type.
+    pub fn encode(&self, key: &[u8], out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        seal(WITNESS_ANSWER_MAGIC, self, key, out)
+    }
+
+    /// Checks and decodes one datagram.
+    ///
+    /// # Errors
+    /// The first check that fails, see [`DecodeError`].
+    pub fn decode(key: &[u8], datagram: &[u8]) -> Result<Self, DecodeError> {
+        open(WITNESS_ANSWER_MAGIC, key, datagram)
     }
 }
 

@@ -1,7 +1,8 @@
 //! `HaPair`: two redundancy machines on a virtual clock and a simulated network with per-path,
-//! per-direction latency, jitter (hence reordering), loss and partitions, a witness whose
-//! reachability each node sees separately, and a seeded PRNG. Scenario tests, then a property
-//! run over many random seeds.
+//! per-direction latency, jitter (hence reordering), loss and partitions, a witness (the
+//! crate's own lease arbiter, `WitnessArbiter`) behind a link per node that can be cut
+//! separately, or down itself, and a seeded PRNG. Scenario tests, then a property run over
+//! many random seeds.
 #![allow(
     clippy::unwrap_used,
     clippy::missing_panics_doc,
@@ -17,10 +18,15 @@ use std::time::{Duration, Instant};
 use sbc_ha::wire::{Heartbeat, FLAG_WITNESS_OK};
 use sbc_ha::{
     HaEvent, Health, PathId, PeerConfig, PeerType, Reason, Redundancy, RedundancyConfig, State,
+    WitnessArbiter,
 };
 
 const KEY: &str = "simulation-shared-key-0123456789";
 const NAMES: [&str; 2] = ["sbc-a", "sbc-b"];
+/// The packet destination index of the witness.
+const WITNESS: usize = 2;
+/// The "path" of a packet from the witness to a node.
+const FROM_WITNESS: u8 = u8::MAX;
 
 /// SplitMix64: small, seedable, good enough for schedules.
 struct Rng(u64);
@@ -60,6 +66,7 @@ struct Node {
     m: Option<Redundancy>,
     incarnation: u64,
     health: Health,
+    /// The link between this node and the witness is up (both ways).
     witness: bool,
     up_since: Instant,
     sync_at: Option<Instant>,
@@ -79,6 +86,9 @@ pub struct HaPair {
     links: [Vec<Link>; 2],
     inflight: BinaryHeap<Packet>,
     pkt: u64,
+    /// The witness (`None`: down) and since when it runs.
+    arbiter: Option<WitnessArbiter>,
+    witness_since: Instant,
     /// (time since t0, node, event)
     log: Vec<(Duration, usize, HaEvent)>,
     sync_enabled: bool,
@@ -88,6 +98,10 @@ pub struct HaPair {
     zero_since: Option<Instant>,
     max_dual: Duration,
     max_zero: Duration,
+    /// Two actives, hearing each other or not (checked against the detection time when a
+    /// witness is configured).
+    dual_any_since: Option<Instant>,
+    max_dual_any: Duration,
     violations: Vec<String>,
     check: bool,
     /// Check that no node takes the address while the other holds it (off when partitions
@@ -147,6 +161,8 @@ impl HaPair {
             links: [vec![link; paths], vec![link; paths]],
             inflight: BinaryHeap::new(),
             pkt: 0,
+            arbiter: witness.then(|| WitnessArbiter::new(KEY.as_bytes(), t0 - Duration::from_secs(60))),
+            witness_since: t0 - Duration::from_secs(60),
             log: Vec::new(),
             sync_enabled: true,
             max_latency: Duration::from_millis(1),
@@ -154,6 +170,8 @@ impl HaPair {
             zero_since: None,
             max_dual: Duration::ZERO,
             max_zero: Duration::ZERO,
+            dual_any_since: None,
+            max_dual_any: Duration::ZERO,
             violations: Vec::new(),
             check: true,
             check_release: true,
@@ -167,10 +185,22 @@ impl HaPair {
         self.adv() + self.max_latency + Duration::from_millis(1)
     }
     fn zero_bound(&self) -> Duration {
+        let lease = if self.cfg.witness.is_some() {
+            // A lease request round trip to the witness, and one fast retry.
+            2 * self.max_latency + self.adv() / 10
+        } else {
+            Duration::ZERO
+        };
         self.cfg.dead_time()
             + self.cfg.becoming_active_time()
             + self.max_latency
+            + lease
             + Duration::from_millis(1)
+    }
+    /// With a witness: never two actives (hearing each other or not) for longer than the
+    /// detection time.
+    fn dual_any_bound(&self) -> Duration {
+        self.cfg.dead_time()
     }
 
     pub fn elapsed(&self) -> Duration {
@@ -188,7 +218,6 @@ impl HaPair {
         if n.health != Health::FULL {
             m.handle_health(self.now, n.health);
         }
-        m.handle_witness(self.now, n.witness);
         n.m = Some(m);
         n.up_since = self.now;
         n.sync_at = None;
@@ -217,12 +246,26 @@ impl HaPair {
         self.flush();
     }
 
+    /// Cuts or restores the link between node `i` and the witness.
     pub fn set_witness(&mut self, i: usize, reachable: bool) {
         self.nodes[i].witness = reachable;
-        if let Some(m) = self.nodes[i].m.as_mut() {
-            m.handle_witness(self.now, reachable);
+        self.flush();
+    }
+
+    /// Stops the witness (it forgets every lease) or starts it again.
+    pub fn set_witness_up(&mut self, up: bool) {
+        if up && self.arbiter.is_none() {
+            self.arbiter = Some(WitnessArbiter::new(KEY.as_bytes(), self.now));
+            self.witness_since = self.now;
+        } else if !up {
+            self.arbiter = None;
         }
         self.flush();
+    }
+
+    fn latency(&mut self, l: Link) -> Duration {
+        let span = (l.lat_max - l.lat_min).as_millis() as u64;
+        l.lat_min + Duration::from_millis(self.rng.below(span + 1))
     }
 
     pub fn force(&mut self, i: usize) {
@@ -272,17 +315,29 @@ impl HaPair {
             while let Some(t) = m.poll_transmit(now) {
                 out.push(t);
             }
+            let mut probes = Vec::new();
+            while let Some(t) = m.poll_witness(now) {
+                probes.push(t.payload);
+            }
             let mut evs = Vec::new();
             while let Some(e) = m.poll() {
                 evs.push(e);
+            }
+            for payload in probes {
+                if !self.nodes[i].witness {
+                    continue;
+                }
+                let lat = self.latency(self.links[i][0]);
+                self.pkt += 1;
+                self.inflight
+                    .push(Reverse((now + lat, self.pkt, WITNESS, i as u8, payload)));
             }
             for t in out {
                 let l = self.links[i][usize::from(t.path.0)];
                 if !l.up || (l.loss > 0.0 && self.rng.chance(l.loss)) {
                     continue;
                 }
-                let span = (l.lat_max - l.lat_min).as_millis() as u64;
-                let lat = l.lat_min + Duration::from_millis(self.rng.below(span + 1));
+                let lat = self.latency(l);
                 self.pkt += 1;
                 self.inflight
                     .push(Reverse((now + lat, self.pkt, 1 - i, t.path.0, t.payload)));
@@ -311,10 +366,15 @@ impl HaPair {
         self.monitor();
     }
 
+    /// Up, eligible, past its initial time, and (with a witness) reaching a witness that may
+    /// grant (past its start-up quiet period).
     fn eligible(&self, i: usize) -> bool {
         let n = &self.nodes[i];
         n.m.as_ref().is_some_and(|m| !m.ineligible())
-            && (self.cfg.witness.is_none() || n.witness)
+            && (self.cfg.witness.is_none()
+                || (n.witness
+                    && self.arbiter.is_some()
+                    && self.now - self.witness_since >= self.cfg.dead_time()))
             && self.now - n.up_since >= self.cfg.initial_time()
     }
 
@@ -343,6 +403,23 @@ impl HaPair {
             }
         } else {
             self.dual_since = None;
+        }
+        if actives == 2 {
+            let since = *self.dual_any_since.get_or_insert(self.now);
+            let d = self.now - since;
+            self.max_dual_any = self.max_dual_any.max(d);
+            if self.cfg.witness.is_some() && d > self.dual_any_bound() {
+                let msg = format!(
+                    "seed {}: two actives with a witness for {d:?} at {:?}",
+                    self.seed,
+                    self.elapsed()
+                );
+                if !self.violations.contains(&msg) {
+                    self.violations.push(msg);
+                }
+            }
+        } else {
+            self.dual_any_since = None;
         }
         if actives == 0 && (0..2).any(|i| self.eligible(i)) {
             let since = *self.zero_since.get_or_insert(self.now);
@@ -386,8 +463,24 @@ impl HaPair {
             let Some(Reverse((_, _, to, path, bytes))) = self.inflight.pop() else {
                 break;
             };
-            if let Some(m) = self.nodes[to].m.as_mut() {
-                let _ = m.handle_datagram(now, PathId(path), &bytes);
+            if to == WITNESS {
+                let from = usize::from(path);
+                let answer = self
+                    .arbiter
+                    .as_mut()
+                    .and_then(|w| w.handle_datagram(now, &bytes).ok().flatten());
+                if let Some(answer) = answer.filter(|_| self.nodes[from].witness) {
+                    let lat = self.latency(self.links[from][0]);
+                    self.pkt += 1;
+                    self.inflight
+                        .push(Reverse((now + lat, self.pkt, from, FROM_WITNESS, answer)));
+                }
+            } else if let Some(m) = self.nodes[to].m.as_mut() {
+                if path == FROM_WITNESS {
+                    let _ = m.handle_witness_datagram(now, &bytes);
+                } else {
+                    let _ = m.handle_datagram(now, PathId(path), &bytes);
+                }
             }
         }
         for i in 0..2 {
@@ -1032,15 +1125,21 @@ fn random_run(seed: u64) -> HaPair {
             }
             _ => {
                 if witness {
-                    let i = rng.below(2) as usize;
-                    let r = rng.chance(0.6);
-                    p.set_witness(i, r);
+                    if rng.chance(0.15) {
+                        let up = p.arbiter.is_none();
+                        p.set_witness_up(up);
+                    } else {
+                        let i = rng.below(2) as usize;
+                        let r = rng.chance(0.6);
+                        p.set_witness(i, r);
+                    }
                 }
             }
         }
     }
     // Heal everything, restart what is down, let it settle.
     p.heal();
+    p.set_witness_up(true);
     for i in 0..2 {
         p.set_witness(i, true);
         if p.nodes[i].m.is_none() {
@@ -1072,6 +1171,7 @@ fn property_random_schedules() {
         .unwrap_or(0);
     let mut failures = Vec::new();
     let (mut max_dual, mut max_zero) = (Duration::ZERO, Duration::ZERO);
+    let mut max_dual_witness = Duration::ZERO;
     for seed in base..base + seeds {
         let r = std::panic::catch_unwind(|| random_run(seed));
         match r {
@@ -1084,6 +1184,9 @@ fn property_random_schedules() {
                     }
                 }
                 max_dual = max_dual.max(p.max_dual);
+                if p.cfg.witness.is_some() {
+                    max_dual_witness = max_dual_witness.max(p.max_dual_any);
+                }
                 max_zero = max_zero.max(p.max_zero);
                 failures.extend(p.violations);
             }
@@ -1093,7 +1196,7 @@ fn property_random_schedules() {
             )),
         }
     }
-    println!("{seeds} seeds: longest dual active while hearing {max_dual:?}, longest zero active with an eligible node {max_zero:?}");
+    println!("{seeds} seeds: longest dual active while hearing {max_dual:?}, with a witness (hearing or not) {max_dual_witness:?}, longest zero active with an eligible node {max_zero:?}");
     assert!(
         failures.is_empty(),
         "{} failures (rerun one with HA_SIM_BASE=<seed> HA_SIM_SEEDS=1):\n{}",

@@ -1,4 +1,6 @@
 //! sbc-lab: the SBC's lab: a SIP traffic generator ([`traffic`]: UAC and UAS, also the
-//! `sbc-lab` binary), benchmarks against Kamailio (`lab/bench`) and experiments.
+//! `sbc-lab` binary), [`demo`] (`sbc demo`: a pair on loopback, calls, a memory alarm, a
+//! switchover and a chart), benchmarks against Kamailio (`lab/bench`) and experiments.
 
+pub mod demo;
 pub mod traffic;

@@ -56,7 +56,56 @@ pub struct Readings {
     pub memory_source: String,
 }
 
+/// The part of the configuration the evaluator and samplers are built from.
+#[derive(Debug, Clone, PartialEq)]
+struct AlarmSettings {
+    thresholds: Vec<sbc_config::AlarmThreshold>,
+    iteration_ms: u64,
+    subsamples: u32,
+    spike: u32,
+    source: sbc_config::MemorySource,
+    memory_limit_mb: u64,
+    heap_limit_mb: u64,
+}
+
+impl AlarmSettings {
+    fn of(cfg: &Config) -> Self {
+        let s = &cfg.system;
+        Self {
+            thresholds: s.alarm_thresholds.clone(),
+            iteration_ms: s.alarm_iteration_ms,
+            subsamples: s.alarm_subsamples,
+            spike: s.spike_subsamples,
+            source: s.memory_source,
+            memory_limit_mb: s.memory_limit_mb,
+            heap_limit_mb: s.heap_limit_mb,
+        }
+    }
+}
+
+/// The evaluator and samplers for `cfg`.
+fn build(cfg: &Config) -> anyhow::Result<(Evaluator, Option<MemorySampler>, Option<HeapSampler>)> {
+    let s = &cfg.system;
+    let ecfg = EvaluatorConfig {
+        iteration: Duration::from_millis(s.alarm_iteration_ms),
+        sub_samples: s.alarm_subsamples,
+        sustain: s.spike_subsamples,
+        ..EvaluatorConfig::default()
+    };
+    let evaluator = Evaluator::new(ecfg, thresholds(cfg)?, Instant::now(), SystemTime::now())?;
+    let memory = match MemorySampler::new(memory_source(cfg)) {
+        Ok(m) => Some(m),
+        Err(e) => {
+            warn!(error = %e, "memory sampler unavailable; memory alarms cannot be raised");
+            None
+        }
+    };
+    let heap = HeapSampler::new(s.heap_limit_mb << 20).ok();
+    Ok((evaluator, memory, heap))
+}
+
 struct Inner {
+    settings: AlarmSettings,
     evaluator: Evaluator,
     memory: Option<MemorySampler>,
     heap: Option<HeapSampler>,
@@ -138,21 +187,7 @@ impl AlarmService {
     /// decides what `critical-memory-abort=switchover` does). Must run inside tokio.
     pub fn spawn(cfg: &Config, node: Arc<Node>, has_peer: bool) -> anyhow::Result<Arc<Self>> {
         let s = &cfg.system;
-        let ecfg = EvaluatorConfig {
-            iteration: Duration::from_millis(s.alarm_iteration_ms),
-            sub_samples: s.alarm_subsamples,
-            sustain: s.spike_subsamples,
-            ..EvaluatorConfig::default()
-        };
-        let evaluator = Evaluator::new(ecfg, thresholds(cfg)?, Instant::now(), SystemTime::now())?;
-        let memory = match MemorySampler::new(memory_source(cfg)) {
-            Ok(m) => Some(m),
-            Err(e) => {
-                warn!(error = %e, "memory sampler unavailable; memory alarms cannot be raised");
-                None
-            }
-        };
-        let heap = HeapSampler::new(s.heap_limit_mb << 20).ok();
+        let (evaluator, memory, heap) = build(cfg)?;
         let cpu = CpuSampler::new().ok();
         let (sink, _task) = TrapSink::spawn(TrapSinkConfig::new(trap_receivers(cfg)));
         let (health_tx, _) = watch::channel(HealthStatus {
@@ -161,6 +196,7 @@ impl AlarmService {
         });
         let service = Arc::new(Self {
             inner: Mutex::new(Inner {
+                settings: AlarmSettings::of(cfg),
                 evaluator,
                 memory,
                 heap,
@@ -211,17 +247,40 @@ impl AlarmService {
             .unwrap_or_default()
     }
 
-    /// Applies an activated configuration: trap receivers, hostname, the abort policy.
-    /// Threshold and iteration changes need a restart.
+    /// Applies an activated configuration: trap receivers, hostname, the abort policy, and,
+    /// when thresholds, the iteration or the memory source changed, a new evaluator and new
+    /// samplers. Raised alarms are then forgotten (an alarm whose condition still holds is
+    /// raised again, with its trap, at the next reading); the critical-memory deduction and the
+    /// "ineligible until restart" flag carry over: only a restart gives them back.
     pub fn reconfigure(&self, cfg: &Config) {
         self.sink.set_receivers(trap_receivers(cfg));
-        if let Ok(mut i) = self.inner.lock() {
-            i.policy = cfg.system.critical_memory_abort();
-            i.hostname = cfg.system.hostname.clone();
-            i.retry_after = (
-                cfg.sip_config.retry_after_min,
-                cfg.sip_config.retry_after_max,
-            );
+        let Ok(mut i) = self.inner.lock() else {
+            return;
+        };
+        i.policy = cfg.system.critical_memory_abort();
+        i.hostname = cfg.system.hostname.clone();
+        i.retry_after = (
+            cfg.sip_config.retry_after_min,
+            cfg.sip_config.retry_after_max,
+        );
+        let settings = AlarmSettings::of(cfg);
+        if settings == i.settings {
+            return;
+        }
+        match build(cfg) {
+            Ok((mut evaluator, memory, heap)) => {
+                if i.evaluator.health().ineligible_until_restart() {
+                    evaluator.deduct_critical_memory();
+                }
+                i.evaluator = evaluator;
+                i.memory = memory;
+                i.heap = heap;
+                i.readings.memory_source = describe_source(cfg);
+                i.settings = settings;
+                info!("alarm thresholds and samplers reconfigured");
+                self.drain(&mut i);
+            }
+            Err(e) => warn!(error = %e, "alarm configuration not applied"),
         }
     }
 

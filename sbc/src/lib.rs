@@ -20,12 +20,14 @@
 
 pub mod acli_client;
 pub mod alarm_service;
+pub mod autoscale;
 pub mod console;
 pub mod engine;
 pub mod mgmt;
 pub mod node;
 pub mod overload;
 pub mod pair;
+pub mod prsm;
 pub mod shard;
 pub mod sip;
 pub mod subsystems;

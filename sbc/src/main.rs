@@ -79,6 +79,10 @@ enum Command {
     },
     /// Print the embedded default configuration as TOML.
     DefaultConfig,
+    /// The demo: an active/standby pair on loopback (child processes of this binary), calls
+    /// through it, critical memory on the active, the alarm, its traps and the switchover,
+    /// narrated; ends with a summary and a chart (about a minute; --quick: about 25 s).
+    Demo(sbc_lab::demo::DemoArgs),
 }
 
 fn load(config: Option<&PathBuf>) -> anyhow::Result<Config> {
@@ -90,7 +94,13 @@ fn load(config: Option<&PathBuf>) -> anyhow::Result<Config> {
     }
 }
 
+/// The executable's path as resolved when the process started (for `reboot`).
+static STARTED_FROM: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
 fn main() -> anyhow::Result<ExitCode> {
+    if let Ok(exe) = std::env::current_exe() {
+        let _ = STARTED_FROM.set(exe);
+    }
     let cli = Cli::parse();
     match cli.command {
         Command::Run {
@@ -171,16 +181,19 @@ fn main() -> anyhow::Result<ExitCode> {
             print!("{}", Config::embedded_default().to_toml_string());
             Ok(ExitCode::SUCCESS)
         }
+        Command::Demo(args) => sbc_lab::demo::main(args),
     }
 }
 
 /// Replaces this process with a fresh copy of itself (the ACLI's `reboot`).
 fn reexec() -> anyhow::Error {
     use std::os::unix::process::CommandExt as _;
-    let exe = match std::env::current_exe() {
-        Ok(e) => e,
-        Err(e) => return e.into(),
-    };
+    // The path this process was started from (resolved at start-up): if the binary was
+    // replaced on disk since (an upgrade in place), the new one starts.
+    let exe = STARTED_FROM
+        .get()
+        .cloned()
+        .unwrap_or_else(|| PathBuf::from("/proc/self/exe"));
     let err = std::process::Command::new(exe)
         .args(std::env::args_os().skip(1))
         .exec();

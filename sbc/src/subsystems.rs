@@ -17,7 +17,9 @@ pub type Outcome = Result<(String, Option<serde_json::Value>), String>;
 
 /// Health, alarms, redundancy and the lab ballast of one node.
 pub struct Subsystems {
-    ballast: Mutex<Vec<Vec<u8>>>,
+    /// The lab ballast: anonymous memory maps, so that shrinking it returns the memory to the
+    /// system at once (an allocator would keep freed pages for a while).
+    ballast: Mutex<Vec<memmap2::MmapMut>>,
     /// The alarm subsystem.
     pub alarms: Arc<AlarmService>,
     /// The HA pair, when redundancy is enabled.
@@ -48,16 +50,19 @@ impl Subsystems {
     }
 
     /// Sets the lab ballast to `mb` megabytes of touched memory (grows or shrinks).
-    pub fn set_ballast(&self, mb: u64) {
-        if let Ok(mut b) = self.ballast.lock() {
-            let mb = mb as usize;
-            b.truncate(mb);
-            while b.len() < mb {
-                // Written, not just reserved, so the pages are resident.
-                b.push(vec![0x5a; 1 << 20]);
-            }
-            b.shrink_to_fit();
+    pub fn set_ballast(&self, mb: u64) -> Result<(), String> {
+        let mut b = self.ballast.lock().map_err(|_| "ballast lock poisoned")?;
+        let mb = mb as usize;
+        b.truncate(mb);
+        while b.len() < mb {
+            let mut m = memmap2::MmapMut::map_anon(1 << 20)
+                .map_err(|e| format!("cannot map 1 MB of ballast: {e}"))?;
+            // Written, not just reserved, so the pages are resident.
+            m.fill(0x5a);
+            b.push(m);
         }
+        b.shrink_to_fit();
+        Ok(())
     }
 
     /// Executes an operational command that is not about SIP.
@@ -96,7 +101,7 @@ impl Subsystems {
                                 running configuration"
                         .into());
                 }
-                self.set_ballast(mb);
+                self.set_ballast(mb)?;
                 info!(mb, "lab ballast set");
                 Ok((
                     format!("lab ballast now {mb} MB\n"),

@@ -11,17 +11,23 @@
 //! - [`Sipp`]: run `sipp` with a hard timeout, in the foreground or in the background, and read
 //!   back its exit code, statistics (`-trace_stat`), message counts (`-trace_counts`) and
 //!   message trace (`-trace_msg`);
+//! - [`acli`]: `sbc acli` in one-shot and script form with a hard timeout, and a raw client of
+//!   the management socket's JSON-lines protocol ([`acli::Mgmt`]);
+//! - [`snmp`]: a real `snmptrapd` on a loopback port with our MIB loaded, and `snmptranslate`;
 //! - [`raw`]: tiny UDP and TCP SIP clients for malformed input and precise checks, and a lenient
 //!   SIP message parser ([`raw::SipMsg`]) to judge what came back.
 //!
 //! Nothing here skips a test: a missing `sipp` or `sbc` binary is a panic with the command that
 //! fixes it.
 
+pub mod acli;
 pub mod dir;
+pub mod pair;
 pub mod ports;
 pub mod raw;
 pub mod sbc;
 pub mod sipp;
+pub mod snmp;
 
 pub use dir::TestDir;
 pub use sbc::{SbcConfig, SbcNode};

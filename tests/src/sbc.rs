@@ -3,9 +3,10 @@
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
@@ -51,6 +52,25 @@ pub fn sbc_binary() -> PathBuf {
         .unwrap_or_else(|| {
             panic!("sbc binary not found: run \"cargo build -p sbc\" first (the test script does)")
         })
+}
+
+/// A private copy of the `sbc` binary in `dir` (a hard link when the file system allows it,
+/// else a copy), for tests that `reboot` a node: `reboot` re-executes the binary the process
+/// was started from, and a `cargo build` running at the same time replaces
+/// `target/debug/sbc` under it. A test that wants exactly that situation replaces its own copy.
+///
+/// # Panics
+/// If neither a link nor a copy can be made.
+#[must_use]
+pub fn private_binary(dir: &TestDir) -> PathBuf {
+    let src = sbc_binary();
+    let dst = dir.file("sbc-bin");
+    let _ = std::fs::remove_file(&dst);
+    if std::fs::hard_link(&src, &dst).is_err() {
+        std::fs::copy(&src, &dst)
+            .unwrap_or_else(|e| panic!("cannot copy {} to {}: {e}", src.display(), dst.display()));
+    }
+    dst
 }
 
 /// The parameters of a test SBC node's config file; [`SbcConfig::to_toml`] writes it.
@@ -152,6 +172,8 @@ pub struct SbcNode {
     child: Option<Child>,
     dir: TestDir,
     stderr_path: PathBuf,
+    /// How many `sbc ready` lines stdout has shown (more than one after a `reboot`).
+    ready_lines: Arc<AtomicUsize>,
 }
 
 impl SbcNode {
@@ -163,6 +185,17 @@ impl SbcNode {
     #[must_use]
     pub fn start(config_toml: &str) -> Self {
         Self::start_in(&TestDir::for_current_test(), config_toml)
+    }
+
+    /// As [`SbcNode::start`], but running a [`private_binary`] copy of `sbc` in the test's
+    /// directory: for tests that `reboot` the node.
+    #[must_use]
+    pub fn start_private(config_toml: &str) -> Self {
+        let dir = TestDir::for_current_test();
+        let config_path = dir.file("sbc.toml");
+        std::fs::write(&config_path, config_toml)
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", config_path.display()));
+        Self::start_existing_with(&dir, &private_binary(&dir))
     }
 
     /// Starts a node from an [`SbcConfig`] in a new [`TestDir`] named after the current test.
@@ -177,10 +210,32 @@ impl SbcNode {
     /// As [`SbcNode::start`].
     #[must_use]
     pub fn start_in(dir: &TestDir, config_toml: &str) -> Self {
-        let bin = sbc_binary();
         let config_path = dir.file("sbc.toml");
         std::fs::write(&config_path, config_toml)
             .unwrap_or_else(|e| panic!("cannot write {}: {e}", config_path.display()));
+        Self::start_existing(dir)
+    }
+
+    /// Starts a node in `dir` on the config file already there (`dir/sbc.toml`, as a previous
+    /// node left it; it may also not exist), with the management socket `dir/mgmt.sock`.
+    ///
+    /// # Panics
+    /// As [`SbcNode::start`].
+    #[must_use]
+    pub fn start_existing(dir: &TestDir) -> Self {
+        Self::start_existing_with(dir, &sbc_binary())
+    }
+
+    /// Starts the binary `bin` in `dir` on the config file already there, as
+    /// [`SbcNode::start_existing`] does (see [`private_binary`] for why a test may want its
+    /// own copy of the binary).
+    ///
+    /// # Panics
+    /// As [`SbcNode::start`].
+    #[must_use]
+    pub fn start_existing_with(dir: &TestDir, bin: &Path) -> Self {
+        let bin = bin.to_path_buf();
+        let config_path = dir.file("sbc.toml");
         let stderr_path = dir.file("sbc.stderr.log");
         let stderr = std::fs::File::create(&stderr_path)
             .unwrap_or_else(|e| panic!("cannot create {}: {e}", stderr_path.display()));
@@ -205,6 +260,8 @@ impl SbcNode {
         let stdout = child.stdout.take().expect("stdout is piped");
         let stdout_path = dir.file("sbc.stdout.log");
         let (ready_tx, ready_rx) = mpsc::channel();
+        let ready_lines = Arc::new(AtomicUsize::new(0));
+        let ready_counter = Arc::clone(&ready_lines);
         std::thread::spawn(move || {
             let mut log = std::fs::File::create(stdout_path).ok();
             let mut ready_tx = Some(ready_tx);
@@ -214,6 +271,7 @@ impl SbcNode {
                     let _ = writeln!(log, "{line}");
                 }
                 if line.contains("sbc ready") {
+                    ready_counter.fetch_add(1, Ordering::SeqCst);
                     if let Some(tx) = ready_tx.take() {
                         let _ = tx.send(());
                     }
@@ -225,6 +283,7 @@ impl SbcNode {
             child: Some(child),
             dir: dir.clone(),
             stderr_path,
+            ready_lines,
         };
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
@@ -267,6 +326,26 @@ impl SbcNode {
         self.dir.file("sbc.toml")
     }
 
+    /// How many `sbc ready` lines the process has printed: 1 after start, one more after each
+    /// `reboot` (the process re-executes itself and keeps its PID and stdout).
+    #[must_use]
+    pub fn ready_count(&self) -> usize {
+        self.ready_lines.load(Ordering::SeqCst)
+    }
+
+    /// Waits up to `timeout` until [`SbcNode::ready_count`] reaches `n`; returns whether it did.
+    #[must_use]
+    pub fn wait_ready_count(&self, n: usize, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self.ready_count() >= n {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.ready_count() >= n
+    }
+
     /// The process id.
     #[must_use]
     pub fn pid(&self) -> u32 {
@@ -281,7 +360,7 @@ impl SbcNode {
 
     /// The node's stderr log file.
     #[must_use]
-    pub fn stderr_path(&self) -> &std::path::Path {
+    pub fn stderr_path(&self) -> &Path {
         &self.stderr_path
     }
 
@@ -305,6 +384,17 @@ impl SbcNode {
                 tail_of_file(&self.stderr_path, 60)
             );
         }
+    }
+
+    /// Kills the process with SIGKILL (to its PID only) and reaps it; returns its exit status
+    /// (`None` if it was already stopped).
+    pub fn kill(&mut self) -> Option<ExitStatus> {
+        let mut child = self.child.take()?;
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        let _ = child.kill();
+        child.wait().ok()
     }
 
     /// Stops the process: SIGTERM to its PID, up to [`STOP_TIMEOUT`] to exit, then SIGKILL.

@@ -3,8 +3,9 @@
 //! One reader task per UDP socket forwards datagrams (path, bytes) to the main loop; the main
 //! loop owns the [`Redundancy`], sleeps until its `poll_timeout`, and after every input drains
 //! `poll_transmit` (sending on the path's socket) and `poll` (sending events to the owner).
-//! With a witness configured it probes it every advertisement-time and reports it reachable
-//! while a reply came within the dead time.
+//! With a witness configured it also sends the machine's witness probes (`poll_witness`) from
+//! one more UDP socket and hands the answers to `handle_witness_datagram`: the machine decides
+//! everything about the lease.
 //!
 //! Dropping the [`HaHandle`] stops the task and closes its sockets (a node that dies).
 
@@ -21,10 +22,11 @@ use tracing::{debug, info, warn, Instrument};
 
 use crate::config::RedundancyConfig;
 use crate::machine::{HaEvent, Health, Redundancy, Status};
-use crate::wire::{PathId, MAX_DATAGRAM};
+use crate::wire::{PathId, MAX_DATAGRAM, WITNESS_ANSWER_MAGIC, WITNESS_PROBE_MAGIC};
+use crate::witness::WitnessArbiter;
 
-/// The first bytes of a witness probe and of its echo.
-pub const WITNESS_MAGIC: [u8; 4] = *b"SBCW";
+/// The first bytes of a witness probe (see [`crate::wire::WitnessProbe`]).
+pub const WITNESS_MAGIC: [u8; 4] = WITNESS_PROBE_MAGIC;
 
 /// An order from the owner to the heartbeat task.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,7 +35,9 @@ pub enum Command {
     Health(Health),
     /// `notify berpd force`.
     ForceSwitchover,
-    /// Witness reachability from another source than the built-in probe.
+    /// Witness news from another source than the built-in probe: `Witness(false)` drops the
+    /// lease and the witness's reachability at once (as if it had stopped answering);
+    /// `Witness(true)` changes nothing (only a granted answer gives the lease).
     Witness(bool),
     /// The initial state sync finished (from [`super::SyncEvent::Synchronized`]).
     SyncComplete,
@@ -87,29 +91,17 @@ pub async fn bind_paths(config: &RedundancyConfig, local: &str) -> io::Result<Ve
     Ok(sockets)
 }
 
-/// Starts the heartbeat task for `machine`, with `sockets[i]` carrying path `i`; probes
-/// `config.witness`, if set, every advertisement-time. Must be called inside a tokio runtime.
+/// Starts the heartbeat task for `machine`, with `sockets[i]` carrying path `i`; sends the
+/// machine's lease probes to `config.witness`, if set. Must be called inside a tokio runtime.
 #[must_use]
 pub fn spawn(config: &RedundancyConfig, machine: Redundancy, sockets: Vec<UdpSocket>) -> HaHandle {
     let witness = config.witness;
-    let probe_every = config.advertisement_time();
-    let dead = config.dead_time();
     let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
     let (ev_tx, ev_rx) = mpsc::unbounded_channel();
     let (st_tx, st_rx) = watch::channel(machine.status());
     let span = tracing::info_span!("ha", node = %machine.status().name);
     let task = tokio::spawn(
-        run(
-            machine,
-            sockets,
-            witness,
-            probe_every,
-            dead,
-            cmd_rx,
-            ev_tx,
-            st_tx,
-        )
-        .instrument(span),
+        run(machine, sockets, witness, cmd_rx, ev_tx, st_tx).instrument(span),
     );
     HaHandle {
         commands: cmd_tx,
@@ -121,16 +113,13 @@ pub fn spawn(config: &RedundancyConfig, machine: Redundancy, sockets: Vec<UdpSoc
 
 enum Input {
     Datagram(PathId, Vec<u8>),
-    WitnessReply,
+    WitnessAnswer(Vec<u8>),
 }
 
-#[allow(clippy::too_many_arguments, reason = "private; called once, by spawn")]
 async fn run(
     mut m: Redundancy,
     sockets: Vec<UdpSocket>,
     witness: Option<SocketAddr>,
-    probe_every: Duration,
-    dead: Duration,
     mut commands: mpsc::UnboundedReceiver<Command>,
     events: mpsc::UnboundedSender<HaEvent>,
     status: watch::Sender<Status>,
@@ -157,7 +146,8 @@ async fn run(
                 Ok(s) => {
                     let s = Arc::new(s);
                     readers.spawn(read_loop(Arc::clone(&s), in_tx.clone(), move |from, d| {
-                        (from == w && d.starts_with(&WITNESS_MAGIC)).then_some(Input::WitnessReply)
+                        (from == w && d.starts_with(&WITNESS_ANSWER_MAGIC))
+                            .then_some(Input::WitnessAnswer(d))
                     }));
                     Some((s, w))
                 }
@@ -170,15 +160,19 @@ async fn run(
         None => None,
     };
     drop(in_tx);
-    let mut last_reply: Option<Instant> = None;
-    let mut next_probe = Instant::now();
-    let mut nonce: u64 = 0;
     loop {
         let now = Instant::now();
         while let Some(t) = m.poll_transmit(now.into_std()) {
             if let Some(s) = sockets.get(usize::from(t.path.0)) {
                 if let Err(e) = s.send_to(&t.payload, t.destination).await {
                     debug!(path = t.path.0, to = %t.destination, error = %e, "heartbeat not sent");
+                }
+            }
+        }
+        while let Some(t) = m.poll_witness(now.into_std()) {
+            if let Some((s, _)) = &probe {
+                if let Err(e) = s.send_to(&t.payload, t.destination).await {
+                    debug!(to = %t.destination, error = %e, "witness probe not sent");
                 }
             }
         }
@@ -189,29 +183,12 @@ async fn run(
             let _ = events.send(e);
         }
         status.send_replace(m.status());
-        let mut wake = m
+        let wake = m
             .poll_timeout()
             .map_or(now + Duration::from_secs(1), Instant::from_std);
-        if probe.is_some() {
-            wake = wake.min(next_probe);
-        }
         tokio::select! {
             () = tokio::time::sleep_until(wake) => {
-                let now = Instant::now();
-                if let Some((s, w)) = &probe {
-                    if now >= next_probe {
-                        nonce = nonce.wrapping_add(1);
-                        let mut msg = WITNESS_MAGIC.to_vec();
-                        msg.extend_from_slice(&nonce.to_be_bytes());
-                        if let Err(e) = s.send_to(&msg, w).await {
-                            debug!(error = %e, "witness probe not sent");
-                        }
-                        next_probe = now + probe_every;
-                        let reachable = last_reply.is_some_and(|t| now.duration_since(t) < dead);
-                        m.handle_witness(now.into_std(), reachable);
-                    }
-                }
-                m.handle_timeout(now.into_std());
+                m.handle_timeout(Instant::now().into_std());
             }
             input = inputs.recv() => match input {
                 Some(Input::Datagram(path, d)) => {
@@ -219,10 +196,10 @@ async fn run(
                         debug!(path = path.0, error = %e, "heartbeat dropped");
                     }
                 }
-                Some(Input::WitnessReply) => {
-                    let now = Instant::now();
-                    last_reply = Some(now);
-                    m.handle_witness(now.into_std(), true);
+                Some(Input::WitnessAnswer(d)) => {
+                    if let Err(e) = m.handle_witness_datagram(Instant::now().into_std(), &d) {
+                        debug!(error = %e, "witness answer dropped");
+                    }
                 }
                 None => break,
             },
@@ -231,7 +208,8 @@ async fn run(
                 match cmd {
                     Some(Command::Health(h)) => m.handle_health(now, h),
                     Some(Command::ForceSwitchover) => m.force_switchover(now),
-                    Some(Command::Witness(r)) => m.handle_witness(now, r),
+                    Some(Command::Witness(false)) => m.handle_witness_lost(now),
+                    Some(Command::Witness(true)) => {}
                     Some(Command::SyncComplete) => m.handle_sync_complete(now),
                     Some(Command::ConfigVersion(v)) => m.set_config_version(v),
                     None => break,
@@ -265,21 +243,47 @@ where
     }
 }
 
-/// A witness: echoes every probe it receives on `socket`, forever. Run it on a third host
-/// (or, in the lab, a third loopback address).
+/// Without the pair's shared key a witness cannot authenticate probes nor sign its answers,
+/// so this returns an [`io::ErrorKind::InvalidInput`] error at once: use
+/// [`serve_witness_with_key`]. (It used to echo probes; nodes of this version no longer accept
+/// an echo as a lease.)
+///
+/// # Errors
+/// Always.
+pub async fn serve_witness(socket: UdpSocket) -> io::Result<()> {
+    drop(socket);
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "the witness needs the pair's shared key (redundancy-config shared-key): \
+         use serve_witness_with_key",
+    ))
+}
+
+/// A witness: the lease arbiter of one pair ([`crate::witness`]) on `socket`, forever. It
+/// grants the active lease to at most one node at a time; probes and answers are
+/// authenticated with `key`, the pair's `shared-key`. Run it on a third host (or, in the lab,
+/// a third loopback address). Restarting it is safe: it grants nothing for one lease time
+/// after its start.
 ///
 /// # Errors
 /// A receive error other than a transient one.
-pub async fn serve_witness(socket: UdpSocket) -> io::Result<()> {
-    let mut buf = [0u8; 64];
+pub async fn serve_witness_with_key(socket: UdpSocket, key: impl AsRef<[u8]>) -> io::Result<()> {
+    let mut arbiter = WitnessArbiter::new(key.as_ref(), Instant::now().into_std());
+    let mut buf = vec![0u8; MAX_DATAGRAM + 1];
     loop {
         let (n, from) = match socket.recv_from(&mut buf).await {
             Ok(x) => x,
             Err(e) if e.kind() == io::ErrorKind::ConnectionReset => continue,
             Err(e) => return Err(e),
         };
-        if n == 12 && buf[..4] == WITNESS_MAGIC {
-            let _ = socket.send_to(&buf[..n], from).await;
+        match arbiter.handle_datagram(Instant::now().into_std(), &buf[..n]) {
+            Ok(Some(answer)) => {
+                if let Err(e) = socket.send_to(&answer, from).await {
+                    debug!(to = %from, error = %e, "witness answer not sent");
+                }
+            }
+            Ok(None) => debug!(from = %from, "witness: stale probe dropped"),
+            Err(e) => debug!(from = %from, error = %e, "witness: bad probe dropped"),
         }
     }
 }

@@ -11,5 +11,5 @@
 pub mod heartbeat;
 pub mod sync;
 
-pub use heartbeat::{bind_paths, serve_witness, spawn, Command, HaHandle};
+pub use heartbeat::{bind_paths, serve_witness, serve_witness_with_key, spawn, Command, HaHandle};
 pub use sync::{run_sync_client, serve_sync, SyncEvent, SyncPublisher};

@@ -1,0 +1,209 @@
+//! A real SNMP trap receiver for the alarm tests: Debian's `snmptrapd`, started on a loopback
+//! port with our MIB loaded so that traps print with names, and `snmptranslate`.
+//!
+//! Missing tools are a panic with the command that installs them: the tests never skip.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{ports, TestDir};
+
+/// The directory of our MIB files (`alarms/mib`).
+#[must_use]
+pub fn mib_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("alarms")
+        .join("mib")
+}
+
+fn find_tool(name: &str) -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin".into(), "/usr/local/sbin".into()])
+        .map(|d: PathBuf| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{name} not found: apt-get install -y snmptrapd snmp"))
+}
+
+/// One trap as snmptrapd printed it (its varbind line).
+#[derive(Debug, Clone)]
+pub struct ReceivedTrap {
+    /// The varbind line: `SNMPv2-MIB::sysUpTime.0 = ...\tSNMPv2-MIB::snmpTrapOID.0 = OID: ...`.
+    pub line: String,
+}
+
+impl ReceivedTrap {
+    /// The trap's name, e.g. `SBC-PAIR-MIB::sbcAlarmTrap`.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        self.get("SNMPv2-MIB::snmpTrapOID.0")
+            .map_or("", |v| v.trim_start_matches("OID: "))
+    }
+
+    /// The printed value of one varbind (`SBC-PAIR-MIB::sbcAlarmId.0` → `Gauge32: 131073`).
+    #[must_use]
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.line.split('\t').find_map(|vb| {
+            let (n, v) = vb.split_once(" = ")?;
+            (n.trim() == name).then(|| v.trim())
+        })
+    }
+
+    /// `sysUpTime.0` in hundredths of a second.
+    #[must_use]
+    pub fn uptime_ticks(&self) -> Option<u64> {
+        let v = self.get("SNMPv2-MIB::sysUpTime.0")?;
+        let open = v.find('(')?;
+        let close = v.find(')')?;
+        v[open + 1..close].trim().parse().ok()
+    }
+}
+
+/// A running `snmptrapd`, killed by its PID when dropped.
+#[derive(Debug)]
+pub struct Trapd {
+    child: Option<Child>,
+    out: PathBuf,
+    port: u16,
+}
+
+impl Trapd {
+    /// Starts `snmptrapd -f -Lo -n -C -c CONF -M +MIBS -m SNMPv2-MIB:SBC-PAIR-MIB` on
+    /// `udp:127.0.0.1:<fresh port>`, its output in `dir/snmptrapd.out`, and waits until it
+    /// listens.
+    ///
+    /// # Panics
+    /// If `snmptrapd` is missing or does not come up within 10 s.
+    #[must_use]
+    pub fn start(dir: &TestDir) -> Self {
+        let binary = find_tool("snmptrapd");
+        let port = ports::free_port();
+        let conf = dir.file("snmptrapd.conf");
+        std::fs::write(
+            &conf,
+            "authCommunity log public\ndisableAuthorization yes\n",
+        )
+        .expect("write snmptrapd.conf");
+        let out = dir.file("snmptrapd.out");
+        let stdout = std::fs::File::create(&out).expect("create snmptrapd.out");
+        let stderr = std::fs::File::create(dir.file("snmptrapd.err")).expect("snmptrapd.err");
+        let child = Command::new(&binary)
+            .args(["-f", "-Lo", "-n", "-C", "-c"])
+            .arg(&conf)
+            .arg("-M")
+            .arg(format!("+{}:/usr/share/snmp/mibs", mib_dir().display()))
+            .args(["-m", "SNMPv2-MIB:SBC-PAIR-MIB"])
+            .arg(format!("udp:127.0.0.1:{port}"))
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
+        let trapd = Self {
+            child: Some(child),
+            out,
+            port,
+        };
+        // snmptrapd prints its version once it listens.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !trapd.output().contains("NET-SNMP version") {
+            assert!(
+                Instant::now() < deadline,
+                "snmptrapd did not start on port {port}: {}",
+                trapd.output()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        trapd
+    }
+
+    /// The UDP port it listens on (127.0.0.1).
+    #[must_use]
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Everything it printed so far.
+    #[must_use]
+    pub fn output(&self) -> String {
+        std::fs::read_to_string(&self.out).unwrap_or_default()
+    }
+
+    /// The traps received so far, in order.
+    #[must_use]
+    pub fn traps(&self) -> Vec<ReceivedTrap> {
+        self.output()
+            .lines()
+            .filter(|l| l.contains("SNMPv2-MIB::snmpTrapOID.0"))
+            .map(|l| ReceivedTrap { line: l.to_owned() })
+            .collect()
+    }
+
+    /// The traps named `name` (e.g. `SBC-PAIR-MIB::sbcAlarmTrap`) received so far.
+    #[must_use]
+    pub fn traps_named(&self, name: &str) -> Vec<ReceivedTrap> {
+        self.traps()
+            .into_iter()
+            .filter(|t| t.name() == name)
+            .collect()
+    }
+
+    /// Waits up to `timeout` for the first trap named `name` after the first `skip` of them.
+    ///
+    /// # Panics
+    /// If none arrives, with everything snmptrapd printed.
+    #[must_use]
+    #[track_caller]
+    pub fn wait_trap(&self, name: &str, skip: usize, timeout: Duration) -> ReceivedTrap {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(t) = self.traps_named(name).into_iter().nth(skip) {
+                return t;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no {name} (after {skip}) within {timeout:?}; snmptrapd printed:\n{}",
+                self.output()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Trapd {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // SIGKILL to this child's PID only.
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!("--- snmptrapd output ---\n{}", self.output());
+        }
+    }
+}
+
+/// Runs `snmptranslate -M +<mib dir> -m SNMPv2-MIB:SBC-PAIR-MIB ARGS...`; returns
+/// `(success, stdout, stderr)`.
+///
+/// # Panics
+/// If `snmptranslate` is missing.
+#[must_use]
+pub fn snmptranslate(args: &[&str]) -> (bool, String, String) {
+    let binary = find_tool("snmptranslate");
+    let out = Command::new(&binary)
+        .arg("-M")
+        .arg(format!("+{}", mib_dir().display()))
+        .args(["-m", "SNMPv2-MIB:SBC-PAIR-MIB"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", binary.display()));
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).trim().to_owned(),
+        String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+    )
+}
