@@ -76,7 +76,8 @@ pub struct RedundancyConfig {
     pub config_sync_port: u16,
     /// `sip-port` (1988): the TCP port of dialog (SIP) state sync.
     pub sip_sync_port: u16,
-    /// Optional witness: a node may take over only while it reaches this address.
+    /// Optional witness (`sbc witness`, run with the same shared key): a node may serve only
+    /// while it holds the witness's active lease, which it grants to one node at a time.
     pub witness: Option<SocketAddr>,
     /// The shared key that authenticates heartbeats (HMAC-SHA256); at least 16 bytes.
     pub shared_key: String,

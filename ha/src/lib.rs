@@ -7,6 +7,8 @@
 //! - [`Redundancy`]: the redundancy state machine, sans-IO: heartbeats and timeouts in,
 //!   heartbeats and [`HaEvent`]s out, time passed in. Its module docs give the rules and why
 //!   there are epochs.
+//! - [`witness`]: the witness's lease arbiter, sans-IO: at most one node holds the active lease
+//!   at a time; [`shell::serve_witness_with_key`] runs it on a UDP socket.
 //! - [`sync`]: the frames of the TCP state-sync channel and [`SyncTable`], the replicated
 //!   keyed map of opaque bytes with its merge-union for split-brain convergence.
 //! - [`shell`]: the thin tokio shell: a task that owns one UDP socket per heartbeat path and
@@ -21,10 +23,11 @@
 //! # Data flow
 //!
 //! ```text
-//!            health, force, witness                      HaEvent (mpsc)
+//!            health, force                               HaEvent (mpsc)
 //!  sbc ──────────────────────────────► shell::Heartbeat ───────────────────► sbc
 //!                                       │  ▲  owns Redundancy + UDP sockets
 //!                  heartbeats (UDP) ◄───┘  └─── heartbeats (UDP) from the peer, per path
+//!                  lease probes (UDP) ──► witness (serve_witness_with_key) ──► granted/denied
 //!
 //!  active:  SyncPublisher::upsert/delete ──► SyncServer ══ TCP frames ══► SyncClient ──► SyncTable
 //!                                                                           (standby) └► SyncEvent::Synchronized

@@ -377,6 +377,37 @@ mod tests {
     }
 
     #[test]
+    fn witness_messages_round_trip_and_are_not_heartbeats() {
+        let probe = WitnessProbe {
+            node: NodeId::from_name("sbc1"),
+            incarnation: 7,
+            seq: 3,
+            epoch: 2,
+            want: true,
+            lease_ms: 1050,
+        };
+        let mut out = Vec::new();
+        probe.encode(KEY, &mut out).expect("encode");
+        assert_eq!(WitnessProbe::decode(KEY, &out), Ok(probe));
+        assert_eq!(Heartbeat::decode(KEY, &out), Err(DecodeError::BadMagic));
+        assert_eq!(
+            WitnessProbe::decode(b"another-key-of-16+", &out),
+            Err(DecodeError::BadMac)
+        );
+        let answer = WitnessAnswer {
+            node: NodeId::from_name("sbc1"),
+            incarnation: 7,
+            seq: 3,
+            granted: false,
+            holder: Some(NodeId::from_name("sbc2")),
+            remaining_ms: 400,
+        };
+        answer.encode(KEY, &mut out).expect("encode");
+        assert_eq!(WitnessAnswer::decode(KEY, &out), Ok(answer));
+        assert_eq!(WitnessProbe::decode(KEY, &out), Err(DecodeError::BadMagic));
+    }
+
+    #[test]
     fn authentic_garbage_is_malformed() {
         let mut out = Vec::new();
         out.extend_from_slice(&MAGIC);

@@ -206,27 +206,51 @@ mod tests {
         let t0 = Instant::now();
         let mut w = WitnessArbiter::new(KEY, t0);
         // Quiet period after start.
-        let a = w.handle_probe(t0, &probe("a", 1, true)).unwrap();
+        let a = w.handle_probe(t0, &probe("a", 1, true)).expect("answered");
         assert!(!a.granted && a.holder.is_none());
         let t = t0 + Duration::from_millis(1000);
-        assert!(w.handle_probe(t, &probe("a", 2, true)).unwrap().granted);
-        let b = w.handle_probe(t, &probe("b", 1, true)).unwrap();
+        assert!(
+            w.handle_probe(t, &probe("a", 2, true))
+                .expect("answered")
+                .granted
+        );
+        let b = w.handle_probe(t, &probe("b", 1, true)).expect("answered");
         assert!(!b.granted);
         assert_eq!(b.holder, Some(NodeId::from_name("a")));
         assert_eq!(b.remaining_ms, 1000);
         // Renewed by a, still denied to b.
         let t = t + Duration::from_millis(500);
-        assert!(w.handle_probe(t, &probe("a", 3, true)).unwrap().granted);
+        assert!(
+            w.handle_probe(t, &probe("a", 3, true))
+                .expect("answered")
+                .granted
+        );
         let t = t + Duration::from_millis(999);
-        assert!(!w.handle_probe(t, &probe("b", 2, true)).unwrap().granted);
+        assert!(
+            !w.handle_probe(t, &probe("b", 2, true))
+                .expect("answered")
+                .granted
+        );
         // Expired: b gets it.
         let t = t + Duration::from_millis(1);
-        assert!(w.handle_probe(t, &probe("b", 3, true)).unwrap().granted);
-        assert!(!w.handle_probe(t, &probe("a", 4, true)).unwrap().granted);
+        assert!(
+            w.handle_probe(t, &probe("b", 3, true))
+                .expect("answered")
+                .granted
+        );
+        assert!(
+            !w.handle_probe(t, &probe("a", 4, true))
+                .expect("answered")
+                .granted
+        );
         // Released by b: a gets it at once.
-        let r = w.handle_probe(t, &probe("b", 4, false)).unwrap();
+        let r = w.handle_probe(t, &probe("b", 4, false)).expect("answered");
         assert!(!r.granted && r.holder.is_none());
-        assert!(w.handle_probe(t, &probe("a", 5, true)).unwrap().granted);
+        assert!(
+            w.handle_probe(t, &probe("a", 5, true))
+                .expect("answered")
+                .granted
+        );
     }
 
     #[test]
@@ -235,12 +259,14 @@ mod tests {
         let mut w = WitnessArbiter::new(KEY, t0);
         let t = t0 + Duration::from_secs(2);
         let mut d = Vec::new();
-        probe("a", 1, true).encode(KEY, &mut d).unwrap();
-        assert!(w.handle_datagram(t, &d).unwrap().is_some());
+        probe("a", 1, true).encode(KEY, &mut d).expect("encode");
+        assert!(w.handle_datagram(t, &d).expect("answered").is_some());
         assert_eq!(w.handle_datagram(t, &d), Ok(None), "replay");
         assert_eq!(w.counters().stale, 1);
         let mut f = Vec::new();
-        probe("b", 1, true).encode(b"wrong-key-0123456789", &mut f).unwrap();
+        probe("b", 1, true)
+            .encode(b"wrong-key-0123456789", &mut f)
+            .expect("answered");
         assert_eq!(w.handle_datagram(t, &f), Err(DecodeError::BadMac));
         assert_eq!(w.holder(t).map(|l| l.node), Some(NodeId::from_name("a")));
         // A restarted holder (newer incarnation) keeps the lease.
@@ -249,6 +275,6 @@ mod tests {
             seq: 1,
             ..probe("a", 1, true)
         };
-        assert!(w.handle_probe(t, &p).unwrap().granted);
+        assert!(w.handle_probe(t, &p).expect("answered").granted);
     }
 }

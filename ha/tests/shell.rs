@@ -197,3 +197,101 @@ async fn sync_channel_carries_snapshot_and_changes() {
         publisher.table().snapshot()
     );
 }
+
+/// A UDP port on loopback that nothing listens on (bound, then closed).
+async fn black_hole() -> std::net::SocketAddr {
+    let s = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    s.local_addr().unwrap()
+}
+
+#[tokio::test]
+async fn witness_lease_allows_one_active_when_heartbeats_are_black_holed() {
+    let key = "loopback-witness-key-0123456789";
+    let witness_socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let witness = witness_socket.local_addr().unwrap();
+    let server = tokio::spawn(shell::serve_witness_with_key(witness_socket, key));
+
+    let own = [
+        UdpSocket::bind("127.0.0.1:0").await.unwrap(),
+        UdpSocket::bind("127.0.0.1:0").await.unwrap(),
+    ];
+    let own_addrs: Vec<_> = own.iter().map(|s| s.local_addr().unwrap()).collect();
+    let holes = [black_hole().await, black_hole().await];
+    let names = ["a", "b"];
+    let mut handles = Vec::new();
+    for (i, socket) in own.into_iter().enumerate() {
+        // Each node's view: its own real address, the peer's heartbeat address a black hole.
+        let entry = |n: usize, addr| PeerConfig {
+            name: names[n].into(),
+            peer_type: if n == 0 {
+                PeerType::Primary
+            } else {
+                PeerType::Secondary
+            },
+            destinations: vec![addr],
+        };
+        let cfg = RedundancyConfig {
+            advertisement_time_ms: 100,
+            initial_time_ms: 300,
+            becoming_active_time_ms: 20,
+            shared_key: key.into(),
+            witness: Some(witness),
+            peers: vec![entry(i, own_addrs[i]), entry(1 - i, holes[1 - i])],
+            ..RedundancyConfig::default()
+        };
+        let m = Redundancy::new(&cfg, names[i], 1, Instant::now()).unwrap();
+        handles.push(shell::spawn(&cfg, m, vec![socket]));
+    }
+
+    // Exactly one becomes active (the witness grants one lease), and the other never does.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let active = loop {
+        let states: Vec<State> = handles.iter().map(|h| h.status().state).collect();
+        assert!(
+            states.iter().filter(|s| **s == State::Active).count() <= 1,
+            "{states:?}"
+        );
+        if let Some(i) = states.iter().position(|s| *s == State::Active) {
+            break i;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "nobody active: {states:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    let other = 1 - active;
+    let until = tokio::time::Instant::now() + Duration::from_millis(1500);
+    while tokio::time::Instant::now() < until {
+        assert_eq!(handles[active].status().state, State::Active);
+        assert_ne!(handles[other].status().state, State::Active);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(handles[active].status().lease, Some(true));
+    assert_eq!(handles[other].status().lease, Some(false));
+    assert!(
+        !handles[other].status().peer_alive,
+        "heartbeats are black-holed"
+    );
+
+    // The active dies: its lease runs out (dead time, 210 ms, from its last renewal at most one
+    // advertisement-time before) and the other gets it.
+    let t = Instant::now();
+    let mut survivor = handles.remove(other);
+    drop(handles);
+    wait_for(&mut survivor, State::Active, Duration::from_secs(3)).await;
+    assert_eq!(survivor.status().lease, Some(true));
+    let took = t.elapsed();
+    assert!(
+        took >= Duration::from_millis(80) && took < Duration::from_millis(1500),
+        "takeover after {took:?}"
+    );
+    server.abort();
+}
+
+#[tokio::test]
+async fn serve_witness_without_a_key_refuses_to_run() {
+    let s = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let e = shell::serve_witness(s).await.unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+}

@@ -113,6 +113,20 @@ pub enum DialogChange {
     Delete(u64),
 }
 
+/// Something the engine does 64·T1 after a dialog ended.
+///
+/// A dialog's end is replicated to the standby only after it lingered, so that a BYE whose
+/// answer was lost in a switchover (the former active relayed it, then released the address
+/// before the 200 reached the caller) finds the dialog, in `Terminating`, on the new active:
+/// the retransmitted BYE is then answered 200 there instead of 481.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lingering {
+    /// Stream the dialog's deletion to the standby.
+    ReplicateDelete(u64),
+    /// Forget a replicated dialog that arrived in `Terminating`.
+    Forget(u64),
+}
+
 /// Whether a new request may enter the engine (the overload-control seam).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Admission {
@@ -347,6 +361,11 @@ pub struct Engine {
     via_sent_by: Vec<String>,
     calls: HashMap<u64, Call>,
     changes: VecDeque<DialogChange>,
+    /// Dialog ends not replicated yet, and replicated dialogs in `Terminating` to forget, in time
+    /// order (both after 64·T1; see [`Lingering`]).
+    lingering: VecDeque<(Instant, Lingering)>,
+    /// The time last passed in (the engine has no clock of its own).
+    now: Option<Instant>,
     dialogs: HashMap<(String, String), (u64, Side)>,
     server: HashMap<ServerKey, ServerEntry>,
     client: HashMap<ClientKey, ClientEntry>,
@@ -369,6 +388,8 @@ impl Engine {
             via_sent_by,
             calls: HashMap::new(),
             changes: VecDeque::new(),
+            lingering: VecDeque::new(),
+            now: None,
             dialogs: HashMap::new(),
             server: HashMap::new(),
             client: HashMap::new(),
@@ -402,7 +423,16 @@ impl Engine {
     /// is replaced (a newer copy of the same call).
     pub fn install_dialog(&mut self, dialog: Dialog) {
         let id = dialog.id;
-        self.remove_call_quietly(id);
+        if self.calls.contains_key(&id) {
+            // This engine already serves the call: its own state is the newest.
+            return;
+        }
+        if dialog.state == DialogState::Terminating {
+            if let Some(now) = self.now {
+                self.lingering
+                    .push_back((now + self.cfg.timers.t64(), Lingering::Forget(id)));
+            }
+        }
         self.dialogs.insert(
             (
                 dialog.caller.call_id.clone(),
@@ -501,11 +531,17 @@ impl Engine {
     /// When [`Engine::handle_timeout`] should be called next.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.timers.peek().map(|Reverse((t, _))| *t)
+        let timer = self.timers.peek().map(|Reverse((t, _))| *t);
+        let linger = self.lingering.front().map(|(t, _)| *t);
+        match (timer, linger) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Processes one received message.
     pub fn handle_inbound(&mut self, now: Instant, inbound: Inbound) {
+        self.now = Some(now);
         if inbound.data.iter().all(|b| *b == b'\r' || *b == b'\n') {
             return; // keep-alive
         }
@@ -530,6 +566,19 @@ impl Engine {
 
     /// Fires every timer due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = Some(now);
+        while let Some((at, what)) = self.lingering.front().copied() {
+            if at > now {
+                break;
+            }
+            self.lingering.pop_front();
+            match what {
+                Lingering::ReplicateDelete(id) => {
+                    self.changes.push_back(DialogChange::Delete(id));
+                }
+                Lingering::Forget(id) => self.remove_call_quietly(id),
+            }
+        }
         while let Some(Reverse((at, id))) = self.timers.peek().copied() {
             if at > now {
                 break;
@@ -986,6 +1035,14 @@ impl Engine {
             self.answer(inbound, &msg, 481, None);
             return;
         };
+        if method == Method::Bye && call.dialog.state == DialogState::Terminating {
+            // The call is already ending (a BYE crossed this one, or this is the retransmission
+            // of a BYE the former active relayed before a switchover): end it here.
+            debug!(call_id = %call.dialog.caller.call_id, "BYE on an ending dialog answered locally");
+            self.answer(inbound, &msg, 200, None);
+            self.remove_call(id);
+            return;
+        }
         if matches!(method, Method::Invite | Method::Update) {
             if let Some(target) = msg.contact_uri() {
                 call.dialog.leg_mut(side).remote_target = target.to_owned();
@@ -1585,7 +1642,12 @@ impl Engine {
         if let Some(call) = self.calls.remove(&id) {
             let d = &call.dialog;
             if matches!(d.state, DialogState::Confirmed | DialogState::Terminating) {
-                self.changes.push_back(DialogChange::Delete(id));
+                match self.now {
+                    Some(now) => self
+                        .lingering
+                        .push_back((now + self.cfg.timers.t64(), Lingering::ReplicateDelete(id))),
+                    None => self.changes.push_back(DialogChange::Delete(id)),
+                }
             }
             self.dialogs
                 .remove(&(d.caller.call_id.clone(), d.caller.local_tag.clone()));

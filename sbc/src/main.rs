@@ -65,12 +65,19 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Run a split-brain witness for a pair (`redundancy-config witness`): a node may only take
-    /// over while the witness answers it.
+    /// Run the split-brain witness of a pair (`redundancy-config witness`): it grants the
+    /// active lease to one node at a time, and a node may only be active while it holds it.
+    /// It must run with the pair's shared key.
     Witness {
         /// UDP address to listen on.
         #[arg(long, value_name = "ADDR:PORT")]
         listen: SocketAddr,
+        /// The pair's shared key (or use --config to read redundancy-config shared-key).
+        #[arg(long, env = "SBC_SHARED_KEY", conflicts_with = "config")]
+        shared_key: Option<String>,
+        /// A node's configuration file to read the shared key from.
+        #[arg(long, short)]
+        config: Option<PathBuf>,
     },
     /// Check a configuration file and print it with every default filled in.
     VerifyConfig {
@@ -150,7 +157,21 @@ fn main() -> anyhow::Result<ExitCode> {
             commands,
             json,
         } => sbc::acli_client::run(&mgmt_socket, &commands, json),
-        Command::Witness { listen } => {
+        Command::Witness {
+            listen,
+            shared_key,
+            config,
+        } => {
+            let key = match (shared_key, config) {
+                (Some(k), _) => k,
+                (None, Some(path)) => load(Some(&path))?.redundancy.shared_key,
+                (None, None) => anyhow::bail!(
+                    "the witness needs the pair's shared key: --shared-key KEY or --config FILE"
+                ),
+            };
+            if key.len() < 16 {
+                anyhow::bail!("the shared key must be at least 16 bytes, as in redundancy-config");
+            }
             tracing_subscriber::fmt()
                 .with_writer(std::io::stderr)
                 .with_env_filter(
@@ -165,7 +186,7 @@ fn main() -> anyhow::Result<ExitCode> {
                 let socket = tokio::net::UdpSocket::bind(listen).await?;
                 println!("sbc witness ready on {listen}");
                 tokio::select! {
-                    r = sbc_ha::shell::serve_witness(socket) => r.map_err(anyhow::Error::from),
+                    r = sbc_ha::shell::serve_witness_with_key(socket, key.as_bytes()) => r.map_err(anyhow::Error::from),
                     _ = shutdown_signal() => Ok(()),
                 }
             })?;

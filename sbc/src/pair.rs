@@ -140,6 +140,7 @@ pub fn config_version(cfg: &Config) -> u64 {
 struct Tasks {
     server: Option<JoinHandle<()>>,
     client: Option<JoinHandle<()>>,
+    reconcile: Option<JoinHandle<()>>,
 }
 
 impl Pair {
@@ -292,6 +293,18 @@ impl Pair {
                 s.state.as_str()
             ));
         }
+        if s.state == State::Active {
+            match s.peer.as_ref().map(|p| p.state) {
+                Some(State::Standby) if s.peer_alive => {}
+                Some(other) if s.peer_alive => {
+                    return Err(format!(
+                        "the peer is {}: not available for a switchover",
+                        other.as_str()
+                    ));
+                }
+                _ => return Err("the peer is not heard: no switchover possible".to_owned()),
+            }
+        }
         self.commands
             .send(Command::ForceSwitchover)
             .map_err(|_| "the redundancy task has stopped".to_owned())
@@ -373,7 +386,15 @@ impl Pair {
             HaEvent::TakeServiceAddress => self.take_service_address().await,
             HaEvent::BecomeActive => self.become_active(),
             HaEvent::BecomeStandby | HaEvent::RequestSnapshot => self.become_standby(false),
-            HaEvent::ExchangeSnapshot => self.become_standby(true),
+            HaEvent::ExchangeSnapshot => {
+                // After a partition heals, only the node that yields exchanges its table (as a
+                // sync client of the survivor, which merges it): the survivor keeps serving.
+                if matches!(self.status().state, State::Active | State::BecomingActive) {
+                    info!("partition healed: the peer yields and sends its dialogs to merge");
+                } else {
+                    self.become_standby(true);
+                }
+            }
             HaEvent::OutOfService { reason } => {
                 warn!(reason = reason.as_str(), "out of service");
                 run_hook("notify-fault", &self.hooks.fault).await;
@@ -406,18 +427,25 @@ impl Pair {
         }
         // A virtual IP moves here first, then the ports are bound on it.
         run_hook("notify-active", &self.hooks.active).await;
-        // The former active may still hold the ports for a moment: retry, bounded.
-        let deadline = Instant::now() + Duration::from_secs(5);
+        // The former active may still hold the ports for a moment (or, after a partition, until
+        // it yields): retry for as long as this node is the one that should serve.
+        let started = Instant::now();
+        let mut delay = Duration::from_millis(10);
+        let mut warned = false;
         loop {
             match self.node.bind_interfaces().await {
                 Ok(()) => break,
-                Err(e) if Instant::now() < deadline => {
-                    debug!(error = %e, "service address still held; retrying");
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
                 Err(e) => {
-                    warn!(error = %e, "could not take the service address");
-                    return;
+                    if !matches!(self.status().state, State::Active | State::BecomingActive) {
+                        info!("no longer taking over: service address left to the peer");
+                        return;
+                    }
+                    if !warned && started.elapsed() > Duration::from_secs(2) {
+                        warn!(error = %e, "service address still held by another process; retrying");
+                        warned = true;
+                    }
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_millis(250));
                 }
             }
         }
@@ -445,6 +473,36 @@ impl Pair {
         if let Ok(mut p) = self.publisher.lock() {
             *p = Some(publisher.clone());
         }
+        let me = self.clone();
+        let watched = publisher.clone();
+        tasks.reconcile = Some(tokio::spawn(async move {
+            // Dialogs merged from the peer after a partition reach the table, not the workers:
+            // install every entry the workers have not seen (bounded work: only when the table
+            // grew).
+            let mut known = std::collections::HashSet::new();
+            let mut seen_len = 0usize;
+            let mut tick = tokio::time::interval(Duration::from_millis(500));
+            loop {
+                tick.tick().await;
+                let table = watched.table();
+                if table.len() == seen_len {
+                    continue;
+                }
+                seen_len = table.len();
+                let mut installed = 0usize;
+                for (key, value) in table.iter() {
+                    if known.insert(key.to_vec()) {
+                        if let Ok(d) = decode_dialog(value) {
+                            me.node.apply_replica(DialogChange::Upsert(Box::new(d)));
+                            installed += 1;
+                        }
+                    }
+                }
+                if installed > 0 {
+                    debug!(installed, "dialogs from the sync table installed");
+                }
+            }
+        }));
         let (addr, node, epoch) = (self.my_sync, self.node_id, self.status().epoch);
         tasks.server = Some(tokio::spawn(async move {
             // The previous server may be releasing the port: retry, bounded.
@@ -473,6 +531,9 @@ impl Pair {
         };
         if let Some(s) = tasks.server.take() {
             s.abort();
+        }
+        if let Some(r) = tasks.reconcile.take() {
+            r.abort();
         }
         if let Ok(mut p) = self.publisher.lock() {
             if let Some(publisher) = p.take() {

@@ -774,7 +774,7 @@ impl Witness {
         };
         let ready = rx.recv_timeout(Duration::from_secs(10)).is_ok();
         // The ready line may come before a failure (a missing key): give it a moment.
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(Duration::from_millis(500));
         let exited = w.child.as_mut().and_then(|c| c.try_wait().ok().flatten());
         if !ready || exited.is_some() {
             w.stop();
@@ -784,6 +784,22 @@ impl Witness {
             );
         }
         w
+    }
+
+    /// Panics, with the tail of its stderr, if it has exited.
+    #[track_caller]
+    pub fn assert_alive(&mut self) {
+        let exited = self
+            .child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten());
+        if let Some(status) = exited {
+            panic!(
+                "sbc witness exited with {status}\n--- {} ---\n{}",
+                self.log.display(),
+                tail_of_file(&self.log, 20)
+            );
+        }
     }
 
     /// Stops it (SIGKILL to its PID) and reaps it.
@@ -962,6 +978,8 @@ fn pump(
     end: Instant,
 ) {
     let _ = from.set_read_timeout(Some(Duration::from_millis(50)));
+    // A receiver that stops reading must not block this thread for ever.
+    let _ = to.set_write_timeout(Some(Duration::from_secs(2)));
     let mut buf = vec![0u8; 65_536];
     let (mut from_r, mut to_w) = (from, to);
     while !stop.load(Ordering::SeqCst) && Instant::now() < end {

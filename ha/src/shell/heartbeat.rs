@@ -100,9 +100,7 @@ pub fn spawn(config: &RedundancyConfig, machine: Redundancy, sockets: Vec<UdpSoc
     let (ev_tx, ev_rx) = mpsc::unbounded_channel();
     let (st_tx, st_rx) = watch::channel(machine.status());
     let span = tracing::info_span!("ha", node = %machine.status().name);
-    let task = tokio::spawn(
-        run(machine, sockets, witness, cmd_rx, ev_tx, st_tx).instrument(span),
-    );
+    let task = tokio::spawn(run(machine, sockets, witness, cmd_rx, ev_tx, st_tx).instrument(span));
     HaHandle {
         commands: cmd_tx,
         events: ev_rx,

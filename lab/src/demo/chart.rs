@@ -209,10 +209,7 @@ pub(crate) fn svg(title: &str, subtitle: &str, samples: &[Sample], markers: &[Ma
     };
     let max_of = |f: &dyn Fn(&Sample) -> f64| samples.iter().map(f).fold(0.0, f64::max);
     let cps_max = max_of(&|s| s.cps_attempted.max(s.cps_answered));
-    let calls_max = max_of(&|s| {
-        (s.established as f64)
-            .max(s.dialogs.unwrap_or(0) as f64)
-    });
+    let calls_max = max_of(&|s| (s.established as f64).max(s.dialogs.unwrap_or(0) as f64));
     let mem_max = max_of(&|s| s.memory[0].unwrap_or(0.0).max(s.memory[1].unwrap_or(0.0)));
     let nice_max = |m: f64, floor: f64| {
         let m = m.max(floor) * 1.1;

@@ -441,15 +441,21 @@ impl Demo {
         let mut quiet = false;
         match name.as_str() {
             "sbcAlarmTrap" => {
+                let severity = t.word("sbcAlarmSeverity").to_owned();
                 if self.times.alarm.is_none() {
                     self.times.alarm = Some(t.at);
-                    self.mark(t.at, "alarm raised", "#d4b106");
+                    self.mark(t.at, &format!("alarm raised ({severity})"), "#d4b106");
+                } else if severity == "major" && !self.markers.iter().any(|m| m.label == "major") {
+                    self.mark(t.at, "major", "#e8740c");
                 }
-                if t.word("sbcAlarmSeverity") == "critical" {
+                if severity == "critical" {
                     self.critical_traps += 1;
                     match self.critical_traps {
                         1 => {
                             self.times.first_critical = Some(t.at);
+                            if self.times.alarm != Some(t.at) {
+                                self.mark(t.at, "1st critical reading", "#d62728");
+                            }
                             text.push_str("\n       first critical reading: stored; a second one switches over");
                         }
                         2 => {
@@ -468,7 +474,8 @@ impl Demo {
                 }
             }
             "sbcHealthTrap"
-                if t.trap.get("sbcHealthScore") == Some("0") && self.times.health_drop.is_none() =>
+                if t.trap.get("sbcHealthScore") == Some("0")
+                    && self.times.health_drop.is_none() =>
             {
                 self.times.health_drop = Some(t.at);
                 self.mark(t.at, &format!("{node} health 100 -> 0"), "#9467bd");
@@ -640,7 +647,10 @@ impl Demo {
                 } else {
                     let since = self.times.stop_calls.map_or(Duration::ZERO, |t| now - t);
                     if since > self.plan.hold + Duration::from_secs(40) {
-                        bail!("calls still in progress {} after new calls stopped", secs(since));
+                        bail!(
+                            "calls still in progress {} after new calls stopped",
+                            secs(since)
+                        );
                     }
                 }
             }
@@ -721,8 +731,13 @@ impl Demo {
         self.established_at_switch = s.active;
         self.completed_at_switch = s.completed;
         let since = |x: Option<Instant>, what: &str| {
-            x.map(|x| format!(", {} after the {what}", secs(at.saturating_duration_since(x))))
-                .unwrap_or_default()
+            x.map(|x| {
+                format!(
+                    ", {} after the {what}",
+                    secs(at.saturating_duration_since(x))
+                )
+            })
+            .unwrap_or_default()
         };
         self.event_at(
             at,
@@ -770,7 +785,10 @@ impl Demo {
                 .text("show health")
                 .await
                 .unwrap_or_else(|e| format!("(show health failed: {e})"));
-            let red = self.mgmt[a].data("show redundancy").await.unwrap_or_default();
+            let red = self.mgmt[a]
+                .data("show redundancy")
+                .await
+                .unwrap_or_default();
             self.former_ineligible = health.contains("NOT AVAILABLE")
                 || red["ineligible_until_restart"].as_bool() == Some(true);
             let lines: Vec<String> = health
@@ -959,16 +977,15 @@ impl Demo {
             .completed
             .saturating_sub(self.completed_at_switch)
             .min(self.established_at_switch);
-        let new_calls = self
-            .new_active
-            .map_or(0, |b| self.views[b].answered.saturating_sub(self.answered_before_switch));
+        let new_calls = self.new_active.map_or(0, |b| {
+            self.views[b]
+                .answered
+                .saturating_sub(self.answered_before_switch)
+        });
         let chart_ok = chart.is_ok();
         let all_ended = uac.in_progress == 0 && uac.attempted > 0;
-        let ok = error.is_none()
-            && uac.failed == 0
-            && all_ended
-            && tm.switchover.is_some()
-            && chart_ok;
+        let ok =
+            error.is_none() && uac.failed == 0 && all_ended && tm.switchover.is_some() && chart_ok;
         let f = |x: Option<f64>| x.map_or("-".to_owned(), |x| format!("{x:.2} s"));
         let name = |i: Option<usize>| i.map_or("-", |i| NAMES[i]);
         println!();
@@ -988,6 +1005,18 @@ impl Demo {
             "  calls completed (BYE 200)       {} (still in progress: {})",
             uac.completed, uac.in_progress
         );
+        println!(
+            "  INVITE -> 200 (caller)          p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+            uac.invite_to_200.p50_ms, uac.invite_to_200.p99_ms, uac.invite_to_200.max_ms
+        );
+        if uac.failed > 0 && tm.switchover.is_some() {
+            println!(
+                "  note: only confirmed dialogs are replicated to the standby; a call whose INVITE \
+                 was still in transit through the active when it released the service address \
+                 (its 200 reaching the new active, which has no transaction for it) fails as \
+                 `timeout`"
+            );
+        }
         println!(
             "  callee side (lab UAS)           {} answered, {} completed, {} failed",
             uas.answered, uas.completed, uas.failed
@@ -1037,10 +1066,7 @@ impl Demo {
             ),
             Err(e) => println!("  chart                           NOT WRITTEN: {e}"),
         }
-        println!(
-            "  node configurations and logs    {}",
-            self.dir.display()
-        );
+        println!("  node configurations and logs    {}", self.dir.display());
         if let Some(e) = &error {
             println!("  error                           {e}");
         }
@@ -1066,6 +1092,8 @@ impl Demo {
                 "failures": uac.failures,
                 "uas_answered": uas.answered,
                 "uas_failed": uas.failed,
+                "invite_to_200_p50_ms": uac.invite_to_200.p50_ms,
+                "invite_to_200_p99_ms": uac.invite_to_200.p99_ms,
                 "first_active": self.first_active.map(|i| NAMES[i]),
                 "new_active": self.new_active.map(|i| NAMES[i]),
                 "established_at_switchover": self.established_at_switch,

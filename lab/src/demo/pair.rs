@@ -280,7 +280,10 @@ impl NodeProcess {
         if let Ok(pid) = i32::try_from(self.pid) {
             let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
         }
-        if tokio::time::timeout(grace, self.child.wait()).await.is_err() {
+        if tokio::time::timeout(grace, self.child.wait())
+            .await
+            .is_err()
+        {
             let _ = self.child.start_kill();
             let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
         }
@@ -298,7 +301,10 @@ pub(crate) fn tail(path: &Path, n: usize) -> String {
 /// request bounded in time.
 pub(crate) struct Mgmt {
     path: PathBuf,
-    conn: Option<(BufReader<tokio::net::unix::OwnedReadHalf>, tokio::net::unix::OwnedWriteHalf)>,
+    conn: Option<(
+        BufReader<tokio::net::unix::OwnedReadHalf>,
+        tokio::net::unix::OwnedWriteHalf,
+    )>,
 }
 
 impl Mgmt {
@@ -350,7 +356,12 @@ impl Mgmt {
 
     /// The `data` of a JSON command.
     pub(crate) async fn data(&mut self, line: &str) -> anyhow::Result<Value> {
-        Ok(self.exec(line).await?.get("data").cloned().unwrap_or(Value::Null))
+        Ok(self
+            .exec(line)
+            .await?
+            .get("data")
+            .cloned()
+            .unwrap_or(Value::Null))
     }
 
     /// The text output of a command.

@@ -106,7 +106,10 @@ pub(crate) fn spawn(
                     }
                 }
                 Err(e) => {
-                    if bad.send(format!("undecodable datagram from {from}: {e}")).is_err() {
+                    if bad
+                        .send(format!("undecodable datagram from {from}: {e}"))
+                        .is_err()
+                    {
                         return;
                     }
                 }

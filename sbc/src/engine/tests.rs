@@ -581,7 +581,38 @@ fn a_confirmed_dialog_moves_to_another_engine_and_bye_still_works() {
         last = Some(c);
     }
     assert!(
-        matches!(last, Some(DialogChange::Delete(_))),
-        "the end is replicated"
+        !matches!(last, Some(DialogChange::Delete(_))),
+        "the end lingers 64*T1 before it is replicated"
     );
+    standby.advance(Duration::from_secs(33));
+    while let Some(c) = standby.engine.poll_dialog_change() {
+        last = Some(c);
+    }
+    assert!(
+        matches!(last, Some(DialogChange::Delete(_))),
+        "then the end is replicated"
+    );
+}
+
+#[test]
+fn a_bye_retransmitted_after_a_switchover_mid_bye_gets_200_not_481() {
+    // The former active relayed the caller's BYE (the dialog replicated as Terminating), then
+    // released the address before its 200 reached the caller.
+    let mut w = World::new();
+    let tag = establish(&mut w);
+    w.caller_sends(&caller_in_dialog("BYE", 2, "z9hG4bKbye", &tag));
+    let mut terminating = None;
+    while let Some(c) = w.engine.poll_dialog_change() {
+        if let DialogChange::Upsert(d) = c {
+            terminating = Some(d);
+        }
+    }
+    let dialog = terminating.expect("the BYE's dialog change is replicated");
+    assert_eq!(dialog.state, DialogState::Terminating);
+    let mut standby = World::new();
+    standby.engine.install_dialog(*dialog);
+    standby.caller_sends(&caller_in_dialog("BYE", 2, "z9hG4bKbye", &tag));
+    assert_eq!(standby.codes_to_caller(), vec![200]);
+    assert!(standby.to_callee.is_empty(), "not relayed a second time");
+    assert_eq!(standby.engine.call_count(), 0);
 }
