@@ -141,6 +141,9 @@ pub enum Admission {
         /// Largest Retry-After.
         retry_after_max: u32,
     },
+    /// Drop new requests without an answer: this node is handing the service address over, and
+    /// the caller's retransmission (after T1) reaches the new active.
+    Drop,
 }
 
 /// Counters of one engine.
@@ -170,6 +173,8 @@ pub struct Stats {
     pub rejected_503: u64,
     /// 408s sent because the next hop did not answer.
     pub timeouts: u64,
+    /// New requests dropped unanswered while handing the service address over.
+    pub handover_dropped: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -490,6 +495,25 @@ impl Engine {
         self.calls.len()
     }
 
+    /// Transactions still waiting for a final response.
+    pub fn pending_count(&self) -> usize {
+        self.server.values().filter(|e| !e.txn.is_final()).count()
+            + self
+                .client
+                .values()
+                .filter(|e| match &e.txn {
+                    ClientTxn::Invite(t) => matches!(
+                        t.state(),
+                        ClientInviteState::Calling | ClientInviteState::Proceeding
+                    ),
+                    ClientTxn::NonInvite(t) => matches!(
+                        t.state(),
+                        ClientNonInviteState::Trying | ClientNonInviteState::Proceeding
+                    ),
+                })
+                .count()
+    }
+
     /// Number of live transactions.
     pub fn transaction_count(&self) -> usize {
         self.server.len() + self.client.len()
@@ -757,6 +781,12 @@ impl Engine {
         if self.draining {
             self.stats.rejected_503 += 1;
             self.answer(inbound, &msg, 503, Some(("Retry-After", "5".into())));
+            return;
+        }
+        if self.admission == Admission::Drop {
+            // Handing the service address over: the caller's retransmission reaches the next
+            // active, which serves the call from its start.
+            self.stats.handover_dropped += 1;
             return;
         }
         if let Admission::Reject {

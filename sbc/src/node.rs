@@ -128,6 +128,8 @@ pub struct WorkerSnapshot {
     pub transactions: usize,
     /// Messages waiting in its queue.
     pub queued: usize,
+    /// Transactions waiting for a final response.
+    pub pending: usize,
     /// Its dialogs, when asked for.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub dialogs: Vec<crate::sip::dialog::Dialog>,
@@ -451,6 +453,33 @@ impl Node {
         self.set_admission(admission);
     }
 
+    /// Prepares a handover of the service address: new requests are dropped unanswered (their
+    /// retransmissions reach the next active) while the transactions in progress finish, for at
+    /// most `bound`. Returns how many were still pending at the end.
+    pub async fn drain_for_handover(&self, bound: Duration) -> usize {
+        self.set_admission(Admission::Drop);
+        let deadline = Instant::now() + bound;
+        loop {
+            let pending: usize = self.snapshots(false).await.iter().map(|s| s.pending).sum();
+            if pending == 0 || Instant::now() >= deadline {
+                return pending;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Ends a handover drain: new requests are admitted again (or refused, if a reason holds).
+    pub fn end_handover_drain(&self) {
+        let admission = match self.admission.lock() {
+            Ok(g) if !g.reasons.is_empty() => Admission::Reject {
+                retry_after_min: g.retry_after.0,
+                retry_after_max: g.retry_after.1,
+            },
+            _ => Admission::Accept,
+        };
+        self.set_admission(admission);
+    }
+
     /// Why new requests are refused now (empty: they are accepted).
     pub fn admission_reasons(&self) -> Vec<&'static str> {
         self.admission
@@ -542,6 +571,7 @@ pub fn add_stats(a: &Stats, b: &Stats) -> Stats {
         stray_responses: a.stray_responses + b.stray_responses,
         rejected_503: a.rejected_503 + b.rejected_503,
         timeouts: a.timeouts + b.timeouts,
+        handover_dropped: a.handover_dropped + b.handover_dropped,
     }
 }
 
@@ -584,6 +614,7 @@ fn worker_loop(index: usize, mut engine: Engine, rx: mpsc::Receiver<WorkerMsg>, 
                         calls: engine.call_count(),
                         transactions: engine.transaction_count(),
                         queued: shared.queued[index].load(Ordering::Relaxed),
+                        pending: engine.pending_count(),
                         dialogs: if dialogs {
                             engine.dialogs().cloned().collect()
                         } else {

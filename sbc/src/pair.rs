@@ -31,6 +31,11 @@ use crate::engine::DialogChange;
 use crate::node::Node;
 use crate::sip::dialog::Dialog;
 
+/// How long a node handing the service address over waits for its calls in setup to finish
+/// (INVITE transactions answered) before it releases the address. The peer retries binding
+/// meanwhile; in-dialog traffic is still served here.
+const HANDOVER_DRAIN: Duration = Duration::from_millis(1500);
+
 /// Maps the configuration's `redundancy-config` onto the HA crate's.
 pub fn ha_config(cfg: &Config) -> sbc_ha::RedundancyConfig {
     let r = &cfg.redundancy;
@@ -380,6 +385,15 @@ impl Pair {
                 self.alarms.sink().send(trap);
             }
             HaEvent::ReleaseServiceAddress => {
+                // Let calls being set up finish here (their 200s come back to this node); new
+                // INVITEs are dropped so that their retransmissions reach the new active.
+                let left = self.node.drain_for_handover(HANDOVER_DRAIN).await;
+                if left > 0 {
+                    warn!(
+                        pending = left,
+                        "handover: transactions still pending at release"
+                    );
+                }
                 self.node.release_interfaces().await;
                 run_hook("notify-standby", &self.hooks.standby).await;
             }
@@ -425,6 +439,7 @@ impl Pair {
                 Err(e) => warn!(error = %e, "replicated dialog could not be decoded"),
             }
         }
+        self.node.end_handover_drain();
         // A virtual IP moves here first, then the ports are bound on it.
         run_hook("notify-active", &self.hooks.active).await;
         // The former active may still hold the ports for a moment (or, after a partition, until
