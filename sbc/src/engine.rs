@@ -207,6 +207,18 @@ struct ReplyTo {
     dest: SocketAddr,
 }
 
+impl ReplyTo {
+    /// `payload` sent back the way the request came.
+    fn transmit(&self, payload: Bytes) -> Transmit {
+        Transmit {
+            interface: self.interface,
+            transport: self.transport,
+            dest: self.dest,
+            payload,
+        }
+    }
+}
+
 /// The headers a response to a request must echo.
 #[derive(Debug, Clone)]
 struct ResponseContext {
@@ -636,12 +648,8 @@ impl Engine {
                 );
                 self.stats.malformed_answered += 1;
                 debug!(source = %inbound.source, error = %err, "malformed request answered");
-                self.out.push_back(Transmit {
-                    interface: inbound.interface,
-                    transport: inbound.transport,
-                    dest: inbound.source,
-                    payload: w.finish(b""),
-                });
+                self.out
+                    .push_back(Self::reply_to(inbound).transmit(w.finish(b"")));
             }
             None => {
                 self.stats.malformed_dropped += 1;
@@ -672,12 +680,8 @@ impl Engine {
         if let Some((name, value)) = extra {
             w.header(name, value);
         }
-        self.out.push_back(Transmit {
-            interface: inbound.interface,
-            transport: inbound.transport,
-            dest: inbound.source,
-            payload: w.finish(b""),
-        });
+        self.out
+            .push_back(Self::reply_to(inbound).transmit(w.finish(b"")));
     }
 
     fn on_request(&mut self, now: Instant, inbound: &Inbound, msg: SipMessage) {
@@ -729,12 +733,7 @@ impl Engine {
             self.stats.retransmissions_absorbed += 1;
             if r == ServerRequest::ResendLastResponse {
                 if let Some(last) = entry.last_response.clone() {
-                    self.out.push_back(Transmit {
-                        interface: entry.reply.interface,
-                        transport: entry.reply.transport,
-                        dest: entry.reply.dest,
-                        payload: last,
-                    });
+                    self.out.push_back(entry.reply.transmit(last));
                 }
             }
             return;
@@ -1157,12 +1156,7 @@ impl Engine {
         if let Some(entry) = self.server.get(&key) {
             self.stats.retransmissions_absorbed += 1;
             if let Some(last) = entry.last_response.clone() {
-                self.out.push_back(Transmit {
-                    interface: entry.reply.interface,
-                    transport: entry.reply.transport,
-                    dest: entry.reply.dest,
-                    payload: last,
-                });
+                self.out.push_back(entry.reply.transmit(last));
             }
             return;
         }
@@ -1634,12 +1628,7 @@ impl Engine {
         let payload = w.finish(&msg.body);
         entry.last_response = Some(payload.clone());
         entry.txn.send_response(now, code);
-        let tx = Transmit {
-            interface: entry.reply.interface,
-            transport: entry.reply.transport,
-            dest: entry.reply.dest,
-            payload,
-        };
+        let tx = entry.reply.transmit(payload);
         self.out.push_back(tx.clone());
         self.arm_server(skey);
         Some(tx)
@@ -1659,12 +1648,7 @@ impl Engine {
         let payload = w.finish(b"");
         entry.last_response = Some(payload.clone());
         entry.txn.send_response(now, code);
-        self.out.push_back(Transmit {
-            interface: entry.reply.interface,
-            transport: entry.reply.transport,
-            dest: entry.reply.dest,
-            payload,
-        });
+        self.out.push_back(entry.reply.transmit(payload));
         self.arm_server(skey);
     }
 
@@ -1740,12 +1724,7 @@ impl Engine {
             TimerAction::Retransmit => {
                 if let Some(last) = entry.last_response.clone() {
                     self.stats.retransmissions_sent += 1;
-                    self.out.push_back(Transmit {
-                        interface: entry.reply.interface,
-                        transport: entry.reply.transport,
-                        dest: entry.reply.dest,
-                        payload: last,
-                    });
+                    self.out.push_back(entry.reply.transmit(last));
                 }
                 self.arm_server(&key);
             }
