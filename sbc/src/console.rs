@@ -302,14 +302,21 @@ impl Console {
             OperCommand::ShowWorkers => {
                 let snaps = self.node.snapshots(false).await;
                 let mut out = format!(
-                    "{:<8} {:>8} {:>13} {:>8} {:>12} {:>12}\n",
-                    "worker", "calls", "transactions", "queued", "requests-in", "responses-in"
+                    "{:<8} {:>7} {:>8} {:>13} {:>8} {:>12} {:>12}\n",
+                    "worker",
+                    "load",
+                    "calls",
+                    "transactions",
+                    "queued",
+                    "requests-in",
+                    "responses-in"
                 );
                 for s in &snaps {
                     let _ = writeln!(
                         out,
-                        "{:<8} {:>8} {:>13} {:>8} {:>12} {:>12}",
+                        "{:<8} {:>6.1}% {:>8} {:>13} {:>8} {:>12} {:>12}",
                         s.index,
+                        s.load_percent,
                         s.calls,
                         s.transactions,
                         s.queued,

@@ -130,6 +130,8 @@ pub struct WorkerSnapshot {
     pub queued: usize,
     /// Transactions waiting for a final response.
     pub pending: usize,
+    /// Busy time over the last cycle of about a second, in percent (OpenSIPS's load).
+    pub load_percent: f64,
     /// Its dialogs, when asked for.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub dialogs: Vec<crate::sip::dialog::Dialog>,
@@ -141,6 +143,8 @@ struct Shared {
     tcp_out: tmpsc::UnboundedSender<Transmit>,
     workers: Vec<mpsc::Sender<WorkerMsg>>,
     queued: Vec<AtomicUsize>,
+    /// Each worker's load over its last cycle, in per mille.
+    load_permille: Vec<std::sync::atomic::AtomicU32>,
     stopping: AtomicBool,
     idle_workers: AtomicUsize,
     /// Where confirmed-dialog changes go (the HA state sync), if anywhere.
@@ -225,6 +229,9 @@ pub async fn start(cfg: &Config, bind: bool) -> anyhow::Result<Node> {
         udp: RwLock::new(vec![None; cfg.sip_interfaces.len()]),
         tcp_out: tcp_tx,
         queued: (0..n).map(|_| AtomicUsize::new(0)).collect(),
+        load_permille: (0..n)
+            .map(|_| std::sync::atomic::AtomicU32::new(0))
+            .collect(),
         workers: senders,
         stopping: AtomicBool::new(false),
         idle_workers: AtomicUsize::new(0),
@@ -581,6 +588,7 @@ fn worker_loop(index: usize, mut engine: Engine, rx: mpsc::Receiver<WorkerMsg>, 
     let mut draining = false;
     let mut reported_idle = false;
     let mut last_stats = Instant::now();
+    let mut busy = Duration::ZERO;
     loop {
         let now = Instant::now();
         let wait = engine
@@ -590,6 +598,7 @@ fn worker_loop(index: usize, mut engine: Engine, rx: mpsc::Receiver<WorkerMsg>, 
             })
             .min(Duration::from_millis(200));
         let first = rx.recv_timeout(wait);
+        let busy_from = Instant::now();
         let mut msg = match first {
             Ok(m) => Some(m),
             Err(mpsc::RecvTimeoutError::Timeout) => None,
@@ -615,6 +624,9 @@ fn worker_loop(index: usize, mut engine: Engine, rx: mpsc::Receiver<WorkerMsg>, 
                         transactions: engine.transaction_count(),
                         queued: shared.queued[index].load(Ordering::Relaxed),
                         pending: engine.pending_count(),
+                        load_percent: f64::from(
+                            shared.load_permille[index].load(Ordering::Relaxed),
+                        ) / 10.0,
                         dialogs: if dialogs {
                             engine.dialogs().cloned().collect()
                         } else {
@@ -650,11 +662,18 @@ fn worker_loop(index: usize, mut engine: Engine, rx: mpsc::Receiver<WorkerMsg>, 
                 let _ = tx.send(change);
             }
         }
+        busy += busy_from.elapsed();
         if draining && !reported_idle && engine.is_idle() {
             reported_idle = true;
             shared.idle_workers.fetch_add(1, Ordering::AcqRel);
         }
         if last_stats.elapsed() >= Duration::from_secs(1) {
+            // Load = busy time / cycle (OpenSIPS's definition): the autoscaler's input.
+            let permille = (busy.as_secs_f64() / last_stats.elapsed().as_secs_f64() * 1000.0)
+                .round()
+                .min(1000.0) as u32;
+            shared.load_permille[index].store(permille, Ordering::Relaxed);
+            busy = Duration::ZERO;
             last_stats = Instant::now();
             if let Ok(mut s) = shared.stats.lock() {
                 s[index] = engine.stats().clone();
