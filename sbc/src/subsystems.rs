@@ -219,6 +219,10 @@ impl Subsystems {
             Some(false) => "unreachable",
         };
         let _ = writeln!(out, "{:<22} {witness}", "witness");
+        if let Some(lease) = s.lease {
+            let held = if lease { "held" } else { "not held" };
+            let _ = writeln!(out, "{:<22} {held}", "witness-lease");
+        }
         if let Some((from, to, reason)) = s.last_transition {
             let _ = writeln!(
                 out,
@@ -242,6 +246,20 @@ impl Subsystems {
                 "peer": s.peer.as_ref().map(|p| format!("{p:?}")),
                 "paths_up": s.paths_up,
                 "replicated_dialogs": pair.replicated_dialogs(),
+                "witness": s.witness,
+                "witness_lease": s.lease,
+                "counters": {
+                    "received": s.counters.received,
+                    "accepted": s.counters.accepted,
+                    "bad_mac": s.counters.bad_mac,
+                    "bad_magic": s.counters.bad_magic,
+                    "bad_length": s.counters.bad_length,
+                    "bad_version": s.counters.bad_version,
+                    "malformed": s.counters.malformed,
+                    "stale": s.counters.stale,
+                    "replayed": s.counters.replayed,
+                    "sent": s.counters.sent,
+                },
                 "last_transition": s.last_transition.map(|(f, t, r)| json!({
                     "from": f.as_str(), "to": t.as_str(), "reason": r.as_str()
                 })),
