@@ -300,6 +300,9 @@ struct ServerEntry {
     last_response: Option<Bytes>,
     call: Option<u64>,
     armed: Option<Instant>,
+    /// A BYE on a dialog that is already ending: whatever the far end answers (481 if it has
+    /// already hung up), the sender gets 200, because the call is over either way.
+    end_anyway: bool,
 }
 
 #[derive(Debug)]
@@ -507,9 +510,19 @@ impl Engine {
         self.calls.len()
     }
 
-    /// Transactions still waiting for a final response.
+    /// Transactions still waiting for a final response, plus calls not yet confirmed by the
+    /// caller's ACK (only confirmed dialogs are replicated, so a handover waits for them).
     pub fn pending_count(&self) -> usize {
-        self.server.values().filter(|e| !e.txn.is_final()).count()
+        self.calls
+            .values()
+            .filter(|c| {
+                matches!(
+                    c.dialog.state,
+                    DialogState::Trying | DialogState::Early | DialogState::Answered
+                )
+            })
+            .count()
+            + self.server.values().filter(|e| !e.txn.is_final()).count()
             + self
                 .client
                 .values()
@@ -873,6 +886,7 @@ impl Engine {
                 last_response: None,
                 call,
                 armed: None,
+                end_anyway: false,
             },
         );
     }
@@ -1064,13 +1078,12 @@ impl Engine {
             self.answer(inbound, &msg, 481, None);
             return;
         };
-        if method == Method::Bye && call.dialog.state == DialogState::Terminating {
-            // The call is already ending (a BYE crossed this one, or this is the retransmission
-            // of a BYE the former active relayed before a switchover): end it here.
-            debug!(call_id = %call.dialog.caller.call_id, "BYE on an ending dialog answered locally");
-            self.answer(inbound, &msg, 200, None);
-            self.remove_call(id);
-            return;
+        // The call is already ending: a BYE crossed this one, or this is the retransmission of
+        // a BYE the former active relayed just before a switchover. Relay it anyway (the far
+        // end may never have had it) and answer the sender 200 whatever comes back.
+        let ending_again = method == Method::Bye && call.dialog.state == DialogState::Terminating;
+        if ending_again {
+            debug!(call_id = %call.dialog.caller.call_id, "BYE on an ending dialog");
         }
         if matches!(method, Method::Invite | Method::Update) {
             if let Some(target) = msg.contact_uri() {
@@ -1095,6 +1108,11 @@ impl Engine {
             None,
             Some(id),
         );
+        if ending_again {
+            if let Some(e) = self.server.get_mut(&key) {
+                e.end_anyway = true;
+            }
+        }
         if method == Method::Invite {
             self.respond_local(now, &key, 100);
         }
@@ -1614,6 +1632,10 @@ impl Engine {
             })
         };
         let entry = self.server.get_mut(skey)?;
+        if entry.end_anyway && code >= 300 {
+            self.respond_local(now, skey, 200);
+            return None;
+        }
         let reason = match &msg.start {
             crate::sip::message::StartLine::Response { reason, .. } if !reason.is_empty() => {
                 reason.as_str()
@@ -1642,6 +1664,11 @@ impl Engine {
         if entry.txn.is_final() {
             return;
         }
+        let code = if entry.end_anyway && code >= 300 {
+            200
+        } else {
+            code
+        };
         let w = entry
             .ctx
             .write(code, reason_for(code), entry.to_tag.as_deref());
