@@ -496,7 +496,7 @@ impl Pair {
             // grew).
             let mut known = std::collections::HashSet::new();
             let mut seen_len = 0usize;
-            let mut tick = tokio::time::interval(Duration::from_millis(500));
+            let mut tick = tokio::time::interval(Duration::from_millis(100));
             loop {
                 tick.tick().await;
                 let table = watched.table();

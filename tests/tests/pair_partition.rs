@@ -261,8 +261,16 @@ fn partition_and_heal(with_witness: bool) {
                     NAMES[s]
                 ));
             }
-            // The active's workers must hold every dialog: the BYEs go there.
-            let live = live_dialogs(&pair, a);
+            // The active's workers must hold every dialog: the BYEs go there. Merged dialogs
+            // reach them within moments of the exchange; wait for that, bounded.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            let live = loop {
+                let live = live_dialogs(&pair, a);
+                if live.is_some_and(|n| n >= want) || Instant::now() > deadline {
+                    break live;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            };
             eprintln!("the active {} holds {live:?} live dialogs", NAMES[a]);
             if live.is_none_or(|n| n < want) {
                 violations.push(format!(
