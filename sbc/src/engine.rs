@@ -909,7 +909,6 @@ impl Engine {
         let caller_tag = new_tag();
         let from = msg.header(&HeaderName::From).unwrap_or_default();
         let to = msg.header(&HeaderName::To).unwrap_or_default();
-        let ruri = msg.request_uri().unwrap_or_default();
         let caller = Leg {
             interface: inbound.interface,
             transport: inbound.transport,
@@ -930,29 +929,7 @@ impl Engine {
             local_cseq: 0,
             last_invite_cseq: 0,
         };
-        let out_if = &self.cfg.interfaces[hop.interface];
-        let callee_uri = match uri_user(ruri) {
-            Some(user) => format!("sip:{user}@{}", hop.addr),
-            None => format!("sip:{}", hop.addr),
-        };
-        let from_user = uri_user(name_addr_uri(from)).unwrap_or("anonymous");
-        let callee = Leg {
-            interface: hop.interface,
-            transport: hop.transport,
-            peer: hop.addr,
-            call_id: shard::b2b_call_id(
-                shard::call_id_key(a_call_id.as_bytes()),
-                rand::random::<u64>() ^ (self.worker << 56),
-            ),
-            local_tag: new_tag(),
-            remote_tag: None,
-            local_party: format!("<sip:{from_user}@{}>", out_if.addr.ip()),
-            remote_party: format!("<{callee_uri}>"),
-            remote_target: callee_uri,
-            route_set: Vec::new(),
-            local_cseq: 1,
-            last_invite_cseq: 1,
-        };
+        let callee = self.outbound_leg(&msg, &hop, 1);
         self.stats.calls_attempted += 1;
         debug!(call_id = %a_call_id, b_call_id = %callee.call_id, next_hop = %hop.name, "new call");
 
@@ -1009,6 +986,37 @@ impl Engine {
         }
     }
 
+    /// The leg toward `hop` for a new request `msg`: a fresh Call-ID carrying the shard key of
+    /// the caller's (so both legs stay on this worker), our tag, the Request-URI and From host
+    /// rewritten to the next hop and our interface (topology hiding).
+    fn outbound_leg(&self, msg: &SipMessage, hop: &NextHop, invite_cseq: u32) -> Leg {
+        let out_if = &self.cfg.interfaces[hop.interface];
+        let uri = match msg.request_uri().and_then(uri_user) {
+            Some(user) => format!("sip:{user}@{}", hop.addr),
+            None => format!("sip:{}", hop.addr),
+        };
+        let from = msg.header(&HeaderName::From).unwrap_or_default();
+        let from_user = uri_user(name_addr_uri(from)).unwrap_or("anonymous");
+        let a_call_id = msg.call_id().unwrap_or_default();
+        Leg {
+            interface: hop.interface,
+            transport: hop.transport,
+            peer: hop.addr,
+            call_id: shard::b2b_call_id(
+                shard::call_id_key(a_call_id.as_bytes()),
+                rand::random::<u64>() ^ (self.worker << 56),
+            ),
+            local_tag: new_tag(),
+            remote_tag: None,
+            local_party: format!("<sip:{from_user}@{}>", out_if.addr.ip()),
+            remote_party: format!("<{uri}>"),
+            remote_target: uri,
+            route_set: Vec::new(),
+            local_cseq: 1,
+            last_invite_cseq: invite_cseq,
+        }
+    }
+
     /// Relays an out-of-dialog non-INVITE request (OPTIONS, MESSAGE, REGISTER, ...) as a
     /// one-transaction B2BUA exchange.
     fn standalone(
@@ -1021,31 +1029,7 @@ impl Engine {
         mf: u32,
     ) {
         let method = msg.method().cloned().unwrap_or(Method::Options);
-        let out_if = &self.cfg.interfaces[hop.interface];
-        let ruri = msg.request_uri().unwrap_or_default();
-        let uri = match uri_user(ruri) {
-            Some(user) => format!("sip:{user}@{}", hop.addr),
-            None => format!("sip:{}", hop.addr),
-        };
-        let from_user = uri_user(name_addr_uri(
-            msg.header(&HeaderName::From).unwrap_or_default(),
-        ))
-        .unwrap_or("anonymous");
-        let a_call_id = msg.call_id().unwrap_or_default();
-        let leg = Leg {
-            interface: hop.interface,
-            transport: hop.transport,
-            peer: hop.addr,
-            call_id: shard::b2b_call_id(shard::call_id_key(a_call_id.as_bytes()), rand::random()),
-            local_tag: new_tag(),
-            remote_tag: None,
-            local_party: format!("<sip:{from_user}@{}>", out_if.addr.ip()),
-            remote_party: format!("<{uri}>"),
-            remote_target: uri,
-            route_set: Vec::new(),
-            local_cseq: 1,
-            last_invite_cseq: 0,
-        };
+        let leg = self.outbound_leg(&msg, &hop, 0);
         self.new_server(&key, inbound, &msg, false, Some(new_tag()), None);
         self.send_request(
             now,
