@@ -287,20 +287,17 @@ impl Drop for SippProcess {
     }
 }
 
-/// Waits up to `timeout` until something listens on `addr` (UDP, or TCP if `tcp`): detected by
-/// a trial bind failing with "address in use", so nothing is sent to the listener.
+/// Waits up to `timeout` until something listens on `addr` (UDP, or TCP if `tcp`), read from
+/// the kernel's socket tables (`/proc/net/{udp,tcp}{,6}`): nothing is bound or sent, so the
+/// check cannot race the process it waits for (a trial bind could take the port first and
+/// make that process fail to start).
 ///
 /// # Panics
 /// If nothing listens in time.
 pub fn wait_listening(addr: SocketAddr, tcp: bool, timeout: Duration) {
     let deadline = Instant::now() + timeout;
     loop {
-        let in_use = if tcp {
-            std::net::TcpListener::bind(addr).is_err()
-        } else {
-            std::net::UdpSocket::bind(addr).is_err()
-        };
-        if in_use {
+        if listening(addr.port(), tcp) {
             return;
         }
         assert!(
@@ -309,6 +306,26 @@ pub fn wait_listening(addr: SocketAddr, tcp: bool, timeout: Duration) {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Whether a socket of this process's host has `port` bound locally (TCP: in LISTEN state).
+fn listening(port: u16, tcp: bool) -> bool {
+    let files: &[&str] = if tcp {
+        &["/proc/net/tcp", "/proc/net/tcp6"]
+    } else {
+        &["/proc/net/udp", "/proc/net/udp6"]
+    };
+    let want = format!(":{port:04X}");
+    files.iter().any(|f| {
+        std::fs::read_to_string(f).is_ok_and(|text| {
+            text.lines().skip(1).any(|line| {
+                let mut cols = line.split_whitespace();
+                let local = cols.nth(1).unwrap_or("");
+                let state = cols.nth(1).unwrap_or("");
+                local.ends_with(&want) && (!tcp || state == "0A")
+            })
+        })
+    })
 }
 
 /// Runs a call pair: starts `uas` in the background, waits until it listens on `uas_addr`,
