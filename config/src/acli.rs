@@ -431,6 +431,9 @@ fn no_args(word: &str, args: &[String]) -> Result<(), String> {
     }
 }
 
+/// The attributes that name an `auto-scaling-profile`, completed with the profiles' names.
+const PROFILE_ATTRS: &[&str] = &["auto-scaling-profile", "tcp-auto-scaling-profile"];
+
 /// The `valid` part of a message from an attribute's hint: `<1..=100>` → `1..=100`.
 fn hint_valid(attr: &Attr) -> String {
     attr.hint
@@ -1326,7 +1329,7 @@ impl Session {
     fn value_candidates(
         attr: &Attr,
         given: usize,
-        _editing: &Config,
+        editing: &Config,
         edit: Option<&Edit>,
     ) -> Vec<(String, String)> {
         let pair = |w: String, h: &str| (w, h.to_owned());
@@ -1383,8 +1386,19 @@ impl Session {
             }
             ty if given == 0 => {
                 let mut list = scalar(ty);
+                if PROFILE_ATTRS.contains(&attr.name) {
+                    for profile in &editing.auto_scaling_profiles {
+                        list.push(pair(profile.name.clone(), "auto-scaling-profile"));
+                    }
+                }
                 if attr.optional {
-                    list.push(pair("none".to_owned(), "unset"));
+                    // Only `""` clears a string: `none` could be a name.
+                    let clear = if matches!(ty, Ty::Str) {
+                        "\"\""
+                    } else {
+                        "none"
+                    };
+                    list.push(pair(clear.to_owned(), "unset"));
                 }
                 list
             }

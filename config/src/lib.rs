@@ -202,12 +202,17 @@ impl Config {
     ///   `process` source; alarm iteration and sub-sample ranges; alarm thresholds (value
     ///   1..=100, volume only and always for `space`, one per type and severity, values rising
     ///   with severity); trap receivers (port, community, no duplicates);
-    /// - `sip-config` heap thresholds (resume below reject) and Retry-After range;
+    /// - `sip-config` heap thresholds (resume below reject), Retry-After range, worker counts,
+    ///   queue size, queue delay and routing cost;
     /// - `redundancy-config`: ranges, distinct ports, emergency below health threshold, unique
     ///   peers with at least one destination each; when enabled, a shared key and exactly one
     ///   primary and one secondary peer;
     /// - `auto-scaling-profile`: unique names, ranges, within ≥ for, the three scale-down keys
-    ///   together with down-to below up-to and down-on below up-on.
+    ///   together with down-to below up-to and down-on below up-on;
+    /// - worker groups: each `sip-interface.auto-scaling-profile` and
+    ///   `sip-config.tcp-auto-scaling-profile` names a profile, and the group's initial count
+    ///   (`workers` for UDP groups, `tcp-workers` for TCP) lies within that profile's
+    ///   `scale-down-to` (1 without a down rule)..=`scale-up-to`.
     ///
     /// # Errors
     /// [`ConfigError::Invalid`] naming the key, the value and what is valid.
@@ -219,6 +224,12 @@ impl Config {
     #[must_use]
     pub fn interface(&self, realm: &str) -> Option<&SipInterface> {
         self.sip_interfaces.iter().find(|i| i.realm == realm)
+    }
+
+    /// The `auto-scaling-profile` called `name`, if any.
+    #[must_use]
+    pub fn auto_scaling_profile(&self, name: &str) -> Option<&AutoScalingProfile> {
+        self.auto_scaling_profiles.iter().find(|p| p.name == name)
     }
 
     /// The session-agent called `name`, if any.

@@ -531,9 +531,32 @@ pub struct SipConfig {
     /// `max-message-size`: largest SIP message accepted or sent, in bytes (UDP datagram or TCP
     /// message). Default 65535, valid 1500..=65535.
     pub max_message_size: usize,
-    /// `workers`: fixed number of SIP worker threads (until auto-scaling profiles exist).
-    /// Default 2, valid 1..=64.
+    /// `workers`: initial worker count of each UDP worker group (one group per UDP
+    /// `sip-interface`); the fixed count when the group has no auto-scaling profile. Default 2,
+    /// valid 1..=64; with a profile, within its `scale-down-to` (1 without a down rule)
+    /// ..=`scale-up-to`.
     pub workers: usize,
+    /// `tcp-workers`: initial worker count of the TCP worker group; the fixed count when it has
+    /// no auto-scaling profile. Default 1, valid 1..=64; with a profile, within its
+    /// `scale-down-to` (1 without a down rule)..=`scale-up-to`.
+    pub tcp_workers: usize,
+    /// `tcp-auto-scaling-profile`: name of the `auto-scaling-profile` of the TCP worker group;
+    /// must name an existing profile. Default none (fixed at `tcp-workers`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_auto_scaling_profile: Option<String>,
+    /// `prsm`: PRSM scheduling: new requests before retransmissions, redundant retransmissions
+    /// removed; `false` is plain FIFO, for comparison. Default `true`.
+    pub prsm: bool,
+    /// `queue-size`: capacity of each worker's primary queue and of its secondary queue, in
+    /// messages. Default 1024, valid 16..=65536.
+    pub queue_size: usize,
+    /// `max-queue-delay-ms`: a new request that waited in a queue longer than this is answered
+    /// 503 instead of being routed, in ms; 0 = off. Default 200, valid 0..=32000.
+    pub max_queue_delay_ms: u64,
+    /// `routing-cost-us`: for benchmarks only: a simulated blocking routing lookup per new
+    /// request, in µs (like the peer Kamailio config's `ROUTING_COST_US`); 0 = none. Default 0,
+    /// valid 0..=1000000.
+    pub routing_cost_us: u64,
     /// `shutdown-grace-ms`: how long SIGTERM waits for open transactions, in ms. Default 5000,
     /// valid 0..=120000.
     pub shutdown_grace_ms: u64,
@@ -563,6 +586,12 @@ impl Default for SipConfig {
             timer_c_ms: 180_000,
             max_message_size: 65_535,
             workers: 2,
+            tcp_workers: 1,
+            tcp_auto_scaling_profile: None,
+            prsm: true,
+            queue_size: 1024,
+            max_queue_delay_ms: 200,
+            routing_cost_us: 0,
             shutdown_grace_ms: 5000,
             heap_reject_threshold: 90,
             heap_resume_threshold: 80,
@@ -643,6 +672,11 @@ pub struct SipInterface {
     /// Default `["udp", "tcp"]`.
     #[serde(default = "default_transports")]
     pub transports: Vec<Transport>,
+    /// `auto-scaling-profile`: name of the `auto-scaling-profile` of this interface's UDP worker
+    /// group; must name an existing profile. Default none (the group is fixed at
+    /// `sip-config.workers`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_scaling_profile: Option<String>,
 }
 
 impl SipInterface {
@@ -734,12 +768,14 @@ pub(crate) fn default_interfaces() -> Vec<SipInterface> {
             address: default_address(),
             port: 5060,
             transports: default_transports(),
+            auto_scaling_profile: None,
         },
         SipInterface {
             realm: CORE.to_owned(),
             address: default_address(),
             port: 5062,
             transports: default_transports(),
+            auto_scaling_profile: None,
         },
     ]
 }

@@ -1,5 +1,6 @@
 //! Tests of the model additions: system-config options and alarm settings, alarm thresholds,
-//! trap receivers, redundancy-config, auto-scaling profiles, sip-config heap thresholds.
+//! trap receivers, redundancy-config, auto-scaling profiles, sip-config heap thresholds, worker
+//! groups and their queues.
 
 #![allow(clippy::unwrap_used, reason = "tests may panic")]
 
@@ -597,5 +598,211 @@ fn sip_config_heap_and_retry_after_are_validated() {
     Config::from_toml_str(
         "[sip-config]\nretry-after-min = 10\nretry-after-max = 10\nheap-resume-threshold = 0\n",
     )
+    .unwrap();
+}
+
+// ---- worker groups: counts, profiles, queues ----
+
+/// Two profiles: `ranged` (2..=6) and `up-only` (1..=4), and `extra` appended to the file.
+fn groups(extra: &str) -> String {
+    format!(
+        "{extra}\n\
+         [[auto-scaling-profile]]\nname = \"ranged\"\nscale-up-to = 6\nscale-down-to = 2\n\
+         scale-down-on = 10\nscale-down-for = 5\n\
+         [[auto-scaling-profile]]\nname = \"up-only\"\nscale-up-to = 4\n"
+    )
+}
+
+/// The two default interfaces, `access` with `access_profile` when given.
+fn interfaces(access_profile: Option<&str>) -> String {
+    let profile = access_profile
+        .map(|p| format!("auto-scaling-profile = \"{p}\"\n"))
+        .unwrap_or_default();
+    format!(
+        "[[sip-interface]]\nrealm = \"access\"\nport = 5060\n{profile}\
+         [[sip-interface]]\nrealm = \"core\"\nport = 5062\n"
+    )
+}
+
+#[test]
+fn worker_group_defaults_are_exactly_as_documented() {
+    let c = Config::embedded_default();
+    let sip = &c.sip_config;
+    assert_eq!((sip.workers, sip.tcp_workers), (2, 1));
+    assert_eq!(sip.tcp_auto_scaling_profile, None);
+    assert!(sip.prsm);
+    assert_eq!(sip.queue_size, 1024);
+    assert_eq!(sip.max_queue_delay_ms, 200);
+    assert_eq!(sip.routing_cost_us, 0);
+    assert!(c
+        .sip_interfaces
+        .iter()
+        .all(|i| i.auto_scaling_profile.is_none()));
+    // None is not written, so the default file stays as it was.
+    let text = c.to_toml_string();
+    assert!(!text.contains("tcp-auto-scaling-profile"), "{text}");
+    assert!(!text.contains("auto-scaling-profile = \""), "{text}");
+    assert!(text.contains("prsm = true"), "{text}");
+    assert!(text.contains("queue-size = 1024"), "{text}");
+}
+
+#[test]
+fn worker_group_keys_parse_and_round_trip() {
+    let text = groups(&format!(
+        "[sip-config]\nworkers = 3\ntcp-workers = 4\ntcp-auto-scaling-profile = \"up-only\"\n\
+         prsm = false\nqueue-size = 16\nmax-queue-delay-ms = 0\nrouting-cost-us = 1000000\n{}",
+        interfaces(Some("ranged"))
+    ));
+    let c = Config::from_toml_str(&text).unwrap();
+    let sip = &c.sip_config;
+    assert_eq!((sip.workers, sip.tcp_workers), (3, 4));
+    assert_eq!(sip.tcp_auto_scaling_profile.as_deref(), Some("up-only"));
+    assert!(!sip.prsm);
+    assert_eq!(
+        (sip.queue_size, sip.max_queue_delay_ms, sip.routing_cost_us),
+        (16, 0, 1_000_000)
+    );
+    let access = c.interface("access").unwrap();
+    assert_eq!(access.auto_scaling_profile.as_deref(), Some("ranged"));
+    assert_eq!(c.interface("core").unwrap().auto_scaling_profile, None);
+    assert_eq!(c.auto_scaling_profile("ranged").unwrap().scale_up_to, 6);
+    assert!(c.auto_scaling_profile("nope").is_none());
+    assert_round_trip(&c);
+    // The upper bounds of the ranges are accepted.
+    Config::from_toml_str(
+        "[sip-config]\ntcp-workers = 64\nqueue-size = 65536\nmax-queue-delay-ms = 32000\n",
+    )
+    .unwrap();
+}
+
+#[test]
+fn worker_group_ranges_are_validated() {
+    let cases: &[(&str, &str, &[&str])] = &[
+        ("tcp-workers = 0", "tcp-workers", &["= 0", "1..=64"]),
+        ("tcp-workers = 65", "tcp-workers", &["1..=64"]),
+        ("workers = 65", "workers", &["1..=64"]),
+        ("queue-size = 15", "queue-size", &["= 15", "16..=65536"]),
+        ("queue-size = 65537", "queue-size", &["16..=65536"]),
+        (
+            "max-queue-delay-ms = 32001",
+            "max-queue-delay-ms",
+            &["0..=32000"],
+        ),
+        (
+            "routing-cost-us = 1000001",
+            "routing-cost-us",
+            &["0..=1000000"],
+        ),
+    ];
+    for (line, key, parts) in cases {
+        refused_invalid(
+            &format!("[sip-config]\n{line}\n"),
+            &format!("sip-config.{key}"),
+            parts,
+        );
+    }
+    let err = Config::from_toml_str("[sip-config]\nprsm = \"yes\"\n").unwrap_err();
+    assert!(matches!(err, ConfigError::Parse { .. }), "{err}");
+    let err = Config::from_toml_str(&format!(
+        "{}[[sip-interface]]\nrealm = \"x\"\nport = 5070\nscaling = \"p\"\n",
+        interfaces(None)
+    ))
+    .unwrap_err();
+    assert!(err.to_string().contains("unknown field `scaling`"), "{err}");
+}
+
+#[test]
+fn profile_attachments_name_existing_profiles() {
+    // No profile at all.
+    refused_invalid(
+        &interfaces(Some("ghost")),
+        "sip-interface[0].auto-scaling-profile",
+        &[
+            "= \"ghost\"",
+            "no auto-scaling-profile has this name",
+            "none is defined",
+        ],
+    );
+    refused_invalid(
+        "[sip-config]\ntcp-auto-scaling-profile = \"ghost\"\n",
+        "sip-config.tcp-auto-scaling-profile",
+        &["= \"ghost\"", "none is defined"],
+    );
+    // Some profiles: the message lists them.
+    refused_invalid(
+        &groups(&interfaces(Some("ghost"))),
+        "sip-interface[0].auto-scaling-profile",
+        &["valid: \"ranged\", \"up-only\""],
+    );
+    refused_invalid(
+        &groups("[sip-config]\ntcp-auto-scaling-profile = \"Ranged\"\n"),
+        "sip-config.tcp-auto-scaling-profile",
+        &["= \"Ranged\"", "valid: \"ranged\", \"up-only\""],
+    );
+}
+
+#[test]
+fn initial_worker_counts_lie_within_their_profile() {
+    // UDP groups: workers against the interface's profile (ranged: 2..=6).
+    let udp = |workers: u32, profile: &str| {
+        groups(&format!(
+            "[sip-config]\nworkers = {workers}\n{}",
+            interfaces(Some(profile))
+        ))
+    };
+    refused_invalid(
+        &udp(1, "ranged"),
+        "sip-config.workers",
+        &[
+            "= 1",
+            "auto-scaling-profile \"ranged\"",
+            "sip-interface[0].auto-scaling-profile",
+            "scale-down-to",
+            "valid: 2..=6",
+        ],
+    );
+    refused_invalid(
+        &udp(7, "ranged"),
+        "sip-config.workers",
+        &["= 7", "scale-up-to", "valid: 2..=6"],
+    );
+    refused_invalid(
+        &udp(5, "up-only"),
+        "sip-config.workers",
+        &["no scale-down rule", "valid: 1..=4"],
+    );
+    for (workers, profile) in [(2, "ranged"), (6, "ranged"), (1, "up-only"), (4, "up-only")] {
+        Config::from_toml_str(&udp(workers, profile)).unwrap();
+    }
+    // Without a profile, any count in 1..=64 is fixed and valid.
+    Config::from_toml_str(&groups("[sip-config]\nworkers = 64\n")).unwrap();
+    // The TCP group: tcp-workers against tcp-auto-scaling-profile.
+    let tcp = |workers: u32, profile: &str| {
+        groups(&format!(
+            "[sip-config]\ntcp-workers = {workers}\ntcp-auto-scaling-profile = \"{profile}\"\n"
+        ))
+    };
+    refused_invalid(
+        &tcp(1, "ranged"),
+        "sip-config.tcp-workers",
+        &["= 1", "sip-config.tcp-auto-scaling-profile", "valid: 2..=6"],
+    );
+    refused_invalid(&tcp(5, "up-only"), "sip-config.tcp-workers", &["1..=4"]);
+    assert_eq!(
+        Config::from_toml_str(&tcp(5, "up-only"))
+            .unwrap_err()
+            .to_string(),
+        "sip-config.tcp-workers = 5: the initial worker count of a group with \
+         auto-scaling-profile \"up-only\" (set by sip-config.tcp-auto-scaling-profile) must lie \
+         between 1 (it has no scale-down rule) and its scale-up-to \
+         (valid: 1..=4, or change sip-config.tcp-auto-scaling-profile)"
+    );
+    Config::from_toml_str(&tcp(2, "ranged")).unwrap();
+    Config::from_toml_str(&tcp(1, "up-only")).unwrap();
+    // A UDP profile does not bound tcp-workers, nor the TCP one workers.
+    Config::from_toml_str(&groups(&format!(
+        "[sip-config]\nworkers = 2\ntcp-workers = 60\n{}",
+        interfaces(Some("ranged"))
+    )))
     .unwrap();
 }

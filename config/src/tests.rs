@@ -150,6 +150,12 @@ fn embedded_default_is_exactly_as_documented() {
             timer_c_ms: 180_000,
             max_message_size: 65_535,
             workers: 2,
+            tcp_workers: 1,
+            tcp_auto_scaling_profile: None,
+            prsm: true,
+            queue_size: 1024,
+            max_queue_delay_ms: 200,
+            routing_cost_us: 0,
             shutdown_grace_ms: 5000,
             heap_reject_threshold: 90,
             heap_resume_threshold: 80,
@@ -166,12 +172,14 @@ fn embedded_default_is_exactly_as_documented() {
                 address: LOCALHOST,
                 port: 5060,
                 transports: vec![Transport::Udp, Transport::Tcp],
+                auto_scaling_profile: None,
             },
             SipInterface {
                 realm: "core".into(),
                 address: LOCALHOST,
                 port: 5062,
                 transports: vec![Transport::Udp, Transport::Tcp],
+                auto_scaling_profile: None,
             },
         ]
     );

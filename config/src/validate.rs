@@ -1,8 +1,8 @@
 //! The rules a parsed configuration must satisfy before it is used or saved.
 //!
 //! Rules are checked in file order (system-config, sip-config, sip-interface, session-agent,
-//! session-router, redundancy-config, auto-scaling-profile) and the first broken one is
-//! reported, naming its full key.
+//! session-router, redundancy-config, auto-scaling-profile), then the worker groups' profile
+//! attachments, and the first broken one is reported, naming its full key.
 
 use std::collections::HashMap;
 use std::fmt::Display;
@@ -27,8 +27,14 @@ const T4_MS: RangeInclusive<u64> = 10..=60_000;
 const TIMER_C_MS: RangeInclusive<u64> = 1000..=3_600_000;
 /// Valid `sip-config.max-message-size`.
 const MAX_MESSAGE_SIZE: RangeInclusive<usize> = 1500..=65_535;
-/// Valid `sip-config.workers`.
+/// Valid `sip-config.workers` and `tcp-workers`.
 const WORKERS: RangeInclusive<usize> = 1..=64;
+/// Valid `sip-config.queue-size`.
+const QUEUE_SIZE: RangeInclusive<usize> = 16..=65_536;
+/// Valid `sip-config.max-queue-delay-ms` (0 = off).
+const MAX_QUEUE_DELAY_MS: RangeInclusive<u64> = 0..=32_000;
+/// Valid `sip-config.routing-cost-us`.
+const ROUTING_COST_US: RangeInclusive<u64> = 0..=1_000_000;
 /// Valid `sip-config.shutdown-grace-ms`.
 const SHUTDOWN_GRACE_MS: RangeInclusive<u64> = 0..=120_000;
 /// Valid `sip-config.heap-reject-threshold`.
@@ -75,7 +81,8 @@ pub(crate) fn validate(config: &Config) -> Result<(), ConfigError> {
         &config.sip_interfaces,
     )?;
     redundancy(&config.redundancy)?;
-    profiles(&config.auto_scaling_profiles)
+    profiles(&config.auto_scaling_profiles)?;
+    attachments(config)
 }
 
 fn system(system: &SystemConfig) -> Result<(), ConfigError> {
@@ -474,6 +481,73 @@ fn profiles(profiles: &[AutoScalingProfile]) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// The worker groups' profiles: each attachment (`sip-interface[i].auto-scaling-profile`,
+/// `sip-config.tcp-auto-scaling-profile`) names an existing `auto-scaling-profile`, and the
+/// group's initial count (`sip-config.workers` for a UDP group, `tcp-workers` for the TCP one)
+/// lies within that profile's `scale-down-to` (1 without a down rule)..=`scale-up-to`.
+fn attachments(config: &Config) -> Result<(), ConfigError> {
+    let profiles = &config.auto_scaling_profiles;
+    let sip = &config.sip_config;
+    let mut groups: Vec<(String, &str, &str, usize)> = config
+        .sip_interfaces
+        .iter()
+        .enumerate()
+        .filter_map(|(i, iface)| {
+            let name = iface.auto_scaling_profile.as_deref()?;
+            Some((
+                format!("sip-interface[{i}].auto-scaling-profile"),
+                name,
+                "workers",
+                sip.workers,
+            ))
+        })
+        .collect();
+    if let Some(name) = sip.tcp_auto_scaling_profile.as_deref() {
+        groups.push((
+            "sip-config.tcp-auto-scaling-profile".to_owned(),
+            name,
+            "tcp-workers",
+            sip.tcp_workers,
+        ));
+    }
+    for (key, name, count_key, count) in groups {
+        let Some(profile) = profiles.iter().find(|p| p.name == name) else {
+            let valid = if profiles.is_empty() {
+                "the name of an auto-scaling-profile, but none is defined".to_owned()
+            } else {
+                quoted_list(profiles.iter().map(|p| p.name.as_str()))
+            };
+            return Err(ConfigError::invalid(
+                key,
+                quoted(name),
+                "no auto-scaling-profile has this name",
+                valid,
+            ));
+        };
+        let low = profile.scale_down_to.unwrap_or(1);
+        let high = profile.scale_up_to;
+        let fits = u32::try_from(count).is_ok_and(|c| (low..=high).contains(&c));
+        if !fits {
+            let bound = if profile.scale_down_to.is_some() {
+                "its scale-down-to"
+            } else {
+                "1 (it has no scale-down rule)"
+            };
+            return Err(ConfigError::invalid(
+                format!("sip-config.{count_key}"),
+                count.to_string(),
+                format!(
+                    "the initial worker count of a group with auto-scaling-profile {} \
+                     (set by {key}) must lie between {bound} and its scale-up-to",
+                    quoted(name)
+                ),
+                format!("{low}..={high}, or change {key}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn in_range<T: PartialOrd + Display>(
     key: &str,
     value: T,
@@ -514,6 +588,14 @@ fn sip(sip: &SipConfig) -> Result<(), ConfigError> {
     in_range("timer-c-ms", sip.timer_c_ms, &TIMER_C_MS)?;
     in_range("max-message-size", sip.max_message_size, &MAX_MESSAGE_SIZE)?;
     in_range("workers", sip.workers, &WORKERS)?;
+    in_range("tcp-workers", sip.tcp_workers, &WORKERS)?;
+    in_range("queue-size", sip.queue_size, &QUEUE_SIZE)?;
+    in_range(
+        "max-queue-delay-ms",
+        sip.max_queue_delay_ms,
+        &MAX_QUEUE_DELAY_MS,
+    )?;
+    in_range("routing-cost-us", sip.routing_cost_us, &ROUTING_COST_US)?;
     in_range(
         "shutdown-grace-ms",
         sip.shutdown_grace_ms,

@@ -362,7 +362,48 @@ const SIP_CONFIG: &[Attr] = &[
         "<1500..=65535>",
         "largest SIP message, bytes",
     ),
-    attr("workers", Ty::Int(I64), "<1..=64>", "SIP worker threads"),
+    attr(
+        "workers",
+        Ty::Int(I64),
+        "<1..=64, within its profile's scale-down-to..=scale-up-to>",
+        "initial (or fixed) worker count of each UDP worker group",
+    ),
+    attr(
+        "tcp-workers",
+        Ty::Int(I64),
+        "<1..=64, within its profile's scale-down-to..=scale-up-to>",
+        "initial (or fixed) worker count of the TCP worker group",
+    ),
+    opt(
+        "tcp-auto-scaling-profile",
+        Ty::Str,
+        "<auto-scaling-profile name | \"\">",
+        "scaling profile of the TCP worker group (\"\" for none: fixed count)",
+    ),
+    attr(
+        "prsm",
+        Ty::Bool,
+        "<enabled | disabled>",
+        "PRSM scheduling: new requests first, redundant retransmissions dropped (disabled: FIFO)",
+    ),
+    attr(
+        "queue-size",
+        Ty::Int(I64),
+        "<16..=65536>",
+        "capacity of each worker's primary and secondary queue",
+    ),
+    attr(
+        "max-queue-delay-ms",
+        Ty::Int(I64),
+        "<0..=32000, 0 = off>",
+        "a new request queued longer than this gets 503, ms",
+    ),
+    attr(
+        "routing-cost-us",
+        Ty::Int(I64),
+        "<0..=1000000>",
+        "benchmarks only: simulated blocking routing lookup per new request, us",
+    ),
     attr(
         "shutdown-grace-ms",
         Ty::Int(I64),
@@ -422,6 +463,12 @@ const SIP_INTERFACE: &[Attr] = &[
         Ty::List(&Ty::Words(TRANSPORTS)),
         "<+udp | -tcp | udp tcp>",
         "transports listening here",
+    ),
+    opt(
+        "auto-scaling-profile",
+        Ty::Str,
+        "<auto-scaling-profile name | \"\">",
+        "scaling profile of this interface's UDP worker group (\"\" for none: fixed count)",
     ),
 ];
 
@@ -577,6 +624,7 @@ impl Kind {
                 address: default_address(),
                 port: 5060,
                 transports: Transport::ALL.to_vec(),
+                auto_scaling_profile: None,
             }),
             Self::SessionAgent => Element::SessionAgent(SessionAgent {
                 name: String::new(),

@@ -831,6 +831,278 @@ fn auto_scaling_profiles_follow_opensips_rules() {
     assert_eq!(sh.config.auto_scaling_profiles[0].scale_down(), None);
 }
 
+// ---- worker groups ----
+
+/// One attribute line of `show` at the first nesting level: the name padded, then the value.
+fn shown(name: &str, value: &str) -> String {
+    format!("        {name:<32}{value}").trim_end().to_owned() + "\n"
+}
+
+/// A shell whose editing config has profile `ranged` (2..=6), at `sbc(configure)#`.
+fn profile_shell() -> Shell {
+    let mut sh = Shell::new();
+    sh.script(&[
+        "configure terminal",
+        "auto-scaling-profile",
+        "name ranged",
+        "scale-up-to 6",
+        "scale-down-to 2",
+        "scale-down-on 10",
+        "scale-down-for 5",
+        "done",
+        "exit",
+    ]);
+    sh
+}
+
+#[test]
+fn sip_config_worker_keys_set_show_and_validate() {
+    let mut sh = profile_shell();
+    sh.script(&["session-router", "sip-config"]);
+    contains_all(
+        &sh.ok("?"),
+        &[
+            "tcp-workers",
+            "tcp-auto-scaling-profile",
+            "prsm",
+            "queue-size",
+            "max-queue-delay-ms",
+            "routing-cost-us",
+            "benchmarks only",
+        ],
+    );
+    assert_eq!(
+        sh.session.complete("prsm ", &sh.config),
+        vec!["enabled", "disabled"]
+    );
+    assert_eq!(
+        sh.session.complete("tcp-auto-scaling-profile ", &sh.config),
+        vec!["ranged", "\"\""]
+    );
+    contains_all(&sh.ok("queue-size ?"), &["<16..=65536>"]);
+    // Single-key ranges are refused as typed.
+    for (line, parts) in [
+        (
+            "tcp-workers 0",
+            &["sip-config.tcp-workers = 0", "1..=64"][..],
+        ),
+        ("tcp-workers 65", &["sip-config.tcp-workers = 65", "1..=64"]),
+        (
+            "queue-size 15",
+            &["sip-config.queue-size = 15", "16..=65536"],
+        ),
+        (
+            "max-queue-delay-ms 32001",
+            &["sip-config.max-queue-delay-ms = 32001", "0..=32000"],
+        ),
+        (
+            "routing-cost-us 1000001",
+            &["sip-config.routing-cost-us = 1000001", "0..=1000000"],
+        ),
+        (
+            "prsm maybe",
+            &["sip-config.prsm = \"maybe\"", "not enabled or disabled"],
+        ),
+    ] {
+        contains_all(&sh.err(line), parts);
+    }
+    // An unknown profile is refused as typed, listing the valid names.
+    contains_all(
+        &sh.err("tcp-auto-scaling-profile ghost"),
+        &[
+            "sip-config.tcp-auto-scaling-profile = \"ghost\"",
+            "no auto-scaling-profile has this name",
+            "valid: \"ranged\"",
+        ],
+    );
+    // A known one is taken, but done refuses tcp-workers = 1 outside its 2..=6.
+    sh.ok("tcp-auto-scaling-profile ranged");
+    contains_all(
+        &sh.err("done"),
+        &[
+            "sip-config.tcp-workers = 1",
+            "sip-config.tcp-auto-scaling-profile",
+            "\"ranged\"",
+            "2..=6",
+        ],
+    );
+    assert_eq!(sh.config.sip_config.tcp_auto_scaling_profile, None);
+    // With tcp-workers set, typing a count outside the profile is refused at once.
+    sh.ok("tcp-workers 3");
+    contains_all(
+        &sh.err("tcp-workers 7"),
+        &["sip-config.tcp-workers = 7", "scale-up-to", "2..=6"],
+    );
+    let text = sh.ok("show");
+    assert!(
+        text.contains(&shown("tcp-auto-scaling-profile", "ranged")),
+        "{text}"
+    );
+    sh.script(&[
+        "prsm disabled",
+        "queue-size 65536",
+        "max-queue-delay-ms 0",
+        "routing-cost-us 250",
+        "workers 1",
+    ]);
+    let text = sh.ok("done");
+    for (name, value) in [
+        ("workers", "1"),
+        ("tcp-workers", "3"),
+        ("tcp-auto-scaling-profile", "ranged"),
+        ("prsm", "disabled"),
+        ("queue-size", "65536"),
+        ("max-queue-delay-ms", "0"),
+        ("routing-cost-us", "250"),
+    ] {
+        assert!(text.contains(&shown(name, value)), "{name}: {text}");
+    }
+    let sip = &sh.config.sip_config;
+    assert_eq!((sip.workers, sip.tcp_workers), (1, 3));
+    assert_eq!(sip.tcp_auto_scaling_profile.as_deref(), Some("ranged"));
+    assert!(!sip.prsm);
+    assert_eq!(
+        (sip.queue_size, sip.max_queue_delay_ms, sip.routing_cost_us),
+        (65_536, 0, 250)
+    );
+    let rendered = render_config(&sh.config);
+    assert!(rendered.contains(&shown("prsm", "disabled")), "{rendered}");
+    assert!(
+        rendered.contains(&shown("tcp-auto-scaling-profile", "ranged")),
+        "{rendered}"
+    );
+    assert_eq!(
+        Config::from_toml_str(&sh.config.to_toml_string()).unwrap(),
+        sh.config
+    );
+    // "" clears the profile (the TCP group is then fixed at tcp-workers); "none" is a name.
+    contains_all(
+        &sh.err("tcp-auto-scaling-profile none"),
+        &["= \"none\"", "valid: \"ranged\""],
+    );
+    sh.script(&["tcp-auto-scaling-profile \"\"", "prsm enabled", "done"]);
+    assert_eq!(sh.config.sip_config.tcp_auto_scaling_profile, None);
+    assert!(sh.config.sip_config.prsm);
+    let text = sh.ok("show");
+    assert!(
+        text.contains(&shown("tcp-auto-scaling-profile", "")),
+        "{text}"
+    );
+}
+
+#[test]
+fn sip_interface_profile_set_show_clear_and_protect() {
+    let mut sh = profile_shell();
+    sh.script(&[
+        "session-router",
+        "sip-config",
+        "workers 1",
+        "done",
+        "exit",
+        "exit",
+    ]);
+    sh.script(&["sip-interface", "select access"]);
+    contains_all(&sh.ok("?"), &["auto-scaling-profile", "UDP worker group"]);
+    assert_eq!(
+        sh.session.complete("auto-scaling-profile ", &sh.config),
+        vec!["ranged", "\"\""]
+    );
+    contains_all(
+        &sh.err("auto-scaling-profile ghost"),
+        &[
+            "sip-interface[0].auto-scaling-profile = \"ghost\"",
+            "valid: \"ranged\"",
+        ],
+    );
+    // workers = 1 is outside ranged's 2..=6: done names both keys.
+    sh.ok("auto-scaling-profile ranged");
+    contains_all(
+        &sh.err("done"),
+        &[
+            "sip-config.workers = 1",
+            "sip-interface[0].auto-scaling-profile",
+            "2..=6",
+        ],
+    );
+    assert_eq!(
+        sh.config.interface("access").unwrap().auto_scaling_profile,
+        None
+    );
+    sh.script(&[
+        "exit",
+        "session-router",
+        "sip-config",
+        "workers 2",
+        "done",
+        "exit",
+        "exit",
+        "sip-interface",
+        "select access",
+        "auto-scaling-profile ranged",
+    ]);
+    let text = sh.ok("done");
+    assert!(
+        text.contains(&shown("auto-scaling-profile", "ranged")),
+        "{text}"
+    );
+    assert_eq!(
+        sh.config
+            .interface("access")
+            .unwrap()
+            .auto_scaling_profile
+            .as_deref(),
+        Some("ranged")
+    );
+    assert_eq!(
+        sh.config.interface("core").unwrap().auto_scaling_profile,
+        None
+    );
+    let rendered = render_config(&sh.config);
+    assert!(
+        rendered.contains(&shown("auto-scaling-profile", "ranged")),
+        "{rendered}"
+    );
+    assert_eq!(
+        Config::from_toml_str(&sh.config.to_toml_string()).unwrap(),
+        sh.config
+    );
+    // Now workers = 7 is refused as typed, and the profile in use cannot be deleted or
+    // shrunk below the count.
+    sh.script(&["exit", "session-router", "sip-config"]);
+    contains_all(
+        &sh.err("workers 7"),
+        &[
+            "sip-config.workers = 7",
+            "sip-interface[0].auto-scaling-profile",
+        ],
+    );
+    sh.script(&["exit", "exit", "auto-scaling-profile"]);
+    contains_all(
+        &sh.err("no ranged"),
+        &[
+            "cannot delete auto-scaling-profile \"ranged\"",
+            "sip-interface[0].auto-scaling-profile",
+            "none is defined",
+        ],
+    );
+    sh.script(&["select ranged", "scale-down-to 3"]);
+    contains_all(&sh.err("done"), &["sip-config.workers = 2", "3..=6"]);
+    // Clearing detaches it; then the profile may go.
+    sh.script(&[
+        "exit",
+        "sip-interface",
+        "select access",
+        "auto-scaling-profile \"\"",
+        "done",
+    ]);
+    assert_eq!(
+        sh.config.interface("access").unwrap().auto_scaling_profile,
+        None
+    );
+    sh.script(&["exit", "auto-scaling-profile", "no ranged"]);
+    assert!(sh.config.auto_scaling_profiles.is_empty());
+}
+
 // ---- help and completion ----
 
 #[test]
@@ -965,6 +1237,12 @@ fn every_attribute_exists_in_the_model() {
         }
         if let Element::SessionRouter(r) = &mut fresh {
             r.default_route = Some("x".into());
+        }
+        if let Element::SipConfig(s) = &mut fresh {
+            s.tcp_auto_scaling_profile = Some("x".into());
+        }
+        if let Element::SipInterface(i) = &mut fresh {
+            i.auto_scaling_profile = Some("x".into());
         }
         let table = fresh.to_table();
         let attrs: Vec<&str> = kind.attrs().iter().map(|a| a.name).collect();
