@@ -300,31 +300,53 @@ impl Console {
                 ))
             }
             OperCommand::ShowWorkers => {
-                let snaps = self.node.snapshots(false).await;
+                let groups = self.node.worker_groups();
                 let mut out = format!(
-                    "{:<8} {:>7} {:>8} {:>13} {:>8} {:>12} {:>12}\n",
-                    "worker",
-                    "load",
-                    "calls",
-                    "transactions",
-                    "queued",
-                    "requests-in",
-                    "responses-in"
+                    "{:<14} {:<6} {:>7} {:>7} {:>7}  profile\n",
+                    "group", "sched", "workers", "load", "queued"
                 );
-                for s in &snaps {
+                for g in &groups {
                     let _ = writeln!(
                         out,
-                        "{:<8} {:>6.1}% {:>8} {:>13} {:>8} {:>12} {:>12}",
-                        s.index,
-                        s.load_percent,
-                        s.calls,
-                        s.transactions,
-                        s.queued,
-                        s.stats.requests_in,
-                        s.stats.responses_in
+                        "{:<14} {:<6} {:>7} {:>6.1}% {:>7}  {}",
+                        g.name,
+                        g.scheduling,
+                        g.workers,
+                        g.load_percent,
+                        g.queued,
+                        g.profile.as_deref().unwrap_or("fixed count")
                     );
+                    for m in &g.members {
+                        let _ = writeln!(
+                            out,
+                            "  worker {:<4} load {:>5.1}%  queued {}+{}  shards {}",
+                            m.id, m.load_percent, m.queued_primary, m.queued_secondary, m.shards
+                        );
+                    }
+                    if g.scheduling != "-" {
+                        let _ = writeln!(
+                            out,
+                            "  queues: {} retransmissions removed, {} answered from state, {} served from secondary, 503 {} queue full + {} queue delay, {} dropped",
+                            g.removed_retransmissions,
+                            g.answered_from_state,
+                            g.secondary_served,
+                            g.rejected_queue_full,
+                            g.rejected_queue_delay,
+                            g.dropped_queue_full
+                        );
+                    }
+                    if g.guard_cycles > 0 {
+                        let _ = writeln!(out, "  no scale-down for {} more cycles", g.guard_cycles);
+                    }
+                    for d in &g.decisions {
+                        let _ = writeln!(
+                            out,
+                            "  cycle {} ({:.0} s ago): {}",
+                            d.cycle, d.seconds_ago, d.text
+                        );
+                    }
                 }
-                Ok((out, json.then(|| json!({"workers": snaps}))))
+                Ok((out, json.then(|| json!({"groups": groups}))))
             }
             OperCommand::ShowDialogs => {
                 let snaps = self.node.snapshots(true).await;
@@ -382,6 +404,50 @@ pub fn restart_needed(running: &Config, saved: &Config) -> Vec<String> {
             "sip-config workers {} -> {}: the worker count is fixed at start",
             running.sip_config.workers, saved.sip_config.workers
         ));
+    }
+    let (r, n) = (&running.sip_config, &saved.sip_config);
+    let groups = [
+        (
+            "tcp-workers",
+            r.tcp_workers.to_string(),
+            n.tcp_workers.to_string(),
+        ),
+        (
+            "tcp-auto-scaling-profile",
+            format!("{:?}", r.tcp_auto_scaling_profile),
+            format!("{:?}", n.tcp_auto_scaling_profile),
+        ),
+        ("prsm", r.prsm.to_string(), n.prsm.to_string()),
+        (
+            "queue-size",
+            r.queue_size.to_string(),
+            n.queue_size.to_string(),
+        ),
+        (
+            "max-queue-delay-ms",
+            r.max_queue_delay_ms.to_string(),
+            n.max_queue_delay_ms.to_string(),
+        ),
+        (
+            "routing-cost-us",
+            r.routing_cost_us.to_string(),
+            n.routing_cost_us.to_string(),
+        ),
+        (
+            "auto-scaling-cycle-ms",
+            r.auto_scaling_cycle_ms.to_string(),
+            n.auto_scaling_cycle_ms.to_string(),
+        ),
+    ];
+    for (key, old, new) in groups {
+        if old != new {
+            out.push(format!(
+                "sip-config {key} {old} -> {new}: worker groups are set up at start"
+            ));
+        }
+    }
+    if running.auto_scaling_profiles != saved.auto_scaling_profiles {
+        out.push("auto-scaling-profile: worker groups take their profiles at start".to_owned());
     }
     if running.redundancy != saved.redundancy {
         out.push("redundancy-config: the pair's channels are set up at start".to_owned());

@@ -175,6 +175,9 @@ pub struct Stats {
     pub timeouts: u64,
     /// New requests dropped unanswered while handing the service address over.
     pub handover_dropped: u64,
+    /// New requests routed to a next hop (new calls and out-of-dialog requests): what the
+    /// routing lookup is paid for.
+    pub routed_new: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -807,11 +810,7 @@ impl Engine {
         } = self.admission
         {
             self.stats.rejected_503 += 1;
-            let (lo, hi) = (
-                retry_after_min.min(retry_after_max),
-                retry_after_max.max(retry_after_min),
-            );
-            let retry_after = lo + (rand::random::<u32>() % (hi - lo + 1));
+            let retry_after = random_retry_after(retry_after_min, retry_after_max);
             self.answer(
                 inbound,
                 &msg,
@@ -931,6 +930,7 @@ impl Engine {
         };
         let callee = self.outbound_leg(&msg, &hop, 1);
         self.stats.calls_attempted += 1;
+        self.stats.routed_new += 1;
         debug!(call_id = %a_call_id, b_call_id = %callee.call_id, next_hop = %hop.name, "new call");
 
         // 100 Trying at once.
@@ -1030,6 +1030,7 @@ impl Engine {
     ) {
         let method = msg.method().cloned().unwrap_or(Method::Options);
         let leg = self.outbound_leg(&msg, &hop, 0);
+        self.stats.routed_new += 1;
         self.new_server(&key, inbound, &msg, false, Some(new_tag()), None);
         self.send_request(
             now,
@@ -2038,6 +2039,29 @@ impl LenientRequest {
             },
         })
     }
+}
+
+/// Answers a new request refused before it reached an engine (a full worker queue, or one that
+/// waited too long in it) with `503 Service Unavailable` and `Retry-After`, statelessly from
+/// the raw bytes: no parse and no transaction, so refusing costs far less than serving. `None`
+/// when the bytes are not a request with the headers a response needs (or are an ACK, which is
+/// never answered).
+pub fn stateless_503(inbound: &Inbound, retry_after: u32) -> Option<Transmit> {
+    if inbound.data.starts_with(b"ACK ") {
+        return None;
+    }
+    let req = LenientRequest::scan(&inbound.data)?;
+    let tag = new_tag();
+    let mut w = req.ctx.write(503, reason_for(503), Some(&tag));
+    w.header("Retry-After", retry_after.to_string());
+    Some(Engine::reply_to(inbound).transmit(w.finish(b"")))
+}
+
+/// A Retry-After drawn at random in `[min, max]` (either order), so refused callers do not
+/// retry in lockstep.
+pub fn random_retry_after(min: u32, max: u32) -> u32 {
+    let (lo, hi) = (min.min(max), max.max(min));
+    lo + (rand::random::<u32>() % (hi - lo + 1))
 }
 
 #[cfg(test)]

@@ -7,20 +7,26 @@
 //!
 //! The path of a message:
 //! ```text
-//!  socket ─▶ receive loop ─▶ shard by Call-ID ─▶ worker thread ─▶ Engine (sans-IO B2BUA)
-//!                                                      │                 │
-//!                                                      ◀── Transmit ─────┘ ─▶ socket
+//!  socket ─▶ receive loop ─▶ classify ─▶ group's worker for the shard ─▶ PRSM queues
+//!            (per interface)   (shard, kind)     (by Call-ID)            (primary, secondary)
+//!                                                                              │
+//!  socket ◀── Transmit ◀── Engine of the shard (sans-IO B2BUA) ◀── worker thread ┘
 //! ```
 //! - [`sip`]: messages ([`sip::message`]), the four transaction state machines
 //!   ([`sip::transaction`]) and the dialog data that state sync replicates ([`sip::dialog`]);
-//! - [`engine`]: the B2BUA, one instance per worker, driven by bytes and time;
-//! - [`shard`]: which worker a message belongs to, so one call is always processed in order;
-//! - [`node`]: the thin I/O shell: sockets, TCP framing, worker threads, shutdown.
+//! - [`engine`]: the B2BUA, one instance per shard, driven by bytes and time;
+//! - [`shard`]: which shard a message belongs to, so one call is always processed in order;
+//! - [`classify`]: what the receive path learns from a line scan (shard, PRSM kind, key);
+//! - [`prsm`], [`autoscale`], [`overload`]: overload control as pure state machines (request
+//!   scheduling, worker-group scaling, the heap gate);
+//! - [`workers`]: worker groups, shards, PRSM queues and the autoscaler's shell;
+//! - [`node`]: the thin I/O shell: sockets, TCP framing, groups, shutdown.
 #![warn(missing_docs)]
 
 pub mod acli_client;
 pub mod alarm_service;
 pub mod autoscale;
+pub mod classify;
 pub mod console;
 pub mod engine;
 pub mod mgmt;
@@ -32,3 +38,4 @@ pub mod shard;
 pub mod sip;
 pub mod subsystems;
 pub mod tcp_codec;
+pub mod workers;

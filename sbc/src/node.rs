@@ -1,20 +1,20 @@
-//! The thin I/O shell around the engines: sockets, TCP connections, worker threads, shutdown.
+//! The thin I/O shell around the engines: sockets, TCP connections, worker groups, shutdown.
 //!
-//! - One receive thread per UDP interface reads datagrams and hands each to the worker that
-//!   owns its Call-ID ([`crate::shard`]).
+//! - One receive thread per UDP interface reads datagrams and queues each on its interface's
+//!   worker group ([`crate::workers`]), on the worker that serves the message's shard.
 //! - TCP runs on tokio: an accept loop per interface, a reader and a writer task per
-//!   connection, and an outbound connector for next hops reached over TCP.
-//! - A worker is an OS thread that owns one [`Engine`]: it waits for input or for the engine's
-//!   next timer, feeds the engine with real time, and sends what the engine asks to send.
+//!   connection, and an outbound connector for next hops reached over TCP; every TCP message
+//!   goes to the TCP worker group.
+//! - The engines (one per shard) are driven by the group workers (messages) and the timer
+//!   thread (timers); a control thread runs the autoscalers once per cycle.
 //!
-//! Shutdown (SIGINT/SIGTERM) follows mini-redis: every worker is told to drain (new requests get
+//! Shutdown (SIGINT/SIGTERM) follows mini-redis: every engine is told to drain (new requests get
 //! 503, transactions in progress finish), the node waits until all are idle or the grace period
 //! ends, then stops the threads.
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -27,15 +27,20 @@ use tokio::io::AsyncWriteExt as _;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc as tmpsc;
 use tokio_util::codec::FramedRead;
-use tracing::{debug, info, info_span, warn};
+use tracing::{debug, info, warn};
 
+use crate::autoscale::ScalingProfile;
 use crate::engine::{
-    Admission, DialogChange, Engine, EngineConfig, Inbound, Interface, NextHop, Stats, Transmit,
+    Admission, DialogChange, EngineConfig, Inbound, Interface, NextHop, Stats, Transmit,
 };
+use crate::prsm::PrsmConfig;
 use crate::shard;
 use crate::sip::dialog::LegTransport;
 use crate::sip::transaction::Timers;
 use crate::tcp_codec::{Frame, SipCodec};
+use crate::workers::{
+    lock, total_stats, Ctx, Group, GroupReport, Outlet, Shards, TimerThread, WorkSettings, SHARDS,
+};
 
 /// Builds the engine's view of a validated configuration.
 pub fn engine_config(cfg: &Config) -> anyhow::Result<EngineConfig> {
@@ -102,23 +107,11 @@ fn leg_transport(t: Transport) -> LegTransport {
 /// Socket buffer size asked for on UDP sockets (the kernel caps it at `net.core.rmem_max`).
 const UDP_BUFFER_BYTES: usize = 4 << 20;
 
-enum WorkerMsg {
-    Inbound(Inbound),
-    Drain,
-    Stop,
-    Reconfigure(Box<EngineConfig>),
-    Admission(Admission),
-    Replica(DialogChange),
-    Snapshot {
-        dialogs: bool,
-        reply: mpsc::Sender<WorkerSnapshot>,
-    },
-}
-
-/// What one worker reports for `show workers`, `show sip-stats` and `show dialogs`.
+/// What one shard (engine) reports for `show sip-stats` and `show dialogs`, and the HA
+/// hand-over.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct WorkerSnapshot {
-    /// Worker number.
+pub struct ShardSnapshot {
+    /// Shard number.
     pub index: usize,
     /// Its counters.
     pub stats: Stats,
@@ -126,43 +119,22 @@ pub struct WorkerSnapshot {
     pub calls: usize,
     /// Live transactions.
     pub transactions: usize,
-    /// Messages waiting in its queue.
-    pub queued: usize,
     /// Transactions waiting for a final response.
     pub pending: usize,
-    /// Busy time over the last cycle of about a second, in percent (OpenSIPS's load).
-    pub load_percent: f64,
     /// Its dialogs, when asked for.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub dialogs: Vec<crate::sip::dialog::Dialog>,
 }
 
-/// Handles shared by the receive paths and the workers.
-struct Shared {
+/// Where the engines' output goes: UDP sockets, TCP connections, the HA state sync.
+struct Wire {
     udp: RwLock<Vec<Option<Arc<UdpSocket>>>>,
     tcp_out: tmpsc::UnboundedSender<Transmit>,
-    workers: Vec<mpsc::Sender<WorkerMsg>>,
-    queued: Vec<AtomicUsize>,
-    /// Each worker's load over its last cycle, in per mille.
-    load_permille: Vec<std::sync::atomic::AtomicU32>,
-    stopping: AtomicBool,
-    idle_workers: AtomicUsize,
     /// Where confirmed-dialog changes go (the HA state sync), if anywhere.
     dialog_sync: Mutex<Option<tmpsc::UnboundedSender<DialogChange>>>,
-    stats: Mutex<Vec<Stats>>,
 }
 
-impl Shared {
-    fn dispatch(&self, inbound: Inbound) {
-        let n = self.workers.len();
-        let w = shard::worker_for(&inbound.data, n);
-        self.queued[w].fetch_add(1, Ordering::Relaxed);
-        if self.workers[w].send(WorkerMsg::Inbound(inbound)).is_err() {
-            self.queued[w].fetch_sub(1, Ordering::Relaxed);
-            debug!("worker gone; message dropped");
-        }
-    }
-
+impl Outlet for Wire {
     fn send(&self, t: Transmit) {
         match t.transport {
             LegTransport::Udp => {
@@ -182,12 +154,50 @@ impl Shared {
             }
         }
     }
+
+    fn dialog_change(&self, change: DialogChange) {
+        if let Some(tx) = lock(&self.dialog_sync).as_ref() {
+            let _ = tx.send(change);
+        }
+    }
+}
+
+/// Handles shared by the receive paths, the worker groups and the control thread.
+struct Shared {
+    wire: Arc<Wire>,
+    ctx: Arc<Ctx>,
+    /// The UDP group of each interface (by interface index), if it offers UDP.
+    udp_groups: Vec<Option<Arc<Group>>>,
+    tcp_group: Arc<Group>,
+    timers: TimerThread,
+    stopping: AtomicBool,
+}
+
+impl Shared {
+    fn dispatch(&self, inbound: Inbound) {
+        let group = match inbound.transport {
+            LegTransport::Udp => self
+                .udp_groups
+                .get(inbound.interface)
+                .and_then(Option::as_ref)
+                .unwrap_or(&self.tcp_group),
+            LegTransport::Tcp => &self.tcp_group,
+        };
+        group.dispatch(inbound, self.wire.as_ref());
+    }
+
+    fn groups(&self) -> impl Iterator<Item = &Arc<Group>> + '_ {
+        self.udp_groups
+            .iter()
+            .flatten()
+            .chain(std::iter::once(&self.tcp_group))
+    }
 }
 
 /// A running node, as returned by [`start`].
 pub struct Node {
     shared: Arc<Shared>,
-    threads: Mutex<Vec<thread::JoinHandle<()>>>,
+    control: Mutex<Option<thread::JoinHandle<()>>>,
     grace: Duration,
     interfaces: Vec<sbc_config::SipInterface>,
     max: usize,
@@ -211,44 +221,103 @@ struct Bound {
     accept_tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
-/// Starts the workers; binds every interface of `cfg` at once when `bind` is true (a single node,
-/// or the active of a pair), else later with [`Node::bind_interfaces`]. Must be called inside a
-/// tokio runtime.
+/// The autoscaling profile named `name` in `cfg`, as the autoscaler takes it.
+fn profile_named(cfg: &Config, name: Option<&str>) -> anyhow::Result<Option<ScalingProfile>> {
+    let Some(name) = name else { return Ok(None) };
+    let p = cfg
+        .auto_scaling_profiles
+        .iter()
+        .find(|p| p.name == name)
+        .with_context(|| format!("auto-scaling-profile {name} is not defined"))?;
+    let profile = ScalingProfile::from_settings(
+        p.scale_up_to,
+        p.scale_up_on,
+        p.scale_up_for,
+        p.scale_up_within,
+        p.scale_down_to,
+        p.scale_down_on,
+        p.scale_down_for,
+    )
+    .map_err(|e| anyhow::anyhow!("auto-scaling-profile {name}: {e}"))?;
+    Ok(Some(profile))
+}
+
+/// The worker settings of `cfg`'s `sip-config`.
+fn work_settings(cfg: &Config) -> WorkSettings {
+    let s = &cfg.sip_config;
+    let mut prsm = if s.prsm {
+        PrsmConfig::default()
+    } else {
+        PrsmConfig::fifo()
+    };
+    prsm.primary_capacity = s.queue_size;
+    prsm.secondary_capacity = s.queue_size;
+    prsm.in_dialog_reserve = s.queue_size / 8;
+    WorkSettings {
+        prsm,
+        max_queue_delay: Duration::from_millis(s.max_queue_delay_ms),
+        routing_cost: Duration::from_micros(s.routing_cost_us),
+        retry_after: (s.retry_after_min, s.retry_after_max),
+    }
+}
+
+/// Starts the worker groups; binds every interface of `cfg` at once when `bind` is true (a
+/// single node, or the active of a pair), else later with [`Node::bind_interfaces`]. Must be
+/// called inside a tokio runtime.
 pub async fn start(cfg: &Config, bind: bool) -> anyhow::Result<Node> {
     let ecfg = engine_config(cfg)?;
     let (tcp_tx, tcp_rx) = tmpsc::unbounded_channel();
-    let n = cfg.sip_config.workers.max(1);
-    let mut senders = Vec::new();
-    let mut receivers = Vec::new();
-    for _ in 0..n {
-        let (tx, rx) = mpsc::channel();
-        senders.push(tx);
-        receivers.push(rx);
-    }
-    let shared = Arc::new(Shared {
+    let wire = Arc::new(Wire {
         udp: RwLock::new(vec![None; cfg.sip_interfaces.len()]),
         tcp_out: tcp_tx,
-        queued: (0..n).map(|_| AtomicUsize::new(0)).collect(),
-        load_permille: (0..n)
-            .map(|_| std::sync::atomic::AtomicU32::new(0))
-            .collect(),
-        workers: senders,
-        stopping: AtomicBool::new(false),
-        idle_workers: AtomicUsize::new(0),
         dialog_sync: Mutex::new(None),
-        stats: Mutex::new(vec![Stats::default(); n]),
     });
-
-    let mut threads = Vec::new();
-    for (i, rx) in receivers.into_iter().enumerate() {
-        let shared = shared.clone();
-        let engine = Engine::new(ecfg.clone(), i as u64);
-        threads.push(
-            thread::Builder::new()
-                .name(format!("sip-worker-{i}"))
-                .spawn(move || worker_loop(i, engine, rx, &shared))?,
-        );
+    let ctx = Arc::new(Ctx {
+        shards: Arc::new(Shards::new(&ecfg)),
+        out: wire.clone(),
+    });
+    let settings = work_settings(cfg);
+    let cycle = Duration::from_millis(cfg.sip_config.auto_scaling_cycle_ms.max(1));
+    let mut udp_groups = Vec::new();
+    for iface in &cfg.sip_interfaces {
+        if !iface.transports.contains(&Transport::Udp) {
+            udp_groups.push(None);
+            continue;
+        }
+        let profile = profile_named(cfg, iface.auto_scaling_profile.as_deref())?;
+        udp_groups.push(Some(Group::start(
+            format!("udp:{}", iface.realm),
+            cfg.sip_config.workers,
+            profile,
+            cycle,
+            settings,
+            &ctx,
+        )?));
     }
+    let tcp_profile = profile_named(cfg, cfg.sip_config.tcp_auto_scaling_profile.as_deref())?;
+    let tcp_group = Group::start(
+        "tcp".into(),
+        cfg.sip_config.tcp_workers,
+        tcp_profile,
+        cycle,
+        settings,
+        &ctx,
+    )?;
+    let timers = TimerThread::start(&ctx)?;
+    let shared = Arc::new(Shared {
+        wire,
+        ctx,
+        udp_groups,
+        tcp_group,
+        timers,
+        stopping: AtomicBool::new(false),
+    });
+    let control = {
+        let shared = shared.clone();
+        thread::Builder::new()
+            .name("autoscaler".into())
+            .spawn(move || control_loop(&shared, cycle))?
+    };
     let conns: Connections = Arc::new(Mutex::new(HashMap::new()));
     tokio::spawn(tcp_sender(
         tcp_rx,
@@ -258,7 +327,7 @@ pub async fn start(cfg: &Config, bind: bool) -> anyhow::Result<Node> {
     ));
     let node = Node {
         shared,
-        threads: Mutex::new(threads),
+        control: Mutex::new(Some(control)),
         grace: Duration::from_millis(cfg.sip_config.shutdown_grace_ms),
         interfaces: cfg.sip_interfaces.clone(),
         max: cfg.sip_config.max_message_size,
@@ -276,6 +345,31 @@ pub async fn start(cfg: &Config, bind: bool) -> anyhow::Result<Node> {
         node.bind_interfaces().await?;
     }
     Ok(node)
+}
+
+/// The control thread: every cycle, each group's autoscaler gets the loads and decides; the
+/// timer thread's load is measured on the same cycle.
+fn control_loop(shared: &Shared, cycle: Duration) {
+    let mut last = Instant::now();
+    let mut timer_busy = 0;
+    while !shared.stopping.load(Ordering::Acquire) {
+        let next = last + cycle;
+        while Instant::now() < next {
+            if shared.stopping.load(Ordering::Acquire) {
+                return;
+            }
+            thread::sleep(
+                next.saturating_duration_since(Instant::now())
+                    .min(Duration::from_millis(50)),
+            );
+        }
+        let now = Instant::now();
+        timer_busy = shared.timers.measure(now - last, timer_busy);
+        for g in shared.groups() {
+            g.run_cycle(now, &shared.ctx);
+        }
+        last = now;
+    }
 }
 
 impl Node {
@@ -334,7 +428,7 @@ impl Node {
                     .spawn(move || udp_receive_loop(idx, &sock, max, &shared, &stop))?,
             );
         }
-        if let Ok(mut u) = self.shared.udp.write() {
+        if let Ok(mut u) = self.shared.wire.udp.write() {
             *u = udp;
         }
         let accept_tasks = listeners
@@ -371,7 +465,7 @@ impl Node {
         for t in bound.accept_tasks {
             let _ = t.await;
         }
-        if let Ok(mut u) = self.shared.udp.write() {
+        if let Ok(mut u) = self.shared.wire.udp.write() {
             u.iter_mut().for_each(|s| *s = None);
         }
         let threads = bound.threads;
@@ -384,55 +478,64 @@ impl Node {
         info!("SIP interfaces released");
     }
 
-    /// Asks every worker for a snapshot (waits at most 1 s per worker).
-    pub async fn snapshots(&self, dialogs: bool) -> Vec<WorkerSnapshot> {
+    /// A snapshot of every shard (engine); with their dialogs when `dialogs` is true.
+    pub async fn snapshots(&self, dialogs: bool) -> Vec<ShardSnapshot> {
         let shared = self.shared.clone();
         tokio::task::spawn_blocking(move || {
-            let mut out = Vec::new();
-            for w in &shared.workers {
-                let (tx, rx) = mpsc::channel();
-                if w.send(WorkerMsg::Snapshot { dialogs, reply: tx }).is_ok() {
-                    if let Ok(s) = rx.recv_timeout(Duration::from_secs(1)) {
-                        out.push(s);
-                    }
-                }
-            }
+            let mut out = Vec::with_capacity(SHARDS);
+            shared.ctx.shards.each(shared.wire.as_ref(), |index, e| {
+                out.push(ShardSnapshot {
+                    index,
+                    stats: e.stats().clone(),
+                    calls: e.call_count(),
+                    transactions: e.transaction_count(),
+                    pending: e.pending_count(),
+                    dialogs: if dialogs {
+                        e.dialogs().cloned().collect()
+                    } else {
+                        Vec::new()
+                    },
+                });
+            });
             out
         })
         .await
         .unwrap_or_default()
     }
 
+    /// The worker groups (UDP per interface, TCP, timer), for `show workers`.
+    pub fn worker_groups(&self) -> Vec<GroupReport> {
+        let now = Instant::now();
+        let mut out: Vec<GroupReport> = self.shared.groups().map(|g| g.report(now)).collect();
+        out.push(self.shared.timers.report());
+        out
+    }
+
     /// Streams every confirmed-dialog change of this node to `tx` from now on (HA state sync).
     pub fn set_dialog_sync(&self, tx: Option<tmpsc::UnboundedSender<DialogChange>>) {
-        if let Ok(mut s) = self.shared.dialog_sync.lock() {
-            *s = tx;
-        }
+        *lock(&self.shared.wire.dialog_sync) = tx;
     }
 
-    /// Applies a dialog change replicated from the active to the worker that owns the call.
+    /// Applies a dialog change replicated from the active to the shard that owns the call.
     pub fn apply_replica(&self, change: DialogChange) {
-        match &change {
+        let shards = &self.shared.ctx.shards;
+        let out = self.shared.wire.as_ref();
+        match change {
             DialogChange::Upsert(d) => {
-                let n = self.shared.workers.len().max(1) as u64;
-                let w = (shard::call_id_key(d.caller.call_id.as_bytes()) % n) as usize;
-                let _ = self.shared.workers[w].send(WorkerMsg::Replica(change));
+                let s = Shards::of_key(shard::call_id_key(d.caller.call_id.as_bytes()));
+                shards.with(s, out, |e| e.install_dialog(*d));
             }
-            DialogChange::Delete(_) => {
-                for w in &self.shared.workers {
-                    let _ = w.send(WorkerMsg::Replica(change.clone()));
-                }
-            }
+            DialogChange::Delete(id) => shards.each(out, |_, e| e.remove_dialog(id)),
         }
     }
 
-    /// Sets what every worker does with new requests (the overload and critical-memory gate).
+    /// Sets what every engine does with new requests (the overload and critical-memory gate).
     pub fn set_admission(&self, admission: Admission) {
-        for w in &self.shared.workers {
-            let _ = w.send(WorkerMsg::Admission(admission));
-        }
+        self.shared
+            .ctx
+            .shards
+            .each(self.shared.wire.as_ref(), |_, e| e.set_admission(admission));
     }
-
     /// Closes (or reopens) admission for one reason (`heap`, `critical-memory`, ...): new
     /// requests are refused while any reason holds.
     pub fn set_admission_reason(&self, reason: &'static str, closed: bool) {
@@ -495,57 +598,67 @@ impl Node {
             .unwrap_or_default()
     }
 
-    /// Applies a new engine configuration to every worker.
+    /// Applies a new engine configuration to every shard.
     pub fn reconfigure(&self, cfg: &EngineConfig) {
-        for w in &self.shared.workers {
-            let _ = w.send(WorkerMsg::Reconfigure(Box::new(cfg.clone())));
-        }
+        self.shared
+            .ctx
+            .shards
+            .each(self.shared.wire.as_ref(), |_, e| e.set_config(cfg.clone()));
     }
 
-    /// Sum of the counters of all workers (refreshed by each worker about once a second).
+    /// Sum of the counters of every shard.
     pub fn stats(&self) -> Stats {
-        let all = self
-            .shared
-            .stats
-            .lock()
-            .map(|s| s.clone())
-            .unwrap_or_default();
-        sum_stats(&all)
+        total_stats(&self.shared.ctx.shards)
     }
 
     /// Drains and stops the node: new requests get 503, transactions in progress get up to the
     /// grace period to finish, then every thread is stopped and joined.
     pub async fn shutdown(&self) {
-        let n = self.shared.workers.len();
-        for w in &self.shared.workers {
-            let _ = w.send(WorkerMsg::Drain);
-        }
+        let shared = self.shared.clone();
+        shared
+            .ctx
+            .shards
+            .each(shared.wire.as_ref(), |_, e| e.start_draining());
         let deadline = Instant::now() + self.grace;
-        while self.shared.idle_workers.load(Ordering::Acquire) < n && Instant::now() < deadline {
+        let busy = loop {
+            let s = shared.clone();
+            let busy = tokio::task::spawn_blocking(move || {
+                let mut busy = 0;
+                s.ctx.shards.each(s.wire.as_ref(), |_, e| {
+                    if !e.is_idle() {
+                        busy += 1;
+                    }
+                });
+                busy
+            })
+            .await
+            .unwrap_or(0);
+            if busy == 0 || Instant::now() >= deadline {
+                break busy;
+            }
             tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let idle = self.shared.idle_workers.load(Ordering::Acquire);
-        if idle < n {
+        };
+        if busy > 0 {
             warn!(
-                busy_workers = n - idle,
+                busy_shards = busy,
                 "grace period over; stopping with transactions open"
             );
         }
         self.release_interfaces().await;
-        self.shared.stopping.store(true, Ordering::Release);
-        for w in &self.shared.workers {
-            let _ = w.send(WorkerMsg::Stop);
-        }
-        let shared = self.shared.clone();
-        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
+        shared.stopping.store(true, Ordering::Release);
+        let control = lock(&self.control).take();
+        let s = shared.clone();
         let _ = tokio::task::spawn_blocking(move || {
-            for t in threads {
-                let _ = t.join();
+            if let Some(c) = control {
+                let _ = c.join();
             }
+            for g in s.groups() {
+                g.stop();
+            }
+            s.timers.stop();
         })
         .await;
-        let all = shared.stats.lock().map(|s| s.clone()).unwrap_or_default();
-        let s = sum_stats(&all);
+        let s = total_stats(&shared.ctx.shards);
         info!(
             calls_attempted = s.calls_attempted,
             calls_answered = s.calls_answered,
@@ -556,11 +669,6 @@ impl Node {
             "node stopped"
         );
     }
-}
-
-fn sum_stats(all: &[Stats]) -> Stats {
-    all.iter()
-        .fold(Stats::default(), |acc, s| add_stats(&acc, s))
 }
 
 /// The field-wise sum of two sets of counters.
@@ -579,106 +687,7 @@ pub fn add_stats(a: &Stats, b: &Stats) -> Stats {
         rejected_503: a.rejected_503 + b.rejected_503,
         timeouts: a.timeouts + b.timeouts,
         handover_dropped: a.handover_dropped + b.handover_dropped,
-    }
-}
-
-fn worker_loop(index: usize, mut engine: Engine, rx: mpsc::Receiver<WorkerMsg>, shared: &Shared) {
-    let span = info_span!("worker", index);
-    let _enter = span.enter();
-    let mut draining = false;
-    let mut reported_idle = false;
-    let mut last_stats = Instant::now();
-    let mut busy = Duration::ZERO;
-    loop {
-        let now = Instant::now();
-        let wait = engine
-            .poll_timeout()
-            .map_or(Duration::from_millis(200), |t| {
-                t.saturating_duration_since(now)
-            })
-            .min(Duration::from_millis(200));
-        let first = rx.recv_timeout(wait);
-        let busy_from = Instant::now();
-        let mut msg = match first {
-            Ok(m) => Some(m),
-            Err(mpsc::RecvTimeoutError::Timeout) => None,
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-        };
-        // Take what is queued in one go (bounded), then run timers and flush.
-        let mut budget = 64;
-        while let Some(m) = msg.take() {
-            match m {
-                WorkerMsg::Inbound(i) => {
-                    shared.queued[index].fetch_sub(1, Ordering::Relaxed);
-                    engine.handle_inbound(Instant::now(), i);
-                }
-                WorkerMsg::Reconfigure(cfg) => engine.set_config(*cfg),
-                WorkerMsg::Admission(a) => engine.set_admission(a),
-                WorkerMsg::Replica(DialogChange::Upsert(d)) => engine.install_dialog(*d),
-                WorkerMsg::Replica(DialogChange::Delete(id)) => engine.remove_dialog(id),
-                WorkerMsg::Snapshot { dialogs, reply } => {
-                    let _ = reply.send(WorkerSnapshot {
-                        index,
-                        stats: engine.stats().clone(),
-                        calls: engine.call_count(),
-                        transactions: engine.transaction_count(),
-                        queued: shared.queued[index].load(Ordering::Relaxed),
-                        pending: engine.pending_count(),
-                        load_percent: f64::from(
-                            shared.load_permille[index].load(Ordering::Relaxed),
-                        ) / 10.0,
-                        dialogs: if dialogs {
-                            engine.dialogs().cloned().collect()
-                        } else {
-                            Vec::new()
-                        },
-                    });
-                }
-                WorkerMsg::Drain => {
-                    draining = true;
-                    engine.start_draining();
-                }
-                WorkerMsg::Stop => {
-                    if let Ok(mut s) = shared.stats.lock() {
-                        s[index] = engine.stats().clone();
-                    }
-                    return;
-                }
-            }
-            budget -= 1;
-            if budget > 0 {
-                msg = rx.try_recv().ok();
-            }
-        }
-        engine.handle_timeout(Instant::now());
-        while let Some(t) = engine.poll_transmit() {
-            shared.send(t);
-        }
-        let mut sync = None;
-        while let Some(change) = engine.poll_dialog_change() {
-            let tx =
-                sync.get_or_insert_with(|| shared.dialog_sync.lock().ok().and_then(|s| s.clone()));
-            if let Some(tx) = tx {
-                let _ = tx.send(change);
-            }
-        }
-        busy += busy_from.elapsed();
-        if draining && !reported_idle && engine.is_idle() {
-            reported_idle = true;
-            shared.idle_workers.fetch_add(1, Ordering::AcqRel);
-        }
-        if last_stats.elapsed() >= Duration::from_secs(1) {
-            // Load = busy time / cycle (OpenSIPS's definition): the autoscaler's input.
-            let permille = (busy.as_secs_f64() / last_stats.elapsed().as_secs_f64() * 1000.0)
-                .round()
-                .min(1000.0) as u32;
-            shared.load_permille[index].store(permille, Ordering::Relaxed);
-            busy = Duration::ZERO;
-            last_stats = Instant::now();
-            if let Ok(mut s) = shared.stats.lock() {
-                s[index] = engine.stats().clone();
-            }
-        }
+        routed_new: a.routed_new + b.routed_new,
     }
 }
 

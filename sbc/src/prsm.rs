@@ -409,6 +409,47 @@ impl<T> Scheduler<T> {
         Some((e.key, e.kind, e.item))
     }
 
+    /// Takes every queued message for which `pred` holds, primary queue first, each queue in
+    /// order: a worker handing some of its calls to another worker moves their messages with
+    /// them, so their order is kept.
+    pub fn extract(&mut self, mut pred: impl FnMut(&T) -> bool) -> Vec<(u64, Kind, T)> {
+        let mut out = Vec::new();
+        let prsm = self.config.mode == Mode::Prsm;
+        for (queue, is_primary) in [(&mut self.primary, true), (&mut self.secondary, false)] {
+            let mut keep = VecDeque::with_capacity(queue.len());
+            for e in queue.drain(..) {
+                if !pred(&e.item) {
+                    keep.push_back(e);
+                    continue;
+                }
+                if !is_primary {
+                    remove_key(&mut self.queued_retx, e.key);
+                } else if prsm && e.kind == Kind::NewRequest {
+                    remove_key(&mut self.queued_new, e.key);
+                }
+                out.push((e.key, e.kind, e.item));
+            }
+            *queue = keep;
+        }
+        out
+    }
+
+    /// Queues a message taken from another scheduler with [`Self::extract`], whatever the
+    /// queue lengths (it was admitted once already): a retransmission to the secondary queue,
+    /// anything else to the primary.
+    pub fn push_moved(&mut self, key: u64, kind: Kind, item: T) {
+        let prsm = self.config.mode == Mode::Prsm;
+        if prsm && kind == Kind::Retransmission {
+            add_key(&mut self.queued_retx, key);
+            self.secondary.push_back(Entry { key, kind, item });
+            return;
+        }
+        if prsm && kind == Kind::NewRequest {
+            add_key(&mut self.queued_new, key);
+        }
+        self.primary.push_back(Entry { key, kind, item });
+    }
+
     /// The transaction `key` is being processed: its queued retransmissions are removed and
     /// later ones are not queued. Returns how many were removed (always 0 in FIFO mode).
     pub fn mark_in_progress(&mut self, now: Instant, key: u64) -> usize {
@@ -496,6 +537,43 @@ mod tests {
         assert_eq!((s.primary_len(), s.secondary_len()), (3, 2));
         assert_eq!(drain(&mut s), vec!["resp2", "bye3", "n4", "r100", "r101"]);
         assert!(s.is_empty());
+    }
+
+    #[test]
+    fn extract_and_push_moved_keep_order_and_indexes() {
+        let now = Instant::now();
+        let mut a = Scheduler::new(PrsmConfig::default());
+        let mut b = Scheduler::new(PrsmConfig::default());
+        assert_eq!(a.push(now, 1, Kind::NewRequest, (1, "n1")), Push::Queued);
+        assert_eq!(a.push(now, 2, Kind::NewRequest, (2, "n2")), Push::Queued);
+        assert_eq!(a.push(now, 3, Kind::InDialog, (1, "bye1")), Push::Queued);
+        assert_eq!(
+            a.push(now, 4, Kind::Retransmission, (1, "r4")),
+            Push::Queued
+        );
+        assert_eq!(b.push(now, 9, Kind::NewRequest, (9, "n9")), Push::Queued);
+        // Move everything of "shard" 1 from a to b.
+        for (key, kind, item) in a.extract(|&(shard, _)| shard == 1) {
+            b.push_moved(key, kind, item);
+        }
+        assert_eq!(a.len(), 1);
+        // The moved new request is known to b: its retransmission is redundant there ...
+        assert_eq!(
+            b.push(now, 1, Kind::Retransmission, (1, "r1")),
+            Push::Dropped(DropReason::OriginalQueued)
+        );
+        // ... and no longer to a.
+        assert_eq!(
+            a.push(now, 1, Kind::NewRequest, (1, "n1-again")),
+            Push::Queued
+        );
+        let order: Vec<_> = drain(&mut b).into_iter().map(|(_, n)| n).collect();
+        assert_eq!(order, vec!["n9", "n1", "bye1", "r4"]);
+        assert!(b.is_empty());
+        assert_eq!(
+            b.push(now, 4, Kind::Retransmission, (1, "r4b")),
+            Push::Queued
+        );
     }
 
     #[test]

@@ -571,12 +571,12 @@ fn documented_error_paths() {
     node.assert_alive();
 }
 
-/// Sums one counter over `show workers --json`.
-fn workers_sum(workers: &Value, counter: &str) -> u64 {
-    workers["workers"]
+/// The group named `name` in `show workers --json`.
+fn group<'a>(workers: &'a Value, name: &str) -> &'a Value {
+    workers["groups"]
         .as_array()
-        .map(|a| a.iter().filter_map(|w| w["stats"][counter].as_u64()).sum())
-        .unwrap_or(0)
+        .and_then(|a| a.iter().find(|g| g["name"] == json!(name)))
+        .unwrap_or(&Value::Null)
 }
 
 #[test]
@@ -650,24 +650,36 @@ fn stats_workers_dialogs_after_sipp_calls() {
         "{stats:#}"
     );
 
+    // One group per UDP interface, one TCP group, the timer thread.
     let workers = acli_json(&sock, &["show workers"]).assert_ok().json();
+    let names: Vec<&str> = workers["groups"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|g| g["name"].as_str()).collect())
+        .unwrap_or_default();
     assert_eq!(
-        workers["workers"].as_array().map(Vec::len),
-        Some(config.workers),
+        names,
+        ["udp:access", "udp:core", "tcp", "timer"],
         "{workers:#}"
     );
-    for counter in [
-        "calls_attempted",
-        "calls_answered",
-        "requests_in",
-        "responses_in",
-    ] {
-        assert_eq!(
-            workers_sum(&workers, counter),
-            c[counter].as_u64().unwrap_or(u64::MAX),
-            "workers' {counter} do not add up to sip-stats: {workers:#}"
-        );
+    for name in ["udp:access", "udp:core"] {
+        let g = group(&workers, name);
+        assert_eq!(g["workers"].as_u64(), Some(config.workers as u64), "{g:#}");
+        assert_eq!(g["scheduling"], json!("prsm"), "{g:#}");
+        assert_eq!(g["profile"], Value::Null, "{g:#}");
+        let shards: u64 = g["members"]
+            .as_array()
+            .map(|m| m.iter().filter_map(|w| w["shards"].as_u64()).sum())
+            .unwrap_or(0);
+        assert_eq!(shards, 64, "every shard is served by one worker: {g:#}");
+        assert_eq!(g["rejected_queue_full"].as_u64(), Some(0), "{g:#}");
     }
+    let text = acli(&sock, &["show workers"]).assert_ok().stdout.clone();
+    assert!(
+        text.lines().any(|l| l.starts_with("udp:access")
+            && l.contains("prsm")
+            && l.contains("fixed count")),
+        "{text}"
+    );
     let dialogs = acli_json(&sock, &["show dialogs"]).assert_ok().json();
     assert_eq!(dialogs["dialogs"], json!([]), "{dialogs:#}");
 

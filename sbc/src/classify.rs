@@ -1,0 +1,191 @@
+//! What the receive path knows of a raw message before any parse: its shard, its PRSM kind and
+//! its transaction key.
+//!
+//! The receive threads must hand a message to the right worker queue, in the right PRSM queue,
+//! at the cost of a line scan (the full parse is the worker's job). [`classify`] reads the start
+//! line and the Call-ID, To, top Via and CSeq header lines (long or compact forms):
+//!
+//! - a response is [`Kind::Response`];
+//! - ACK and CANCEL, and any request whose To carries a tag, are [`Kind::InDialog`] (they
+//!   belong to calls already admitted and are never refused);
+//! - any other request is [`Kind::NewRequest`]; the scheduler turns it into a retransmission
+//!   when its transaction key is already known.
+//!
+//! The transaction key hashes the top Via branch with the CSeq method (RFC 3261 17.2.3 without
+//! the sent-by, enough to tell retransmissions apart inside one worker queue), so a CANCEL does
+//! not share its INVITE's key.
+
+use crate::prsm::Kind;
+use crate::shard;
+
+/// The classification of one raw message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Classified {
+    /// The Call-ID's shard key ([`shard::call_id_key`]); 0 without a Call-ID.
+    pub shard_key: u64,
+    /// Its PRSM kind.
+    pub kind: Kind,
+    /// Its transaction key (branch and CSeq method).
+    pub txn_key: u64,
+    /// Whether it is an INVITE request.
+    pub is_invite: bool,
+}
+
+/// Classifies a raw message by scanning its header lines. Garbage classifies as a new request
+/// (the worker answers 400 or drops it).
+pub fn classify(data: &[u8]) -> Classified {
+    let mut lines = data.split(|&b| b == b'\n');
+    let start = lines.next().unwrap_or_default();
+    let is_response = start.starts_with(b"SIP/");
+    let method = if is_response {
+        &b""[..]
+    } else {
+        start.split(|&b| b == b' ').next().unwrap_or_default()
+    };
+    let (mut call_id, mut to_tag, mut branch, mut cseq_method) = (None, false, None, None);
+    for line in lines {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.is_empty() {
+            break;
+        }
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            continue;
+        };
+        let name = trim(&line[..colon]);
+        let value = trim(&line[colon + 1..]);
+        if name.eq_ignore_ascii_case(b"call-id") || name.eq_ignore_ascii_case(b"i") {
+            call_id.get_or_insert(value);
+        } else if name.eq_ignore_ascii_case(b"to") || name.eq_ignore_ascii_case(b"t") {
+            to_tag = has_tag_param(value);
+        } else if (name.eq_ignore_ascii_case(b"via") || name.eq_ignore_ascii_case(b"v"))
+            && branch.is_none()
+        {
+            branch = Some(branch_of(value));
+        } else if name.eq_ignore_ascii_case(b"cseq") {
+            cseq_method = value.split(|&b| b == b' ').rfind(|w| !w.is_empty());
+        }
+    }
+    let kind = if is_response {
+        Kind::Response
+    } else if method == b"ACK" || method == b"CANCEL" || to_tag {
+        Kind::InDialog
+    } else {
+        Kind::NewRequest
+    };
+    let mut h = Fnv::new();
+    h.write(branch.unwrap_or_default());
+    h.write(b" ");
+    h.write(cseq_method.unwrap_or(method));
+    Classified {
+        shard_key: call_id.map_or(0, shard::call_id_key),
+        kind,
+        txn_key: h.finish(),
+        is_invite: !is_response && method == b"INVITE",
+    }
+}
+
+fn trim(s: &[u8]) -> &[u8] {
+    let start = s
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(s.len());
+    let end = s
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(start, |e| e + 1);
+    &s[start..end]
+}
+
+/// Whether a To/From value carries a `tag` parameter (outside the `<...>` URI).
+fn has_tag_param(value: &[u8]) -> bool {
+    let params = match value.iter().rposition(|&b| b == b'>') {
+        Some(gt) => &value[gt + 1..],
+        None => value,
+    };
+    params.split(|&b| b == b';').skip(1).any(|p| {
+        let p = trim(p);
+        p.len() > 4 && p[..4].eq_ignore_ascii_case(b"tag=")
+    })
+}
+
+/// The `branch` parameter of the first Via value of a header line (the whole value without).
+fn branch_of(value: &[u8]) -> &[u8] {
+    let first = value.split(|&b| b == b',').next().unwrap_or(value);
+    first
+        .split(|&b| b == b';')
+        .skip(1)
+        .map(trim)
+        .find(|p| p.len() > 7 && p[..7].eq_ignore_ascii_case(b"branch="))
+        .map_or(first, |p| &p[7..])
+}
+
+/// FNV-1a, 64 bits.
+struct Fnv(u64);
+
+impl Fnv {
+    fn new() -> Self {
+        Self(0xcbf2_9ce4_8422_2325)
+    }
+
+    fn write(&mut self, data: &[u8]) {
+        for &b in data {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INVITE: &[u8] = b"INVITE sip:bob@b SIP/2.0\r\nVia: SIP/2.0/UDP a;branch=z9hG4bK1\r\n\
+        Via: SIP/2.0/UDP c;branch=z9hG4bK2\r\nTo: <sip:bob@b>\r\nFrom: <sip:a@a>;tag=9\r\n\
+        Call-ID: abc\r\nCSeq: 1 INVITE\r\n\r\n";
+
+    #[test]
+    fn new_invite_and_its_retransmission_share_a_key() {
+        let a = classify(INVITE);
+        assert_eq!(a.kind, Kind::NewRequest);
+        assert!(a.is_invite);
+        assert_eq!(a.shard_key, shard::call_id_key(b"abc"));
+        assert_eq!(classify(INVITE), a);
+    }
+
+    #[test]
+    fn cancel_and_ack_are_in_dialog_with_their_own_key() {
+        let cancel = b"CANCEL sip:bob@b SIP/2.0\r\nv: SIP/2.0/UDP a;branch=z9hG4bK1\r\n\
+            t: <sip:bob@b>\r\ni: abc\r\nCSeq: 1 CANCEL\r\n\r\n";
+        let c = classify(cancel);
+        assert_eq!(c.kind, Kind::InDialog);
+        assert_ne!(c.txn_key, classify(INVITE).txn_key);
+        assert_eq!(c.shard_key, classify(INVITE).shard_key);
+        let ack = b"ACK sip:bob@b SIP/2.0\r\nVia: x;branch=q\r\nTo: <sip:b>\r\n\r\n";
+        assert_eq!(classify(ack).kind, Kind::InDialog);
+    }
+
+    #[test]
+    fn to_tag_makes_a_request_in_dialog_but_not_a_uri_param() {
+        let bye = b"BYE sip:b SIP/2.0\r\nVia: x;branch=q\r\nTo: <sip:b>;tag=1\r\n\r\n";
+        assert_eq!(classify(bye).kind, Kind::InDialog);
+        let odd = b"OPTIONS sip:b SIP/2.0\r\nVia: x;branch=q\r\nTo: <sip:b;tag=1>\r\n\r\n";
+        assert_eq!(classify(odd).kind, Kind::NewRequest);
+        assert!(!classify(odd).is_invite);
+    }
+
+    #[test]
+    fn responses_and_garbage() {
+        let r = b"SIP/2.0 180 Ringing\r\nVia: x;branch=z9hG4bK1\r\nCSeq: 1 INVITE\r\n\r\n";
+        let c = classify(r);
+        assert_eq!(c.kind, Kind::Response);
+        assert!(!c.is_invite);
+        let g = classify(b"\xff\xfe garbage");
+        assert_eq!(g.kind, Kind::NewRequest);
+        assert_eq!(g.shard_key, 0);
+        assert_eq!(classify(b"").kind, Kind::NewRequest);
+    }
+}

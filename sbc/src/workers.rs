@@ -1,0 +1,863 @@
+//! Worker groups: shards, PRSM queues, worker threads, the timer thread and the autoscaler.
+//!
+//! **Shards hold the state.** The calls live in [`SHARDS`] engines (shards), fixed for the life
+//! of the node; a message goes to shard `call-id key % SHARDS` ([`crate::shard`]), so both legs
+//! of a call share one shard whatever the number of workers. Each shard is behind a mutex;
+//! whichever thread processes a message of a shard holds its lock for the time the engine takes
+//! (microseconds).
+//!
+//! **Groups own the work** (seed 000, OpenSIPS): one group per UDP `sip-interface`, one for all
+//! TCP traffic, each with its worker threads, and one timer thread for every shard's
+//! transaction timers. Inside a group every shard is *assigned* to one worker, and a worker has
+//! its own PRSM scheduler ([`crate::prsm`]): a bounded primary queue (new requests, in-dialog
+//! requests, responses) served strictly before a bounded secondary queue (retransmissions),
+//! redundant retransmissions removed, and a new request answered 503 at once when the primary
+//! queue is full or when it waited there longer than `max-queue-delay-ms` (PRSM mode only).
+//! Messages of one shard therefore go through one queue and one thread of a group, in arrival
+//! order: per-Call-ID ordering holds with any number of workers.
+//!
+//! **Scaling moves shards, never state.** A new worker receives shards from the busiest
+//! holders; a retired worker (the least loaded, on a scale-down) gives all of its shards to the
+//! others and exits. The hand-over runs on the giving worker's own thread between two messages,
+//! under its queue lock: it marks the shards as no longer its own, moves their queued messages,
+//! in order, to the receiver's queue, then repoints the group's assignment table. A receive
+//! thread that picked the old worker finds the shard no longer owned under that worker's lock
+//! and looks again, so no message is lost or reordered by a scale-down.
+//!
+//! **Load** is OpenSIPS's: busy time (processing, including the simulated routing lookup of
+//! `routing-cost-us`, which stands for a blocking database or DNS lookup) over the cycle, per
+//! worker; the group load is the mean. Every `auto-scaling-cycle-ms` the control thread feeds
+//! each group's [`Autoscaler`] with the loads and the queued messages and carries out its
+//! decisions.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use tracing::{debug, info, warn};
+
+use crate::autoscale::{Autoscaler, ScaleDecision, ScaleReason, ScaleRecord, ScalingProfile};
+use crate::classify::classify;
+use crate::engine::{self, DialogChange, Engine, Inbound, Stats, Transmit};
+use crate::prsm::{Kind, Mode, PrsmConfig, Push, Scheduler};
+
+/// Number of shards (engines): fixed, so a call's shard never changes when workers come and go.
+pub const SHARDS: usize = 64;
+
+/// How long an idle worker waits before looking at its control queue again.
+const IDLE_WAIT: Duration = Duration::from_millis(200);
+
+/// The longest the timer thread sleeps (the resolution of SIP timers).
+const TIMER_TICK: Duration = Duration::from_millis(10);
+
+/// Locks a mutex, recovering the data if a thread panicked while holding it (the engines and
+/// queues stay usable: a panic is a bug, not a reason to stop serving every other call).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// What a worker group needs from the rest of the node: the shards, and where to send.
+pub(crate) trait Outlet: Send + Sync + 'static {
+    /// Sends one message (UDP socket or TCP connection).
+    fn send(&self, t: Transmit);
+    /// Streams a confirmed-dialog change to the HA state sync, if any.
+    fn dialog_change(&self, change: DialogChange);
+}
+
+/// The engines, one per shard.
+pub(crate) struct Shards {
+    cells: Vec<Mutex<Engine>>,
+}
+
+impl Shards {
+    /// `SHARDS` engines with configuration `cfg`.
+    pub(crate) fn new(cfg: &engine::EngineConfig) -> Self {
+        Self {
+            cells: (0..SHARDS)
+                .map(|i| Mutex::new(Engine::new(cfg.clone(), i as u64)))
+                .collect(),
+        }
+    }
+
+    /// The shard of a Call-ID shard key.
+    pub(crate) fn of_key(key: u64) -> usize {
+        (key % SHARDS as u64) as usize
+    }
+
+    /// Runs `f` on shard `i` under its lock, then sends what the engine queued.
+    pub(crate) fn with<R>(
+        &self,
+        i: usize,
+        out: &dyn Outlet,
+        f: impl FnOnce(&mut Engine) -> R,
+    ) -> R {
+        let mut e = lock(&self.cells[i]);
+        let r = f(&mut e);
+        flush(&mut e, out);
+        r
+    }
+
+    /// Runs `f` on every shard in turn.
+    pub(crate) fn each(&self, out: &dyn Outlet, mut f: impl FnMut(usize, &mut Engine)) {
+        for i in 0..SHARDS {
+            self.with(i, out, |e| f(i, e));
+        }
+    }
+}
+
+fn flush(e: &mut Engine, out: &dyn Outlet) {
+    while let Some(t) = e.poll_transmit() {
+        out.send(t);
+    }
+    while let Some(c) = e.poll_dialog_change() {
+        out.dialog_change(c);
+    }
+}
+
+/// Settings shared by the workers of every group.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WorkSettings {
+    /// PRSM or FIFO, and the queue sizes.
+    pub prsm: PrsmConfig,
+    /// A new request that waited longer than this is refused (PRSM mode; zero: never).
+    pub max_queue_delay: Duration,
+    /// The simulated routing lookup paid by every routed new request.
+    pub routing_cost: Duration,
+    /// Retry-After range of the queue's 503s.
+    pub retry_after: (u32, u32),
+}
+
+/// One queued message.
+pub(crate) struct Job {
+    shard: usize,
+    inbound: Inbound,
+    queued_at: Instant,
+}
+
+enum Control {
+    /// Give `shards` (and their queued messages) to `to`.
+    Handoff {
+        shards: Vec<usize>,
+        to: Arc<Worker>,
+        done: mpsc::Sender<()>,
+    },
+    /// Give every shard to `heirs` (round robin) and exit.
+    Retire {
+        heirs: Vec<Arc<Worker>>,
+        done: mpsc::Sender<()>,
+    },
+}
+
+struct QueueState {
+    sched: Scheduler<Job>,
+    owned: Vec<bool>,
+    control: VecDeque<Control>,
+    stop: bool,
+}
+
+/// One worker thread of a group.
+pub(crate) struct Worker {
+    id: usize,
+    queue: Mutex<QueueState>,
+    ready: Condvar,
+    busy_ns: AtomicU64,
+    load_permille: AtomicU32,
+    owned: AtomicUsize,
+}
+
+impl Worker {
+    fn new(id: usize, prsm: PrsmConfig) -> Self {
+        Self {
+            id,
+            queue: Mutex::new(QueueState {
+                sched: Scheduler::new(prsm),
+                owned: vec![false; SHARDS],
+                control: VecDeque::new(),
+                stop: false,
+            }),
+            ready: Condvar::new(),
+            busy_ns: AtomicU64::new(0),
+            load_permille: AtomicU32::new(0),
+            owned: AtomicUsize::new(0),
+        }
+    }
+
+    fn command(&self, c: Control) {
+        lock(&self.queue).control.push_back(c);
+        self.ready.notify_one();
+    }
+}
+
+/// Counters of a group's queues (what PRSM did).
+#[derive(Debug, Default)]
+struct QueueCounters {
+    removed_retransmissions: AtomicU64,
+    answered_from_state: AtomicU64,
+    rejected_full: AtomicU64,
+    rejected_delay: AtomicU64,
+    dropped_full: AtomicU64,
+    secondary_served: AtomicU64,
+}
+
+/// What `show workers` reports of one worker.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct WorkerReport {
+    /// Worker number, unique within its group.
+    pub id: usize,
+    /// Busy time over the last cycle, percent.
+    pub load_percent: f64,
+    /// Messages waiting in its primary queue.
+    pub queued_primary: usize,
+    /// Messages waiting in its secondary queue.
+    pub queued_secondary: usize,
+    /// Shards it serves.
+    pub shards: usize,
+}
+
+/// One decision of a group's autoscaler, for `show workers`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DecisionReport {
+    /// The deciding cycle (the first cycle is 1).
+    pub cycle: u64,
+    /// Seconds ago.
+    pub seconds_ago: f64,
+    /// Workers before.
+    pub from: usize,
+    /// Workers after.
+    pub to: usize,
+    /// What and why, in words.
+    pub text: String,
+}
+
+/// What `show workers` reports of one group.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct GroupReport {
+    /// `udp:<realm>`, `tcp` or `timer`.
+    pub name: String,
+    /// The profile, in OpenSIPS's words, or `None` for a fixed count.
+    pub profile: Option<String>,
+    /// Running workers.
+    pub workers: usize,
+    /// Mean load of the last cycle, percent.
+    pub load_percent: f64,
+    /// Messages waiting in its queues.
+    pub queued: usize,
+    /// `prsm` or `fifo` (`-` for the timer group).
+    pub scheduling: &'static str,
+    /// Cycles the guard window still forbids a scale-down.
+    pub guard_cycles: u64,
+    /// Redundant retransmissions removed from or never put in the queues.
+    pub removed_retransmissions: u64,
+    /// Retransmissions of answered transactions passed to the engine to re-send the answer.
+    pub answered_from_state: u64,
+    /// Retransmissions served from the secondary queue.
+    pub secondary_served: u64,
+    /// New requests answered 503 because the primary queue was full.
+    pub rejected_queue_full: u64,
+    /// New requests answered 503 because they waited longer than `max-queue-delay-ms`.
+    pub rejected_queue_delay: u64,
+    /// Other messages dropped because their queue was full.
+    pub dropped_queue_full: u64,
+    /// The workers.
+    pub members: Vec<WorkerReport>,
+    /// The last decisions, oldest first.
+    pub decisions: Vec<DecisionReport>,
+}
+
+/// One worker group.
+pub(crate) struct Group {
+    name: String,
+    settings: WorkSettings,
+    assignment: RwLock<Vec<Arc<Worker>>>,
+    workers: Mutex<Vec<Arc<Worker>>>,
+    threads: Mutex<Vec<thread::JoinHandle<()>>>,
+    scaler: Mutex<Autoscaler>,
+    next_id: AtomicUsize,
+    counters: QueueCounters,
+    /// Busy time of each worker at the start of the current cycle, by worker id.
+    cycle_start: Mutex<(Instant, Vec<(usize, u64)>)>,
+}
+
+/// Everything a worker thread needs.
+pub(crate) struct Ctx {
+    pub shards: Arc<Shards>,
+    pub out: Arc<dyn Outlet>,
+}
+
+impl Group {
+    /// A group named `name` with `initial` workers (threads started), following `profile`
+    /// (`None`: a fixed count).
+    pub(crate) fn start(
+        name: String,
+        initial: usize,
+        profile: Option<ScalingProfile>,
+        cycle: Duration,
+        settings: WorkSettings,
+        ctx: &Arc<Ctx>,
+    ) -> anyhow::Result<Arc<Self>> {
+        let initial = initial.clamp(1, SHARDS);
+        let workers: Vec<Arc<Worker>> = (0..initial)
+            .map(|id| Arc::new(Worker::new(id, settings.prsm)))
+            .collect();
+        let assignment: Vec<Arc<Worker>> =
+            (0..SHARDS).map(|s| workers[s % initial].clone()).collect();
+        for (s, w) in assignment.iter().enumerate() {
+            lock(&w.queue).owned[s] = true;
+            w.owned.fetch_add(1, Ordering::Relaxed);
+        }
+        let now = Instant::now();
+        let group = Arc::new(Self {
+            name,
+            settings,
+            assignment: RwLock::new(assignment),
+            workers: Mutex::new(workers.clone()),
+            threads: Mutex::new(Vec::new()),
+            scaler: Mutex::new(Autoscaler::with_profile(profile, initial, now).with_cycle(cycle)),
+            next_id: AtomicUsize::new(initial),
+            counters: QueueCounters::default(),
+            cycle_start: Mutex::new((now, Vec::new())),
+        });
+        for w in workers {
+            group.spawn(w, ctx)?;
+        }
+        Ok(group)
+    }
+
+    fn spawn(self: &Arc<Self>, w: Arc<Worker>, ctx: &Arc<Ctx>) -> anyhow::Result<()> {
+        let (group, ctx2) = (self.clone(), ctx.clone());
+        let name = format!("{}-{}", self.name.replace(':', "-"), w.id);
+        let handle = thread::Builder::new()
+            .name(name)
+            .spawn(move || worker_loop(&w, &group, &ctx2))?;
+        lock(&self.threads).push(handle);
+        Ok(())
+    }
+
+    /// Queues a received message on the worker that serves its shard (or refuses it).
+    pub(crate) fn dispatch(&self, inbound: Inbound, out: &dyn Outlet) {
+        let c = classify(&inbound.data);
+        let shard = Shards::of_key(c.shard_key);
+        let now = Instant::now();
+        let job = Job {
+            shard,
+            inbound,
+            queued_at: now,
+        };
+        // The assignment changes only during a hand-over; a few retries always suffice.
+        for _ in 0..10_000 {
+            let w = match self.assignment.read() {
+                Ok(a) => a[shard].clone(),
+                Err(e) => e.into_inner()[shard].clone(),
+            };
+            let mut q = lock(&w.queue);
+            if !q.owned[shard] {
+                drop(q);
+                thread::yield_now();
+                continue;
+            }
+            let pushed = q.sched.push(now, c.txn_key, c.kind, job);
+            let pushed = match pushed {
+                Push::AnswerFromState(j) => {
+                    // The engine re-sends the answer from transaction state, cheaply; it goes
+                    // with the in-dialog traffic.
+                    self.counters
+                        .answered_from_state
+                        .fetch_add(1, Ordering::Relaxed);
+                    q.sched.push(now, c.txn_key, Kind::InDialog, j)
+                }
+                p => p,
+            };
+            drop(q);
+            match pushed {
+                Push::Queued => w.ready.notify_one(),
+                Push::Dropped(reason) if reason.is_redundant() => {
+                    self.counters
+                        .removed_retransmissions
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+                Push::Dropped(_) => {
+                    self.counters.dropped_full.fetch_add(1, Ordering::Relaxed);
+                }
+                Push::RejectNew(j) | Push::AnswerFromState(j) => {
+                    self.counters.rejected_full.fetch_add(1, Ordering::Relaxed);
+                    self.reject(&j, out);
+                }
+            }
+            return;
+        }
+        warn!(group = %self.name, shard, "no worker took the message; dropped");
+    }
+
+    fn reject(&self, job: &Job, out: &dyn Outlet) {
+        let (lo, hi) = self.settings.retry_after;
+        if let Some(t) = engine::stateless_503(&job.inbound, engine::random_retry_after(lo, hi)) {
+            out.send(t);
+        }
+    }
+
+    /// Ends one autoscaling cycle: measures the loads, feeds the autoscaler and carries out
+    /// its decisions.
+    pub(crate) fn run_cycle(self: &Arc<Self>, now: Instant, ctx: &Arc<Ctx>) {
+        let workers = lock(&self.workers).clone();
+        let loads = self.measure(now, &workers);
+        let queued: usize = workers.iter().map(|w| lock(&w.queue).sched.len()).sum();
+        let decisions: Vec<ScaleDecision> = {
+            let mut s = lock(&self.scaler);
+            s.handle_cycle(now, &loads, queued);
+            std::iter::from_fn(|| s.poll()).collect()
+        };
+        for d in decisions {
+            match d {
+                ScaleDecision::Up { add, reason } => {
+                    info!(group = %self.name, add, reason = %describe_reason(&reason), "scaling up");
+                    for _ in 0..add {
+                        if let Err(e) = self.add_worker(ctx) {
+                            warn!(group = %self.name, error = %e, "cannot start a worker");
+                        }
+                    }
+                }
+                ScaleDecision::Down { retire, reason } => {
+                    if let Some(w) = workers.get(retire) {
+                        info!(group = %self.name, worker = w.id, reason = %describe_reason(&reason), "scaling down");
+                        self.retire(w);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Each worker's busy fraction since the last cycle (stored for `show workers`).
+    fn measure(&self, now: Instant, workers: &[Arc<Worker>]) -> Vec<f64> {
+        let mut start = lock(&self.cycle_start);
+        let elapsed = now.saturating_duration_since(start.0).as_nanos().max(1) as f64;
+        let mut next = Vec::with_capacity(workers.len());
+        let loads = workers
+            .iter()
+            .map(|w| {
+                let busy = w.busy_ns.load(Ordering::Relaxed);
+                let before = start
+                    .1
+                    .iter()
+                    .find(|(id, _)| *id == w.id)
+                    .map_or(busy, |(_, b)| *b);
+                next.push((w.id, busy));
+                let load = (busy.saturating_sub(before) as f64 / elapsed).min(1.0);
+                w.load_permille
+                    .store((load * 1000.0).round() as u32, Ordering::Relaxed);
+                load
+            })
+            .collect();
+        *start = (now, next);
+        loads
+    }
+
+    /// Starts one worker and gives it a fair share of the shards, taken from the workers that
+    /// hold the most.
+    fn add_worker(self: &Arc<Self>, ctx: &Arc<Ctx>) -> anyhow::Result<()> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let new = Arc::new(Worker::new(id, self.settings.prsm));
+        self.spawn(new.clone(), ctx)?;
+        let workers = {
+            let mut ws = lock(&self.workers);
+            ws.push(new.clone());
+            ws.clone()
+        };
+        let share = SHARDS / workers.len();
+        // Plan: take shards from the largest holders until the new worker has its share.
+        let assignment = match self.assignment.read() {
+            Ok(a) => a.clone(),
+            Err(e) => e.into_inner().clone(),
+        };
+        let mut held: Vec<(Arc<Worker>, Vec<usize>)> = workers
+            .iter()
+            .filter(|w| w.id != id)
+            .map(|w| {
+                let shards = (0..SHARDS)
+                    .filter(|&s| Arc::ptr_eq(&assignment[s], w))
+                    .collect();
+                (w.clone(), shards)
+            })
+            .collect();
+        let mut plan: Vec<(Arc<Worker>, Vec<usize>)> = Vec::new();
+        for _ in 0..share {
+            let Some(donor) = held.iter_mut().max_by_key(|(_, s)| s.len()) else {
+                break;
+            };
+            let Some(shard) = donor.1.pop() else { break };
+            match plan.iter_mut().find(|(w, _)| Arc::ptr_eq(w, &donor.0)) {
+                Some((_, list)) => list.push(shard),
+                None => plan.push((donor.0.clone(), vec![shard])),
+            }
+        }
+        for (donor, shards) in plan {
+            let (tx, rx) = mpsc::channel();
+            donor.command(Control::Handoff {
+                shards,
+                to: new.clone(),
+                done: tx,
+            });
+            if rx.recv_timeout(Duration::from_secs(5)).is_err() {
+                warn!(group = %self.name, donor = donor.id, "hand-over not confirmed in 5 s");
+            }
+        }
+        info!(group = %self.name, worker = id, workers = workers.len(), "worker started");
+        Ok(())
+    }
+
+    /// Drains and stops `w`: its shards and queued messages go to the other workers.
+    fn retire(&self, w: &Arc<Worker>) {
+        let heirs: Vec<Arc<Worker>> = {
+            let mut ws = lock(&self.workers);
+            ws.retain(|x| !Arc::ptr_eq(x, w));
+            ws.clone()
+        };
+        if heirs.is_empty() {
+            lock(&self.workers).push(w.clone());
+            return;
+        }
+        let (tx, rx) = mpsc::channel();
+        w.command(Control::Retire { heirs, done: tx });
+        if rx.recv_timeout(Duration::from_secs(5)).is_err() {
+            warn!(group = %self.name, worker = w.id, "retirement not confirmed in 5 s");
+        } else {
+            info!(group = %self.name, worker = w.id, "worker drained and stopped");
+        }
+    }
+
+    /// Stops every worker (after the node drained) and joins the threads.
+    pub(crate) fn stop(&self) {
+        for w in lock(&self.workers).iter() {
+            lock(&w.queue).stop = true;
+            w.ready.notify_all();
+        }
+        let threads = std::mem::take(&mut *lock(&self.threads));
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+
+    /// The group as `show workers` reports it.
+    pub(crate) fn report(&self, now: Instant) -> GroupReport {
+        let workers = lock(&self.workers).clone();
+        let members: Vec<WorkerReport> = workers
+            .iter()
+            .map(|w| {
+                let q = lock(&w.queue);
+                WorkerReport {
+                    id: w.id,
+                    load_percent: f64::from(w.load_permille.load(Ordering::Relaxed)) / 10.0,
+                    queued_primary: q.sched.primary_len(),
+                    queued_secondary: q.sched.secondary_len(),
+                    shards: w.owned.load(Ordering::Relaxed),
+                }
+            })
+            .collect();
+        let s = lock(&self.scaler);
+        let c = &self.counters;
+        GroupReport {
+            name: self.name.clone(),
+            profile: s.profile().map(ToString::to_string),
+            workers: members.len(),
+            load_percent: mean(members.iter().map(|m| m.load_percent)),
+            queued: members
+                .iter()
+                .map(|m| m.queued_primary + m.queued_secondary)
+                .sum(),
+            scheduling: match self.settings.prsm.mode {
+                Mode::Prsm => "prsm",
+                Mode::Fifo => "fifo",
+            },
+            guard_cycles: s.guard_remaining(),
+            removed_retransmissions: c.removed_retransmissions.load(Ordering::Relaxed),
+            answered_from_state: c.answered_from_state.load(Ordering::Relaxed),
+            secondary_served: c.secondary_served.load(Ordering::Relaxed),
+            rejected_queue_full: c.rejected_full.load(Ordering::Relaxed),
+            rejected_queue_delay: c.rejected_delay.load(Ordering::Relaxed),
+            dropped_queue_full: c.dropped_full.load(Ordering::Relaxed),
+            members,
+            decisions: s.history().map(|r| describe_record(r, now)).collect(),
+        }
+    }
+}
+
+fn mean(xs: impl Iterator<Item = f64>) -> f64 {
+    let (sum, n) = xs.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
+    if n == 0 {
+        0.0
+    } else {
+        sum / n as f64
+    }
+}
+
+fn describe_reason(r: &ScaleReason) -> String {
+    match *r {
+        ScaleReason::LoadAbove {
+            load,
+            cycles_over,
+            window,
+        } => format!("load {load:.0}%, above threshold in {cycles_over} of {window} cycles"),
+        ScaleReason::LoadFarAbove { load, desired } => {
+            format!("load {load:.0}% far above threshold: ceil(n x load / up) = {desired}")
+        }
+        ScaleReason::QueueDepth { queued } => format!("{queued} messages queued (more than 7)"),
+        ScaleReason::LoadBelow { load, estimated } => {
+            format!("load {load:.0}% below threshold; {estimated:.0}% expected after removal")
+        }
+    }
+}
+
+fn describe_record(r: &ScaleRecord, now: Instant) -> DecisionReport {
+    let (verb, reason) = match &r.decision {
+        ScaleDecision::Up { reason, .. } => ("up", reason),
+        ScaleDecision::Down { reason, .. } => ("down", reason),
+    };
+    DecisionReport {
+        cycle: r.cycle,
+        seconds_ago: now.saturating_duration_since(r.at).as_secs_f64(),
+        from: r.from,
+        to: r.to,
+        text: format!("{verb} {} -> {}: {}", r.from, r.to, describe_reason(reason)),
+    }
+}
+
+fn worker_loop(w: &Arc<Worker>, group: &Arc<Group>, ctx: &Arc<Ctx>) {
+    let settings = group.settings;
+    loop {
+        let (kind, job) = {
+            let mut q = lock(&w.queue);
+            loop {
+                if let Some(c) = q.control.pop_front() {
+                    if carry_out(c, w, group, &mut q) {
+                        return;
+                    }
+                    continue;
+                }
+                if q.stop {
+                    return;
+                }
+                if let Some((key, kind, job)) = q.sched.pop_entry() {
+                    let now = Instant::now();
+                    // The engine answers at once (100 Trying for an INVITE, before the routing
+                    // lookup): queued copies are redundant and later ones are answered again
+                    // from transaction state (RFC 3261 17.2.1: the last provisional is re-sent).
+                    let removed = match kind {
+                        Kind::NewRequest => q.sched.mark_answered(now, key),
+                        _ => 0,
+                    };
+                    if removed > 0 {
+                        group
+                            .counters
+                            .removed_retransmissions
+                            .fetch_add(removed as u64, Ordering::Relaxed);
+                    }
+                    break (kind, job);
+                }
+                q = w
+                    .ready
+                    .wait_timeout(q, IDLE_WAIT)
+                    .map_or_else(|e| e.into_inner().0, |(g, _)| g);
+            }
+        };
+        let started = Instant::now();
+        process(kind, job, started, settings, group, ctx);
+        let busy = started.elapsed().as_nanos() as u64;
+        w.busy_ns.fetch_add(busy, Ordering::Relaxed);
+    }
+}
+
+fn process(kind: Kind, job: Job, now: Instant, settings: WorkSettings, group: &Group, ctx: &Ctx) {
+    if kind == Kind::Retransmission {
+        group
+            .counters
+            .secondary_served
+            .fetch_add(1, Ordering::Relaxed);
+    }
+    if kind == Kind::NewRequest
+        && settings.prsm.mode == Mode::Prsm
+        && !settings.max_queue_delay.is_zero()
+        && now.saturating_duration_since(job.queued_at) > settings.max_queue_delay
+    {
+        // It waited too long: its caller is retransmitting and a routed answer would come
+        // later still. Refuse it now, cheaply, and spend the capacity on fresher requests.
+        group
+            .counters
+            .rejected_delay
+            .fetch_add(1, Ordering::Relaxed);
+        group.reject(&job, ctx.out.as_ref());
+        return;
+    }
+    let routed = ctx.shards.with(job.shard, ctx.out.as_ref(), |e| {
+        let before = e.stats().routed_new;
+        e.handle_inbound(now, job.inbound);
+        e.stats().routed_new > before
+    });
+    if routed && !settings.routing_cost.is_zero() {
+        // The simulated routing lookup (a database or DNS query): it blocks this worker, not
+        // the shard.
+        thread::sleep(settings.routing_cost);
+    }
+}
+
+/// Carries out a control command on the worker's own thread; true when the worker must exit.
+fn carry_out(c: Control, w: &Arc<Worker>, group: &Group, q: &mut QueueState) -> bool {
+    match c {
+        Control::Handoff { shards, to, done } => {
+            hand_over(w, q, &shards, &to, group);
+            let _ = done.send(());
+            false
+        }
+        Control::Retire { heirs, done } => {
+            let mine: Vec<usize> = (0..SHARDS).filter(|&s| q.owned[s]).collect();
+            for (i, heir) in heirs.iter().enumerate() {
+                let part: Vec<usize> = mine.iter().copied().skip(i).step_by(heirs.len()).collect();
+                hand_over(w, q, &part, heir, group);
+            }
+            let left = q.sched.len();
+            if left > 0 {
+                warn!(group = %group.name, worker = w.id, left, "messages left at retirement");
+            }
+            let _ = done.send(());
+            true
+        }
+    }
+}
+
+/// Moves `shards` and their queued messages from `from` (whose queue `q` is locked) to `to`,
+/// then repoints the assignment table. Lock order: giver's queue, receiver's queue, table.
+fn hand_over(from: &Worker, q: &mut QueueState, shards: &[usize], to: &Arc<Worker>, group: &Group) {
+    let shards: Vec<usize> = shards.iter().copied().filter(|&s| q.owned[s]).collect();
+    if shards.is_empty() {
+        return;
+    }
+    let moved = q.sched.extract(|j| shards.contains(&j.shard));
+    for &s in &shards {
+        q.owned[s] = false;
+    }
+    from.owned.fetch_sub(shards.len(), Ordering::Relaxed);
+    {
+        let mut tq = lock(&to.queue);
+        for &s in &shards {
+            tq.owned[s] = true;
+        }
+        let n = moved.len();
+        for (key, kind, job) in moved {
+            tq.sched.push_moved(key, kind, job);
+        }
+        debug!(group = %group.name, from = from.id, to = to.id, shards = shards.len(), messages = n, "shards handed over");
+    }
+    to.owned.fetch_add(shards.len(), Ordering::Relaxed);
+    to.ready.notify_one();
+    let mut a = match group.assignment.write() {
+        Ok(a) => a,
+        Err(e) => e.into_inner(),
+    };
+    for &s in &shards {
+        a[s] = to.clone();
+    }
+}
+
+/// The timer thread: fires every shard's due timers; its busy time is the timer group's load.
+pub(crate) struct TimerThread {
+    stop: Arc<AtomicBool>,
+    busy_ns: Arc<AtomicU64>,
+    load_permille: Arc<AtomicU32>,
+    handle: Mutex<Option<thread::JoinHandle<()>>>,
+}
+
+impl TimerThread {
+    /// Starts the timer thread over `ctx`'s shards.
+    pub(crate) fn start(ctx: &Arc<Ctx>) -> anyhow::Result<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let busy_ns = Arc::new(AtomicU64::new(0));
+        let (s, b, c) = (stop.clone(), busy_ns.clone(), ctx.clone());
+        let handle = thread::Builder::new()
+            .name("sip-timers".into())
+            .spawn(move || timer_loop(&c, &s, &b))?;
+        Ok(Self {
+            stop,
+            busy_ns,
+            load_permille: Arc::new(AtomicU32::new(0)),
+            handle: Mutex::new(Some(handle)),
+        })
+    }
+
+    /// Stops and joins the thread.
+    pub(crate) fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(h) = lock(&self.handle).take() {
+            let _ = h.join();
+        }
+    }
+
+    /// Measures the load of the cycle that ends at `now` (started at `since` with `busy0`).
+    pub(crate) fn measure(&self, elapsed: Duration, busy_before: u64) -> u64 {
+        let busy = self.busy_ns.load(Ordering::Relaxed);
+        let load = busy.saturating_sub(busy_before) as f64 / elapsed.as_nanos().max(1) as f64;
+        self.load_permille
+            .store((load.min(1.0) * 1000.0).round() as u32, Ordering::Relaxed);
+        busy
+    }
+
+    /// The timer group, as `show workers` reports it.
+    pub(crate) fn report(&self) -> GroupReport {
+        let load = f64::from(self.load_permille.load(Ordering::Relaxed)) / 10.0;
+        GroupReport {
+            name: "timer".into(),
+            profile: None,
+            workers: 1,
+            load_percent: load,
+            queued: 0,
+            scheduling: "-",
+            guard_cycles: 0,
+            removed_retransmissions: 0,
+            answered_from_state: 0,
+            secondary_served: 0,
+            rejected_queue_full: 0,
+            rejected_queue_delay: 0,
+            dropped_queue_full: 0,
+            members: vec![WorkerReport {
+                id: 0,
+                load_percent: load,
+                queued_primary: 0,
+                queued_secondary: 0,
+                shards: SHARDS,
+            }],
+            decisions: Vec::new(),
+        }
+    }
+}
+
+fn timer_loop(ctx: &Ctx, stop: &AtomicBool, busy_ns: &AtomicU64) {
+    while !stop.load(Ordering::Acquire) {
+        let started = Instant::now();
+        let mut next = started + TIMER_TICK;
+        for i in 0..SHARDS {
+            let now = Instant::now();
+            let due = ctx.shards.with(i, ctx.out.as_ref(), |e| {
+                if e.poll_timeout().is_some_and(|t| t <= now) {
+                    e.handle_timeout(now);
+                }
+                e.poll_timeout()
+            });
+            if let Some(t) = due {
+                next = next.min(t);
+            }
+        }
+        busy_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        let wait = next.saturating_duration_since(Instant::now());
+        if !wait.is_zero() {
+            thread::sleep(wait.max(Duration::from_millis(1)));
+        }
+    }
+}
+
+/// Sums the counters of every shard.
+pub(crate) fn total_stats(shards: &Shards) -> Stats {
+    let mut total = Stats::default();
+    for cell in &shards.cells {
+        total = crate::node::add_stats(&total, lock(cell).stats());
+    }
+    total
+}
