@@ -550,8 +550,11 @@ pub struct SipConfig {
     /// `queue-size`: capacity of each worker's primary queue and of its secondary queue, in
     /// messages. Default 1024, valid 16..=65536.
     pub queue_size: usize,
-    /// `max-queue-delay-ms`: a new request that waited in a queue longer than this is answered
-    /// 503 instead of being routed, in ms; 0 = off. Default 200, valid 0..=32000.
+    /// `max-queue-delay-ms`: the longest a new request may wait in a worker queue, in ms; 0 =
+    /// off. A new request expected to wait longer (queue length x recent service time) is
+    /// answered 503 at once, and one that did wait longer is answered 503 instead of being
+    /// routed (PRSM mode only). Default 100 (below T1, so admitted INVITEs are answered 100
+    /// Trying before their caller retransmits), valid 0..=32000.
     pub max_queue_delay_ms: u64,
     /// `routing-cost-us`: for benchmarks only: a simulated blocking routing lookup per new
     /// request, in µs (like the peer Kamailio config's `ROUTING_COST_US`); 0 = none. Default 0,
@@ -590,7 +593,7 @@ impl Default for SipConfig {
             tcp_auto_scaling_profile: None,
             prsm: true,
             queue_size: 1024,
-            max_queue_delay_ms: 200,
+            max_queue_delay_ms: 100,
             routing_cost_us: 0,
             shutdown_grace_ms: 5000,
             heap_reject_threshold: 90,

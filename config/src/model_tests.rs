@@ -632,7 +632,7 @@ fn worker_group_defaults_are_exactly_as_documented() {
     assert_eq!(sip.tcp_auto_scaling_profile, None);
     assert!(sip.prsm);
     assert_eq!(sip.queue_size, 1024);
-    assert_eq!(sip.max_queue_delay_ms, 200);
+    assert_eq!(sip.max_queue_delay_ms, 100);
     assert_eq!(sip.routing_cost_us, 0);
     assert!(c
         .sip_interfaces

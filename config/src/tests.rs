@@ -154,7 +154,7 @@ fn embedded_default_is_exactly_as_documented() {
             tcp_auto_scaling_profile: None,
             prsm: true,
             queue_size: 1024,
-            max_queue_delay_ms: 200,
+            max_queue_delay_ms: 100,
             routing_cost_us: 0,
             shutdown_grace_ms: 5000,
             heap_reject_threshold: 90,

@@ -234,7 +234,8 @@ async fn run(cfg: Config, path: Option<PathBuf>, mgmt_socket: PathBuf) -> anyhow
     } else {
         None
     };
-    let subsystems = Arc::new(Subsystems::new(alarms.clone(), pair.clone()));
+    let (heap_tx, heap_rx) = tokio::sync::watch::channel(sbc::overload::HeapGateSettings::of(&cfg));
+    let subsystems = Arc::new(Subsystems::new(alarms.clone(), pair.clone(), heap_tx));
     let console = Arc::new(Console {
         config: Mutex::new(ConfigState {
             running: cfg.clone(),
@@ -246,12 +247,7 @@ async fn run(cfg: Config, path: Option<PathBuf>, mgmt_socket: PathBuf) -> anyhow
         started: Instant::now(),
         control: control_tx,
     });
-    tokio::spawn(sbc::overload::run_heap_gate(
-        node.clone(),
-        cfg.system.heap_limit_mb << 20,
-        cfg.sip_config.heap_reject_threshold,
-        cfg.sip_config.heap_resume_threshold,
-    ));
+    tokio::spawn(sbc::overload::run_heap_gate(node.clone(), heap_rx));
     let c = console.clone();
     tokio::spawn(async move {
         while let Some(toml) = pushed_rx.recv().await {

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sbc_alarms::HeapSampler;
+use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::node::Node;
@@ -71,20 +72,71 @@ impl HeapGate {
     }
 }
 
-/// Runs the gate against jemalloc's statistics until the task is dropped.
-pub async fn run_heap_gate(node: Arc<Node>, limit_bytes: u64, reject_at: u8, resume_at: u8) {
-    let sampler = match HeapSampler::new(limit_bytes) {
+/// What the heap gate needs from the configuration: `system-config heap-limit-mb` and
+/// `sip-config heap-reject-threshold` / `heap-resume-threshold`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeapGateSettings {
+    /// The heap size percentages refer to, in bytes.
+    pub limit_bytes: u64,
+    /// Close above this percent.
+    pub reject_at: u8,
+    /// Reopen below this percent.
+    pub resume_at: u8,
+}
+
+impl HeapGateSettings {
+    /// The settings of a configuration.
+    pub fn of(cfg: &sbc_config::Config) -> Self {
+        Self {
+            limit_bytes: cfg.system.heap_limit_mb << 20,
+            reject_at: cfg.sip_config.heap_reject_threshold,
+            resume_at: cfg.sip_config.heap_resume_threshold,
+        }
+    }
+}
+
+impl HeapGate {
+    /// New thresholds (an activated configuration); the gate keeps its state, and the next
+    /// reading decides against the new thresholds.
+    pub fn set_thresholds(&mut self, reject_at: f64, resume_at: f64) {
+        self.reject_at = reject_at;
+        self.resume_at = resume_at;
+    }
+}
+
+/// Runs the gate against jemalloc's statistics until the task is dropped, following the
+/// settings of every activated configuration sent on `settings`.
+pub async fn run_heap_gate(node: Arc<Node>, mut settings: watch::Receiver<HeapGateSettings>) {
+    let mut current = *settings.borrow_and_update();
+    let mut sampler = match HeapSampler::new(current.limit_bytes) {
         Ok(s) => s,
         Err(e) => {
             warn!(error = %e, "heap statistics unavailable: heap-gated admission is off");
             return;
         }
     };
-    let mut gate = HeapGate::new(f64::from(reject_at), f64::from(resume_at));
+    let mut gate = HeapGate::new(f64::from(current.reject_at), f64::from(current.resume_at));
     let mut tick = tokio::time::interval(REFRESH);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
+        if settings.has_changed().unwrap_or(false) {
+            let next = *settings.borrow_and_update();
+            if next != current {
+                match HeapSampler::new(next.limit_bytes) {
+                    Ok(s) => sampler = s,
+                    Err(e) => warn!(error = %e, "heap limit not applied"),
+                }
+                gate.set_thresholds(f64::from(next.reject_at), f64::from(next.resume_at));
+                info!(
+                    heap_limit_mb = next.limit_bytes >> 20,
+                    reject_at = next.reject_at,
+                    resume_at = next.resume_at,
+                    "heap gate settings activated"
+                );
+                current = next;
+            }
+        }
         let Ok(reading) = sampler.sample() else {
             continue;
         };
@@ -92,7 +144,7 @@ pub async fn run_heap_gate(node: Arc<Node>, limit_bytes: u64, reject_at: u8, res
             Some(GateChange::Closed { percent }) => {
                 warn!(
                     heap_percent = percent,
-                    threshold = reject_at,
+                    threshold = current.reject_at,
                     "heap above heap-reject-threshold: new requests get 503"
                 );
                 node.set_admission_reason("heap", true);
@@ -100,7 +152,7 @@ pub async fn run_heap_gate(node: Arc<Node>, limit_bytes: u64, reject_at: u8, res
             Some(GateChange::Opened { percent }) => {
                 info!(
                     heap_percent = percent,
-                    threshold = resume_at,
+                    threshold = current.resume_at,
                     "heap below heap-resume-threshold: accepting new requests"
                 );
                 node.set_admission_reason("heap", false);
@@ -131,5 +183,16 @@ mod tests {
         );
         assert!(!g.is_closed());
         assert_eq!(g.handle_reading(85.0), None, "hysteresis: still open");
+        // An activated configuration lowers the thresholds: the next reading decides.
+        g.set_thresholds(50.0, 40.0);
+        assert_eq!(
+            g.handle_reading(60.0),
+            Some(GateChange::Closed { percent: 60.0 })
+        );
+        g.set_thresholds(90.0, 80.0);
+        assert_eq!(
+            g.handle_reading(60.0),
+            Some(GateChange::Opened { percent: 60.0 })
+        );
     }
 }

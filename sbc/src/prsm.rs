@@ -353,7 +353,12 @@ impl<T> Scheduler<T> {
         }
     }
 
-    fn is_known(&self, key: u64) -> bool {
+    /// Whether transaction `key` is queued, in progress or answered here (so that a new
+    /// request with this key is a retransmission). Always false in FIFO mode.
+    pub fn is_known(&self, key: u64) -> bool {
+        if self.config.mode == Mode::Fifo {
+            return false;
+        }
         self.marks.contains_key(&key)
             || self.queued_new.contains_key(&key)
             || self.queued_retx.contains_key(&key)

@@ -10,6 +10,7 @@ use serde_json::json;
 use tracing::info;
 
 use crate::alarm_service::AlarmService;
+use crate::overload::HeapGateSettings;
 use crate::pair::Pair;
 
 /// The outcome of a command: text and optional JSON, or an error.
@@ -24,21 +25,29 @@ pub struct Subsystems {
     pub alarms: Arc<AlarmService>,
     /// The HA pair, when redundancy is enabled.
     pub pair: Option<Arc<Pair>>,
+    /// The heap gate's settings (it follows activated configurations).
+    heap_gate: tokio::sync::watch::Sender<HeapGateSettings>,
 }
 
 impl Subsystems {
-    /// Subsystems around a running alarm service.
-    pub fn new(alarms: Arc<AlarmService>, pair: Option<Arc<Pair>>) -> Self {
+    /// Subsystems around a running alarm service; `heap_gate` feeds the heap gate's task.
+    pub fn new(
+        alarms: Arc<AlarmService>,
+        pair: Option<Arc<Pair>>,
+        heap_gate: tokio::sync::watch::Sender<HeapGateSettings>,
+    ) -> Self {
         Self {
             ballast: Mutex::new(Vec::new()),
             alarms,
             pair,
+            heap_gate,
         }
     }
 
     /// Applies an activated configuration.
     pub fn reconfigure(&self, cfg: &Config) {
         self.alarms.reconfigure(cfg);
+        let _ = self.heap_gate.send(HeapGateSettings::of(cfg));
         if let Some(p) = &self.pair {
             p.set_config(cfg);
         }

@@ -12,7 +12,10 @@
 //! its own PRSM scheduler ([`crate::prsm`]): a bounded primary queue (new requests, in-dialog
 //! requests, responses) served strictly before a bounded secondary queue (retransmissions),
 //! redundant retransmissions removed, and a new request answered 503 at once when the primary
-//! queue is full or when it waited there longer than `max-queue-delay-ms` (PRSM mode only).
+//! queue is full or, in PRSM mode, when its expected wait (messages ahead × the worker's recent
+//! service time) exceeds `max-queue-delay-ms`; one that still waited longer is answered 503
+//! when it reaches the head instead of being routed. Admitted INVITEs thus get their 100 Trying
+//! within about `max-queue-delay-ms`, well before their callers retransmit (T1).
 //! Messages of one shard therefore go through one queue and one thread of a group, in arrival
 //! order: per-Call-ID ordering holds with any number of workers.
 //!
@@ -163,6 +166,8 @@ pub(crate) struct Worker {
     queue: Mutex<QueueState>,
     ready: Condvar,
     busy_ns: AtomicU64,
+    /// Recent processing time per message (an exponential moving average), ns.
+    service_ns: AtomicU64,
     load_permille: AtomicU32,
     owned: AtomicUsize,
 }
@@ -179,6 +184,7 @@ impl Worker {
             }),
             ready: Condvar::new(),
             busy_ns: AtomicU64::new(0),
+            service_ns: AtomicU64::new(0),
             load_permille: AtomicU32::new(0),
             owned: AtomicUsize::new(0),
         }
@@ -356,6 +362,22 @@ impl Group {
                 drop(q);
                 thread::yield_now();
                 continue;
+            }
+            if c.kind == Kind::NewRequest
+                && self.settings.prsm.mode == Mode::Prsm
+                && !self.settings.max_queue_delay.is_zero()
+                && !q.sched.is_known(c.txn_key)
+            {
+                // The wait this request would have: what is ahead of it times the recent
+                // service time. Too long: refuse it now rather than after the wait.
+                let ahead = q.sched.primary_len() as u128;
+                let wait = ahead * u128::from(w.service_ns.load(Ordering::Relaxed));
+                if wait > self.settings.max_queue_delay.as_nanos() {
+                    drop(q);
+                    self.counters.rejected_delay.fetch_add(1, Ordering::Relaxed);
+                    self.reject(&job, out);
+                    return;
+                }
             }
             let pushed = q.sched.push(now, c.txn_key, c.kind, job);
             let pushed = match pushed {
@@ -664,6 +686,9 @@ fn worker_loop(w: &Arc<Worker>, group: &Arc<Group>, ctx: &Arc<Ctx>) {
         process(kind, job, started, settings, group, ctx);
         let busy = started.elapsed().as_nanos() as u64;
         w.busy_ns.fetch_add(busy, Ordering::Relaxed);
+        let avg = w.service_ns.load(Ordering::Relaxed);
+        w.service_ns
+            .store(avg - avg / 8 + busy / 8, Ordering::Relaxed);
     }
 }
 
