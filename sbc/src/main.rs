@@ -247,7 +247,11 @@ async fn run(cfg: Config, path: Option<PathBuf>, mgmt_socket: PathBuf) -> anyhow
         started: Instant::now(),
         control: control_tx,
     });
-    tokio::spawn(sbc::overload::run_heap_gate(node.clone(), heap_rx));
+    tokio::spawn(sbc::overload::run_heap_gate(
+        node.clone(),
+        alarms.clone(),
+        heap_rx,
+    ));
     let c = console.clone();
     tokio::spawn(async move {
         while let Some(toml) = pushed_rx.recv().await {

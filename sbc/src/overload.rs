@@ -11,10 +11,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sbc_alarms::HeapSampler;
+use sbc_alarms::{AlarmInfo, AlarmKind, ClearedBy, HeapSampler, Severity, Trap};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
+use crate::alarm_service::AlarmService;
 use crate::node::Node;
 
 /// How often heap statistics are refreshed.
@@ -104,9 +105,49 @@ impl HeapGate {
     }
 }
 
+/// The alarm id of the heap gate's traps: the heap alarm's id (131074), owned by task `sipd`
+/// (the SIP process, as Oracle names it) rather than `sbcd`, whose heap `alarm-threshold` rows
+/// share the id.
+pub const HEAP_GATE_ALARM_ID: u32 = 131_072 + AlarmKind::Heap.code();
+
+/// The task named in the heap gate's traps.
+pub const HEAP_GATE_TASK: &str = "sipd";
+
+/// The `sbcAlarmTrap` (closed) or `sbcAlarmClearTrap` (reopened, cleared by the node itself)
+/// of a gate change, as sent by node `node`.
+pub fn gate_trap(change: GateChange, settings: HeapGateSettings, node: &str) -> Trap {
+    let (percent, threshold) = match change {
+        GateChange::Closed { percent } => (percent, settings.reject_at),
+        GateChange::Opened { percent } => (percent, settings.resume_at),
+    };
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let value = percent.round().clamp(0.0, f64::from(u32::MAX)) as u32;
+    let alarm = AlarmInfo {
+        kind: AlarmKind::Heap,
+        value,
+        severity: Severity::Major,
+        threshold,
+        alarm_id: HEAP_GATE_ALARM_ID,
+        task: HEAP_GATE_TASK.to_owned(),
+        node: node.to_owned(),
+    };
+    match change {
+        GateChange::Closed { .. } => Trap::Alarm(alarm),
+        GateChange::Opened { .. } => Trap::AlarmClear {
+            alarm,
+            cleared_by: ClearedBy::Auto,
+        },
+    }
+}
+
 /// Runs the gate against jemalloc's statistics until the task is dropped, following the
-/// settings of every activated configuration sent on `settings`.
-pub async fn run_heap_gate(node: Arc<Node>, mut settings: watch::Receiver<HeapGateSettings>) {
+/// settings of every activated configuration sent on `settings`; every change of state is
+/// logged and trapped through `alarms`.
+pub async fn run_heap_gate(
+    node: Arc<Node>,
+    alarms: Arc<AlarmService>,
+    mut settings: watch::Receiver<HeapGateSettings>,
+) {
     let mut current = *settings.borrow_and_update();
     let mut sampler = match HeapSampler::new(current.limit_bytes) {
         Ok(s) => s,
@@ -140,7 +181,13 @@ pub async fn run_heap_gate(node: Arc<Node>, mut settings: watch::Receiver<HeapGa
         let Ok(reading) = sampler.sample() else {
             continue;
         };
-        match gate.handle_reading(reading.percent) {
+        let change = gate.handle_reading(reading.percent);
+        if let Some(change) = change {
+            alarms
+                .sink()
+                .send(gate_trap(change, current, &alarms.hostname()));
+        }
+        match change {
             Some(GateChange::Closed { percent }) => {
                 warn!(
                     heap_percent = percent,
@@ -165,6 +212,29 @@ pub async fn run_heap_gate(node: Arc<Node>, mut settings: watch::Receiver<HeapGa
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gate_changes_become_alarm_and_clear_traps() {
+        let settings = HeapGateSettings {
+            limit_bytes: 1 << 30,
+            reject_at: 90,
+            resume_at: 80,
+        };
+        let Trap::Alarm(a) = gate_trap(GateChange::Closed { percent: 91.4 }, settings, "sbc-a")
+        else {
+            panic!("a closed gate raises an alarm trap");
+        };
+        assert_eq!((a.value, a.threshold, a.alarm_id), (91, 90, 131_074));
+        assert_eq!((a.task.as_str(), a.node.as_str()), ("sipd", "sbc-a"));
+        assert_eq!(a.kind, AlarmKind::Heap);
+        let Trap::AlarmClear { alarm, cleared_by } =
+            gate_trap(GateChange::Opened { percent: 79.6 }, settings, "sbc-a")
+        else {
+            panic!("a reopened gate clears it");
+        };
+        assert_eq!((alarm.value, alarm.threshold), (80, 80));
+        assert_eq!(cleared_by, ClearedBy::Auto);
+    }
 
     #[test]
     fn closes_above_reject_and_opens_only_below_resume() {

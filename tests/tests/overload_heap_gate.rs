@@ -17,7 +17,8 @@
 //!      UAS (built-in `uas`) behind it; `show sip-stats` counts 30 active calls;
 //!   2. `heap-limit-mb 1` is set through the ACLI (`configure terminal` … `save-config`,
 //!      `activate-config`, which must say all changes are in effect); within a bounded wait
-//!      `show sip-stats` reports admission `503 (heap)`, while all 30 calls are still up;
+//!      `show sip-stats` reports admission `503 (heap)`, while all 30 calls are still up, and
+//!      snmptrapd receives an `sbcAlarmTrap` for alarm 131074, task `sipd`, threshold 50;
 //!   3. while the gate is closed, 20 new calls from a second SIPp UAC
 //!      (`uac_503_retry_after.xml`) all end as scripted: a 503 with a numeric Retry-After, ACKed
 //!      hop by hop; every 503 in its trace carries a Retry-After within 3..=9; the SBC's
@@ -25,7 +26,7 @@
 //!      then all end with a successful BYE (0 failed) and the gate is still closed after the
 //!      last of them;
 //!   4. `heap-limit-mb 1024` is restored the same way; within a bounded wait admission is
-//!      `accepting` again; 10 new calls (built-in `uac`) succeed (0 failed); the UAS, which
+//!      `accepting` again and an `sbcAlarmClearTrap` (threshold 40) arrives; 10 new calls (built-in `uac`) succeed (0 failed); the UAS, which
 //!      served every call, saw exactly 40 calls and 40 INVITEs (30 + 10: none of the 20
 //!      refused ones reached it), all successful; the SBC counted 40 answered calls.
 
@@ -33,6 +34,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use sbc_e2e::acli::{acli, Mgmt};
+use sbc_e2e::snmp::Trapd;
 use sbc_e2e::{ports, run_pair, SbcConfig, SbcNode, Sipp, SippResult, TestDir};
 use serde_json::Value;
 
@@ -50,7 +52,7 @@ const LATER_CALLS: u32 = 10;
 const WAIT: Duration = Duration::from_secs(15);
 
 /// The node's config: the harness's access/core/agent config with the heap gate's keys.
-fn heap_gate_toml(config: &SbcConfig) -> String {
+fn heap_gate_toml(config: &SbcConfig, trap_port: u16) -> String {
     let base = config.to_toml();
     let sip = format!(
         "[sip-config]\n\
@@ -63,7 +65,9 @@ fn heap_gate_toml(config: &SbcConfig) -> String {
     );
     assert!(base.starts_with("[sip-config]\n"), "{base}");
     format!(
-        "[system-config]\nheap-limit-mb = 1024\n\n{}",
+        "[system-config]\nhostname = \"gate-node\"\nheap-limit-mb = 1024\n\n\
+         [[system-config.trap-receiver]]\nip-address = \"127.0.0.1\"\nport = {trap_port}\n\
+         community = \"public\"\n\n{}",
         base.replacen("[sip-config]\n", &sip, 1)
     )
 }
@@ -237,7 +241,9 @@ fn scenario_uac_503_retry_after_fails_without_the_header() {
 #[test]
 fn heap_gate_rejects_new_calls_and_keeps_established_ones() {
     let config = SbcConfig::new();
-    let mut node = SbcNode::start(&heap_gate_toml(&config));
+    let tdir = TestDir::for_current_test();
+    let trapd = Trapd::start(&tdir);
+    let mut node = SbcNode::start_in(&tdir, &heap_gate_toml(&config, trapd.port()));
     let dir = node.dir().clone();
     let mut m = Mgmt::connect(&node.mgmt_socket());
     assert_eq!(admission(&mut m), "accepting");
@@ -273,6 +279,21 @@ fn heap_gate_rejects_new_calls_and_keeps_established_ones() {
          changes are in effect)",
         names_heap,
     );
+    // The change is trapped: sbcAlarmTrap, heap, task sipd, major, the reject threshold.
+    let trap = trapd.wait_trap("SBC-PAIR-MIB::sbcAlarmTrap", 0, WAIT);
+    for (object, printed) in [
+        ("sbcAlarmId", "Gauge32: 131074"),
+        ("sbcAlarmTask", "STRING: sipd"),
+        ("sbcAlarmThreshold", "INTEGER: 50 percent"),
+        ("sbcNodeName", "STRING: gate-node"),
+    ] {
+        assert_eq!(
+            trap.get(&format!("SBC-PAIR-MIB::{object}.0")),
+            Some(printed),
+            "in {}",
+            trap.line
+        );
+    }
     let at_close = sip_stats(&mut m);
     assert_eq!(
         at_close["calls_active"].as_u64(),
@@ -335,6 +356,19 @@ fn heap_gate_rejects_new_calls_and_keeps_established_ones() {
         "the heap gate reopening after heap-limit-mb 1024 was activated",
         |a| a == "accepting",
     );
+    let clear = trapd.wait_trap("SBC-PAIR-MIB::sbcAlarmClearTrap", 0, WAIT);
+    for (object, printed) in [
+        ("sbcAlarmId", "Gauge32: 131074"),
+        ("sbcAlarmTask", "STRING: sipd"),
+        ("sbcAlarmThreshold", "INTEGER: 40 percent"),
+    ] {
+        assert_eq!(
+            clear.get(&format!("SBC-PAIR-MIB::{object}.0")),
+            Some(printed),
+            "in {}",
+            clear.line
+        );
+    }
     let later = Sipp::new(&dir, "uac-later")
         .builtin("uac")
         .local(SocketAddr::new(config.access.ip(), ports::free_port()))
