@@ -296,7 +296,14 @@ impl Console {
                 }
                 Ok((
                     out,
-                    json.then(|| json!({"calls_active": calls, "counters": v})),
+                    json.then(|| {
+                        json!({
+                            "admission": if reasons.is_empty() { "accepting" } else { "503" },
+                            "admission_reasons": reasons,
+                            "calls_active": calls,
+                            "counters": v,
+                        })
+                    }),
                 ))
             }
             OperCommand::ShowWorkers => {
