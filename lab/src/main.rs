@@ -3,6 +3,7 @@
 //! ```text
 //! sbc-lab uas --local 127.0.0.1:5080 --ring 100ms --calls 100
 //! sbc-lab uac 127.0.0.1:5060 --rate 50 --calls 100 --hold 30s --progress
+//! sbc-lab chart lines run.csv -o run.svg --x t --panel "Calls/s=offered_cps,answered_cps"
 //! ```
 //! Each prints a summary at the end (`--json`: the counters as one JSON object) and exits 0
 //! only when no call failed (1 otherwise, 2 on a usage or bind error).
@@ -11,8 +12,10 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use sbc_lab::traffic::{ByeFrom, Snapshot, Timers, Transport, Uac, UacConfig, Uas, UasConfig};
+
+mod chart;
 
 #[derive(Parser)]
 #[command(
@@ -31,6 +34,67 @@ enum Command {
     Uac(UacArgs),
     /// Answer calls.
     Uas(UasArgs),
+    /// Draw an SVG chart of a benchmark's CSV (lab/bench): time series or grouped bars.
+    Chart(ChartArgs),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ChartKind {
+    /// Time series: --x is a numeric column; each panel draws its columns as lines.
+    Lines,
+    /// Grouped bars: --x is a category column, one bar per value of --group; each panel
+    /// draws its first column.
+    Bars,
+}
+
+#[derive(Args)]
+struct ChartArgs {
+    /// lines or bars.
+    kind: ChartKind,
+    /// The CSV (comma-separated, a header row; lines starting with # are skipped).
+    csv: std::path::PathBuf,
+    /// The SVG to write.
+    #[arg(long, short = 'o')]
+    out: std::path::PathBuf,
+    /// The x column (numeric for lines, categories for bars).
+    #[arg(long)]
+    x: String,
+    /// Label under the x axis (lines).
+    #[arg(long, default_value = "")]
+    x_label: String,
+    /// bars: the column whose values are the bars of each cluster.
+    #[arg(long)]
+    group: Option<String>,
+    /// A panel: TITLE=COL[,COL...][;unit=%][;ref=N]...[;max=N][;step][;height=N]. Repeat.
+    #[arg(long, required = true)]
+    panel: Vec<chart::PanelSpec>,
+    /// lines: a vertical marker T:LABEL (T in x units). Repeat.
+    #[arg(long)]
+    marker: Vec<chart::Marker>,
+    /// Chart title.
+    #[arg(long, default_value = "")]
+    title: String,
+    /// Subtitle; \n starts a new line.
+    #[arg(long, default_value = "")]
+    subtitle: String,
+}
+
+fn chart(a: &ChartArgs) -> Result<ExitCode, String> {
+    let text = std::fs::read_to_string(&a.csv)
+        .map_err(|e| format!("cannot read {}: {e}", a.csv.display()))?;
+    let table = chart::Table::parse(&text)?;
+    let subtitle = a.subtitle.replace("\\n", "\n");
+    let svg = match a.kind {
+        ChartKind::Lines => chart::lines(
+            &table, &a.x, &a.x_label, &a.panel, &a.marker, &a.title, &subtitle,
+        )?,
+        ChartKind::Bars => {
+            let group = a.group.as_deref().ok_or("bars need --group COLUMN")?;
+            chart::bars(&table, &a.x, group, &a.panel, &a.title, &subtitle)?
+        }
+    };
+    std::fs::write(&a.out, svg).map_err(|e| format!("cannot write {}: {e}", a.out.display()))?;
+    Ok(ExitCode::SUCCESS)
 }
 
 #[derive(Args)]
@@ -188,6 +252,7 @@ async fn drive<F: std::future::Future<Output = Snapshot>>(
 
 async fn run(cli: Cli) -> Result<ExitCode, String> {
     match cli.command {
+        Command::Chart(a) => chart(&a),
         Command::Uac(a) => {
             let c = &a.common;
             let mut cfg = UacConfig::new(a.target);
