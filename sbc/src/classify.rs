@@ -11,9 +11,9 @@
 //! - any other request is [`Kind::NewRequest`]; the scheduler turns it into a retransmission
 //!   when its transaction key is already known.
 //!
-//! The transaction key hashes the top Via branch with the CSeq method (RFC 3261 17.2.3 without
-//! the sent-by, enough to tell retransmissions apart inside one worker queue), so a CANCEL does
-//! not share its INVITE's key.
+//! The transaction key hashes the Call-ID's key, the top Via branch (the whole top Via value
+//! when it has no branch) and the CSeq method, so a CANCEL does not share its INVITE's key and
+//! two clients reusing a branch do not share one either.
 
 use crate::prsm::Kind;
 use crate::shard;
@@ -72,12 +72,16 @@ pub fn classify(data: &[u8]) -> Classified {
     } else {
         Kind::NewRequest
     };
+    let shard_key = call_id.map_or(0, shard::call_id_key);
+    // The branch alone is unique only among well-behaved clients: the Call-ID's key keeps two
+    // clients that reuse a branch apart (and, without a branch, the whole Via value counts).
     let mut h = Fnv::new();
+    h.write(&shard_key.to_le_bytes());
     h.write(branch.unwrap_or_default());
     h.write(b" ");
     h.write(cseq_method.unwrap_or(method));
     Classified {
-        shard_key: call_id.map_or(0, shard::call_id_key),
+        shard_key,
         kind,
         txn_key: h.finish(),
         is_invite: !is_response && method == b"INVITE",

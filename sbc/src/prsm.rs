@@ -178,6 +178,9 @@ pub enum TxState {
     InProgress,
     /// Answered: a response was sent.
     Answered,
+    /// Refused with a stateless 503 (queue full, or too long a wait): later copies get the
+    /// same answer, never a route.
+    Rejected,
 }
 
 /// The counters of a scheduler, for `show sip-stats`.
@@ -370,6 +373,10 @@ impl<T> Scheduler<T> {
                 self.counters.answered_from_state += 1;
                 return Push::AnswerFromState(item);
             }
+            Some(TxState::Rejected) => {
+                self.counters.rejected_new += 1;
+                return Push::RejectNew(item);
+            }
             Some(TxState::InProgress) => Some(DropReason::InProgress),
             None if self.queued_new.contains_key(&key) => Some(DropReason::OriginalQueued),
             None if self.queued_retx.contains_key(&key) => Some(DropReason::DuplicateQueued),
@@ -455,6 +462,62 @@ impl<T> Scheduler<T> {
         self.primary.push_back(Entry { key, kind, item });
     }
 
+    /// Queues a retransmission handed back as [`Push::AnswerFromState`] in the secondary queue,
+    /// so that its answer is re-sent from transaction state when no new request waits (at most
+    /// one copy per transaction; dropped when the secondary queue is full, the client
+    /// retransmits again).
+    pub fn queue_answer(&mut self, key: u64, item: T) -> Push<T> {
+        if self.queued_retx.contains_key(&key) {
+            self.counters.removed_retransmissions += 1;
+            return Push::Dropped(DropReason::DuplicateQueued);
+        }
+        if self.secondary.len() >= self.config.secondary_capacity {
+            self.counters.dropped += 1;
+            return Push::Dropped(DropReason::SecondaryFull);
+        }
+        add_key(&mut self.queued_retx, key);
+        self.secondary.push_back(Entry {
+            key,
+            kind: Kind::Retransmission,
+            item,
+        });
+        self.counters.queued_secondary += 1;
+        self.counters.secondary_high_water =
+            self.counters.secondary_high_water.max(self.secondary.len());
+        Push::Queued
+    }
+
+    /// The transaction `key` was refused with a 503 that was not routed: its later copies are
+    /// refused the same way ([`Push::RejectNew`]) instead of being queued or routed.
+    pub fn mark_rejected(&mut self, now: Instant, key: u64) -> usize {
+        self.mark(now, key, TxState::Rejected)
+    }
+
+    /// Every mark, as `(key, state, expiry)`: a worker handing calls to another passes them
+    /// on, so that retransmissions of transactions it handled stay recognised.
+    pub fn marks(&self) -> Vec<(u64, TxState, Instant)> {
+        self.marks
+            .iter()
+            .map(|(&k, m)| (k, m.state, m.expires))
+            .collect()
+    }
+
+    /// Takes over a mark of another scheduler (a final state, answered or rejected, is kept).
+    pub fn import_mark(&mut self, key: u64, state: TxState, expires: Instant) {
+        if self.config.mode == Mode::Fifo {
+            return;
+        }
+        let state = match self.marks.get(&key) {
+            Some(m) if m.state != TxState::InProgress => m.state,
+            _ => state,
+        };
+        self.marks.insert(key, Mark { state, expires });
+        self.expiry.push_back((expires, key));
+        while self.expiry.len() > self.config.max_marks.max(1) {
+            self.evict_oldest();
+        }
+    }
+
     /// The transaction `key` is being processed: its queued retransmissions are removed and
     /// later ones are not queued. Returns how many were removed (always 0 in FIFO mode).
     pub fn mark_in_progress(&mut self, now: Instant, key: u64) -> usize {
@@ -473,9 +536,9 @@ impl<T> Scheduler<T> {
             return 0;
         }
         self.handle_timeout(now);
-        // Answered is final: a late "in progress" (a retransmission being processed) keeps it.
+        // Answered and rejected are final: a late "in progress" keeps them.
         let state = match self.marks.get(&key) {
-            Some(m) if m.state == TxState::Answered => TxState::Answered,
+            Some(m) if m.state != TxState::InProgress => m.state,
             _ => state,
         };
         let expires = now + self.config.mark_ttl;
@@ -579,6 +642,40 @@ mod tests {
             b.push(now, 4, Kind::Retransmission, (1, "r4b")),
             Push::Queued
         );
+    }
+
+    #[test]
+    fn rejected_stays_rejected_and_answers_wait_in_the_secondary_queue() {
+        let now = Instant::now();
+        let mut s = Scheduler::new(PrsmConfig::default());
+        // A refused request: its copies are refused again, never queued.
+        assert_eq!(s.mark_rejected(now, 5), 0);
+        assert_eq!(
+            s.push(now, 5, Kind::NewRequest, "n5"),
+            Push::RejectNew("n5")
+        );
+        assert_eq!(s.mark_in_progress(now, 5), 0);
+        assert_eq!(s.state(5), Some(TxState::Rejected));
+        // An answered one: the copy goes to the secondary queue, once, behind new requests.
+        let _ = s.mark_answered(now, 6);
+        let Push::AnswerFromState(item) = s.push(now, 6, Kind::NewRequest, "r6") else {
+            panic!("an answered transaction's copy is handed back");
+        };
+        assert_eq!(s.queue_answer(6, item), Push::Queued);
+        assert_eq!(
+            s.queue_answer(6, "r6b"),
+            Push::Dropped(DropReason::DuplicateQueued)
+        );
+        assert_eq!(s.push(now, 7, Kind::NewRequest, "n7"), Push::Queued);
+        assert_eq!(drain(&mut s), vec!["n7", "r6"]);
+        // Marks move with the calls; a final state wins over "in progress".
+        let mut t = Scheduler::<&str>::new(PrsmConfig::default());
+        let _ = t.mark_in_progress(now, 6);
+        for (key, state, expires) in s.marks() {
+            t.import_mark(key, state, expires);
+        }
+        assert_eq!(t.state(5), Some(TxState::Rejected));
+        assert_eq!(t.state(6), Some(TxState::Answered));
     }
 
     #[test]

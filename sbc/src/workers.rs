@@ -15,7 +15,10 @@
 //! queue is full or, in PRSM mode, when its expected wait (messages ahead × the worker's recent
 //! service time) exceeds `max-queue-delay-ms`; one that still waited longer is answered 503
 //! when it reaches the head instead of being routed. Admitted INVITEs thus get their 100 Trying
-//! within about `max-queue-delay-ms`, well before their callers retransmit (T1).
+//! within about `max-queue-delay-ms`, well before their callers retransmit (T1). A copy of a
+//! transaction already answered waits in the secondary queue for the engine to re-send the
+//! answer from transaction state (RFC 3261 17.2.1); a copy of a refused request is refused
+//! again, never routed.
 //! Messages of one shard therefore go through one queue and one thread of a group, in arrival
 //! order: per-Call-ID ordering holds with any number of workers.
 //!
@@ -51,6 +54,9 @@ pub const SHARDS: usize = 64;
 
 /// How long an idle worker waits before looking at its control queue again.
 const IDLE_WAIT: Duration = Duration::from_millis(200);
+
+/// How long the control thread waits for a worker to carry out a hand-over.
+const CONFIRM_WAIT: Duration = Duration::from_secs(30);
 
 /// The longest the timer thread sleeps (the resolution of SIP timers).
 const TIMER_TICK: Duration = Duration::from_millis(10);
@@ -278,8 +284,11 @@ pub(crate) struct Group {
     settings: WorkSettings,
     assignment: RwLock<Vec<Arc<Worker>>>,
     workers: Mutex<Vec<Arc<Worker>>>,
-    threads: Mutex<Vec<thread::JoinHandle<()>>>,
+    threads: Mutex<Vec<(usize, thread::JoinHandle<()>)>>,
     scaler: Mutex<Autoscaler>,
+    /// Set when a hand-over was not confirmed in time: scaling stops for this group (commands
+    /// must never overlap), traffic goes on.
+    suspended: AtomicBool,
     next_id: AtomicUsize,
     counters: QueueCounters,
     /// Busy time of each worker at the start of the current cycle, by worker id.
@@ -322,6 +331,7 @@ impl Group {
             threads: Mutex::new(Vec::new()),
             scaler: Mutex::new(Autoscaler::with_profile(profile, initial, now).with_cycle(cycle)),
             next_id: AtomicUsize::new(initial),
+            suspended: AtomicBool::new(false),
             counters: QueueCounters::default(),
             cycle_start: Mutex::new((now, Vec::new())),
         });
@@ -334,15 +344,19 @@ impl Group {
     fn spawn(self: &Arc<Self>, w: Arc<Worker>, ctx: &Arc<Ctx>) -> anyhow::Result<()> {
         let (group, ctx2) = (self.clone(), ctx.clone());
         let name = format!("{}-{}", self.name.replace(':', "-"), w.id);
+        let id = w.id;
         let handle = thread::Builder::new()
             .name(name)
             .spawn(move || worker_loop(&w, &group, &ctx2))?;
-        lock(&self.threads).push(handle);
+        lock(&self.threads).push((id, handle));
         Ok(())
     }
 
     /// Queues a received message on the worker that serves its shard (or refuses it).
     pub(crate) fn dispatch(&self, inbound: Inbound, out: &dyn Outlet) {
+        if inbound.data.iter().all(|b| *b == b'\r' || *b == b'\n') {
+            return; // a keep-alive: nothing to process
+        }
         let c = classify(&inbound.data);
         let shard = Shards::of_key(c.shard_key);
         let now = Instant::now();
@@ -373,21 +387,25 @@ impl Group {
                 let ahead = q.sched.primary_len() as u128;
                 let wait = ahead * u128::from(w.service_ns.load(Ordering::Relaxed));
                 if wait > self.settings.max_queue_delay.as_nanos() {
+                    let _ = q.sched.mark_rejected(now, c.txn_key);
                     drop(q);
                     self.counters.rejected_delay.fetch_add(1, Ordering::Relaxed);
                     self.reject(&job, out);
                     return;
                 }
             }
-            let pushed = q.sched.push(now, c.txn_key, c.kind, job);
-            let pushed = match pushed {
+            let pushed = match q.sched.push(now, c.txn_key, c.kind, job) {
                 Push::AnswerFromState(j) => {
-                    // The engine re-sends the answer from transaction state, cheaply; it goes
-                    // with the in-dialog traffic.
+                    // The engine re-sends the answer from transaction state (RFC 3261
+                    // 17.2.1) when no new request waits: the secondary queue.
                     self.counters
                         .answered_from_state
                         .fetch_add(1, Ordering::Relaxed);
-                    q.sched.push(now, c.txn_key, Kind::InDialog, j)
+                    q.sched.queue_answer(c.txn_key, j)
+                }
+                Push::RejectNew(j) => {
+                    let _ = q.sched.mark_rejected(now, c.txn_key);
+                    Push::RejectNew(j)
                 }
                 p => p,
             };
@@ -425,6 +443,9 @@ impl Group {
         let workers = lock(&self.workers).clone();
         let loads = self.measure(now, &workers);
         let queued: usize = workers.iter().map(|w| lock(&w.queue).sched.len()).sum();
+        if self.suspended.load(Ordering::Relaxed) {
+            return;
+        }
         let decisions: Vec<ScaleDecision> = {
             let mut s = lock(&self.scaler);
             s.handle_cycle(now, &loads, queued);
@@ -463,7 +484,8 @@ impl Group {
                     .1
                     .iter()
                     .find(|(id, _)| *id == w.id)
-                    .map_or(busy, |(_, b)| *b);
+                    // A worker started during the cycle began at zero.
+                    .map_or(0, |(_, b)| *b);
                 next.push((w.id, busy));
                 let load = (busy.saturating_sub(before) as f64 / elapsed).min(1.0);
                 w.load_permille
@@ -480,6 +502,16 @@ impl Group {
     fn add_worker(self: &Arc<Self>, ctx: &Arc<Ctx>) -> anyhow::Result<()> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let new = Arc::new(Worker::new(id, self.settings.prsm));
+        {
+            // Its expected-wait estimate starts from the group's recent service time.
+            let ws = lock(&self.workers);
+            let sum: u64 = ws
+                .iter()
+                .map(|w| w.service_ns.load(Ordering::Relaxed))
+                .sum();
+            new.service_ns
+                .store(sum / ws.len().max(1) as u64, Ordering::Relaxed);
+        }
         self.spawn(new.clone(), ctx)?;
         let workers = {
             let mut ws = lock(&self.workers);
@@ -520,8 +552,8 @@ impl Group {
                 to: new.clone(),
                 done: tx,
             });
-            if rx.recv_timeout(Duration::from_secs(5)).is_err() {
-                warn!(group = %self.name, donor = donor.id, "hand-over not confirmed in 5 s");
+            if !self.confirmed(&rx, donor.id) {
+                break;
             }
         }
         info!(group = %self.name, worker = id, workers = workers.len(), "worker started");
@@ -541,11 +573,36 @@ impl Group {
         }
         let (tx, rx) = mpsc::channel();
         w.command(Control::Retire { heirs, done: tx });
-        if rx.recv_timeout(Duration::from_secs(5)).is_err() {
-            warn!(group = %self.name, worker = w.id, "retirement not confirmed in 5 s");
-        } else {
+        if self.confirmed(&rx, w.id) {
             info!(group = %self.name, worker = w.id, "worker drained and stopped");
+            let handle = {
+                let mut threads = lock(&self.threads);
+                threads
+                    .iter()
+                    .position(|(id, _)| *id == w.id)
+                    .map(|i| threads.swap_remove(i).1)
+            };
+            if let Some(h) = handle {
+                let _ = h.join();
+            }
         }
+    }
+
+    /// Waits for a worker to confirm a command; a worker that does not within
+    /// [`CONFIRM_WAIT`] (stuck in a bug) suspends this group's scaling for good, so that no
+    /// second command ever overlaps the pending one.
+    fn confirmed(&self, rx: &mpsc::Receiver<()>, worker: usize) -> bool {
+        if rx.recv_timeout(CONFIRM_WAIT).is_ok() {
+            return true;
+        }
+        self.suspended.store(true, Ordering::Relaxed);
+        tracing::error!(
+            group = %self.name,
+            worker,
+            "a worker did not confirm a hand-over within {} s: autoscaling of this group stops",
+            CONFIRM_WAIT.as_secs()
+        );
+        false
     }
 
     /// Stops every worker (after the node drained) and joins the threads.
@@ -555,7 +612,7 @@ impl Group {
             w.ready.notify_all();
         }
         let threads = std::mem::take(&mut *lock(&self.threads));
-        for t in threads {
+        for (_, t) in threads {
             let _ = t.join();
         }
     }
@@ -647,7 +704,7 @@ fn describe_record(r: &ScaleRecord, now: Instant) -> DecisionReport {
 fn worker_loop(w: &Arc<Worker>, group: &Arc<Group>, ctx: &Arc<Ctx>) {
     let settings = group.settings;
     loop {
-        let (kind, job) = {
+        let (job, admitted) = {
             let mut q = lock(&w.queue);
             loop {
                 if let Some(c) = q.control.pop_front() {
@@ -661,6 +718,22 @@ fn worker_loop(w: &Arc<Worker>, group: &Arc<Group>, ctx: &Arc<Ctx>) {
                 }
                 if let Some((key, kind, job)) = q.sched.pop_entry() {
                     let now = Instant::now();
+                    if kind == Kind::Retransmission {
+                        group
+                            .counters
+                            .secondary_served
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
+                    if kind == Kind::NewRequest
+                        && settings.prsm.mode == Mode::Prsm
+                        && !settings.max_queue_delay.is_zero()
+                        && now.saturating_duration_since(job.queued_at) > settings.max_queue_delay
+                    {
+                        // It waited too long: its caller is retransmitting and a routed answer
+                        // would come later still. Refuse it, and its copies, cheaply.
+                        let _ = q.sched.mark_rejected(now, key);
+                        break (job, false);
+                    }
                     // The engine answers at once (100 Trying for an INVITE, before the routing
                     // lookup): queued copies are redundant and later ones are answered again
                     // from transaction state (RFC 3261 17.2.1: the last provisional is re-sent).
@@ -674,7 +747,7 @@ fn worker_loop(w: &Arc<Worker>, group: &Arc<Group>, ctx: &Arc<Ctx>) {
                             .removed_retransmissions
                             .fetch_add(removed as u64, Ordering::Relaxed);
                     }
-                    break (kind, job);
+                    break (job, true);
                 }
                 q = w
                     .ready
@@ -683,7 +756,19 @@ fn worker_loop(w: &Arc<Worker>, group: &Arc<Group>, ctx: &Arc<Ctx>) {
             }
         };
         let started = Instant::now();
-        process(kind, job, started, settings, group, ctx);
+        if admitted {
+            let run = std::panic::AssertUnwindSafe(|| process(job, started, settings, ctx));
+            if std::panic::catch_unwind(run).is_err() {
+                // A bug, not a reason to stop serving: the shard's engine is used again as is.
+                tracing::error!(group = %group.name, worker = w.id, "message processing panicked");
+            }
+        } else {
+            group
+                .counters
+                .rejected_delay
+                .fetch_add(1, Ordering::Relaxed);
+            group.reject(&job, ctx.out.as_ref());
+        }
         let busy = started.elapsed().as_nanos() as u64;
         w.busy_ns.fetch_add(busy, Ordering::Relaxed);
         let avg = w.service_ns.load(Ordering::Relaxed);
@@ -692,27 +777,7 @@ fn worker_loop(w: &Arc<Worker>, group: &Arc<Group>, ctx: &Arc<Ctx>) {
     }
 }
 
-fn process(kind: Kind, job: Job, now: Instant, settings: WorkSettings, group: &Group, ctx: &Ctx) {
-    if kind == Kind::Retransmission {
-        group
-            .counters
-            .secondary_served
-            .fetch_add(1, Ordering::Relaxed);
-    }
-    if kind == Kind::NewRequest
-        && settings.prsm.mode == Mode::Prsm
-        && !settings.max_queue_delay.is_zero()
-        && now.saturating_duration_since(job.queued_at) > settings.max_queue_delay
-    {
-        // It waited too long: its caller is retransmitting and a routed answer would come
-        // later still. Refuse it now, cheaply, and spend the capacity on fresher requests.
-        group
-            .counters
-            .rejected_delay
-            .fetch_add(1, Ordering::Relaxed);
-        group.reject(&job, ctx.out.as_ref());
-        return;
-    }
+fn process(job: Job, now: Instant, settings: WorkSettings, ctx: &Ctx) {
     let routed = ctx.shards.with(job.shard, ctx.out.as_ref(), |e| {
         let before = e.stats().routed_new;
         e.handle_inbound(now, job.inbound);
@@ -769,6 +834,11 @@ fn hand_over(from: &Worker, q: &mut QueueState, shards: &[usize], to: &Arc<Worke
         let n = moved.len();
         for (key, kind, job) in moved {
             tq.sched.push_moved(key, kind, job);
+        }
+        // The marks say which transactions were answered or refused; they are per key, not
+        // per shard, so all of them go (a few spare ones expire on their own).
+        for (key, state, expires) in q.sched.marks() {
+            tq.sched.import_mark(key, state, expires);
         }
         debug!(group = %group.name, from = from.id, to = to.id, shards = shards.len(), messages = n, "shards handed over");
     }
