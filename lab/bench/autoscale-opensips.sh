@@ -240,9 +240,18 @@ RTX_UAS=$(csv_last "$WORK/uas.csv" 'Retransmissions(C)')
 # Chart: CPS, load, workers over time, phases and decisions marked.
 markers=()
 for (( i = 0; i < NPH; i++ )); do markers+=(--marker "${P_START[$i]}:${P_RATE[$i]} cps"); done
-while IFS=$'\t' read -r t cyc from to _; do
-  [[ -n ${t:-} ]] && markers+=(--marker "$t:$from→$to")
-done <"$WORK/decisions.tsv"
+# One marker per run of decisions in the same direction less than 3 cycles apart (2→3→4→5
+# in four cycles is one "2→5" marker).
+while IFS=$'\t' read -r t label; do
+  [[ -n ${t:-} ]] && markers+=(--marker "$t:$label")
+done < <(awk -F'\t' '
+  function flush() { if (n) printf "%s\t%s→%s\n", t0, from0, to1; n = 0 }
+  {
+    up = ($4 > $3)
+    if (n && up == up0 && $2 - cyc1 < 3) { to1 = $4; cyc1 = $2; next }
+    flush(); n = 1; t0 = $1; from0 = $3; to1 = $4; cyc1 = $2; up0 = up
+  }
+  END { flush() }' "$WORK/decisions.tsv")
 SVG=$BASE.svg
 "$SBC_LAB" chart lines "$CSV" -o "$SVG" --x t --x-label "seconds since the start" \
   --title "Auto-scaling of the sbc's access worker group (OpenSIPS PROFILE_A)" \

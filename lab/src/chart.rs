@@ -308,7 +308,29 @@ pub(crate) fn lines(
     let (x0, x1) = (LEFT, WIDTH - RIGHT);
     let px = |v: f64| x0 + ((v - x_min) / span).clamp(0.0, 1.0) * (x1 - x0);
     let sub_lines = subtitle.split('\n').count() as f64;
-    let first_top = 52.0 + sub_lines * 14.0 + if markers.is_empty() { 0.0 } else { 14.0 };
+    // Marker labels go in rows above the first panel, a label moving down a row when it
+    // would overlap one already placed (about 6 px per character at font size 10).
+    let mut rows: Vec<Vec<(f64, f64)>> = Vec::new();
+    let mut label_row = Vec::with_capacity(markers.len());
+    for m in markers {
+        let (a, b) = (
+            px(m.t),
+            px(m.t) + 6.0 * m.label.chars().count() as f64 + 6.0,
+        );
+        let row = match rows
+            .iter()
+            .position(|r| r.iter().all(|&(c, d)| b <= c || a >= d))
+        {
+            Some(i) => i,
+            None => {
+                rows.push(Vec::new());
+                rows.len() - 1
+            }
+        };
+        rows[row].push((a, b));
+        label_row.push(row);
+    }
+    let first_top = 52.0 + sub_lines * 14.0 + rows.len() as f64 * 12.0;
     let (tops, height) = layout(panels, first_top, 44.0);
     let mut out = String::new();
     header(&mut out, title, subtitle, height);
@@ -375,12 +397,13 @@ pub(crate) fn lines(
     }
     // Marker labels above the first panel, x ticks below the last one.
     if let Some(top) = tops.first() {
-        for m in markers {
+        let n = rows.len() as f64;
+        for (m, row) in markers.iter().zip(&label_row) {
             let _ = writeln!(
                 out,
                 r##"<text x="{:.1}" y="{:.1}" font-size="10" fill="#666">{}</text>"##,
                 px(m.t) + 3.0,
-                top - 20.0,
+                top - 20.0 - (n - 1.0 - *row as f64) * 12.0,
                 esc(&m.label)
             );
         }
