@@ -61,6 +61,10 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
+/// The largest load a worker is credited with (1000 %): a saturated worker's demand (busy
+/// time plus the work it refused or queued) may exceed one worker, not without bound.
+pub const MAX_DEMAND: f64 = 10.0;
+
 /// The default length of a cycle (`auto-scaling-cycle`), as OpenSIPS.
 pub const DEFAULT_CYCLE: Duration = Duration::from_secs(1);
 
@@ -498,7 +502,8 @@ pub enum ScaleReason {
         /// `ceil(n × load / UP)`.
         desired: usize,
     },
-    /// Rule 3: more than [`QUEUE_UP_THRESHOLD`] messages were queued.
+    /// Rule 3: more than [`QUEUE_UP_THRESHOLD`] messages were queued (one worker more, or the
+    /// proportional step when the load is also far above the threshold).
     QueueDepth {
         /// Messages queued at the end of the cycle.
         queued: usize,
@@ -648,8 +653,11 @@ impl Autoscaler {
         Some(self.last_cycle_at + self.cycle_len)
     }
 
-    /// Feeds one cycle: `loads` holds the busy fraction (0..=1) of each running, not draining,
-    /// worker over the cycle; `queued` the messages waiting in the group's queues at its end.
+    /// Feeds one cycle: `loads` holds the load of each running, not draining, worker over the
+    /// cycle: its busy fraction (0..=1), or more when the shell also counts the work it was
+    /// offered and could not do (requests it refused or left queued: the demand of a saturated
+    /// worker, capped at [`MAX_DEMAND`]); `queued` the messages waiting in the group's queues
+    /// at its end.
     /// An empty `loads` is ignored (a group always has a worker). A decision, if any, is then
     /// returned by [`Self::poll`]; the autoscaler counts it as carried out.
     pub fn handle_cycle(&mut self, now: Instant, loads: &[f64], queued: usize) {
@@ -664,7 +672,7 @@ impl Autoscaler {
             if l.is_nan() {
                 0.0
             } else {
-                l.clamp(0.0, 1.0) * 100.0
+                l.clamp(0.0, MAX_DEMAND) * 100.0
             }
         };
         let load = loads.iter().map(|&l| percent(l)).sum::<f64>() / n as f64;
@@ -751,9 +759,15 @@ impl Autoscaler {
                 )
             });
         }
-        // Rule 3: queue depth.
+        // Rule 3: queue depth; as large a step as the load asks for when it is far above.
         if step.is_none() && queued > QUEUE_UP_THRESHOLD {
-            step = Some((1, ScaleReason::QueueDepth { queued }));
+            let add = if load >= profile.far_above() {
+                let desired = (n as f64 * load / up_threshold - 1e-9).ceil() as usize;
+                desired.saturating_sub(n).max(1)
+            } else {
+                1
+            };
+            step = Some((add, ScaleReason::QueueDepth { queued }));
         }
         if let Some((add, reason)) = step {
             let room = max.saturating_sub(n);
@@ -1071,6 +1085,17 @@ mod tests {
         }
         // Nothing queued: the load rule may remove.
         assert!(matches!(g.cycle(0.1, 0), Some(ScaleDecision::Down { .. })));
+        // Saturated with a demand of 157 % (busy plus refused work): the queue trigger takes
+        // the proportional step at once, ceil(2 x 157 / 70) = 5 workers.
+        let mut g = Group::new(Some(profile(PROFILE_A)), 2);
+        assert!(matches!(
+            g.cycle_loads(&[1.57, 1.57], 40),
+            Some(ScaleDecision::Up {
+                add: 3,
+                reason: ScaleReason::QueueDepth { queued: 40 }
+            })
+        ));
+        assert_eq!(g.n, 5);
         // At MAX the queue adds nothing.
         let mut g = Group::new(Some(profile(PROFILE_A)), 6);
         assert_eq!(g.cycle(0.5, 1000), None);

@@ -309,25 +309,31 @@ impl Console {
             OperCommand::ShowWorkers => {
                 let groups = self.node.worker_groups();
                 let mut out = format!(
-                    "{:<14} {:<6} {:>7} {:>7} {:>7}  profile\n",
-                    "group", "sched", "workers", "load", "queued"
+                    "{:<14} {:<6} {:>7} {:>7} {:>7} {:>7}  profile\n",
+                    "group", "sched", "workers", "load", "demand", "queued"
                 );
                 for g in &groups {
                     let _ = writeln!(
                         out,
-                        "{:<14} {:<6} {:>7} {:>6.1}% {:>7}  {}",
+                        "{:<14} {:<6} {:>7} {:>6.1}% {:>6.1}% {:>7}  {}",
                         g.name,
                         g.scheduling,
                         g.workers,
                         g.load_percent,
+                        g.demand_percent,
                         g.queued,
                         g.profile.as_deref().unwrap_or("fixed count")
                     );
                     for m in &g.members {
                         let _ = writeln!(
                             out,
-                            "  worker {:<4} load {:>5.1}%  queued {}+{}  shards {}",
-                            m.id, m.load_percent, m.queued_primary, m.queued_secondary, m.shards
+                            "  worker {:<4} load {:>5.1}%  demand {:>5.1}%  queued {}+{}  shards {}",
+                            m.id,
+                            m.load_percent,
+                            m.demand_percent,
+                            m.queued_primary,
+                            m.queued_secondary,
+                            m.shards
                         );
                     }
                     if g.scheduling != "-" {

@@ -47,7 +47,7 @@ use tracing::{debug, info, warn};
 use crate::autoscale::{Autoscaler, ScaleDecision, ScaleReason, ScaleRecord, ScalingProfile};
 use crate::classify::classify;
 use crate::engine::{self, DialogChange, Engine, Inbound, Stats, Transmit};
-use crate::prsm::{Kind, Mode, PrsmConfig, Push, Scheduler};
+use crate::prsm::{Kind, Mode, PrsmConfig, Push, Scheduler, TxState};
 
 /// Number of shards (engines): fixed, so a call's shard never changes when workers come and go.
 pub const SHARDS: usize = 64;
@@ -174,6 +174,13 @@ pub(crate) struct Worker {
     busy_ns: AtomicU64,
     /// Recent processing time per message (an exponential moving average), ns.
     service_ns: AtomicU64,
+    /// Recent processing time per admitted new request (routing included), ns.
+    new_service_ns: AtomicU64,
+    /// New requests refused (queue full, wait too long) on this worker's behalf: work it was
+    /// offered and could not take, counted in its demand.
+    refused: AtomicU64,
+    /// Demand over the last cycle (busy time plus refused and queued work), per mille.
+    demand_permille: AtomicU32,
     load_permille: AtomicU32,
     owned: AtomicUsize,
 }
@@ -191,6 +198,9 @@ impl Worker {
             ready: Condvar::new(),
             busy_ns: AtomicU64::new(0),
             service_ns: AtomicU64::new(0),
+            new_service_ns: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            demand_permille: AtomicU32::new(0),
             load_permille: AtomicU32::new(0),
             owned: AtomicUsize::new(0),
         }
@@ -220,6 +230,9 @@ pub struct WorkerReport {
     pub id: usize,
     /// Busy time over the last cycle, percent.
     pub load_percent: f64,
+    /// Busy time plus the work refused or left queued over the last cycle, percent (what the
+    /// autoscaler decides on; above 100 when saturated).
+    pub demand_percent: f64,
     /// Messages waiting in its primary queue.
     pub queued_primary: usize,
     /// Messages waiting in its secondary queue.
@@ -254,6 +267,8 @@ pub struct GroupReport {
     pub workers: usize,
     /// Mean load of the last cycle, percent.
     pub load_percent: f64,
+    /// Mean demand of the last cycle, percent (see [`WorkerReport::demand_percent`]).
+    pub demand_percent: f64,
     /// Messages waiting in its queues.
     pub queued: usize,
     /// `prsm` or `fifo` (`-` for the timer group).
@@ -291,9 +306,13 @@ pub(crate) struct Group {
     suspended: AtomicBool,
     next_id: AtomicUsize,
     counters: QueueCounters,
-    /// Busy time of each worker at the start of the current cycle, by worker id.
-    cycle_start: Mutex<(Instant, Vec<(usize, u64)>)>,
+    /// Each worker's busy time, refused requests and queue length at the start of the current
+    /// cycle, by worker id.
+    cycle_start: Mutex<(Instant, Vec<CycleStart>)>,
 }
+
+/// A worker's counters at the start of a cycle: id, busy ns, refused requests, queue length.
+type CycleStart = (usize, u64, u64, u64);
 
 /// Everything a worker thread needs.
 pub(crate) struct Ctx {
@@ -388,12 +407,14 @@ impl Group {
                 let wait = ahead * u128::from(w.service_ns.load(Ordering::Relaxed));
                 if wait > self.settings.max_queue_delay.as_nanos() {
                     let _ = q.sched.mark_rejected(now, c.txn_key);
+                    w.refused.fetch_add(1, Ordering::Relaxed);
                     drop(q);
                     self.counters.rejected_delay.fetch_add(1, Ordering::Relaxed);
                     self.reject(&job, out);
                     return;
                 }
             }
+            let copy_of_refused = q.sched.state(c.txn_key) == Some(TxState::Rejected);
             let pushed = match q.sched.push(now, c.txn_key, c.kind, job) {
                 Push::AnswerFromState(j) => {
                     // The engine re-sends the answer from transaction state (RFC 3261
@@ -404,7 +425,10 @@ impl Group {
                     q.sched.queue_answer(c.txn_key, j)
                 }
                 Push::RejectNew(j) => {
-                    let _ = q.sched.mark_rejected(now, c.txn_key);
+                    if !copy_of_refused {
+                        let _ = q.sched.mark_rejected(now, c.txn_key);
+                        w.refused.fetch_add(1, Ordering::Relaxed);
+                    }
                     Push::RejectNew(j)
                 }
                 p => p,
@@ -471,7 +495,11 @@ impl Group {
         }
     }
 
-    /// Each worker's busy fraction since the last cycle (stored for `show workers`).
+    /// Each worker's load since the last cycle, as the autoscaler takes it: busy time plus the
+    /// work it was offered and could not do (new requests refused on its behalf, at its recent
+    /// cost per new request, and the growth of its queue, at its recent cost per message), so a
+    /// saturated worker shows its demand (above 100 %) instead of a flat 100 %. The busy
+    /// fraction alone is stored for `show workers` as the load, the demand beside it.
     fn measure(&self, now: Instant, workers: &[Arc<Worker>]) -> Vec<f64> {
         let mut start = lock(&self.cycle_start);
         let elapsed = now.saturating_duration_since(start.0).as_nanos().max(1) as f64;
@@ -480,17 +508,29 @@ impl Group {
             .iter()
             .map(|w| {
                 let busy = w.busy_ns.load(Ordering::Relaxed);
+                let refused = w.refused.load(Ordering::Relaxed);
+                let queued = lock(&w.queue).sched.len() as u64;
+                // A worker started during the cycle began at zero.
                 let before = start
                     .1
                     .iter()
-                    .find(|(id, _)| *id == w.id)
-                    // A worker started during the cycle began at zero.
-                    .map_or(0, |(_, b)| *b);
-                next.push((w.id, busy));
-                let load = (busy.saturating_sub(before) as f64 / elapsed).min(1.0);
+                    .find(|s| s.0 == w.id)
+                    .map_or((w.id, 0, 0, 0), |s| *s);
+                next.push((w.id, busy, refused, queued));
+                let busy_ns = busy.saturating_sub(before.1) as f64;
+                let refused_ns = refused.saturating_sub(before.2) as f64
+                    * w.new_service_ns.load(Ordering::Relaxed) as f64;
+                let queued_ns = queued.saturating_sub(before.3) as f64
+                    * w.service_ns.load(Ordering::Relaxed) as f64;
+                let load = (busy_ns / elapsed).min(1.0);
+                let demand = (busy_ns + refused_ns + queued_ns) / elapsed;
                 w.load_permille
                     .store((load * 1000.0).round() as u32, Ordering::Relaxed);
-                load
+                w.demand_permille.store(
+                    (demand.min(crate::autoscale::MAX_DEMAND) * 1000.0).round() as u32,
+                    Ordering::Relaxed,
+                );
+                demand
             })
             .collect();
         *start = (now, next);
@@ -505,12 +545,14 @@ impl Group {
         {
             // Its expected-wait estimate starts from the group's recent service time.
             let ws = lock(&self.workers);
-            let sum: u64 = ws
-                .iter()
-                .map(|w| w.service_ns.load(Ordering::Relaxed))
-                .sum();
+            let n = ws.len().max(1) as u64;
+            let mean = |f: fn(&Worker) -> &AtomicU64| {
+                ws.iter().map(|w| f(w).load(Ordering::Relaxed)).sum::<u64>() / n
+            };
             new.service_ns
-                .store(sum / ws.len().max(1) as u64, Ordering::Relaxed);
+                .store(mean(|w| &w.service_ns), Ordering::Relaxed);
+            new.new_service_ns
+                .store(mean(|w| &w.new_service_ns), Ordering::Relaxed);
         }
         self.spawn(new.clone(), ctx)?;
         let workers = {
@@ -627,6 +669,7 @@ impl Group {
                 WorkerReport {
                     id: w.id,
                     load_percent: f64::from(w.load_permille.load(Ordering::Relaxed)) / 10.0,
+                    demand_percent: f64::from(w.demand_permille.load(Ordering::Relaxed)) / 10.0,
                     queued_primary: q.sched.primary_len(),
                     queued_secondary: q.sched.secondary_len(),
                     shards: w.owned.load(Ordering::Relaxed),
@@ -640,6 +683,7 @@ impl Group {
             profile: s.profile().map(ToString::to_string),
             workers: members.len(),
             load_percent: mean(members.iter().map(|m| m.load_percent)),
+            demand_percent: mean(members.iter().map(|m| m.demand_percent)),
             queued: members
                 .iter()
                 .map(|m| m.queued_primary + m.queued_secondary)
@@ -704,7 +748,7 @@ fn describe_record(r: &ScaleRecord, now: Instant) -> DecisionReport {
 fn worker_loop(w: &Arc<Worker>, group: &Arc<Group>, ctx: &Arc<Ctx>) {
     let settings = group.settings;
     loop {
-        let (job, admitted) = {
+        let (kind, job, admitted) = {
             let mut q = lock(&w.queue);
             loop {
                 if let Some(c) = q.control.pop_front() {
@@ -732,7 +776,8 @@ fn worker_loop(w: &Arc<Worker>, group: &Arc<Group>, ctx: &Arc<Ctx>) {
                         // It waited too long: its caller is retransmitting and a routed answer
                         // would come later still. Refuse it, and its copies, cheaply.
                         let _ = q.sched.mark_rejected(now, key);
-                        break (job, false);
+                        w.refused.fetch_add(1, Ordering::Relaxed);
+                        break (kind, job, false);
                     }
                     // The engine answers at once (100 Trying for an INVITE, before the routing
                     // lookup): queued copies are redundant and later ones are answered again
@@ -747,7 +792,7 @@ fn worker_loop(w: &Arc<Worker>, group: &Arc<Group>, ctx: &Arc<Ctx>) {
                             .removed_retransmissions
                             .fetch_add(removed as u64, Ordering::Relaxed);
                     }
-                    break (job, true);
+                    break (kind, job, true);
                 }
                 q = w
                     .ready
@@ -774,6 +819,11 @@ fn worker_loop(w: &Arc<Worker>, group: &Arc<Group>, ctx: &Arc<Ctx>) {
         let avg = w.service_ns.load(Ordering::Relaxed);
         w.service_ns
             .store(avg - avg / 8 + busy / 8, Ordering::Relaxed);
+        if admitted && kind == Kind::NewRequest {
+            let avg = w.new_service_ns.load(Ordering::Relaxed);
+            w.new_service_ns
+                .store(avg - avg / 8 + busy / 8, Ordering::Relaxed);
+        }
     }
 }
 
@@ -903,6 +953,7 @@ impl TimerThread {
             profile: None,
             workers: 1,
             load_percent: load,
+            demand_percent: load,
             queued: 0,
             scheduling: "-",
             guard_cycles: 0,
@@ -915,6 +966,7 @@ impl TimerThread {
             members: vec![WorkerReport {
                 id: 0,
                 load_percent: load,
+                demand_percent: load,
                 queued_primary: 0,
                 queued_secondary: 0,
                 shards: SHARDS,
