@@ -271,7 +271,8 @@ SIPP_VERSION=$( { "$SIPP" -v 2>&1 || true; } | grep -m1 -o 'SIPp v[^ ]*[^ .]' ||
   echo "- command: \`PHASES=\"$PHASES\" ROUTING_COST_US=$ROUTING_COST_US WORKERS=$WORKERS${CYCLE_MS:+ CYCLE_MS=$CYCLE_MS} lab/bench/autoscale-opensips.sh\`"
   echo "- machine: $(nproc) cores, $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), $(uname -sr), load average before the report: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "- versions: $SIPP_VERSION; sbc \`$SBC_BIN\`, repo $GIT_REV"
-  echo "- sbc: \`[sip-config] workers = $WORKERS, routing-cost-us = $ROUTING_COST_US${CYCLE_MS:+, auto-scaling-cycle-ms = $CYCLE_MS}\`, access interface \`auto-scaling-profile = \"PROFILE_A\"\` (scale-up-to 6, scale-up-on 70, scale-up-for 4, scale-up-within 5, scale-down-to 2, scale-down-on 18, scale-down-for 10); the core group stays at $WORKERS workers"
+  mqd=$("$SBC_BIN" default-config 2>/dev/null | awk -F' = ' '$1 == "max-queue-delay-ms" { print $2; exit }' || true)
+  echo "- sbc: \`[sip-config] workers = $WORKERS, routing-cost-us = $ROUTING_COST_US${CYCLE_MS:+, auto-scaling-cycle-ms = $CYCLE_MS}\` (max-queue-delay-ms: the default, ${mqd:-n/a}), access interface \`auto-scaling-profile = \"PROFILE_A\"\` (scale-up-to 6, scale-up-on 70, scale-up-for 4, scale-up-within 5, scale-down-to 2, scale-down-on 18, scale-down-for 10); the core group stays at $WORKERS workers"
   echo "- traffic: one SIPp \`lab/bench/sipp/uac-overload.xml\` per phase, started on schedule (ports $UAC_PORT…), calls not held, \`-recv_timeout $RECV_TIMEOUT_MS\` -> sbc -> \`uas-200.xml\`; \`show workers\` sampled every ${SAMPLE_S}s"
   echo "- files: \`$(basename "$CSV")\` (one row per sample), \`$(basename "$SVG")\` (chart)"
   echo

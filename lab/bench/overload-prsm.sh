@@ -313,6 +313,12 @@ GIT_REV=$(repo_rev "${SBC_SRC:-$ROOT}")
 SIPP_VERSION=$( { "$SIPP" -v 2>&1 || true; } | grep -m1 -o 'SIPp v[^ ]*[^ .]' || echo 'SIPp (unknown version)')
 KAM_VERSION=$( { "$KAMAILIO" -v 2>&1 || true; } | head -n1 | sed 's/^version: //; s/ *$//')
 v() { local x=${1:-}; [[ -n $x ]] && echo "$x" || echo "n/a"; }
+# A [sip-config] default of the sbc binary (sbc default-config), n/a without one.
+sbc_default() {
+  local x=""
+  [[ -x $SBC_BIN ]] && x=$("$SBC_BIN" default-config 2>/dev/null | awk -F' = ' -v k="$1" '$1 == k { print $2; exit }')
+  v "$x"
+}
 {
   echo "# Overload (PRSM) benchmark: sbc vs Kamailio ($STAMP)"
   echo
@@ -320,7 +326,7 @@ v() { local x=${1:-}; [[ -n $x ]] && echo "$x" || echo "n/a"; }
   echo "- machine: $(nproc) cores, $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), $(uname -sr), load average before the report: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "- versions: $SIPP_VERSION; $KAM_VERSION; sbc \`$SBC_BIN\`, repo $GIT_REV"
   echo "- kamailio: \`kamailio -f $(basename "$KAMAILIO_CFG") -DD -E -m 1024 -M 16 -A ROUTING_COST_US=$ROUTING_COST_US\` (children = 2, the 100 Trying is sent by \`t_newtran\` before the blocking cost)"
-  echo "- sbc: \`[sip-config] workers = $WORKERS, routing-cost-us = $ROUTING_COST_US, prsm = true|false${QUEUE_SIZE:+, queue-size = $QUEUE_SIZE}${MAX_QUEUE_DELAY_MS:+, max-queue-delay-ms = $MAX_QUEUE_DELAY_MS}\` (other keys default: queue-size 1024, max-queue-delay-ms 200)"
+  echo "- sbc: \`[sip-config] workers = $WORKERS, routing-cost-us = $ROUTING_COST_US, prsm = true|false${QUEUE_SIZE:+, queue-size = $QUEUE_SIZE}${MAX_QUEUE_DELAY_MS:+, max-queue-delay-ms = $MAX_QUEUE_DELAY_MS}\` (defaults of this sbc: queue-size $(sbc_default queue-size), max-queue-delay-ms $(sbc_default max-queue-delay-ms))"
   echo "- traffic: SIPp \`lab/bench/sipp/uac-overload.xml\` ($IP:$UAC_PORT, open loop: \`-l\` = calls, \`-recv_timeout $RECV_TIMEOUT_MS\`) -> relay -> \`uas-200.xml\` ($IP:$UAS_PORT, 200 at once, no 180); calls are not held (\`-d 0\`); relay and UAS restarted per step"
   echo "- files: \`$(basename "$CSV")\` (the table below), \`$(basename "$SVG")\` (chart)"
   echo
