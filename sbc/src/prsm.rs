@@ -41,8 +41,12 @@
 //! `64 × T1` lifetime of a transaction) and are capped at `max_marks`, the oldest evicted first.
 //!
 //! **FIFO mode** ([`Mode::Fifo`], PRSM off) is the conventional server to compare with: one queue
-//! holding the capacity of both, served in arrival order, no priority, no removal, marks
-//! ignored; only the same 503 admission rule remains.
+//! holding the capacity of both, served in arrival order, no priority, no removal; only the
+//! same 503 admission rule remains, applied as a careful stateful server does (Kamailio's
+//! `t_check_trans` before a rate limit): never to a copy of a request it already holds or
+//! answered (a copy arriving at a full queue is dropped), and a copy of a refused request is
+//! refused again. Without that a 503 sent to a retransmission while its original still waits
+//! ends the call at the caller while the original is later routed: a half-open call.
 //!
 //! The unit tests simulate a server offered 2× and 5× its capacity (one message served per
 //! tick, `T1` = 500 ticks, default queues): PRSM completes 100 % of capacity with no failed
@@ -335,6 +339,16 @@ impl<T> Scheduler<T> {
         };
         match (self.config.mode, kind) {
             (Mode::Prsm, Kind::Retransmission) => self.push_retransmission(key, item),
+            (Mode::Fifo, Kind::NewRequest) if self.state(key) == Some(TxState::Rejected) => {
+                self.counters.rejected_new += 1;
+                Push::RejectNew(item)
+            }
+            (Mode::Fifo, Kind::NewRequest)
+                if self.primary.len() >= self.new_request_limit() && self.is_known(key) =>
+            {
+                self.counters.dropped += 1;
+                Push::Dropped(DropReason::PrimaryFull)
+            }
             (_, Kind::NewRequest) if self.primary.len() >= self.new_request_limit() => {
                 self.counters.rejected_new += 1;
                 Push::RejectNew(item)
@@ -343,8 +357,8 @@ impl<T> Scheduler<T> {
                 self.counters.dropped += 1;
                 Push::Dropped(DropReason::PrimaryFull)
             }
-            (mode, kind) => {
-                if mode == Mode::Prsm && kind == Kind::NewRequest {
+            (_, kind) => {
+                if kind == Kind::NewRequest {
                     add_key(&mut self.queued_new, key);
                 }
                 self.primary.push_back(Entry { key, kind, item });
@@ -356,12 +370,9 @@ impl<T> Scheduler<T> {
         }
     }
 
-    /// Whether transaction `key` is queued, in progress or answered here (so that a new
-    /// request with this key is a retransmission). Always false in FIFO mode.
+    /// Whether transaction `key` is queued, in progress, answered or refused here (so that a
+    /// new request with this key is a retransmission).
     pub fn is_known(&self, key: u64) -> bool {
-        if self.config.mode == Mode::Fifo {
-            return false;
-        }
         self.marks.contains_key(&key)
             || self.queued_new.contains_key(&key)
             || self.queued_retx.contains_key(&key)
@@ -411,7 +422,7 @@ impl<T> Scheduler<T> {
     /// Like [`Self::pop`], with the message's key and (refined) kind.
     pub fn pop_entry(&mut self) -> Option<(u64, Kind, T)> {
         if let Some(e) = self.primary.pop_front() {
-            if self.config.mode == Mode::Prsm && e.kind == Kind::NewRequest {
+            if e.kind == Kind::NewRequest {
                 remove_key(&mut self.queued_new, e.key);
             }
             return Some((e.key, e.kind, e.item));
@@ -426,7 +437,6 @@ impl<T> Scheduler<T> {
     /// them, so their order is kept.
     pub fn extract(&mut self, mut pred: impl FnMut(&T) -> bool) -> Vec<(u64, Kind, T)> {
         let mut out = Vec::new();
-        let prsm = self.config.mode == Mode::Prsm;
         for (queue, is_primary) in [(&mut self.primary, true), (&mut self.secondary, false)] {
             let mut keep = VecDeque::with_capacity(queue.len());
             for e in queue.drain(..) {
@@ -436,7 +446,7 @@ impl<T> Scheduler<T> {
                 }
                 if !is_primary {
                     remove_key(&mut self.queued_retx, e.key);
-                } else if prsm && e.kind == Kind::NewRequest {
+                } else if e.kind == Kind::NewRequest {
                     remove_key(&mut self.queued_new, e.key);
                 }
                 out.push((e.key, e.kind, e.item));
@@ -456,7 +466,7 @@ impl<T> Scheduler<T> {
             self.secondary.push_back(Entry { key, kind, item });
             return;
         }
-        if prsm && kind == Kind::NewRequest {
+        if kind == Kind::NewRequest {
             add_key(&mut self.queued_new, key);
         }
         self.primary.push_back(Entry { key, kind, item });
@@ -504,9 +514,6 @@ impl<T> Scheduler<T> {
 
     /// Takes over a mark of another scheduler (a final state, answered or rejected, is kept).
     pub fn import_mark(&mut self, key: u64, state: TxState, expires: Instant) {
-        if self.config.mode == Mode::Fifo {
-            return;
-        }
         let state = match self.marks.get(&key) {
             Some(m) if m.state != TxState::InProgress => m.state,
             _ => state,
@@ -532,9 +539,6 @@ impl<T> Scheduler<T> {
     }
 
     fn mark(&mut self, now: Instant, key: u64, state: TxState) -> usize {
-        if self.config.mode == Mode::Fifo {
-            return 0;
-        }
         self.handle_timeout(now);
         // Answered and rejected are final: a late "in progress" keeps them.
         let state = match self.marks.get(&key) {
@@ -546,6 +550,9 @@ impl<T> Scheduler<T> {
         self.expiry.push_back((expires, key));
         while self.expiry.len() > self.config.max_marks.max(1) {
             self.evict_oldest();
+        }
+        if self.config.mode == Mode::Fifo {
+            return 0; // FIFO keeps the mark (for admission) but removes nothing
         }
         if self.queued_retx.remove(&key).is_none() {
             return 0;
@@ -796,18 +803,29 @@ mod tests {
         assert_eq!(s.mode(), Mode::Fifo);
         assert_eq!(s.push(now, 1, Kind::Retransmission, "r1"), Push::Queued);
         assert_eq!(s.push(now, 2, Kind::NewRequest, "n2"), Push::Queued);
-        // No removal, no marks.
+        // No removal: a mark only informs admission.
         assert_eq!(s.mark_in_progress(now, 1), 0);
         assert_eq!(s.push(now, 1, Kind::Retransmission, "r1b"), Push::Queued);
         assert_eq!(s.push(now, 2, Kind::Retransmission, "r2"), Push::Queued);
         assert_eq!(s.push(now, 3, Kind::Response, "resp3"), Push::Queued);
-        assert_eq!(s.state(1), None);
+        assert_eq!(s.state(1), Some(TxState::InProgress));
         // One queue of 8, new requests up to 7.
         assert_eq!(s.push(now, 4, Kind::NewRequest, "n4"), Push::Queued);
         assert_eq!(s.push(now, 5, Kind::NewRequest, "n5"), Push::Queued);
         assert_eq!(
             s.push(now, 6, Kind::NewRequest, "n6"),
             Push::RejectNew("n6")
+        );
+        // A copy of a request it holds is dropped at a full queue, never refused with a 503
+        // (its original is still to be routed); a copy of a refused one is refused again.
+        assert_eq!(
+            s.push(now, 4, Kind::NewRequest, "n4-copy"),
+            Push::Dropped(DropReason::PrimaryFull)
+        );
+        let _ = s.mark_rejected(now, 6);
+        assert_eq!(
+            s.push(now, 6, Kind::NewRequest, "n6-copy"),
+            Push::RejectNew("n6-copy")
         );
         assert_eq!(s.push(now, 6, Kind::Retransmission, "r6"), Push::Queued);
         assert_eq!(
