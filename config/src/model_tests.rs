@@ -739,6 +739,16 @@ fn profile_attachments_name_existing_profiles() {
         "sip-config.tcp-auto-scaling-profile",
         &["= \"Ranged\"", "valid: \"ranged\", \"up-only\""],
     );
+    // A TCP-only interface has no UDP group to scale.
+    refused_invalid(
+        &groups(
+            "[[sip-interface]]\nrealm = \"access\"\nport = 5060\ntransports = [\"tcp\"]\n\
+             auto-scaling-profile = \"up-only\"\n\
+             [[sip-interface]]\nrealm = \"core\"\nport = 5062\n",
+        ),
+        "sip-interface[0].auto-scaling-profile",
+        &["no udp transport", "tcp-auto-scaling-profile"],
+    );
 }
 
 #[test]

@@ -488,6 +488,21 @@ fn profiles(profiles: &[AutoScalingProfile]) -> Result<(), ConfigError> {
 fn attachments(config: &Config) -> Result<(), ConfigError> {
     let profiles = &config.auto_scaling_profiles;
     let sip = &config.sip_config;
+    // The profile scales the interface's UDP group: without UDP there is none to scale.
+    for (i, iface) in config.sip_interfaces.iter().enumerate() {
+        if let Some(name) = iface.auto_scaling_profile.as_deref() {
+            if !iface.transports.contains(&Transport::Udp) {
+                return Err(ConfigError::invalid(
+                    format!("sip-interface[{i}].auto-scaling-profile"),
+                    quoted(name),
+                    "the profile scales the interface's UDP worker group, and this interface \
+                     has no udp transport",
+                    "an interface whose transports include \"udp\" (TCP traffic scales with \
+                     sip-config.tcp-auto-scaling-profile)",
+                ));
+            }
+        }
+    }
     let mut groups: Vec<(String, &str, &str, usize)> = config
         .sip_interfaces
         .iter()
