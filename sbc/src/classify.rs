@@ -16,7 +16,7 @@
 //! two clients reusing a branch do not share one either.
 
 use crate::prsm::Kind;
-use crate::shard;
+use crate::shard::{self, trim};
 
 /// The classification of one raw message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,18 +86,6 @@ pub fn classify(data: &[u8]) -> Classified {
         txn_key: h.finish(),
         is_invite: !is_response && method == b"INVITE",
     }
-}
-
-fn trim(s: &[u8]) -> &[u8] {
-    let start = s
-        .iter()
-        .position(|b| !b.is_ascii_whitespace())
-        .unwrap_or(s.len());
-    let end = s
-        .iter()
-        .rposition(|b| !b.is_ascii_whitespace())
-        .map_or(start, |e| e + 1);
-    &s[start..end]
 }
 
 /// Whether a To/From value carries a `tag` parameter (outside the `<...>` URI).

@@ -397,6 +397,11 @@ impl<T> Scheduler<T> {
             self.counters.removed_retransmissions += 1;
             return Push::Dropped(reason);
         }
+        self.enqueue_secondary(key, item)
+    }
+
+    /// Queues a retransmission in the secondary queue, unless it is full.
+    fn enqueue_secondary(&mut self, key: u64, item: T) -> Push<T> {
         if self.secondary.len() >= self.config.secondary_capacity {
             self.counters.dropped += 1;
             return Push::Dropped(DropReason::SecondaryFull);
@@ -481,20 +486,7 @@ impl<T> Scheduler<T> {
             self.counters.removed_retransmissions += 1;
             return Push::Dropped(DropReason::DuplicateQueued);
         }
-        if self.secondary.len() >= self.config.secondary_capacity {
-            self.counters.dropped += 1;
-            return Push::Dropped(DropReason::SecondaryFull);
-        }
-        add_key(&mut self.queued_retx, key);
-        self.secondary.push_back(Entry {
-            key,
-            kind: Kind::Retransmission,
-            item,
-        });
-        self.counters.queued_secondary += 1;
-        self.counters.secondary_high_water =
-            self.counters.secondary_high_water.max(self.secondary.len());
-        Push::Queued
+        self.enqueue_secondary(key, item)
     }
 
     /// The transaction `key` was refused with a 503 that was not routed: its later copies are

@@ -30,7 +30,8 @@ pub fn scan_call_id(data: &[u8]) -> Option<&[u8]> {
     None
 }
 
-fn trim(s: &[u8]) -> &[u8] {
+/// `s` without leading and trailing ASCII whitespace.
+pub(crate) fn trim(s: &[u8]) -> &[u8] {
     let start = s
         .iter()
         .position(|b| !b.is_ascii_whitespace())

@@ -47,6 +47,18 @@ fn access_group(workers: &Value) -> Value {
         .unwrap_or(Value::Null)
 }
 
+/// How many of a group's recorded scaling decisions go `direction` (`up` or `down`).
+fn decisions(group: &Value, direction: &str) -> usize {
+    group["decisions"]
+        .as_array()
+        .map(|d| {
+            d.iter()
+                .filter(|x| x["text"].as_str().is_some_and(|t| t.starts_with(direction)))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
 /// Polls `show workers` every 100 ms in a thread until `stop`; returns the smallest and largest
 /// worker counts of the access group seen.
 fn watch_workers(
@@ -116,15 +128,11 @@ fn scale_down_under_steady_load_loses_no_call() {
 
     let after = access_group(&acli_json(&sock, &["show workers"]).assert_ok().json());
     assert_eq!(after["workers"], json!(2), "{after:#}");
-    let downs = after["decisions"]
-        .as_array()
-        .map(|d| {
-            d.iter()
-                .filter(|x| x["text"].as_str().is_some_and(|t| t.starts_with("down")))
-                .count()
-        })
-        .unwrap_or(0);
-    assert_eq!(downs, 2, "two scale-down decisions: {after:#}");
+    assert_eq!(
+        decisions(&after, "down"),
+        2,
+        "two scale-down decisions: {after:#}"
+    );
     let shards: u64 = after["members"]
         .as_array()
         .map(|m| m.iter().filter_map(|w| w["shards"].as_u64()).sum())
@@ -170,15 +178,7 @@ fn scale_up_when_routing_blocks() {
         "the access group never grew under 1.5 worker-seconds of routing per second"
     );
     let after = access_group(&acli_json(&sock, &["show workers"]).assert_ok().json());
-    let ups = after["decisions"]
-        .as_array()
-        .map(|d| {
-            d.iter()
-                .filter(|x| x["text"].as_str().is_some_and(|t| t.starts_with("up")))
-                .count()
-        })
-        .unwrap_or(0);
-    assert!(ups >= 1, "{after:#}");
+    assert!(decisions(&after, "up") >= 1, "{after:#}");
     let stats = acli_json(&sock, &["show sip-stats"]).assert_ok().json();
     assert_eq!(
         stats["counters"]["routed_new"].as_u64(),
