@@ -26,4 +26,5 @@ fi
 
 # cargo cannot build another package's binary for a test: build it first.
 cargo build --locked --workspace --bins
-cargo test --locked --workspace "$@"
+# --no-fail-fast: every test binary runs even when one fails; cargo still exits non-zero.
+cargo test --locked --workspace --no-fail-fast "$@"

@@ -61,6 +61,45 @@ fn find_snmptrapd() -> PathBuf {
         .unwrap_or_else(|| panic!("snmptrapd not found: apt-get install -y snmptrapd snmp"))
 }
 
+/// A fresh private directory under the system's temporary directory.
+fn temp_dir(label: &str) -> PathBuf {
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let dir = std::env::temp_dir().join(format!(
+        "sbc-alarms-{label}-{}-{nanos}",
+        std::process::id()
+    ));
+    fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+/// Points net-snmp's persistent directory and configuration path into `dir`: the tools then
+/// neither read the host's `/etc/snmp` nor depend on `/var/lib/snmp`, which does not exist on
+/// a brand-new machine (net-snmp's first run creates it and says so on stderr). With a fresh
+/// `dir` every run is such a first run, the same every time.
+fn isolate_net_snmp(cmd: &mut Command, dir: &Path) {
+    let persist = dir.join("net-snmp-persist");
+    let conf = dir.join("net-snmp-conf");
+    for d in [&persist, &conf] {
+        fs::create_dir_all(d).expect("net-snmp dir");
+    }
+    cmd.env("SNMP_PERSISTENT_DIR", &persist)
+        .env("SNMPCONFPATH", &conf)
+        .env_remove("MIBS")
+        .env_remove("MIBDIRS");
+}
+
+/// stderr without net-snmp's first-run notes (`Created directory: ...`): what is left is a
+/// real complaint.
+fn net_snmp_complaints(stderr: &str) -> String {
+    stderr
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with("Created directory:"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn free_udp_port() -> u16 {
     let socket = UdpSocket::bind("127.0.0.1:0").expect("bind a free port");
     socket.local_addr().expect("local addr").port()
@@ -68,11 +107,7 @@ fn free_udp_port() -> u16 {
 
 fn start_trapd(port: u16) -> Trapd {
     let binary = find_snmptrapd();
-    let nanos = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let dir = std::env::temp_dir().join(format!("sbc-alarms-trapd-{}-{nanos}", std::process::id()));
-    fs::create_dir_all(&dir).expect("temp dir");
+    let dir = temp_dir("trapd");
     let conf = dir.join("snmptrapd.conf");
     fs::write(
         &conf,
@@ -82,7 +117,9 @@ fn start_trapd(port: u16) -> Trapd {
     let out = dir.join("snmptrapd.out");
     let stdout = fs::File::create(&out).expect("create output file");
     let mibs = Path::new(env!("CARGO_MANIFEST_DIR")).join("mib");
-    let child = Command::new(binary)
+    let mut cmd = Command::new(binary);
+    isolate_net_snmp(&mut cmd, &dir);
+    let child = cmd
         .arg("-f") // foreground
         .arg("-Lo") // log to stdout
         .arg("-n") // numeric addresses
@@ -206,8 +243,11 @@ async fn snmptrapd_prints_our_traps_with_mib_names() {
 #[test]
 fn snmptranslate_resolves_our_oids() {
     let mibs = Path::new(env!("CARGO_MANIFEST_DIR")).join("mib");
+    let dir = temp_dir("snmptranslate");
     let run = |args: &[&str]| {
-        let out = Command::new("snmptranslate")
+        let mut cmd = Command::new("snmptranslate");
+        isolate_net_snmp(&mut cmd, &dir);
+        let out = cmd
             .arg("-M")
             .arg(format!("+{}", mibs.display()))
             .args(["-m", "SNMPv2-MIB:SBC-PAIR-MIB"])
@@ -216,10 +256,10 @@ fn snmptranslate_resolves_our_oids() {
             .unwrap_or_else(|e| {
                 panic!("snmptranslate not runnable ({e}): apt-get install -y snmptrapd snmp")
             });
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let complaints = net_snmp_complaints(&String::from_utf8_lossy(&out.stderr));
         assert!(
-            out.status.success() && stderr.is_empty(),
-            "{args:?}: {stderr}"
+            out.status.success() && complaints.is_empty(),
+            "{args:?}: {complaints}"
         );
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
     };
@@ -242,4 +282,5 @@ fn snmptranslate_resolves_our_oids() {
         run(&[".1.3.6.1.3.3261.1.1.3.0"]),
         "SBC-PAIR-MIB::sbcAlarmSeverity.0"
     );
+    let _ = fs::remove_dir_all(&dir);
 }

@@ -3,7 +3,7 @@
 //!
 //! Missing tools are a panic with the command that installs them: the tests never skip.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -16,6 +16,35 @@ pub fn mib_dir() -> PathBuf {
         .join("..")
         .join("alarms")
         .join("mib")
+}
+
+/// Points net-snmp's persistent directory and configuration path into `dir`, so that a tool
+/// neither reads the host's `/etc/snmp` nor depends on `/var/lib/snmp`: on a brand-new machine
+/// that directory does not exist, and net-snmp's first run creates it and says so on stderr.
+/// With a fresh `dir` every run is such a first run, so the tests see the same thing every
+/// time (see [`net_snmp_complaints`]).
+pub fn isolate_net_snmp(cmd: &mut Command, dir: &Path) {
+    let persist = dir.join("net-snmp-persist");
+    let conf = dir.join("net-snmp-conf");
+    for d in [&persist, &conf] {
+        std::fs::create_dir_all(d).unwrap_or_else(|e| panic!("cannot create {}: {e}", d.display()));
+    }
+    cmd.env("SNMP_PERSISTENT_DIR", &persist)
+        .env("SNMPCONFPATH", &conf)
+        .env_remove("MIBS")
+        .env_remove("MIBDIRS");
+}
+
+/// What a net-snmp tool printed on stderr, without its notes about creating its persistent
+/// directories (`Created directory: ...`, printed on its first run in a directory): anything
+/// left is a real complaint (a MIB that does not load, an unknown OID).
+#[must_use]
+pub fn net_snmp_complaints(stderr: &str) -> String {
+    stderr
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with("Created directory:"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn find_tool(name: &str) -> PathBuf {
@@ -89,7 +118,9 @@ impl Trapd {
         let out = dir.file("snmptrapd.out");
         let stdout = std::fs::File::create(&out).expect("create snmptrapd.out");
         let stderr = std::fs::File::create(dir.file("snmptrapd.err")).expect("snmptrapd.err");
-        let child = Command::new(&binary)
+        let mut cmd = Command::new(&binary);
+        isolate_net_snmp(&mut cmd, dir.path());
+        let child = cmd
             .args(["-f", "-Lo", "-n", "-C", "-c"])
             .arg(&conf)
             .arg("-M")
@@ -185,15 +216,20 @@ impl Drop for Trapd {
     }
 }
 
-/// Runs `snmptranslate -M +<mib dir> -m SNMPv2-MIB:SBC-PAIR-MIB ARGS...`; returns
-/// `(success, stdout, stderr)`.
+/// Runs `snmptranslate -M +<mib dir> -m SNMPv2-MIB:SBC-PAIR-MIB ARGS...` with net-snmp
+/// isolated in a fresh directory ([`isolate_net_snmp`]); returns `(success, stdout,
+/// complaints)`, the complaints being stderr without net-snmp's first-run notes
+/// ([`net_snmp_complaints`]).
 ///
 /// # Panics
 /// If `snmptranslate` is missing.
 #[must_use]
 pub fn snmptranslate(args: &[&str]) -> (bool, String, String) {
     let binary = find_tool("snmptranslate");
-    let out = Command::new(&binary)
+    let dir = TestDir::new("snmptranslate");
+    let mut cmd = Command::new(&binary);
+    isolate_net_snmp(&mut cmd, dir.path());
+    let out = cmd
         .arg("-M")
         .arg(format!("+{}", mib_dir().display()))
         .args(["-m", "SNMPv2-MIB:SBC-PAIR-MIB"])
@@ -204,6 +240,6 @@ pub fn snmptranslate(args: &[&str]) -> (bool, String, String) {
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).trim().to_owned(),
-        String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        net_snmp_complaints(&String::from_utf8_lossy(&out.stderr)),
     )
 }
