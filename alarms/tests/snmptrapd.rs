@@ -66,10 +66,8 @@ fn temp_dir(label: &str) -> PathBuf {
     let nanos = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
-    let dir = std::env::temp_dir().join(format!(
-        "sbc-alarms-{label}-{}-{nanos}",
-        std::process::id()
-    ));
+    let dir =
+        std::env::temp_dir().join(format!("sbc-alarms-{label}-{}-{nanos}", std::process::id()));
     fs::create_dir_all(&dir).expect("temp dir");
     dir
 }

@@ -4,6 +4,10 @@
 //! same directory, is flushed to disk, and only then renamed over the old file; the directory
 //! is flushed too so that the rename itself survives a crash. The previous file is kept as
 //! `<path>.bak` (written the same way) so that an operator can go back one step.
+//!
+//! The file holds secrets (the pair's `shared-key`, SNMP communities), so every file written
+//! here, the temporary ones included, is created with mode 0600 and set to exactly 0600 before
+//! a byte is written, whatever the umask and whatever the mode of the file it replaces.
 
 use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions};
@@ -55,7 +59,7 @@ pub(crate) fn save_atomic(text: &str, path: &Path) -> Result<(), ConfigError> {
 
     let tmp = tmp_path("tmp");
     let result = (|| {
-        write_synced(&tmp, text.as_bytes(), previous.as_ref())?;
+        write_synced(&tmp, text.as_bytes())?;
         if previous.is_some() {
             keep_backup(path, &tmp_path("bak"))?;
         }
@@ -70,35 +74,46 @@ pub(crate) fn save_atomic(text: &str, path: &Path) -> Result<(), ConfigError> {
     result
 }
 
-/// Creates `path` (which must not exist), writes `bytes`, copies the permissions of the file
-/// being replaced, and flushes it to disk.
-fn write_synced(
-    path: &Path,
-    bytes: &[u8],
-    previous: Option<&fs::Metadata>,
-) -> Result<(), ConfigError> {
+/// The mode of every file written here: read and write for the owner only.
+#[cfg(unix)]
+pub(crate) const FILE_MODE: u32 = 0o600;
+
+/// Creates `path` (which must not exist) with mode 0600, writes `bytes` and flushes it to
+/// disk.
+fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), ConfigError> {
     let io_err = |err| ConfigError::io(path, err);
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(io_err)?;
-    file.write_all(bytes).map_err(io_err)?;
-    if let Some(meta) = previous {
-        file.set_permissions(meta.permissions()).map_err(io_err)?;
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+        // Created at most 0600 (the umask can only take bits away), then exactly 0600 before
+        // the secrets are written.
+        options.mode(FILE_MODE);
+        let file = options.open(path).map_err(io_err)?;
+        file.set_permissions(fs::Permissions::from_mode(FILE_MODE))
+            .map_err(io_err)?;
+        write_all_synced(file, bytes).map_err(io_err)
     }
-    file.sync_all().map_err(io_err)
+    #[cfg(not(unix))]
+    {
+        let file = options.open(path).map_err(io_err)?;
+        write_all_synced(file, bytes).map_err(io_err)
+    }
 }
 
-/// Copies the current file to `<path>.bak` through the temporary `tmp`, so that the backup too
-/// is either the old one or complete.
+fn write_all_synced(mut file: File, bytes: &[u8]) -> io::Result<()> {
+    file.write_all(bytes)?;
+    file.sync_all()
+}
+
+/// Copies the current file to `<path>.bak` through the temporary `tmp` (mode 0600, whatever
+/// the old file's mode), so that the backup too is either the old one or complete.
 fn keep_backup(path: &Path, tmp: &Path) -> Result<(), ConfigError> {
     let backup = backup_path(path);
     let result = (|| {
-        fs::copy(path, tmp).map_err(|err| ConfigError::io(path, err))?;
-        File::open(tmp)
-            .and_then(|f| f.sync_all())
-            .map_err(|err| ConfigError::io(tmp, err))?;
+        let old = fs::read(path).map_err(|err| ConfigError::io(path, err))?;
+        write_synced(tmp, &old)?;
         fs::rename(tmp, &backup).map_err(|err| ConfigError::io(&backup, err))
     })();
     if result.is_err() {

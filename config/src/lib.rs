@@ -45,6 +45,7 @@ pub mod acli;
 mod error;
 mod file;
 mod model;
+mod push;
 mod validate;
 
 #[cfg(test)]
@@ -63,6 +64,7 @@ pub use model::{
     MemorySource, Peer, PeerType, RedundancyConfig, RedundancyState, Route, SessionAgent,
     SessionRouter, Severity, SipConfig, SipInterface, SystemConfig, Transport, TrapReceiver,
 };
+pub use push::{MASK, NODE_LOCAL, SECRET_KEYS};
 
 use model::{ACCESS_REALM, CORE};
 

@@ -862,15 +862,22 @@ fn save_atomic_reports_an_unwritable_directory() {
 
 #[cfg(unix)]
 #[test]
-fn save_atomic_keeps_the_file_mode() {
+fn saved_files_and_backups_are_0600_from_the_first_save() {
     use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
     let dir = TempDir::new("mode");
+    // The first save creates the file: 0600, not the umask's 0644.
     let path = dir.path().join("sbc.toml");
-    fs::write(&path, "").unwrap();
-    fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
     Config::embedded_default().save_atomic(&path).unwrap();
-    let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode, 0o600);
+    assert_eq!(mode(&path), 0o600);
+    // A file left readable by others (written by hand, say) is replaced by a 0600 one, and its
+    // backup is 0600 too.
+    let open = dir.path().join("open.toml");
+    fs::write(&open, "").unwrap();
+    fs::set_permissions(&open, fs::Permissions::from_mode(0o644)).unwrap();
+    Config::embedded_default().save_atomic(&open).unwrap();
+    assert_eq!(mode(&open), 0o600);
+    assert_eq!(mode(&Config::backup_path(&open)), 0o600);
 }
 
 // ---- small types ----

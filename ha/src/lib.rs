@@ -3,7 +3,13 @@
 //! # What this crate owns
 //!
 //! - [`RedundancyConfig`]: `redundancy-config` with Oracle's names and defaults, validated.
-//! - [`wire`]: the heartbeat datagram (magic, version, bincode 2 payload, HMAC-SHA256).
+//! - [`crypto`]: one key per use derived from the shared key (HKDF-SHA256), and the sealing of
+//!   datagrams (XChaCha20-Poly1305).
+//! - [`wire`]: the heartbeat and witness datagrams (magic, version, nonce, sealed bincode 2
+//!   payload), each echoing the receiver's incarnation so a replay after a restart is refused.
+//! - [`channel`]: the state-sync channel's security, sans-IO: a Noise `NNpsk0` handshake from
+//!   the shared key, then encrypted, replay-proof, size-capped frames.
+//! - [`refusals`]: refusals logged once per source per interval, never per packet.
 //! - [`Redundancy`]: the redundancy state machine, sans-IO: heartbeats and timeouts in,
 //!   heartbeats and [`HaEvent`]s out, time passed in. Its module docs give the rules and why
 //!   there are epochs.
@@ -12,7 +18,8 @@
 //! - [`sync`]: the frames of the TCP state-sync channel and [`SyncTable`], the replicated
 //!   keyed map of opaque bytes with its merge-union for split-brain convergence.
 //! - [`shell`]: the thin tokio shell: a task that owns one UDP socket per heartbeat path and
-//!   drives a [`Redundancy`]; the sync server (active) and client (standby) over TCP.
+//!   drives a [`Redundancy`]; the sync server (active) and client (standby) over TCP, closed
+//!   to everyone but the configured peer.
 //!
 //! # What it does not own
 //!
@@ -42,8 +49,11 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod channel;
 pub mod config;
+pub mod crypto;
 pub mod machine;
+pub mod refusals;
 pub mod shell;
 pub mod sync;
 pub mod wire;
@@ -51,7 +61,7 @@ pub mod witness;
 
 pub use config::{AdminState, ConfigError, PeerConfig, PeerType, RedundancyConfig};
 pub use machine::{
-    Counters, HaEvent, Health, PeerView, Reason, Redundancy, State, Status, Transmit,
+    Counters, HaEvent, Health, PeerView, Reason, Redundancy, Refused, State, Status, Transmit,
     WitnessTransmit,
 };
 pub use sync::{SyncEntry, SyncFrame, SyncTable};

@@ -102,6 +102,7 @@ use serde::{Deserialize, Serialize};
 use tracing::{debug, info};
 
 use crate::config::{AdminState, ConfigError, RedundancyConfig};
+use crate::crypto::PairKeys;
 use crate::wire::{
     DecodeError, Heartbeat, NodeId, PathId, WitnessAnswer, WitnessProbe, FLAG_INELIGIBLE,
     FLAG_LEASE, FLAG_PEER_ALIVE, FLAG_SWITCHOVER_REQUEST, FLAG_SYNCED, FLAG_WITNESS_OK,
@@ -352,6 +353,10 @@ pub struct Counters {
     pub stale: u64,
     /// The same sequence number again on that path.
     pub replayed: u64,
+    /// Authentic but not proven fresh: it does not echo this node's current incarnation (sent
+    /// before the peer heard this node's restart, or recorded and replayed). A few right after
+    /// either node starts are normal; they are not taken as evidence of anything.
+    pub unverified: u64,
     /// Heartbeats sent.
     pub sent: u64,
     /// Witness probes sent.
@@ -360,6 +365,37 @@ pub struct Counters {
     pub witness_answers: u64,
     /// Witness answers dropped: not authentic, not for us, or not answering a recent probe.
     pub witness_dropped: u64,
+    /// Witness answers that were challenges: the witness (restarted since) asked this node to
+    /// echo its new incarnation before it grants anything.
+    pub witness_challenges: u64,
+}
+
+/// Why a datagram was not taken as a heartbeat of the peer (each is also counted in
+/// [`Counters`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    /// Not an authentic heartbeat of this pair.
+    #[error("{0}")]
+    Decode(DecodeError),
+    /// Carries this node's own id (a loop).
+    #[error("carries this node's own id")]
+    OwnNode,
+    /// Authentic, from a node that is not the peer.
+    #[error("from a node that is not the peer")]
+    UnknownNode,
+    /// Received on another path than it claims, or on a path this node does not have.
+    #[error("on the wrong path")]
+    PathMismatch,
+    /// Does not echo this node's current incarnation: sent before the peer heard this node
+    /// (re)start, or recorded earlier and replayed.
+    #[error("not proven fresh (does not echo this node's incarnation)")]
+    Unverified,
+    /// Older than one already accepted.
+    #[error("stale")]
+    Stale,
+    /// The same one again.
+    #[error("replayed")]
+    Replayed,
 }
 
 /// What we last heard from the peer.
@@ -450,7 +486,7 @@ pub struct Redundancy {
     peer: NodeId,
     local_lower: bool,
     destinations: Vec<SocketAddr>,
-    key: Vec<u8>,
+    keys: PairKeys,
     enabled: bool,
     adv: Duration,
     dead: Duration,
@@ -500,6 +536,13 @@ pub struct Redundancy {
     buf: Vec<u8>,
 
     paths: Vec<PathState>,
+    /// Newest (incarnation, seq) of any authentic heartbeat from the peer, proven fresh or not:
+    /// where `peer_incarnation` is learnt from.
+    peer_newest: Option<(u64, u64)>,
+    /// The peer's incarnation as last heard: echoed in our heartbeats (0: not heard yet).
+    peer_incarnation: u64,
+    /// The witness's incarnation as last heard: echoed in our probes (0: not heard yet).
+    witness_incarnation: u64,
     peer_view: Option<PeerView>,
     peer_alive: bool,
     request_until: Option<Instant>,
@@ -538,7 +581,7 @@ impl Redundancy {
             peer: NodeId::from_name(&mate.name),
             local_lower,
             destinations: mate.destinations.clone(),
-            key: config.shared_key.as_bytes().to_vec(),
+            keys: PairKeys::derive(config.shared_key.as_bytes()),
             enabled: config.state == AdminState::Enabled,
             adv: config.advertisement_time(),
             dead: config.dead_time(),
@@ -549,7 +592,8 @@ impl Redundancy {
             emergency_threshold: config.emergency_threshold,
             witness_configured: config.witness.is_some(),
             witness_addr: config.witness,
-            incarnation,
+            // 0 is what an echo says before anything was heard: never an incarnation.
+            incarnation: incarnation.max(1),
             start: now,
             state: State::Initial,
             since: now,
@@ -576,6 +620,9 @@ impl Redundancy {
             round: None,
             buf: Vec::with_capacity(128),
             paths: vec![PathState::default(); n],
+            peer_newest: None,
+            peer_incarnation: 0,
+            witness_incarnation: 0,
             peer_view: None,
             peer_alive: false,
             request_until: None,
@@ -677,13 +724,10 @@ impl Redundancy {
         now: Instant,
         path: PathId,
         datagram: &[u8],
-    ) -> Result<(), DecodeError> {
+    ) -> Result<(), Refused> {
         self.counters.received += 1;
-        match Heartbeat::decode(&self.key, datagram) {
-            Ok(hb) => {
-                self.handle_heartbeat(now, path, hb);
-                Ok(())
-            }
+        match Heartbeat::decode(&self.keys, datagram) {
+            Ok(hb) => self.handle_heartbeat(now, path, hb),
             Err(e) => {
                 match e {
                     DecodeError::BadLength => self.counters.bad_length += 1,
@@ -692,44 +736,66 @@ impl Redundancy {
                     DecodeError::BadMac => self.counters.bad_mac += 1,
                     DecodeError::Malformed => self.counters.malformed += 1,
                 }
-                Err(e)
+                Err(Refused::Decode(e))
             }
         }
     }
 
     /// Handles an authenticated heartbeat received on `path`. Heartbeats from another node,
-    /// on the wrong path, stale or replayed are counted and dropped.
-    pub fn handle_heartbeat(&mut self, now: Instant, path: PathId, hb: Heartbeat) {
+    /// on the wrong path, not proven fresh, stale or replayed are counted and dropped.
+    ///
+    /// # Errors
+    /// Why the heartbeat was dropped (for the shell's log; it is counted here).
+    pub fn handle_heartbeat(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        hb: Heartbeat,
+    ) -> Result<(), Refused> {
         if hb.node == self.local {
             self.counters.own_node += 1;
-            return;
+            return Err(Refused::OwnNode);
         }
         if hb.node != self.peer {
             self.counters.unknown_node += 1;
-            return;
+            return Err(Refused::UnknownNode);
         }
         let idx = usize::from(path.0);
         if hb.path != path || idx >= self.paths.len() {
             self.counters.path_mismatch += 1;
-            return;
+            return Err(Refused::PathMismatch);
         }
         let key = (hb.incarnation, hb.seq);
+        // Learn the peer's incarnation from any authentic heartbeat newer than all before (a
+        // replay of an older one teaches nothing), and answer a new one at once so the peer
+        // sees its echo without waiting for the next round.
+        if self.peer_newest.is_none_or(|n| key > n) {
+            self.peer_newest = Some(key);
+            if hb.incarnation != self.peer_incarnation {
+                self.peer_incarnation = hb.incarnation;
+                self.next_heartbeat = self.next_heartbeat.min(now);
+            }
+        }
+        if hb.echo != self.incarnation {
+            self.counters.unverified += 1;
+            return Err(Refused::Unverified);
+        }
         if self
             .peer_view
             .is_some_and(|v| hb.incarnation < v.incarnation)
         {
             self.counters.stale += 1;
-            return;
+            return Err(Refused::Stale);
         }
         let ps = &mut self.paths[idx];
         match ps.newest {
             Some(n) if key == n => {
                 self.counters.replayed += 1;
-                return;
+                return Err(Refused::Replayed);
             }
             Some(n) if key < n => {
                 self.counters.stale += 1;
-                return;
+                return Err(Refused::Stale);
             }
             _ => {}
         }
@@ -773,6 +839,7 @@ impl Redundancy {
             }
         }
         self.evaluate(now);
+        Ok(())
     }
 
     /// The health module's new score.
@@ -803,7 +870,7 @@ impl Redundancy {
         now: Instant,
         datagram: &[u8],
     ) -> Result<(), DecodeError> {
-        match WitnessAnswer::decode(&self.key, datagram) {
+        match WitnessAnswer::decode(&self.keys, datagram) {
             Ok(a) => {
                 self.handle_witness(now, &a);
                 Ok(())
@@ -836,6 +903,13 @@ impl Redundancy {
         self.answered_seq = answer.seq;
         self.probes.retain(|p| p.0 > answer.seq);
         self.witness_heard = Some(now);
+        if answer.witness != self.witness_incarnation {
+            // A witness we had not heard (or one that restarted): its answer to a probe that did
+            // not echo it is a challenge. Echo it at once.
+            self.witness_incarnation = answer.witness;
+            self.counters.witness_challenges += 1;
+            self.next_probe = now;
+        }
         let remaining = Duration::from_millis(u64::from(answer.remaining_ms));
         if answer.granted {
             let until = sent + self.dead;
@@ -992,6 +1066,7 @@ impl Redundancy {
         let hb = Heartbeat {
             node: self.local,
             incarnation: self.incarnation,
+            echo: self.peer_incarnation,
             state: self.state,
             health: self.effective_health(),
             flags,
@@ -1002,7 +1077,7 @@ impl Redundancy {
             timestamp_ms: u64::try_from(now.saturating_duration_since(self.start).as_millis())
                 .unwrap_or(u64::MAX),
         };
-        hb.encode(&self.key, &mut self.buf).ok()?;
+        hb.encode(&self.keys, &mut self.buf).ok()?;
         self.counters.sent += 1;
         Some(Transmit {
             path,
@@ -1026,13 +1101,14 @@ impl Redundancy {
         let probe = WitnessProbe {
             node: self.local,
             incarnation: self.incarnation,
+            echo: self.witness_incarnation,
             seq: self.probe_seq,
             epoch: self.epoch,
             want,
             lease_ms: u32::try_from(self.dead.as_millis()).unwrap_or(u32::MAX),
         };
         let mut payload = Vec::with_capacity(96);
-        probe.encode(&self.key, &mut payload).ok()?;
+        probe.encode(&self.keys, &mut payload).ok()?;
         if self.probes.len() == PROBES_KEPT {
             self.probes.pop_front();
         }

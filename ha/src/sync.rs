@@ -2,16 +2,19 @@
 //!
 //! # Frames
 //!
-//! Each TCP frame is a `LengthDelimitedCodec` frame (4-byte big-endian length, at most
-//! [`MAX_FRAME`]) holding bincode 2 (standard config) of `(u16 version, SyncFrame)`. The
-//! version comes first so that a peer of another version is refused with a clear error before
-//! the body is decoded.
+//! Each frame is bincode 2 (standard config) of `(u16 version, SyncFrame)`, at most
+//! [`MAX_FRAME`] bytes, carried encrypted by the channel of [`crate::channel`] (a Noise
+//! session: nothing of a frame is readable on the wire, and nothing is accepted from a peer
+//! that does not hold the shared key). The version comes first so that a peer of another
+//! version is refused with a clear error before the body is decoded.
 //!
-//! A conversation: the standby connects and sends `Hello` (with `exchange` set after a split
-//! brain, followed by its own table as `Snapshot` chunks); the active answers `Hello`, its
-//! table as `Snapshot` chunks (the last one has `last` set), the current `ConfigPush` if any,
-//! then streams `Upsert`/`Delete`/`ConfigPush` as they happen. The standby sends `Ack` after
-//! each complete snapshot and each config push.
+//! A conversation, once the handshake is done: the standby sends `Hello` (with `exchange` set
+//! after a split brain, followed by its own table as `Snapshot` chunks); the active answers
+//! `Hello`, its table as `Snapshot` chunks (the last one has `last` set), the current
+//! `ConfigPush` if any, then streams `Upsert`/`Delete`/`ConfigPush` as they happen. The standby
+//! sends `Ack` after each complete snapshot and each config push. Snapshots are cut into chunks
+//! of at most [`SNAPSHOT_CHUNK`] entries and [`SNAPSHOT_CHUNK_BYTES`] ([`snapshot_chunks`]), so
+//! every frame stays below the cap.
 //!
 //! # The table
 //!
@@ -28,12 +31,17 @@ use serde::{Deserialize, Serialize};
 
 use crate::wire::NodeId;
 
-/// The sync frame version this crate writes and accepts.
-pub const SYNC_VERSION: u16 = 1;
-/// The largest frame accepted (16 MiB); snapshots are sent in chunks well below it.
-pub const MAX_FRAME: usize = 16 * 1024 * 1024;
+pub use crate::channel::MAX_FRAME;
+
+/// The sync frame version this crate writes and accepts (2: inside the Noise channel).
+pub const SYNC_VERSION: u16 = 2;
 /// Entries per snapshot chunk at most.
 pub const SNAPSHOT_CHUNK: usize = 512;
+/// Bytes of keys and values per snapshot chunk at most (half the frame cap, leaving room for
+/// the encoding's overhead).
+pub const SNAPSHOT_CHUNK_BYTES: usize = MAX_FRAME / 2;
+/// The largest key and value one entry may have: anything larger cannot be replicated.
+pub const MAX_ENTRY_BYTES: usize = SNAPSHOT_CHUNK_BYTES;
 
 /// One key of the table: its value, or a tombstone, with the revision that wrote it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,6 +123,16 @@ pub enum SyncError {
     /// The peer broke the conversation (e.g. no Hello first).
     #[error("sync protocol: {0}")]
     Protocol(&'static str),
+    /// The secure channel failed: handshake refused, a message not authentic, a frame too
+    /// large.
+    #[error("sync channel: {0}")]
+    Channel(#[from] crate::channel::ChannelError),
+    /// The peer took too long for a step of the conversation.
+    #[error("sync: {0} timed out")]
+    Timeout(&'static str),
+    /// An authentic peer that says it is another node than the configured peer (or this one).
+    #[error("sync: the peer says it is node {0}, not the configured peer")]
+    WrongNode(NodeId),
 }
 
 impl SyncFrame {
@@ -144,6 +162,37 @@ impl SyncFrame {
         }
         Ok(frame)
     }
+}
+
+/// Cuts a table's entries into snapshot chunks of at most [`SNAPSHOT_CHUNK`] entries and
+/// [`SNAPSHOT_CHUNK_BYTES`] bytes of keys and values, in order. Entries larger than
+/// [`MAX_ENTRY_BYTES`] are left out (they could not cross the channel); the second value
+/// counts them. An empty table gives one empty chunk (a snapshot is never zero frames).
+#[must_use]
+pub fn snapshot_chunks(items: Vec<SyncEntry>) -> (Vec<Vec<SyncEntry>>, usize) {
+    let mut chunks = Vec::new();
+    let mut current = Vec::new();
+    let mut bytes = 0usize;
+    let mut oversized = 0usize;
+    for e in items {
+        let size = e.key.len() + e.value.as_ref().map_or(0, Vec::len);
+        if size > MAX_ENTRY_BYTES {
+            oversized += 1;
+            continue;
+        }
+        if !current.is_empty()
+            && (current.len() == SNAPSHOT_CHUNK || bytes + size > SNAPSHOT_CHUNK_BYTES)
+        {
+            chunks.push(std::mem::take(&mut current));
+            bytes = 0;
+        }
+        bytes += size;
+        current.push(e);
+    }
+    if !current.is_empty() || chunks.is_empty() {
+        chunks.push(current);
+    }
+    (chunks, oversized)
 }
 
 /// The replicated keyed map of opaque bytes (dialogs, to the `sbc`).
@@ -307,13 +356,43 @@ mod tests {
             .encode()
             .expect("encode")
             .to_vec();
-        b[0] = 2;
-        assert!(matches!(SyncFrame::decode(&b), Err(SyncError::Version(2))));
+        b[0] = 3;
+        assert!(matches!(SyncFrame::decode(&b), Err(SyncError::Version(3))));
         assert!(matches!(
-            SyncFrame::decode(&[1, 200, 200, 200]),
+            SyncFrame::decode(&[2, 200, 200, 200]),
             Err(SyncError::Malformed(_))
         ));
         assert!(SyncFrame::decode(&[]).is_err());
+    }
+
+    #[test]
+    fn snapshot_chunks_stay_below_the_frame_cap() {
+        let entry = |i: u32, size: usize| SyncEntry {
+            key: i.to_be_bytes().to_vec(),
+            rev: u64::from(i),
+            value: Some(vec![0xab; size]),
+        };
+        let (chunks, over) = snapshot_chunks(Vec::new());
+        assert_eq!((chunks.len(), chunks[0].len(), over), (1, 0, 0));
+        let (chunks, _) = snapshot_chunks((0..1500).map(|i| entry(i, 100)).collect());
+        assert_eq!(
+            chunks.iter().map(Vec::len).collect::<Vec<_>>(),
+            [512, 512, 476]
+        );
+        let big: Vec<SyncEntry> = (0..40).map(|i| entry(i, 100_000)).collect();
+        let (chunks, _) = snapshot_chunks(big);
+        for c in &chunks {
+            let frame = SyncFrame::Snapshot {
+                items: c.clone(),
+                last: false,
+            }
+            .encode()
+            .expect("encode");
+            assert!(frame.len() <= MAX_FRAME, "{} bytes", frame.len());
+        }
+        assert_eq!(chunks.iter().map(Vec::len).sum::<usize>(), 40);
+        let (chunks, over) = snapshot_chunks(vec![entry(1, MAX_ENTRY_BYTES + 1), entry(2, 1)]);
+        assert_eq!((chunks.len(), chunks[0].len(), over), (1, 1, 1));
     }
 
     #[test]

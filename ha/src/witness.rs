@@ -10,10 +10,16 @@
 //!   only when there is no holder or the holder's lease has expired. A probe without `want`
 //!   from the holder releases the lease at once. Every authentic, fresh probe is answered with
 //!   granted or denied, the holder and its remaining time.
-//! * Probes are authenticated with the pair's shared key (HMAC-SHA256, as heartbeats are), and
-//!   must be fresh: per node, `(incarnation, seq)` must grow; replayed or stale probes are
-//!   dropped unanswered. A probe from a newer incarnation of the holder's node replaces the
-//!   holder's incarnation (the old one is dead: it restarted).
+//! * Probes and answers are sealed with keys derived from the pair's shared key
+//!   ([`crate::crypto`]: encrypted and authenticated, as heartbeats are), and probes must be
+//!   fresh: per node, `(incarnation, seq)` must grow; replayed or stale probes are dropped
+//!   unanswered. A probe from a newer incarnation of the holder's node replaces the holder's
+//!   incarnation (the old one is dead: it restarted).
+//! * **Fresh across the witness's restarts.** The witness remembers nothing across a restart,
+//!   so a probe recorded before it could look new. Every answer names the witness's
+//!   incarnation and every probe echoes the one its sender last heard; a probe that does not
+//!   echo the current incarnation grants, renews and releases nothing: it gets a *challenge*
+//!   (denied, no holder named, the incarnation to echo), and its sender probes again at once.
 //! * **Start-up quiet period.** A witness that has just (re)started does not know whether it
 //!   granted a lease before: for the lease time asked by a probe after its start it grants
 //!   nothing (it answers denied, holder unknown), so a lease granted by its previous life has
@@ -28,6 +34,7 @@ use std::time::{Duration, Instant};
 
 use tracing::{debug, info};
 
+use crate::crypto::PairKeys;
 use crate::wire::{DecodeError, NodeId, WitnessAnswer, WitnessProbe};
 
 /// The longest lease the witness grants, whatever a probe asks.
@@ -59,12 +66,17 @@ pub struct WitnessCounters {
     pub bad: u64,
     /// Authentic probes that were replayed or older than one already seen.
     pub stale: u64,
+    /// Authentic, new probes that did not echo this witness's incarnation: answered with a
+    /// challenge, nothing granted.
+    pub challenged: u64,
 }
 
 /// The lease arbiter of one pair.
 #[derive(Debug)]
 pub struct WitnessArbiter {
-    key: Vec<u8>,
+    keys: PairKeys,
+    incarnation: u64,
+    answers_sent: u64,
     started: Instant,
     holder: Option<Lease>,
     newest: HashMap<NodeId, (u64, u64)>,
@@ -73,11 +85,15 @@ pub struct WitnessArbiter {
 }
 
 impl WitnessArbiter {
-    /// An arbiter using the pair's shared `key`, started at `now` (see the quiet period).
+    /// An arbiter using the pair's shared `key`, started at `now` (see the quiet period), in
+    /// its `incarnation` (must grow at every start: the shell uses the start time in µs since
+    /// the Unix epoch).
     #[must_use]
-    pub fn new(key: &[u8], now: Instant) -> Self {
+    pub fn new(key: &[u8], incarnation: u64, now: Instant) -> Self {
         Self {
-            key: key.to_vec(),
+            keys: PairKeys::derive(key),
+            incarnation,
+            answers_sent: 0,
             started: now,
             holder: None,
             newest: HashMap::new(),
@@ -108,7 +124,7 @@ impl WitnessArbiter {
         now: Instant,
         datagram: &[u8],
     ) -> Result<Option<Vec<u8>>, DecodeError> {
-        let probe = match WitnessProbe::decode(&self.key, datagram) {
+        let probe = match WitnessProbe::decode(&self.keys, datagram) {
             Ok(p) => p,
             Err(e) => {
                 self.counters.bad += 1;
@@ -118,8 +134,9 @@ impl WitnessArbiter {
         let Some(answer) = self.handle_probe(now, &probe) else {
             return Ok(None);
         };
+        self.answers_sent += 1;
         answer
-            .encode(&self.key, &mut self.buf)
+            .encode(&self.keys, self.answers_sent, &mut self.buf)
             .map_err(|_| DecodeError::Malformed)?;
         Ok(Some(self.buf.clone()))
     }
@@ -136,6 +153,19 @@ impl WitnessArbiter {
             _ => {}
         }
         self.newest.insert(p.node, key);
+        if p.echo != self.incarnation {
+            self.counters.challenged += 1;
+            debug!(node = %p.node, "witness: probe without our incarnation: challenged");
+            return Some(WitnessAnswer {
+                node: p.node,
+                incarnation: p.incarnation,
+                seq: p.seq,
+                witness: self.incarnation,
+                granted: false,
+                holder: None,
+                remaining_ms: 0,
+            });
+        }
         let lease = Duration::from_millis(u64::from(p.lease_ms)).min(MAX_LEASE);
         let current = self.holder(now);
         if current.is_none() {
@@ -177,6 +207,7 @@ impl WitnessArbiter {
             node: p.node,
             incarnation: p.incarnation,
             seq: p.seq,
+            witness: self.incarnation,
             granted,
             holder: holder.map(|l| l.node),
             remaining_ms: u32::try_from(remaining.as_millis()).unwrap_or(u32::MAX),
@@ -189,11 +220,14 @@ mod tests {
     use super::*;
 
     const KEY: &[u8] = b"witness-test-key-0123456789";
+    /// The test witness's incarnation.
+    const W: u64 = 77;
 
     fn probe(node: &str, seq: u64, want: bool) -> WitnessProbe {
         WitnessProbe {
             node: NodeId::from_name(node),
             incarnation: 1,
+            echo: W,
             seq,
             epoch: 1,
             want,
@@ -204,7 +238,7 @@ mod tests {
     #[test]
     fn one_holder_until_expiry_or_release() {
         let t0 = Instant::now();
-        let mut w = WitnessArbiter::new(KEY, t0);
+        let mut w = WitnessArbiter::new(KEY, W, t0);
         // Quiet period after start.
         let a = w.handle_probe(t0, &probe("a", 1, true)).expect("answered");
         assert!(!a.granted && a.holder.is_none());
@@ -256,16 +290,17 @@ mod tests {
     #[test]
     fn replays_and_forgeries_are_dropped() {
         let t0 = Instant::now();
-        let mut w = WitnessArbiter::new(KEY, t0);
+        let mut w = WitnessArbiter::new(KEY, W, t0);
         let t = t0 + Duration::from_secs(2);
+        let keys = PairKeys::derive(KEY);
         let mut d = Vec::new();
-        probe("a", 1, true).encode(KEY, &mut d).expect("encode");
+        probe("a", 1, true).encode(&keys, &mut d).expect("encode");
         assert!(w.handle_datagram(t, &d).expect("answered").is_some());
         assert_eq!(w.handle_datagram(t, &d), Ok(None), "replay");
         assert_eq!(w.counters().stale, 1);
         let mut f = Vec::new();
         probe("b", 1, true)
-            .encode(b"wrong-key-0123456789", &mut f)
+            .encode(&PairKeys::derive(b"wrong-key-0123456789"), &mut f)
             .expect("answered");
         assert_eq!(w.handle_datagram(t, &f), Err(DecodeError::BadMac));
         assert_eq!(w.holder(t).map(|l| l.node), Some(NodeId::from_name("a")));
@@ -276,5 +311,42 @@ mod tests {
             ..probe("a", 1, true)
         };
         assert!(w.handle_probe(t, &p).expect("answered").granted);
+    }
+
+    #[test]
+    fn a_restarted_witness_challenges_probes_recorded_before_its_start() {
+        let t0 = Instant::now();
+        let keys = PairKeys::derive(KEY);
+        // Recorded while the first witness (incarnation W) ran: a valid, wanting probe.
+        let mut recorded = Vec::new();
+        probe("a", 9, true)
+            .encode(&keys, &mut recorded)
+            .expect("encode");
+        // The witness restarts (a new incarnation) and is past its quiet period.
+        let mut w = WitnessArbiter::new(KEY, W + 1, t0);
+        let t = t0 + Duration::from_secs(5);
+        let d = w
+            .handle_datagram(t, &recorded)
+            .expect("authentic")
+            .expect("answered with a challenge");
+        let a = WitnessAnswer::decode(&keys, &d).expect("answer");
+        assert!(!a.granted && a.holder.is_none());
+        assert_eq!(
+            a.witness,
+            W + 1,
+            "the challenge names the incarnation to echo"
+        );
+        assert_eq!(w.holder(t), None, "a replay grants nothing");
+        assert_eq!(w.counters().challenged, 1);
+        // The live node echoes the new incarnation and gets the lease.
+        let fresh = WitnessProbe {
+            echo: W + 1,
+            ..probe("a", 10, true)
+        };
+        assert!(w.handle_probe(t, &fresh).expect("answered").granted);
+        // A recorded probe that echoed the current incarnation is still stale by sequence.
+        let mut again = Vec::new();
+        fresh.encode(&keys, &mut again).expect("encode");
+        assert_eq!(w.handle_datagram(t, &again), Ok(None));
     }
 }

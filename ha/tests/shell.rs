@@ -5,10 +5,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use sbc_ha::shell::sync::{EntryCheck, SyncContext, SyncCountersSnapshot};
 use sbc_ha::shell::{self, Command, HaHandle, SyncEvent, SyncPublisher};
-use sbc_ha::{
-    HaEvent, NodeId, PeerConfig, PeerType, Redundancy, RedundancyConfig, State, SyncTable,
-};
+use sbc_ha::{HaEvent, PeerConfig, PeerType, Redundancy, RedundancyConfig, State, SyncTable};
 use tokio::net::{TcpListener, UdpSocket};
 use tokio::sync::mpsc;
 
@@ -99,6 +98,50 @@ async fn two_shells_elect_then_survivor_takes_over() {
     assert!(took < Duration::from_millis(800), "takeover took {took:?}");
 }
 
+/// A pair's `redundancy-config` with both nodes on 127.0.0.1 (heartbeat ports that nothing
+/// uses in these tests) and `key`.
+fn sync_config(key: &str) -> RedundancyConfig {
+    let peer = |name: &str, port: u16, t| PeerConfig {
+        name: name.into(),
+        peer_type: t,
+        destinations: vec![std::net::SocketAddr::from(([127, 0, 0, 1], port))],
+    };
+    RedundancyConfig {
+        shared_key: key.into(),
+        peers: vec![
+            peer("a", 1, PeerType::Primary),
+            peer("b", 2, PeerType::Secondary),
+        ],
+        ..RedundancyConfig::default()
+    }
+}
+
+const SYNC_KEY: &str = "loopback-sync-key-0123456789";
+
+fn accept_all() -> EntryCheck {
+    Arc::new(|_: &[u8], _: &[u8]| Ok(()))
+}
+
+fn context(key: &str, node: &str, check: EntryCheck) -> Arc<SyncContext> {
+    Arc::new(SyncContext::new(&sync_config(key), node, check).unwrap())
+}
+
+async fn wait_counter(
+    what: &str,
+    ctx: &SyncContext,
+    pred: impl Fn(&SyncCountersSnapshot) -> bool,
+) -> SyncCountersSnapshot {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let c = ctx.counters();
+        if pred(&c) {
+            return c;
+        }
+        assert!(Instant::now() < deadline, "{what}: counters {c:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test]
 async fn sync_channel_carries_snapshot_and_changes() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -109,19 +152,21 @@ async fn sync_channel_carries_snapshot_and_changes() {
     }
     let publisher = SyncPublisher::new(table, 1024);
     publisher.push_config(3, "[system-config]\n".into());
+    let server_ctx = context(SYNC_KEY, "a", accept_all());
     tokio::spawn(shell::serve_sync(
         listener,
         publisher.clone(),
-        NodeId::from_name("a"),
+        server_ctx.clone(),
         1,
     ));
 
     let replica = Arc::new(Mutex::new(SyncTable::new()));
     let (tx, mut rx) = mpsc::unbounded_channel();
+    let client_ctx = context(SYNC_KEY, "b", accept_all());
     let client = tokio::spawn(shell::run_sync_client(
         addr,
         Arc::clone(&replica),
-        NodeId::from_name("b"),
+        client_ctx.clone(),
         1,
         false,
         tx,
@@ -160,7 +205,30 @@ async fn sync_channel_carries_snapshot_and_changes() {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    client.abort();
+    // A second session from the peer (a reconnect) replaces the first.
+    let (tx2, mut rx2) = mpsc::unbounded_channel();
+    let again = Arc::new(Mutex::new(SyncTable::new()));
+    let client2 = tokio::spawn(shell::run_sync_client(
+        addr,
+        Arc::clone(&again),
+        client_ctx.clone(),
+        1,
+        false,
+        tx2,
+    ));
+    let ev = tokio::time::timeout(Duration::from_secs(5), rx2.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(ev, SyncEvent::Synchronized { entries: 1500 });
+    let c = wait_counter("replaced", &server_ctx, |c| c.replaced == 1).await;
+    assert_eq!(c.sessions, 2);
+    let first = tokio::time::timeout(Duration::from_secs(5), client)
+        .await
+        .expect("the replaced session ends")
+        .unwrap();
+    assert!(first.is_ok(), "{first:?}");
+    client2.abort();
 
     // Split-brain exchange: a yielded node with its own dialogs rejoins; both end with the union.
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -168,7 +236,7 @@ async fn sync_channel_carries_snapshot_and_changes() {
     tokio::spawn(shell::serve_sync(
         listener,
         publisher.clone(),
-        NodeId::from_name("a"),
+        context(SYNC_KEY, "a", accept_all()),
         2,
     ));
     let mut own = replica.lock().unwrap().clone();
@@ -178,7 +246,7 @@ async fn sync_channel_carries_snapshot_and_changes() {
     tokio::spawn(shell::run_sync_client(
         addr,
         Arc::clone(&yielded),
-        NodeId::from_name("b"),
+        client_ctx,
         2,
         true,
         tx,
@@ -196,6 +264,177 @@ async fn sync_channel_carries_snapshot_and_changes() {
         yielded.lock().unwrap().snapshot(),
         publisher.table().snapshot()
     );
+}
+
+/// Reads from `stream` until it closes or 5 s pass; returns what it got.
+async fn read_until_closed(stream: &mut tokio::net::TcpStream) -> Vec<u8> {
+    use tokio::io::AsyncReadExt as _;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Ok(Ok(0) | Err(_)) => return got,
+            Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
+            Err(_) => panic!("connection still open after 5 s; got {got:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn strangers_get_nothing_from_the_sync_server() {
+    use tokio::io::AsyncWriteExt as _;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut table = SyncTable::new();
+    table.upsert(b"call-id-SECRET-DIALOG".to_vec(), b"tag-SECRET".to_vec());
+    let publisher = SyncPublisher::new(table, 64);
+    publisher.push_config(1, "shared-key = \"SECRET-KEY\"".into());
+    let ctx = context(SYNC_KEY, "a", accept_all());
+    tokio::spawn(shell::serve_sync(
+        listener,
+        publisher.clone(),
+        ctx.clone(),
+        1,
+    ));
+
+    // From an address that is not the peer's: closed at once, nothing sent.
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.bind("127.0.0.3:0".parse().unwrap()).unwrap();
+    let mut s = sock.connect(addr).await.unwrap();
+    let _ = s.write_all(b"\x00\x00\x00\x10hello").await;
+    assert!(read_until_closed(&mut s).await.is_empty());
+    wait_counter("refused_address", &ctx, |c| c.refused_address == 1).await;
+
+    // From the peer's address, without the key: version 1's plaintext Hello, a 16 MiB length
+    // announcement, garbage, and a handshake made with another key are all refused unanswered.
+    let attempts: Vec<Vec<u8>> = vec![
+        vec![0, 0, 0, 12, 1, 0, 0xfd, 1, 2, 3, 4, 5, 6, 7, 8, 1],
+        (16u32 << 20).to_be_bytes().to_vec(),
+        vec![0, 58]
+            .into_iter()
+            .chain(std::iter::repeat_n(0x41, 58))
+            .collect(),
+        {
+            let psk = sbc_ha::crypto::PairKeys::derive(b"not-the-pair-key-at-all").sync_psk;
+            let (_, m1) = sbc_ha::channel::Initiator::start(&psk, [3; 32]).unwrap();
+            let mut v = u16::try_from(m1.len()).unwrap().to_be_bytes().to_vec();
+            v.extend(m1);
+            v
+        },
+    ];
+    for (i, bytes) in attempts.iter().enumerate() {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let _ = s.write_all(bytes).await;
+        let got = read_until_closed(&mut s).await;
+        assert!(got.is_empty(), "attempt {i} got {} bytes back", got.len());
+    }
+    let c = wait_counter("refused_handshake", &ctx, |c| c.refused_handshake == 4).await;
+    assert_eq!(c.sessions, 0);
+
+    // One that connects and says nothing is closed at the handshake deadline.
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let t = Instant::now();
+    assert!(read_until_closed(&mut s).await.is_empty());
+    assert!(t.elapsed() >= shell::sync::HANDSHAKE_TIMEOUT - Duration::from_millis(100));
+    wait_counter("refused_timeout", &ctx, |c| c.refused_timeout == 1).await;
+
+    // More silent connections than the handshake cap: the extra ones are closed at once.
+    let mut silent = Vec::new();
+    for _ in 0..shell::sync::MAX_PENDING {
+        silent.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut extra = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let t = Instant::now();
+    assert!(read_until_closed(&mut extra).await.is_empty());
+    assert!(t.elapsed() < shell::sync::HANDSHAKE_TIMEOUT);
+    wait_counter("refused_busy", &ctx, |c| c.refused_busy >= 1).await;
+    drop(silent);
+
+    // The key holder that names a node other than the peer is refused after the handshake.
+    let impostor = context(SYNC_KEY, "a", accept_all()); // claims to be "a", the server itself
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let r = shell::run_sync_client(
+        addr,
+        Arc::new(Mutex::new(SyncTable::new())),
+        impostor,
+        1,
+        true,
+        tx,
+    )
+    .await;
+    assert!(r.is_err(), "{r:?}");
+    wait_counter("refused_node", &ctx, |c| c.refused_node == 1).await;
+    assert_eq!(
+        publisher.table().len(),
+        1,
+        "nothing of the impostor was merged"
+    );
+}
+
+#[tokio::test]
+async fn a_standby_refuses_a_server_without_the_key_and_invalid_entries() {
+    // Whoever answers on the peer's sync address without the key gets nothing installed.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut table = SyncTable::new();
+    table.upsert(b"forged".to_vec(), b"dialog".to_vec());
+    let rogue = SyncPublisher::new(table, 64);
+    rogue.push_config(9, "notify-active = \"rm -rf /\"".into());
+    tokio::spawn(shell::serve_sync(
+        listener,
+        rogue,
+        context("a-rogue-key-0123456789", "a", accept_all()),
+        1,
+    ));
+    let replica = Arc::new(Mutex::new(SyncTable::new()));
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let ctx = context(SYNC_KEY, "b", accept_all());
+    let r = shell::run_sync_client(addr, Arc::clone(&replica), ctx.clone(), 1, false, tx).await;
+    assert!(r.is_err());
+    assert!(replica.lock().unwrap().is_empty());
+    assert!(rx.try_recv().is_err(), "no config push reached the owner");
+    assert_eq!(ctx.counters().refused_handshake, 1);
+
+    // With the key, entries the owner's check refuses are dropped and counted.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut table = SyncTable::new();
+    table.upsert(b"good".to_vec(), b"ok".to_vec());
+    table.upsert(b"bad".to_vec(), b"interface 99".to_vec());
+    let publisher = SyncPublisher::new(table, 64);
+    tokio::spawn(shell::serve_sync(
+        listener,
+        publisher.clone(),
+        context(SYNC_KEY, "a", accept_all()),
+        1,
+    ));
+    let check: EntryCheck = Arc::new(|_: &[u8], v: &[u8]| {
+        if v == b"ok" {
+            Ok(())
+        } else {
+            Err("interface index out of range".into())
+        }
+    });
+    let ctx = context(SYNC_KEY, "b", check);
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    tokio::spawn(shell::run_sync_client(
+        addr,
+        Arc::clone(&replica),
+        ctx.clone(),
+        1,
+        false,
+        tx,
+    ));
+    let ev = tokio::time::timeout(Duration::from_secs(5), rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(ev, SyncEvent::Synchronized { entries: 1 });
+    publisher.upsert(b"bad2".to_vec(), b"nope".to_vec());
+    wait_counter("invalid_entries", &ctx, |c| c.invalid_entries == 2).await;
+    assert!(replica.lock().unwrap().get(b"bad2").is_none());
 }
 
 /// A UDP port on loopback that nothing listens on (bound, then closed).

@@ -15,10 +15,11 @@ use std::collections::BinaryHeap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use sbc_ha::wire::{Heartbeat, FLAG_WITNESS_OK};
+use sbc_ha::crypto::PairKeys;
+use sbc_ha::wire::{Heartbeat, FLAG_PEER_ALIVE, FLAG_SYNCED, FLAG_WITNESS_OK};
 use sbc_ha::{
-    HaEvent, Health, PathId, PeerConfig, PeerType, Reason, Redundancy, RedundancyConfig, State,
-    WitnessArbiter,
+    HaEvent, Health, PathId, PeerConfig, PeerType, Reason, Redundancy, RedundancyConfig, Refused,
+    State, WitnessArbiter,
 };
 
 const KEY: &str = "simulation-shared-key-0123456789";
@@ -164,7 +165,7 @@ impl HaPair {
             inflight: BinaryHeap::new(),
             pkt: 0,
             arbiter: witness
-                .then(|| WitnessArbiter::new(KEY.as_bytes(), t0 - Duration::from_secs(60))),
+                .then(|| WitnessArbiter::new(KEY.as_bytes(), 1, t0 - Duration::from_secs(60))),
             witness_since: t0 - Duration::from_secs(60),
             spins: 0,
             log: Vec::new(),
@@ -259,7 +260,9 @@ impl HaPair {
     /// Stops the witness (it forgets every lease) or starts it again.
     pub fn set_witness_up(&mut self, up: bool) {
         if up && self.arbiter.is_none() {
-            self.arbiter = Some(WitnessArbiter::new(KEY.as_bytes(), self.now));
+            // A new incarnation at every start, as the shell's start time in µs.
+            let incarnation = 2 + self.now.duration_since(self.t0).as_micros() as u64;
+            self.arbiter = Some(WitnessArbiter::new(KEY.as_bytes(), incarnation, self.now));
             self.witness_since = self.now;
         } else if !up {
             self.arbiter = None;
@@ -1175,6 +1178,7 @@ fn forged_and_replayed_heartbeats_change_nothing() {
     let hb = Heartbeat {
         node: p.m(1).node_id(),
         incarnation: u64::MAX,
+        echo: 1,
         state: State::Active,
         health: 100,
         flags: FLAG_WITNESS_OK,
@@ -1184,12 +1188,14 @@ fn forged_and_replayed_heartbeats_change_nothing() {
         path: PathId(0),
         timestamp_ms: 0,
     };
-    hb.encode(b"the-wrong-key-0123456789", &mut forged).unwrap();
+    hb.encode(&PairKeys::derive(b"the-wrong-key-0123456789"), &mut forged)
+        .unwrap();
     for _ in 0..10 {
         p.inject(0, 0, forged.clone());
         p.inject(0, 0, b"garbage".to_vec());
     }
-    // A genuine heartbeat replayed.
+    // A genuine heartbeat replayed (it echoes node 0's incarnation, 1: recorded in this life of
+    // node 0, so only its sequence number gives it away).
     let mut genuine = Vec::new();
     Heartbeat {
         incarnation: 1,
@@ -1198,7 +1204,7 @@ fn forged_and_replayed_heartbeats_change_nothing() {
         state: State::Initial,
         ..hb.clone()
     }
-    .encode(KEY.as_bytes(), &mut genuine)
+    .encode(&PairKeys::derive(KEY.as_bytes()), &mut genuine)
     .unwrap();
     p.inject(0, 0, genuine);
     p.run_for(Duration::from_secs(3));
@@ -1207,10 +1213,63 @@ fn forged_and_replayed_heartbeats_change_nothing() {
     assert_eq!(c.bad_mac, 10);
     assert_eq!(c.bad_length, 10);
     assert_eq!(c.stale, 1);
-    // An exact duplicate of the last heartbeat is a replay.
-    let last = p.log.len();
-    let _ = last;
     assert_eq!(p.state(0), Some(State::Active));
+}
+
+/// A node that restarted remembers no sequence numbers: an authentic heartbeat recorded before
+/// its restart (an active peer with a huge epoch) must not keep it from taking over. It does
+/// not echo the restarted node's new incarnation, so it is counted unverified and ignored.
+#[test]
+fn a_heartbeat_recorded_before_a_restart_is_refused_after_it() {
+    let mut p = booted(1, false);
+    let standby = if p.state(0) == Some(State::Active) {
+        1
+    } else {
+        0
+    };
+    let active = 1 - standby;
+    // What a recorder on the link saw: the active's heartbeats to the standby, which echo the
+    // standby's incarnation of that life (1).
+    let recorded: Vec<Vec<u8>> = (0..60u64)
+        .map(|k| {
+            let mut d = Vec::new();
+            Heartbeat {
+                node: p.m(active).node_id(),
+                incarnation: 1,
+                echo: 1,
+                state: State::Active,
+                health: 100,
+                flags: FLAG_WITNESS_OK | FLAG_SYNCED | FLAG_PEER_ALIVE,
+                seq: 1_000_000 + k,
+                config_version: 0,
+                epoch: 1_000,
+                path: PathId(0),
+                timestamp_ms: 0,
+            }
+            .encode(&PairKeys::derive(KEY.as_bytes()), &mut d)
+            .unwrap();
+            d
+        })
+        .collect();
+    // The active dies; the standby restarts (a new incarnation) and hears only the replays.
+    p.crash(active);
+    p.crash(standby);
+    p.boot(standby);
+    let t = p.elapsed();
+    for d in recorded {
+        p.inject(standby, 0, d);
+        p.run_for(Duration::from_millis(50));
+    }
+    assert_eq!(
+        p.state(standby),
+        Some(State::Active),
+        "{:?}",
+        p.transitions(standby, t)
+    );
+    let c = *p.m(standby).counters();
+    assert_eq!(c.accepted, 0);
+    assert_eq!(c.unverified, 60);
+    assert!(!p.m(standby).peer_alive());
 }
 
 #[test]
@@ -1219,12 +1278,25 @@ fn duplicate_is_counted_as_replay() {
     let now = Instant::now();
     let mut a = Redundancy::new(&cfg, NAMES[0], 1, now).unwrap();
     let mut b = Redundancy::new(&cfg, NAMES[1], 1, now).unwrap();
+    // b hears a first, so that its heartbeats echo a's incarnation (the freshness proof).
+    let from_a = a.poll_transmit(now).unwrap();
+    assert_eq!(
+        b.handle_datagram(now, from_a.path, &from_a.payload),
+        Err(Refused::Unverified),
+        "a has not heard b yet: its first heartbeat proves nothing to b"
+    );
     let t = b.poll_transmit(now).unwrap();
-    assert!(a.handle_datagram(now, t.path, &t.payload).is_ok());
-    assert!(a.handle_datagram(now, t.path, &t.payload).is_ok());
+    assert_eq!(a.handle_datagram(now, t.path, &t.payload), Ok(()));
+    assert_eq!(
+        a.handle_datagram(now, t.path, &t.payload),
+        Err(Refused::Replayed)
+    );
     assert_eq!(a.counters().accepted, 1);
     assert_eq!(a.counters().replayed, 1);
-    assert!(a.handle_datagram(now, PathId(3), &t.payload).is_ok());
+    assert_eq!(
+        a.handle_datagram(now, PathId(3), &t.payload),
+        Err(Refused::PathMismatch)
+    );
     assert_eq!(a.counters().path_mismatch, 1);
 }
 

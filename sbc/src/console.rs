@@ -162,14 +162,14 @@ impl Console {
                 let c = self.snapshot()?;
                 Ok((
                     render_config(&c.running),
-                    json.then(|| serde_json::to_value(&c.running).unwrap_or_default()),
+                    json.then(|| c.running.to_masked_json()),
                 ))
             }
             LifecycleCommand::ShowConfiguration => {
                 let c = self.snapshot()?;
                 Ok((
                     render_config(&c.editing),
-                    json.then(|| serde_json::to_value(&c.editing).unwrap_or_default()),
+                    json.then(|| c.editing.to_masked_json()),
                 ))
             }
             LifecycleCommand::VerifyConfig => {
@@ -208,13 +208,15 @@ impl Console {
             .map_err(|_| "configuration lock poisoned".to_owned())
     }
 
-    /// A configuration pushed by the pair's active: keep this node's hostname, save it (when the
-    /// node has a file) and activate it.
+    /// A configuration pushed by the pair's active: its pushable part over this node's own
+    /// node-local settings (`redundancy-config`, hostname, lab mode; a push naming one is
+    /// refused whole), saved (when the node has a file) and activated.
+    ///
+    /// # Errors
+    /// Why the push was refused; nothing was changed.
     pub async fn apply_pushed(&self, toml: &str) -> Result<(), String> {
-        let mut cfg = Config::from_toml_str(toml).map_err(|e| e.to_string())?;
         let c = self.snapshot()?;
-        cfg.system.hostname = c.running.system.hostname.clone();
-        cfg.validate().map_err(|e| e.to_string())?;
+        let cfg = c.running.with_push(toml).map_err(|e| e.to_string())?;
         if let Some(path) = &c.path {
             cfg.save_atomic(path).map_err(|e| e.to_string())?;
         }

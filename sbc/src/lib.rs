@@ -34,6 +34,7 @@ pub mod node;
 pub mod overload;
 pub mod pair;
 pub mod prsm;
+pub mod replica;
 pub mod shard;
 pub mod sip;
 pub mod subsystems;

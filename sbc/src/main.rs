@@ -18,9 +18,6 @@ use tracing::{info, warn};
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-/// Default management socket when neither `--mgmt-socket` nor `SBC_MGMT_SOCKET` says otherwise.
-const DEFAULT_MGMT_SOCKET: &str = "/tmp/sbc.sock";
-
 /// A high-availability SIP session border controller (B2BUA) for active/standby pairs.
 #[derive(Debug, Parser)]
 #[command(name = "sbc", version, about, long_about = None)]
@@ -48,16 +45,18 @@ enum Command {
         /// Override the number of SIP worker threads.
         #[arg(long)]
         workers: Option<usize>,
-        /// The management socket the ACLI connects to.
-        #[arg(long, env = "SBC_MGMT_SOCKET", default_value = DEFAULT_MGMT_SOCKET)]
-        mgmt_socket: PathBuf,
+        /// The management socket the ACLI connects to. Default: $XDG_RUNTIME_DIR/sbc/sbc.sock,
+        /// /run/sbc/sbc.sock for root, else /tmp/sbc-<uid>/sbc.sock; its directory is created
+        /// 0700 and must not be writable by anyone else.
+        #[arg(long, env = "SBC_MGMT_SOCKET")]
+        mgmt_socket: Option<PathBuf>,
     },
     /// The operator's shell (ACLI) of a running node: interactive on a terminal, one-shot with
     /// -c, or a script read from stdin (stops at the first error, exit code 1).
     Acli {
-        /// The management socket of the node.
-        #[arg(long, env = "SBC_MGMT_SOCKET", default_value = DEFAULT_MGMT_SOCKET)]
-        mgmt_socket: PathBuf,
+        /// The management socket of the node (default as for `sbc run`).
+        #[arg(long, env = "SBC_MGMT_SOCKET")]
+        mgmt_socket: Option<PathBuf>,
         /// A command to run (repeat for several lines of one session).
         #[arg(short = 'c', long = "command")]
         commands: Vec<String>,
@@ -72,10 +71,12 @@ enum Command {
         /// UDP address to listen on.
         #[arg(long, value_name = "ADDR:PORT")]
         listen: SocketAddr,
-        /// The pair's shared key (or use --config to read redundancy-config shared-key).
-        #[arg(long, env = "SBC_SHARED_KEY", conflicts_with = "config")]
-        shared_key: Option<String>,
-        /// A node's configuration file to read the shared key from.
+        /// A file holding the pair's shared key (its first line), readable by its owner only
+        /// (mode 0600). The key is never taken on the command line, where any local user could
+        /// read it; the environment variable SBC_SHARED_KEY also works.
+        #[arg(long, value_name = "FILE", conflicts_with = "config")]
+        key_file: Option<PathBuf>,
+        /// A node's configuration file to read redundancy-config shared-key from.
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
@@ -90,6 +91,27 @@ enum Command {
     /// through it, critical memory on the active, the alarm, its traps and the switchover,
     /// narrated; ends with a summary and a chart (about a minute; --quick: about 25 s).
     Demo(sbc_lab::demo::DemoArgs),
+}
+
+/// The first line of a key file that only its owner can read.
+fn read_key_file(path: &Path) -> anyhow::Result<String> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = std::fs::metadata(path).with_context(|| format!("key file {}", path.display()))?;
+    if meta.mode() & 0o077 != 0 {
+        anyhow::bail!(
+            "key file {} is accessible to group or others (mode {:o}): chmod 600 it",
+            path.display(),
+            meta.mode() & 0o777
+        );
+    }
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("key file {}", path.display()))?;
+    Ok(text
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim_end()
+        .to_owned())
 }
 
 fn load(config: Option<&PathBuf>) -> anyhow::Result<Config> {
@@ -145,6 +167,7 @@ fn main() -> anyhow::Result<ExitCode> {
                 .thread_name("sbc-io")
                 .enable_all()
                 .build()?;
+            let mgmt_socket = mgmt_socket.unwrap_or_else(sbc::mgmt::default_socket_path);
             let reboot = rt.block_on(run(cfg, config, mgmt_socket))?;
             drop(rt);
             if reboot {
@@ -156,17 +179,23 @@ fn main() -> anyhow::Result<ExitCode> {
             mgmt_socket,
             commands,
             json,
-        } => sbc::acli_client::run(&mgmt_socket, &commands, json),
+        } => sbc::acli_client::run(
+            &mgmt_socket.unwrap_or_else(sbc::mgmt::default_socket_path),
+            &commands,
+            json,
+        ),
         Command::Witness {
             listen,
-            shared_key,
+            key_file,
             config,
         } => {
-            let key = match (shared_key, config) {
-                (Some(k), _) => k,
-                (None, Some(path)) => load(Some(&path))?.redundancy.shared_key,
-                (None, None) => anyhow::bail!(
-                    "the witness needs the pair's shared key: --shared-key KEY or --config FILE"
+            let key = match (key_file, config, std::env::var("SBC_SHARED_KEY").ok()) {
+                (Some(path), _, _) => read_key_file(&path)?,
+                (None, Some(path), _) => load(Some(&path))?.redundancy.shared_key,
+                (None, None, Some(k)) => k,
+                (None, None, None) => anyhow::bail!(
+                    "the witness needs the pair's shared key: --key-file FILE, --config FILE \
+                     or the environment variable SBC_SHARED_KEY"
                 ),
             };
             if key.len() < 16 {
@@ -252,11 +281,14 @@ async fn run(cfg: Config, path: Option<PathBuf>, mgmt_socket: PathBuf) -> anyhow
         alarms.clone(),
         heap_rx,
     ));
-    let c = console.clone();
+    let (c, p) = (console.clone(), pair.clone());
     tokio::spawn(async move {
         while let Some(toml) = pushed_rx.recv().await {
             if let Err(e) = c.apply_pushed(&toml).await {
-                warn!(error = %e, "configuration pushed by the active refused");
+                warn!(error = %e, "configuration pushed by the active refused: nothing changed");
+                if let Some(p) = &p {
+                    p.note_push_refused(e);
+                }
             }
         }
     });

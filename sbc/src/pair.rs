@@ -10,18 +10,26 @@
 //!   only the active holds them; on real hosts, `notify-active`/`notify-standby` hooks would move
 //!   a virtual IP the same way.
 //! - **State sync**: the active streams every confirmed-dialog change (a bincode-2 encoded
-//!   [`Dialog`] keyed by its id) to the standby over the TCP sync channel, with a snapshot when
-//!   the standby (re)joins; the standby keeps the replica and reports "synchronized".
+//!   [`Dialog`] keyed by its id) to the standby over the sync channel (a Noise session that only
+//!   the peer, holding the shared key and connecting from its own address, can open), with a
+//!   snapshot when the standby (re)joins; the standby checks every dialog against its own
+//!   configuration ([`ReplicaRules`]) before keeping it, and reports "synchronized".
+//! - **Configuration pushes**: the active pushes what is pushable of each activated
+//!   configuration ([`Config::pushable_toml`]: never `redundancy-config`, hooks, hostname or
+//!   lab mode); the standby applies it keeping its own node-local settings, refuses one that
+//!   names them, and says so in `show health` and `show redundancy`.
 //! - **Traps**: every transition is logged and sent as `sbcRedundancyTrap`.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sbc_alarms::{RedundancyRole, TransitionState, Trap};
 use sbc_config::Config;
+use sbc_ha::shell::sync::{EntryCheck, SyncContext, SyncCountersSnapshot};
 use sbc_ha::shell::{Command, HaHandle, SyncEvent, SyncPublisher};
-use sbc_ha::{HaEvent, NodeId, Redundancy, State, Status, SyncTable};
+use sbc_ha::{HaEvent, Redundancy, State, Status, SyncTable};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
@@ -29,6 +37,7 @@ use tracing::{debug, info, warn};
 use crate::alarm_service::AlarmService;
 use crate::engine::DialogChange;
 use crate::node::Node;
+use crate::replica::ReplicaRules;
 use crate::sip::dialog::Dialog;
 
 /// How long a node handing the service address over waits for its calls in setup to finish
@@ -81,9 +90,15 @@ pub struct Pair {
     tasks: Mutex<Tasks>,
     node: Arc<Node>,
     alarms: Arc<AlarmService>,
-    node_id: NodeId,
     name: String,
     peer_name: String,
+    /// The sync channel's identities, key, entry check and counters.
+    sync: Arc<SyncContext>,
+    /// What a replicated dialog may name (follows activated configurations).
+    rules: Arc<RwLock<ReplicaRules>>,
+    /// Configuration pushes refused, and why the last one was.
+    pushes_refused: AtomicU64,
+    last_push_refusal: Mutex<Option<String>>,
     my_sync: SocketAddr,
     mate_sync: SocketAddr,
     sync_events: mpsc::UnboundedSender<SyncEvent>,
@@ -127,12 +142,11 @@ async fn run_hook(which: &str, command: &str) {
     }
 }
 
-/// The version of a configuration as the pair compares it: a hash of its TOML with the
-/// node-specific hostname left out, so two nodes with the same configuration agree.
+/// The version of a configuration as the pair compares it: a hash of what the active pushes
+/// ([`Config::pushable_toml`]: node-local settings such as the hostname and
+/// `redundancy-config` left out), so two nodes that run the same pushable configuration agree.
 pub fn config_version(cfg: &Config) -> u64 {
-    let mut c = cfg.clone();
-    c.system.hostname.clear();
-    let text = c.to_toml_string();
+    let text = cfg.pushable_toml();
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in text.bytes() {
         h ^= u64::from(b);
@@ -187,7 +201,18 @@ impl Pair {
             .map(|d| d.as_micros() as u64)
             .unwrap_or(1);
         let machine = Redundancy::new(&ha, &name, incarnation, Instant::now())?;
-        let node_id = machine.node_id();
+        let rules = Arc::new(RwLock::new(ReplicaRules::of(cfg)));
+        let check: EntryCheck = {
+            let rules = rules.clone();
+            Arc::new(move |key: &[u8], value: &[u8]| {
+                rules
+                    .read()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .check(key, value)
+                    .map(|_| ())
+            })
+        };
+        let sync = Arc::new(SyncContext::new(&ha, &name, check)?);
         let sockets = sbc_ha::shell::bind_paths(&ha, &name).await?;
         let mut handle: HaHandle = sbc_ha::shell::spawn(&ha, machine, sockets);
         let events = std::mem::replace(&mut handle.events, mpsc::unbounded_channel().1);
@@ -210,14 +235,17 @@ impl Pair {
             tasks: Mutex::new(Tasks::default()),
             node: node.clone(),
             alarms: alarms.clone(),
-            node_id,
             name,
             peer_name: mate.name.clone(),
+            sync,
+            rules,
+            pushes_refused: AtomicU64::new(0),
+            last_push_refusal: Mutex::new(None),
             my_sync,
             mate_sync,
             sync_events: sync_tx,
             took_over_at: Mutex::new(None),
-            config: Mutex::new((config_version(cfg), cfg.to_toml_string())),
+            config: Mutex::new((config_version(cfg), cfg.pushable_toml())),
             pushed,
             hooks: Hooks {
                 active: cfg.redundancy.notify_active.clone(),
@@ -268,10 +296,13 @@ impl Pair {
     }
 
     /// A configuration was activated on this node: announce its version and, when active,
-    /// push it to the standby.
+    /// push its pushable part to the standby.
     pub fn set_config(&self, cfg: &Config) {
+        if let Ok(mut r) = self.rules.write() {
+            *r = ReplicaRules::of(cfg);
+        }
         let v = config_version(cfg);
-        let text = cfg.to_toml_string();
+        let text = cfg.pushable_toml();
         if let Ok(mut c) = self.config.lock() {
             *c = (v, text.clone());
         }
@@ -281,6 +312,27 @@ impl Pair {
                 p.push_config(v, text);
             }
         }
+    }
+
+    /// The standby refused a configuration pushed by the active (`why`, for `show health`).
+    pub fn note_push_refused(&self, why: String) {
+        self.pushes_refused.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut l) = self.last_push_refusal.lock() {
+            *l = Some(why);
+        }
+    }
+
+    /// Pushes refused so far, and why the last one was.
+    pub fn push_refusals(&self) -> (u64, Option<String>) {
+        (
+            self.pushes_refused.load(Ordering::Relaxed),
+            self.last_push_refusal.lock().ok().and_then(|l| l.clone()),
+        )
+    }
+
+    /// The sync channel's counters (refused connections, handshakes, frames, entries).
+    pub fn sync_counters(&self) -> SyncCountersSnapshot {
+        self.sync.counters()
     }
 
     /// Whether the peer runs the same configuration (same version), when it is known.
@@ -424,19 +476,20 @@ impl Pair {
 
     /// Installs every replicated dialog into the workers, then binds the service address.
     async fn take_service_address(&self) {
-        let entries: Vec<Vec<u8>> = self
+        let entries: Vec<(Vec<u8>, Vec<u8>)> = self
             .table
             .lock()
-            .map(|t| t.iter().map(|(_, v)| v.to_vec()).collect())
+            .map(|t| t.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect())
             .unwrap_or_default();
         let mut installed = 0usize;
-        for bytes in entries {
-            match decode_dialog(&bytes) {
+        let rules = self.rules.read().map(|r| r.clone()).unwrap_or_default();
+        for (key, bytes) in entries {
+            match rules.check(&key, &bytes) {
                 Ok(d) => {
                     self.node.apply_replica(DialogChange::Upsert(Box::new(d)));
                     installed += 1;
                 }
-                Err(e) => warn!(error = %e, "replicated dialog could not be decoded"),
+                Err(e) => warn!(error = %e, "replicated dialog not installed"),
             }
         }
         self.node.end_handover_drain();
@@ -505,9 +558,10 @@ impl Pair {
                 }
                 seen_len = table.len();
                 let mut installed = 0usize;
+                let rules = me.rules.read().map(|r| r.clone()).unwrap_or_default();
                 for (key, value) in table.iter() {
                     if known.insert(key.to_vec()) {
-                        if let Ok(d) = decode_dialog(value) {
+                        if let Ok(d) = rules.check(key, value) {
                             me.node.apply_replica(DialogChange::Upsert(Box::new(d)));
                             installed += 1;
                         }
@@ -518,14 +572,14 @@ impl Pair {
                 }
             }
         }));
-        let (addr, node, epoch) = (self.my_sync, self.node_id, self.status().epoch);
+        let (addr, ctx, epoch) = (self.my_sync, self.sync.clone(), self.status().epoch);
         tasks.server = Some(tokio::spawn(async move {
             // The previous server may be releasing the port: retry, bounded.
             for _ in 0..100 {
                 match tokio::net::TcpListener::bind(addr).await {
                     Ok(l) => {
                         info!(%addr, "state sync server listening");
-                        if let Err(e) = sbc_ha::shell::serve_sync(l, publisher, node, epoch).await {
+                        if let Err(e) = sbc_ha::shell::serve_sync(l, publisher, ctx, epoch).await {
                             warn!(error = %e, "state sync server stopped");
                         }
                         return;
@@ -569,7 +623,7 @@ impl Pair {
                 match sbc_ha::shell::run_sync_client(
                     me.mate_sync,
                     me.table.clone(),
-                    me.node_id,
+                    me.sync.clone(),
                     epoch,
                     exchange,
                     me.sync_events.clone(),
@@ -601,9 +655,4 @@ fn transition_state(s: State) -> TransitionState {
 /// The bytes of a dialog on the sync channel.
 pub fn encode_dialog(d: &Dialog) -> Result<Vec<u8>, bincode::error::EncodeError> {
     bincode::serde::encode_to_vec(d, bincode::config::standard())
-}
-
-/// A dialog from the sync channel.
-pub fn decode_dialog(bytes: &[u8]) -> Result<Dialog, bincode::error::DecodeError> {
-    bincode::serde::decode_from_slice(bytes, bincode::config::standard()).map(|(d, _)| d)
 }

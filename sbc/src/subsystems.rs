@@ -173,6 +173,15 @@ impl Subsystems {
             Some(Some(false)) => "not synchronized (the peer runs another configuration)",
         };
         let _ = writeln!(out, "{:<24} {config_sync}", "config-sync");
+        let (pushes_refused, last_refusal) =
+            self.pair.as_ref().map_or((0, None), |p| p.push_refusals());
+        if let Some(why) = &last_refusal {
+            let _ = writeln!(
+                out,
+                "{:<24} {pushes_refused} refused; last: {why}",
+                "config-pushes"
+            );
+        }
         let data = json.then(|| {
             json!({
                 "score": score,
@@ -181,6 +190,9 @@ impl Subsystems {
                 "admission_closed": closed,
                 "sip_sync": sip_sync,
                 "synced": synced,
+                "config_sync": config_sync,
+                "config_pushes_refused": pushes_refused,
+                "last_config_push_refusal": last_refusal,
             })
         });
         (out, data)
@@ -243,6 +255,31 @@ impl Subsystems {
             );
         }
         let _ = writeln!(out, "{:<22} {:?}", "counters", s.counters);
+        let sync = pair.sync_counters();
+        let _ = writeln!(
+            out,
+            "{:<22} sessions {}, replaced {}; refused: address {}, busy {}, handshake {}, \
+             timeout {}, node {}, frame {}; entries refused {}",
+            "sync-channel",
+            sync.sessions,
+            sync.replaced,
+            sync.refused_address,
+            sync.refused_busy,
+            sync.refused_handshake,
+            sync.refused_timeout,
+            sync.refused_node,
+            sync.refused_frame,
+            sync.invalid_entries
+        );
+        let (pushes_refused, last_refusal) = pair.push_refusals();
+        let _ = writeln!(
+            out,
+            "{:<22} {pushes_refused} refused{}",
+            "config-pushes",
+            last_refusal
+                .as_ref()
+                .map_or(String::new(), |w| format!("; last: {w}"))
+        );
         let data = json.then(|| {
             json!({
                 "node": s.name,
@@ -267,8 +304,19 @@ impl Subsystems {
                     "malformed": s.counters.malformed,
                     "stale": s.counters.stale,
                     "replayed": s.counters.replayed,
+                    "unverified": s.counters.unverified,
+                    "unknown_node": s.counters.unknown_node,
+                    "own_node": s.counters.own_node,
+                    "path_mismatch": s.counters.path_mismatch,
                     "sent": s.counters.sent,
+                    "witness_probes": s.counters.witness_probes,
+                    "witness_answers": s.counters.witness_answers,
+                    "witness_dropped": s.counters.witness_dropped,
+                    "witness_challenges": s.counters.witness_challenges,
                 },
+                "sync": sync,
+                "config_pushes_refused": pushes_refused,
+                "last_config_push_refusal": last_refusal,
                 "last_transition": s.last_transition.map(|(f, t, r)| json!({
                     "from": f.as_str(), "to": t.as_str(), "reason": r.as_str()
                 })),

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::unix::fs::PermissionsExt as _;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -639,52 +640,27 @@ fn probe_sdp(ip: IpAddr) -> String {
     )
 }
 
-/// A heartbeat datagram that looks right (magic "SBHA", version 1, length, a payload shaped
-/// like a real one claiming to be node `claims`, active with a huge epoch and sequence) but is
-/// signed with `key`. With a key other than the pair's, it must be counted as `bad_mac` and
-/// change nothing.
+/// A heartbeat datagram that looks right (magic "SBHA", version 2, a 24-byte nonce made of the
+/// node id of `claims`, an incarnation and `seq`, then a sealed payload and tag of plausible
+/// sizes) but was not sealed with the pair's key: its bytes are mixed from `key` and `seq`.
+/// It must be counted as `bad_mac` (not authentic) and change nothing.
 #[must_use]
 pub fn forged_heartbeat(claims: &str, key: &[u8], seq: u64) -> Vec<u8> {
-    // bincode 2 standard config: varint integers (≤ 250 in one byte, else 0xfd + 8 LE bytes
-    // for a u64); an enum as its varint variant index. The payload only has to be plausible: the
-    // MAC is checked before it is decoded.
-    fn varint(out: &mut Vec<u8>, v: u64) {
-        if v <= 250 {
-            out.push(v as u8);
-        } else {
-            out.push(0xfd);
-            out.extend_from_slice(&v.to_le_bytes());
-        }
-    }
     let mut node: u64 = 0xcbf2_9ce4_8422_2325;
     for b in claims.bytes() {
         node ^= u64::from(b);
         node = node.wrapping_mul(0x0100_0000_01b3);
     }
-    let mut payload = Vec::new();
-    varint(&mut payload, node); // node
-    varint(&mut payload, u64::MAX / 2); // incarnation
-    varint(&mut payload, 2); // state (some variant)
-    varint(&mut payload, 100); // health
-    varint(&mut payload, 2 | 8 | 16); // flags: witness ok, synced, peer alive
-    varint(&mut payload, seq); // seq
-    varint(&mut payload, 1); // config_version
-    varint(&mut payload, 1_000_000); // epoch
-    varint(&mut payload, 0); // path
-    varint(&mut payload, 1); // timestamp_ms
     let mut out = b"SBHA".to_vec();
-    out.push(1);
-    let len = u16::try_from(payload.len()).unwrap_or(u16::MAX);
-    out.extend_from_slice(&len.to_be_bytes());
-    out.extend_from_slice(&payload);
-    // A keyed tag that is not HMAC-SHA256 with the pair's key: 32 bytes from `key` and the data.
-    let mut tag = [0u8; 32];
-    for (i, t) in tag.iter_mut().enumerate() {
+    out.push(2);
+    out.extend_from_slice(&node.to_be_bytes());
+    out.extend_from_slice(&(u64::MAX / 2).to_be_bytes()); // incarnation
+    out.extend_from_slice(&seq.to_be_bytes());
+    // A real heartbeat's payload is about 40 bytes, then 16 bytes of tag.
+    for i in 0..56usize {
         let k = key.get(i % key.len().max(1)).copied().unwrap_or(0);
-        let d = out.get(i % out.len()).copied().unwrap_or(0);
-        *t = k ^ d.rotate_left(3) ^ (i as u8).wrapping_mul(37) ^ (seq as u8);
+        out.push(k ^ (i as u8).wrapping_mul(37) ^ (seq as u8).rotate_left(3));
     }
-    out.extend_from_slice(&tag);
     out
 }
 
@@ -712,41 +688,28 @@ pub struct Witness {
 }
 
 impl Witness {
-    /// Starts a witness on `addr` (UDP) for a pair whose (any node's) config file text is
-    /// `pair_toml`, and waits up to 10 s for `sbc witness ready`.
+    /// Starts a witness on `addr` (UDP) for the pair ([`SHARED_KEY`]) and waits up to 10 s for
+    /// `sbc witness ready`.
     ///
-    /// The lease-arbiter witness needs the pair's shared key; how `sbc witness` takes it is read
-    /// from `sbc witness --help`: `--shared-key KEY`, `--key-file FILE`, `--key KEY` or
-    /// `--config FILE` (the pair's config, written to `witness.toml` in `dir`), the first one
-    /// the help mentions; none of them for the echo witness, which has only `--listen`.
+    /// The witness needs the pair's shared key: it is given in `witness.key` (mode 0600) with
+    /// `--key-file` (never on the command line).
     ///
     /// # Panics
     /// If it does not start.
     #[must_use]
-    pub fn start(dir: &TestDir, addr: SocketAddr, pair_toml: &str) -> Self {
+    pub fn start(dir: &TestDir, addr: SocketAddr) -> Self {
         let log = dir.file("witness.stderr.log");
         let stderr = std::fs::File::create(&log).expect("create witness log");
-        let help = Command::new(sbc_binary())
-            .args(["witness", "--help"])
-            .stdin(Stdio::null())
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-            .unwrap_or_default();
+        let key = dir.file("witness.key");
+        std::fs::write(&key, SHARED_KEY).expect("write witness.key");
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))
+            .expect("chmod witness.key");
         let mut cmd = Command::new(sbc_binary());
-        cmd.arg("witness").arg("--listen").arg(addr.to_string());
-        if help.contains("--shared-key") {
-            cmd.arg("--shared-key").arg(SHARED_KEY);
-        } else if help.contains("--key-file") {
-            let key = dir.file("witness.key");
-            std::fs::write(&key, SHARED_KEY).expect("write witness.key");
-            cmd.arg("--key-file").arg(key);
-        } else if help.contains("--key") {
-            cmd.arg("--key").arg(SHARED_KEY);
-        } else if help.contains("--config") {
-            let conf = dir.file("witness.toml");
-            std::fs::write(&conf, pair_toml).expect("write witness.toml");
-            cmd.arg("--config").arg(conf);
-        }
+        cmd.arg("witness")
+            .arg("--listen")
+            .arg(addr.to_string())
+            .arg("--key-file")
+            .arg(key);
         std::fs::write(dir.file("witness.cmdline"), format!("{cmd:?}")).expect("write cmdline");
         let mut child = cmd
             .stdin(Stdio::null())

@@ -3,10 +3,10 @@
 //! With the pair settled (one active, one standby), a raw UDP socket on 127.0.0.13 (neither
 //! node's address) sends to both nodes' heartbeat addresses, for about 3 s (a bounded loop):
 //!
-//! - well-formed heartbeats (magic, version, length, a plausible payload claiming to be the
-//!   *other* node, active, with a huge epoch) signed with a wrong key: to be counted `bad_mac`;
-//! - random garbage of random lengths, datagrams with a wrong magic, a wrong version, a wrong
-//!   declared length, and runt datagrams.
+//! - well-formed heartbeats (magic, version 2, a nonce naming the *other* node, a sealed payload
+//!   and tag of plausible sizes) not sealed with the pair's key: to be counted `bad_mac`;
+//! - random garbage of random lengths, datagrams with a wrong magic, a wrong version, oversized
+//!   and runt datagrams.
 //!
 //! While it runs both nodes are polled every 100 ms: the roles never change. Afterwards:
 //! same active, same epoch, same last transition, both peers alive, the real heartbeats still
@@ -78,10 +78,10 @@ fn forged_heartbeats_and_garbage_change_nothing() {
                 }
                 3 => {
                     let mut d = hb.clone();
-                    d[6] = d[6].wrapping_add(3); // declared length disagrees
+                    d.resize(600, 0xab); // longer than any heartbeat may be
                     d
                 }
-                _ => b"SBHA\x01".to_vec(), // runt
+                _ => b"SBHA\x02".to_vec(), // runt
             };
             if attacker.send_to(&junk, target).is_ok() {
                 garbage_sent[i] += 1;

@@ -86,7 +86,6 @@ fn partition_and_heal(with_witness: bool) {
         witness = Some(Witness::start(
             &witness_dir,
             config.witness.expect("set above"),
-            &config.to_toml(0),
         ));
     }
     let sync = config.sip_sync_port;

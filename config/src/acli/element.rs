@@ -964,10 +964,10 @@ fn render_into(out: &mut String, element: &Element, depth: usize) {
     let table = element.to_table();
     for attr in element.kind().attrs() {
         let mut lines = value_lines(table.get(attr.name));
-        if attr.name == "shared-key" {
+        if crate::SECRET_KEYS.contains(&attr.name) {
             for line in &mut lines {
                 if !line.is_empty() {
-                    *line = "********".to_owned();
+                    *line = crate::MASK.to_owned();
                 }
             }
         }

@@ -22,8 +22,16 @@ use tracing::{debug, info, warn, Instrument};
 
 use crate::config::RedundancyConfig;
 use crate::machine::{HaEvent, Health, Redundancy, Status};
+use crate::refusals::RefusalLog;
 use crate::wire::{PathId, MAX_DATAGRAM, WITNESS_ANSWER_MAGIC, WITNESS_PROBE_MAGIC};
 use crate::witness::WitnessArbiter;
+
+/// Logs a refused datagram from `from`, once per source per interval with the count since.
+fn log_refusal(log: &mut RefusalLog, now: std::time::Instant, from: SocketAddr, what: &str) {
+    if let Some(line) = log.note(now, from.ip()) {
+        warn!(source = %line.source_text(), refused = line.count, what, "datagram refused (logged once per source per 10 s)");
+    }
+}
 
 /// The first bytes of a witness probe (see [`crate::wire::WitnessProbe`]).
 pub const WITNESS_MAGIC: [u8; 4] = WITNESS_PROBE_MAGIC;
@@ -110,8 +118,8 @@ pub fn spawn(config: &RedundancyConfig, machine: Redundancy, sockets: Vec<UdpSoc
 }
 
 enum Input {
-    Datagram(PathId, Vec<u8>),
-    WitnessAnswer(Vec<u8>),
+    Datagram(PathId, SocketAddr, Vec<u8>),
+    WitnessAnswer(SocketAddr, Vec<u8>),
 }
 
 async fn run(
@@ -129,8 +137,8 @@ async fn run(
         let Ok(path) = u8::try_from(i).map(PathId) else {
             break;
         };
-        readers.spawn(read_loop(Arc::clone(s), in_tx.clone(), move |_, d| {
-            Some(Input::Datagram(path, d))
+        readers.spawn(read_loop(Arc::clone(s), in_tx.clone(), move |from, d| {
+            Some(Input::Datagram(path, from, d))
         }));
     }
     let probe = match witness {
@@ -145,7 +153,7 @@ async fn run(
                     let s = Arc::new(s);
                     readers.spawn(read_loop(Arc::clone(&s), in_tx.clone(), move |from, d| {
                         (from == w && d.starts_with(&WITNESS_ANSWER_MAGIC))
-                            .then_some(Input::WitnessAnswer(d))
+                            .then_some(Input::WitnessAnswer(from, d))
                     }));
                     Some((s, w))
                 }
@@ -158,6 +166,7 @@ async fn run(
         None => None,
     };
     drop(in_tx);
+    let mut refusals = RefusalLog::default();
     loop {
         let now = Instant::now();
         while let Some(t) = m.poll_transmit(now.into_std()) {
@@ -189,14 +198,16 @@ async fn run(
                 m.handle_timeout(Instant::now().into_std());
             }
             input = inputs.recv() => match input {
-                Some(Input::Datagram(path, d)) => {
-                    if let Err(e) = m.handle_datagram(Instant::now().into_std(), path, &d) {
-                        debug!(path = path.0, error = %e, "heartbeat dropped");
+                Some(Input::Datagram(path, from, d)) => {
+                    let now = Instant::now().into_std();
+                    if let Err(e) = m.handle_datagram(now, path, &d) {
+                        log_refusal(&mut refusals, now, from, &format!("heartbeat refused: {e}"));
                     }
                 }
-                Some(Input::WitnessAnswer(d)) => {
-                    if let Err(e) = m.handle_witness_datagram(Instant::now().into_std(), &d) {
-                        debug!(error = %e, "witness answer dropped");
+                Some(Input::WitnessAnswer(from, d)) => {
+                    let now = Instant::now().into_std();
+                    if let Err(e) = m.handle_witness_datagram(now, &d) {
+                        log_refusal(&mut refusals, now, from, &format!("witness answer dropped: {e}"));
                     }
                 }
                 None => break,
@@ -266,7 +277,12 @@ pub async fn serve_witness(socket: UdpSocket) -> io::Result<()> {
 /// # Errors
 /// A receive error other than a transient one.
 pub async fn serve_witness_with_key(socket: UdpSocket, key: impl AsRef<[u8]>) -> io::Result<()> {
-    let mut arbiter = WitnessArbiter::new(key.as_ref(), Instant::now().into_std());
+    // A new incarnation at every start: probes recorded before it are challenged.
+    let incarnation = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+    let mut arbiter = WitnessArbiter::new(key.as_ref(), incarnation, Instant::now().into_std());
+    let mut refusals = RefusalLog::default();
     let mut buf = vec![0u8; MAX_DATAGRAM + 1];
     loop {
         let (n, from) = match socket.recv_from(&mut buf).await {
@@ -280,8 +296,18 @@ pub async fn serve_witness_with_key(socket: UdpSocket, key: impl AsRef<[u8]>) ->
                     debug!(to = %from, error = %e, "witness answer not sent");
                 }
             }
-            Ok(None) => debug!(from = %from, "witness: stale probe dropped"),
-            Err(e) => debug!(from = %from, error = %e, "witness: bad probe dropped"),
+            Ok(None) => log_refusal(
+                &mut refusals,
+                Instant::now().into_std(),
+                from,
+                "witness: stale or replayed probe dropped",
+            ),
+            Err(e) => log_refusal(
+                &mut refusals,
+                Instant::now().into_std(),
+                from,
+                &format!("witness: probe dropped: {e}"),
+            ),
         }
     }
 }

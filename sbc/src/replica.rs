@@ -1,0 +1,229 @@
+//! What a replicated dialog must be before this node installs it.
+//!
+//! The peer is authenticated (the sync channel proves the shared key), but a replica is
+//! installed into the live engines at takeover, so it is checked first anyway: against a bug,
+//! a peer of another version, or a key that leaked. A dialog from the sync channel
+//! ([`ReplicaRules::check`]) must:
+//!
+//! - decode completely (bincode 2, no trailing bytes) and be stored under its own id;
+//! - name, on both legs, an interface (realm) this node has, with a transport that interface
+//!   offers;
+//! - on the callee leg, go to one of this node's `session-agent`s, in that agent's realm: calls
+//!   are only ever routed to session-agents, so a dialog whose callee is anywhere else was not
+//!   made by a B2BUA with this configuration (it would make the SBC relay in-dialog requests
+//!   to an address of someone's choosing);
+//! - have both legs' Call-IDs in the same shard (the callee leg's generated Call-ID embeds the
+//!   caller's shard key), non-empty Call-IDs and local tags, peers with a port and a unicast
+//!   address, and every string and the route set within SIP-sized bounds.
+//!
+//! A refused dialog is not installed; the sync channel counts it (`invalid_entries`).
+
+use std::net::SocketAddr;
+
+use sbc_config::{Config, Transport};
+
+use crate::shard;
+use crate::sip::dialog::{Dialog, Leg, LegTransport};
+
+/// Longest Call-ID, tag, party, target or route accepted in a replica (bytes).
+pub const MAX_FIELD: usize = 2048;
+/// Most routes in one leg's route set.
+pub const MAX_ROUTES: usize = 16;
+
+/// What this node's configuration allows a replicated dialog to name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReplicaRules {
+    /// Per interface (by index): whether it offers UDP, TCP.
+    interfaces: Vec<(bool, bool)>,
+    /// Session-agents: address and the index of the interface of their realm.
+    agents: Vec<(SocketAddr, usize)>,
+}
+
+impl ReplicaRules {
+    /// The rules of `cfg`.
+    #[must_use]
+    pub fn of(cfg: &Config) -> Self {
+        let interfaces = cfg
+            .sip_interfaces
+            .iter()
+            .map(|i| {
+                (
+                    i.transports.contains(&Transport::Udp),
+                    i.transports.contains(&Transport::Tcp),
+                )
+            })
+            .collect();
+        let agents = cfg
+            .session_agents
+            .iter()
+            .filter_map(|a| {
+                let iface = cfg.sip_interfaces.iter().position(|i| i.realm == a.realm)?;
+                Some((a.socket_addr(), iface))
+            })
+            .collect();
+        Self { interfaces, agents }
+    }
+
+    /// Decodes and checks a replicated dialog stored under `key`.
+    ///
+    /// # Errors
+    /// What is wrong with it, for the log.
+    pub fn check(&self, key: &[u8], value: &[u8]) -> Result<Dialog, String> {
+        let (d, used): (Dialog, usize) =
+            bincode::serde::decode_from_slice(value, bincode::config::standard())
+                .map_err(|e| format!("not a dialog: {e}"))?;
+        if used != value.len() {
+            return Err("trailing bytes after the dialog".into());
+        }
+        if key != d.id.to_be_bytes() {
+            return Err(format!("dialog {} stored under another key", d.id));
+        }
+        self.leg("caller", &d.caller)?;
+        self.leg("callee", &d.callee)?;
+        if !self
+            .agents
+            .iter()
+            .any(|&(addr, iface)| addr == d.callee.peer && iface == d.callee.interface)
+        {
+            return Err(format!(
+                "callee leg goes to {} on interface {}, which is no session-agent of this node",
+                d.callee.peer, d.callee.interface
+            ));
+        }
+        if shard::call_id_key(d.callee.call_id.as_bytes())
+            != shard::call_id_key(d.caller.call_id.as_bytes())
+        {
+            return Err("the legs' Call-IDs are in different shards".into());
+        }
+        Ok(d)
+    }
+
+    fn leg(&self, side: &str, leg: &Leg) -> Result<(), String> {
+        let Some(&(udp, tcp)) = self.interfaces.get(leg.interface) else {
+            return Err(format!(
+                "{side} leg names interface {} (this node has {})",
+                leg.interface,
+                self.interfaces.len()
+            ));
+        };
+        let offered = match leg.transport {
+            LegTransport::Udp => udp,
+            LegTransport::Tcp => tcp,
+        };
+        if !offered {
+            return Err(format!(
+                "{side} leg uses {} on interface {}, which does not offer it",
+                leg.transport.via_token(),
+                leg.interface
+            ));
+        }
+        let ip = leg.peer.ip();
+        if leg.peer.port() == 0 || ip.is_unspecified() || ip.is_multicast() {
+            return Err(format!(
+                "{side} leg's peer {} is not a unicast address",
+                leg.peer
+            ));
+        }
+        if leg.call_id.is_empty() || leg.local_tag.is_empty() {
+            return Err(format!("{side} leg has an empty Call-ID or tag"));
+        }
+        let fields = [
+            &leg.call_id,
+            &leg.local_tag,
+            &leg.local_party,
+            &leg.remote_party,
+            &leg.remote_target,
+        ];
+        if fields.iter().any(|f| f.len() > MAX_FIELD)
+            || leg.remote_tag.as_ref().is_some_and(|t| t.len() > MAX_FIELD)
+            || leg.route_set.len() > MAX_ROUTES
+            || leg.route_set.iter().any(|r| r.len() > MAX_FIELD)
+        {
+            return Err(format!("{side} leg has a field beyond SIP-sized bounds"));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sip::dialog::DialogState;
+
+    fn leg(interface: usize, peer: &str, call_id: &str) -> Leg {
+        Leg {
+            interface,
+            transport: LegTransport::Udp,
+            peer: peer.parse().expect("addr"),
+            call_id: call_id.into(),
+            local_tag: "t1".into(),
+            remote_tag: Some("t2".into()),
+            local_party: "<sip:a@x>".into(),
+            remote_party: "<sip:b@y>".into(),
+            remote_target: "sip:b@y".into(),
+            route_set: Vec::new(),
+            local_cseq: 1,
+            last_invite_cseq: 1,
+        }
+    }
+
+    fn dialog() -> Dialog {
+        let caller_cid = "abc@caller";
+        let key = shard::call_id_key(caller_cid.as_bytes());
+        Dialog {
+            id: 42,
+            caller: leg(0, "127.0.0.1:5090", caller_cid),
+            callee: leg(1, "127.0.0.1:5080", &format!("b2b-{key:016x}-1")),
+            state: DialogState::Confirmed,
+            created_unix: 0,
+        }
+    }
+
+    fn enc(d: &Dialog) -> Vec<u8> {
+        bincode::serde::encode_to_vec(d, bincode::config::standard()).expect("enc")
+    }
+
+    #[test]
+    fn a_dialog_of_this_configuration_passes_and_forgeries_do_not() {
+        let rules = ReplicaRules::of(&Config::embedded_default());
+        let d = dialog();
+        assert_eq!(rules.check(&42u64.to_be_bytes(), &enc(&d)), Ok(d.clone()));
+        let refused = |d: &Dialog, key: u64| rules.check(&key.to_be_bytes(), &enc(d)).is_err();
+        assert!(refused(&d, 7), "another key");
+        let mut open_relay = d.clone();
+        open_relay.callee.peer = "127.0.0.66:5060".parse().expect("addr");
+        assert!(refused(&open_relay, 42), "callee not a session-agent");
+        let mut bad = d.clone();
+        bad.caller.interface = 9;
+        assert!(refused(&bad, 42), "no such interface");
+        let mut bad = d.clone();
+        bad.callee.interface = 0;
+        assert!(refused(&bad, 42), "agent reached through another realm");
+        let mut bad = d.clone();
+        bad.callee.call_id = "b2b-0000000000000001-1".into();
+        assert!(refused(&bad, 42), "legs in different shards");
+        let mut bad = d.clone();
+        bad.caller.call_id = "x".repeat(MAX_FIELD + 1);
+        assert!(refused(&bad, 42), "oversized field");
+        let mut bad = d.clone();
+        bad.caller.peer = "0.0.0.0:5060".parse().expect("addr");
+        assert!(refused(&bad, 42), "unspecified peer");
+        let mut bytes = enc(&d);
+        bytes.push(0);
+        assert!(
+            rules.check(&42u64.to_be_bytes(), &bytes).is_err(),
+            "trailing"
+        );
+        assert!(rules.check(&42u64.to_be_bytes(), b"garbage").is_err());
+    }
+
+    #[test]
+    fn a_transport_the_interface_does_not_offer_is_refused() {
+        let mut cfg = Config::embedded_default();
+        cfg.sip_interfaces[0].transports = vec![Transport::Udp];
+        let rules = ReplicaRules::of(&cfg);
+        let mut d = dialog();
+        d.caller.transport = LegTransport::Tcp;
+        assert!(rules.check(&42u64.to_be_bytes(), &enc(&d)).is_err());
+    }
+}
