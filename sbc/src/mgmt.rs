@@ -182,10 +182,32 @@ pub fn bind(path: &Path) -> anyhow::Result<Listener> {
         }
         std::fs::remove_file(path)?;
     }
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let staging = dir.join(format!(".sbc-mgmt-{}-{n}", std::process::id()));
-    std::fs::DirBuilder::new().mode(0o700).create(&staging)?;
+    // A short name: a socket path is limited to about 107 bytes, and the staging path should
+    // be no longer than the final one. Another process binding in the same directory takes
+    // the next name.
+    let mut staging = None;
+    for n in 0..1000u32 {
+        let candidate = dir.join(format!(".s{n}"));
+        match std::fs::DirBuilder::new().mode(0o700).create(&candidate) {
+            Ok(()) => {
+                staging = Some(candidate);
+                break;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                return Err(anyhow::anyhow!(
+                    "cannot create {}: {e}",
+                    candidate.display()
+                ))
+            }
+        }
+    }
+    let staging = staging.ok_or_else(|| {
+        anyhow::anyhow!(
+            "{}: no free staging directory for the socket",
+            dir.display()
+        )
+    })?;
     let result = (|| {
         let tmp = staging.join("s");
         let listener = UnixListener::bind(&tmp)?;

@@ -451,14 +451,17 @@ impl Pair {
             }
             HaEvent::TakeServiceAddress => self.take_service_address().await,
             HaEvent::BecomeActive => self.become_active(),
-            HaEvent::BecomeStandby | HaEvent::RequestSnapshot => self.become_standby(false),
+            // Standby: keep the sync client that fetched the snapshot (a second session would
+            // send the whole table again); a snapshot request starts a fresh one.
+            HaEvent::BecomeStandby => self.become_standby(false, false),
+            HaEvent::RequestSnapshot => self.become_standby(false, true),
             HaEvent::ExchangeSnapshot => {
                 // After a partition heals, only the node that yields exchanges its table (as a
                 // sync client of the survivor, which merges it): the survivor keeps serving.
                 if matches!(self.status().state, State::Active | State::BecomingActive) {
                     info!("partition healed: the peer yields and sends its dialogs to merge");
                 } else {
-                    self.become_standby(true);
+                    self.become_standby(true, true);
                 }
             }
             HaEvent::OutOfService { reason } => {
@@ -594,7 +597,9 @@ impl Pair {
         }));
     }
 
-    fn become_standby(self: &Arc<Self>, exchange: bool) {
+    /// Stops serving the sync channel and runs the sync client toward the active: a fresh one
+    /// when `restart` (or none runs), else the running one is kept.
+    fn become_standby(self: &Arc<Self>, exchange: bool, restart: bool) {
         let Ok(mut tasks) = self.tasks.lock() else {
             return;
         };
@@ -611,6 +616,9 @@ impl Pair {
                     *t = publisher.table();
                 }
             }
+        }
+        if !restart && tasks.client.as_ref().is_some_and(|c| !c.is_finished()) {
+            return;
         }
         if let Some(c) = tasks.client.take() {
             c.abort();

@@ -321,6 +321,14 @@ impl Pair {
         (reply["ok"] == Value::Bool(true)).then(|| Redundancy::from_json(&reply["data"]))
     }
 
+    /// Node `i`'s whole `show redundancy --json` data (counters, `sync`, config pushes), or
+    /// `None` if it does not answer.
+    #[must_use]
+    pub fn redundancy_json(&self, i: usize) -> Option<Value> {
+        let reply = mgmt_exec(&self.socket(i), "show redundancy")?;
+        (reply["ok"] == Value::Bool(true)).then(|| reply["data"].clone())
+    }
+
     /// Node `i`'s `show health` data, or `None` if it does not answer.
     #[must_use]
     pub fn health(&self, i: usize) -> Option<Value> {
@@ -791,6 +799,7 @@ pub struct Link {
     stop: Arc<AtomicBool>,
     forwarded: Arc<AtomicU64>,
     dropped: Arc<AtomicU64>,
+    recorded: Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -812,9 +821,13 @@ impl Link {
             stop: Arc::new(AtomicBool::new(false)),
             forwarded: Arc::new(AtomicU64::new(0)),
             dropped: Arc::new(AtomicU64::new(0)),
+            recorded: Arc::new(std::sync::Mutex::new(Vec::new())),
             threads: Vec::new(),
         }
     }
+
+    /// Datagrams recorded at most by a recording UDP relay.
+    pub const MAX_RECORDED: usize = 10_000;
 
     /// Relays UDP datagrams arriving on `listen` to `target` (one way: the heartbeat channel
     /// needs no replies).
@@ -822,10 +835,30 @@ impl Link {
     /// # Panics
     /// If `listen` cannot be bound.
     pub fn udp(&mut self, listen: SocketAddr, target: SocketAddr) {
+        self.udp_relay(listen, target, false);
+    }
+
+    /// As [`Link::udp`], and keeps a copy of every datagram forwarded (up to
+    /// [`Link::MAX_RECORDED`]), as an eavesdropper on the link would: see [`Link::recorded`].
+    ///
+    /// # Panics
+    /// If `listen` cannot be bound.
+    pub fn udp_recording(&mut self, listen: SocketAddr, target: SocketAddr) {
+        self.udp_relay(listen, target, true);
+    }
+
+    /// The datagrams recorded so far by [`Link::udp_recording`] relays, in arrival order.
+    #[must_use]
+    pub fn recorded(&self) -> Vec<Vec<u8>> {
+        self.recorded.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    fn udp_relay(&mut self, listen: SocketAddr, target: SocketAddr, record: bool) {
         let sock = UdpSocket::bind(listen).unwrap_or_else(|e| panic!("bind UDP {listen}: {e}"));
         sock.set_read_timeout(Some(Duration::from_millis(50)))
             .expect("set_read_timeout");
         let (cut, stop, fwd, drop_) = self.flags();
+        let recorded = self.recorded.clone();
         self.threads.push(std::thread::spawn(move || {
             let end = Instant::now() + Self::MAX_LIFETIME;
             let mut buf = vec![0u8; 65_536];
@@ -838,16 +871,26 @@ impl Link {
                 } else {
                     let _ = sock.send_to(&buf[..n], target);
                     fwd.fetch_add(1, Ordering::Relaxed);
+                    if record {
+                        if let Ok(mut r) = recorded.lock() {
+                            if r.len() < Self::MAX_RECORDED {
+                                r.push(buf[..n].to_vec());
+                            }
+                        }
+                    }
                 }
             }
         }));
     }
 
-    /// Splices TCP connections to `listen` to `target` (both directions).
+    /// Splices TCP connections to `listen` to `target` (both directions), connecting to
+    /// `target` from `source` (port chosen by the system): the address the target knows the
+    /// connecting node by, as a router would preserve it (the state-sync server only accepts
+    /// connections from its peer's configured addresses).
     ///
     /// # Panics
     /// If `listen` cannot be bound.
-    pub fn tcp(&mut self, listen: SocketAddr, target: SocketAddr) {
+    pub fn tcp(&mut self, listen: SocketAddr, target: SocketAddr, source: IpAddr) {
         let listener =
             TcpListener::bind(listen).unwrap_or_else(|e| panic!("bind TCP {listen}: {e}"));
         listener.set_nonblocking(true).expect("set_nonblocking");
@@ -865,9 +908,7 @@ impl Link {
                             drop_.fetch_add(1, Ordering::Relaxed);
                             continue;
                         }
-                        let Ok(server) =
-                            TcpStream::connect_timeout(&target, Duration::from_secs(1))
-                        else {
+                        let Ok(server) = connect_from(source, target) else {
                             continue;
                         };
                         let _ = client.set_nonblocking(false);
@@ -930,6 +971,15 @@ impl Link {
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
     }
+}
+
+/// A TCP connection to `target` from `source` (any port), with a 1 s connect timeout.
+fn connect_from(source: IpAddr, target: SocketAddr) -> std::io::Result<TcpStream> {
+    let domain = socket2::Domain::for_address(target);
+    let s = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))?;
+    s.bind(&SocketAddr::new(source, 0).into())?;
+    s.connect_timeout(&target.into(), Duration::from_secs(1))?;
+    Ok(s.into())
 }
 
 fn pump(

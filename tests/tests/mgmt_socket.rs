@@ -261,3 +261,133 @@ fn socket_is_0600_and_garbage_does_not_disturb_the_node() {
         sbc_e2e::tail_of_file(node.stderr_path(), 40)
     );
 }
+
+/// Runs `sbc <args>` as uid/gid 65534 (`nobody`) with a 10 s bound; `(exit ok, stdout+stderr)`.
+fn run_as_nobody(args: &[&str]) -> (bool, String) {
+    use std::os::unix::process::CommandExt as _;
+    let mut child = std::process::Command::new(sbc_e2e::sbc::sbc_binary())
+        .args(args)
+        .uid(65_534)
+        .gid(65_534)
+        .env_remove("SBC_MGMT_SOCKET")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("this test runs as root, so that it can start a client as another user");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            let mut out = String::new();
+            if let Some(mut o) = child.stdout.take() {
+                let _ = o.read_to_string(&mut out);
+            }
+            if let Some(mut e) = child.stderr.take() {
+                let _ = e.read_to_string(&mut out);
+            }
+            return (status.success(), out);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("sbc {args:?} as nobody did not finish in 10 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Another local user gets nothing from the management socket, even when the file system would
+/// let it connect: the node checks the client's uid (SO_PEERCRED) and serves only its own user
+/// and root. (Needs root, as the whole suite does, to start a client as another user.)
+#[test]
+fn another_users_client_is_refused_by_uid() {
+    assert!(
+        std::fs::metadata("/proc/self")
+            .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
+            .ok()
+            == Some(0),
+        "this test must run as root (it starts a client as uid 65534)"
+    );
+    let node = SbcNode::start_config(&SbcConfig::new());
+    let sock = node.mgmt_socket();
+    // Open the socket and its directory to everyone, as a careless operator might.
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    let sock_arg = sock.to_string_lossy().into_owned();
+    let (ok, out) = run_as_nobody(&[
+        "acli",
+        "--mgmt-socket",
+        &sock_arg,
+        "-c",
+        "show running-config",
+    ]);
+    assert!(!ok, "another user's client succeeded:\n{out}");
+    assert!(out.contains("permission denied"), "{out}");
+    assert!(
+        !out.contains("sip-config"),
+        "another user saw the configuration:\n{out}"
+    );
+    // The node's own user is still served, and the refusal was logged.
+    acli(&sock, &["show health"]).assert_ok();
+    let log = std::fs::read_to_string(node.stderr_path()).unwrap_or_default();
+    assert!(
+        log.contains("management connection refused"),
+        "the refusal is not logged"
+    );
+}
+
+/// A socket directory that others can write to is refused at start (a local user could replace
+/// the socket); the default socket lives in a private directory created 0700.
+#[test]
+fn an_unsafe_socket_directory_is_refused_and_the_default_is_private() {
+    use std::os::unix::fs::MetadataExt as _;
+    let dir = sbc_e2e::TestDir::for_current_test();
+    let open = dir.file("open");
+    std::fs::create_dir(&open).expect("mkdir");
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+    let config = dir.file("sbc.toml");
+    std::fs::write(&config, SbcConfig::new().to_toml()).expect("config");
+    let out = std::process::Command::new(sbc_e2e::sbc::sbc_binary())
+        .arg("run")
+        .arg("--config")
+        .arg(&config)
+        .arg("--mgmt-socket")
+        .arg(open.join("sbc.sock"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run sbc");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "started with a socket in a world-writable directory"
+    );
+    assert!(stderr.contains("writable by group or others"), "{stderr}");
+
+    // Without --mgmt-socket: $XDG_RUNTIME_DIR/sbc/sbc.sock, the directory created 0700.
+    let runtime = dir.file("runtime");
+    std::fs::create_dir(&runtime).expect("mkdir");
+    std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let mut child = std::process::Command::new(sbc_e2e::sbc::sbc_binary())
+        .arg("run")
+        .arg("--config")
+        .arg(&config)
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .env_remove("SBC_MGMT_SOCKET")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start sbc");
+    let sock = runtime.join("sbc").join("sbc.sock");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !sock.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let served = sock.exists() && acli(&sock, &["show health"]).code == Some(0);
+    let dir_mode = std::fs::metadata(runtime.join("sbc")).map(|m| m.mode() & 0o777);
+    let sock_mode = std::fs::metadata(&sock).map(|m| m.mode() & 0o777);
+    let _ = child.kill(); // SIGKILL to its PID
+    let _ = child.wait();
+    assert!(served, "no node answered on {}", sock.display());
+    assert_eq!(dir_mode.ok(), Some(0o700));
+    assert_eq!(sock_mode.ok(), Some(0o600));
+}

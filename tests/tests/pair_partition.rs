@@ -92,13 +92,17 @@ fn partition_and_heal(with_witness: bool) {
     let mut link = Link::new();
     link.udp(relay_to_b, config.heartbeat[1]);
     link.udp(relay_to_a, config.heartbeat[0]);
+    // Each node knows the other by its relay's address (route_to_other), so the relay toward a
+    // node connects from the address that node has for its peer.
     link.tcp(
         SocketAddr::new(lo(13), sync),
         SocketAddr::new(config.heartbeat[1].ip(), sync),
+        lo(14),
     );
     link.tcp(
         SocketAddr::new(lo(14), sync),
         SocketAddr::new(config.heartbeat[0].ip(), sync),
+        lo(13),
     );
 
     let pair = Pair::start(config);

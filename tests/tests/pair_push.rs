@@ -1,0 +1,181 @@
+//! A configuration push cannot take the standby over.
+//!
+//! The test process plays a **compromised active**: it holds the pair's shared key (so it
+//! passes the sync channel's authentication, as a real but subverted active would) and runs the
+//! product's own redundancy machine and sync server (`sbc-ha`) as `sbc-a`. The real `sbc-b`
+//! joins it as standby. The rogue active then pushes:
+//!
+//! 1. a configuration with a `[redundancy-config]` section that sets `notify-active` to a shell
+//!    command: refused whole by the standby (`show health` and `show redundancy` say so and
+//!    name `redundancy-config`), the command never runs, the standby's file and running
+//!    configuration keep their own pair settings;
+//! 2. one that turns on `system-config lab-mode` (management commands): refused the same way;
+//! 3. a legitimate one (the pushable part only, with `t1-ms` changed): applied.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sbc_e2e::pair::{mgmt_exec, PairConfig, NAMES, SHARED_KEY};
+use sbc_e2e::{SbcNode, TestDir};
+use sbc_ha::shell::sync::{EntryCheck, SyncContext};
+use sbc_ha::shell::{self, SyncPublisher};
+use sbc_ha::{AdminState, PeerConfig, PeerType, Redundancy, RedundancyConfig, State, SyncTable};
+use serde_json::Value;
+
+fn wait_json(
+    what: &str,
+    timeout: Duration,
+    mut probe: impl FnMut() -> Option<Value>,
+    pred: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let v = probe();
+        if let Some(v) = v.as_ref().filter(|v| pred(v)) {
+            return v.clone();
+        }
+        assert!(Instant::now() < deadline, "{what}: last seen {v:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_push_of_redundancy_config_hooks_or_lab_mode_is_refused_by_the_standby() {
+    let config = PairConfig::new();
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let _guard = rt.enter();
+
+    // The rogue sbc-a: the product's redundancy machine and sync server, with the key.
+    let ha = RedundancyConfig {
+        state: AdminState::Enabled,
+        advertisement_time_ms: config.advertisement_ms,
+        sip_sync_port: config.sip_sync_port,
+        config_sync_port: config.config_sync_port,
+        shared_key: SHARED_KEY.into(),
+        peers: vec![
+            PeerConfig {
+                name: NAMES[0].into(),
+                peer_type: PeerType::Primary,
+                destinations: vec![config.heartbeat[0]],
+            },
+            PeerConfig {
+                name: NAMES[1].into(),
+                peer_type: PeerType::Secondary,
+                destinations: vec![config.heartbeat[1]],
+            },
+        ],
+        ..RedundancyConfig::default()
+    };
+    let machine = Redundancy::new(&ha, NAMES[0], 42, Instant::now()).expect("machine");
+    let sockets = rt
+        .block_on(shell::bind_paths(&ha, NAMES[0]))
+        .expect("bind sbc-a's heartbeat address");
+    let rogue = shell::spawn(&ha, machine, sockets);
+    let accept_all: EntryCheck = Arc::new(|_: &[u8], _: &[u8]| Ok(()));
+    let ctx = Arc::new(SyncContext::new(&ha, NAMES[0], accept_all).expect("context"));
+    let publisher = SyncPublisher::new(SyncTable::new(), 1024);
+    let marker = TestDir::new("pair_push-marker").file("hook-ran");
+    publisher.push_config(
+        1,
+        format!(
+            "[redundancy-config]\nnotify-active = \"touch {}\"\n",
+            marker.display()
+        ),
+    );
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind(SocketAddr::new(
+            config.heartbeat[0].ip(),
+            config.sip_sync_port,
+        )))
+        .expect("bind the sync port");
+    rt.spawn(shell::serve_sync(listener, publisher.clone(), ctx, 1));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while rogue.status().state != State::Active {
+        assert!(
+            Instant::now() < deadline,
+            "the rogue sbc-a did not become active"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // The real sbc-b joins as standby and receives the push.
+    let dir = TestDir::new("pair_push-sbc-b");
+    let b = SbcNode::start_in(&dir, &config.to_toml(1));
+    let sock = b.mgmt_socket();
+    let health = |s: &std::path::Path| {
+        mgmt_exec(s, "show health")
+            .and_then(|r| (r["ok"] == Value::Bool(true)).then(|| r["data"].clone()))
+    };
+    wait_json(
+        "sbc-b standby and synchronized",
+        Duration::from_secs(15),
+        || mgmt_exec(&sock, "show redundancy").map(|r| r["data"].clone()),
+        |v| v["state"] == "standby" && v["synchronized"] == true,
+    );
+    let h = wait_json(
+        "the redundancy-config push refused",
+        Duration::from_secs(10),
+        || health(&sock),
+        |v| v["config_pushes_refused"] == 1,
+    );
+    let why = h["last_config_push_refusal"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    eprintln!("refusal: {why}");
+    assert!(why.starts_with("redundancy-config"), "{why}");
+    let text = mgmt_exec(&sock, "show health").expect("health");
+    assert!(
+        text["output"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("redundancy-config"),
+        "show health does not say why: {text}"
+    );
+
+    // lab-mode is node-local too.
+    publisher.push_config(2, "[system-config]\nlab-mode = true\n".into());
+    let h = wait_json(
+        "the lab-mode push refused",
+        Duration::from_secs(10),
+        || health(&sock),
+        |v| v["config_pushes_refused"] == 2,
+    );
+    assert!(
+        h["last_config_push_refusal"]
+            .as_str()
+            .is_some_and(|w| w.starts_with("system-config.lab-mode")),
+        "{h}"
+    );
+    let r = mgmt_exec(&sock, "show redundancy").expect("redundancy");
+    assert_eq!(r["data"]["config_pushes_refused"], 2, "{r}");
+
+    // A legitimate push (the pushable part, T1 changed) is applied.
+    let mut sip = config.sip.clone();
+    sip.t1_ms = 400;
+    publisher.push_config(3, sip.to_toml());
+    wait_json(
+        "the legitimate push applied",
+        Duration::from_secs(10),
+        || mgmt_exec(&sock, "show running-config").map(|r| r["data"].clone()),
+        |v| v["sip-config"]["t1-ms"] == 400,
+    );
+    let running = mgmt_exec(&sock, "show running-config").expect("running")["data"].clone();
+    assert_eq!(running["system-config"]["hostname"], NAMES[1]);
+    assert_eq!(running["system-config"]["lab-mode"], false);
+    assert_eq!(running["redundancy-config"]["notify-active"], "");
+    assert_eq!(running["redundancy-config"]["shared-key"], "********");
+    let file = std::fs::read_to_string(b.config_path()).expect("sbc-b's file");
+    assert!(
+        !file.contains("touch"),
+        "the rogue hook reached the file:\n{file}"
+    );
+    assert!(
+        file.contains(SHARED_KEY),
+        "sbc-b's own pair settings were kept"
+    );
+    assert!(!marker.exists(), "the pushed hook ran");
+    drop(b);
+    drop(rogue);
+}
