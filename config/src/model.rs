@@ -367,7 +367,9 @@ pub struct RedundancyConfig {
     /// `witness`: an `address:port` a node must reach before taking over. Default none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub witness: Option<SocketAddr>,
-    /// `shared-key`: the heartbeat HMAC key. Default empty; required when `state = "enabled"`.
+    /// `shared-key`: the pair's secret (the keys of heartbeats, witness messages and the state
+    /// sync are derived from it; it never travels). Default empty; required when
+    /// `state = "enabled"`; masked in every output.
     pub shared_key: String,
     /// `service-address`: the shared SIP address the active owns. Default none.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -329,7 +329,7 @@ fn redundancy(r: &RedundancyConfig) -> Result<(), ConfigError> {
             return Err(ConfigError::invalid(
                 key("shared-key"),
                 format!("{} bytes", r.shared_key.len()),
-                "required with state = \"enabled\": the heartbeat HMAC key",
+                "required with state = \"enabled\": the pair's secret",
                 "a secret of at least 16 bytes shared by both nodes",
             ));
         }

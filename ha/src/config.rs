@@ -79,7 +79,8 @@ pub struct RedundancyConfig {
     /// Optional witness (`sbc witness`, run with the same shared key): a node may serve only
     /// while it holds the witness's active lease, which it grants to one node at a time.
     pub witness: Option<SocketAddr>,
-    /// The shared key that authenticates heartbeats (HMAC-SHA256); at least 16 bytes.
+    /// The pair's secret: every key of its channels is derived from it ([`crate::crypto`]); at
+    /// least 16 bytes. It never travels.
     pub shared_key: String,
 }
 

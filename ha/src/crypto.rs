@@ -18,7 +18,7 @@
 //! never repeats under one key without any randomness (the state machines stay deterministic);
 //! it travels in clear and is covered by the tag together with the magic and the version.
 //!
-//! Nothing here is hand-rolled cryptography: HKDF, HMAC, SHA-256 and the AEAD are RustCrypto's
+//! Nothing here is hand-rolled cryptography: HKDF, SHA-256 and the AEAD are RustCrypto's
 //! crates; the Noise handshake is `snow`'s.
 
 use chacha20poly1305::aead::{AeadInPlace, KeyInit};

@@ -59,7 +59,7 @@
 //! With a witness configured ([`crate::witness`] is the arbiter), serving requires the
 //! witness's **active lease**, granted to at most one node at a time for the dead time. The
 //! machine emits probes ([`Redundancy::poll_witness`]: node, incarnation, epoch, and whether it
-//! holds or wants the active role, HMAC'd with the shared key) with every heartbeat round, at
+//! holds or wants the active role, sealed with a key derived from the shared key) with every heartbeat round, at
 //! once when it starts or stops wanting the role, and while it wants the lease without holding
 //! it, every advertisement-time / 10 or when the holder's lease should end. It counts a granted
 //! lease from when it *sent* the probe, so its lease ends before the witness's does.

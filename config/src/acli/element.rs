@@ -302,7 +302,7 @@ const REDUNDANCY_CONFIG: &[Attr] = &[
         "shared-key",
         Ty::Str,
         "<secret>",
-        "heartbeat HMAC key, required when enabled",
+        "the pair's secret (keys of every pair channel), required when enabled",
     ),
     opt(
         "service-address",
