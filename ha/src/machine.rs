@@ -390,6 +390,10 @@ pub enum Refused {
     /// (re)start, or recorded earlier and replayed.
     #[error("not proven fresh (does not echo this node's incarnation)")]
     Unverified,
+    /// The first heartbeat heard of a new incarnation of the peer, not yet echoing ours: the
+    /// normal start of an exchange (counted as unverified; this node answers at once).
+    #[error("first heartbeat of a new incarnation of the peer (answered)")]
+    Introduction,
     /// Older than one already accepted.
     #[error("stale")]
     Stale,
@@ -769,16 +773,22 @@ impl Redundancy {
         // Learn the peer's incarnation from any authentic heartbeat newer than all before (a
         // replay of an older one teaches nothing), and answer a new one at once so the peer
         // sees its echo without waiting for the next round.
+        let mut introduced = false;
         if self.peer_newest.is_none_or(|n| key > n) {
             self.peer_newest = Some(key);
             if hb.incarnation != self.peer_incarnation {
                 self.peer_incarnation = hb.incarnation;
                 self.next_heartbeat = self.next_heartbeat.min(now);
+                introduced = true;
             }
         }
         if hb.echo != self.incarnation {
             self.counters.unverified += 1;
-            return Err(Refused::Unverified);
+            return Err(if introduced {
+                Refused::Introduction
+            } else {
+                Refused::Unverified
+            });
         }
         if self
             .peer_view

@@ -1282,7 +1282,7 @@ fn duplicate_is_counted_as_replay() {
     let from_a = a.poll_transmit(now).unwrap();
     assert_eq!(
         b.handle_datagram(now, from_a.path, &from_a.payload),
-        Err(Refused::Unverified),
+        Err(Refused::Introduction),
         "a has not heard b yet: its first heartbeat proves nothing to b"
     );
     let t = b.poll_transmit(now).unwrap();

@@ -21,7 +21,7 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn, Instrument};
 
 use crate::config::RedundancyConfig;
-use crate::machine::{HaEvent, Health, Redundancy, Status};
+use crate::machine::{HaEvent, Health, Redundancy, Refused, Status};
 use crate::refusals::RefusalLog;
 use crate::wire::{PathId, MAX_DATAGRAM, WITNESS_ANSWER_MAGIC, WITNESS_PROBE_MAGIC};
 use crate::witness::WitnessArbiter;
@@ -200,8 +200,11 @@ async fn run(
             input = inputs.recv() => match input {
                 Some(Input::Datagram(path, from, d)) => {
                     let now = Instant::now().into_std();
-                    if let Err(e) = m.handle_datagram(now, path, &d) {
-                        log_refusal(&mut refusals, now, from, &format!("heartbeat refused: {e}"));
+                    match m.handle_datagram(now, path, &d) {
+                        Ok(()) => {}
+                        // The normal start of an exchange with a (re)started peer.
+                        Err(Refused::Introduction) => debug!(%from, "heartbeat of a new peer incarnation"),
+                        Err(e) => log_refusal(&mut refusals, now, from, &format!("heartbeat refused: {e}")),
                     }
                 }
                 Some(Input::WitnessAnswer(from, d)) => {

@@ -136,13 +136,17 @@ enum Refusal {
 }
 
 impl Refusal {
-    fn of(e: &SyncError) -> Self {
+    /// The refusal an error is, before the session was established (`handshake`) or in it.
+    fn of(e: &SyncError, handshake: bool) -> Self {
         match e {
             SyncError::Channel(ChannelError::Handshake | ChannelError::HandshakeTooLong(_)) => {
                 Self::Handshake
             }
             SyncError::Timeout(_) => Self::Timeout,
             SyncError::WrongNode(_) => Self::Node,
+            // A connection reset or a bad first frame before the session is up is a handshake
+            // that did not complete.
+            _ if handshake => Self::Handshake,
             _ => Self::Frame,
         }
     }
@@ -501,7 +505,7 @@ pub async fn serve_sync(
             let (channel, exchange) = match opened {
                 Ok(x) => x,
                 Err(e) => {
-                    ctx.refuse(from, Refusal::of(&e), &e);
+                    ctx.refuse(from, Refusal::of(&e, true), &e);
                     return;
                 }
             };
@@ -525,10 +529,9 @@ pub async fn serve_sync(
             });
             match served {
                 Ok(()) => debug!(%from, "sync session closed"),
-                Err(e @ (SyncError::Io(_) | SyncError::Protocol(_))) => {
-                    warn!(%from, error = %e, "sync session failed");
-                }
-                Err(e) => ctx.refuse(from, Refusal::of(&e), &e),
+                // The connection failed (the standby died, the network broke): not a refusal.
+                Err(e @ SyncError::Io(_)) => warn!(%from, error = %e, "sync session failed"),
+                Err(e) => ctx.refuse(from, Refusal::of(&e, false), &e),
             }
         });
     }
@@ -670,7 +673,7 @@ pub async fn run_sync_client(
         Ok(ch) => ch,
         Err(e) => {
             if !matches!(e, SyncError::Io(_)) {
-                ctx.refuse(addr, Refusal::of(&e), &e);
+                ctx.refuse(addr, Refusal::of(&e, true), &e);
             }
             return Err(e);
         }
@@ -695,12 +698,16 @@ pub async fn run_sync_client(
             ctx.refuse(addr, Refusal::Node, &e);
             return Err(e);
         }
-        _ => return Err(SyncError::Protocol("first frame is not Hello")),
+        _ => {
+            let e = SyncError::Protocol("first frame is not Hello");
+            ctx.refuse(addr, Refusal::Frame, &e);
+            return Err(e);
+        }
     }
     let result = apply_stream(&mut ch, &table, &ctx, &events).await;
     if let Err(e) = &result {
         if !matches!(e, SyncError::Io(_)) {
-            ctx.refuse(addr, Refusal::of(e), e);
+            ctx.refuse(addr, Refusal::of(e, false), e);
         }
     }
     result
