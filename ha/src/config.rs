@@ -200,6 +200,19 @@ impl RedundancyConfig {
         self.peers.iter().find(|p| p.name != local)
     }
 
+    /// Validates the configuration for `local` and returns its own entry and its mate's.
+    ///
+    /// # Errors
+    /// As [`Self::validate`].
+    pub fn validated_pair(&self, local: &str) -> Result<(&PeerConfig, &PeerConfig), ConfigError> {
+        self.validate(local)?;
+        let me = self
+            .peer(local)
+            .ok_or_else(|| ConfigError::UnknownLocal(local.to_owned()))?;
+        let mate = self.mate(local).ok_or(ConfigError::PeerCount(1))?;
+        Ok((me, mate))
+    }
+
     /// Checks ranges and the peer list; `local` is this node's name.
     ///
     /// # Errors

@@ -572,11 +572,7 @@ impl Redundancy {
         incarnation: u64,
         now: Instant,
     ) -> Result<Self, ConfigError> {
-        config.validate(local)?;
-        let me = config
-            .peer(local)
-            .ok_or_else(|| ConfigError::UnknownLocal(local.to_owned()))?;
-        let mate = config.mate(local).ok_or(ConfigError::PeerCount(1))?;
+        let (me, mate) = config.validated_pair(local)?;
         let local_lower = (me.destinations[0], &me.name) < (mate.destinations[0], &mate.name);
         let n = me.destinations.len();
         Ok(Self {

@@ -142,6 +142,36 @@ async fn wait_counter(
     }
 }
 
+/// Starts a sync client toward `addr` with `ctx` on `table`; returns its task and its events.
+fn spawn_client(
+    addr: std::net::SocketAddr,
+    table: &Arc<Mutex<SyncTable>>,
+    ctx: &Arc<SyncContext>,
+    epoch: u64,
+    exchange: bool,
+) -> (
+    tokio::task::JoinHandle<Result<(), sbc_ha::sync::SyncError>>,
+    mpsc::UnboundedReceiver<SyncEvent>,
+) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let task = tokio::spawn(shell::run_sync_client(
+        addr,
+        Arc::clone(table),
+        ctx.clone(),
+        epoch,
+        exchange,
+        tx,
+    ));
+    (task, rx)
+}
+
+async fn next_event(rx: &mut mpsc::UnboundedReceiver<SyncEvent>) -> SyncEvent {
+    tokio::time::timeout(Duration::from_secs(5), rx.recv())
+        .await
+        .unwrap()
+        .unwrap()
+}
+
 #[tokio::test]
 async fn sync_channel_carries_snapshot_and_changes() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -161,25 +191,11 @@ async fn sync_channel_carries_snapshot_and_changes() {
     ));
 
     let replica = Arc::new(Mutex::new(SyncTable::new()));
-    let (tx, mut rx) = mpsc::unbounded_channel();
     let client_ctx = context(SYNC_KEY, "b", accept_all());
-    let client = tokio::spawn(shell::run_sync_client(
-        addr,
-        Arc::clone(&replica),
-        client_ctx.clone(),
-        1,
-        false,
-        tx,
-    ));
-    let ev = tokio::time::timeout(Duration::from_secs(5), rx.recv())
-        .await
-        .unwrap()
-        .unwrap();
+    let (client, mut rx) = spawn_client(addr, &replica, &client_ctx, 1, false);
+    let ev = next_event(&mut rx).await;
     assert_eq!(ev, SyncEvent::Synchronized { entries: 1500 });
-    let ev = tokio::time::timeout(Duration::from_secs(5), rx.recv())
-        .await
-        .unwrap()
-        .unwrap();
+    let ev = next_event(&mut rx).await;
     assert_eq!(
         ev,
         SyncEvent::Config {
@@ -206,20 +222,9 @@ async fn sync_channel_carries_snapshot_and_changes() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     // A second session from the peer (a reconnect) replaces the first.
-    let (tx2, mut rx2) = mpsc::unbounded_channel();
     let again = Arc::new(Mutex::new(SyncTable::new()));
-    let client2 = tokio::spawn(shell::run_sync_client(
-        addr,
-        Arc::clone(&again),
-        client_ctx.clone(),
-        1,
-        false,
-        tx2,
-    ));
-    let ev = tokio::time::timeout(Duration::from_secs(5), rx2.recv())
-        .await
-        .unwrap()
-        .unwrap();
+    let (client2, mut rx2) = spawn_client(addr, &again, &client_ctx, 1, false);
+    let ev = next_event(&mut rx2).await;
     assert_eq!(ev, SyncEvent::Synchronized { entries: 1500 });
     let c = wait_counter("replaced", &server_ctx, |c| c.replaced == 1).await;
     assert_eq!(c.sessions, 2);
@@ -242,19 +247,8 @@ async fn sync_channel_carries_snapshot_and_changes() {
     let mut own = replica.lock().unwrap().clone();
     own.upsert(b"made-during-partition".to_vec(), b"x".to_vec());
     let yielded = Arc::new(Mutex::new(own));
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    tokio::spawn(shell::run_sync_client(
-        addr,
-        Arc::clone(&yielded),
-        client_ctx,
-        2,
-        true,
-        tx,
-    ));
-    let ev = tokio::time::timeout(Duration::from_secs(5), rx.recv())
-        .await
-        .unwrap()
-        .unwrap();
+    let (_client, mut rx) = spawn_client(addr, &yielded, &client_ctx, 2, true);
+    let ev = next_event(&mut rx).await;
     assert_eq!(ev, SyncEvent::Synchronized { entries: 1501 });
     assert_eq!(
         publisher.table().get(b"made-during-partition"),
@@ -418,19 +412,8 @@ async fn a_standby_refuses_a_server_without_the_key_and_invalid_entries() {
         }
     });
     let ctx = context(SYNC_KEY, "b", check);
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    tokio::spawn(shell::run_sync_client(
-        addr,
-        Arc::clone(&replica),
-        ctx.clone(),
-        1,
-        false,
-        tx,
-    ));
-    let ev = tokio::time::timeout(Duration::from_secs(5), rx.recv())
-        .await
-        .unwrap()
-        .unwrap();
+    let (_client, mut rx) = spawn_client(addr, &replica, &ctx, 1, false);
+    let ev = next_event(&mut rx).await;
     assert_eq!(ev, SyncEvent::Synchronized { entries: 1 });
     publisher.upsert(b"bad2".to_vec(), b"nope".to_vec());
     wait_counter("invalid_entries", &ctx, |c| c.invalid_entries == 2).await;

@@ -52,7 +52,7 @@ use crate::channel::{
 };
 use crate::config::{ConfigError, RedundancyConfig};
 use crate::crypto::PairKeys;
-use crate::refusals::RefusalLog;
+use crate::refusals::{LogLine, RefusalLog};
 use crate::sync::{snapshot_chunks, SyncEntry, SyncError, SyncFrame, SyncTable};
 use crate::wire::NodeId;
 
@@ -213,11 +213,7 @@ impl SyncContext {
         local: &str,
         check: EntryCheck,
     ) -> Result<Self, ConfigError> {
-        config.validate(local)?;
-        let me = config
-            .peer(local)
-            .ok_or_else(|| ConfigError::UnknownLocal(local.to_owned()))?;
-        let mate = config.mate(local).ok_or(ConfigError::PeerCount(1))?;
+        let (me, mate) = config.validated_pair(local)?;
         let mut peer_ips: Vec<IpAddr> = mate.destinations.iter().map(SocketAddr::ip).collect();
         peer_ips.dedup();
         Ok(Self {
@@ -238,14 +234,17 @@ impl SyncContext {
         self.counters.snapshot()
     }
 
-    fn refuse(&self, from: SocketAddr, why: Refusal, detail: &dyn std::fmt::Display) {
-        why.counter(&self.counters).fetch_add(1, Ordering::Relaxed);
-        let line = self
-            .log
+    /// Notes a refusal from `from` in the rate-limited log: the line to write, if it is time.
+    fn log_line(&self, from: SocketAddr) -> Option<LogLine> {
+        self.log
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .note(Instant::now(), from.ip());
-        if let Some(line) = line {
+            .note(Instant::now(), from.ip())
+    }
+
+    fn refuse(&self, from: SocketAddr, why: Refusal, detail: &dyn std::fmt::Display) {
+        why.counter(&self.counters).fetch_add(1, Ordering::Relaxed);
+        if let Some(line) = self.log_line(from) {
             warn!(
                 source = %line.source_text(),
                 refused = line.count,
@@ -277,12 +276,7 @@ impl SyncContext {
         self.counters
             .invalid_entries
             .fetch_add(1, Ordering::Relaxed);
-        let line = self
-            .log
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .note(Instant::now(), from.ip());
-        if let Some(line) = line {
+        if let Some(line) = self.log_line(from) {
             warn!(source = %line.source_text(), refused = line.count, reason = why, "state sync: entry refused, not installed");
         }
     }
