@@ -150,7 +150,10 @@ impl SyncFrame {
     /// # Errors
     /// [`SyncError::Version`] or [`SyncError::Malformed`].
     pub fn decode(bytes: &[u8]) -> Result<Self, SyncError> {
-        let cfg = bincode::config::standard();
+        // The limit makes bincode refuse a length prefix beyond the frame before it allocates
+        // (without one, a 2^60-byte string length is a capacity-overflow panic: found by
+        // fuzzing, see `a_huge_length_prefix_is_an_error_not_an_allocation`).
+        let cfg = bincode::config::standard().with_limit::<MAX_FRAME>();
         let (version, _): (u16, usize) = bincode::serde::decode_from_slice(bytes, cfg)?;
         if version != SYNC_VERSION {
             return Err(SyncError::Version(version));
@@ -363,6 +366,22 @@ mod tests {
             Err(SyncError::Malformed(_))
         ));
         assert!(SyncFrame::decode(&[]).is_err());
+    }
+
+    #[test]
+    fn a_huge_length_prefix_is_an_error_not_an_allocation() {
+        // The fuzzer's find: a ConfigPush whose TOML claims ~2^64 bytes.
+        let crash = [
+            2u8, 4, 61, 253, 9, 0, 255, 255, 255, 255, 255, 255, 255, 255,
+        ];
+        assert!(matches!(
+            SyncFrame::decode(&crash),
+            Err(SyncError::Malformed(_))
+        ));
+        // A Snapshot claiming a million entries in a few bytes.
+        let mut many = vec![2u8, 1, 252];
+        many.extend_from_slice(&1_000_000u32.to_le_bytes());
+        assert!(SyncFrame::decode(&many).is_err());
     }
 
     #[test]

@@ -174,9 +174,11 @@ fn open<T: serde::de::DeserializeOwned>(
     }
     let plain =
         crypto::open_datagram(key, HEADER_LEN, datagram).map_err(|_| DecodeError::BadMac)?;
-    let (value, used): (T, usize) =
-        bincode::serde::decode_from_slice(&plain, bincode::config::standard())
-            .map_err(|_| DecodeError::Malformed)?;
+    let (value, used): (T, usize) = bincode::serde::decode_from_slice(
+        &plain,
+        bincode::config::standard().with_limit::<MAX_DATAGRAM>(),
+    )
+    .map_err(|_| DecodeError::Malformed)?;
     if used != plain.len() {
         return Err(DecodeError::Malformed);
     }

@@ -69,9 +69,10 @@ impl ReplicaRules {
     /// # Errors
     /// What is wrong with it, for the log.
     pub fn check(&self, key: &[u8], value: &[u8]) -> Result<Dialog, String> {
-        let (d, used): (Dialog, usize) =
-            bincode::serde::decode_from_slice(value, bincode::config::standard())
-                .map_err(|e| format!("not a dialog: {e}"))?;
+        // The limit: a length prefix beyond the entry is refused before anything is allocated.
+        let cfg = bincode::config::standard().with_limit::<{ sbc_ha::sync::MAX_ENTRY_BYTES }>();
+        let (d, used): (Dialog, usize) = bincode::serde::decode_from_slice(value, cfg)
+            .map_err(|e| format!("not a dialog: {e}"))?;
         if used != value.len() {
             return Err("trailing bytes after the dialog".into());
         }
@@ -215,6 +216,14 @@ mod tests {
             "trailing"
         );
         assert!(rules.check(&42u64.to_be_bytes(), b"garbage").is_err());
+        // A Call-ID claiming 2^60 bytes is an error, not an allocation: id 0, interface 0,
+        // UDP, peer 127.0.0.1:5090, then the Call-ID's length.
+        let mut huge = vec![0u8, 0, 0, 0, 127, 0, 0, 1, 251, 0xe2, 0x13, 0xfd];
+        huge.extend_from_slice(&(1u64 << 60).to_le_bytes());
+        let e = rules
+            .check(&42u64.to_be_bytes(), &huge)
+            .expect_err("refused");
+        assert!(e.contains("LimitExceeded"), "{e}");
     }
 
     #[test]
