@@ -19,6 +19,8 @@
 #              restart it on the same config; CPU ticks of the active and of the new standby
 #              process (all of it, from its start) until it reports standby, synchronized and
 #              replicated_dialogs >= CALLS; and the wall time of that.
+# CPU = utime+stime ticks of each node's process (/proc/PID/stat, cpu_ticks of lib.sh), with the
+# scheduler's ns-precise run time (/proc/PID/task/*/schedstat) beside it as a cross-check.
 #
 # Environment (defaults in brackets):
 #   BASE            baseline commit, built in a git worktree under the scratch dir  [29ad283]
@@ -144,6 +146,8 @@ else
 fi
 [[ -x $OLD_BIN ]] || die "old binary $OLD_BIN not found"
 [[ -x $NEW_BIN ]] || die "new binary $NEW_BIN not found"
+OLD_BIN=$(realpath "$OLD_BIN"); NEW_BIN=$(realpath "$NEW_BIN")   # the nodes run in their own dirs
+[[ -x $SBC_LAB ]] && SBC_LAB=$(realpath "$SBC_LAB")
 [[ -x $SBC_LAB ]] || log "WARNING: $SBC_LAB not found: no chart (cargo build --release -p sbc-lab, or set SBC_LAB)"
 
 # ---------------------------------------------------------------- pair ---
@@ -250,6 +254,31 @@ standby_has_all() {   # standby_has_all I: standby, synchronized, >= CALLS dialo
 dialogs_of() { local s y n; read -r s y n _ <<<"${LAST_RED:-? ? 0 ?}"; [[ $n =~ ^[0-9]+$ ]] && echo "$n" || echo 0; }
 peer_dead() { local s y n a; read -r s y n a <<<"$(red "$ACT")"; [[ $a == false ]]; }
 now() { date +%s.%N; }
+# The scheduler's ns-precise run time of each live thread of process $1 ("tid ns" lines: the
+# first field of /proc/PID/task/TID/schedstat, sum_exec_runtime), unlike the 10 ms ticks.
+sched_snap() {
+  local f v
+  for f in /proc/"$1"/task/*/schedstat; do
+    read -r v _ <"$f" 2>/dev/null || continue
+    f=${f%/schedstat}; echo "${f##*/} $v"
+  done
+}
+# sched_delta FILE0 FILE1: "ms gone": the run time between two snapshots, in ms, over the
+# threads alive at the second one (a thread born in between counts whole), and how many threads
+# of the first one had exited (their share in the window is lost: then the figure is low).
+sched_delta() {
+  awk 'FILENAME == ARGV[1] { t0[$1] = $2; next } { seen[$1] = 1; d += $2 - ($1 in t0 ? t0[$1] : 0) }
+       END { for (t in t0) if (!(t in seen)) gone++; printf "%.1f %d\n", d / 1e6, gone }' "$1" "$2"
+}
+# Epoch seconds (the node's own log timestamp, µs) of the first line of a node's stderr log
+# that matches the awk regex PATTERN and, if given, has "dialogs=N" with N >= MIN; "" if none.
+log_time() {   # log_time FILE PATTERN [MIN]
+  sed 's/\x1b\[[0-9;]*m//g' "$1" 2>/dev/null | awk -v pat="$2" -v want="${3:-}" '
+    $0 ~ pat {
+      if (want == "") { print $1; exit }
+      if (match($0, /dialogs=[0-9]+/) && substr($0, RSTART + 8, RLENGTH - 8) + 0 >= want) { print $1; exit }
+    }' | { read -r ts || true; [[ -n ${ts:-} ]] && date -u -d "$ts" +%s.%N || true; }
+}
 secs_between() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 
 # Results, keyed "run,field".
@@ -259,10 +288,32 @@ UAC_COUNTS=""; UAC_STATS=""
 uac_field() { csv_last "$UAC_STATS" "$1" | awk '{ print $1 + 0 }'; }
 uac_held() { csv_last "$UAC_COUNTS" '6_Pause_Sessions' | awk '{ print $1 + 0 }'; }
 
+# snap PHASE 0|1 [NODES]: CPU counters of the nodes (default: active and standby) at the start
+# (0) or end (1) of PHASE; at the end, R[run,PHASE,node] = ticks, R[run,PHASE,node,sch] = ms
+# by schedstat, R[run,PHASE,wall] = seconds. t0 is set at the start for the caller.
+declare -A T0=()
+snap() {
+  local phase=$1 end=$2 nodes=${3:-active standby} node pid f ticks gone
+  for node in $nodes; do
+    [[ $node == active ]] && pid=${NODE_PID[$ACT]} || pid=${NODE_PID[$STB]}
+    f=$WORK/$RUN-$phase-$node-$end.sched
+    sched_snap "$pid" >"$f"
+    ticks=$(cpu_ticks "$pid")
+    if (( end == 0 )); then T0[$node]=$ticks
+    else
+      R[$RUN,$phase,$node]=$(( ticks - T0[$node] ))
+      read -r "R[$RUN,$phase,$node,sch]" gone < <(sched_delta "$WORK/$RUN-$phase-$node-0.sched" "$f")
+      (( gone == 0 )) || { R[$RUN,$phase,$node,gone]=$gone; log "  note: $gone thread(s) of the $node exited during $phase: its schedstat figure is low"; }
+    fi
+  done
+  if (( end == 0 )); then t0=$(now); T0[t]=$t0
+  else R[$RUN,$phase,wall]=$(secs_between "${T0[t]}" "$(now)"); fi
+}
+
 run_binary() {   # run_binary old|new
   RUN=$1
   case $RUN in old) BIN=$OLD_BIN ;; new) BIN=$NEW_BIN ;; esac
-  local i d t0 t1 a0 a1 s0 s1 ticks
+  local i d t0
   log "== $RUN: $BIN"
   for i in 0 1; do
     d=$(node_dir "$i"); mkdir -p -m 700 "$d"
@@ -286,18 +337,16 @@ run_binary() {   # run_binary old|new
 
   # 1. idle
   sleep 3
-  a0=$(cpu_ticks "${NODE_PID[$ACT]}"); s0=$(cpu_ticks "${NODE_PID[$STB]}"); t0=$(now)
+  snap idle 0
   sleep "$IDLE_S"
-  a1=$(cpu_ticks "${NODE_PID[$ACT]}"); s1=$(cpu_ticks "${NODE_PID[$STB]}"); t1=$(now)
-  R[$RUN,idle,active]=$(( a1 - a0 )); R[$RUN,idle,standby]=$(( s1 - s0 ))
-  R[$RUN,idle,wall]=$(secs_between "$t0" "$t1")
-  log "  idle ${R[$RUN,idle,wall]}s: active ${R[$RUN,idle,active]} ticks, standby ${R[$RUN,idle,standby]} ticks"
+  snap idle 1
+  log "  idle ${R[$RUN,idle,wall]}s: active ${R[$RUN,idle,active]} ticks (${R[$RUN,idle,active,sch]} ms), standby ${R[$RUN,idle,standby]} ticks (${R[$RUN,idle,standby,sch]} ms)"
 
   # 2. stream
   need_free "$UAC_PORT"
   UAC_STATS=$WORK/$RUN-uac.csv
   local tmo=$(( HOLD_MS / 1000 + STREAM_TIMEOUT + RESYNC_TIMEOUT + 120 ))
-  a0=$(cpu_ticks "${NODE_PID[$ACT]}"); s0=$(cpu_ticks "${NODE_PID[$STB]}"); t0=$(now)
+  snap stream 0
   ( cd "$WORK" && exec "$SIPP" -sn uac -i "$IP" -p "$UAC_PORT" "$IP:$ACCESS_PORT" -nostdin \
       -r "$RATE" -m "$CALLS" -l "$CALLS" -d "$HOLD_MS" -timeout "${tmo}s" \
       -trace_stat -stf "$UAC_STATS" -fd 1 -trace_counts \
@@ -309,10 +358,9 @@ run_binary() {   # run_binary old|new
     R[$RUN,stream,ok]=0
     log "  WARNING: the standby has $(dialogs_of) dialogs after ${STREAM_TIMEOUT}s, not $CALLS; measuring anyway"
   fi
-  a1=$(cpu_ticks "${NODE_PID[$ACT]}"); s1=$(cpu_ticks "${NODE_PID[$STB]}"); t1=$(now)
-  R[$RUN,stream,active]=$(( a1 - a0 )); R[$RUN,stream,standby]=$(( s1 - s0 ))
-  R[$RUN,stream,wall]=$(secs_between "$t0" "$t1"); R[$RUN,stream,dialogs]=$(dialogs_of)
-  log "  stream ${R[$RUN,stream,wall]}s: active ${R[$RUN,stream,active]} ticks, standby ${R[$RUN,stream,standby]} ticks, ${R[$RUN,stream,dialogs]} dialogs replicated"
+  snap stream 1
+  R[$RUN,stream,dialogs]=$(dialogs_of)
+  log "  stream ${R[$RUN,stream,wall]}s: active ${R[$RUN,stream,active]} ticks (${R[$RUN,stream,active,sch]} ms), standby ${R[$RUN,stream,standby]} ticks (${R[$RUN,stream,standby,sch]} ms), ${R[$RUN,stream,dialogs]} dialogs replicated"
   sleep 1.5   # SIPp's 1 s statistics catch up
   R[$RUN,uac,held]=$(uac_held); R[$RUN,uac,failed]=$(uac_field 'FailedCall(C)')
   R[$RUN,uac,calls]=$(uac_field 'OutgoingCall(C)'); R[$RUN,uac,rtx]=$(uac_field 'Retransmissions(C)')
@@ -325,17 +373,24 @@ run_binary() {   # run_binary old|new
   wait "$old_stb" 2>/dev/null || true
   NODE_PID[$STB]=""
   wait_poll 15 0.2 peer_dead || log "  WARNING: the active still sees its peer alive 15 s after kill -9"
-  a0=$(cpu_ticks "${NODE_PID[$ACT]}"); t0=$(now)
+  : >"$WORK/$RUN-resync-standby-0.sched"   # the new process: from nothing
+  snap resync 0 active
   start_node "$STB" sbc-restarted
   R[$RUN,resync,ok]=1
   if ! wait_poll "$RESYNC_TIMEOUT" 0.2 standby_has_all "$STB"; then
     R[$RUN,resync,ok]=0
     log "  WARNING: the restarted standby is '$LAST_RED' after ${RESYNC_TIMEOUT}s, not standby+synchronized with $CALLS dialogs"
   fi
-  t1=$(now); a1=$(cpu_ticks "${NODE_PID[$ACT]}"); s1=$(cpu_ticks "${NODE_PID[$STB]}")
-  R[$RUN,resync,active]=$(( a1 - a0 )); R[$RUN,resync,standby]=$s1
-  R[$RUN,resync,wall]=$(secs_between "$t0" "$t1"); R[$RUN,resync,dialogs]=$(dialogs_of)
-  log "  resync ${R[$RUN,resync,wall]}s: active ${R[$RUN,resync,active]} ticks, new standby ${R[$RUN,resync,standby]} ticks (since its start), ${R[$RUN,resync,dialogs]} dialogs"
+  T0[standby]=0                     # the new process: all its ticks, since its start
+  snap resync 1
+  R[$RUN,resync,dialogs]=$(dialogs_of)
+  local slog done_at joined_at; slog=$(node_dir "$STB")/sbc-restarted.stderr.log
+  done_at=$(log_time "$slog" "state sync complete" "$CALLS")
+  joined_at=$(log_time "$slog" "to=becoming-standby")
+  R[$RUN,resync,log_wall]=n/a; R[$RUN,resync,transfer]=n/a
+  [[ -n $done_at ]] && R[$RUN,resync,log_wall]=$(awk -v a="$t0" -v b="$done_at" 'BEGIN { printf "%.3f", b - a }')
+  [[ -n $done_at && -n $joined_at ]] && R[$RUN,resync,transfer]=$(awk -v a="$joined_at" -v b="$done_at" 'BEGIN { printf "%.3f", b - a }')
+  log "  resync ${R[$RUN,resync,log_wall]}s by the log (transfer ${R[$RUN,resync,transfer]}s, ${R[$RUN,resync,wall]}s polled): active ${R[$RUN,resync,active]} ticks (${R[$RUN,resync,active,sch]} ms), new standby ${R[$RUN,resync,standby]} ticks (${R[$RUN,resync,standby,sch]} ms) since its start, ${R[$RUN,resync,dialogs]} dialogs"
   local fin; fin=$(red "$ACT"); R[$RUN,end,active_state]=${fin%% *}
   R[$RUN,uac,held_end]=$(uac_held); R[$RUN,uac,failed_end]=$(uac_field 'FailedCall(C)')
 
@@ -351,7 +406,10 @@ run_binary new
 
 # ----------------------------------------------------------------- report ---
 ms() { awk -v t="$1" -v hz="$CLK_TCK" 'BEGIN { printf "%.0f", t * 1000 / hz }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b != "" && b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+ratio() {   # new ÷ old; n/a unless both are numbers ≥ 0 and old > 0 (a net figure can come out negative)
+  awk -v a="$1" -v b="$2" 'BEGIN {
+    if (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b + 0 > 0) printf "%.2f", a / b; else print "n/a" }'
+}
 # CPU ms of PHASE/NODE net of the node's idle rate over the phase's wall time.
 net_ms() {   # net_ms RUN PHASE NODE
   awk -v t="${R[$1,$2,$3]}" -v it="${R[$1,idle,$3]}" -v iw="${R[$1,idle,wall]}" -v w="${R[$1,$2,wall]}" -v hz="$CLK_TCK" \
@@ -362,21 +420,22 @@ us_per() { awk -v m="$1" -v n="$2" 'BEGIN { if (n > 0) printf "%.1f", m * 1000 /
 CSV=$OUT.csv
 LABEL_OLD="old ${OLD_REV%%[ ?]*} (plaintext)"
 LABEL_NEW="new ${NEW_REV%%[ ?]*} (Noise)"
-echo "binary,phase_node,ticks,cpu_ms,wall_s,cpu_net_ms,dialogs,us_per_dialog,us_per_dialog_net" >"$CSV"
+echo "binary,phase_node,ticks,cpu_ms,wall_s,cpu_net_ms,dialogs,us_per_dialog,us_per_dialog_net,sched_ms,sched_us_per_dialog" >"$CSV"
 for run in old new; do
   label=$LABEL_OLD; [[ $run == new ]] && label=$LABEL_NEW
   for phase in idle stream resync; do
     for node in active standby; do
       t=${R[$run,$phase,$node]}; m=$(ms "$t")
-      if [[ $phase == idle ]]; then net=""; dl=""; up=""; upn=""
+      sch=${R[$run,$phase,$node,sch]}
+      if [[ $phase == idle ]]; then net=""; dl=""; up=""; upn=""; ups=""
       else
         net=$(net_ms "$run" "$phase" "$node"); dl=${R[$run,$phase,dialogs]}
-        if [[ $phase == stream && $node == active ]]; then up=""; upn=""   # SIP work dominates
-        else up=$(us_per "$m" "$dl"); upn=$(us_per "$net" "$dl"); fi
+        if [[ $phase == stream && $node == active ]]; then up=""; upn=""; ups=""   # SIP work dominates
+        else up=$(us_per "$m" "$dl"); upn=$(us_per "$net" "$dl"); ups=$(us_per "$sch" "$dl"); fi
       fi
       R[$run,$phase,$node,ms]=$m; R[$run,$phase,$node,net]=$net
-      R[$run,$phase,$node,up]=$up; R[$run,$phase,$node,upn]=$upn
-      echo "$label,$phase/$node,$t,$m,${R[$run,$phase,wall]},$net,$dl,$up,$upn" >>"$CSV"
+      R[$run,$phase,$node,up]=$up; R[$run,$phase,$node,upn]=$upn; R[$run,$phase,$node,ups]=$ups
+      echo "$label,$phase/$node,$t,$m,${R[$run,$phase,wall]},$net,$dl,$up,$upn,$sch,$ups" >>"$CSV"
     done
   done
 done
@@ -389,7 +448,8 @@ if [[ -x $SBC_LAB ]]; then
     --subtitle "CPU time (utime+stime, ${CLK_TCK} Hz ticks) per phase and node; idle = ${IDLE_S}s heartbeats only; stream = $CALLS calls at $RATE calls/s until the standby holds them all;\nresync = standby kill -9 and restarted, until it is synchronized with $CALLS dialogs (new standby: all its CPU since start). 2-core shared VM, $STAMP" \
     --panel "CPU time (ms)=cpu_ms;height=170" \
     --panel "CPU time net of the node's idle rate (ms)=cpu_net_ms;height=170" \
-    --panel "CPU per replicated dialog (µs; standby in stream, both in resync)=us_per_dialog;height=150" \
+    --panel "CPU time by schedstat, ns-precise, live threads only (ms)=sched_ms;height=170" \
+    --panel "CPU per replicated dialog (µs): standby in stream, both nodes in resync=us_per_dialog;height=150" \
     || log "WARNING: chart failed"
 fi
 
@@ -419,34 +479,41 @@ flag() { [[ ${R[$1,$2,ok]} == 1 ]] && echo "" || echo " ⚠"; }
   echo "| dialogs on the standby, end of stream | ${R[old,stream,dialogs]}$(flag old stream) | ${R[new,stream,dialogs]}$(flag new stream) |"
   echo "| dialogs on the restarted standby, synchronized | ${R[old,resync,dialogs]}$(flag old resync) | ${R[new,resync,dialogs]}$(flag new resync) |"
   echo "| stream wall time (s) | ${R[old,stream,wall]} | ${R[new,stream,wall]} |"
-  echo "| **resync wall time (s)**, restart → synchronized | ${R[old,resync,wall]} | ${R[new,resync,wall]} |"
+  echo "| **resync wall time (s)**: spawn → the restarted node's \`state sync complete dialogs=N ≥ $CALLS\` log line | ${R[old,resync,log_wall]} | ${R[new,resync,log_wall]} |"
+  echo "| resync transfer (s): the restarted node's \`to=becoming-standby\` (it heard the active) → that line | ${R[old,resync,transfer]} | ${R[new,resync,transfer]} |"
+  echo "| resync as polled: spawn → \`show redundancy\` says standby, synchronized, ≥ $CALLS dialogs (0.2 s polls; the CPU window) | ${R[old,resync,wall]} | ${R[new,resync,wall]} |"
   echo "| active's state after the resync | ${R[old,end,active_state]} | ${R[new,end,active_state]} |"
   echo
-  echo "⚠: the wait ran out before the standby held all $CALLS dialogs (the figures cover the whole wait)."
-  echo
+  if [[ "${R[old,stream,ok]}${R[old,resync,ok]}${R[new,stream,ok]}${R[new,resync,ok]}" != 1111 ]]; then
+    echo "⚠: the wait ran out before the standby held all $CALLS dialogs (the figures cover the whole wait)."
+    echo
+  fi
   echo "## CPU per phase and node"
   echo
-  echo "| phase | node | old ticks | old ms | new ticks | new ms | new ÷ old | old net ms | new net ms | net new ÷ old |"
-  echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+  echo "| phase | node | old ticks | old ms | new ticks | new ms | new ÷ old | old net ms | new net ms | net new ÷ old | old schedstat ms | new schedstat ms | schedstat new ÷ old |"
+  echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
   for phase in idle stream resync; do
     for node in active standby; do
       o=${R[old,$phase,$node]}; n=${R[new,$phase,$node]}
       on=${R[old,$phase,$node,net]}; nn=${R[new,$phase,$node,net]}
+      os=${R[old,$phase,$node,sch]}; ns=${R[new,$phase,$node,sch]}
       lbl=$node; [[ $phase == resync && $node == standby ]] && lbl="standby (restarted, since start)"
       if [[ $phase == idle ]]; then
-        echo "| idle (${IDLE_S} s) | $lbl | $o | ${R[old,$phase,$node,ms]} | $n | ${R[new,$phase,$node,ms]} | $(ratio "$n" "$o") | | | |"
+        echo "| idle (${IDLE_S} s) | $lbl | $o | ${R[old,$phase,$node,ms]} | $n | ${R[new,$phase,$node,ms]} | $(ratio "$n" "$o") | | | | $os | $ns | $(ratio "$ns" "$os") |"
       else
-        echo "| $phase | $lbl | $o | ${R[old,$phase,$node,ms]} | $n | ${R[new,$phase,$node,ms]} | $(ratio "$n" "$o") | $on | $nn | $(ratio "$nn" "$on") |"
+        echo "| $phase | $lbl | $o | ${R[old,$phase,$node,ms]} | $n | ${R[new,$phase,$node,ms]} | $(ratio "$n" "$o") | $on | $nn | $(ratio "$nn" "$on") | $os | $ns | $(ratio "$ns" "$os") |"
       fi
     done
   done
+  echo
+  echo "ms = ticks × $(( 1000 / CLK_TCK )) (the headline). schedstat ms = the scheduler's ns-precise run time of the process's live threads (/proc/PID/task/*/schedstat), a cross-check for the phases that last only a few ticks."
   echo
   echo "net = CPU ms minus the node's idle rate (idle ticks ÷ idle seconds) × the phase's wall time: what the phase cost above heartbeats and timers."
   echo
   echo "## CPU per replicated dialog"
   echo
-  echo "| figure | old µs | new µs | new ÷ old | old net µs | new net µs | net new ÷ old |"
-  echo "|---|---:|---:|---:|---:|---:|---:|"
+  echo "| figure | old µs | new µs | new ÷ old | old net µs | new net µs | net new ÷ old | old schedstat µs | new schedstat µs | schedstat new ÷ old |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
   for pn in stream,standby resync,active resync,standby; do
     phase=${pn%,*}; node=${pn#*,}
     case $pn in
@@ -456,7 +523,8 @@ flag() { [[ ${R[$1,$2,ok]} == 1 ]] && echo "" || echo " ⚠"; }
     esac
     ou=${R[old,$phase,$node,up]}; nu=${R[new,$phase,$node,up]}
     oun=${R[old,$phase,$node,upn]}; nun=${R[new,$phase,$node,upn]}
-    echo "| $what | $ou | $nu | $(ratio "$nu" "$ou") | $oun | $nun | $(ratio "$nun" "$oun") |"
+    ous=${R[old,$phase,$node,ups]}; nus=${R[new,$phase,$node,ups]}
+    echo "| $what | $ou | $nu | $(ratio "$nu" "$ou") | $oun | $nun | $(ratio "$nun" "$oun") | $ous | $nus | $(ratio "$nus" "$ous") |"
   done
   echo
   echo "µs per dialog = CPU ms × 1000 ÷ the dialogs the standby reported at the end of the phase. The active's stream CPU is mostly SIP (B2BUA) work, so it gets no per-dialog figure."
