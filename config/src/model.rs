@@ -580,6 +580,28 @@ pub struct SipConfig {
     /// `auto-scaling-cycle-ms`: the auto-scaling cycle, in ms. Default 1000, valid
     /// 100..=60000.
     pub auto_scaling_cycle_ms: u64,
+    /// `tcp-max-connections`: TCP connections accepted per `sip-interface` at most; one beyond
+    /// is closed at once. Default 2048 (Kamailio's and OpenSIPS's `tcp_max_connections`),
+    /// valid 1..=1000000.
+    pub tcp_max_connections: usize,
+    /// `tcp-max-connections-per-source`: TCP connections from one IP address at most
+    /// (session-agents exempt). Default 64, valid 1..=`tcp-max-connections`.
+    pub tcp_max_connections_per_source: usize,
+    /// `tcp-message-timeout-ms`: a message on TCP must be complete (headers and body) this long
+    /// after its first byte, or the connection is closed. Default 20000 (Kamailio's
+    /// `tcp_msg_read_timeout`), valid 100..=600000.
+    pub tcp_message_timeout_ms: u64,
+    /// `tcp-idle-timeout-ms`: a TCP connection without traffic (CRLF keep-alives count) is
+    /// closed after this. Default 120000 (Kamailio's `tcp_connection_lifetime`), valid
+    /// 1000..=86400000.
+    pub tcp_idle_timeout_ms: u64,
+    /// `tcp-write-queue-bytes`: what one TCP connection's write queue may hold; a send beyond
+    /// closes the connection. Default 262144 (four messages of the largest size), valid
+    /// `max-message-size`..=16777216.
+    pub tcp_write_queue_bytes: usize,
+    /// `tcp-write-timeout-ms`: a TCP write that does not complete within this closes the
+    /// connection. Default 10000 (Kamailio's `tcp_send_timeout`), valid 100..=600000.
+    pub tcp_write_timeout_ms: u64,
 }
 
 impl Default for SipConfig {
@@ -603,6 +625,12 @@ impl Default for SipConfig {
             retry_after_min: 5,
             retry_after_max: 15,
             auto_scaling_cycle_ms: 1000,
+            tcp_max_connections: 2048,
+            tcp_max_connections_per_source: 64,
+            tcp_message_timeout_ms: 20_000,
+            tcp_idle_timeout_ms: 120_000,
+            tcp_write_queue_bytes: 262_144,
+            tcp_write_timeout_ms: 10_000,
         }
     }
 }

@@ -41,6 +41,14 @@ const SHUTDOWN_GRACE_MS: RangeInclusive<u64> = 0..=120_000;
 const HEAP_REJECT: RangeInclusive<u8> = 1..=100;
 /// Upper bound of `sip-config.retry-after-min` and `-max`, in seconds.
 const RETRY_AFTER_MAX: u32 = 3600;
+/// Valid `sip-config.tcp-max-connections`.
+const TCP_MAX_CONNECTIONS: RangeInclusive<usize> = 1..=1_000_000;
+/// Valid `sip-config.tcp-message-timeout-ms` and `tcp-write-timeout-ms`.
+const TCP_TIMEOUT_MS: RangeInclusive<u64> = 100..=600_000;
+/// Valid `sip-config.tcp-idle-timeout-ms`.
+const TCP_IDLE_TIMEOUT_MS: RangeInclusive<u64> = 1000..=86_400_000;
+/// Upper bound of `sip-config.tcp-write-queue-bytes` (the lower bound is `max-message-size`).
+const TCP_WRITE_QUEUE_MAX: usize = 16 * 1024 * 1024;
 /// Valid `sip-config.auto-scaling-cycle-ms`.
 const AUTO_SCALING_CYCLE_MS: RangeInclusive<u64> = 100..=60_000;
 /// Valid `system-config.heap-limit-mb`.
@@ -652,6 +660,36 @@ fn sip(sip: &SipConfig) -> Result<(), ConfigError> {
         "auto-scaling-cycle-ms",
         sip.auto_scaling_cycle_ms,
         &AUTO_SCALING_CYCLE_MS,
+    )?;
+    in_range(
+        "tcp-max-connections",
+        sip.tcp_max_connections,
+        &TCP_MAX_CONNECTIONS,
+    )?;
+    in_range(
+        "tcp-max-connections-per-source",
+        sip.tcp_max_connections_per_source,
+        &(1..=sip.tcp_max_connections),
+    )?;
+    in_range(
+        "tcp-message-timeout-ms",
+        sip.tcp_message_timeout_ms,
+        &TCP_TIMEOUT_MS,
+    )?;
+    in_range(
+        "tcp-idle-timeout-ms",
+        sip.tcp_idle_timeout_ms,
+        &TCP_IDLE_TIMEOUT_MS,
+    )?;
+    in_range(
+        "tcp-write-queue-bytes",
+        sip.tcp_write_queue_bytes,
+        &(sip.max_message_size..=TCP_WRITE_QUEUE_MAX),
+    )?;
+    in_range(
+        "tcp-write-timeout-ms",
+        sip.tcp_write_timeout_ms,
+        &TCP_TIMEOUT_MS,
     )
 }
 

@@ -261,6 +261,7 @@ impl Console {
         let restart = restart_needed(&running, &cfg);
         let ecfg = engine_config(&cfg).map_err(|e| e.to_string())?;
         self.node.reconfigure(&ecfg);
+        self.node.reconfigure_tcp(&cfg);
         self.subsystems.reconfigure(&cfg);
         if let Ok(mut st) = self.config.lock() {
             st.running = cfg;
@@ -296,6 +297,17 @@ impl Console {
                         let _ = writeln!(out, "{:<28} {:>12}", k.replace('_', "-"), val);
                     }
                 }
+                let tcp = serde_json::to_value(self.node.tcp_stats()).unwrap_or_default();
+                if let serde_json::Value::Object(m) = &tcp {
+                    for (k, val) in m {
+                        let _ = writeln!(
+                            out,
+                            "{:<28} {:>12}",
+                            format!("tcp-{}", k.replace('_', "-")),
+                            val
+                        );
+                    }
+                }
                 Ok((
                     out,
                     json.then(|| {
@@ -304,6 +316,7 @@ impl Console {
                             "admission_reasons": reasons,
                             "calls_active": calls,
                             "counters": v,
+                            "tcp": tcp,
                         })
                     }),
                 ))

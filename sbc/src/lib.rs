@@ -38,5 +38,6 @@ pub mod replica;
 pub mod shard;
 pub mod sip;
 pub mod subsystems;
+pub mod tcp;
 pub mod tcp_codec;
 pub mod workers;

@@ -12,8 +12,7 @@
 //! 503, transactions in progress finish), the node waits until all are idle or the grace period
 //! ends, then stops the threads.
 
-use std::collections::HashMap;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread;
@@ -21,12 +20,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use bytes::Bytes;
-use futures_util::StreamExt as _;
 use sbc_config::{Config, Transport};
-use tokio::io::AsyncWriteExt as _;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::mpsc as tmpsc;
-use tokio_util::codec::FramedRead;
 use tracing::{debug, info, warn};
 
 use crate::autoscale::ScalingProfile;
@@ -37,7 +33,7 @@ use crate::prsm::PrsmConfig;
 use crate::shard;
 use crate::sip::dialog::LegTransport;
 use crate::sip::transaction::Timers;
-use crate::tcp_codec::{Frame, SipCodec};
+use crate::tcp::{self, TcpEdge, TcpStatsSnapshot};
 use crate::workers::{
     lock, total_stats, Ctx, Group, GroupReport, Outlet, Shards, TimerThread, WorkSettings, SHARDS,
 };
@@ -162,6 +158,12 @@ impl Outlet for Wire {
     }
 }
 
+/// How the TCP edge hands messages to the TCP worker group.
+fn dispatcher(shared: &Arc<Shared>) -> tcp::Dispatch {
+    let shared = shared.clone();
+    Arc::new(move |inbound| shared.dispatch(inbound))
+}
+
 /// Handles shared by the receive paths, the worker groups and the control thread.
 struct Shared {
     wire: Arc<Wire>,
@@ -201,7 +203,7 @@ pub struct Node {
     grace: Duration,
     interfaces: Vec<sbc_config::SipInterface>,
     max: usize,
-    conns: Connections,
+    tcp: Arc<TcpEdge>,
     bound: tokio::sync::Mutex<Option<Bound>>,
     admission: Mutex<AdmissionState>,
 }
@@ -318,20 +320,15 @@ pub async fn start(cfg: &Config, bind: bool) -> anyhow::Result<Node> {
             .name("autoscaler".into())
             .spawn(move || control_loop(&shared, cycle))?
     };
-    let conns: Connections = Arc::new(Mutex::new(HashMap::new()));
-    tokio::spawn(tcp_sender(
-        tcp_rx,
-        cfg.sip_config.max_message_size,
-        shared.clone(),
-        conns.clone(),
-    ));
+    let tcp = Arc::new(TcpEdge::new(cfg));
+    tokio::spawn(tcp::sender(tcp_rx, tcp.clone(), dispatcher(&shared)));
     let node = Node {
         shared,
         control: Mutex::new(Some(control)),
         grace: Duration::from_millis(cfg.sip_config.shutdown_grace_ms),
         interfaces: cfg.sip_interfaces.clone(),
         max: cfg.sip_config.max_message_size,
-        conns,
+        tcp,
         bound: tokio::sync::Mutex::new(None),
         admission: Mutex::new(AdmissionState {
             reasons: std::collections::BTreeSet::new(),
@@ -434,12 +431,11 @@ impl Node {
         let accept_tasks = listeners
             .into_iter()
             .map(|(idx, l)| {
-                tokio::spawn(accept_loop(
+                tokio::spawn(tcp::accept_loop(
                     idx,
                     l,
-                    self.max,
-                    self.shared.clone(),
-                    self.conns.clone(),
+                    self.tcp.clone(),
+                    dispatcher(&self.shared),
                 ))
             })
             .collect();
@@ -606,6 +602,16 @@ impl Node {
             .each(self.shared.wire.as_ref(), |_, e| e.set_config(cfg.clone()));
     }
 
+    /// Applies an activated configuration's TCP limits (for new connections and writes).
+    pub fn reconfigure_tcp(&self, cfg: &Config) {
+        self.tcp.reconfigure(cfg);
+    }
+
+    /// The TCP counters (connections open, refused, closed and why), for `show sip-stats`.
+    pub fn tcp_stats(&self) -> TcpStatsSnapshot {
+        self.tcp.stats()
+    }
+
     /// Sum of the counters of every shard.
     pub fn stats(&self) -> Stats {
         total_stats(&self.shared.ctx.shards)
@@ -718,141 +724,6 @@ fn udp_receive_loop(
             Err(e) => {
                 // ICMP port unreachable from a previous send shows up here on Linux; go on.
                 debug!(error = %e, "UDP receive error");
-            }
-        }
-    }
-}
-
-type Connections = Arc<Mutex<HashMap<SocketAddr, tmpsc::UnboundedSender<Bytes>>>>;
-
-async fn accept_loop(
-    interface: usize,
-    l: TcpListener,
-    max: usize,
-    shared: Arc<Shared>,
-    conns: Connections,
-) {
-    loop {
-        match l.accept().await {
-            Ok((stream, peer)) => {
-                let _ = stream.set_nodelay(true);
-                serve_connection(interface, stream, peer, max, shared.clone(), conns.clone());
-            }
-            Err(e) => {
-                warn!(error = %e, "TCP accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    }
-}
-
-/// Starts the reader and writer tasks of one TCP connection and registers it under `peer`.
-fn serve_connection(
-    interface: usize,
-    stream: TcpStream,
-    peer: SocketAddr,
-    max: usize,
-    shared: Arc<Shared>,
-    conns: Connections,
-) -> tmpsc::UnboundedSender<Bytes> {
-    let (read, mut write) = stream.into_split();
-    let (tx, mut rx) = tmpsc::unbounded_channel::<Bytes>();
-    if let Ok(mut c) = conns.lock() {
-        c.insert(peer, tx.clone());
-    }
-    tokio::spawn(async move {
-        while let Some(b) = rx.recv().await {
-            if write.write_all(&b).await.is_err() {
-                break;
-            }
-        }
-    });
-    let pong = tx.clone();
-    tokio::spawn(async move {
-        let mut frames = FramedRead::new(read, SipCodec::new(max));
-        while let Some(item) = frames.next().await {
-            match item {
-                Ok(Frame::Message(data)) => shared.dispatch(Inbound {
-                    interface,
-                    transport: LegTransport::Tcp,
-                    source: peer,
-                    data,
-                }),
-                Ok(Frame::Ping) => {
-                    let _ = pong.send(Bytes::from_static(b"\r\n"));
-                }
-                Err(e) => {
-                    debug!(%peer, error = %e, "closing TCP connection");
-                    // Leave the writer a moment so an answer to the last frame (a 400) can
-                    // still go out before the connection is dropped.
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                    break;
-                }
-            }
-        }
-        if let Ok(mut c) = conns.lock() {
-            c.remove(&peer);
-        }
-    });
-    tx
-}
-
-/// Sends TCP transmits, opening a connection to the destination when none exists.
-async fn tcp_sender(
-    mut rx: tmpsc::UnboundedReceiver<Transmit>,
-    max: usize,
-    shared: Arc<Shared>,
-    conns: Connections,
-) {
-    let mut connecting: HashMap<SocketAddr, Vec<Bytes>> = HashMap::new();
-    let (done_tx, mut done_rx) =
-        tmpsc::unbounded_channel::<(SocketAddr, Option<tmpsc::UnboundedSender<Bytes>>)>();
-    loop {
-        tokio::select! {
-            t = rx.recv() => {
-                let Some(t) = t else { break };
-                let existing = conns.lock().ok().and_then(|c| c.get(&t.dest).cloned());
-                if let Some(conn) = existing {
-                    if conn.send(t.payload.clone()).is_ok() {
-                        continue;
-                    }
-                }
-                if t.payload.starts_with(b"SIP/2.0 ") {
-                    // A response whose connection is gone: the peer opened it and closed it;
-                    // do not dial its ephemeral port.
-                    debug!(dest = %t.dest, "TCP connection gone; response dropped");
-                    continue;
-                }
-                if let Some(q) = connecting.get_mut(&t.dest) {
-                    q.push(t.payload);
-                    continue;
-                }
-                connecting.insert(t.dest, vec![t.payload]);
-                let (shared, conns, done) = (shared.clone(), conns.clone(), done_tx.clone());
-                let (dest, interface) = (t.dest, t.interface);
-                tokio::spawn(async move {
-                    let r = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(dest)).await;
-                    let conn = match r {
-                        Ok(Ok(stream)) => {
-                            let _ = stream.set_nodelay(true);
-                            Some(serve_connection(interface, stream, dest, max, shared, conns))
-                        }
-                        _ => {
-                            debug!(%dest, "TCP connect failed");
-                            None
-                        }
-                    };
-                    let _ = done.send((dest, conn));
-                });
-            }
-            d = done_rx.recv() => {
-                let Some((dest, conn)) = d else { continue };
-                let queued = connecting.remove(&dest).unwrap_or_default();
-                if let Some(conn) = conn {
-                    for b in queued {
-                        let _ = conn.send(b);
-                    }
-                }
             }
         }
     }

@@ -27,16 +27,28 @@ pub enum FrameError {
     /// The Content-Length header is missing its number or is not a number.
     #[error("bad Content-Length")]
     BadContentLength,
+    /// The stream could not be framed any more (a bad Content-Length was met; its header block
+    /// was handed over so that it can be answered).
+    #[error("stream no longer framed (after a bad Content-Length)")]
+    Poisoned,
     /// Socket error.
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
 
 /// Decoder of SIP messages from a byte stream.
+///
+/// It remembers how far it scanned for the end of the header block and, once that is found,
+/// the message's total length, so a message trickled in byte by byte costs linear time, not
+/// quadratic. It never reserves memory: the reader grows its buffer as bytes arrive.
 #[derive(Debug, Clone)]
 pub struct SipCodec {
     max: usize,
     poisoned: bool,
+    /// Bytes of the buffer already searched for the end of the header block.
+    scanned: usize,
+    /// The current message's total length, once its header block is complete.
+    expect: Option<usize>,
 }
 
 impl SipCodec {
@@ -45,7 +57,74 @@ impl SipCodec {
         Self {
             max,
             poisoned: false,
+            scanned: 0,
+            expect: None,
         }
+    }
+
+    /// The next frame in `buf`, `Ok(None)` if it is not complete yet.
+    ///
+    /// # Errors
+    /// A message that can never be framed: too large, or the stream after a bad
+    /// Content-Length.
+    pub fn decode_frame(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
+        if self.poisoned {
+            return Err(FrameError::Poisoned);
+        }
+        if self.expect.is_none() && self.scanned == 0 {
+            // Keep-alives: CRLFCRLF is a ping; a lone CRLF (pong) is skipped.
+            loop {
+                if buf.starts_with(b"\r\n\r\n") {
+                    buf.advance(4);
+                    return Ok(Some(Frame::Ping));
+                }
+                if buf.starts_with(b"\r\n") && buf.len() >= 4 {
+                    buf.advance(2);
+                    continue;
+                }
+                if (buf.starts_with(b"\r\n") || buf.starts_with(b"\r")) && buf.len() < 4 {
+                    // Could be the start of a ping: wait for more.
+                    return Ok(None);
+                }
+                break;
+            }
+        }
+        let total = match self.expect {
+            Some(total) => total,
+            None => {
+                let from = self.scanned.saturating_sub(3);
+                let Some(head_end) = buf[from..]
+                    .windows(4)
+                    .position(|w| w == b"\r\n\r\n")
+                    .map(|p| from + p + 4)
+                else {
+                    self.scanned = buf.len();
+                    if buf.len() > self.max {
+                        return Err(FrameError::TooLarge(self.max));
+                    }
+                    return Ok(None);
+                };
+                let Ok(body) = content_length(&buf[..head_end]) else {
+                    // The stream cannot be framed any more. Hand over the header block alone
+                    // so the request can still be answered with 400, then close.
+                    self.poisoned = true;
+                    self.scanned = 0;
+                    return Ok(Some(Frame::Message(buf.split_to(head_end).freeze())));
+                };
+                let total = head_end.saturating_add(body);
+                if total > self.max {
+                    return Err(FrameError::TooLarge(self.max));
+                }
+                self.expect = Some(total);
+                total
+            }
+        };
+        if buf.len() < total {
+            return Ok(None);
+        }
+        self.expect = None;
+        self.scanned = 0;
+        Ok(Some(Frame::Message(buf.split_to(total).freeze())))
     }
 }
 
@@ -71,48 +150,7 @@ impl Decoder for SipCodec {
     type Error = FrameError;
 
     fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
-        if self.poisoned {
-            return Err(FrameError::BadContentLength);
-        }
-        // Keep-alives: CRLFCRLF is a ping; a lone CRLF (pong) is skipped.
-        loop {
-            if buf.starts_with(b"\r\n\r\n") {
-                buf.advance(4);
-                return Ok(Some(Frame::Ping));
-            }
-            if buf.starts_with(b"\r\n") && buf.len() >= 4 {
-                buf.advance(2);
-                continue;
-            }
-            if buf.starts_with(b"\r\n") || buf.starts_with(b"\r") {
-                // Could be the start of a ping: wait for more.
-                if buf.len() < 4 {
-                    return Ok(None);
-                }
-            }
-            break;
-        }
-        let Some(head_end) = buf.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4) else {
-            if buf.len() > self.max {
-                return Err(FrameError::TooLarge(self.max));
-            }
-            return Ok(None);
-        };
-        let Ok(body) = content_length(&buf[..head_end]) else {
-            // The stream cannot be framed any more. Hand over the header block alone so the
-            // request can still be answered with 400, then close.
-            self.poisoned = true;
-            return Ok(Some(Frame::Message(buf.split_to(head_end).freeze())));
-        };
-        let total = head_end.saturating_add(body);
-        if total > self.max {
-            return Err(FrameError::TooLarge(self.max));
-        }
-        if buf.len() < total {
-            buf.reserve(total - buf.len());
-            return Ok(None);
-        }
-        Ok(Some(Frame::Message(buf.split_to(total).freeze())))
+        self.decode_frame(buf)
     }
 }
 
@@ -142,12 +180,55 @@ mod tests {
         let mut c = SipCodec::new(1000);
         let mut b = BytesMut::from(&b"INVITE x SIP/2.0\r\nContent-Length: x\r\n\r\n"[..]);
         assert!(matches!(c.decode(&mut b), Ok(Some(Frame::Message(_)))));
-        assert!(matches!(
-            c.decode(&mut b),
-            Err(FrameError::BadContentLength)
-        ));
+        assert!(matches!(c.decode(&mut b), Err(FrameError::Poisoned)));
         let mut c = SipCodec::new(1000);
         let mut b = BytesMut::from(&b"INVITE x SIP/2.0\r\nContent-Length: 5000\r\n\r\n"[..]);
         assert!(matches!(c.decode(&mut b), Err(FrameError::TooLarge(1000))));
+    }
+
+    #[test]
+    fn a_trickled_message_is_scanned_once_and_reserves_nothing() {
+        let msg = b"OPTIONS sip:x SIP/2.0\r\nVia: SIP/2.0/TCP h\r\nContent-Length: 4\r\n\r\nbody";
+        let mut c = SipCodec::new(1000);
+        let mut b = BytesMut::with_capacity(8);
+        for (i, byte) in msg.iter().enumerate() {
+            let cap = b.capacity();
+            b.extend_from_slice(&[*byte]);
+            let r = c.decode(&mut b).expect("no error");
+            if i + 1 < msg.len() {
+                assert_eq!(r, None, "byte {i}");
+                // Scanning resumes where it stopped (3 bytes back for a split CRLFCRLF).
+                assert!(c.expect.is_some() || c.scanned == b.len(), "byte {i}");
+                assert!(
+                    b.capacity() <= cap.max(b.len()) * 2 + 64,
+                    "no reservation ahead"
+                );
+            } else {
+                assert_eq!(r, Some(Frame::Message(Bytes::from_static(msg))));
+            }
+        }
+        assert!(b.is_empty());
+        // The next message and a ping after it are framed as usual.
+        b.extend_from_slice(b"\r\n\r\n");
+        assert_eq!(c.decode(&mut b).ok().flatten(), Some(Frame::Ping));
+    }
+
+    #[test]
+    fn an_oversized_header_block_is_refused_while_it_trickles() {
+        let mut c = SipCodec::new(100);
+        let mut b = BytesMut::new();
+        let mut refused = false;
+        for _ in 0..200 {
+            b.extend_from_slice(b"A");
+            match c.decode(&mut b) {
+                Ok(None) => {}
+                Err(FrameError::TooLarge(100)) => {
+                    refused = true;
+                    break;
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(refused && b.len() == 101);
     }
 }

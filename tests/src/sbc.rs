@@ -95,6 +95,8 @@ pub struct SbcConfig {
     pub agent: SocketAddr,
     /// The transport to the agent: `"udp"` or `"tcp"`.
     pub agent_transport: &'static str,
+    /// More `sip-config` lines (`key = value`), e.g. TCP limits.
+    pub sip_lines: Vec<String>,
 }
 
 impl Default for SbcConfig {
@@ -127,6 +129,7 @@ impl SbcConfig {
             core: SocketAddr::new(core, ports::free_port()),
             agent: SocketAddr::new(agent, ports::free_port()),
             agent_transport: "udp",
+            sip_lines: Vec::new(),
         }
     }
 
@@ -140,6 +143,9 @@ impl SbcConfig {
         let _ = writeln!(s, "shutdown-grace-ms = {}", self.shutdown_grace_ms);
         if let Some(max) = self.max_message_size {
             let _ = writeln!(s, "max-message-size = {max}");
+        }
+        for line in &self.sip_lines {
+            let _ = writeln!(s, "{line}");
         }
         for (realm, addr) in [("access", self.access), ("core", self.core)] {
             let _ = writeln!(s, "\n[[sip-interface]]");

@@ -440,6 +440,42 @@ const SIP_CONFIG: &[Attr] = &[
         "<100..=60000>",
         "auto-scaling cycle, ms",
     ),
+    attr(
+        "tcp-max-connections",
+        Ty::Int(I64),
+        "<1..=1000000>",
+        "TCP connections accepted per sip-interface at most",
+    ),
+    attr(
+        "tcp-max-connections-per-source",
+        Ty::Int(I64),
+        "<1..=tcp-max-connections>",
+        "TCP connections from one IP address at most (session-agents exempt)",
+    ),
+    attr(
+        "tcp-message-timeout-ms",
+        Ty::Int(I64),
+        "<100..=600000>",
+        "a TCP message must be complete this long after its first byte, ms",
+    ),
+    attr(
+        "tcp-idle-timeout-ms",
+        Ty::Int(I64),
+        "<1000..=86400000>",
+        "a TCP connection without traffic is closed after this, ms",
+    ),
+    attr(
+        "tcp-write-queue-bytes",
+        Ty::Int(I64),
+        "<max-message-size..=16777216>",
+        "a TCP connection's write queue at most; beyond, it is closed",
+    ),
+    attr(
+        "tcp-write-timeout-ms",
+        Ty::Int(I64),
+        "<100..=600000>",
+        "a TCP write not done within this closes the connection, ms",
+    ),
 ];
 
 const SESSION_ROUTER: &[Attr] = &[opt(

@@ -1,0 +1,586 @@
+//! SIP over TCP at the edge: accept loops, one reader and one writer task per connection, the
+//! outbound connector, and the limits that keep a client from exhausting the node.
+//!
+//! # Limits (all `sip-config` keys, see [`TcpSettings`])
+//!
+//! - **Connections**: at most `tcp-max-connections` accepted per interface, and at most
+//!   `tcp-max-connections-per-source` from one IP address (session-agents are exempt: a carrier
+//!   trunk or a PBX may open many). A connection beyond either is closed at once, counted.
+//! - **Deadlines**: a message must be complete (header block and body) within
+//!   `tcp-message-timeout-ms` of its first byte, so a client that trickles a header block is cut
+//!   off however active it looks; a connection with no traffic at all for
+//!   `tcp-idle-timeout-ms` is closed (CRLF keep-alives count as traffic).
+//! - **Writes**: every connection has a write queue bounded to `tcp-write-queue-bytes` (each
+//!   item counted as at least 64 bytes); a send that would overflow it closes the connection, as
+//!   does a write that does not complete within `tcp-write-timeout-ms`. Keep-alive pings get at
+//!   most one answer in flight (RFC 5626 asks only for liveness), so a ping flood cannot fill
+//!   the queue, and more than 16 pings while an answer is still unwritten close the
+//!   connection. A client that sends but never reads is therefore closed instead of growing
+//!   the node's memory.
+//! - **Reads**: the read buffer starts at 4 KiB and grows only as bytes arrive, never beyond the
+//!   largest message (`max-message-size`); the framer remembers how far it scanned, so a
+//!   trickled header block is not rescanned from its start at every read; an emptied buffer that
+//!   grew is given back.
+//!
+//! Defaults follow Kamailio's core: `tcp_max_connections` 2048, `tcp_connection_lifetime`
+//! 120 s, `tcp_send_timeout` 10 s, `tcp_msg_read_timeout` 20 s. The write queue holds 256 KiB,
+//! four messages of the largest size: Kamailio's `tcp_conn_wq_max` (32 KiB) counts only what
+//! the kernel did not take, ours everything not yet written, so a burst toward a busy trunk
+//! must not close it. 64 connections per source leave room for an office of phones behind one
+//! NAT address while keeping one host to 1/32 of an interface (and to 16 MiB of write queues).
+
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use sbc_config::Config;
+use serde::Serialize;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc as tmpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+use crate::engine::{Inbound, Transmit};
+use crate::sip::dialog::LegTransport;
+use crate::tcp_codec::{Frame, FrameError, SipCodec};
+
+/// The TCP limits, from `sip-config` (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpSettings {
+    /// Largest message.
+    pub max_message: usize,
+    /// Connections accepted per interface at most.
+    pub max_connections: usize,
+    /// Connections from one source IP at most (session-agents exempt).
+    pub max_per_source: usize,
+    /// A message must be complete this long after its first byte.
+    pub message_timeout: Duration,
+    /// A connection without traffic is closed after this.
+    pub idle_timeout: Duration,
+    /// Bytes a connection's write queue may hold.
+    pub write_queue_bytes: usize,
+    /// A write must complete within this.
+    pub write_timeout: Duration,
+}
+
+impl TcpSettings {
+    /// The settings of `cfg`'s `sip-config`.
+    #[must_use]
+    pub fn of(cfg: &Config) -> Self {
+        let s = &cfg.sip_config;
+        Self {
+            max_message: s.max_message_size,
+            max_connections: s.tcp_max_connections,
+            max_per_source: s.tcp_max_connections_per_source,
+            message_timeout: Duration::from_millis(s.tcp_message_timeout_ms),
+            idle_timeout: Duration::from_millis(s.tcp_idle_timeout_ms),
+            write_queue_bytes: s.tcp_write_queue_bytes,
+            write_timeout: Duration::from_millis(s.tcp_write_timeout_ms),
+        }
+    }
+}
+
+/// The smallest cost of one queued write: bounds the number of queued items too.
+const MIN_ITEM_COST: usize = 64;
+/// The read buffer's first size, and how much it grows at a time.
+const READ_CHUNK: usize = 4096;
+/// An emptied read buffer larger than this is replaced by a small one.
+const KEEP_CAPACITY: usize = 16 * 1024;
+
+/// TCP counters, for `show sip-stats`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct TcpStatsSnapshot {
+    /// Connections open now (accepted and dialled).
+    pub open: u64,
+    /// Connections accepted since start.
+    pub accepted: u64,
+    /// Connections dialled to next hops since start.
+    pub dialled: u64,
+    /// Accepted connections closed at once: the interface had `tcp-max-connections`.
+    pub refused_interface_cap: u64,
+    /// Accepted connections closed at once: the source had `tcp-max-connections-per-source`.
+    pub refused_source_cap: u64,
+    /// Closed after `tcp-idle-timeout-ms` without traffic.
+    pub closed_idle: u64,
+    /// Closed because a message was not complete within `tcp-message-timeout-ms`.
+    pub closed_message_timeout: u64,
+    /// Closed because the write queue would have exceeded `tcp-write-queue-bytes`.
+    pub closed_write_queue_full: u64,
+    /// Closed because a write did not complete within `tcp-write-timeout-ms`.
+    pub closed_write_timeout: u64,
+    /// Closed on a flood of keep-alive pings whose answers the client does not read.
+    pub closed_ping_flood: u64,
+    /// Closed on a message that cannot be framed (too large, bad Content-Length).
+    pub closed_bad_framing: u64,
+}
+
+#[derive(Debug, Default)]
+struct TcpStats {
+    open: AtomicU64,
+    accepted: AtomicU64,
+    dialled: AtomicU64,
+    refused_interface_cap: AtomicU64,
+    refused_source_cap: AtomicU64,
+    closed_idle: AtomicU64,
+    closed_message_timeout: AtomicU64,
+    closed_write_queue_full: AtomicU64,
+    closed_write_timeout: AtomicU64,
+    closed_ping_flood: AtomicU64,
+    closed_bad_framing: AtomicU64,
+}
+
+fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// One connection's sending side: a byte-bounded queue and the token that closes it.
+#[derive(Debug, Clone)]
+struct Conn {
+    tx: tmpsc::UnboundedSender<Bytes>,
+    queued: Arc<AtomicUsize>,
+    /// A keep-alive answer is queued and not written yet: further pings get none (RFC 5626
+    /// only asks for liveness), so a ping flood cannot fill the queue with answers.
+    pong_pending: Arc<AtomicBool>,
+    /// Pings received while the answer to an earlier one was still not written.
+    unanswered: Arc<AtomicUsize>,
+    close: CancellationToken,
+}
+
+/// The answer to a CRLFCRLF keep-alive ping.
+const PONG: &[u8] = b"\r\n";
+/// Pings received while an answer is still unwritten, at most: RFC 5626 clients send one ping
+/// and wait for its pong (at intervals of tens of seconds), so more is a flood from a client
+/// that does not read, and the connection is closed.
+const MAX_UNANSWERED_PINGS: usize = 16;
+
+impl Conn {
+    /// Queues `b`; closes the connection (and returns false) if that would overflow `limit`.
+    fn send(&self, b: Bytes, limit: usize, stats: &TcpStats) -> bool {
+        if self.close.is_cancelled() {
+            return false;
+        }
+        let cost = b.len().max(MIN_ITEM_COST);
+        if self.queued.fetch_add(cost, Ordering::AcqRel) + cost > limit {
+            self.queued.fetch_sub(cost, Ordering::AcqRel);
+            bump(&stats.closed_write_queue_full);
+            self.close.cancel();
+            return false;
+        }
+        if self.tx.send(b).is_err() {
+            self.queued.fetch_sub(cost, Ordering::AcqRel);
+            return false;
+        }
+        true
+    }
+
+    /// Answers a keep-alive ping, unless an answer is already on its way; closes the connection
+    /// on a flood of pings that are not read.
+    fn pong(&self, limit: usize, stats: &TcpStats) {
+        if !self.pong_pending.swap(true, Ordering::AcqRel) {
+            self.send(Bytes::from_static(PONG), limit, stats);
+        } else if self.unanswered.fetch_add(1, Ordering::AcqRel) == MAX_UNANSWERED_PINGS {
+            bump(&stats.closed_ping_flood);
+            self.close.cancel();
+        }
+    }
+}
+
+/// The TCP side of a node: its settings, connection table, per-interface and per-source
+/// counts, and counters.
+#[derive(Debug)]
+pub struct TcpEdge {
+    settings: RwLock<TcpSettings>,
+    /// Session-agent addresses: exempt from the per-source cap.
+    trusted: RwLock<HashSet<IpAddr>>,
+    conns: Mutex<HashMap<SocketAddr, Conn>>,
+    per_interface: Vec<AtomicUsize>,
+    per_source: Mutex<HashMap<IpAddr, usize>>,
+    stats: TcpStats,
+}
+
+fn trusted_of(cfg: &Config) -> HashSet<IpAddr> {
+    cfg.session_agents.iter().map(|a| a.address).collect()
+}
+
+impl TcpEdge {
+    /// The TCP edge of `cfg` (its interfaces, limits and session-agents).
+    #[must_use]
+    pub fn new(cfg: &Config) -> Self {
+        Self {
+            settings: RwLock::new(TcpSettings::of(cfg)),
+            trusted: RwLock::new(trusted_of(cfg)),
+            conns: Mutex::new(HashMap::new()),
+            per_interface: (0..cfg.sip_interfaces.len())
+                .map(|_| AtomicUsize::new(0))
+                .collect(),
+            per_source: Mutex::new(HashMap::new()),
+            stats: TcpStats::default(),
+        }
+    }
+
+    /// Applies an activated configuration: new limits hold for new connections and new
+    /// writes; existing connections keep their deadlines until their next message.
+    pub fn reconfigure(&self, cfg: &Config) {
+        if let Ok(mut s) = self.settings.write() {
+            *s = TcpSettings::of(cfg);
+        }
+        if let Ok(mut t) = self.trusted.write() {
+            *t = trusted_of(cfg);
+        }
+    }
+
+    /// The current settings.
+    #[must_use]
+    pub fn settings(&self) -> TcpSettings {
+        self.settings
+            .read()
+            .map(|s| *s)
+            .unwrap_or_else(|p| *p.into_inner())
+    }
+
+    /// The counters.
+    #[must_use]
+    pub fn stats(&self) -> TcpStatsSnapshot {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let s = &self.stats;
+        TcpStatsSnapshot {
+            open: g(&s.open),
+            accepted: g(&s.accepted),
+            dialled: g(&s.dialled),
+            refused_interface_cap: g(&s.refused_interface_cap),
+            refused_source_cap: g(&s.refused_source_cap),
+            closed_idle: g(&s.closed_idle),
+            closed_message_timeout: g(&s.closed_message_timeout),
+            closed_write_queue_full: g(&s.closed_write_queue_full),
+            closed_write_timeout: g(&s.closed_write_timeout),
+            closed_ping_flood: g(&s.closed_ping_flood),
+            closed_bad_framing: g(&s.closed_bad_framing),
+        }
+    }
+
+    fn conn(&self, to: SocketAddr) -> Option<Conn> {
+        self.conns.lock().ok().and_then(|c| c.get(&to).cloned())
+    }
+
+    /// Admits an accepted connection from `peer` on `interface`, or says why not.
+    fn admit(self: &Arc<Self>, interface: usize, peer: SocketAddr) -> Option<Admitted> {
+        let s = self.settings();
+        let count = self.per_interface.get(interface)?;
+        if count.fetch_add(1, Ordering::AcqRel) >= s.max_connections {
+            count.fetch_sub(1, Ordering::AcqRel);
+            bump(&self.stats.refused_interface_cap);
+            return None;
+        }
+        let trusted = self.trusted.read().is_ok_and(|t| t.contains(&peer.ip()));
+        if !trusted {
+            let mut per = self.per_source.lock().ok()?;
+            let n = per.entry(peer.ip()).or_insert(0);
+            if *n >= s.max_per_source {
+                drop(per);
+                count.fetch_sub(1, Ordering::AcqRel);
+                bump(&self.stats.refused_source_cap);
+                return None;
+            }
+            *n += 1;
+        }
+        Some(Admitted {
+            edge: self.clone(),
+            interface,
+            source: (!trusted).then_some(peer.ip()),
+        })
+    }
+}
+
+/// An accepted connection's place in the counts; given back when dropped.
+#[derive(Debug)]
+struct Admitted {
+    edge: Arc<TcpEdge>,
+    interface: usize,
+    source: Option<IpAddr>,
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        if let Some(c) = self.edge.per_interface.get(self.interface) {
+            c.fetch_sub(1, Ordering::AcqRel);
+        }
+        if let Some(ip) = self.source {
+            if let Ok(mut per) = self.edge.per_source.lock() {
+                if let Some(n) = per.get_mut(&ip) {
+                    *n = n.saturating_sub(1);
+                    if *n == 0 {
+                        per.remove(&ip);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Where a connection's messages go (the node's dispatch to the TCP worker group).
+pub type Dispatch = Arc<dyn Fn(Inbound) + Send + Sync>;
+
+/// Accepts connections on `listener` for `interface` forever, within the limits.
+pub async fn accept_loop(
+    interface: usize,
+    listener: TcpListener,
+    edge: Arc<TcpEdge>,
+    dispatch: Dispatch,
+) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                let Some(admitted) = edge.admit(interface, peer) else {
+                    debug!(%peer, "TCP connection refused: connection cap");
+                    drop(stream);
+                    continue;
+                };
+                bump(&edge.stats.accepted);
+                let _ = stream.set_nodelay(true);
+                serve(
+                    interface,
+                    stream,
+                    peer,
+                    Some(admitted),
+                    &edge,
+                    dispatch.clone(),
+                );
+            }
+            Err(e) => {
+                warn!(error = %e, "TCP accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// Starts the reader and writer tasks of one connection and registers it under `peer`.
+fn serve(
+    interface: usize,
+    stream: TcpStream,
+    peer: SocketAddr,
+    admitted: Option<Admitted>,
+    edge: &Arc<TcpEdge>,
+    dispatch: Dispatch,
+) -> Conn {
+    let settings = edge.settings();
+    let (read, mut write) = stream.into_split();
+    let (tx, mut rx) = tmpsc::unbounded_channel::<Bytes>();
+    let conn = Conn {
+        tx,
+        queued: Arc::new(AtomicUsize::new(0)),
+        pong_pending: Arc::new(AtomicBool::new(false)),
+        unanswered: Arc::new(AtomicUsize::new(0)),
+        close: CancellationToken::new(),
+    };
+    if let Ok(mut c) = edge.conns.lock() {
+        c.insert(peer, conn.clone());
+    }
+    bump(&edge.stats.open);
+    {
+        let (conn, edge) = (conn.clone(), edge.clone());
+        tokio::spawn(async move {
+            loop {
+                let b = tokio::select! {
+                    () = conn.close.cancelled() => break,
+                    b = rx.recv() => match b {
+                        Some(b) => b,
+                        None => break,
+                    },
+                };
+                let cost = b.len().max(MIN_ITEM_COST);
+                let written =
+                    tokio::time::timeout(settings.write_timeout, write.write_all(&b)).await;
+                conn.queued.fetch_sub(cost, Ordering::AcqRel);
+                if b.as_ref() == PONG {
+                    conn.unanswered.store(0, Ordering::Release);
+                    conn.pong_pending.store(false, Ordering::Release);
+                }
+                match written {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) => break,
+                    Err(_) => {
+                        bump(&edge.stats.closed_write_timeout);
+                        break;
+                    }
+                }
+            }
+            conn.close.cancel();
+        });
+    }
+    let (reader_conn, edge) = (conn.clone(), edge.clone());
+    tokio::spawn(async move {
+        let _admitted = admitted;
+        read_loop(
+            interface,
+            read,
+            peer,
+            &reader_conn,
+            &edge,
+            &dispatch,
+            settings,
+        )
+        .await;
+        reader_conn.close.cancel();
+        if let Ok(mut c) = edge.conns.lock() {
+            // Only our own entry: a newer connection to the same peer may have replaced it.
+            if c.get(&peer).is_some_and(|x| x.close.is_cancelled()) {
+                c.remove(&peer);
+            }
+        }
+        edge.stats.open.fetch_sub(1, Ordering::Relaxed);
+    });
+    conn
+}
+
+/// Why a reader stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Closed {
+    Eof,
+    Idle,
+    MessageTimeout,
+    Cancelled,
+}
+
+async fn read_loop(
+    interface: usize,
+    mut read: tokio::net::tcp::OwnedReadHalf,
+    peer: SocketAddr,
+    conn: &Conn,
+    edge: &TcpEdge,
+    dispatch: &Dispatch,
+    settings: TcpSettings,
+) {
+    let mut codec = SipCodec::new(settings.max_message);
+    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let mut last_activity = Instant::now();
+    let mut message_since: Option<Instant> = None;
+    let why = loop {
+        // Everything complete in the buffer first (unless the connection is being closed).
+        while !conn.close.is_cancelled() {
+            match codec.decode_frame(&mut buf) {
+                Ok(Some(Frame::Message(data))) => dispatch(Inbound {
+                    interface,
+                    transport: LegTransport::Tcp,
+                    source: peer,
+                    data,
+                }),
+                Ok(Some(Frame::Ping)) => conn.pong(settings.write_queue_bytes, &edge.stats),
+                Ok(None) => break,
+                Err(e) => {
+                    debug!(%peer, error = %e, "closing TCP connection");
+                    bump(&edge.stats.closed_bad_framing);
+                    if let FrameError::Poisoned = e {
+                        // The header block before it was handed over: leave the writer a moment
+                        // so its answer (a 400) can still go out.
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                    return;
+                }
+            }
+        }
+        if buf.is_empty() {
+            message_since = None;
+            if buf.capacity() > KEEP_CAPACITY {
+                buf = BytesMut::with_capacity(READ_CHUNK);
+            }
+        } else if message_since.is_none() {
+            message_since = Some(last_activity);
+        }
+        let idle_at = last_activity + settings.idle_timeout;
+        let (deadline, on_timeout) = match message_since {
+            Some(t) if t + settings.message_timeout < idle_at => {
+                (t + settings.message_timeout, Closed::MessageTimeout)
+            }
+            _ => (idle_at, Closed::Idle),
+        };
+        if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+            buf.reserve(READ_CHUNK);
+        }
+        let read_more = tokio::select! {
+            () = conn.close.cancelled() => break Closed::Cancelled,
+            r = tokio::time::timeout_at(deadline, read.read_buf(&mut buf)) => r,
+        };
+        match read_more {
+            Err(_) => break on_timeout,
+            Ok(Ok(0) | Err(_)) => break Closed::Eof,
+            Ok(Ok(_)) => last_activity = Instant::now(),
+        }
+    };
+    match why {
+        Closed::Idle => bump(&edge.stats.closed_idle),
+        Closed::MessageTimeout => bump(&edge.stats.closed_message_timeout),
+        Closed::Eof | Closed::Cancelled => {}
+    }
+    debug!(%peer, reason = ?why, "TCP connection closed");
+}
+
+/// Sends TCP transmits, opening a connection to the destination when none exists (a response
+/// whose connection is gone is dropped: the peer's ephemeral port is not dialled).
+pub async fn sender(
+    mut rx: tmpsc::UnboundedReceiver<Transmit>,
+    edge: Arc<TcpEdge>,
+    dispatch: Dispatch,
+) {
+    let mut connecting: HashMap<SocketAddr, Vec<Bytes>> = HashMap::new();
+    let (done_tx, mut done_rx) = tmpsc::unbounded_channel::<(SocketAddr, Option<Conn>)>();
+    loop {
+        tokio::select! {
+            t = rx.recv() => {
+                let Some(t) = t else { break };
+                let limit = edge.settings().write_queue_bytes;
+                if let Some(conn) = edge.conn(t.dest) {
+                    if conn.send(t.payload.clone(), limit, &edge.stats) {
+                        continue;
+                    }
+                }
+                if t.payload.starts_with(b"SIP/2.0 ") {
+                    debug!(dest = %t.dest, "TCP connection gone; response dropped");
+                    continue;
+                }
+                if let Some(q) = connecting.get_mut(&t.dest) {
+                    // Bounded like a connection's queue while it is being opened.
+                    if q.iter().map(|b| b.len().max(MIN_ITEM_COST)).sum::<usize>() < limit {
+                        q.push(t.payload);
+                    }
+                    continue;
+                }
+                connecting.insert(t.dest, vec![t.payload]);
+                let (edge, dispatch, done) = (edge.clone(), dispatch.clone(), done_tx.clone());
+                let (dest, interface) = (t.dest, t.interface);
+                tokio::spawn(async move {
+                    let r = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(dest)).await;
+                    let conn = match r {
+                        Ok(Ok(stream)) => {
+                            let _ = stream.set_nodelay(true);
+                            bump(&edge.stats.dialled);
+                            Some(serve(interface, stream, dest, None, &edge, dispatch))
+                        }
+                        _ => {
+                            debug!(%dest, "TCP connect failed");
+                            None
+                        }
+                    };
+                    let _ = done.send((dest, conn));
+                });
+            }
+            d = done_rx.recv() => {
+                let Some((dest, conn)) = d else { continue };
+                let queued = connecting.remove(&dest).unwrap_or_default();
+                if let Some(conn) = conn {
+                    let limit = edge.settings().write_queue_bytes;
+                    for b in queued {
+                        if !conn.send(b, limit, &edge.stats) {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
