@@ -580,6 +580,10 @@ pub struct SipConfig {
     /// `auto-scaling-cycle-ms`: the auto-scaling cycle, in ms. Default 1000, valid
     /// 100..=60000.
     pub auto_scaling_cycle_ms: u64,
+    /// `max-header-size`: the longest header line accepted (name, colon and value), in bytes; a
+    /// request with a longer one gets 400 naming it, a response is dropped. Default 8192,
+    /// valid 256..=65535 (a header is never longer than `max-message-size` anyway).
+    pub max_header_size: usize,
     /// `tcp-max-connections`: TCP connections accepted per `sip-interface` at most; one beyond
     /// is closed at once. Default 2048 (Kamailio's and OpenSIPS's `tcp_max_connections`),
     /// valid 1..=1000000.
@@ -625,6 +629,7 @@ impl Default for SipConfig {
             retry_after_min: 5,
             retry_after_max: 15,
             auto_scaling_cycle_ms: 1000,
+            max_header_size: 8192,
             tcp_max_connections: 2048,
             tcp_max_connections_per_source: 64,
             tcp_message_timeout_ms: 20_000,

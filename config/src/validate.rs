@@ -662,6 +662,11 @@ fn sip(sip: &SipConfig) -> Result<(), ConfigError> {
         &AUTO_SCALING_CYCLE_MS,
     )?;
     in_range(
+        "max-header-size",
+        sip.max_header_size,
+        &(256..=65_535),
+    )?;
+    in_range(
         "tcp-max-connections",
         sip.tcp_max_connections,
         &TCP_MAX_CONNECTIONS,

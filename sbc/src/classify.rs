@@ -3,7 +3,9 @@
 //!
 //! The receive threads must hand a message to the right worker queue, in the right PRSM queue,
 //! at the cost of a line scan (the full parse is the worker's job). [`classify`] reads the start
-//! line and the Call-ID, To, top Via and CSeq header lines (long or compact forms):
+//! line and the Call-ID, To, top Via and CSeq header lines (long or compact forms), each the
+//! first of its name, as the engine reads them (the engine answers 400 to a request that
+//! repeats one of them, so the two can never act on different ones):
 //!
 //! - a response is [`Kind::Response`];
 //! - ACK and CANCEL, and any request whose To carries a tag, are [`Kind::InDialog`] (they
@@ -42,7 +44,7 @@ pub fn classify(data: &[u8]) -> Classified {
     } else {
         start.split(|&b| b == b' ').next().unwrap_or_default()
     };
-    let (mut call_id, mut to_tag, mut branch, mut cseq_method) = (None, false, None, None);
+    let (mut call_id, mut to_tag, mut branch, mut cseq_method) = (None, None, None, None);
     for line in lines {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.is_empty() {
@@ -56,18 +58,19 @@ pub fn classify(data: &[u8]) -> Classified {
         if name.eq_ignore_ascii_case(b"call-id") || name.eq_ignore_ascii_case(b"i") {
             call_id.get_or_insert(value);
         } else if name.eq_ignore_ascii_case(b"to") || name.eq_ignore_ascii_case(b"t") {
-            to_tag = has_tag_param(value);
+            // The first To, as the engine reads it (a second one gets 400 there).
+            to_tag.get_or_insert_with(|| has_tag_param(value));
         } else if (name.eq_ignore_ascii_case(b"via") || name.eq_ignore_ascii_case(b"v"))
             && branch.is_none()
         {
             branch = Some(branch_of(value));
-        } else if name.eq_ignore_ascii_case(b"cseq") {
+        } else if name.eq_ignore_ascii_case(b"cseq") && cseq_method.is_none() {
             cseq_method = value.split(|&b| b == b' ').rfind(|w| !w.is_empty());
         }
     }
     let kind = if is_response {
         Kind::Response
-    } else if method == b"ACK" || method == b"CANCEL" || to_tag {
+    } else if method == b"ACK" || method == b"CANCEL" || to_tag == Some(true) {
         Kind::InDialog
     } else {
         Kind::NewRequest
@@ -167,6 +170,17 @@ mod tests {
         let odd = b"OPTIONS sip:b SIP/2.0\r\nVia: x;branch=q\r\nTo: <sip:b;tag=1>\r\n\r\n";
         assert_eq!(classify(odd).kind, Kind::NewRequest);
         assert!(!classify(odd).is_invite);
+    }
+
+    #[test]
+    fn the_first_to_counts_as_in_the_engine() {
+        // An untagged To then a tagged one: a new request (the engine refuses it with 400),
+        // never queued as in-dialog where PRSM would not refuse it.
+        let two = b"INVITE sip:b SIP/2.0\r\nVia: x;branch=q\r\nTo: <sip:b>\r\nt: <sip:b>;tag=1\r\n\r\n";
+        assert_eq!(classify(two).kind, Kind::NewRequest);
+        let two_cseq = b"BYE sip:b SIP/2.0\r\nVia: x;branch=q\r\nTo: <sip:b>;tag=1\r\nCSeq: 1 BYE\r\nCSeq: 2 INVITE\r\n\r\n";
+        let one = b"BYE sip:b SIP/2.0\r\nVia: x;branch=q\r\nTo: <sip:b>;tag=1\r\nCSeq: 1 BYE\r\n\r\n";
+        assert_eq!(classify(two_cseq).txn_key, classify(one).txn_key);
     }
 
     #[test]

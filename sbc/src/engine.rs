@@ -76,6 +76,8 @@ pub struct EngineConfig {
     pub timer_c: Duration,
     /// Largest message accepted.
     pub max_message_size: usize,
+    /// Longest header line accepted (name, colon, value).
+    pub max_header_size: usize,
 }
 
 /// Bytes received on one interface.
@@ -710,12 +712,13 @@ impl Engine {
             debug!(source = %inbound.source, "request without Via/From/To/Call-ID/CSeq dropped");
             return;
         }
-        if let Err(reason) = msg.check_request() {
+        if let Err(refusal) = msg.check_request(self.cfg.max_header_size) {
             if method != Method::Ack {
                 self.stats.malformed_answered += 1;
-                debug!(source = %inbound.source, %reason, "malformed request answered");
+                let reason = refusal.reason;
+                debug!(source = %inbound.source, code = refusal.code, %reason, "malformed request answered");
                 let warning = format!("399 sbc \"{}\"", reason.replace('"', "'"));
-                self.answer(inbound, &msg, 400, Some(("Warning", warning)));
+                self.answer(inbound, &msg, refusal.code, Some(("Warning", warning)));
             }
             return;
         }
@@ -1379,6 +1382,12 @@ impl Engine {
 
     fn on_response(&mut self, now: Instant, code: u16, msg: SipMessage) {
         self.stats.responses_in += 1;
+        if let Err(refusal) = crate::sip::strict::check_headers(&msg, self.cfg.max_header_size) {
+            // A response cannot be answered: dropped (its sender retransmits or times out).
+            self.stats.malformed_dropped += 1;
+            debug!(reason = %refusal.reason, "malformed response dropped");
+            return;
+        }
         let (Some(branch), Some(cseq)) = (msg.top_via_branch(), msg.cseq()) else {
             self.stats.malformed_dropped += 1;
             return;

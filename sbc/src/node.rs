@@ -90,6 +90,7 @@ pub fn engine_config(cfg: &Config) -> anyhow::Result<EngineConfig> {
         },
         timer_c: Duration::from_millis(s.timer_c_ms),
         max_message_size: s.max_message_size,
+        max_header_size: s.max_header_size,
     })
 }
 

@@ -441,6 +441,12 @@ const SIP_CONFIG: &[Attr] = &[
         "auto-scaling cycle, ms",
     ),
     attr(
+        "max-header-size",
+        Ty::Int(I64),
+        "<256..=65535>",
+        "longest header line accepted, bytes (longer: 400 naming it)",
+    ),
+    attr(
         "tcp-max-connections",
         Ty::Int(I64),
         "<1..=1000000>",

@@ -36,6 +36,7 @@ fn config() -> EngineConfig {
         timers: Timers::default(),
         timer_c: Duration::from_secs(180),
         max_message_size: 65_535,
+        max_header_size: 8192,
     }
 }
 
@@ -618,4 +619,37 @@ fn a_bye_retransmitted_after_a_switchover_mid_bye_gets_200_not_481() {
     standby.callee_answers(481, "b1");
     assert_eq!(standby.codes_to_caller(), vec![200]);
     assert_eq!(standby.engine.call_count(), 0);
+}
+
+#[test]
+fn the_strict_reading_refuses_and_relays_nothing() {
+    let cases: [(&str, &str, u16); 5] = [
+        (
+            "a second To, tagged, after an untagged one",
+            "To: <sip:bob@10.0.0.1>\nTo: <sip:bob@10.0.0.1>;tag=forged\n",
+            400,
+        ),
+        ("a second Call-ID", "i: other@x\n", 400),
+        ("a huge header", "X-Huge: HUGE\n", 400),
+        ("a Via sent-by that is no host", "Via: SIP/2.0/UDP bad_host:5060;branch=z9hG4bKv\n", 400),
+        ("an unsupported scheme", "", 416),
+    ];
+    for (what, extra, code) in cases {
+        let mut w = World::new();
+        let mut text = invite("z9hG4bKstrict");
+        if what == "an unsupported scheme" {
+            text = text.replacen(&format!("sip:bob@{ACCESS}"), "http://example.com/", 1);
+        }
+        let extra = extra.replace("HUGE", &"a".repeat(9000));
+        text = text.replacen("Max-Forwards: 70\n", &format!("Max-Forwards: 70\n{extra}"), 1);
+        if what.starts_with("a second To") {
+            text = text.replacen(&format!("To: <sip:bob@{ACCESS}>\n"), "", 1);
+        }
+        w.caller_sends(&text);
+        assert_eq!(w.codes_to_caller(), vec![code], "{what}");
+        let warning = w.to_caller[0].header(&HeaderName::Other("Warning".into()));
+        assert!(warning.is_some(), "{what}: no Warning");
+        assert!(w.to_callee.is_empty(), "{what}: something was relayed");
+        assert_eq!(w.engine.call_count(), 0, "{what}: a call was created");
+    }
 }

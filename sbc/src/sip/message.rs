@@ -10,6 +10,8 @@ use std::fmt::{self, Write as _};
 
 use bytes::Bytes;
 
+use super::strict::{self, Refusal};
+
 /// A SIP method. Unknown extension methods are kept by name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Method {
@@ -398,28 +400,27 @@ impl SipMessage {
             .map(name_addr_uri)
     }
 
-    /// Checks what strict parsing leaves to the engine (RFC 3261 sections 8.2, 18.3, 20):
-    /// a Request-URI with a scheme, a well-formed top Via, a numeric CSeq matching the method,
-    /// agreeing Content-Length headers and no control characters in header values. The error
-    /// is the reason sent in the 400's Warning header.
-    pub fn check_request(&self) -> Result<(), String> {
+    /// Checks what strict parsing leaves to the engine (RFC 3261 sections 8.2, 18.3, 20, and
+    /// [`super::strict`]): single-instance headers once, no header line beyond `max_header`
+    /// bytes, a Request-URI that parses with a supported scheme (else 416), well-formed Vias
+    /// with a valid sent-by, a numeric CSeq matching the method and no control characters in
+    /// header values. The refusal carries the status and the reason for the Warning header.
+    ///
+    /// # Errors
+    /// The first rule broken.
+    pub fn check_request(&self, max_header: usize) -> Result<(), Refusal> {
         let StartLine::Request { method, uri } = &self.start else {
             return Ok(());
         };
-        let scheme = uri.split_once(':').map(|(s, _)| s).unwrap_or("");
-        if scheme.is_empty()
-            || !scheme
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
-        {
-            return Err(format!("Request-URI without a scheme: {}", short(uri)));
-        }
+        strict::check_headers(self, max_header)?;
+        strict::check_request_uri(uri)?;
+        let bad = |reason: String| Refusal { code: 400, reason };
         if let Some(h) = self
             .headers
             .iter()
             .find(|h| h.value.bytes().any(|b| b < 0x20 && b != b'\t'))
         {
-            return Err(format!("control character in {}", h.name.as_str()));
+            return Err(bad(format!("control character in {}", h.name.as_str())));
         }
         for via in self.header_values(&HeaderName::Via) {
             let mut words = via.split_whitespace();
@@ -433,8 +434,9 @@ impl SipMessage {
                 || sent_by.is_empty()
                 || sent_by.starts_with(';')
             {
-                return Err(format!("malformed Via: {}", short(via)));
+                return Err(bad(format!("malformed Via: {}", short(via))));
             }
+            strict::check_via_sent_by(via)?;
         }
         let lengths: Vec<&str> = self
             .headers
@@ -443,15 +445,18 @@ impl SipMessage {
             .map(|h| h.value.trim())
             .collect();
         if lengths.windows(2).any(|w| w[0] != w[1]) {
-            return Err("conflicting Content-Length headers".into());
+            return Err(bad("conflicting Content-Length headers".into()));
         }
         match self.cseq() {
-            None => return Err("malformed CSeq".into()),
+            None => return Err(bad("malformed CSeq".into())),
             Some(c)
                 if c.method != *method
                     && !(*method == Method::Ack && c.method == Method::Invite) =>
             {
-                return Err(format!("CSeq method {} does not match {method}", c.method));
+                return Err(bad(format!(
+                    "CSeq method {} does not match {method}",
+                    c.method
+                )));
             }
             Some(_) => {}
         }

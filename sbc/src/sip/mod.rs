@@ -2,4 +2,5 @@
 
 pub mod dialog;
 pub mod message;
+pub mod strict;
 pub mod transaction;
