@@ -661,11 +661,7 @@ fn sip(sip: &SipConfig) -> Result<(), ConfigError> {
         sip.auto_scaling_cycle_ms,
         &AUTO_SCALING_CYCLE_MS,
     )?;
-    in_range(
-        "max-header-size",
-        sip.max_header_size,
-        &(256..=65_535),
-    )?;
+    in_range("max-header-size", sip.max_header_size, &(256..=65_535))?;
     in_range(
         "tcp-max-connections",
         sip.tcp_max_connections,

@@ -176,10 +176,12 @@ mod tests {
     fn the_first_to_counts_as_in_the_engine() {
         // An untagged To then a tagged one: a new request (the engine refuses it with 400),
         // never queued as in-dialog where PRSM would not refuse it.
-        let two = b"INVITE sip:b SIP/2.0\r\nVia: x;branch=q\r\nTo: <sip:b>\r\nt: <sip:b>;tag=1\r\n\r\n";
+        let two =
+            b"INVITE sip:b SIP/2.0\r\nVia: x;branch=q\r\nTo: <sip:b>\r\nt: <sip:b>;tag=1\r\n\r\n";
         assert_eq!(classify(two).kind, Kind::NewRequest);
         let two_cseq = b"BYE sip:b SIP/2.0\r\nVia: x;branch=q\r\nTo: <sip:b>;tag=1\r\nCSeq: 1 BYE\r\nCSeq: 2 INVITE\r\n\r\n";
-        let one = b"BYE sip:b SIP/2.0\r\nVia: x;branch=q\r\nTo: <sip:b>;tag=1\r\nCSeq: 1 BYE\r\n\r\n";
+        let one =
+            b"BYE sip:b SIP/2.0\r\nVia: x;branch=q\r\nTo: <sip:b>;tag=1\r\nCSeq: 1 BYE\r\n\r\n";
         assert_eq!(classify(two_cseq).txn_key, classify(one).txn_key);
     }
 

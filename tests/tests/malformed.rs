@@ -10,7 +10,13 @@
 //! - `Either`: genuinely ambiguous input (see each case's note): no response or one `400`,
 //!   nothing else (no 1xx, no 2xx, no other code);
 //! - `TooLarge`: over `max-message-size`: no response or one `513 Message Too Large`
-//!   (RFC 3261 21.5.11), nothing else.
+//!   (RFC 3261 21.5.11), nothing else;
+//! - `Unsupported416`: exactly one `416 Unsupported URI Scheme` (RFC 3261 8.2.2.1).
+//!
+//! The strict reading (an edge device reads every request one way, exactly): a second `To`
+//! (tagged, after an untagged one), `Call-ID` or `CSeq`, a Request-URI that does not parse, a
+//! Via sent-by that is not a host, a header line beyond `max-header-size` (1024 here) get 400;
+//! a non-SIP scheme gets 416.
 //!
 //! For every case: nothing is relayed to the core side (a raw UDP socket on the session-agent's
 //! address records everything), and the SBC process is still alive afterwards. After the whole
@@ -29,8 +35,9 @@ enum Expect {
     Silent,
     Either,
     TooLarge,
+    Unsupported416,
 }
-use Expect::{Bad400, Either, Silent, TooLarge};
+use Expect::{Bad400, Either, Silent, TooLarge, Unsupported416};
 
 struct Case {
     name: &'static str,
@@ -338,6 +345,58 @@ fn udp_cases(b: &Builder) -> Vec<Case> {
             Silent,
             [0xFF, 0xFE, 0xFD, 0xC3, 0x28, 0xA0, 0xA1].repeat(40),
         ),
+        // --- the strict reading ---
+        udp("strict_duplicate_to_tagged", Bad400, {
+            let t = b.target;
+            b.valid_with(
+                "strict_duplicate_to_tagged",
+                &[&format!("t: <sip:service@{t}>;tag=forged")],
+            )
+        }),
+        udp(
+            "strict_duplicate_call_id",
+            Bad400,
+            b.valid_with("strict_duplicate_call_id", &["Call-ID: another-one"]),
+        ),
+        udp(
+            "strict_duplicate_cseq",
+            Bad400,
+            b.valid_with("strict_duplicate_cseq", &["CSeq: 2 INVITE"]),
+        ),
+        udp(
+            "strict_request_uri_unparsable",
+            Bad400,
+            b.with_start(
+                "strict_request_uri_unparsable",
+                "INVITE sip:service@bad_host!! SIP/2.0",
+            ),
+        ),
+        udp(
+            "strict_request_uri_port_zero",
+            Bad400,
+            b.with_start(
+                "strict_request_uri_port_zero",
+                "INVITE sip:service@127.0.0.1:0 SIP/2.0",
+            ),
+        ),
+        udp(
+            "strict_scheme_http",
+            Unsupported416,
+            b.with_start("strict_scheme_http", "INVITE http://example.com/ SIP/2.0"),
+        ),
+        udp(
+            "strict_via_sent_by_not_a_host",
+            Bad400,
+            b.valid_with(
+                "strict_via_sent_by_not_a_host",
+                &["Via: SIP/2.0/UDP not_a_host!:5060;branch=z9hG4bK-second"],
+            ),
+        ),
+        udp(
+            "strict_header_beyond_max_header_size",
+            Bad400,
+            b.valid_with("strict_header_beyond_max_header_size", &[&big_header(2000)]),
+        ),
         // --- responses with no matching transaction: absorbed, never relayed or answered ---
         udp("response_without_transaction", Silent, {
             let local = b.local;
@@ -400,6 +459,11 @@ fn check(case: &Case, responses: &[SipMsg], failures: &mut Vec<String>) {
         TooLarge => {
             responses.is_empty() || (responses.len() == 1 && responses[0].status() == Some(513))
         }
+        Unsupported416 => {
+            responses.len() == 1
+                && responses[0].status() == Some(416)
+                && responses[0].header("call-id") == Some(case.name)
+        }
     };
     if !ok {
         failures.push(format!(
@@ -413,6 +477,7 @@ fn check(case: &Case, responses: &[SipMsg], failures: &mut Vec<String>) {
 fn malformed_corpus_is_answered_400_or_dropped() {
     let mut config = SbcConfig::new();
     config.max_message_size = Some(4096);
+    config.sip_lines = vec!["max-header-size = 1024".into()];
     let core = RawUdp::bind_addr(config.agent);
     let mut node = SbcNode::start_config(&config);
     let local_ip: IpAddr = config.access.ip();

@@ -631,7 +631,11 @@ fn the_strict_reading_refuses_and_relays_nothing() {
         ),
         ("a second Call-ID", "i: other@x\n", 400),
         ("a huge header", "X-Huge: HUGE\n", 400),
-        ("a Via sent-by that is no host", "Via: SIP/2.0/UDP bad_host:5060;branch=z9hG4bKv\n", 400),
+        (
+            "a Via sent-by that is no host",
+            "Via: SIP/2.0/UDP bad_host:5060;branch=z9hG4bKv\n",
+            400,
+        ),
         ("an unsupported scheme", "", 416),
     ];
     for (what, extra, code) in cases {
@@ -641,7 +645,11 @@ fn the_strict_reading_refuses_and_relays_nothing() {
             text = text.replacen(&format!("sip:bob@{ACCESS}"), "http://example.com/", 1);
         }
         let extra = extra.replace("HUGE", &"a".repeat(9000));
-        text = text.replacen("Max-Forwards: 70\n", &format!("Max-Forwards: 70\n{extra}"), 1);
+        text = text.replacen(
+            "Max-Forwards: 70\n",
+            &format!("Max-Forwards: 70\n{extra}"),
+            1,
+        );
         if what.starts_with("a second To") {
             text = text.replacen(&format!("To: <sip:bob@{ACCESS}>\n"), "", 1);
         }

@@ -77,14 +77,20 @@ pub fn check_headers(msg: &SipMessage, max_header: usize) -> Result<(), Refusal>
 /// 416 for another scheme, 400 for a URI that does not parse.
 pub fn check_request_uri(uri: &str) -> Result<(), Refusal> {
     let Some((scheme, rest)) = uri.split_once(':') else {
-        return Err(Refusal::bad(format!("Request-URI without a scheme: {}", short(uri))));
+        return Err(Refusal::bad(format!(
+            "Request-URI without a scheme: {}",
+            short(uri)
+        )));
     };
     if scheme.is_empty()
         || !scheme
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
     {
-        return Err(Refusal::bad(format!("Request-URI without a scheme: {}", short(uri))));
+        return Err(Refusal::bad(format!(
+            "Request-URI without a scheme: {}",
+            short(uri)
+        )));
     }
     match scheme.to_ascii_lowercase().as_str() {
         "sip" | "sips" => check_sip_uri(rest)
@@ -110,13 +116,19 @@ pub fn check_via_sent_by(via: &str) -> Result<(), Refusal> {
     if host_port(sent_by).is_some() {
         Ok(())
     } else {
-        Err(Refusal::bad(format!("Via sent-by is not host[:port]: {}", short(via))))
+        Err(Refusal::bad(format!(
+            "Via sent-by is not host[:port]: {}",
+            short(via)
+        )))
     }
 }
 
 /// `sip:` after the scheme: `[userinfo@]hostport[;params][?headers]`.
 fn check_sip_uri(rest: &str) -> Result<(), &'static str> {
-    if rest.bytes().any(|b| b <= b' ' || b"<>\"\\{}|^`".contains(&b) || b >= 0x7f) {
+    if rest
+        .bytes()
+        .any(|b| b <= b' ' || b"<>\"\\{}|^`".contains(&b) || b >= 0x7f)
+    {
         return Err("has a character a SIP URI may not hold");
     }
     let (before_headers, headers) = match rest.split_once('?') {
@@ -224,7 +236,10 @@ fn hostname(h: &str) -> bool {
 }
 
 fn short(s: &str) -> String {
-    let s: String = s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    let s: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
     if s.len() > 80 {
         let mut cut = 80;
         while !s.is_char_boundary(cut) {
@@ -311,17 +326,28 @@ mod tests {
     #[test]
     fn duplicates_and_oversized_headers() {
         let base = "Via: SIP/2.0/UDP h;branch=z9hG4bK1\r\nFrom: <sip:a@b>;tag=1\r\nCall-ID: c\r\nCSeq: 1 OPTIONS\r\n";
-        assert_eq!(check_headers(&msg(&format!("{base}To: <sip:b@c>\r\n")), 8192), Ok(()));
+        assert_eq!(
+            check_headers(&msg(&format!("{base}To: <sip:b@c>\r\n")), 8192),
+            Ok(())
+        );
         let two_to = msg(&format!("{base}To: <sip:b@c>\r\nt: <sip:b@c>;tag=9\r\n"));
         assert_eq!(
             check_headers(&two_to, 8192).map_err(|r| r.reason),
             Err("duplicate To header".into())
         );
-        let long = msg(&format!("{base}To: <sip:b@c>\r\nX-Big: {}\r\n", "a".repeat(9000)));
+        let long = msg(&format!(
+            "{base}To: <sip:b@c>\r\nX-Big: {}\r\n",
+            "a".repeat(9000)
+        ));
         let e = check_headers(&long, 8192).expect_err("too long");
-        assert!(e.reason.contains("X-Big") && e.reason.contains("8192"), "{e:?}");
+        assert!(
+            e.reason.contains("X-Big") && e.reason.contains("8192"),
+            "{e:?}"
+        );
         // A list header may repeat.
-        let vias = msg(&format!("{base}Via: SIP/2.0/UDP g;branch=z9hG4bK2\r\nTo: <sip:b@c>\r\n"));
+        let vias = msg(&format!(
+            "{base}Via: SIP/2.0/UDP g;branch=z9hG4bK2\r\nTo: <sip:b@c>\r\n"
+        ));
         assert_eq!(check_headers(&vias, 8192), Ok(()));
     }
 }
