@@ -61,8 +61,9 @@ use serde::{Deserialize, Serialize};
 pub use error::ConfigError;
 pub use model::{
     split_option, AlarmThreshold, AlarmType, AutoScalingProfile, CriticalMemoryAbort, FilterLevel,
-    MemorySource, Peer, PeerType, RedundancyConfig, RedundancyState, Route, SessionAgent,
-    SessionRouter, Severity, SipConfig, SipInterface, SystemConfig, Transport, TrapReceiver,
+    InDialogSource, MemorySource, Peer, PeerType, RedundancyConfig, RedundancyState, Route,
+    SessionAgent, SessionRouter, Severity, SipConfig, SipInterface, SystemConfig, Transport,
+    TrapReceiver,
 };
 pub use push::{MASK, NODE_LOCAL, SECRET_KEYS};
 

@@ -151,6 +151,20 @@ keyword_enum! {
 }
 
 keyword_enum! {
+    /// `sip-config` `in-dialog-source`: where in-dialog requests (and responses) must come from.
+    InDialogSource, key "in-dialog-source", default Address {
+        /// From the address the leg's peer used (UDP: address and port; TCP and
+        /// session-agents: the IP address).
+        Address = "address",
+        /// From the leg's peer's IP address, any port (a NAT that rebinds the port).
+        Ip = "ip",
+        /// From anywhere in the leg's realm (interface and transport still checked, and the
+        /// dialog's tags): for peers whose address changes mid-call.
+        Any = "any",
+    }
+}
+
+keyword_enum! {
     /// `redundancy-config` `state`: whether this node takes part in a pair.
     RedundancyState, key "state", default Disabled {
         /// The node runs in a pair.
@@ -580,6 +594,11 @@ pub struct SipConfig {
     /// `auto-scaling-cycle-ms`: the auto-scaling cycle, in ms. Default 1000, valid
     /// 100..=60000.
     pub auto_scaling_cycle_ms: u64,
+    /// `in-dialog-source`: where an in-dialog request must come from to be taken for its leg
+    /// (beside the leg's interface, transport and remote tag), and a response from the next hop
+    /// the request went to: `address`, `ip` or `any` (see [`InDialogSource`]). A mismatch gets
+    /// 481 (a response is dropped) and is counted. Default `address`.
+    pub in_dialog_source: InDialogSource,
     /// `max-header-size`: the longest header line accepted (name, colon and value), in bytes; a
     /// request with a longer one gets 400 naming it, a response is dropped. Default 8192,
     /// valid 256..=65535 (a header is never longer than `max-message-size` anyway).
@@ -629,6 +648,7 @@ impl Default for SipConfig {
             retry_after_min: 5,
             retry_after_max: 15,
             auto_scaling_cycle_ms: 1000,
+            in_dialog_source: InDialogSource::Address,
             max_header_size: 8192,
             tcp_max_connections: 2048,
             tcp_max_connections_per_source: 64,

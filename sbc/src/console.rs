@@ -275,7 +275,7 @@ impl Console {
                 let snaps = self.node.snapshots(false).await;
                 let mut total = crate::engine::Stats::default();
                 for s in &snaps {
-                    total = crate::node::add_stats(&total, &s.stats);
+                    total += &s.stats;
                 }
                 let calls: usize = snaps.iter().map(|s| s.calls).sum();
                 let v = serde_json::to_value(&total).unwrap_or_default();

@@ -78,6 +78,47 @@ pub struct EngineConfig {
     pub max_message_size: usize,
     /// Longest header line accepted (name, colon, value).
     pub max_header_size: usize,
+    /// Where in-dialog requests and responses must come from.
+    pub source_policy: SourcePolicy,
+    /// Every session-agent's address (their legs are checked by IP only).
+    pub agents: Vec<SocketAddr>,
+}
+
+/// Where an in-dialog request must come from to be taken for its leg, and a response from the
+/// next hop its request went to (`sip-config in-dialog-source`). The leg's interface,
+/// transport and remote tag are checked whatever the policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SourcePolicy {
+    /// UDP: the address and port the leg's peer used; TCP and session-agents: its IP.
+    #[default]
+    Address,
+    /// The leg's peer's IP, any port.
+    Ip,
+    /// Anywhere (only interface, transport and tags are checked).
+    Any,
+}
+
+impl EngineConfig {
+    /// Whether a message from `source` over `transport` may be taken as coming from the peer
+    /// at `peer` (see [`SourcePolicy`]).
+    fn source_matches(
+        &self,
+        transport: LegTransport,
+        source: SocketAddr,
+        peer: SocketAddr,
+    ) -> bool {
+        match self.source_policy {
+            SourcePolicy::Any => true,
+            SourcePolicy::Ip => source.ip() == peer.ip(),
+            SourcePolicy::Address => {
+                if transport == LegTransport::Udp && !self.agents.contains(&peer) {
+                    source == peer
+                } else {
+                    source.ip() == peer.ip()
+                }
+            }
+        }
+    }
 }
 
 /// Bytes received on one interface.
@@ -180,6 +221,52 @@ pub struct Stats {
     /// New requests routed to a next hop (new calls and out-of-dialog requests): what the
     /// routing lookup is paid for.
     pub routed_new: u64,
+    /// In-dialog requests (and ACKs, CANCELs) refused because they did not come from their
+    /// leg: another interface, transport, source or remote tag (481, ACKs dropped).
+    pub leg_mismatch: u64,
+    /// Responses dropped because they did not come from the next hop the request went to.
+    pub response_source_mismatch: u64,
+}
+
+impl std::ops::AddAssign<&Self> for Stats {
+    /// Adds another engine's counters, field by field (`show sip-stats` sums the shards).
+    fn add_assign(&mut self, b: &Self) {
+        let Self {
+            requests_in,
+            responses_in,
+            calls_attempted,
+            calls_answered,
+            calls_failed,
+            retransmissions_absorbed,
+            retransmissions_sent,
+            malformed_answered,
+            malformed_dropped,
+            stray_responses,
+            rejected_503,
+            timeouts,
+            handover_dropped,
+            routed_new,
+            leg_mismatch,
+            response_source_mismatch,
+        } = self;
+        // Destructured, so a new counter that is not summed here does not compile.
+        *requests_in += b.requests_in;
+        *responses_in += b.responses_in;
+        *calls_attempted += b.calls_attempted;
+        *calls_answered += b.calls_answered;
+        *calls_failed += b.calls_failed;
+        *retransmissions_absorbed += b.retransmissions_absorbed;
+        *retransmissions_sent += b.retransmissions_sent;
+        *malformed_answered += b.malformed_answered;
+        *malformed_dropped += b.malformed_dropped;
+        *stray_responses += b.stray_responses;
+        *rejected_503 += b.rejected_503;
+        *timeouts += b.timeouts;
+        *handover_dropped += b.handover_dropped;
+        *routed_new += b.routed_new;
+        *leg_mismatch += b.leg_mismatch;
+        *response_source_mismatch += b.response_source_mismatch;
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -612,7 +699,7 @@ impl Engine {
         match SipMessage::parse(&inbound.data) {
             Ok(msg) => match msg.status() {
                 None => self.on_request(now, &inbound, msg),
-                Some(code) => self.on_response(now, code, msg),
+                Some(code) => self.on_response(now, &inbound, code, msg),
             },
             Err(e) => self.refuse_unparsable(&inbound, &e),
         }
@@ -737,7 +824,7 @@ impl Engine {
                     }
                 }
             }
-            self.ack_in_dialog(now, &msg);
+            self.ack_in_dialog(now, inbound, &msg);
             return;
         }
         if method == Method::Cancel {
@@ -1066,6 +1153,15 @@ impl Engine {
             self.answer(inbound, &msg, 481, None);
             return;
         };
+        if !leg_matches(&self.cfg, call.dialog.leg(side), inbound, &msg) {
+            self.stats.leg_mismatch += 1;
+            debug!(source = %inbound.source, call_id = %call.dialog.caller.call_id, "in-dialog request not from its leg: 481");
+            self.answer(inbound, &msg, 481, None);
+            return;
+        }
+        let Some(call) = self.calls.get_mut(&id) else {
+            return;
+        };
         // The call is already ending: a BYE crossed this one, or this is the retransmission of
         // a BYE the former active relayed just before a switchover. Relay it anyway (the far
         // end may never have had it) and answer the sender 200 whatever comes back.
@@ -1118,7 +1214,7 @@ impl Engine {
     }
 
     /// An ACK that matched no server transaction: the ACK for a 2xx, relayed end to end.
-    fn ack_in_dialog(&mut self, _now: Instant, msg: &SipMessage) {
+    fn ack_in_dialog(&mut self, _now: Instant, inbound: &Inbound, msg: &SipMessage) {
         let found = match (msg.call_id(), msg.to_tag()) {
             (Some(c), Some(t)) => self.dialogs.get(&(c.to_owned(), t.to_owned())).copied(),
             _ => None,
@@ -1130,6 +1226,11 @@ impl Engine {
         let Some(call) = self.calls.get_mut(&id) else {
             return;
         };
+        if !leg_matches(&self.cfg, call.dialog.leg(side), inbound, msg) {
+            self.stats.leg_mismatch += 1;
+            debug!(source = %inbound.source, "ACK not from its leg dropped");
+            return;
+        }
         let leg = call.dialog.leg(side.other()).clone();
         let payload = self.build_request(
             &leg,
@@ -1174,6 +1275,17 @@ impl Engine {
             self.answer(inbound, msg, 481, None);
             return;
         };
+        let r = &invite.reply;
+        if inbound.interface != r.interface
+            || inbound.transport != r.transport
+            || !self.cfg.source_matches(r.transport, inbound.source, r.dest)
+        {
+            // Only the INVITE's sender may cancel it.
+            self.stats.leg_mismatch += 1;
+            debug!(source = %inbound.source, "CANCEL not from the INVITE's source: 481");
+            self.answer(inbound, msg, 481, None);
+            return;
+        }
         let call = invite.call;
         let already_final = invite.txn.is_final();
         self.new_server(&key, inbound, msg, false, None, call);
@@ -1380,7 +1492,7 @@ impl Engine {
 
     // ----- responses ------------------------------------------------------------------------
 
-    fn on_response(&mut self, now: Instant, code: u16, msg: SipMessage) {
+    fn on_response(&mut self, now: Instant, inbound: &Inbound, code: u16, msg: SipMessage) {
         self.stats.responses_in += 1;
         if let Err(refusal) = crate::sip::strict::check_headers(&msg, self.cfg.max_header_size) {
             // A response cannot be answered: dropped (its sender retransmits or times out).
@@ -1397,6 +1509,18 @@ impl Engine {
             self.stray_response(now, code, &msg);
             return;
         };
+        let sent = &entry.to;
+        if inbound.interface != sent.interface
+            || inbound.transport != sent.transport
+            || !self
+                .cfg
+                .source_matches(sent.transport, inbound.source, sent.dest)
+        {
+            // Only the next hop the request went to may answer it.
+            self.stats.response_source_mismatch += 1;
+            debug!(source = %inbound.source, expected = %sent.dest, code, "response from elsewhere dropped");
+            return;
+        }
         if let ClientTxn::Invite(t) = &entry.txn {
             if t.state() == ClientInviteState::Accepted && (200..300).contains(&code) {
                 // A retransmitted 2xx (RFC 6026 Accepted state): answer it from dialog state.
@@ -1885,6 +2009,18 @@ impl Engine {
 
 /// Methods the SBC relays or answers.
 const ALLOW: &str = "INVITE, ACK, BYE, CANCEL, OPTIONS, UPDATE, INFO, MESSAGE, REGISTER, NOTIFY";
+
+/// Whether an in-dialog request (or ACK) came from `leg`: its interface and transport, its
+/// remote tag in the From, and a source the policy accepts for its peer.
+fn leg_matches(cfg: &EngineConfig, leg: &Leg, inbound: &Inbound, msg: &SipMessage) -> bool {
+    inbound.interface == leg.interface
+        && inbound.transport == leg.transport
+        && leg
+            .remote_tag
+            .as_deref()
+            .is_none_or(|t| msg.from_tag() == Some(t))
+        && cfg.source_matches(leg.transport, inbound.source, leg.peer)
+}
 
 fn side_index(side: Side) -> usize {
     match side {

@@ -27,7 +27,8 @@ use tracing::{debug, info, warn};
 
 use crate::autoscale::ScalingProfile;
 use crate::engine::{
-    Admission, DialogChange, EngineConfig, Inbound, Interface, NextHop, Stats, Transmit,
+    Admission, DialogChange, EngineConfig, Inbound, Interface, NextHop, SourcePolicy, Stats,
+    Transmit,
 };
 use crate::prsm::PrsmConfig;
 use crate::shard;
@@ -91,6 +92,12 @@ pub fn engine_config(cfg: &Config) -> anyhow::Result<EngineConfig> {
         timer_c: Duration::from_millis(s.timer_c_ms),
         max_message_size: s.max_message_size,
         max_header_size: s.max_header_size,
+        source_policy: match s.in_dialog_source {
+            sbc_config::InDialogSource::Address => SourcePolicy::Address,
+            sbc_config::InDialogSource::Ip => SourcePolicy::Ip,
+            sbc_config::InDialogSource::Any => SourcePolicy::Any,
+        },
+        agents: cfg.session_agents.iter().map(|a| a.socket_addr()).collect(),
     })
 }
 
@@ -675,26 +682,6 @@ impl Node {
             malformed_dropped = s.malformed_dropped,
             "node stopped"
         );
-    }
-}
-
-/// The field-wise sum of two sets of counters.
-pub fn add_stats(a: &Stats, b: &Stats) -> Stats {
-    Stats {
-        requests_in: a.requests_in + b.requests_in,
-        responses_in: a.responses_in + b.responses_in,
-        calls_attempted: a.calls_attempted + b.calls_attempted,
-        calls_answered: a.calls_answered + b.calls_answered,
-        calls_failed: a.calls_failed + b.calls_failed,
-        retransmissions_absorbed: a.retransmissions_absorbed + b.retransmissions_absorbed,
-        retransmissions_sent: a.retransmissions_sent + b.retransmissions_sent,
-        malformed_answered: a.malformed_answered + b.malformed_answered,
-        malformed_dropped: a.malformed_dropped + b.malformed_dropped,
-        stray_responses: a.stray_responses + b.stray_responses,
-        rejected_503: a.rejected_503 + b.rejected_503,
-        timeouts: a.timeouts + b.timeouts,
-        handover_dropped: a.handover_dropped + b.handover_dropped,
-        routed_new: a.routed_new + b.routed_new,
     }
 }
 

@@ -1004,7 +1004,7 @@ fn timer_loop(ctx: &Ctx, stop: &AtomicBool, busy_ns: &AtomicU64) {
 pub(crate) fn total_stats(shards: &Shards) -> Stats {
     let mut total = Stats::default();
     for cell in &shards.cells {
-        total = crate::node::add_stats(&total, lock(cell).stats());
+        total += lock(cell).stats();
     }
     total
 }

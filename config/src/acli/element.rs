@@ -10,9 +10,9 @@ use std::net::{IpAddr, SocketAddr};
 use toml::value::{Table, Value};
 
 use crate::model::{
-    default_address, AlarmThreshold, AlarmType, AutoScalingProfile, FilterLevel, MemorySource,
-    Peer, PeerType, RedundancyConfig, RedundancyState, SessionAgent, SessionRouter, Severity,
-    SipConfig, SipInterface, SystemConfig, Transport, TrapReceiver,
+    default_address, AlarmThreshold, AlarmType, AutoScalingProfile, FilterLevel, InDialogSource,
+    MemorySource, Peer, PeerType, RedundancyConfig, RedundancyState, SessionAgent, SessionRouter,
+    Severity, SipConfig, SipInterface, SystemConfig, Transport, TrapReceiver,
 };
 use crate::Config;
 
@@ -439,6 +439,12 @@ const SIP_CONFIG: &[Attr] = &[
         Ty::Int(I64),
         "<100..=60000>",
         "auto-scaling cycle, ms",
+    ),
+    attr(
+        "in-dialog-source",
+        Ty::Words(InDialogSource::WORDS),
+        "<address | ip | any>",
+        "where in-dialog requests and responses must come from (else 481 / dropped)",
     ),
     attr(
         "max-header-size",

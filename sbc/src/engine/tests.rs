@@ -37,6 +37,8 @@ fn config() -> EngineConfig {
         timer_c: Duration::from_secs(180),
         max_message_size: 65_535,
         max_header_size: 8192,
+        source_policy: SourcePolicy::Address,
+        agents: vec![sa(CALLEE)],
     }
 }
 
@@ -49,6 +51,8 @@ struct World {
     to_callee: Vec<SipMessage>,
     raw_to_caller: Vec<Bytes>,
     raw_to_callee: Vec<Bytes>,
+    /// Messages sent anywhere else (to a stranger).
+    to_others: Vec<(SocketAddr, SipMessage)>,
 }
 
 impl World {
@@ -60,21 +64,41 @@ impl World {
             to_callee: Vec::new(),
             raw_to_caller: Vec::new(),
             raw_to_callee: Vec::new(),
+            to_others: Vec::new(),
         }
+    }
+
+    /// A message from `source` on `interface` (a stranger, or a peer from another address).
+    fn sends_from(&mut self, interface: usize, source: &str, text: &str) {
+        self.engine.handle_inbound(
+            self.now,
+            Inbound {
+                interface,
+                transport: LegTransport::Udp,
+                source: sa(source),
+                data: Bytes::from(text.replace('\n', "\r\n")),
+            },
+        );
+        self.collect();
     }
 
     fn collect(&mut self) {
         while let Some(t) = self.engine.poll_transmit() {
             let msg = SipMessage::parse(&t.payload).expect("engine output parses");
-            if t.dest == sa(CALLER) {
-                assert_eq!(t.interface, 0);
+            if t.dest == sa(CALLER) && t.interface == 0 {
                 self.to_caller.push(msg);
                 self.raw_to_caller.push(t.payload);
-            } else {
-                assert_eq!(t.dest, sa(CALLEE));
-                assert_eq!(t.interface, 1);
+            } else if t.dest == sa(CALLEE) && t.interface == 1 {
                 self.to_callee.push(msg);
                 self.raw_to_callee.push(t.payload);
+            } else {
+                // Answers to strangers, or to a peer that wrote on the wrong interface.
+                assert!(
+                    t.dest != sa(CALLER) && t.dest != sa(CALLEE)
+                        || t.payload.starts_with(b"SIP/2.0 "),
+                    "a request to a peer on the wrong interface"
+                );
+                self.to_others.push((t.dest, msg));
             }
         }
     }
@@ -660,4 +684,85 @@ fn the_strict_reading_refuses_and_relays_nothing() {
         assert!(w.to_callee.is_empty(), "{what}: something was relayed");
         assert_eq!(w.engine.call_count(), 0, "{what}: a call was created");
     }
+}
+
+#[test]
+fn in_dialog_requests_are_taken_only_from_their_leg() {
+    let mut w = World::new();
+    let tag = establish(&mut w);
+    let to_callee_before = w.to_callee.len();
+    // The caller's BYE, from another address: 481, nothing relayed, the call goes on.
+    let stranger = "10.6.6.6:5060";
+    w.sends_from(
+        0,
+        stranger,
+        &caller_in_dialog("BYE", 2, "z9hG4bKevil", &tag),
+    );
+    assert_eq!(w.to_others.len(), 1);
+    assert_eq!(w.to_others[0].1.status(), Some(481));
+    assert_eq!(w.to_callee.len(), to_callee_before, "nothing relayed");
+    assert_eq!(w.engine.call_count(), 1);
+    // From the caller's address on the core interface: 481 too.
+    w.sends_from(1, CALLER, &caller_in_dialog("BYE", 3, "z9hG4bKevil2", &tag));
+    // With the right address but a forged From tag: 481.
+    w.caller_sends(
+        &caller_in_dialog("BYE", 4, "z9hG4bKevil3", &tag).replace(";tag=a1", ";tag=forged"),
+    );
+    assert_eq!(w.codes_to_caller().last(), Some(&481));
+    assert_eq!(w.engine.stats().leg_mismatch, 3);
+    assert_eq!(w.engine.call_count(), 1, "the call survived");
+    // The caller's own BYE is relayed and the call ends.
+    w.caller_sends(&caller_in_dialog("BYE", 5, "z9hG4bKbye", &tag));
+    assert_eq!(
+        w.methods_to_callee().last().map(String::as_str),
+        Some("BYE")
+    );
+}
+
+#[test]
+fn a_relaxed_source_policy_takes_a_rebound_port() {
+    let mut cfg = config();
+    cfg.source_policy = SourcePolicy::Ip;
+    let mut w = World::new();
+    w.engine.set_config(cfg);
+    let tag = establish(&mut w);
+    // The caller's NAT rebound its port: same IP, another port.
+    w.sends_from(
+        0,
+        "10.1.1.1:6000",
+        &caller_in_dialog("BYE", 2, "z9hG4bKnat", &tag),
+    );
+    assert_eq!(
+        w.methods_to_callee().last().map(String::as_str),
+        Some("BYE")
+    );
+    assert_eq!(w.engine.stats().leg_mismatch, 0);
+}
+
+#[test]
+fn cancel_and_responses_only_from_where_they_belong() {
+    let mut w = World::new();
+    w.caller_sends(&invite("z9hG4bKinv1"));
+    let invite_out = w.last_to_callee().clone();
+    // A CANCEL from a stranger: 481, the INVITE goes on.
+    let cancel = invite("z9hG4bKinv1")
+        .replacen("INVITE sip:", "CANCEL sip:", 1)
+        .replace("CSeq: 1 INVITE", "CSeq: 1 CANCEL");
+    w.sends_from(0, "10.6.6.6:5060", &cancel);
+    assert_eq!(w.to_others.last().map(|(_, m)| m.status()), Some(Some(481)));
+    assert!(!w.methods_to_callee().contains(&"CANCEL".to_owned()));
+    // A 200 from another address than the next hop: dropped, not relayed to the caller.
+    let forged = format!(
+        "SIP/2.0 200 OK\nVia: {}\nFrom: {}\nTo: {};tag=evil\nCall-ID: {}\nCSeq: 1 INVITE\nContact: <sip:evil@10.6.6.6>\nContent-Length: 0\n\n",
+        invite_out.top_via().unwrap_or_default(),
+        invite_out.header(&HeaderName::From).unwrap_or_default(),
+        invite_out.header(&HeaderName::To).unwrap_or_default(),
+        invite_out.call_id().unwrap_or_default(),
+    );
+    w.sends_from(1, "10.6.6.6:5080", &forged);
+    assert_eq!(w.codes_to_caller(), vec![100], "the forged 200 was relayed");
+    assert_eq!(w.engine.stats().response_source_mismatch, 1);
+    // The real callee answers.
+    w.callee_answers(200, "b1");
+    assert_eq!(w.codes_to_caller(), vec![100, 200]);
 }
