@@ -38,6 +38,13 @@ use crate::sip::transaction::{
     ServerInvite, ServerNonInvite, ServerRequest, TimerAction, Timers,
 };
 
+/// Timer G retransmissions of a final response to an INVITE that the SBC generated itself
+/// (408, 487, 503, ...). RFC 3261 retransmits until timer H (about ten copies at the default
+/// timers); one copy covers a lost datagram (the caller stopped retransmitting its INVITE at
+/// our 100 Trying), and a request with a forged source then gets its victim the 100, the final
+/// and one copy: about its own size, not four times it.
+pub const LOCAL_FINAL_RETRANSMISSIONS: u32 = 1;
+
 /// Prefix of every Via branch the SBC generates (after the RFC 3261 magic cookie).
 pub const BRANCH_PREFIX: &str = "z9hG4bKsbc";
 
@@ -1793,6 +1800,10 @@ impl Engine {
         let payload = w.finish(b"");
         entry.last_response = Some(payload.clone());
         entry.txn.send_response(now, code);
+        if let ServerTxn::Invite(t) = &mut entry.txn {
+            // Our own final: at most one copy more (no amplification toward a forged source).
+            t.cap_retransmissions(LOCAL_FINAL_RETRANSMISSIONS);
+        }
         self.out.push_back(entry.reply.transmit(payload));
         self.arm_server(skey);
     }

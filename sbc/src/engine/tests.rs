@@ -766,3 +766,37 @@ fn cancel_and_responses_only_from_where_they_belong() {
     w.callee_answers(200, "b1");
     assert_eq!(w.codes_to_caller(), vec![100, 200]);
 }
+
+#[test]
+fn a_forged_invite_to_a_silent_next_hop_gets_its_source_about_its_own_size_back() {
+    let mut w = World::new();
+    let request = invite("z9hG4bKspoof").replace('\n', "\r\n");
+    w.caller_sends(&invite("z9hG4bKspoof"));
+    // Nobody answers, nobody ACKs: timer B (64·T1), then timer H.
+    w.advance(Duration::from_secs(80));
+    let codes = w.codes_to_caller();
+    assert_eq!(codes, vec![100, 408, 408], "the 100, the 408 and one copy");
+    // A minimal INVITE (4 bytes of body) is the attacker's best case: each answer repeats most
+    // of its headers, so three answers come to about twice its size (one with a real SDP
+    // offer gets back less than its own size). RFC 3261's timer G would send about ten 408s.
+    let back: usize = w.raw_to_caller.iter().map(Bytes::len).sum();
+    assert!(
+        back * 10 <= 22 * request.len(),
+        "{back} bytes sent back for a {}-byte request",
+        request.len()
+    );
+    // A caller that does ACK stops even that copy.
+    let mut w = World::new();
+    w.caller_sends(&invite("z9hG4bKreal"));
+    // The 408 at 32 s; its copy would go at 32.5 s.
+    w.advance(Duration::from_millis(32_200));
+    let r408 = w.to_caller.last().expect("408").clone();
+    let ack = format!(
+        "ACK sip:bob@{ACCESS} SIP/2.0\nVia: SIP/2.0/UDP {CALLER};branch=z9hG4bKreal\nMax-Forwards: 70\n\
+         From: \"Alice\" <sip:alice@10.1.1.1>;tag=a1\nTo: {}\nCall-ID: call-1@10.1.1.1\nCSeq: 1 ACK\nContent-Length: 0\n\n",
+        r408.header(&HeaderName::To).unwrap_or_default()
+    );
+    w.caller_sends(&ack);
+    w.advance(Duration::from_secs(40));
+    assert_eq!(w.codes_to_caller(), vec![100, 408]);
+}

@@ -376,6 +376,9 @@ pub struct ServerInvite {
     timers: Timers,
     reliable: bool,
     timer_g: Option<Retransmit>,
+    /// Timer G retransmissions left (RFC 3261: until timer H; fewer for a final response the
+    /// node made itself, see [`Self::cap_retransmissions`]).
+    retransmissions_left: u32,
     timer_h: Option<Instant>,
     timer_i: Option<Instant>,
     timer_l: Option<Instant>,
@@ -390,11 +393,20 @@ impl ServerInvite {
             timers,
             reliable,
             timer_g: None,
+            retransmissions_left: u32::MAX,
             timer_h: None,
             timer_i: None,
             timer_l: None,
             acked: false,
         }
+    }
+
+    /// Retransmits the final response at most `n` more times (timer G), then waits quietly for
+    /// the ACK until timer H. For final responses the node generates itself (408, 503, ...):
+    /// a request with a forged source then makes the node send its victim the provisional, the
+    /// final and `n` copies, not a copy every T2 for 32 s (no amplification).
+    pub fn cap_retransmissions(&mut self, n: u32) {
+        self.retransmissions_left = self.retransmissions_left.min(n);
     }
 
     /// Current state.
@@ -485,6 +497,11 @@ impl ServerInvite {
                     return TimerAction::TimedOut;
                 }
                 if let Some(g) = self.timer_g.filter(|g| g.at <= now) {
+                    if self.retransmissions_left == 0 {
+                        self.timer_g = None;
+                        return TimerAction::None;
+                    }
+                    self.retransmissions_left -= 1;
                     let interval = (g.interval * 2).min(self.timers.t2);
                     self.timer_g = Some(Retransmit {
                         at: now + interval,
@@ -654,6 +671,46 @@ mod tests {
         assert_eq!(retrans, vec![500, 1500, 3500, 7500, 15500, 31500]);
         assert_eq!(got.last(), Some(&(32000, TimerAction::TimedOut)));
         assert_eq!(tx.state(), ClientInviteState::Terminated);
+    }
+
+    #[test]
+    fn timer_g_follows_rfc_3261_unless_capped() {
+        let run = |cap: Option<u32>| {
+            let t0 = Instant::now();
+            let mut tx = ServerInvite::new(Timers::default(), false);
+            tx.send_response(t0, 408);
+            if let Some(n) = cap {
+                tx.cap_retransmissions(n);
+            }
+            let tx = std::cell::RefCell::new(tx);
+            drive(
+                t0,
+                Duration::from_secs(40),
+                || tx.borrow().poll_timeout(),
+                |now| tx.borrow_mut().handle_timeout(now),
+            )
+        };
+        let full = run(None);
+        let g: Vec<u128> = full
+            .iter()
+            .filter(|(_, a)| *a == TimerAction::Retransmit)
+            .map(|(t, _)| *t)
+            .collect();
+        // G at 0.5, 1.5, 3.5, 7.5 s, then every T2 (4 s) until H at 32 s.
+        assert_eq!(
+            g,
+            vec![500, 1500, 3500, 7500, 11500, 15500, 19500, 23500, 27500, 31500]
+        );
+        assert_eq!(full.last(), Some(&(32000, TimerAction::TimedOut)));
+        let capped = run(Some(1));
+        assert_eq!(
+            capped,
+            vec![
+                (500, TimerAction::Retransmit),
+                (32000, TimerAction::TimedOut)
+            ],
+            "one copy, then quiet until timer H"
+        );
     }
 
     #[test]
