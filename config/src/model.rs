@@ -594,6 +594,14 @@ pub struct SipConfig {
     /// `auto-scaling-cycle-ms`: the auto-scaling cycle, in ms. Default 1000, valid
     /// 100..=60000.
     pub auto_scaling_cycle_ms: u64,
+    /// `max-calls`: calls (in any state) the node holds at most; a new INVITE beyond gets 503
+    /// and is counted. Enforced per shard (a 64th of it each, rounded up), so new calls may be
+    /// refused a little before the total. Default 100000, valid 64..=10000000.
+    pub max_calls: usize,
+    /// `max-transactions`: SIP transactions (server and client) the node holds at most; a new
+    /// request beyond gets 503 (in-dialog requests of existing calls still pass). Per shard as
+    /// `max-calls`. Default 200000, valid 64..=20000000.
+    pub max_transactions: usize,
     /// `in-dialog-source`: where an in-dialog request must come from to be taken for its leg
     /// (beside the leg's interface, transport and remote tag), and a response from the next hop
     /// the request went to: `address`, `ip` or `any` (see [`InDialogSource`]). A mismatch gets
@@ -648,6 +656,8 @@ impl Default for SipConfig {
             retry_after_min: 5,
             retry_after_max: 15,
             auto_scaling_cycle_ms: 1000,
+            max_calls: 100_000,
+            max_transactions: 200_000,
             in_dialog_source: InDialogSource::Address,
             max_header_size: 8192,
             tcp_max_connections: 2048,

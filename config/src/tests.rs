@@ -162,6 +162,8 @@ fn embedded_default_is_exactly_as_documented() {
             retry_after_min: 5,
             retry_after_max: 15,
             auto_scaling_cycle_ms: 1000,
+            max_calls: 100_000,
+            max_transactions: 200_000,
             in_dialog_source: InDialogSource::Address,
             max_header_size: 8192,
             tcp_max_connections: 2048,

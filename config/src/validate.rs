@@ -661,6 +661,8 @@ fn sip(sip: &SipConfig) -> Result<(), ConfigError> {
         sip.auto_scaling_cycle_ms,
         &AUTO_SCALING_CYCLE_MS,
     )?;
+    in_range("max-calls", sip.max_calls, &(64..=10_000_000))?;
+    in_range("max-transactions", sip.max_transactions, &(64..=20_000_000))?;
     in_range("max-header-size", sip.max_header_size, &(256..=65_535))?;
     in_range(
         "tcp-max-connections",

@@ -87,6 +87,10 @@ pub struct EngineConfig {
     pub max_header_size: usize,
     /// Where in-dialog requests and responses must come from.
     pub source_policy: SourcePolicy,
+    /// Calls this engine holds at most (its share of `max-calls`).
+    pub max_calls: usize,
+    /// Transactions this engine holds at most (its share of `max-transactions`).
+    pub max_transactions: usize,
     /// Every session-agent's address (their legs are checked by IP only).
     pub agents: Vec<SocketAddr>,
 }
@@ -233,6 +237,9 @@ pub struct Stats {
     pub leg_mismatch: u64,
     /// Responses dropped because they did not come from the next hop the request went to.
     pub response_source_mismatch: u64,
+    /// New requests refused with 503 because the engine held `max-calls` calls or
+    /// `max-transactions` transactions.
+    pub state_cap_503: u64,
 }
 
 impl std::ops::AddAssign<&Self> for Stats {
@@ -255,6 +262,7 @@ impl std::ops::AddAssign<&Self> for Stats {
             routed_new,
             leg_mismatch,
             response_source_mismatch,
+            state_cap_503,
         } = self;
         // Destructured, so a new counter that is not summed here does not compile.
         *requests_in += b.requests_in;
@@ -273,6 +281,7 @@ impl std::ops::AddAssign<&Self> for Stats {
         *routed_new += b.routed_new;
         *leg_mismatch += b.leg_mismatch;
         *response_source_mismatch += b.response_source_mismatch;
+        *state_cap_503 += b.state_cap_503;
     }
 }
 
@@ -926,6 +935,17 @@ impl Engine {
         {
             // Dialog-creating methods other than INVITE are not relayed yet.
             self.answer(inbound, &msg, 501, Some(("Allow", ALLOW.into())));
+            return;
+        }
+        let over = if method == Method::Invite {
+            self.calls.len() >= self.cfg.max_calls
+        } else {
+            false
+        } || self.server.len() + self.client.len() >= self.cfg.max_transactions;
+        if over {
+            // Configured limits, not memory, bound what a stranger can make us hold.
+            self.stats.state_cap_503 += 1;
+            self.answer(inbound, &msg, 503, Some(("Retry-After", "5".into())));
             return;
         }
         let Some(hop) = self.cfg.routes.get(inbound.interface).cloned().flatten() else {

@@ -98,6 +98,8 @@ pub fn engine_config(cfg: &Config) -> anyhow::Result<EngineConfig> {
             sbc_config::InDialogSource::Any => SourcePolicy::Any,
         },
         agents: cfg.session_agents.iter().map(|a| a.socket_addr()).collect(),
+        max_calls: s.max_calls.div_ceil(SHARDS),
+        max_transactions: s.max_transactions.div_ceil(SHARDS),
     })
 }
 

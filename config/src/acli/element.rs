@@ -441,6 +441,18 @@ const SIP_CONFIG: &[Attr] = &[
         "auto-scaling cycle, ms",
     ),
     attr(
+        "max-calls",
+        Ty::Int(I64),
+        "<64..=10000000>",
+        "calls held at most; a new INVITE beyond gets 503",
+    ),
+    attr(
+        "max-transactions",
+        Ty::Int(I64),
+        "<64..=20000000>",
+        "transactions held at most; a new request beyond gets 503",
+    ),
+    attr(
         "in-dialog-source",
         Ty::Words(InDialogSource::WORDS),
         "<address | ip | any>",

@@ -39,6 +39,8 @@ fn config() -> EngineConfig {
         max_header_size: 8192,
         source_policy: SourcePolicy::Address,
         agents: vec![sa(CALLEE)],
+        max_calls: 1000,
+        max_transactions: 2000,
     }
 }
 
@@ -799,4 +801,27 @@ fn a_forged_invite_to_a_silent_next_hop_gets_its_source_about_its_own_size_back(
     w.caller_sends(&ack);
     w.advance(Duration::from_secs(40));
     assert_eq!(w.codes_to_caller(), vec![100, 408]);
+}
+
+#[test]
+fn configured_caps_not_memory_bound_the_state_a_stranger_can_create() {
+    let mut cfg = config();
+    cfg.max_calls = 2;
+    let mut w = World::new();
+    w.engine.set_config(cfg);
+    for i in 0..3 {
+        w.caller_sends(
+            &invite(&format!("z9hG4bKcap{i}")).replace("call-1@", &format!("call-cap{i}@")),
+        );
+    }
+    assert_eq!(w.codes_to_caller(), vec![100, 100, 503]);
+    assert_eq!(w.engine.call_count(), 2);
+    assert_eq!(w.engine.stats().state_cap_503, 1);
+    let mut cfg = config();
+    cfg.max_transactions = 2;
+    let mut w = World::new();
+    w.engine.set_config(cfg);
+    w.caller_sends(&invite("z9hG4bKt1")); // one server and one client transaction
+    w.caller_sends(&invite("z9hG4bKt2").replace("call-1@", "call-t2@"));
+    assert_eq!(w.codes_to_caller(), vec![100, 503]);
 }
