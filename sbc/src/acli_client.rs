@@ -47,12 +47,17 @@ impl Client {
     pub fn request(&mut self, req: &Request) -> anyhow::Result<Response> {
         let mut line = serde_json::to_vec(req)?;
         line.push(b'\n');
-        self.writer.write_all(&line)?;
+        let written = self.writer.write_all(&line);
+        // A node that refuses the connection (another user, say) writes why and closes: read
+        // that answer even when our write found the connection closed.
         let mut buf = String::new();
-        if self.reader.read_line(&mut buf)? == 0 {
-            anyhow::bail!("the node closed the management connection");
+        let read = self.reader.read_line(&mut buf);
+        match (read, written) {
+            (Ok(n), _) if n > 0 => Ok(serde_json::from_str(&buf)?),
+            (_, Err(e)) => Err(e.into()),
+            (Err(e), Ok(())) => Err(e.into()),
+            (Ok(_), Ok(())) => anyhow::bail!("the node closed the management connection"),
         }
-        Ok(serde_json::from_str(&buf)?)
     }
 
     /// Executes one ACLI line.
