@@ -4,13 +4,13 @@
 # crashes. New inputs go to a scratch directory, never into the committed seeds. A crash fails
 # the run and leaves its input in fuzz/artifacts/<target>/ (turn it into a regression test).
 #
-#   fuzz/run.sh            # 60 s each (what CI runs)
+#   fuzz/run.sh 30         # 30 s each (what CI runs)
 #   fuzz/run.sh 3600       # an hour each (the README's figures)
 #   TARGETS=heartbeat fuzz/run.sh 600
 set -euo pipefail
 cd "$(dirname "$0")"
 seconds="${1:-60}"
-targets="${TARGETS:-heartbeat witness sync_channel}"
+targets="${TARGETS:-heartbeat witness sync_channel sip_message tcp_framer acli}"
 
 if ! rustup toolchain list | grep -q '^nightly'; then
     echo "fuzzing needs the nightly toolchain: rustup toolchain install nightly" >&2

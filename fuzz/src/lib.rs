@@ -22,7 +22,10 @@ pub fn pair_config(witness: bool) -> RedundancyConfig {
     RedundancyConfig {
         shared_key: String::from_utf8_lossy(KEY).into_owned(),
         witness: witness.then(|| SocketAddr::from(([127, 0, 0, 1], 9099))),
-        peers: vec![peer("a", 9001, PeerType::Primary), peer("b", 9002, PeerType::Secondary)],
+        peers: vec![
+            peer("a", 9001, PeerType::Primary),
+            peer("b", 9002, PeerType::Secondary),
+        ],
         ..RedundancyConfig::default()
     }
 }
@@ -41,7 +44,13 @@ pub fn sealed(key: &crypto::Key, magic: [u8; 4], nonce_seq: u64, payload: &[u8])
     let mut header = [0u8; 5];
     header[..4].copy_from_slice(&magic);
     header[4] = sbc_ha::wire::VERSION;
-    crypto::seal_datagram(key, &header, &crypto::nonce(1, 1, nonce_seq), payload, &mut out);
+    crypto::seal_datagram(
+        key,
+        &header,
+        &crypto::nonce(1, 1, nonce_seq),
+        payload,
+        &mut out,
+    );
     out
 }
 
@@ -50,7 +59,11 @@ pub fn sealed(key: &crypto::Key, magic: [u8; 4], nonce_seq: u64, payload: &[u8])
 pub fn chunks(mut data: &[u8]) -> impl Iterator<Item = &[u8]> {
     std::iter::from_fn(move || {
         let (&n, rest) = data.split_first()?;
-        let n = if n == 0 { rest.len() } else { usize::from(n).min(rest.len()) };
+        let n = if n == 0 {
+            rest.len()
+        } else {
+            usize::from(n).min(rest.len())
+        };
         let (chunk, rest) = rest.split_at(n);
         data = rest;
         Some(chunk)

@@ -59,7 +59,11 @@ fn main() -> std::io::Result<()> {
     }
     write("heartbeat", "raw-genuine", &chunked(0, &datagrams))?;
     write("heartbeat", "sealed-payloads", &chunked(1, &payloads))?;
-    write("heartbeat", "unverified", &chunked(1, &[enc(&hb(4, 0, State::Active))]))?;
+    write(
+        "heartbeat",
+        "unverified",
+        &chunked(1, &[enc(&hb(4, 0, State::Active))]),
+    )?;
 
     let probe = WitnessProbe {
         node: NodeId::from_name("b"),
@@ -82,9 +86,15 @@ fn main() -> std::io::Result<()> {
     let mut p = Vec::new();
     probe.encode(&keys, &mut p).map_err(std::io::Error::other)?;
     let mut a = Vec::new();
-    answer.encode(&keys, 1, &mut a).map_err(std::io::Error::other)?;
+    answer
+        .encode(&keys, 1, &mut a)
+        .map_err(std::io::Error::other)?;
     write("witness", "raw-genuine", &chunked(0, &[p, a]))?;
-    write("witness", "sealed-payloads", &chunked(1, &[enc(&probe), enc(&answer)]))?;
+    write(
+        "witness",
+        "sealed-payloads",
+        &chunked(1, &[enc(&probe), enc(&answer)]),
+    )?;
 
     let psk = keys.sync_psk;
     let (_, m1) = Initiator::start(&psk, [1; 32]).map_err(std::io::Error::other)?;
@@ -115,7 +125,10 @@ fn main() -> std::io::Result<()> {
             rev: 2,
             value: vec![9; 40],
         },
-        SyncFrame::Delete { key: vec![1], rev: 3 },
+        SyncFrame::Delete {
+            key: vec![1],
+            rev: 3,
+        },
         SyncFrame::ConfigPush {
             version: 4,
             toml: "[sip-config]\nt1-ms = 500\n".into(),
@@ -132,5 +145,44 @@ fn main() -> std::io::Result<()> {
         messages.extend(a.seal(f).map_err(std::io::Error::other)?);
     }
     write("sync_channel", "transport", &chunked(2, &messages))?;
+
+    // The SIP edge: whole messages, as a datagram or one TCP frame.
+    let invite = "INVITE sip:bob@127.0.0.1:5060 SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:5090;branch=z9hG4bK-1;rport\r\n\
+        Max-Forwards: 70\r\nFrom: <sip:alice@127.0.0.1>;tag=a1\r\nTo: <sip:bob@127.0.0.1>\r\n\
+        Call-ID: 1-seed@127.0.0.1\r\nCSeq: 1 INVITE\r\nContact: <sip:alice@127.0.0.1:5090>\r\n\
+        Content-Type: application/sdp\r\nContent-Length: 4\r\n\r\nv=0\n";
+    let bye = "BYE sip:sbc@127.0.0.1 SIP/2.0\r\nv: SIP/2.0/TCP [::1]:5090;branch=z9hG4bK-2\r\n\
+        f: <sip:alice@x>;tag=a1\r\nt: <sip:bob@y>;tag=b1\r\ni: 1-seed@127.0.0.1\r\nCSeq: 2 BYE\r\nl: 0\r\n\r\n";
+    let ok = "SIP/2.0 200 OK\r\nVia: SIP/2.0/UDP 127.0.0.1;branch=z9hG4bK-1\r\nFrom: <sip:a@x>;tag=a1\r\n\
+        To: <sip:b@y>;tag=b1\r\nCall-ID: c\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n";
+    let two_to = invite.replacen(
+        "To: <sip:bob@127.0.0.1>\r\n",
+        "To: <sip:bob@127.0.0.1>\r\nt: <sip:bob@127.0.0.1>;tag=x\r\n",
+        1,
+    );
+    let tel = invite.replacen("sip:bob@127.0.0.1:5060", "tel:+1-201-555-0123", 1);
+    for (name, m) in [("invite", invite), ("bye-compact", bye), ("response", ok)] {
+        write("sip_message", name, m.as_bytes())?;
+    }
+    write("sip_message", "duplicate-to", two_to.as_bytes())?;
+    write("sip_message", "tel-uri", tel.as_bytes())?;
+    let mut stream = vec![7u8, 200];
+    stream.extend_from_slice(b"\r\n\r\n");
+    stream.extend_from_slice(invite.as_bytes());
+    stream.extend_from_slice(b"\r\n\r\n");
+    stream.extend_from_slice(bye.as_bytes());
+    write("tcp_framer", "pipelined", &stream)?;
+    let mut bad = vec![3u8, 10];
+    bad.extend_from_slice(b"OPTIONS sip:x SIP/2.0\r\nContent-Length: x\r\n\r\nrest");
+    write("tcp_framer", "bad-length", &bad)?;
+
+    // The ACLI: the README's configuration dialogue and a few operational lines.
+    let script =
+        "configure terminal\nsystem\nsystem-config\noptions +critical-memory-abort=switchover\n\
+        alarm-threshold\ntype memory\nseverity critical\nvalue 80\ndone\nexit\nexit\nexit\nexit\n\
+        configure terminal\nsession-router\nsip-config\nt1-ms 400\ntcp-max-connections 10\ndone\n\
+        exit\nexit\nshow health\nshow running-config\n";
+    write("acli", "readme-dialogue", script.as_bytes())?;
+    write("acli", "sip-interface", b"configure terminal\nmedia-manager\nsip-interface\nrealm edge\nport 5070\ntransports udp\ndone\nno edge\n")?;
     Ok(())
 }

@@ -104,6 +104,9 @@ impl SipCodec {
                     }
                     return Ok(None);
                 };
+                if head_end > self.max {
+                    return Err(FrameError::TooLarge(self.max));
+                }
                 let Ok(body) = content_length(&buf[..head_end]) else {
                     // The stream cannot be framed any more. Hand over the header block alone
                     // so the request can still be answered with 400, then close.
@@ -211,6 +214,20 @@ mod tests {
         // The next message and a ping after it are framed as usual.
         b.extend_from_slice(b"\r\n\r\n");
         assert_eq!(c.decode(&mut b).ok().flatten(), Some(Frame::Ping));
+    }
+
+    #[test]
+    fn a_header_block_beyond_the_maximum_is_refused_even_when_it_arrives_at_once() {
+        // The fuzzer's find: with a bad Content-Length the header block alone was handed over
+        // whatever its size.
+        let mut c = SipCodec::new(64);
+        let mut b = BytesMut::from(
+            &format!(
+                "OPTIONS sip:x SIP/2.0\r\nX: {}\r\nContent-Length: x\r\n\r\n",
+                "a".repeat(100)
+            )[..],
+        );
+        assert!(matches!(c.decode(&mut b), Err(FrameError::TooLarge(64))));
     }
 
     #[test]

@@ -825,3 +825,13 @@ fn configured_caps_not_memory_bound_the_state_a_stranger_can_create() {
     w.caller_sends(&invite("z9hG4bKt2").replace("call-1@", "call-t2@"));
     assert_eq!(w.codes_to_caller(), vec![100, 503]);
 }
+
+#[test]
+fn a_method_is_read_case_sensitively() {
+    // `INvITE` is an extension method (RFC 3261 7.1), not INVITE: its CSeq says INVITE, so it
+    // is refused, and it never makes a call.
+    let mut w = World::new();
+    w.caller_sends(&invite("z9hG4bKcase").replacen("INVITE sip:", "INvITE sip:", 1));
+    assert_eq!(w.codes_to_caller(), vec![400]);
+    assert_eq!(w.engine.call_count(), 0);
+}

@@ -246,12 +246,16 @@ impl SipMessage {
     pub fn parse(data: &[u8]) -> Result<Self, ParseError> {
         let head_end = find_head_end(data)
             .ok_or_else(|| ParseError::Malformed("no blank line after the headers".into()))?;
+        strict::check_line_endings(&data[..head_end]).map_err(ParseError::Malformed)?;
         let parsed = rsip::SipMessage::try_from(data)
             .map_err(|e| ParseError::Malformed(short(&e.to_string())))?;
         let (start, rsip_headers) = match parsed {
             rsip::SipMessage::Request(r) => (
                 StartLine::Request {
-                    method: Method::parse(&r.method.to_string()),
+                    // The token as received: methods are case-sensitive (RFC 3261 section
+                    // 7.1), and rsip folds their case (`INvITE` would become INVITE here while
+                    // the receive path reads an extension method).
+                    method: Method::parse(start_token(data)),
                     uri: r.uri.to_string(),
                 },
                 r.headers,
@@ -474,12 +478,21 @@ impl SipMessage {
     }
 }
 
-/// Where the header block ends (index of the first body byte).
+/// Where the header block ends (index of the first body byte): after the first CRLFCRLF
+/// (RFC 3261 section 7; lines ended by a bare LF are refused, see [`strict`]).
 pub fn find_head_end(data: &[u8]) -> Option<usize> {
     data.windows(4)
         .position(|w| w == b"\r\n\r\n")
         .map(|p| p + 4)
-        .or_else(|| data.windows(2).position(|w| w == b"\n\n").map(|p| p + 2))
+}
+
+/// The first word of the start line (the method of a request).
+fn start_token(data: &[u8]) -> &str {
+    let end = data
+        .iter()
+        .position(|&b| b == b' ' || b == b'\r' || b == b'\n')
+        .unwrap_or(data.len());
+    std::str::from_utf8(&data[..end]).unwrap_or("")
 }
 
 fn reason_phrase(data: &[u8]) -> String {

@@ -36,6 +36,32 @@ impl Refusal {
     }
 }
 
+/// Checks the header block's lines (start line included, up to and with the blank line): each
+/// ends with CRLF (no bare CR or LF), and none is a folded continuation (a line starting with
+/// a space or a tab). Both are legal in old SIP, and both let two readers see different header
+/// lines (a line scan splits on LF, a parser may not; a folded line may look like a header of
+/// its own), so an edge device refuses them.
+///
+/// # Errors
+/// What is wrong, for the 400's Warning.
+pub fn check_line_endings(head: &[u8]) -> Result<(), String> {
+    for (i, &b) in head.iter().enumerate() {
+        match b {
+            b'\n' if i == 0 || head[i - 1] != b'\r' => {
+                return Err("a header line ends with a bare LF (CRLF is required)".into());
+            }
+            b'\r' if head.get(i + 1) != Some(&b'\n') => {
+                return Err("a bare CR in the header block".into());
+            }
+            b'\n' if matches!(head.get(i + 1), Some(b' ' | b'\t')) => {
+                return Err("a folded header line (continuation lines are not accepted)".into());
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Headers that may appear once (RFC 3261 section 7.3.1: only list headers may repeat).
 pub const SINGLE_INSTANCE: [HeaderName; 6] = [
     HeaderName::To,
@@ -321,6 +347,25 @@ mod tests {
     fn msg(headers: &str) -> SipMessage {
         let text = format!("OPTIONS sip:a@b SIP/2.0\r\n{headers}Content-Length: 0\r\n\r\n");
         SipMessage::parse(text.as_bytes()).expect("parses")
+    }
+
+    #[test]
+    fn line_endings_are_crlf_and_lines_are_not_folded() {
+        assert_eq!(
+            check_line_endings(b"INVITE x SIP/2.0\r\nA: b\r\n\r\n"),
+            Ok(())
+        );
+        // The fuzzer's find: a bare LF then CRLF, which a line scan takes for the blank line
+        // ending the headers while the parser reads on.
+        assert!(
+            check_line_endings(b"INVITE x SIP/2.0\r\nMax-Forwards: 7\n\r\nCall-ID: c\r\n\r\n")
+                .is_err()
+        );
+        assert!(check_line_endings(b"INVITE x SIP/2.0\r\nA: b\rC: d\r\n\r\n").is_err());
+        assert!(
+            check_line_endings(b"INVITE x SIP/2.0\r\nSubject: a\r\n Call-ID: c\r\n\r\n").is_err()
+        );
+        assert!(check_line_endings(b"INVITE x SIP/2.0\r\nSubject: a\r\n\tb\r\n\r\n").is_err());
     }
 
     #[test]

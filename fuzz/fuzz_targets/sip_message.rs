@@ -1,0 +1,39 @@
+//! A SIP message as the edge reads it: the full parse with the strict checks, and the receive
+//! path's line scan (`classify`). Nothing may panic, and whenever the engine would take a
+//! request (it parses and passes the strict reading), the receive path must have read the same
+//! Call-ID (shard) and the same To (in-dialog or new): one reading of a message.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use sbc::classify::classify;
+use sbc::prsm::Kind;
+use sbc::shard;
+use sbc::sip::message::{Method, SipMessage};
+
+fuzz_target!(|data: &[u8]| {
+    let seen = classify(data);
+    let Ok(msg) = SipMessage::parse(data) else {
+        return;
+    };
+    let Some(method) = msg.method() else {
+        // A response: the receive path says so.
+        assert_eq!(seen.kind, Kind::Response);
+        return;
+    };
+    if !msg.answerable() || msg.check_request(8192).is_err() {
+        return;
+    }
+    let call_id = msg.call_id().unwrap_or_default();
+    assert_eq!(
+        seen.shard_key,
+        shard::call_id_key(call_id.as_bytes()),
+        "the receive path and the engine read different Call-IDs"
+    );
+    let in_dialog = matches!(method, Method::Ack | Method::Cancel) || msg.to_tag().is_some();
+    assert_eq!(
+        seen.kind == Kind::InDialog,
+        in_dialog,
+        "the receive path and the engine read different To headers"
+    );
+    assert_eq!(seen.is_invite, *method == Method::Invite);
+});
