@@ -15,7 +15,8 @@
 //! | `1.3.6.1.3.3261.0.2`        | `sbcAlarmClearTrap`     | the same + cleared by (operator, restart, auto) |
 //! | `1.3.6.1.3.3261.0.3`        | `sbcRedundancyTrap`     | role, state, reason, peer, node |
 //! | `1.3.6.1.3.3261.0.4`        | `sbcHealthTrap`         | score, previous score, reason, node |
-//! | `1.3.6.1.3.3261.1.1.1..15`  | `sbcAlarmType` … `sbcHealthReason` | the objects, sent as instance `.0` |
+//! | `1.3.6.1.3.3261.0.5`        | `sbcSourceDeniedTrap`   | source, seconds denied (0: let in again), node |
+//! | `1.3.6.1.3.3261.1.1.1..17`  | `sbcAlarmType` … `sbcDeniedSeconds` | the objects, sent as instance `.0` |
 //!
 //! Every trap's varbinds are `sysUpTime.0`, `snmpTrapOID.0`, then the notification's objects
 //! in the MIB's order.
@@ -196,6 +197,16 @@ pub enum Trap {
         /// The sending node's hostname.
         node: String,
     },
+    /// `sbcSourceDeniedTrap`: a source denied at the SIP edge (or, with 0 seconds, let in
+    /// again).
+    SourceDenied {
+        /// The source address.
+        source: String,
+        /// For how long, in seconds; 0 when the deny ended.
+        seconds: u32,
+        /// The sending node's hostname.
+        node: String,
+    },
 }
 
 impl Trap {
@@ -237,6 +248,7 @@ impl Trap {
             Self::AlarmClear { .. } => 2,
             Self::Redundancy { .. } => 3,
             Self::Health { .. } => 4,
+            Self::SourceDenied { .. } => 5,
         }
     }
 
@@ -303,15 +315,25 @@ impl Trap {
                 (15, Value::Str(reason.clone())),
                 (7, Value::Str(node.clone())),
             ],
+            Self::SourceDenied {
+                source,
+                seconds,
+                node,
+            } => vec![
+                (16, Value::Str(source.clone())),
+                (17, Value::Int(i64::from(*seconds))),
+                (7, Value::Str(node.clone())),
+            ],
         }
     }
 }
 
-const NOTIFICATIONS: [&str; 4] = [
+const NOTIFICATIONS: [&str; 5] = [
     "sbcAlarmTrap",
     "sbcAlarmClearTrap",
     "sbcRedundancyTrap",
     "sbcHealthTrap",
+    "sbcSourceDeniedTrap",
 ];
 
 enum Value {
@@ -334,7 +356,7 @@ const TYPE_NAMES: EnumNames = &[
 const CLEARED_NAMES: EnumNames = &[(1, "operator"), (2, "restart"), (3, "auto")];
 
 /// The objects of `sbcTrapObjects` (`1.3.6.1.3.3261.1.1.n`): name and enumeration, if any.
-const OBJECTS: [(&str, Option<EnumNames>); 15] = [
+const OBJECTS: [(&str, Option<EnumNames>); 17] = [
     ("sbcAlarmType", Some(TYPE_NAMES)),
     ("sbcAlarmValue", None),
     ("sbcAlarmSeverity", Some(SEVERITY_NAMES)),
@@ -350,6 +372,8 @@ const OBJECTS: [(&str, Option<EnumNames>); 15] = [
     ("sbcHealthScore", None),
     ("sbcHealthPreviousScore", None),
     ("sbcHealthReason", None),
+    ("sbcDeniedSource", None),
+    ("sbcDeniedSeconds", None),
 ];
 
 fn object_oid(n: u32) -> ObjectIdentifier {
@@ -489,13 +513,13 @@ fn dotted(oid: &[u32]) -> String {
 fn name_of(oid: &[u32]) -> (String, Option<EnumNames>) {
     if let Some(rest) = oid.strip_prefix(&ENTERPRISE_ARC[..]) {
         match rest {
-            [0, n] if (1..=4).contains(n) => {
+            [0, n] if (1..=NOTIFICATIONS.len() as u32).contains(n) => {
                 return (
                     format!("{MODULE}::{}", NOTIFICATIONS[*n as usize - 1]),
                     None,
                 );
             }
-            [1, 1, n, tail @ ..] if (1..=15).contains(n) => {
+            [1, 1, n, tail @ ..] if (1..=OBJECTS.len() as u32).contains(n) => {
                 let (name, names) = OBJECTS[*n as usize - 1];
                 let instance: String = tail.iter().map(|t| format!(".{t}")).collect();
                 return (format!("{MODULE}::{name}{instance}"), names);
@@ -879,6 +903,16 @@ mod tests {
         let d =
             decode_trap(&encode_trap(&health, "c", Duration::ZERO, 1).expect("enc")).expect("dec");
         assert_eq!(d.trap, "SBC-PAIR-MIB::sbcHealthTrap");
+        let denied = Trap::SourceDenied {
+            source: "127.0.0.3".into(),
+            seconds: 120,
+            node: "sbc-a".into(),
+        };
+        let dd =
+            decode_trap(&encode_trap(&denied, "c", Duration::ZERO, 1).expect("enc")).expect("dec");
+        assert_eq!(dd.trap, "SBC-PAIR-MIB::sbcSourceDeniedTrap");
+        assert_eq!(dd.get("sbcDeniedSource"), Some("127.0.0.3"));
+        assert_eq!(dd.get("sbcDeniedSeconds"), Some("120"));
         assert_eq!(d.get("sbcHealthScore"), Some("0"));
         assert_eq!(d.get("sbcHealthPreviousScore"), Some("100"));
         assert!(d

@@ -10,12 +10,14 @@
 //!
 //! ```text
 //! sbc#                        configure terminal, show …, display-alarms, clear-alarm <id> <task>,
+//!                             clear-deny <address>,
 //!                             notify berpd force, reboot, save-config, activate-config,
 //!                             verify-config, lab ballast <MB>, exit
 //! sbc(configure)#             system, session-router, sip-interface, redundancy,
 //!                             auto-scaling-profile, show …, exit
 //! sbc(system)#                system-config
-//! sbc(session-router)#        sip-config, session-router, session-agent, sip-interface
+//! sbc(session-router)#        sip-config, session-router, session-agent, sip-interface,
+//!                             access-control
 //! sbc(redundancy)#            redundancy-config
 //! sbc(system-config)#         attributes; alarm-threshold, trap-receiver
 //! sbc(redundancy-config)#     attributes; peer
@@ -106,6 +108,13 @@ pub enum OperCommand {
     ShowWorkers,
     /// `show dialogs`: the dialog table.
     ShowDialogs,
+    /// `show access-control`: the sources denied now, the operator's lists, the counters.
+    ShowAccessControl,
+    /// `clear-deny <address>`: lift a source's dynamic deny.
+    ClearDeny {
+        /// The source.
+        address: std::net::IpAddr,
+    },
     /// `notify berpd force`: force a switchover.
     NotifyBerpdForce,
     /// `reboot`: restart the node process.
@@ -171,7 +180,9 @@ impl Path {
     const fn help(self) -> &'static str {
         match self {
             Self::System => "system-config and its alarm thresholds and trap receivers",
-            Self::SessionRouter => "sip-config, session-router, session-agent, sip-interface",
+            Self::SessionRouter => {
+                "sip-config, session-router, session-agent, sip-interface, access-control"
+            }
             Self::Redundancy => "redundancy-config and its peers",
         }
     }
@@ -184,6 +195,7 @@ impl Path {
                 Kind::SessionRouter,
                 Kind::SessionAgent,
                 Kind::SipInterface,
+                Kind::AccessControl,
             ],
             Self::Redundancy => &[Kind::RedundancyConfig],
         }
@@ -223,6 +235,7 @@ enum Cmd {
     Show,
     DisplayAlarms,
     ClearAlarm,
+    ClearDeny,
     Notify,
     Reboot,
     SaveConfig,
@@ -276,6 +289,11 @@ const TOP: &[Entry] = &[
         Cmd::ClearAlarm,
     ),
     entry(
+        "clear-deny",
+        "clear-deny <address>: let a source denied for its rate in again",
+        Cmd::ClearDeny,
+    ),
+    entry(
         "notify",
         "notify berpd force: force a switchover to the standby",
         Cmd::Notify,
@@ -308,7 +326,7 @@ const TOP: &[Entry] = &[
     entry("exit", "close the session", Cmd::Exit),
 ];
 
-const SHOW_HELP: &str = "show health | redundancy | memory | alarms | sip-stats | workers | dialogs | running-config | configuration";
+const SHOW_HELP: &str = "show health | redundancy | memory | alarms | sip-stats | workers | dialogs | access-control | running-config | configuration";
 
 /// The `show` topics and what they answer.
 const SHOW_TOPICS: &[(&str, &str)] = &[
@@ -322,6 +340,10 @@ const SHOW_TOPICS: &[(&str, &str)] = &[
     ("sip-stats", "SIP counters"),
     ("workers", "worker groups and their loads"),
     ("dialogs", "the dialog table"),
+    (
+        "access-control",
+        "sources denied now, the allow and deny lists, rate counters",
+    ),
     ("running-config", "the configuration the node runs"),
     (
         "configuration",
@@ -338,6 +360,7 @@ fn show_reply(topic: &str) -> Reply {
         "sip-stats" => Reply::Operational(OperCommand::ShowSipStats),
         "workers" => Reply::Operational(OperCommand::ShowWorkers),
         "dialogs" => Reply::Operational(OperCommand::ShowDialogs),
+        "access-control" => Reply::Operational(OperCommand::ShowAccessControl),
         "running-config" => Reply::Lifecycle(LifecycleCommand::ShowRunningConfig),
         _ => Reply::Lifecycle(LifecycleCommand::ShowConfiguration),
     }
@@ -790,6 +813,19 @@ impl Session {
                     id,
                     task: task.clone(),
                 }))
+            }
+            Cmd::ClearDeny => {
+                let usage = "clear-deny <address> (as show access-control lists it)";
+                let [addr] = args else {
+                    return Err(format!(
+                        "\"clear-deny\" takes one address, got {} word(s): valid: {usage}",
+                        args.len()
+                    ));
+                };
+                let address = addr.parse().map_err(|_| {
+                    format!("{} is not an IP address: valid: {usage}", quoted(addr))
+                })?;
+                done(Reply::Operational(OperCommand::ClearDeny { address }))
             }
             Cmd::Notify => {
                 let [berpd, force] = args else {
@@ -1291,6 +1327,7 @@ impl Session {
             }
             (Cmd::ClearAlarm, 0) => vec![pair("<id>", "alarm id, as display-alarms shows it")],
             (Cmd::ClearAlarm, 1) => vec![pair("<task>", "task, as display-alarms shows it")],
+            (Cmd::ClearDeny, 0) => vec![pair("<address>", "a source show access-control lists")],
             (Cmd::Notify, 0) => vec![pair("berpd", "the redundancy process")],
             (Cmd::Notify, 1) => vec![pair("force", "force a switchover")],
             (Cmd::Lab, 0) => vec![pair("ballast", "the memory ballast")],

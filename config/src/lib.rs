@@ -45,6 +45,7 @@ pub mod acli;
 mod error;
 mod file;
 mod model;
+pub mod net;
 mod push;
 mod validate;
 
@@ -60,11 +61,12 @@ use serde::{Deserialize, Serialize};
 
 pub use error::ConfigError;
 pub use model::{
-    split_option, AlarmThreshold, AlarmType, AutoScalingProfile, CriticalMemoryAbort, FilterLevel,
-    InDialogSource, MemorySource, Peer, PeerType, RedundancyConfig, RedundancyState, Route,
-    SessionAgent, SessionRouter, Severity, SipConfig, SipInterface, SystemConfig, Transport,
-    TrapReceiver,
+    split_option, AccessAction, AccessControl, AlarmThreshold, AlarmType, AutoScalingProfile,
+    CriticalMemoryAbort, FilterLevel, InDialogSource, MemorySource, Peer, PeerType,
+    RedundancyConfig, RedundancyState, Route, SessionAgent, SessionRouter, Severity, SipConfig,
+    SipInterface, SystemConfig, Transport, TrapReceiver,
 };
+pub use net::IpNet;
 pub use push::{MASK, NODE_LOCAL, SECRET_KEYS};
 
 use model::{ACCESS_REALM, CORE};
@@ -92,6 +94,9 @@ pub struct Config {
     /// `[[auto-scaling-profile]]`: worker-group scaling rules.
     #[serde(rename = "auto-scaling-profile")]
     pub auto_scaling_profiles: Vec<AutoScalingProfile>,
+    /// `[[access-control]]`: allowed and denied SIP sources.
+    #[serde(rename = "access-control")]
+    pub access_control: Vec<AccessControl>,
 }
 
 /// The file as written: lists that are absent stay `None` so that their defaults can apply.
@@ -105,6 +110,7 @@ struct RawConfig {
     session_router: SessionRouter,
     redundancy_config: RedundancyConfig,
     auto_scaling_profile: Vec<AutoScalingProfile>,
+    access_control: Vec<AccessControl>,
 }
 
 impl From<RawConfig> for Config {
@@ -127,6 +133,7 @@ impl From<RawConfig> for Config {
             session_router,
             redundancy: raw.redundancy_config,
             auto_scaling_profiles: raw.auto_scaling_profile,
+            access_control: raw.access_control,
         }
     }
 }

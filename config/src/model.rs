@@ -165,6 +165,16 @@ keyword_enum! {
 }
 
 keyword_enum! {
+    /// `access-control` `action`: what is done with the sources of an entry.
+    AccessAction, key "action", default Deny {
+        /// Never limited (as session-agents are).
+        Allow = "allow",
+        /// Dropped, whatever they send.
+        Deny = "deny",
+    }
+}
+
+keyword_enum! {
     /// `redundancy-config` `state`: whether this node takes part in a pair.
     RedundancyState, key "state", default Disabled {
         /// The node runs in a pair.
@@ -602,6 +612,17 @@ pub struct SipConfig {
     /// request beyond gets 503 (in-dialog requests of existing calls still pass). Per shard as
     /// `max-calls`. Default 200000, valid 64..=20000000.
     pub max_transactions: usize,
+    /// `source-rate`: new requests per second one source may send (a token bucket; session-agents
+    /// and `access-control allow` sources are exempt); beyond, they are dropped. Default 15
+    /// (Kamailio's `pike`: 30 per 2 s), valid 1..=1000000.
+    pub source_rate: u32,
+    /// `source-burst`: new requests one source may send at once. Default 30, valid
+    /// 1..=1000000.
+    pub source_burst: u32,
+    /// `source-deny-seconds`: a source that sends `source-burst` more new requests while its
+    /// bucket is empty is denied this long (every message dropped, an SNMP trap sent); 0 = only
+    /// limit. Default 120 (`pike`), valid 0..=86400.
+    pub source_deny_seconds: u64,
     /// `in-dialog-source`: where an in-dialog request must come from to be taken for its leg
     /// (beside the leg's interface, transport and remote tag), and a response from the next hop
     /// the request went to: `address`, `ip` or `any` (see [`InDialogSource`]). A mismatch gets
@@ -656,6 +677,9 @@ impl Default for SipConfig {
             retry_after_min: 5,
             retry_after_max: 15,
             auto_scaling_cycle_ms: 1000,
+            source_rate: 15,
+            source_burst: 30,
+            source_deny_seconds: 120,
             max_calls: 100_000,
             max_transactions: 200_000,
             in_dialog_source: InDialogSource::Address,
@@ -781,6 +805,17 @@ impl SessionAgent {
     pub fn socket_addr(&self) -> SocketAddr {
         SocketAddr::new(self.address, self.port)
     }
+}
+
+/// `access-control`: an operator's allow or deny entry for SIP sources (Oracle's element name).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct AccessControl {
+    /// `source-address`: an IP address or a network (`192.0.2.7`, `10.0.0.0/8`, `2001:db8::/32`);
+    /// unique. Required.
+    pub source_address: String,
+    /// `action`: `allow` (never rate-limited) or `deny` (dropped). Default `deny`.
+    pub action: AccessAction,
 }
 
 /// `session-router`: which session-agent new requests go to.

@@ -90,7 +90,33 @@ pub(crate) fn validate(config: &Config) -> Result<(), ConfigError> {
     )?;
     redundancy(&config.redundancy)?;
     profiles(&config.auto_scaling_profiles)?;
+    access(&config.access_control)?;
     attachments(config)
+}
+
+/// `access-control`: each source an IP address or network, each once.
+fn access(entries: &[crate::AccessControl]) -> Result<(), ConfigError> {
+    let mut seen = std::collections::HashSet::new();
+    for (i, e) in entries.iter().enumerate() {
+        let key = format!("access-control[{i}].source-address");
+        crate::net::IpNet::parse(&e.source_address).map_err(|why| {
+            ConfigError::invalid(
+                key.clone(),
+                quoted(&e.source_address),
+                why,
+                "an IP address or network: 192.0.2.7, 10.0.0.0/8, 2001:db8::/32",
+            )
+        })?;
+        if !seen.insert(e.source_address.trim().to_owned()) {
+            return Err(ConfigError::invalid(
+                key,
+                quoted(&e.source_address),
+                "duplicate source-address",
+                "each source in one access-control entry",
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn system(system: &SystemConfig) -> Result<(), ConfigError> {
@@ -660,6 +686,13 @@ fn sip(sip: &SipConfig) -> Result<(), ConfigError> {
         "auto-scaling-cycle-ms",
         sip.auto_scaling_cycle_ms,
         &AUTO_SCALING_CYCLE_MS,
+    )?;
+    in_range("source-rate", sip.source_rate, &(1..=1_000_000))?;
+    in_range("source-burst", sip.source_burst, &(1..=1_000_000))?;
+    in_range(
+        "source-deny-seconds",
+        sip.source_deny_seconds,
+        &(0..=86_400),
     )?;
     in_range("max-calls", sip.max_calls, &(64..=10_000_000))?;
     in_range("max-transactions", sip.max_transactions, &(64..=20_000_000))?;

@@ -261,7 +261,7 @@ impl Console {
         let restart = restart_needed(&running, &cfg);
         let ecfg = engine_config(&cfg).map_err(|e| e.to_string())?;
         self.node.reconfigure(&ecfg);
-        self.node.reconfigure_tcp(&cfg);
+        self.node.reconfigure_edge(&cfg);
         self.subsystems.reconfigure(&cfg);
         if let Ok(mut st) = self.config.lock() {
             st.running = cfg;
@@ -396,6 +396,50 @@ impl Console {
                     out.push_str("... (first 200 shown; --json gives all)\n");
                 }
                 Ok((out, json.then(|| json!({"dialogs": dialogs}))))
+            }
+            OperCommand::ShowAccessControl => {
+                let (denied, counters) = self.node.access_report();
+                let running = self.snapshot()?.running;
+                let s = &running.sip_config;
+                let mut out = format!(
+                    "rate per source {} new requests/s, burst {}, deny {} s (session-agents and allow entries exempt)\n",
+                    s.source_rate, s.source_burst, s.source_deny_seconds
+                );
+                for e in &running.access_control {
+                    let _ = writeln!(out, "  {:<6} {}", e.action, e.source_address);
+                }
+                let _ = writeln!(out, "{} sources denied now", denied.len());
+                for d in &denied {
+                    let _ = writeln!(out, "  {:<40} {} s left", d.source, d.remaining_s);
+                }
+                let _ = writeln!(
+                    out,
+                    "new requests dropped for rate {}, messages dropped from denied sources {}, denies {}, untracked {}",
+                    counters.rate_limited, counters.denied, counters.denies, counters.untracked
+                );
+                Ok((
+                    out,
+                    json.then(|| {
+                        json!({
+                            "denied": denied,
+                            "counters": counters,
+                            "lists": running.access_control,
+                        })
+                    }),
+                ))
+            }
+            OperCommand::ClearDeny { address } => {
+                if self.node.clear_deny(address) {
+                    info!(%address, "source deny cleared by an operator");
+                    Ok((
+                        format!("{address} is no longer denied\n"),
+                        json.then(|| json!({"cleared": address})),
+                    ))
+                } else {
+                    Err(format!(
+                        "{address} is not denied (show access-control lists the denied sources)"
+                    ))
+                }
             }
             OperCommand::Reboot => {
                 warn!("reboot requested from the ACLI");

@@ -23,6 +23,7 @@
 //! - [`node`]: the thin I/O shell: sockets, TCP framing, groups, shutdown.
 #![warn(missing_docs)]
 
+pub mod access;
 pub mod acli_client;
 pub mod alarm_service;
 pub mod autoscale;

@@ -292,6 +292,31 @@ async fn run(cfg: Config, path: Option<PathBuf>, mgmt_socket: PathBuf) -> anyhow
             }
         }
     });
+    // Source denies at the SIP edge: logged and trapped as they start and end.
+    let (n, a, hostname) = (node.clone(), alarms.clone(), cfg.system.hostname.clone());
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            for e in n.access_events() {
+                let (source, seconds) = match e {
+                    sbc::access::AccessEvent::Denied { source, for_ } => {
+                        warn!(%source, seconds = for_.as_secs(), "source denied: it kept exceeding its rate of new requests");
+                        (source, u32::try_from(for_.as_secs()).unwrap_or(u32::MAX))
+                    }
+                    sbc::access::AccessEvent::Released { source } => {
+                        info!(%source, "source deny ended");
+                        (source, 0)
+                    }
+                };
+                a.sink().send(sbc_alarms::Trap::SourceDenied {
+                    source: source.to_string(),
+                    seconds,
+                    node: hostname.clone(),
+                });
+            }
+        }
+    });
     let listener = sbc::mgmt::bind(&mgmt_socket)?;
     let mgmt = tokio::spawn(sbc::mgmt::serve(listener, mgmt_socket.clone(), console));
 

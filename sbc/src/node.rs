@@ -25,11 +25,16 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc as tmpsc;
 use tracing::{debug, info, warn};
 
+use crate::access::{
+    AccessControl, AccessCounters, AccessEvent, AccessSettings, DeniedSource, Verdict,
+};
 use crate::autoscale::ScalingProfile;
+use crate::classify::classify;
 use crate::engine::{
     Admission, DialogChange, EngineConfig, Inbound, Interface, NextHop, SourcePolicy, Stats,
     Transmit,
 };
+use crate::prsm::Kind;
 use crate::prsm::PrsmConfig;
 use crate::shard;
 use crate::sip::dialog::LegTransport;
@@ -183,10 +188,24 @@ struct Shared {
     tcp_group: Arc<Group>,
     timers: TimerThread,
     stopping: AtomicBool,
+    /// Per-source protection, asked before anything is queued.
+    access: Mutex<AccessControl>,
 }
 
 impl Shared {
     fn dispatch(&self, inbound: Inbound) {
+        if inbound.data.iter().all(|b| *b == b'\r' || *b == b'\n') {
+            return; // a keep-alive: nothing to process
+        }
+        let c = classify(&inbound.data);
+        let verdict = lock(&self.access).check(
+            Instant::now(),
+            inbound.source.ip(),
+            c.kind == Kind::NewRequest,
+        );
+        if verdict != Verdict::Pass {
+            return; // dropped unanswered: an answer would feed the flood
+        }
         let group = match inbound.transport {
             LegTransport::Udp => self
                 .udp_groups
@@ -195,7 +214,7 @@ impl Shared {
                 .unwrap_or(&self.tcp_group),
             LegTransport::Tcp => &self.tcp_group,
         };
-        group.dispatch(inbound, self.wire.as_ref());
+        group.dispatch(inbound, c, self.wire.as_ref());
     }
 
     fn groups(&self) -> impl Iterator<Item = &Arc<Group>> + '_ {
@@ -323,6 +342,7 @@ pub async fn start(cfg: &Config, bind: bool) -> anyhow::Result<Node> {
         tcp_group,
         timers,
         stopping: AtomicBool::new(false),
+        access: Mutex::new(AccessControl::new(AccessSettings::of(cfg))),
     });
     let control = {
         let shared = shared.clone();
@@ -612,9 +632,29 @@ impl Node {
             .each(self.shared.wire.as_ref(), |_, e| e.set_config(cfg.clone()));
     }
 
-    /// Applies an activated configuration's TCP limits (for new connections and writes).
-    pub fn reconfigure_tcp(&self, cfg: &Config) {
+    /// Applies an activated configuration's edge settings: TCP limits (for new connections
+    /// and writes), source rates and the access-control lists.
+    pub fn reconfigure_edge(&self, cfg: &Config) {
         self.tcp.reconfigure(cfg);
+        lock(&self.shared.access).set_settings(AccessSettings::of(cfg));
+    }
+
+    /// Ends expired source denies and returns the deny events since the last call (for the
+    /// log and the traps).
+    pub fn access_events(&self) -> Vec<AccessEvent> {
+        let mut a = lock(&self.shared.access);
+        a.handle_timeout(Instant::now());
+        std::iter::from_fn(|| a.poll_event()).collect()
+    }
+
+    /// The sources denied now and the per-source counters (`show access-control`).
+    pub fn access_report(&self) -> (Vec<DeniedSource>, AccessCounters) {
+        lock(&self.shared.access).report(Instant::now())
+    }
+
+    /// `clear-deny`: lifts a source's dynamic deny; false if it was not denied.
+    pub fn clear_deny(&self, source: std::net::IpAddr) -> bool {
+        lock(&self.shared.access).clear_deny(source)
     }
 
     /// The TCP counters (connections open, refused, closed and why), for `show sip-stats`.

@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 
 use crate::autoscale::{Autoscaler, ScaleDecision, ScaleReason, ScaleRecord, ScalingProfile};
-use crate::classify::classify;
+use crate::classify::Classified;
 use crate::engine::{self, DialogChange, Engine, Inbound, Stats, Transmit};
 use crate::prsm::{Kind, Mode, PrsmConfig, Push, Scheduler, TxState};
 
@@ -372,11 +372,7 @@ impl Group {
     }
 
     /// Queues a received message on the worker that serves its shard (or refuses it).
-    pub(crate) fn dispatch(&self, inbound: Inbound, out: &dyn Outlet) {
-        if inbound.data.iter().all(|b| *b == b'\r' || *b == b'\n') {
-            return; // a keep-alive: nothing to process
-        }
-        let c = classify(&inbound.data);
+    pub(crate) fn dispatch(&self, inbound: Inbound, c: Classified, out: &dyn Outlet) {
         let shard = Shards::of_key(c.shard_key);
         let now = Instant::now();
         let job = Job {

@@ -97,6 +97,8 @@ pub struct SbcConfig {
     pub agent_transport: &'static str,
     /// More `sip-config` lines (`key = value`), e.g. TCP limits.
     pub sip_lines: Vec<String>,
+    /// More TOML appended to the file (whole tables, e.g. `[[access-control]]`).
+    pub extra_toml: String,
 }
 
 impl Default for SbcConfig {
@@ -130,6 +132,7 @@ impl SbcConfig {
             agent: SocketAddr::new(agent, ports::free_port()),
             agent_transport: "udp",
             sip_lines: Vec::new(),
+            extra_toml: String::new(),
         }
     }
 
@@ -162,6 +165,7 @@ impl SbcConfig {
         let _ = writeln!(s, "transport = \"{}\"", self.agent_transport);
         let _ = writeln!(s, "\n[session-router]");
         let _ = writeln!(s, "default-route = \"core\"");
+        s.push_str(&self.extra_toml);
         s
     }
 }

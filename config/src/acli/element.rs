@@ -10,9 +10,10 @@ use std::net::{IpAddr, SocketAddr};
 use toml::value::{Table, Value};
 
 use crate::model::{
-    default_address, AlarmThreshold, AlarmType, AutoScalingProfile, FilterLevel, InDialogSource,
-    MemorySource, Peer, PeerType, RedundancyConfig, RedundancyState, SessionAgent, SessionRouter,
-    Severity, SipConfig, SipInterface, SystemConfig, Transport, TrapReceiver,
+    default_address, AccessAction, AccessControl, AlarmThreshold, AlarmType, AutoScalingProfile,
+    FilterLevel, InDialogSource, MemorySource, Peer, PeerType, RedundancyConfig, RedundancyState,
+    SessionAgent, SessionRouter, Severity, SipConfig, SipInterface, SystemConfig, Transport,
+    TrapReceiver,
 };
 use crate::Config;
 
@@ -40,6 +41,8 @@ pub enum Element {
     Peer(Peer),
     /// One `auto-scaling-profile`.
     AutoScalingProfile(AutoScalingProfile),
+    /// One `access-control` entry.
+    AccessControl(AccessControl),
 }
 
 /// The kinds of [`Element`].
@@ -55,6 +58,7 @@ pub(crate) enum Kind {
     TrapReceiver,
     Peer,
     AutoScalingProfile,
+    AccessControl,
 }
 
 /// The type of an attribute's value, which decides how the ACLI parses it.
@@ -441,6 +445,24 @@ const SIP_CONFIG: &[Attr] = &[
         "auto-scaling cycle, ms",
     ),
     attr(
+        "source-rate",
+        Ty::Int(U32),
+        "<1..=1000000>",
+        "new requests per second one source may send (session-agents exempt)",
+    ),
+    attr(
+        "source-burst",
+        Ty::Int(U32),
+        "<1..=1000000>",
+        "new requests one source may send at once",
+    ),
+    attr(
+        "source-deny-seconds",
+        Ty::Int(I64),
+        "<0..=86400, 0 = only limit>",
+        "how long a source that keeps exceeding its rate is denied, s",
+    ),
+    attr(
         "max-calls",
         Ty::Int(I64),
         "<64..=10000000>",
@@ -550,6 +572,21 @@ const SESSION_AGENT: &[Attr] = &[
     ),
 ];
 
+const ACCESS_CONTROL: &[Attr] = &[
+    attr(
+        "source-address",
+        Ty::Str,
+        "<IP address or network, e.g. 192.0.2.7 or 10.0.0.0/8>",
+        "the SIP sources of this entry",
+    ),
+    attr(
+        "action",
+        Ty::Words(AccessAction::WORDS),
+        "<allow | deny>",
+        "allow: never rate-limited; deny: dropped",
+    ),
+];
+
 const AUTO_SCALING_PROFILE: &[Attr] = &[
     attr("name", Ty::Str, "<name>", "the profile's name"),
     attr("scale-up-to", Ty::Int(U32), "<1..=64>", "most workers"),
@@ -605,6 +642,7 @@ impl Kind {
             Self::TrapReceiver => "trap-receiver",
             Self::Peer => "peer",
             Self::AutoScalingProfile => "auto-scaling-profile",
+            Self::AccessControl => "access-control",
         }
     }
 
@@ -631,6 +669,9 @@ impl Kind {
             Self::TrapReceiver => "an SNMP trap receiver (multi-instance, key: ip-address[:port])",
             Self::Peer => "one node of the pair (multi-instance, key: name)",
             Self::AutoScalingProfile => "worker-group scaling rules (multi-instance, key: name)",
+            Self::AccessControl => {
+                "allow or deny SIP sources (multi-instance, key: source-address)"
+            }
         }
     }
 
@@ -647,6 +688,7 @@ impl Kind {
             Self::TrapReceiver => TRAP_RECEIVER,
             Self::Peer => PEER,
             Self::AutoScalingProfile => AUTO_SCALING_PROFILE,
+            Self::AccessControl => ACCESS_CONTROL,
         }
     }
 
@@ -697,6 +739,7 @@ impl Kind {
             Self::TrapReceiver => Element::TrapReceiver(TrapReceiver::default()),
             Self::Peer => Element::Peer(Peer::default()),
             Self::AutoScalingProfile => Element::AutoScalingProfile(AutoScalingProfile::default()),
+            Self::AccessControl => Element::AccessControl(AccessControl::default()),
         }
     }
 }
@@ -729,6 +772,7 @@ impl Element {
             Self::TrapReceiver(_) => Kind::TrapReceiver,
             Self::Peer(_) => Kind::Peer,
             Self::AutoScalingProfile(_) => Kind::AutoScalingProfile,
+            Self::AccessControl(_) => Kind::AccessControl,
         }
     }
 
@@ -751,6 +795,7 @@ impl Element {
             Self::TrapReceiver(v) => table_of(v),
             Self::Peer(v) => table_of(v),
             Self::AutoScalingProfile(v) => table_of(v),
+            Self::AccessControl(v) => table_of(v),
         }
     }
 
@@ -768,6 +813,7 @@ impl Element {
             Kind::TrapReceiver => value.try_into().map(Self::TrapReceiver),
             Kind::Peer => value.try_into().map(Self::Peer),
             Kind::AutoScalingProfile => value.try_into().map(Self::AutoScalingProfile),
+            Kind::AccessControl => value.try_into().map(Self::AccessControl),
         };
         result.map_err(|err| err.to_string().trim_end().to_owned())
     }
@@ -781,6 +827,7 @@ impl Element {
             Self::SessionAgent(v) => v.name.clone(),
             Self::Peer(v) => v.name.clone(),
             Self::AutoScalingProfile(v) => v.name.clone(),
+            Self::AccessControl(v) => v.source_address.clone(),
             Self::AlarmThreshold(v) if v.volume.is_empty() => {
                 format!("{} {}", v.kind, v.severity)
             }
@@ -908,6 +955,12 @@ pub(crate) fn top_list(config: &Config, kind: Kind) -> Vec<Element> {
             .cloned()
             .map(Element::AutoScalingProfile)
             .collect(),
+        Kind::AccessControl => config
+            .access_control
+            .iter()
+            .cloned()
+            .map(Element::AccessControl)
+            .collect(),
         _ => Vec::new(),
     }
 }
@@ -929,6 +982,11 @@ pub(crate) fn top_put(config: &mut Config, element: Element, at: Option<&str>) -
         Element::AutoScalingProfile(v) => {
             return put(&mut config.auto_scaling_profiles, v, at, |p| p.name.clone())
         }
+        Element::AccessControl(v) => {
+            return put(&mut config.access_control, v, at, |a| {
+                a.source_address.clone()
+            })
+        }
         other => unreachable!("{} is a sub-element", other.name()),
     }
     0
@@ -945,6 +1003,9 @@ pub(crate) fn top_remove(config: &mut Config, kind: Kind, index: usize) {
         }
         Kind::AutoScalingProfile => {
             config.auto_scaling_profiles.remove(index);
+        }
+        Kind::AccessControl => {
+            config.access_control.remove(index);
         }
         _ => {}
     }
@@ -1049,7 +1110,8 @@ fn render_into(out: &mut String, element: &Element, depth: usize) {
 
 /// Prints a whole configuration in ACLI form, element by element in Oracle's order:
 /// `system-config`, `sip-config`, `session-router`, each `sip-interface`, each
-/// `session-agent`, `redundancy-config`, each `auto-scaling-profile`. (The session-router's
+/// `session-agent`, `redundancy-config`, each `auto-scaling-profile`, each `access-control`.
+/// (The session-router's
 /// `route` list is only in the TOML form.)
 #[must_use]
 pub fn render_config(config: &Config) -> String {
@@ -1062,6 +1124,7 @@ pub fn render_config(config: &Config) -> String {
     elements.extend(top_list(config, Kind::SessionAgent));
     elements.push(top_single(config, Kind::RedundancyConfig));
     elements.extend(top_list(config, Kind::AutoScalingProfile));
+    elements.extend(top_list(config, Kind::AccessControl));
     elements
         .iter()
         .map(render_element)

@@ -437,7 +437,7 @@ fn unknown_words_name_the_word_and_what_is_valid() {
     assert_eq!(
         sh.err("sytem"),
         "unknown command \"sytem\": valid here: configure, show, display-alarms, clear-alarm, \
-         notify, reboot, save-config, activate-config, verify-config, lab, exit"
+         clear-deny, notify, reboot, save-config, activate-config, verify-config, lab, exit"
     );
     sh.ok("configure terminal");
     assert_eq!(
