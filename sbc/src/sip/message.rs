@@ -504,8 +504,12 @@ fn reason_phrase(data: &[u8]) -> String {
     line.splitn(3, ' ').nth(2).unwrap_or("").trim().to_owned()
 }
 
-fn short(s: &str) -> String {
-    let s = s.replace(['\r', '\n'], " ");
+/// `s` for an error message: control characters blanked, at most 80 bytes (then `...`).
+pub(crate) fn short(s: &str) -> String {
+    let s: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
     if s.len() > 80 {
         let mut cut = 80;
         while !s.is_char_boundary(cut) {

@@ -15,7 +15,7 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use super::message::{HeaderName, SipMessage};
+use super::message::{short, HeaderName, SipMessage};
 
 /// A request refused by the strict reading: the status to answer and the reason for the
 /// Warning header.
@@ -259,22 +259,6 @@ fn hostname(h: &str) -> bool {
     ok && labels
         .last()
         .is_some_and(|l| !l.bytes().all(|b| b.is_ascii_digit()))
-}
-
-fn short(s: &str) -> String {
-    let s: String = s
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    if s.len() > 80 {
-        let mut cut = 80;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        format!("{}...", &s[..cut])
-    } else {
-        s
-    }
 }
 
 #[cfg(test)]
