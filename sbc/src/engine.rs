@@ -38,12 +38,9 @@ use crate::sip::transaction::{
     ServerInvite, ServerNonInvite, ServerRequest, TimerAction, Timers,
 };
 
-/// Timer G retransmissions of a final response to an INVITE that the SBC generated itself
-/// (408, 487, 503, ...). RFC 3261 retransmits until timer H (about ten copies at the default
-/// timers); one copy covers a lost datagram (the caller stopped retransmitting its INVITE at
-/// our 100 Trying), and a request with a forged source then gets its victim the 100, the final
-/// and one copy: about its own size, not four times it.
-pub const LOCAL_FINAL_RETRANSMISSIONS: u32 = 1;
+/// Sources remembered as verified (they completed a transaction with us), per engine, at most;
+/// the set starts over when full.
+pub const MAX_VERIFIED_SOURCES: usize = 4096;
 
 /// Prefix of every Via branch the SBC generates (after the RFC 3261 magic cookie).
 pub const BRANCH_PREFIX: &str = "z9hG4bKsbc";
@@ -503,6 +500,11 @@ pub struct Engine {
     out: VecDeque<Transmit>,
     admission: Admission,
     draining: bool,
+    /// Sources that completed a transaction with us (an ACK, or an in-dialog request of one of
+    /// our dialogs): they receive what we send, so our own final responses to them are
+    /// retransmitted as RFC 3261 says. To any other source (possibly forged) they are sent
+    /// once: no amplification.
+    verified: std::collections::HashSet<SocketAddr>,
     stats: Stats,
     worker: u64,
 }
@@ -527,6 +529,7 @@ impl Engine {
             out: VecDeque::new(),
             admission: Admission::Accept,
             draining: false,
+            verified: std::collections::HashSet::new(),
             stats: Stats::default(),
             worker,
         }
@@ -834,6 +837,8 @@ impl Engine {
             if let Some(entry) = self.server.get_mut(&key) {
                 if let ServerTxn::Invite(t) = &mut entry.txn {
                     let r = t.handle_ack(now);
+                    let source = inbound.source;
+                    self.verify(source);
                     self.arm_server(&key);
                     if r == ServerRequest::Absorb {
                         return;
@@ -1186,6 +1191,7 @@ impl Engine {
             self.answer(inbound, &msg, 481, None);
             return;
         }
+        self.verify(inbound.source);
         let Some(call) = self.calls.get_mut(&id) else {
             return;
         };
@@ -1259,6 +1265,7 @@ impl Engine {
             return;
         }
         let leg = call.dialog.leg(side.other()).clone();
+        self.verify(inbound.source);
         let payload = self.build_request(
             &leg,
             &Method::Ack,
@@ -1821,11 +1828,22 @@ impl Engine {
         entry.last_response = Some(payload.clone());
         entry.txn.send_response(now, code);
         if let ServerTxn::Invite(t) = &mut entry.txn {
-            // Our own final: at most one copy more (no amplification toward a forged source).
-            t.cap_retransmissions(LOCAL_FINAL_RETRANSMISSIONS);
+            if code >= 300 && !self.verified.contains(&entry.reply.dest) {
+                // Our own final to a source that never completed a transaction (forged,
+                // maybe): sent once, not every T2 until timer H (no amplification).
+                t.cap_retransmissions(0);
+            }
         }
         self.out.push_back(entry.reply.transmit(payload));
         self.arm_server(skey);
+    }
+
+    /// Remembers `source` as one that completed a transaction with us.
+    fn verify(&mut self, source: SocketAddr) {
+        if self.verified.len() >= MAX_VERIFIED_SOURCES && !self.verified.contains(&source) {
+            self.verified.clear();
+        }
+        self.verified.insert(source);
     }
 
     fn remove_call(&mut self, id: u64) {

@@ -127,7 +127,11 @@ fn a_flood_from_one_source_is_denied_while_calls_from_another_all_succeed() {
     );
     assert!(ac["counters"]["denied"].as_u64().unwrap_or(0) > 100, "{ac}");
     let deadline = Instant::now() + Duration::from_secs(10);
-    while trapd.traps_named("SBC-PAIR-MIB::sbcSourceDeniedTrap").is_empty() && Instant::now() < deadline {
+    while trapd
+        .traps_named("SBC-PAIR-MIB::sbcSourceDeniedTrap")
+        .is_empty()
+        && Instant::now() < deadline
+    {
         std::thread::sleep(Duration::from_millis(100));
     }
     let traps = trapd.traps_named("SBC-PAIR-MIB::sbcSourceDeniedTrap");
