@@ -66,7 +66,7 @@ pub use model::{
     RedundancyConfig, RedundancyState, Route, SessionAgent, SessionRouter, Severity, SipConfig,
     SipInterface, SystemConfig, Transport, TrapReceiver,
 };
-pub use net::IpNet;
+pub use net::{parse_net, IpNet};
 pub use push::{MASK, NODE_LOCAL, SECRET_KEYS};
 
 use model::{ACCESS_REALM, CORE};

@@ -99,7 +99,7 @@ fn access(entries: &[crate::AccessControl]) -> Result<(), ConfigError> {
     let mut seen = std::collections::HashSet::new();
     for (i, e) in entries.iter().enumerate() {
         let key = format!("access-control[{i}].source-address");
-        crate::net::IpNet::parse(&e.source_address).map_err(|why| {
+        crate::net::parse_net(&e.source_address).map_err(|why| {
             ConfigError::invalid(
                 key.clone(),
                 quoted(&e.source_address),

@@ -5,10 +5,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sbc::classify::classify;
-use sbc::prsm::Kind;
-use sbc::shard;
-use sbc::sip::message::{Method, SipMessage};
+use sbc_proto::sip::classify::classify;
+use sbc_proto::overload::prsm::Kind;
+use sbc_proto::shard;
+use sbc_proto::sip::message::{Method, SipMessage};
 
 fuzz_target!(|data: &[u8]| {
     let seen = classify(data);

@@ -6,16 +6,16 @@
 
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
-use sbc::tcp_codec::{Frame, SipCodec};
+use sbc_proto::sip::framer::{Frame, TcpFramer};
 
 fn frames(max: usize, chunks: &mut dyn Iterator<Item = Vec<u8>>) -> (Vec<Frame>, bool) {
-    let mut codec = SipCodec::new(max);
+    let mut codec = TcpFramer::new(max);
     let mut buf = BytesMut::new();
     let mut out = Vec::new();
     for chunk in chunks {
         buf.extend_from_slice(&chunk);
         loop {
-            match codec.decode_frame(&mut buf) {
+            match codec.next_frame(&mut buf) {
                 Ok(Some(f)) => {
                     if let Frame::Message(m) = &f {
                         assert!(m.len() <= max, "a frame beyond the maximum");

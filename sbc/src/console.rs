@@ -273,7 +273,7 @@ impl Console {
         match cmd {
             OperCommand::ShowSipStats => {
                 let snaps = self.node.snapshots(false).await;
-                let mut total = crate::engine::Stats::default();
+                let mut total = sbc_proto::engine::Stats::default();
                 for s in &snaps {
                     total += &s.stats;
                 }

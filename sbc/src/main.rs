@@ -300,11 +300,11 @@ async fn run(cfg: Config, path: Option<PathBuf>, mgmt_socket: PathBuf) -> anyhow
             tick.tick().await;
             for e in n.access_events() {
                 let (source, seconds) = match e {
-                    sbc::access::AccessEvent::Denied { source, for_ } => {
+                    sbc_proto::access::AccessEvent::Denied { source, for_ } => {
                         warn!(%source, seconds = for_.as_secs(), "source denied: it kept exceeding its rate of new requests");
                         (source, u32::try_from(for_.as_secs()).unwrap_or(u32::MAX))
                     }
-                    sbc::access::AccessEvent::Released { source } => {
+                    sbc_proto::access::AccessEvent::Released { source } => {
                         info!(%source, "source deny ended");
                         (source, 0)
                     }

@@ -25,20 +25,19 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc as tmpsc;
 use tracing::{debug, info, warn};
 
-use crate::access::{
-    AccessControl, AccessCounters, AccessEvent, AccessSettings, DeniedSource, Verdict,
-};
-use crate::autoscale::ScalingProfile;
-use crate::classify::classify;
-use crate::engine::{
+use sbc_proto::access::{AccessControl, AccessCounters, AccessEvent, DeniedSource, Verdict};
+use sbc_proto::engine::{
     Admission, DialogChange, EngineConfig, Inbound, Interface, NextHop, SourcePolicy, Stats,
     Transmit,
 };
-use crate::prsm::Kind;
-use crate::prsm::PrsmConfig;
-use crate::shard;
-use crate::sip::dialog::LegTransport;
-use crate::sip::transaction::Timers;
+use sbc_proto::overload::autoscale::ScalingProfile;
+use sbc_proto::overload::prsm::Kind;
+use sbc_proto::overload::prsm::PrsmConfig;
+use sbc_proto::shard;
+use sbc_proto::sip::classify::classify;
+use sbc_proto::sip::dialog::LegTransport;
+use sbc_proto::sip::transaction::Timers;
+
 use crate::tcp::{self, TcpEdge, TcpStatsSnapshot};
 use crate::workers::{
     lock, total_stats, Ctx, Group, GroupReport, Outlet, Shards, TimerThread, WorkSettings, SHARDS,
@@ -134,7 +133,7 @@ pub struct ShardSnapshot {
     pub pending: usize,
     /// Its dialogs, when asked for.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub dialogs: Vec<crate::sip::dialog::Dialog>,
+    pub dialogs: Vec<sbc_proto::sip::dialog::Dialog>,
 }
 
 /// Where the engines' output goes: UDP sockets, TCP connections, the HA state sync.
@@ -342,7 +341,7 @@ pub async fn start(cfg: &Config, bind: bool) -> anyhow::Result<Node> {
         tcp_group,
         timers,
         stopping: AtomicBool::new(false),
-        access: Mutex::new(AccessControl::new(AccessSettings::of(cfg))),
+        access: Mutex::new(AccessControl::new(crate::settings::access(cfg))),
     });
     let control = {
         let shared = shared.clone();
@@ -636,7 +635,7 @@ impl Node {
     /// and writes), source rates and the access-control lists.
     pub fn reconfigure_edge(&self, cfg: &Config) {
         self.tcp.reconfigure(cfg);
-        lock(&self.shared.access).set_settings(AccessSettings::of(cfg));
+        lock(&self.shared.access).set_settings(crate::settings::access(cfg));
     }
 
     /// Ends expired source denies and returns the deny events since the last call (for the

@@ -1,7 +1,7 @@
 //! Heap-gated admission: before the heap runs out, new requests are refused with 503 +
 //! Retry-After while in-dialog traffic still flows (Oracle's `heap-threshold`, made precise).
 //!
-//! [`HeapGate`] is the pure decision: it closes when heap usage exceeds
+//! [`HeapGate`] (in `sbc-proto`) is the pure decision: it closes when heap usage exceeds
 //! `sip-config heap-reject-threshold` (percent of `system-config heap-limit-mb`) and opens again
 //! only below `heap-resume-threshold`, so a heap hovering at the threshold does not flap. A thin
 //! task refreshes jemalloc's own statistics every [`REFRESH`] and applies the gate's changes to
@@ -15,63 +15,13 @@ use sbc_alarms::{AlarmInfo, AlarmKind, ClearedBy, HeapSampler, Severity, Trap};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
+use sbc_proto::overload::heap_gate::{GateChange, HeapGate};
+
 use crate::alarm_service::AlarmService;
 use crate::node::Node;
 
 /// How often heap statistics are refreshed.
 pub const REFRESH: Duration = Duration::from_millis(100);
-
-/// The hysteresis gate on heap usage.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct HeapGate {
-    reject_at: f64,
-    resume_at: f64,
-    closed: bool,
-}
-
-/// A change of the gate.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum GateChange {
-    /// Heap above the reject threshold: refuse new requests.
-    Closed {
-        /// Heap usage in percent.
-        percent: f64,
-    },
-    /// Heap back below the resume threshold: accept new requests.
-    Opened {
-        /// Heap usage in percent.
-        percent: f64,
-    },
-}
-
-impl HeapGate {
-    /// A gate closing above `reject_at` percent and opening below `resume_at` percent.
-    pub fn new(reject_at: f64, resume_at: f64) -> Self {
-        Self {
-            reject_at,
-            resume_at: resume_at.min(reject_at),
-            closed: false,
-        }
-    }
-
-    /// Whether new requests are refused.
-    pub fn is_closed(&self) -> bool {
-        self.closed
-    }
-
-    /// Feeds one heap reading; returns the change, if any.
-    pub fn handle_reading(&mut self, percent: f64) -> Option<GateChange> {
-        if !self.closed && percent > self.reject_at {
-            self.closed = true;
-            return Some(GateChange::Closed { percent });
-        }
-        if self.closed && percent < self.resume_at {
-            self.closed = false;
-            return Some(GateChange::Opened { percent });
-        }
-        None
-    }
-}
 
 /// What the heap gate needs from the configuration: `system-config heap-limit-mb` and
 /// `sip-config heap-reject-threshold` / `heap-resume-threshold`.
@@ -93,15 +43,6 @@ impl HeapGateSettings {
             reject_at: cfg.sip_config.heap_reject_threshold,
             resume_at: cfg.sip_config.heap_resume_threshold,
         }
-    }
-}
-
-impl HeapGate {
-    /// New thresholds (an activated configuration); the gate keeps its state, and the next
-    /// reading decides against the new thresholds.
-    pub fn set_thresholds(&mut self, reject_at: f64, resume_at: f64) {
-        self.reject_at = reject_at;
-        self.resume_at = resume_at;
     }
 }
 
@@ -234,35 +175,5 @@ mod tests {
         };
         assert_eq!((alarm.value, alarm.threshold), (80, 80));
         assert_eq!(cleared_by, ClearedBy::Auto);
-    }
-
-    #[test]
-    fn closes_above_reject_and_opens_only_below_resume() {
-        let mut g = HeapGate::new(90.0, 80.0);
-        assert_eq!(g.handle_reading(89.0), None);
-        assert_eq!(
-            g.handle_reading(90.5),
-            Some(GateChange::Closed { percent: 90.5 })
-        );
-        assert!(g.is_closed());
-        assert_eq!(g.handle_reading(85.0), None, "hysteresis: still closed");
-        assert_eq!(g.handle_reading(95.0), None);
-        assert_eq!(
-            g.handle_reading(79.0),
-            Some(GateChange::Opened { percent: 79.0 })
-        );
-        assert!(!g.is_closed());
-        assert_eq!(g.handle_reading(85.0), None, "hysteresis: still open");
-        // An activated configuration lowers the thresholds: the next reading decides.
-        g.set_thresholds(50.0, 40.0);
-        assert_eq!(
-            g.handle_reading(60.0),
-            Some(GateChange::Closed { percent: 60.0 })
-        );
-        g.set_thresholds(90.0, 80.0);
-        assert_eq!(
-            g.handle_reading(60.0),
-            Some(GateChange::Opened { percent: 60.0 })
-        );
     }
 }

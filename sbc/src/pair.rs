@@ -34,11 +34,12 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
+use sbc_proto::engine::DialogChange;
+use sbc_proto::sip::dialog::Dialog;
+
 use crate::alarm_service::AlarmService;
-use crate::engine::DialogChange;
 use crate::node::Node;
 use crate::replica::ReplicaRules;
-use crate::sip::dialog::Dialog;
 
 /// How long a node handing the service address over waits for its calls in setup to finish
 /// (INVITE transactions answered) before it releases the address. The peer retries binding

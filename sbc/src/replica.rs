@@ -22,8 +22,8 @@ use std::net::SocketAddr;
 
 use sbc_config::{Config, Transport};
 
-use crate::shard;
-use crate::sip::dialog::{Dialog, Leg, LegTransport};
+use sbc_proto::shard;
+use sbc_proto::sip::dialog::{Dialog, Leg, LegTransport};
 
 /// Longest Call-ID, tag, party, target or route accepted in a replica (bytes).
 pub const MAX_FIELD: usize = 2048;
@@ -149,7 +149,7 @@ impl ReplicaRules {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sip::dialog::DialogState;
+    use sbc_proto::sip::dialog::DialogState;
 
     fn leg(interface: usize, peer: &str, call_id: &str) -> Leg {
         Leg {

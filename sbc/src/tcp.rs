@@ -45,9 +45,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use crate::engine::{Inbound, Transmit};
-use crate::sip::dialog::LegTransport;
-use crate::tcp_codec::{Frame, FrameError, SipCodec};
+use sbc_proto::engine::{Inbound, Transmit};
+use sbc_proto::sip::dialog::LegTransport;
+use sbc_proto::sip::framer::{Frame, FrameError, TcpFramer};
 
 /// The TCP limits, from `sip-config` (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -456,14 +456,14 @@ async fn read_loop(
     dispatch: &Dispatch,
     settings: TcpSettings,
 ) {
-    let mut codec = SipCodec::new(settings.max_message);
+    let mut codec = TcpFramer::new(settings.max_message);
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     let mut last_activity = Instant::now();
     let mut message_since: Option<Instant> = None;
     let why = loop {
         // Everything complete in the buffer first (unless the connection is being closed).
         while !conn.close.is_cancelled() {
-            match codec.decode_frame(&mut buf) {
+            match codec.next_frame(&mut buf) {
                 Ok(Some(Frame::Message(data))) => dispatch(Inbound {
                     interface,
                     transport: LegTransport::Tcp,

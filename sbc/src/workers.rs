@@ -1,7 +1,7 @@
 //! Worker groups: shards, PRSM queues, worker threads, the timer thread and the autoscaler.
 //!
 //! **Shards hold the state.** The calls live in [`SHARDS`] engines (shards), fixed for the life
-//! of the node; a message goes to shard `call-id key % SHARDS` ([`crate::shard`]), so both legs
+//! of the node; a message goes to shard `call-id key % SHARDS` ([`sbc_proto::shard`]), so both legs
 //! of a call share one shard whatever the number of workers. Each shard is behind a mutex;
 //! whichever thread processes a message of a shard holds its lock for the time the engine takes
 //! (microseconds).
@@ -9,7 +9,7 @@
 //! **Groups own the work** (seed 000, OpenSIPS): one group per UDP `sip-interface`, one for all
 //! TCP traffic, each with its worker threads, and one timer thread for every shard's
 //! transaction timers. Inside a group every shard is *assigned* to one worker, and a worker has
-//! its own PRSM scheduler ([`crate::prsm`]): a bounded primary queue (new requests, in-dialog
+//! its own PRSM scheduler ([`sbc_proto::overload::prsm`]): a bounded primary queue (new requests, in-dialog
 //! requests, responses) served strictly before a bounded secondary queue (retransmissions),
 //! redundant retransmissions removed, and a new request answered 503 at once when the primary
 //! queue is full or, in PRSM mode, when its expected wait (messages ahead × the worker's recent
@@ -44,10 +44,12 @@ use std::time::{Duration, Instant};
 
 use tracing::{debug, info, warn};
 
-use crate::autoscale::{Autoscaler, ScaleDecision, ScaleReason, ScaleRecord, ScalingProfile};
-use crate::classify::Classified;
-use crate::engine::{self, DialogChange, Engine, Inbound, Stats, Transmit};
-use crate::prsm::{Kind, Mode, PrsmConfig, Push, Scheduler, TxState};
+use sbc_proto::engine::{self, DialogChange, Engine, Inbound, Stats, Transmit};
+use sbc_proto::overload::autoscale::{
+    Autoscaler, ScaleDecision, ScaleReason, ScaleRecord, ScalingProfile,
+};
+use sbc_proto::overload::prsm::{Kind, Mode, PrsmConfig, Push, Scheduler, TxState};
+use sbc_proto::sip::classify::Classified;
 
 /// Number of shards (engines): fixed, so a call's shard never changes when workers come and go.
 pub const SHARDS: usize = 64;
@@ -523,7 +525,8 @@ impl Group {
                 w.load_permille
                     .store((load * 1000.0).round() as u32, Ordering::Relaxed);
                 w.demand_permille.store(
-                    (demand.min(crate::autoscale::MAX_DEMAND) * 1000.0).round() as u32,
+                    (demand.min(sbc_proto::overload::autoscale::MAX_DEMAND) * 1000.0).round()
+                        as u32,
                     Ordering::Relaxed,
                 );
                 demand

@@ -24,7 +24,7 @@ use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use sbc_config::{Config, IpNet};
+use ipnet::IpNet;
 use serde::Serialize;
 
 /// Sources tracked at most.
@@ -45,32 +45,6 @@ pub struct AccessSettings {
     pub deny: Vec<IpNet>,
     /// Session-agent addresses: never limited.
     pub trusted: Vec<IpAddr>,
-}
-
-impl AccessSettings {
-    /// The settings of `cfg`: `sip-config` rates, `access-control` lists, session-agents.
-    #[must_use]
-    pub fn of(cfg: &Config) -> Self {
-        let s = &cfg.sip_config;
-        let (mut allow, mut deny) = (Vec::new(), Vec::new());
-        for e in &cfg.access_control {
-            // Validated: every source-address parses.
-            if let Ok(net) = IpNet::parse(&e.source_address) {
-                match e.action {
-                    sbc_config::AccessAction::Allow => allow.push(net),
-                    sbc_config::AccessAction::Deny => deny.push(net),
-                }
-            }
-        }
-        Self {
-            rate: f64::from(s.source_rate),
-            burst: f64::from(s.source_burst),
-            deny_for: Duration::from_secs(s.source_deny_seconds),
-            allow,
-            deny,
-            trusted: cfg.session_agents.iter().map(|a| a.address).collect(),
-        }
-    }
 }
 
 impl Default for AccessSettings {
@@ -176,11 +150,11 @@ impl AccessControl {
     /// classified it as an out-of-dialog request.
     pub fn check(&mut self, now: Instant, source: IpAddr, new_request: bool) -> Verdict {
         let s = &self.settings;
-        if s.deny.iter().any(|n| n.contains(source)) {
+        if s.deny.iter().any(|n| n.contains(&source)) {
             self.counters.denied += 1;
             return Verdict::Denied;
         }
-        if s.trusted.contains(&source) || s.allow.iter().any(|n| n.contains(source)) {
+        if s.trusted.contains(&source) || s.allow.iter().any(|n| n.contains(&source)) {
             return Verdict::Pass;
         }
         if let Some(until) = self.denied.get(&source).copied() {
@@ -346,8 +320,8 @@ mod tests {
         let mut a = AccessControl::new(AccessSettings {
             rate: 1.0,
             burst: 2.0,
-            allow: vec![IpNet::parse("127.0.0.8/30").expect("net")],
-            deny: vec![IpNet::parse("127.0.0.66").expect("net")],
+            allow: vec!["127.0.0.8/30".parse().expect("net")],
+            deny: vec!["127.0.0.66/32".parse().expect("net")],
             trusted: vec![ip(5)],
             ..AccessSettings::default()
         });

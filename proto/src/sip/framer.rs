@@ -7,7 +7,6 @@
 //! the connection.
 
 use bytes::{Buf, Bytes, BytesMut};
-use tokio_util::codec::Decoder;
 
 /// One item read from a SIP TCP stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,7 +41,7 @@ pub enum FrameError {
 /// the message's total length, so a message trickled in byte by byte costs linear time, not
 /// quadratic. It never reserves memory: the reader grows its buffer as bytes arrive.
 #[derive(Debug, Clone)]
-pub struct SipCodec {
+pub struct TcpFramer {
     max: usize,
     poisoned: bool,
     /// Bytes of the buffer already searched for the end of the header block.
@@ -51,7 +50,7 @@ pub struct SipCodec {
     expect: Option<usize>,
 }
 
-impl SipCodec {
+impl TcpFramer {
     /// A codec refusing messages larger than `max` bytes.
     pub fn new(max: usize) -> Self {
         Self {
@@ -67,7 +66,7 @@ impl SipCodec {
     /// # Errors
     /// A message that can never be framed: too large, or the stream after a bad
     /// Content-Length.
-    pub fn decode_frame(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
+    pub fn next_frame(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
         if self.poisoned {
             return Err(FrameError::Poisoned);
         }
@@ -148,27 +147,18 @@ fn content_length(head: &[u8]) -> Result<usize, FrameError> {
     Ok(0)
 }
 
-impl Decoder for SipCodec {
-    type Item = Frame;
-    type Error = FrameError;
-
-    fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
-        self.decode_frame(buf)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn frames_by_content_length_across_reads() {
-        let mut c = SipCodec::new(1000);
+        let mut c = TcpFramer::new(1000);
         let mut b = BytesMut::from(&b"\r\n\r\nOPTIONS sip:x SIP/2.0\r\nl: 3\r\n\r\nab"[..]);
-        assert_eq!(c.decode(&mut b).ok().flatten(), Some(Frame::Ping));
-        assert_eq!(c.decode(&mut b).ok().flatten(), None);
+        assert_eq!(c.next_frame(&mut b).ok().flatten(), Some(Frame::Ping));
+        assert_eq!(c.next_frame(&mut b).ok().flatten(), None);
         b.extend_from_slice(b"cINVITE");
-        let Some(Frame::Message(m)) = c.decode(&mut b).ok().flatten() else {
+        let Some(Frame::Message(m)) = c.next_frame(&mut b).ok().flatten() else {
             panic!("expected a message");
         };
         assert!(m.ends_with(b"\r\n\r\nabc"));
@@ -177,27 +167,33 @@ mod tests {
 
     #[test]
     fn refuses_oversized_and_bad_length() {
-        let mut c = SipCodec::new(50);
+        let mut c = TcpFramer::new(50);
         let mut b = BytesMut::from(&[b'A'; 60][..]);
-        assert!(matches!(c.decode(&mut b), Err(FrameError::TooLarge(50))));
-        let mut c = SipCodec::new(1000);
+        assert!(matches!(
+            c.next_frame(&mut b),
+            Err(FrameError::TooLarge(50))
+        ));
+        let mut c = TcpFramer::new(1000);
         let mut b = BytesMut::from(&b"INVITE x SIP/2.0\r\nContent-Length: x\r\n\r\n"[..]);
-        assert!(matches!(c.decode(&mut b), Ok(Some(Frame::Message(_)))));
-        assert!(matches!(c.decode(&mut b), Err(FrameError::Poisoned)));
-        let mut c = SipCodec::new(1000);
+        assert!(matches!(c.next_frame(&mut b), Ok(Some(Frame::Message(_)))));
+        assert!(matches!(c.next_frame(&mut b), Err(FrameError::Poisoned)));
+        let mut c = TcpFramer::new(1000);
         let mut b = BytesMut::from(&b"INVITE x SIP/2.0\r\nContent-Length: 5000\r\n\r\n"[..]);
-        assert!(matches!(c.decode(&mut b), Err(FrameError::TooLarge(1000))));
+        assert!(matches!(
+            c.next_frame(&mut b),
+            Err(FrameError::TooLarge(1000))
+        ));
     }
 
     #[test]
     fn a_trickled_message_is_scanned_once_and_reserves_nothing() {
         let msg = b"OPTIONS sip:x SIP/2.0\r\nVia: SIP/2.0/TCP h\r\nContent-Length: 4\r\n\r\nbody";
-        let mut c = SipCodec::new(1000);
+        let mut c = TcpFramer::new(1000);
         let mut b = BytesMut::with_capacity(8);
         for (i, byte) in msg.iter().enumerate() {
             let cap = b.capacity();
             b.extend_from_slice(&[*byte]);
-            let r = c.decode(&mut b).expect("no error");
+            let r = c.next_frame(&mut b).expect("no error");
             if i + 1 < msg.len() {
                 assert_eq!(r, None, "byte {i}");
                 // Scanning resumes where it stopped (3 bytes back for a split CRLFCRLF).
@@ -213,31 +209,34 @@ mod tests {
         assert!(b.is_empty());
         // The next message and a ping after it are framed as usual.
         b.extend_from_slice(b"\r\n\r\n");
-        assert_eq!(c.decode(&mut b).ok().flatten(), Some(Frame::Ping));
+        assert_eq!(c.next_frame(&mut b).ok().flatten(), Some(Frame::Ping));
     }
 
     #[test]
     fn a_header_block_beyond_the_maximum_is_refused_even_when_it_arrives_at_once() {
         // The fuzzer's find: with a bad Content-Length the header block alone was handed over
         // whatever its size.
-        let mut c = SipCodec::new(64);
+        let mut c = TcpFramer::new(64);
         let mut b = BytesMut::from(
             &format!(
                 "OPTIONS sip:x SIP/2.0\r\nX: {}\r\nContent-Length: x\r\n\r\n",
                 "a".repeat(100)
             )[..],
         );
-        assert!(matches!(c.decode(&mut b), Err(FrameError::TooLarge(64))));
+        assert!(matches!(
+            c.next_frame(&mut b),
+            Err(FrameError::TooLarge(64))
+        ));
     }
 
     #[test]
     fn an_oversized_header_block_is_refused_while_it_trickles() {
-        let mut c = SipCodec::new(100);
+        let mut c = TcpFramer::new(100);
         let mut b = BytesMut::new();
         let mut refused = false;
         for _ in 0..200 {
             b.extend_from_slice(b"A");
-            match c.decode(&mut b) {
+            match c.next_frame(&mut b) {
                 Ok(None) => {}
                 Err(FrameError::TooLarge(100)) => {
                     refused = true;

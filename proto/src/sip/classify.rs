@@ -17,7 +17,7 @@
 //! when it has no branch) and the CSeq method, so a CANCEL does not share its INVITE's key and
 //! two clients reusing a branch do not share one either.
 
-use crate::prsm::Kind;
+use crate::overload::prsm::Kind;
 use crate::shard::{self, trim};
 
 /// The classification of one raw message.

@@ -1,0 +1,9 @@
+//! SIP with no I/O: messages and their strict reading, the receive path's line scan, the TCP
+//! framer, transactions, dialog data.
+
+pub mod classify;
+pub mod dialog;
+pub mod framer;
+pub mod message;
+pub mod strict;
+pub mod transaction;
