@@ -1,7 +1,15 @@
 //! B2BUA behaviour on a virtual clock: a fake caller and a fake callee exchange bytes with one
 //! engine; time only moves when a test moves it.
 
+use std::time::Duration;
+
+use bytes::Bytes;
+
 use super::*;
+use crate::shard;
+use crate::sip::dialog::LegTransport;
+use crate::sip::message::{reason_for, HeaderName, Method};
+use crate::sip::transaction::Timers;
 
 const CALLER: &str = "10.1.1.1:5060";
 const ACCESS: &str = "192.0.2.10:5060";

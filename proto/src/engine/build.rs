@@ -1,0 +1,170 @@
+//! Message building: responses that echo a request, requests on a leg, ACKs.
+
+use bytes::Bytes;
+
+use super::transactions::RequestIds;
+use super::Engine;
+use crate::sip::dialog::Leg;
+use crate::sip::message::{param, Header, HeaderName, MessageWriter, Method, SipMessage};
+
+/// The headers a response to a request must echo.
+#[derive(Debug, Clone)]
+pub(super) struct ResponseContext {
+    pub(super) vias: Vec<String>,
+    pub(super) from: String,
+    pub(super) to: String,
+    pub(super) call_id: String,
+    pub(super) cseq: String,
+}
+
+impl ResponseContext {
+    pub(super) fn of(msg: &SipMessage) -> Self {
+        Self {
+            vias: msg
+                .header_values(&HeaderName::Via)
+                .map(str::to_owned)
+                .collect(),
+            from: msg.header(&HeaderName::From).unwrap_or_default().to_owned(),
+            to: msg.header(&HeaderName::To).unwrap_or_default().to_owned(),
+            call_id: msg.call_id().unwrap_or_default().to_owned(),
+            cseq: msg.header(&HeaderName::CSeq).unwrap_or_default().to_owned(),
+        }
+    }
+
+    pub(super) fn write(&self, code: u16, reason: &str, to_tag: Option<&str>) -> MessageWriter {
+        let mut w = MessageWriter::response(code, reason);
+        for v in &self.vias {
+            w.header("Via", v);
+        }
+        w.header("From", &self.from);
+        match to_tag {
+            Some(tag) if code > 100 && param(&self.to, "tag").is_none() => {
+                w.header("To", format_args!("{};tag={tag}", self.to))
+            }
+            _ => w.header("To", &self.to),
+        };
+        w.header("Call-ID", &self.call_id);
+        w.header("CSeq", &self.cseq);
+        w
+    }
+}
+
+pub(super) fn strip_tag(v: &str) -> String {
+    // Remove a ;tag= parameter from a From/To value, keeping other parameters.
+    let split_at = v.rfind('>').map_or(0, |i| i + 1);
+    let (head, tail) = v.split_at(split_at);
+    let mut out = head.to_owned();
+    for p in tail.split(';').filter(|p| !p.trim().is_empty()) {
+        let name = p.split('=').next().unwrap_or("").trim();
+        if !name.eq_ignore_ascii_case("tag") {
+            out.push(';');
+            out.push_str(p.trim());
+        }
+    }
+    if head.is_empty() {
+        // addr-spec form: the first segment is the URI itself.
+        let mut parts = v.split(';');
+        let uri = parts.next().unwrap_or("").trim().to_owned();
+        let rest: Vec<&str> = parts
+            .filter(|p| {
+                !p.trim()
+                    .split('=')
+                    .next()
+                    .unwrap_or("")
+                    .eq_ignore_ascii_case("tag")
+            })
+            .collect();
+        return std::iter::once(uri.as_str())
+            .chain(rest)
+            .collect::<Vec<_>>()
+            .join(";");
+    }
+    out
+}
+
+pub(super) fn via_sent_by(via: &str) -> &str {
+    // "SIP/2.0/UDP host:port;params" -> "host:port"
+    let after = via.split_whitespace().nth(1).unwrap_or("");
+    after.split(';').next().unwrap_or("").trim()
+}
+
+pub(super) fn copy_end_to_end(w: &mut MessageWriter, headers: &[Header]) {
+    for h in headers {
+        if let HeaderName::Other(name) = &h.name {
+            w.header(name, &h.value);
+        }
+    }
+}
+
+pub(super) fn build_ack(ids: &RequestIds, resp: &SipMessage) -> Bytes {
+    let mut w = MessageWriter::request(&Method::Ack, &ids.uri);
+    w.header("Via", &ids.via);
+    for r in &ids.routes {
+        w.header("Route", r);
+    }
+    w.header("Max-Forwards", 70)
+        .header("From", &ids.from)
+        .header(
+            "To",
+            resp.header(&HeaderName::To).unwrap_or(ids.to.as_str()),
+        )
+        .header("Call-ID", &ids.call_id)
+        .header("CSeq", format_args!("{} ACK", ids.cseq));
+    w.finish(b"")
+}
+
+pub(super) fn empty_message() -> SipMessage {
+    SipMessage {
+        start: crate::sip::message::StartLine::Request {
+            method: Method::Bye,
+            uri: String::new(),
+        },
+        headers: Vec::new(),
+        body: Bytes::new(),
+    }
+}
+
+impl Engine {
+    pub(super) fn our_contact(&self, leg: &Leg) -> String {
+        let addr = self.cfg.interfaces[leg.interface].addr;
+        format!("<sip:sbc@{addr};transport={}>", leg.transport.uri_param())
+    }
+
+    pub(super) fn build_request(
+        &self,
+        leg: &Leg,
+        method: &Method,
+        cseq: u32,
+        branch: &str,
+        orig: &SipMessage,
+        mf: u32,
+    ) -> Bytes {
+        let addr = self.cfg.interfaces[leg.interface].addr;
+        let mut w = MessageWriter::request(method, &leg.remote_target);
+        w.header(
+            "Via",
+            format_args!(
+                "SIP/2.0/{} {addr};branch={branch};rport",
+                leg.transport.via_token()
+            ),
+        );
+        for r in &leg.route_set {
+            w.header("Route", r);
+        }
+        w.header("Max-Forwards", mf).header(
+            "From",
+            format_args!("{};tag={}", leg.local_party, leg.local_tag),
+        );
+        match &leg.remote_tag {
+            Some(t) => w.header("To", format_args!("{};tag={t}", leg.remote_party)),
+            None => w.header("To", &leg.remote_party),
+        };
+        w.header("Call-ID", &leg.call_id)
+            .header("CSeq", format_args!("{cseq} {method}"));
+        if matches!(method, Method::Invite | Method::Update) {
+            w.header("Contact", self.our_contact(leg));
+        }
+        copy_end_to_end(&mut w, &orig.headers);
+        w.finish(&orig.body)
+    }
+}

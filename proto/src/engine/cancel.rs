@@ -1,0 +1,121 @@
+//! The CANCEL path: a CANCEL received for a pending INVITE, and ours sent toward the callee.
+
+use std::time::Instant;
+
+use tracing::debug;
+
+use super::transactions::{CancelState, ClientEntry, ClientKey, ClientTxn, ServerKey, TxKind};
+use super::transmit::{Inbound, Transmit};
+use super::Engine;
+use crate::sip::dialog::Side;
+use crate::sip::message::{MessageWriter, Method, SipMessage};
+use crate::sip::transaction::ClientNonInvite;
+
+impl Engine {
+    pub(super) fn on_cancel(
+        &mut self,
+        now: Instant,
+        inbound: &Inbound,
+        msg: &SipMessage,
+        key: ServerKey,
+    ) {
+        if let Some(entry) = self.server.get(&key) {
+            self.stats.retransmissions_absorbed += 1;
+            if let Some(last) = entry.last_response.clone() {
+                self.out.push_back(entry.reply.transmit(last));
+            }
+            return;
+        }
+        let invite_key = ServerKey {
+            kind: TxKind::Invite,
+            ..key.clone()
+        };
+        let Some(invite) = self.server.get(&invite_key) else {
+            self.answer(inbound, msg, 481, None);
+            return;
+        };
+        let r = &invite.reply;
+        if inbound.interface != r.interface
+            || inbound.transport != r.transport
+            || !self.cfg.source_matches(r.transport, inbound.source, r.dest)
+        {
+            // Only the INVITE's sender may cancel it.
+            self.stats.leg_mismatch += 1;
+            debug!(source = %inbound.source, "CANCEL not from the INVITE's source: 481");
+            self.answer(inbound, msg, 481, None);
+            return;
+        }
+        let call = invite.call;
+        let already_final = invite.txn.is_final();
+        self.new_server(&key, inbound, msg, false, None, call);
+        self.respond_local(now, &key, 200);
+        if already_final {
+            return;
+        }
+        self.respond_local(now, &invite_key, 487);
+        self.stats.calls_failed += 1;
+        let Some(id) = call else { return };
+        let Some(call) = self.calls.get_mut(&id) else {
+            return;
+        };
+        call.cancelled = true;
+        debug!(call_id = %call.dialog.caller.call_id, "cancelled by the caller");
+        if let Some(ckey) = call.invite_client.clone() {
+            self.cancel_client(now, &ckey);
+        }
+    }
+
+    /// Sends CANCEL for our INVITE `ckey`, or marks it to be sent on the first provisional.
+    pub(super) fn cancel_client(&mut self, now: Instant, ckey: &ClientKey) {
+        let Some(entry) = self.client.get_mut(ckey) else {
+            return;
+        };
+        if entry.cancel == CancelState::Sent {
+            return;
+        }
+        if !entry.provisional {
+            entry.cancel = CancelState::Pending;
+            return;
+        }
+        entry.cancel = CancelState::Sent;
+        let ids = entry.ids.clone();
+        let to = entry.to.clone();
+        let mut w = MessageWriter::request(&Method::Cancel, &ids.uri);
+        w.header("Via", &ids.via);
+        for r in &ids.routes {
+            w.header("Route", r);
+        }
+        w.header("Max-Forwards", 70)
+            .header("From", &ids.from)
+            .header("To", &ids.to)
+            .header("Call-ID", &ids.call_id)
+            .header("CSeq", format_args!("{} CANCEL", ids.cseq));
+        let payload = w.finish(b"");
+        let branch = ckey.0.clone();
+        let tx = Transmit {
+            payload: payload.clone(),
+            ..to
+        };
+        let reliable = tx.transport.reliable();
+        self.client.insert(
+            (branch, true),
+            ClientEntry {
+                txn: ClientTxn::NonInvite(ClientNonInvite::new(now, self.cfg.timers, reliable)),
+                method: Method::Cancel,
+                request: payload,
+                to: tx.clone(),
+                ids,
+                server: None,
+                call: None,
+                side: Side::Callee,
+                ack: None,
+                cancel: CancelState::None,
+                provisional: false,
+                timer_c: None,
+                armed: None,
+            },
+        );
+        self.arm_client(&(ckey.0.clone(), true));
+        self.out.push_back(tx);
+    }
+}

@@ -1,0 +1,111 @@
+//! The engine's view of the configuration: interfaces, next hops, limits, and where in-dialog
+//! traffic must come from.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::transmit::Inbound;
+use crate::sip::dialog::{Leg, LegTransport};
+use crate::sip::message::SipMessage;
+use crate::sip::transaction::Timers;
+
+/// A local SIP interface as the engine needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Interface {
+    /// Realm name.
+    pub realm: String,
+    /// Listening address (also written in Via and Contact).
+    pub addr: SocketAddr,
+}
+
+/// Where new requests from one realm are sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NextHop {
+    /// Session-agent name.
+    pub name: String,
+    /// Its address.
+    pub addr: SocketAddr,
+    /// Transport toward it.
+    pub transport: LegTransport,
+    /// Index of the interface that faces it.
+    pub interface: usize,
+}
+
+/// The engine's view of the configuration.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Interfaces, indexed as in [`Inbound::interface`].
+    pub interfaces: Vec<Interface>,
+    /// For each interface (by index): the next hop of new requests arriving on it.
+    pub routes: Vec<Option<NextHop>>,
+    /// RFC 3261 timers.
+    pub timers: Timers,
+    /// Timer C: how long an INVITE may ring before it is cancelled with 408.
+    pub timer_c: Duration,
+    /// Largest message accepted.
+    pub max_message_size: usize,
+    /// Longest header line accepted (name, colon, value).
+    pub max_header_size: usize,
+    /// Where in-dialog requests and responses must come from.
+    pub source_policy: SourcePolicy,
+    /// Calls this engine holds at most (its share of `max-calls`).
+    pub max_calls: usize,
+    /// Transactions this engine holds at most (its share of `max-transactions`).
+    pub max_transactions: usize,
+    /// Every session-agent's address (their legs are checked by IP only).
+    pub agents: Vec<SocketAddr>,
+}
+
+/// Where an in-dialog request must come from to be taken for its leg, and a response from the
+/// next hop its request went to (`sip-config in-dialog-source`). The leg's interface,
+/// transport and remote tag are checked whatever the policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SourcePolicy {
+    /// UDP: the address and port the leg's peer used; TCP and session-agents: its IP.
+    #[default]
+    Address,
+    /// The leg's peer's IP, any port.
+    Ip,
+    /// Anywhere (only interface, transport and tags are checked).
+    Any,
+}
+
+impl EngineConfig {
+    /// Whether a message from `source` over `transport` may be taken as coming from the peer
+    /// at `peer` (see [`SourcePolicy`]).
+    pub(super) fn source_matches(
+        &self,
+        transport: LegTransport,
+        source: SocketAddr,
+        peer: SocketAddr,
+    ) -> bool {
+        match self.source_policy {
+            SourcePolicy::Any => true,
+            SourcePolicy::Ip => source.ip() == peer.ip(),
+            SourcePolicy::Address => {
+                if transport == LegTransport::Udp && !self.agents.contains(&peer) {
+                    source == peer
+                } else {
+                    source.ip() == peer.ip()
+                }
+            }
+        }
+    }
+}
+
+/// Whether an in-dialog request (or ACK) came from `leg`: its interface and transport, its
+/// remote tag in the From, and a source the policy accepts for its peer.
+pub(super) fn leg_matches(
+    cfg: &EngineConfig,
+    leg: &Leg,
+    inbound: &Inbound,
+    msg: &SipMessage,
+) -> bool {
+    inbound.interface == leg.interface
+        && inbound.transport == leg.transport
+        && leg
+            .remote_tag
+            .as_deref()
+            .is_none_or(|t| msg.from_tag() == Some(t))
+        && cfg.source_matches(leg.transport, inbound.source, leg.peer)
+}

@@ -1,0 +1,323 @@
+//! The B2BUA engine: one per worker, sans-IO.
+//!
+//! An [`Engine`] owns the transactions and calls of the Call-IDs hashed to its worker (see
+//! [`crate::shard`]). It is fed received bytes and the current time, and it produces
+//! [`Transmit`]s and a deadline for its next timer; it never touches a socket, a clock or a
+//! thread, so the whole SIP behaviour is tested with a virtual clock.
+//!
+//! ```text
+//!  caller ──INVITE──▶ [server INVITE txn]──┐        ┌──[client INVITE txn] ──INVITE──▶ callee
+//!         ◀─100/18x/2xx── (caller leg)     │ Call   │     (callee leg)    ◀─18x/2xx──
+//!                                          └─Dialog─┘
+//! ```
+//! Each call has two legs with their own Call-ID, tags, CSeq space, Via and Contact, so nothing
+//! of one side's topology reaches the other (topology hiding by construction). Requests inside
+//! the dialog are matched by (Call-ID, our tag) and re-issued on the other leg; responses are
+//! matched by our Via branch and relayed to the paired server transaction.
+//!
+//! Seams for later capabilities: [`Engine::set_admission`] is where a new request is admitted
+//! or refused with 503 (overload control); [`Engine::dialogs`] exposes the dialog table as plain
+//! data (state sync).
+
+mod build;
+mod call;
+mod cancel;
+mod config;
+mod ids;
+mod refusal;
+mod request;
+mod response;
+mod stats;
+#[cfg(test)]
+mod tests;
+mod timers;
+mod transactions;
+mod transmit;
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::time::Instant;
+
+pub use call::DialogChange;
+use call::{Call, Lingering};
+pub use config::{EngineConfig, Interface, NextHop, SourcePolicy};
+pub use ids::BRANCH_PREFIX;
+pub use refusal::{random_retry_after, stateless_503, Admission};
+pub use stats::Stats;
+use transactions::{ClientEntry, ClientKey, ClientTxn, ServerEntry, ServerKey, TimerTarget};
+pub use transmit::{Inbound, Transmit};
+
+use crate::sip::dialog::{Dialog, DialogState, Side};
+use crate::sip::message::{ParseError, SipMessage};
+use crate::sip::transaction::{ClientInviteState, ClientNonInviteState};
+
+/// Sources remembered as verified (they completed a transaction with us), per engine, at most;
+/// the set starts over when full.
+pub const MAX_VERIFIED_SOURCES: usize = 4096;
+
+/// The sans-IO B2BUA of one worker.
+#[derive(Debug)]
+pub struct Engine {
+    cfg: EngineConfig,
+    via_sent_by: Vec<String>,
+    calls: HashMap<u64, Call>,
+    changes: VecDeque<DialogChange>,
+    /// Dialog ends not replicated yet, and replicated dialogs in `Terminating` to forget, in time
+    /// order (both after 64·T1; see [`Lingering`]).
+    lingering: VecDeque<(Instant, Lingering)>,
+    /// The time last passed in (the engine has no clock of its own).
+    now: Option<Instant>,
+    dialogs: HashMap<(String, String), (u64, Side)>,
+    server: HashMap<ServerKey, ServerEntry>,
+    client: HashMap<ClientKey, ClientEntry>,
+    timers: BinaryHeap<Reverse<(Instant, u64)>>,
+    timer_targets: HashMap<u64, TimerTarget>,
+    next_timer: u64,
+    out: VecDeque<Transmit>,
+    admission: Admission,
+    draining: bool,
+    /// Sources that completed a transaction with us (an ACK, or an in-dialog request of one of
+    /// our dialogs): they receive what we send, so our own final responses to them are
+    /// retransmitted as RFC 3261 says. To any other source (possibly forged) they are sent
+    /// once: no amplification.
+    verified: std::collections::HashSet<SocketAddr>,
+    stats: Stats,
+    worker: u64,
+}
+
+impl Engine {
+    /// A new engine for worker number `worker` (used to keep generated identifiers unique).
+    pub fn new(cfg: EngineConfig, worker: u64) -> Self {
+        let via_sent_by = cfg.interfaces.iter().map(|i| i.addr.to_string()).collect();
+        Self {
+            cfg,
+            via_sent_by,
+            calls: HashMap::new(),
+            changes: VecDeque::new(),
+            lingering: VecDeque::new(),
+            now: None,
+            dialogs: HashMap::new(),
+            server: HashMap::new(),
+            client: HashMap::new(),
+            timers: BinaryHeap::new(),
+            timer_targets: HashMap::new(),
+            next_timer: 0,
+            out: VecDeque::new(),
+            admission: Admission::Accept,
+            draining: false,
+            verified: std::collections::HashSet::new(),
+            stats: Stats::default(),
+            worker,
+        }
+    }
+
+    /// Applies a new configuration to this engine (`activate-config`): timers, routes and limits
+    /// change for new transactions; the interfaces must be the same (binding them again needs a
+    /// restart), which the caller checks.
+    pub fn set_config(&mut self, cfg: EngineConfig) {
+        self.via_sent_by = cfg.interfaces.iter().map(|i| i.addr.to_string()).collect();
+        self.cfg = cfg;
+    }
+
+    /// Next change of the table of confirmed dialogs, for state sync to the standby.
+    #[must_use]
+    pub fn poll_dialog_change(&mut self) -> Option<DialogChange> {
+        self.changes.pop_front()
+    }
+
+    /// Installs a confirmed dialog replicated from the former active, so that its in-dialog
+    /// requests (BYE, re-INVITE, ...) are served here after a switchover. A dialog already held
+    /// is replaced (a newer copy of the same call).
+    pub fn install_dialog(&mut self, dialog: Dialog) {
+        let id = dialog.id;
+        if self.calls.contains_key(&id) {
+            // This engine already serves the call: its own state is the newest.
+            return;
+        }
+        if dialog.state == DialogState::Terminating {
+            if let Some(now) = self.now {
+                self.lingering
+                    .push_back((now + self.cfg.timers.t64(), Lingering::Forget(id)));
+            }
+        }
+        self.dialogs.insert(
+            (
+                dialog.caller.call_id.clone(),
+                dialog.caller.local_tag.clone(),
+            ),
+            (id, Side::Caller),
+        );
+        self.dialogs.insert(
+            (
+                dialog.callee.call_id.clone(),
+                dialog.callee.local_tag.clone(),
+            ),
+            (id, Side::Callee),
+        );
+        self.calls.insert(
+            id,
+            Call {
+                dialog,
+                invite_server: None,
+                invite_client: None,
+                caller_2xx: None,
+                acks: [None, None],
+                cancelled: false,
+            },
+        );
+    }
+
+    /// Forgets a replicated dialog (deleted on the active).
+    pub fn remove_dialog(&mut self, id: u64) {
+        self.remove_call_quietly(id);
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The dialog table: every call this engine holds, as plain data.
+    pub fn dialogs(&self) -> impl Iterator<Item = &Dialog> {
+        self.calls.values().map(|c| &c.dialog)
+    }
+
+    /// Number of calls held (any state).
+    pub fn call_count(&self) -> usize {
+        self.calls.len()
+    }
+
+    /// Transactions still waiting for a final response, plus calls not yet confirmed by the
+    /// caller's ACK (only confirmed dialogs are replicated, so a handover waits for them).
+    pub fn pending_count(&self) -> usize {
+        self.calls
+            .values()
+            .filter(|c| {
+                matches!(
+                    c.dialog.state,
+                    DialogState::Trying | DialogState::Early | DialogState::Answered
+                )
+            })
+            .count()
+            + self.server.values().filter(|e| !e.txn.is_final()).count()
+            + self
+                .client
+                .values()
+                .filter(|e| match &e.txn {
+                    ClientTxn::Invite(t) => matches!(
+                        t.state(),
+                        ClientInviteState::Calling | ClientInviteState::Proceeding
+                    ),
+                    ClientTxn::NonInvite(t) => matches!(
+                        t.state(),
+                        ClientNonInviteState::Trying | ClientNonInviteState::Proceeding
+                    ),
+                })
+                .count()
+    }
+
+    /// Number of live transactions.
+    pub fn transaction_count(&self) -> usize {
+        self.server.len() + self.client.len()
+    }
+
+    /// Sets the admission decision for new requests (overload control).
+    pub fn set_admission(&mut self, admission: Admission) {
+        self.admission = admission;
+    }
+
+    /// Refuse new requests with 503 from now on (graceful shutdown); transactions and dialogs
+    /// in progress go on.
+    pub fn start_draining(&mut self) {
+        self.draining = true;
+    }
+
+    /// Whether no transaction is waiting for a final response (a draining engine may stop;
+    /// transactions that only absorb retransmissions after their final response do not count).
+    pub fn is_idle(&self) -> bool {
+        self.server.values().all(|e| e.txn.is_final())
+            && self.client.values().all(|e| match &e.txn {
+                ClientTxn::Invite(t) => !matches!(
+                    t.state(),
+                    ClientInviteState::Calling | ClientInviteState::Proceeding
+                ),
+                ClientTxn::NonInvite(t) => !matches!(
+                    t.state(),
+                    ClientNonInviteState::Trying | ClientNonInviteState::Proceeding
+                ),
+            })
+    }
+
+    /// Next message to send.
+    #[must_use]
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.out.pop_front()
+    }
+
+    /// When [`Engine::handle_timeout`] should be called next.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let timer = self.timers.peek().map(|Reverse((t, _))| *t);
+        let linger = self.lingering.front().map(|(t, _)| *t);
+        match (timer, linger) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Processes one received message.
+    pub fn handle_inbound(&mut self, now: Instant, inbound: Inbound) {
+        self.now = Some(now);
+        if inbound.data.iter().all(|b| *b == b'\r' || *b == b'\n') {
+            return; // keep-alive
+        }
+        if inbound.data.len() > self.cfg.max_message_size {
+            self.refuse_unparsable(
+                &inbound,
+                &ParseError::TooLarge {
+                    size: inbound.data.len(),
+                    max: self.cfg.max_message_size,
+                },
+            );
+            return;
+        }
+        match SipMessage::parse(&inbound.data) {
+            Ok(msg) => match msg.status() {
+                None => self.on_request(now, &inbound, msg),
+                Some(code) => self.on_response(now, &inbound, code, msg),
+            },
+            Err(e) => self.refuse_unparsable(&inbound, &e),
+        }
+    }
+
+    /// Fires every timer due at `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = Some(now);
+        while let Some((at, what)) = self.lingering.front().copied() {
+            if at > now {
+                break;
+            }
+            self.lingering.pop_front();
+            match what {
+                Lingering::ReplicateDelete(id) => {
+                    self.changes.push_back(DialogChange::Delete(id));
+                }
+                Lingering::Forget(id) => self.remove_call_quietly(id),
+            }
+        }
+        while let Some(Reverse((at, id))) = self.timers.peek().copied() {
+            if at > now {
+                break;
+            }
+            self.timers.pop();
+            let Some(target) = self.timer_targets.remove(&id) else {
+                continue;
+            };
+            match target {
+                TimerTarget::Server(key) => self.server_timeout(now, key),
+                TimerTarget::Client(key) => self.client_timeout(now, key),
+            }
+        }
+    }
+}

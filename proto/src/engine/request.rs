@@ -1,0 +1,560 @@
+//! The request path: a request received, matched to a transaction, a dialog or a new call, and
+//! relayed on the other leg.
+
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use tracing::{debug, trace};
+
+use super::build::{strip_tag, via_sent_by};
+use super::call::{side_index, Call, DialogChange};
+use super::config::{leg_matches, NextHop};
+use super::ids::{new_branch, new_tag, BRANCH_PREFIX};
+use super::refusal::{random_retry_after, Admission, ALLOW};
+use super::transactions::{
+    server_key, CancelState, ClientEntry, ClientKey, ClientTxn, RequestIds, ServerKey, ServerTxn,
+};
+use super::transmit::{Inbound, Transmit};
+use super::Engine;
+use crate::shard;
+use crate::sip::dialog::{Dialog, DialogState, Leg, Side};
+use crate::sip::message::{name_addr_uri, param, uri_user, HeaderName, Method, SipMessage};
+use crate::sip::transaction::{ClientInvite, ClientNonInvite, ServerRequest};
+
+impl Engine {
+    pub(super) fn on_request(&mut self, now: Instant, inbound: &Inbound, msg: SipMessage) {
+        self.stats.requests_in += 1;
+        let Some(method) = msg.method().cloned() else {
+            return;
+        };
+        if !msg.answerable() {
+            self.stats.malformed_dropped += 1;
+            debug!(source = %inbound.source, "request without Via/From/To/Call-ID/CSeq dropped");
+            return;
+        }
+        if let Err(refusal) = msg.check_request(self.cfg.max_header_size) {
+            if method != Method::Ack {
+                self.stats.malformed_answered += 1;
+                let reason = refusal.reason;
+                debug!(source = %inbound.source, code = refusal.code, %reason, "malformed request answered");
+                let warning = format!("399 sbc \"{}\"", reason.replace('"', "'"));
+                self.answer(inbound, &msg, refusal.code, Some(("Warning", warning)));
+            }
+            return;
+        }
+        let Some(key) = server_key(&msg, &method) else {
+            self.stats.malformed_dropped += 1;
+            return;
+        };
+
+        if method == Method::Ack {
+            if let Some(entry) = self.server.get_mut(&key) {
+                if let ServerTxn::Invite(t) = &mut entry.txn {
+                    let r = t.handle_ack(now);
+                    let source = inbound.source;
+                    self.verify(source);
+                    self.arm_server(&key);
+                    if r == ServerRequest::Absorb {
+                        return;
+                    }
+                }
+            }
+            self.ack_in_dialog(now, inbound, &msg);
+            return;
+        }
+        if method == Method::Cancel {
+            self.on_cancel(now, inbound, &msg, key);
+            return;
+        }
+        if let Some(entry) = self.server.get_mut(&key) {
+            let r = match &mut entry.txn {
+                ServerTxn::Invite(t) => t.handle_invite(),
+                ServerTxn::NonInvite(t) => t.handle_request(),
+            };
+            self.stats.retransmissions_absorbed += 1;
+            if r == ServerRequest::ResendLastResponse {
+                if let Some(last) = entry.last_response.clone() {
+                    self.out.push_back(entry.reply.transmit(last));
+                }
+            }
+            return;
+        }
+
+        let max_forwards = match msg.max_forwards() {
+            None => 70,
+            Some(Ok(n)) => n,
+            Some(Err(())) => {
+                self.stats.malformed_answered += 1;
+                self.answer(
+                    inbound,
+                    &msg,
+                    400,
+                    Some(("Warning", "399 sbc \"bad Max-Forwards\"".into())),
+                );
+                return;
+            }
+        };
+        if max_forwards == 0 {
+            self.answer(inbound, &msg, 483, None);
+            return;
+        }
+        if self.is_loop(&msg) {
+            self.answer(inbound, &msg, 482, None);
+            return;
+        }
+        let mf = (max_forwards - 1).min(70);
+
+        if let Some(to_tag) = msg.to_tag() {
+            let found = msg
+                .call_id()
+                .and_then(|c| self.dialogs.get(&(c.to_owned(), to_tag.to_owned())))
+                .copied();
+            match found {
+                Some((call, side)) => {
+                    self.request_in_dialog(now, inbound, msg, key, call, side, mf)
+                }
+                None => self.answer(inbound, &msg, 481, None),
+            }
+            return;
+        }
+
+        if self.draining {
+            self.stats.rejected_503 += 1;
+            self.answer(inbound, &msg, 503, Some(("Retry-After", "5".into())));
+            return;
+        }
+        if self.admission == Admission::Drop {
+            // Handing the service address over: the caller's retransmission reaches the next
+            // active, which serves the call from its start.
+            self.stats.handover_dropped += 1;
+            return;
+        }
+        if let Admission::Reject {
+            retry_after_min,
+            retry_after_max,
+        } = self.admission
+        {
+            self.stats.rejected_503 += 1;
+            let retry_after = random_retry_after(retry_after_min, retry_after_max);
+            self.answer(
+                inbound,
+                &msg,
+                503,
+                Some(("Retry-After", retry_after.to_string())),
+            );
+            return;
+        }
+        if method == Method::Options && msg.request_uri().and_then(uri_user).is_none() {
+            // A ping addressed to the SBC itself.
+            self.answer(inbound, &msg, 200, Some(("Allow", ALLOW.into())));
+            return;
+        }
+        if matches!(method, Method::Subscribe | Method::Refer | Method::Prack)
+            || matches!(method, Method::Other(_))
+        {
+            // Dialog-creating methods other than INVITE are not relayed yet.
+            self.answer(inbound, &msg, 501, Some(("Allow", ALLOW.into())));
+            return;
+        }
+        let over = if method == Method::Invite {
+            self.calls.len() >= self.cfg.max_calls
+        } else {
+            false
+        } || self.server.len() + self.client.len() >= self.cfg.max_transactions;
+        if over {
+            // Configured limits, not memory, bound what a stranger can make us hold.
+            self.stats.state_cap_503 += 1;
+            self.answer(inbound, &msg, 503, Some(("Retry-After", "5".into())));
+            return;
+        }
+        let Some(hop) = self.cfg.routes.get(inbound.interface).cloned().flatten() else {
+            self.answer(
+                inbound,
+                &msg,
+                404,
+                Some(("Warning", "399 sbc \"no route\"".into())),
+            );
+            return;
+        };
+        if method == Method::Invite {
+            self.new_call(now, inbound, msg, key, hop, mf);
+        } else {
+            self.standalone(now, inbound, msg, key, hop, mf);
+        }
+    }
+
+    pub(super) fn is_loop(&self, msg: &SipMessage) -> bool {
+        msg.header_values(&HeaderName::Via).any(|v| {
+            param(v, "branch").is_some_and(|b| b.starts_with(BRANCH_PREFIX))
+                && self
+                    .via_sent_by
+                    .iter()
+                    .any(|s| via_sent_by(v) == s.as_str())
+        })
+    }
+
+    pub(super) fn new_call(
+        &mut self,
+        now: Instant,
+        inbound: &Inbound,
+        msg: SipMessage,
+        key: ServerKey,
+        hop: NextHop,
+        mf: u32,
+    ) {
+        // Random ids stay unique across workers and across the pair (state sync).
+        let mut id = rand::random::<u64>();
+        while id == 0 || self.calls.contains_key(&id) {
+            id = rand::random::<u64>();
+        }
+        let a_call_id = msg.call_id().unwrap_or_default().to_owned();
+        let caller_tag = new_tag();
+        let from = msg.header(&HeaderName::From).unwrap_or_default();
+        let to = msg.header(&HeaderName::To).unwrap_or_default();
+        let caller = Leg {
+            interface: inbound.interface,
+            transport: inbound.transport,
+            peer: inbound.source,
+            call_id: a_call_id.clone(),
+            local_tag: caller_tag.clone(),
+            remote_tag: msg.from_tag().map(str::to_owned),
+            local_party: strip_tag(to),
+            remote_party: strip_tag(from),
+            remote_target: msg
+                .contact_uri()
+                .map(str::to_owned)
+                .unwrap_or_else(|| name_addr_uri(from).to_owned()),
+            route_set: msg
+                .header_values(&HeaderName::RecordRoute)
+                .map(str::to_owned)
+                .collect(),
+            local_cseq: 0,
+            last_invite_cseq: 0,
+        };
+        let callee = self.outbound_leg(&msg, &hop, 1);
+        self.stats.calls_attempted += 1;
+        self.stats.routed_new += 1;
+        debug!(call_id = %a_call_id, b_call_id = %callee.call_id, next_hop = %hop.name, "new call");
+
+        // 100 Trying at once.
+        self.new_server(
+            &key,
+            inbound,
+            &msg,
+            true,
+            Some(caller_tag.clone()),
+            Some(id),
+        );
+        self.respond_local(now, &key, 100);
+
+        self.dialogs
+            .insert((a_call_id, caller_tag), (id, Side::Caller));
+        self.dialogs.insert(
+            (callee.call_id.clone(), callee.local_tag.clone()),
+            (id, Side::Callee),
+        );
+        let dialog = Dialog {
+            id,
+            caller,
+            callee,
+            state: DialogState::Trying,
+            created_unix: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+        };
+        self.calls.insert(
+            id,
+            Call {
+                dialog,
+                invite_server: Some(key.clone()),
+                invite_client: None,
+                caller_2xx: None,
+                acks: [None, None],
+                cancelled: false,
+            },
+        );
+        let ckey = self.send_on_leg(
+            now,
+            id,
+            Side::Callee,
+            &Method::Invite,
+            1,
+            &msg,
+            mf,
+            Some(key),
+        );
+        if let Some(call) = self.calls.get_mut(&id) {
+            call.invite_client = ckey;
+        }
+    }
+
+    /// The leg toward `hop` for a new request `msg`: a fresh Call-ID carrying the shard key of
+    /// the caller's (so both legs stay on this worker), our tag, the Request-URI and From host
+    /// rewritten to the next hop and our interface (topology hiding).
+    pub(super) fn outbound_leg(&self, msg: &SipMessage, hop: &NextHop, invite_cseq: u32) -> Leg {
+        let out_if = &self.cfg.interfaces[hop.interface];
+        let uri = match msg.request_uri().and_then(uri_user) {
+            Some(user) => format!("sip:{user}@{}", hop.addr),
+            None => format!("sip:{}", hop.addr),
+        };
+        let from = msg.header(&HeaderName::From).unwrap_or_default();
+        let from_user = uri_user(name_addr_uri(from)).unwrap_or("anonymous");
+        let a_call_id = msg.call_id().unwrap_or_default();
+        Leg {
+            interface: hop.interface,
+            transport: hop.transport,
+            peer: hop.addr,
+            call_id: shard::b2b_call_id(
+                shard::call_id_key(a_call_id.as_bytes()),
+                rand::random::<u64>() ^ (self.worker << 56),
+            ),
+            local_tag: new_tag(),
+            remote_tag: None,
+            local_party: format!("<sip:{from_user}@{}>", out_if.addr.ip()),
+            remote_party: format!("<{uri}>"),
+            remote_target: uri,
+            route_set: Vec::new(),
+            local_cseq: 1,
+            last_invite_cseq: invite_cseq,
+        }
+    }
+
+    /// Relays an out-of-dialog non-INVITE request (OPTIONS, MESSAGE, REGISTER, ...) as a
+    /// one-transaction B2BUA exchange.
+    pub(super) fn standalone(
+        &mut self,
+        now: Instant,
+        inbound: &Inbound,
+        msg: SipMessage,
+        key: ServerKey,
+        hop: NextHop,
+        mf: u32,
+    ) {
+        let method = msg.method().cloned().unwrap_or(Method::Options);
+        let leg = self.outbound_leg(&msg, &hop, 0);
+        self.stats.routed_new += 1;
+        self.new_server(&key, inbound, &msg, false, Some(new_tag()), None);
+        self.send_request(
+            now,
+            &leg,
+            None,
+            Side::Callee,
+            &method,
+            1,
+            &msg,
+            mf,
+            Some(key),
+        );
+    }
+
+    #[allow(clippy::too_many_arguments)] // the request and where it goes, all needed
+    pub(super) fn request_in_dialog(
+        &mut self,
+        now: Instant,
+        inbound: &Inbound,
+        msg: SipMessage,
+        key: ServerKey,
+        id: u64,
+        side: Side,
+        mf: u32,
+    ) {
+        let Some(method) = msg.method().cloned() else {
+            return;
+        };
+        let Some(call) = self.calls.get_mut(&id) else {
+            self.answer(inbound, &msg, 481, None);
+            return;
+        };
+        if !leg_matches(&self.cfg, call.dialog.leg(side), inbound, &msg) {
+            self.stats.leg_mismatch += 1;
+            debug!(source = %inbound.source, call_id = %call.dialog.caller.call_id, "in-dialog request not from its leg: 481");
+            self.answer(inbound, &msg, 481, None);
+            return;
+        }
+        self.verify(inbound.source);
+        let Some(call) = self.calls.get_mut(&id) else {
+            return;
+        };
+        // The call is already ending: a BYE crossed this one, or this is the retransmission of
+        // a BYE the former active relayed just before a switchover. Relay it anyway (the far
+        // end may never have had it) and answer the sender 200 whatever comes back.
+        let ending_again = method == Method::Bye && call.dialog.state == DialogState::Terminating;
+        if ending_again {
+            debug!(call_id = %call.dialog.caller.call_id, "BYE on an ending dialog");
+        }
+        if matches!(method, Method::Invite | Method::Update) {
+            if let Some(target) = msg.contact_uri() {
+                call.dialog.leg_mut(side).remote_target = target.to_owned();
+            }
+        }
+        if method == Method::Bye {
+            call.dialog.state = DialogState::Terminating;
+            debug!(call_id = %call.dialog.caller.call_id, from = ?side, "BYE");
+        }
+        let to_leg = call.dialog.leg_mut(side.other());
+        to_leg.local_cseq += 1;
+        let cseq = to_leg.local_cseq;
+        if method == Method::Invite {
+            to_leg.last_invite_cseq = cseq;
+        }
+        self.new_server(
+            &key,
+            inbound,
+            &msg,
+            method == Method::Invite,
+            None,
+            Some(id),
+        );
+        if ending_again {
+            if let Some(e) = self.server.get_mut(&key) {
+                e.end_anyway = true;
+            }
+        }
+        if method == Method::Invite {
+            self.respond_local(now, &key, 100);
+        }
+        self.send_on_leg(now, id, side.other(), &method, cseq, &msg, mf, Some(key));
+        if let Some(call) = self.calls.get(&id) {
+            if matches!(
+                call.dialog.state,
+                DialogState::Confirmed | DialogState::Terminating
+            ) {
+                // CSeq and targets moved on: the standby must continue from here.
+                self.changes
+                    .push_back(DialogChange::Upsert(Box::new(call.dialog.clone())));
+            }
+        }
+    }
+
+    /// An ACK that matched no server transaction: the ACK for a 2xx, relayed end to end.
+    pub(super) fn ack_in_dialog(&mut self, _now: Instant, inbound: &Inbound, msg: &SipMessage) {
+        let found = match (msg.call_id(), msg.to_tag()) {
+            (Some(c), Some(t)) => self.dialogs.get(&(c.to_owned(), t.to_owned())).copied(),
+            _ => None,
+        };
+        let Some((id, side)) = found else {
+            trace!("stray ACK dropped");
+            return;
+        };
+        let Some(call) = self.calls.get_mut(&id) else {
+            return;
+        };
+        if !leg_matches(&self.cfg, call.dialog.leg(side), inbound, msg) {
+            self.stats.leg_mismatch += 1;
+            debug!(source = %inbound.source, "ACK not from its leg dropped");
+            return;
+        }
+        let leg = call.dialog.leg(side.other()).clone();
+        self.verify(inbound.source);
+        let payload = self.build_request(
+            &leg,
+            &Method::Ack,
+            leg.last_invite_cseq,
+            &new_branch(),
+            msg,
+            70,
+        );
+        let tx = Transmit {
+            interface: leg.interface,
+            transport: leg.transport,
+            dest: leg.peer,
+            payload,
+        };
+        if let Some(call) = self.calls.get_mut(&id) {
+            if side == Side::Caller && call.dialog.state == DialogState::Answered {
+                call.dialog.state = DialogState::Confirmed;
+                call.caller_2xx = None;
+                debug!(call_id = %call.dialog.caller.call_id, "call confirmed");
+                self.changes
+                    .push_back(DialogChange::Upsert(Box::new(call.dialog.clone())));
+            }
+            call.acks[side_index(side.other())] = Some(tx.clone());
+        }
+        self.out.push_back(tx);
+    }
+
+    /// Sends `orig` re-issued on leg `side` of call `id`; returns the client transaction key.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn send_on_leg(
+        &mut self,
+        now: Instant,
+        id: u64,
+        side: Side,
+        method: &Method,
+        cseq: u32,
+        orig: &SipMessage,
+        mf: u32,
+        server: Option<ServerKey>,
+    ) -> Option<ClientKey> {
+        let leg = self.calls.get(&id)?.dialog.leg(side).clone();
+        Some(self.send_request(now, &leg, Some(id), side, method, cseq, orig, mf, server))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn send_request(
+        &mut self,
+        now: Instant,
+        leg: &Leg,
+        call: Option<u64>,
+        side: Side,
+        method: &Method,
+        cseq: u32,
+        orig: &SipMessage,
+        mf: u32,
+        server: Option<ServerKey>,
+    ) -> ClientKey {
+        let branch = new_branch();
+        let payload = self.build_request(leg, method, cseq, &branch, orig, mf);
+        let addr = self.cfg.interfaces[leg.interface].addr;
+        let tx = Transmit {
+            interface: leg.interface,
+            transport: leg.transport,
+            dest: leg.peer,
+            payload: payload.clone(),
+        };
+        let reliable = leg.transport.reliable();
+        let txn = if *method == Method::Invite {
+            ClientTxn::Invite(ClientInvite::new(now, self.cfg.timers, reliable))
+        } else {
+            ClientTxn::NonInvite(ClientNonInvite::new(now, self.cfg.timers, reliable))
+        };
+        let ids = RequestIds {
+            uri: leg.remote_target.clone(),
+            via: format!(
+                "SIP/2.0/{} {addr};branch={branch};rport",
+                leg.transport.via_token()
+            ),
+            from: format!("{};tag={}", leg.local_party, leg.local_tag),
+            to: match &leg.remote_tag {
+                Some(t) => format!("{};tag={t}", leg.remote_party),
+                None => leg.remote_party.clone(),
+            },
+            call_id: leg.call_id.clone(),
+            cseq,
+            routes: leg.route_set.clone(),
+        };
+        let key = (branch, false);
+        let is_invite = *method == Method::Invite;
+        self.client.insert(
+            key.clone(),
+            ClientEntry {
+                txn,
+                method: method.clone(),
+                request: payload,
+                to: tx.clone(),
+                ids,
+                server,
+                call,
+                side,
+                ack: None,
+                cancel: CancelState::None,
+                provisional: false,
+                timer_c: is_invite.then(|| now + self.cfg.timer_c),
+                armed: None,
+            },
+        );
+        self.arm_client(&key);
+        self.out.push_back(tx);
+        key
+    }
+}

@@ -1,0 +1,313 @@
+//! The response path: a response received, matched to our client transaction and relayed to
+//! the paired server transaction; responses we make ourselves.
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use tracing::{debug, trace};
+
+use super::build::{build_ack, copy_end_to_end};
+use super::call::side_index;
+use super::transactions::{CancelState, ClientKey, ClientTxn, ServerKey, ServerTxn};
+use super::transmit::{Inbound, Transmit};
+use super::{Engine, MAX_VERIFIED_SOURCES};
+use crate::sip::dialog::{DialogState, Side};
+use crate::sip::message::{reason_for, HeaderName, Method, SipMessage};
+use crate::sip::transaction::{ClientInviteState, ClientResponse};
+
+impl Engine {
+    pub(super) fn on_response(
+        &mut self,
+        now: Instant,
+        inbound: &Inbound,
+        code: u16,
+        msg: SipMessage,
+    ) {
+        self.stats.responses_in += 1;
+        if let Err(refusal) = crate::sip::strict::check_headers(&msg, self.cfg.max_header_size) {
+            // A response cannot be answered: dropped (its sender retransmits or times out).
+            self.stats.malformed_dropped += 1;
+            debug!(reason = %refusal.reason, "malformed response dropped");
+            return;
+        }
+        let (Some(branch), Some(cseq)) = (msg.top_via_branch(), msg.cseq()) else {
+            self.stats.malformed_dropped += 1;
+            return;
+        };
+        let ckey = (branch.to_owned(), cseq.method == Method::Cancel);
+        let Some(entry) = self.client.get_mut(&ckey) else {
+            self.stray_response(now, code, &msg);
+            return;
+        };
+        let sent = &entry.to;
+        if inbound.interface != sent.interface
+            || inbound.transport != sent.transport
+            || !self
+                .cfg
+                .source_matches(sent.transport, inbound.source, sent.dest)
+        {
+            // Only the next hop the request went to may answer it.
+            self.stats.response_source_mismatch += 1;
+            debug!(source = %inbound.source, expected = %sent.dest, code, "response from elsewhere dropped");
+            return;
+        }
+        if let ClientTxn::Invite(t) = &entry.txn {
+            if t.state() == ClientInviteState::Accepted && (200..300).contains(&code) {
+                // A retransmitted 2xx (RFC 6026 Accepted state): answer it from dialog state.
+                let (call, side) = (entry.call, entry.side);
+                if let Some(id) = call {
+                    self.retransmitted_2xx(id, side);
+                }
+                return;
+            }
+        }
+        let action = match &mut entry.txn {
+            ClientTxn::Invite(t) => t.handle_response(now, code),
+            ClientTxn::NonInvite(t) => t.handle_response(now, code),
+        };
+        if (100..200).contains(&code) {
+            entry.provisional = true;
+        }
+        if code >= 200 {
+            entry.timer_c = None;
+        } else if code > 100 && entry.timer_c.is_some() {
+            entry.timer_c = Some(now + self.cfg.timer_c);
+        }
+        match action {
+            ClientResponse::Absorb => {}
+            ClientResponse::ResendAck => {
+                if let Some(ack) = entry.ack.clone() {
+                    self.out.push_back(Transmit {
+                        payload: ack,
+                        ..entry.to.clone()
+                    });
+                }
+            }
+            ClientResponse::PassUp | ClientResponse::PassUpAndAck => {
+                if action == ClientResponse::PassUpAndAck {
+                    let ack = build_ack(&entry.ids, &msg);
+                    entry.ack = Some(ack.clone());
+                    self.out.push_back(Transmit {
+                        payload: ack,
+                        ..entry.to.clone()
+                    });
+                }
+                let cancel_now = entry.provisional && entry.cancel == CancelState::Pending;
+                self.arm_client(&ckey);
+                if cancel_now {
+                    self.cancel_client(now, &ckey);
+                }
+                if !ckey.1 {
+                    self.response_to_user(now, &ckey, code, &msg);
+                }
+            }
+        }
+        self.arm_client(&ckey);
+    }
+
+    /// A response that matched no client transaction: a retransmitted 2xx after our INVITE
+    /// transaction ended, or junk.
+    pub(super) fn stray_response(&mut self, _now: Instant, code: u16, msg: &SipMessage) {
+        let is_invite_2xx =
+            (200..300).contains(&code) && msg.cseq().is_some_and(|c| c.method == Method::Invite);
+        if is_invite_2xx {
+            let found = match (msg.call_id(), msg.from_tag()) {
+                (Some(c), Some(t)) => self.dialogs.get(&(c.to_owned(), t.to_owned())).copied(),
+                _ => None,
+            };
+            if let Some((id, side)) = found {
+                self.retransmitted_2xx(id, side);
+                return;
+            }
+        }
+        self.stats.stray_responses += 1;
+        trace!(code, "stray response dropped");
+    }
+
+    /// A 2xx to an INVITE came again from leg `side`: re-send the ACK we sent on that leg, or,
+    /// while the caller has not ACKed yet, the 2xx we relayed to the caller.
+    pub(super) fn retransmitted_2xx(&mut self, id: u64, side: Side) {
+        let Some(call) = self.calls.get(&id) else {
+            return;
+        };
+        let resend = call.acks[side_index(side)].clone().or_else(|| {
+            (side == Side::Callee)
+                .then(|| call.caller_2xx.clone())
+                .flatten()
+        });
+        if let Some(tx) = resend {
+            self.out.push_back(tx);
+        }
+    }
+
+    /// The transaction user's handling of a response to one of our requests.
+    pub(super) fn response_to_user(
+        &mut self,
+        now: Instant,
+        ckey: &ClientKey,
+        code: u16,
+        msg: &SipMessage,
+    ) {
+        let Some(entry) = self.client.get(ckey) else {
+            return;
+        };
+        let (method, server, call_id, side) = (
+            entry.method.clone(),
+            entry.server.clone(),
+            entry.call,
+            entry.side,
+        );
+        let initial_invite = call_id
+            .and_then(|id| self.calls.get(&id))
+            .is_some_and(|c| c.invite_client.as_ref() == Some(ckey));
+
+        if let Some(id) = call_id {
+            if let Some(call) = self.calls.get_mut(&id) {
+                let leg = call.dialog.leg_mut(side);
+                if method == Method::Invite && (101..300).contains(&code) {
+                    if let Some(tag) = msg.to_tag() {
+                        leg.remote_tag = Some(tag.to_owned());
+                    }
+                    if let Some(target) = msg.contact_uri() {
+                        leg.remote_target = target.to_owned();
+                    }
+                    if initial_invite && (200..300).contains(&code) {
+                        leg.route_set = msg
+                            .header_values(&HeaderName::RecordRoute)
+                            .map(str::to_owned)
+                            .collect::<Vec<_>>()
+                            .into_iter()
+                            .rev()
+                            .collect();
+                    }
+                }
+                if initial_invite {
+                    match code {
+                        101..=199 if call.dialog.state == DialogState::Trying => {
+                            call.dialog.state = DialogState::Early;
+                        }
+                        200..=299 => {
+                            if call.cancelled {
+                                // Answered after the caller gave up: ACK and hang up the callee.
+                                self.hang_up_callee(now, id);
+                                return;
+                            }
+                            call.dialog.state = DialogState::Answered;
+                            self.stats.calls_answered += 1;
+                            debug!(call_id = %call.dialog.caller.call_id, "call answered");
+                        }
+                        300.. => {
+                            if !call.cancelled {
+                                self.stats.calls_failed += 1;
+                            }
+                            debug!(call_id = %call.dialog.caller.call_id, code, "call failed");
+                            self.remove_call(id);
+                        }
+                        _ => {}
+                    }
+                } else if method == Method::Bye && code >= 200 {
+                    debug!(call_id = %call.dialog.caller.call_id, "call ended");
+                    self.remove_call(id);
+                }
+            }
+        }
+        if code == 100 && method == Method::Invite {
+            return; // we sent our own 100 already
+        }
+        let Some(skey) = server else { return };
+        let tx = self.relay_response(now, &skey, code, msg);
+        if initial_invite && (200..300).contains(&code) {
+            if let (Some(id), Some(tx)) = (call_id, tx) {
+                if let Some(call) = self.calls.get_mut(&id) {
+                    call.caller_2xx = Some(tx);
+                }
+            }
+        }
+    }
+
+    /// Relays a response from the far leg to the server transaction `skey`.
+    pub(super) fn relay_response(
+        &mut self,
+        now: Instant,
+        skey: &ServerKey,
+        code: u16,
+        msg: &SipMessage,
+    ) -> Option<Transmit> {
+        let contact = {
+            let entry = self.server.get(skey)?;
+            if entry.txn.is_final() {
+                return None;
+            }
+            let leg = entry
+                .call
+                .and_then(|id| self.calls.get(&id))
+                .map(|c| c.dialog.leg(Side::Caller).clone());
+            (entry.contact && (101..300).contains(&code)).then(|| {
+                let iface = self.cfg.interfaces[entry.reply.interface].addr;
+                let transport = leg.map_or(entry.reply.transport, |l| l.transport);
+                format!("<sip:sbc@{iface};transport={}>", transport.uri_param())
+            })
+        };
+        let entry = self.server.get_mut(skey)?;
+        if entry.end_anyway && code >= 300 {
+            self.respond_local(now, skey, 200);
+            return None;
+        }
+        let reason = match &msg.start {
+            crate::sip::message::StartLine::Response { reason, .. } if !reason.is_empty() => {
+                reason.as_str()
+            }
+            _ => reason_for(code),
+        };
+        let mut w = entry.ctx.write(code, reason, entry.to_tag.as_deref());
+        if let Some(c) = contact {
+            w.header("Contact", c);
+        }
+        copy_end_to_end(&mut w, &msg.headers);
+        let payload = w.finish(&msg.body);
+        entry.last_response = Some(payload.clone());
+        entry.txn.send_response(now, code);
+        let tx = entry.reply.transmit(payload);
+        self.out.push_back(tx.clone());
+        self.arm_server(skey);
+        Some(tx)
+    }
+
+    /// Sends a locally generated response on server transaction `skey`.
+    pub(super) fn respond_local(&mut self, now: Instant, skey: &ServerKey, code: u16) {
+        let Some(entry) = self.server.get_mut(skey) else {
+            return;
+        };
+        if entry.txn.is_final() {
+            return;
+        }
+        let code = if entry.end_anyway && code >= 300 {
+            200
+        } else {
+            code
+        };
+        let w = entry
+            .ctx
+            .write(code, reason_for(code), entry.to_tag.as_deref());
+        let payload = w.finish(b"");
+        entry.last_response = Some(payload.clone());
+        entry.txn.send_response(now, code);
+        if let ServerTxn::Invite(t) = &mut entry.txn {
+            if code >= 300 && !self.verified.contains(&entry.reply.dest) {
+                // Our own final to a source that never completed a transaction (forged,
+                // maybe): sent once, not every T2 until timer H (no amplification).
+                t.cap_retransmissions(0);
+            }
+        }
+        self.out.push_back(entry.reply.transmit(payload));
+        self.arm_server(skey);
+    }
+
+    /// Remembers `source` as one that completed a transaction with us.
+    pub(super) fn verify(&mut self, source: SocketAddr) {
+        if self.verified.len() >= MAX_VERIFIED_SOURCES && !self.verified.contains(&source) {
+            self.verified.clear();
+        }
+        self.verified.insert(source);
+    }
+}

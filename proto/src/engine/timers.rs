@@ -1,0 +1,163 @@
+//! The timer heap and what happens when a transaction's timer fires (retransmissions, timer
+//! C, timeouts).
+
+use std::cmp::Reverse;
+use std::time::Instant;
+
+use tracing::debug;
+
+use super::transactions::{ClientKey, ClientTxn, ServerKey, ServerTxn, TimerTarget, TxKind};
+use super::transmit::Transmit;
+use super::Engine;
+use crate::sip::dialog::DialogState;
+use crate::sip::message::Method;
+use crate::sip::transaction::TimerAction;
+
+impl Engine {
+    pub(super) fn push_timer(&mut self, at: Instant, target: TimerTarget) {
+        let id = self.next_timer;
+        self.next_timer += 1;
+        self.timer_targets.insert(id, target);
+        self.timers.push(Reverse((at, id)));
+    }
+
+    pub(super) fn arm_server(&mut self, key: &ServerKey) {
+        let Some(entry) = self.server.get_mut(key) else {
+            return;
+        };
+        let next = entry.txn.poll_timeout();
+        if next.is_some() && next != entry.armed {
+            entry.armed = next;
+            if let Some(at) = next {
+                self.push_timer(at, TimerTarget::Server(key.clone()));
+            }
+        }
+    }
+
+    pub(super) fn arm_client(&mut self, key: &ClientKey) {
+        let Some(entry) = self.client.get_mut(key) else {
+            return;
+        };
+        let next = match (entry.txn.poll_timeout(), entry.timer_c) {
+            (Some(a), Some(c)) => Some(a.min(c)),
+            (a, c) => a.or(c),
+        };
+        if next.is_some() && next != entry.armed {
+            entry.armed = next;
+            if let Some(at) = next {
+                self.push_timer(at, TimerTarget::Client(key.clone()));
+            }
+        }
+    }
+
+    pub(super) fn server_timeout(&mut self, now: Instant, key: ServerKey) {
+        let Some(entry) = self.server.get_mut(&key) else {
+            return;
+        };
+        if entry.armed.is_some_and(|a| a <= now) {
+            entry.armed = None;
+        }
+        let (action, acked) = match &mut entry.txn {
+            ServerTxn::Invite(t) => (t.handle_timeout(now), t.acked()),
+            ServerTxn::NonInvite(t) => (t.handle_timeout(now), true),
+        };
+        match action {
+            TimerAction::None => self.arm_server(&key),
+            TimerAction::Retransmit => {
+                if let Some(last) = entry.last_response.clone() {
+                    self.stats.retransmissions_sent += 1;
+                    self.out.push_back(entry.reply.transmit(last));
+                }
+                self.arm_server(&key);
+            }
+            TimerAction::TimedOut | TimerAction::Terminated => {
+                let call = entry.call;
+                self.server.remove(&key);
+                // A 2xx that the caller never ACKed (timer L): end the call on both legs.
+                if key.kind == TxKind::Invite && !acked {
+                    if let Some(id) = call {
+                        let confirmed = self.calls.get(&id).is_some_and(|c| {
+                            c.invite_server.as_ref() == Some(&key)
+                                && c.dialog.state == DialogState::Answered
+                        });
+                        if confirmed {
+                            debug!("caller never ACKed the 2xx: hanging up");
+                            self.tear_down(now, id);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) fn client_timeout(&mut self, now: Instant, key: ClientKey) {
+        let Some(entry) = self.client.get_mut(&key) else {
+            return;
+        };
+        if entry.armed.is_some_and(|a| a <= now) {
+            entry.armed = None;
+        }
+        // Timer C: the callee rang too long.
+        if entry.timer_c.is_some_and(|c| c <= now) {
+            entry.timer_c = None;
+            let (server, call) = (entry.server.clone(), entry.call);
+            self.cancel_client(now, &key);
+            if let Some(id) = call {
+                if let Some(c) = self.calls.get_mut(&id) {
+                    c.cancelled = true;
+                }
+            }
+            if let Some(skey) = server {
+                self.stats.timeouts += 1;
+                self.stats.calls_failed += 1;
+                self.respond_local(now, &skey, 408);
+            }
+            self.arm_client(&key);
+            return;
+        }
+        let action = match &mut entry.txn {
+            ClientTxn::Invite(t) => t.handle_timeout(now),
+            ClientTxn::NonInvite(t) => t.handle_timeout(now),
+        };
+        match action {
+            TimerAction::None => self.arm_client(&key),
+            TimerAction::Retransmit => {
+                self.stats.retransmissions_sent += 1;
+                let tx = Transmit {
+                    payload: entry.request.clone(),
+                    ..entry.to.clone()
+                };
+                self.out.push_back(tx);
+                self.arm_client(&key);
+            }
+            TimerAction::Terminated => {
+                self.client.remove(&key);
+            }
+            TimerAction::TimedOut => {
+                let Some(entry) = self.client.remove(&key) else {
+                    return;
+                };
+                debug!(method = %entry.method, "next hop did not answer");
+                if let Some(id) = entry.call {
+                    let initial = self
+                        .calls
+                        .get(&id)
+                        .is_some_and(|c| c.invite_client.as_ref() == Some(&key));
+                    let cancelled = self.calls.get(&id).is_some_and(|c| c.cancelled);
+                    if initial {
+                        if !cancelled {
+                            self.stats.calls_failed += 1;
+                        }
+                        self.remove_call(id);
+                    } else if entry.method == Method::Bye {
+                        self.remove_call(id);
+                    }
+                }
+                if let Some(skey) = entry.server {
+                    self.stats.timeouts += 1;
+                    self.respond_local(now, &skey, 408);
+                }
+            }
+        }
+    }
+}

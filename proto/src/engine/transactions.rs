@@ -1,0 +1,190 @@
+//! The transaction table: server and client transaction keys and entries (RFC 3261 section
+//! 17), with what the B2BUA keeps beside each state machine.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::build::{via_sent_by, ResponseContext};
+use super::transmit::{Inbound, ReplyTo, Transmit};
+use super::Engine;
+use crate::sip::dialog::Side;
+use crate::sip::message::{param, Method, SipMessage};
+use crate::sip::transaction::{ClientInvite, ClientNonInvite, ServerInvite, ServerNonInvite};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum TxKind {
+    Invite,
+    Cancel,
+    NonInvite,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) struct ServerKey {
+    pub(super) branch: String,
+    pub(super) sent_by: String,
+    pub(super) kind: TxKind,
+}
+
+pub(super) type ClientKey = (String, bool);
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) enum TimerTarget {
+    Server(ServerKey),
+    Client(ClientKey),
+}
+
+#[derive(Debug)]
+pub(super) enum ServerTxn {
+    Invite(ServerInvite),
+    NonInvite(ServerNonInvite),
+}
+
+impl ServerTxn {
+    pub(super) fn poll_timeout(&self) -> Option<Instant> {
+        match self {
+            Self::Invite(t) => t.poll_timeout(),
+            Self::NonInvite(t) => t.poll_timeout(),
+        }
+    }
+    pub(super) fn send_response(&mut self, now: Instant, code: u16) {
+        match self {
+            Self::Invite(t) => t.send_response(now, code),
+            Self::NonInvite(t) => t.send_response(now, code),
+        }
+    }
+    pub(super) fn is_final(&self) -> bool {
+        match self {
+            Self::Invite(t) => t.is_final(),
+            Self::NonInvite(t) => t.is_final(),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct ServerEntry {
+    pub(super) txn: ServerTxn,
+    pub(super) reply: ReplyTo,
+    pub(super) ctx: ResponseContext,
+    /// Tag we add to the To of our responses (new dialogs only).
+    pub(super) to_tag: Option<String>,
+    /// Whether responses to this request carry our Contact (INVITE, UPDATE).
+    pub(super) contact: bool,
+    pub(super) last_response: Option<Bytes>,
+    pub(super) call: Option<u64>,
+    pub(super) armed: Option<Instant>,
+    /// A BYE on a dialog that is already ending: whatever the far end answers (481 if it has
+    /// already hung up), the sender gets 200, because the call is over either way.
+    pub(super) end_anyway: bool,
+}
+
+#[derive(Debug)]
+pub(super) enum ClientTxn {
+    Invite(ClientInvite),
+    NonInvite(ClientNonInvite),
+}
+
+impl ClientTxn {
+    pub(super) fn poll_timeout(&self) -> Option<Instant> {
+        match self {
+            Self::Invite(t) => t.poll_timeout(),
+            Self::NonInvite(t) => t.poll_timeout(),
+        }
+    }
+}
+
+/// The parts of a sent request that an ACK (for a non-2xx) or a CANCEL must repeat.
+#[derive(Debug, Clone)]
+pub(super) struct RequestIds {
+    pub(super) uri: String,
+    pub(super) via: String,
+    pub(super) from: String,
+    pub(super) to: String,
+    pub(super) call_id: String,
+    pub(super) cseq: u32,
+    pub(super) routes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum CancelState {
+    None,
+    /// The caller cancelled before any provisional: send CANCEL when one arrives.
+    Pending,
+    Sent,
+}
+
+#[derive(Debug)]
+pub(super) struct ClientEntry {
+    pub(super) txn: ClientTxn,
+    pub(super) method: Method,
+    pub(super) request: Bytes,
+    pub(super) to: Transmit,
+    pub(super) ids: RequestIds,
+    pub(super) server: Option<ServerKey>,
+    pub(super) call: Option<u64>,
+    pub(super) side: Side,
+    pub(super) ack: Option<Bytes>,
+    pub(super) cancel: CancelState,
+    pub(super) provisional: bool,
+    pub(super) timer_c: Option<Instant>,
+    pub(super) armed: Option<Instant>,
+}
+
+pub(super) fn server_key(msg: &SipMessage, method: &Method) -> Option<ServerKey> {
+    let via = msg.top_via()?;
+    let kind = match method {
+        Method::Invite | Method::Ack => TxKind::Invite,
+        Method::Cancel => TxKind::Cancel,
+        _ => TxKind::NonInvite,
+    };
+    let branch = match param(via, "branch") {
+        Some(b) if b.starts_with("z9hG4bK") => b.to_owned(),
+        // RFC 2543 peers: build a key from what identifies their transaction.
+        _ => format!(
+            "2543:{}:{}:{}",
+            msg.call_id()?,
+            msg.cseq()?.seq,
+            msg.from_tag().unwrap_or("")
+        ),
+    };
+    Some(ServerKey {
+        branch,
+        sent_by: via_sent_by(via).to_owned(),
+        kind,
+    })
+}
+
+impl Engine {
+    pub(super) fn new_server(
+        &mut self,
+        key: &ServerKey,
+        inbound: &Inbound,
+        msg: &SipMessage,
+        invite: bool,
+        to_tag: Option<String>,
+        call: Option<u64>,
+    ) {
+        let timers = self.cfg.timers;
+        let reliable = inbound.transport.reliable();
+        let txn = if invite {
+            ServerTxn::Invite(ServerInvite::new(timers, reliable))
+        } else {
+            ServerTxn::NonInvite(ServerNonInvite::new(timers, reliable))
+        };
+        let contact = matches!(msg.method(), Some(Method::Invite | Method::Update));
+        self.server.insert(
+            key.clone(),
+            ServerEntry {
+                txn,
+                reply: Self::reply_to(inbound),
+                ctx: ResponseContext::of(msg),
+                to_tag,
+                contact,
+                last_response: None,
+                call,
+                armed: None,
+                end_anyway: false,
+            },
+        );
+    }
+}
