@@ -40,11 +40,16 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rand::rngs::OsRng;
+use rand::RngCore;
 
 use tracing::{debug, info, warn};
 
-use sbc_proto::engine::{self, DialogChange, Engine, Inbound, Stats, Transmit};
+use sbc_proto::engine::{
+    self, DialogChange, Engine, EngineSeed, Inbound, Stats, Transmit, WallClock,
+};
 use sbc_proto::overload::autoscale::{
     Autoscaler, ScaleDecision, ScaleReason, ScaleRecord, ScalingProfile,
 };
@@ -83,11 +88,27 @@ pub(crate) struct Shards {
 }
 
 impl Shards {
-    /// `SHARDS` engines with configuration `cfg`.
+    /// `SHARDS` engines with configuration `cfg`, each drawing its identifiers from a
+    /// stream seeded by the operating system.
     pub(crate) fn new(cfg: &engine::EngineConfig) -> Self {
+        let wall_clock = WallClock {
+            at: Instant::now(),
+            unix: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default(),
+        };
         Self {
-            cells: (0..SHARDS)
-                .map(|i| Mutex::new(Engine::new(cfg.clone(), i as u64)))
+            cells: (0..SHARDS as u64)
+                .map(|shard| {
+                    let mut rng = [0; 32];
+                    OsRng.fill_bytes(&mut rng);
+                    let seed = EngineSeed {
+                        shard,
+                        rng,
+                        wall_clock,
+                    };
+                    Mutex::new(Engine::new(cfg.clone(), seed))
+                })
                 .collect(),
         }
     }
@@ -454,7 +475,7 @@ impl Group {
 
     fn reject(&self, job: &Job, out: &dyn Outlet) {
         let (lo, hi) = self.settings.retry_after;
-        if let Some(t) = engine::stateless_503(&job.inbound, engine::random_retry_after(lo, hi)) {
+        if let Some(t) = engine::stateless_503(&job.inbound, (lo, hi), &mut rand::thread_rng()) {
             out.send(t);
         }
     }

@@ -4,7 +4,6 @@
 use std::time::Instant;
 
 use super::build::empty_message;
-use super::ids::new_branch;
 use super::transactions::{ClientKey, ServerKey};
 use super::transmit::Transmit;
 use super::Engine;
@@ -93,11 +92,12 @@ impl Engine {
             return;
         };
         let leg = call.dialog.callee.clone();
+        let branch = self.ids.branch();
         let ack = self.build_request(
             &leg,
             &Method::Ack,
             leg.last_invite_cseq,
-            &new_branch(),
+            &branch,
             &empty_message(),
             70,
         );
@@ -132,11 +132,12 @@ impl Engine {
         let mut callee = call.dialog.callee.clone();
         let mut caller = call.dialog.caller.clone();
         if call.acks[side_index(Side::Callee)].is_none() {
+            let branch = self.ids.branch();
             let ack = self.build_request(
                 &callee,
                 &Method::Ack,
                 callee.last_invite_cseq,
-                &new_branch(),
+                &branch,
                 &empty_message(),
                 70,
             );

@@ -91,14 +91,13 @@ impl Engine {
             .header("Call-ID", &ids.call_id)
             .header("CSeq", format_args!("{} CANCEL", ids.cseq));
         let payload = w.finish(b"");
-        let branch = ckey.0.clone();
         let tx = Transmit {
             payload: payload.clone(),
             ..to
         };
         let reliable = tx.transport.reliable();
         self.client.insert(
-            (branch, true),
+            ckey.cancel_of(),
             ClientEntry {
                 txn: ClientTxn::NonInvite(ClientNonInvite::new(now, self.cfg.timers, reliable)),
                 method: Method::Cancel,
@@ -115,7 +114,7 @@ impl Engine {
                 armed: None,
             },
         );
-        self.arm_client(&(ckey.0.clone(), true));
+        self.arm_client(&ckey.cancel_of());
         self.out.push_back(tx);
     }
 }

@@ -34,17 +34,18 @@ mod timers;
 mod transactions;
 mod transmit;
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub use call::DialogChange;
 use call::{Call, Lingering};
 pub use config::{EngineConfig, Interface, NextHop, SourcePolicy};
+use ids::Ids;
 pub use ids::BRANCH_PREFIX;
-pub use refusal::{random_retry_after, stateless_503, Admission};
+pub use refusal::{stateless_503, Admission};
 pub use stats::Stats;
+use timers::TimerHeap;
 use transactions::{ClientEntry, ClientKey, ClientTxn, ServerEntry, ServerKey, TimerTarget};
 pub use transmit::{Inbound, Transmit};
 
@@ -56,7 +57,7 @@ use crate::sip::transaction::{ClientInviteState, ClientNonInviteState};
 /// the set starts over when full.
 pub const MAX_VERIFIED_SOURCES: usize = 4096;
 
-/// The sans-IO B2BUA of one worker.
+/// The sans-IO B2BUA of one shard.
 #[derive(Debug)]
 pub struct Engine {
     cfg: EngineConfig,
@@ -71,9 +72,7 @@ pub struct Engine {
     dialogs: HashMap<(String, String), (u64, Side)>,
     server: HashMap<ServerKey, ServerEntry>,
     client: HashMap<ClientKey, ClientEntry>,
-    timers: BinaryHeap<Reverse<(Instant, u64)>>,
-    timer_targets: HashMap<u64, TimerTarget>,
-    next_timer: u64,
+    timers: TimerHeap,
     out: VecDeque<Transmit>,
     admission: Admission,
     draining: bool,
@@ -81,14 +80,49 @@ pub struct Engine {
     /// our dialogs): they receive what we send, so our own final responses to them are
     /// retransmitted as RFC 3261 says. To any other source (possibly forged) they are sent
     /// once: no amplification.
-    verified: std::collections::HashSet<SocketAddr>,
+    verified: HashSet<SocketAddr>,
     stats: Stats,
-    worker: u64,
+    ids: Ids,
+    wall_clock: WallClock,
+}
+
+/// A reading of the wall clock paired with the monotonic instant it was taken at: the engine
+/// dates dialogs (`created_unix`) by the monotonic time passed in, counted from this reading,
+/// so it never reads a clock itself and a step of the system clock does not move its dates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WallClock {
+    /// The monotonic instant of the reading.
+    pub at: Instant,
+    /// Time since the Unix epoch at `at`.
+    pub unix: Duration,
+}
+
+impl WallClock {
+    /// Seconds since the Unix epoch at `now` (saturating before the reading).
+    #[must_use]
+    pub fn unix_secs_at(&self, now: Instant) -> u64 {
+        (self.unix + now.saturating_duration_since(self.at)).as_secs()
+    }
+}
+
+/// What an engine starts from besides its configuration.
+#[derive(Debug, Clone, Copy)]
+pub struct EngineSeed {
+    /// The shard this engine serves (folded into generated Call-IDs).
+    pub shard: u64,
+    /// Seed of the engine's ChaCha20 stream, from which every tag, branch, call id and
+    /// Retry-After is drawn: from the operating system in production (unguessable), a constant
+    /// in tests (a failing case replays).
+    pub rng: [u8; 32],
+    /// A reading of the wall clock.
+    pub wall_clock: WallClock,
 }
 
 impl Engine {
-    /// A new engine for worker number `worker` (used to keep generated identifiers unique).
-    pub fn new(cfg: EngineConfig, worker: u64) -> Self {
+    /// A new engine with configuration `cfg`, for the shard, randomness and wall clock of
+    /// `seed`.
+    #[must_use]
+    pub fn new(cfg: EngineConfig, seed: EngineSeed) -> Self {
         let via_sent_by = cfg.interfaces.iter().map(|i| i.addr.to_string()).collect();
         Self {
             cfg,
@@ -100,15 +134,14 @@ impl Engine {
             dialogs: HashMap::new(),
             server: HashMap::new(),
             client: HashMap::new(),
-            timers: BinaryHeap::new(),
-            timer_targets: HashMap::new(),
-            next_timer: 0,
+            timers: TimerHeap::default(),
             out: VecDeque::new(),
             admission: Admission::Accept,
             draining: false,
-            verified: std::collections::HashSet::new(),
+            verified: HashSet::new(),
             stats: Stats::default(),
-            worker,
+            ids: Ids::new(seed.rng, seed.shard),
+            wall_clock: seed.wall_clock,
         }
     }
 
@@ -258,7 +291,7 @@ impl Engine {
     /// When [`Engine::handle_timeout`] should be called next.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let timer = self.timers.peek().map(|Reverse((t, _))| *t);
+        let timer = self.timers.next_deadline();
         let linger = self.lingering.front().map(|(t, _)| *t);
         match (timer, linger) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -306,14 +339,7 @@ impl Engine {
                 Lingering::Forget(id) => self.remove_call_quietly(id),
             }
         }
-        while let Some(Reverse((at, id))) = self.timers.peek().copied() {
-            if at > now {
-                break;
-            }
-            self.timers.pop();
-            let Some(target) = self.timer_targets.remove(&id) else {
-                continue;
-            };
+        while let Some(target) = self.timers.pop_due(now) {
             match target {
                 TimerTarget::Server(key) => self.server_timeout(now, key),
                 TimerTarget::Client(key) => self.client_timeout(now, key),

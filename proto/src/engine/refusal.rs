@@ -1,10 +1,11 @@
 //! Refusals: 400 to what does not parse, 503 with Retry-After when admission control says so,
 //! and the stateless 503 the shell sends for requests refused before any engine.
 
+use rand_chacha::rand_core::RngCore;
 use tracing::debug;
 
 use super::build::ResponseContext;
-use super::ids::new_tag;
+use super::ids::retry_after_in;
 use super::transmit::{Inbound, Transmit};
 use super::Engine;
 use crate::sip::message::{
@@ -89,22 +90,21 @@ impl LenientRequest {
 /// the raw bytes: no parse and no transaction, so refusing costs far less than serving. `None`
 /// when the bytes are not a request with the headers a response needs (or are an ACK, which is
 /// never answered).
-pub fn stateless_503(inbound: &Inbound, retry_after: u32) -> Option<Transmit> {
+/// The tag and the Retry-After (drawn in `retry_after`, either order) come from `rng`.
+pub fn stateless_503(
+    inbound: &Inbound,
+    retry_after: (u32, u32),
+    rng: &mut impl RngCore,
+) -> Option<Transmit> {
     if inbound.data.starts_with(b"ACK ") {
         return None;
     }
     let req = LenientRequest::scan(&inbound.data)?;
-    let tag = new_tag();
+    let tag = format!("{:016x}", rng.next_u64());
     let mut w = req.ctx.write(503, reason_for(503), Some(&tag));
+    let retry_after = retry_after_in(rng, retry_after.0, retry_after.1);
     w.header("Retry-After", retry_after.to_string());
     Some(Engine::reply_to(inbound).transmit(w.finish(b"")))
-}
-
-/// A Retry-After drawn at random in `[min, max]` (either order), so refused callers do not
-/// retry in lockstep.
-pub fn random_retry_after(min: u32, max: u32) -> u32 {
-    let (lo, hi) = (min.min(max), max.max(min));
-    lo + (rand::random::<u32>() % (hi - lo + 1))
 }
 
 impl Engine {
@@ -143,7 +143,7 @@ impl Engine {
         extra: Option<(&str, String)>,
     ) {
         let ctx = ResponseContext::of(msg);
-        let tag = (code > 100 && msg.to_tag().is_none()).then(new_tag);
+        let tag = (code > 100 && msg.to_tag().is_none()).then(|| self.ids.tag());
         let mut w = ctx.write(code, reason_for(code), tag.as_deref());
         if let Some((name, value)) = extra {
             w.header(name, value);

@@ -1,15 +1,15 @@
 //! The request path: a request received, matched to a transaction, a dialog or a new call, and
 //! relayed on the other leg.
 
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use tracing::{debug, trace};
 
 use super::build::{strip_tag, via_sent_by};
 use super::call::{side_index, Call, DialogChange};
 use super::config::{leg_matches, NextHop};
-use super::ids::{new_branch, new_tag, BRANCH_PREFIX};
-use super::refusal::{random_retry_after, Admission, ALLOW};
+use super::ids::BRANCH_PREFIX;
+use super::refusal::{Admission, ALLOW};
 use super::transactions::{
     server_key, CancelState, ClientEntry, ClientKey, ClientTxn, RequestIds, ServerKey, ServerTxn,
 };
@@ -134,7 +134,7 @@ impl Engine {
         } = self.admission
         {
             self.stats.rejected_503 += 1;
-            let retry_after = random_retry_after(retry_after_min, retry_after_max);
+            let retry_after = self.ids.retry_after(retry_after_min, retry_after_max);
             self.answer(
                 inbound,
                 &msg,
@@ -201,13 +201,10 @@ impl Engine {
         hop: NextHop,
         mf: u32,
     ) {
-        // Random ids stay unique across workers and across the pair (state sync).
-        let mut id = rand::random::<u64>();
-        while id == 0 || self.calls.contains_key(&id) {
-            id = rand::random::<u64>();
-        }
+        let calls = &self.calls;
+        let id = self.ids.call_id(|id| calls.contains_key(&id));
         let a_call_id = msg.call_id().unwrap_or_default().to_owned();
-        let caller_tag = new_tag();
+        let caller_tag = self.ids.tag();
         let from = msg.header(&HeaderName::From).unwrap_or_default();
         let to = msg.header(&HeaderName::To).unwrap_or_default();
         let caller = Leg {
@@ -257,10 +254,7 @@ impl Engine {
             caller,
             callee,
             state: DialogState::Trying,
-            created_unix: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0),
+            created_unix: self.wall_clock.unix_secs_at(now),
         };
         self.calls.insert(
             id,
@@ -291,7 +285,12 @@ impl Engine {
     /// The leg toward `hop` for a new request `msg`: a fresh Call-ID carrying the shard key of
     /// the caller's (so both legs stay on this worker), our tag, the Request-URI and From host
     /// rewritten to the next hop and our interface (topology hiding).
-    pub(super) fn outbound_leg(&self, msg: &SipMessage, hop: &NextHop, invite_cseq: u32) -> Leg {
+    pub(super) fn outbound_leg(
+        &mut self,
+        msg: &SipMessage,
+        hop: &NextHop,
+        invite_cseq: u32,
+    ) -> Leg {
         let out_if = &self.cfg.interfaces[hop.interface];
         let uri = match msg.request_uri().and_then(uri_user) {
             Some(user) => format!("sip:{user}@{}", hop.addr),
@@ -304,11 +303,10 @@ impl Engine {
             interface: hop.interface,
             transport: hop.transport,
             peer: hop.addr,
-            call_id: shard::b2b_call_id(
-                shard::call_id_key(a_call_id.as_bytes()),
-                rand::random::<u64>() ^ (self.worker << 56),
-            ),
-            local_tag: new_tag(),
+            call_id: self
+                .ids
+                .b2b_call_id(shard::call_id_key(a_call_id.as_bytes())),
+            local_tag: self.ids.tag(),
             remote_tag: None,
             local_party: format!("<sip:{from_user}@{}>", out_if.addr.ip()),
             remote_party: format!("<{uri}>"),
@@ -333,7 +331,8 @@ impl Engine {
         let method = msg.method().cloned().unwrap_or(Method::Options);
         let leg = self.outbound_leg(&msg, &hop, 0);
         self.stats.routed_new += 1;
-        self.new_server(&key, inbound, &msg, false, Some(new_tag()), None);
+        let tag = self.ids.tag();
+        self.new_server(&key, inbound, &msg, false, Some(tag), None);
         self.send_request(
             now,
             &leg,
@@ -446,14 +445,9 @@ impl Engine {
         }
         let leg = call.dialog.leg(side.other()).clone();
         self.verify(inbound.source);
-        let payload = self.build_request(
-            &leg,
-            &Method::Ack,
-            leg.last_invite_cseq,
-            &new_branch(),
-            msg,
-            70,
-        );
+        let branch = self.ids.branch();
+        let payload =
+            self.build_request(&leg, &Method::Ack, leg.last_invite_cseq, &branch, msg, 70);
         let tx = Transmit {
             interface: leg.interface,
             transport: leg.transport,
@@ -503,7 +497,7 @@ impl Engine {
         mf: u32,
         server: Option<ServerKey>,
     ) -> ClientKey {
-        let branch = new_branch();
+        let branch = self.ids.branch();
         let payload = self.build_request(leg, method, cseq, &branch, orig, mf);
         let addr = self.cfg.interfaces[leg.interface].addr;
         let tx = Transmit {
@@ -533,7 +527,7 @@ impl Engine {
             cseq,
             routes: leg.route_set.clone(),
         };
-        let key = (branch, false);
+        let key = ClientKey::request(branch);
         let is_invite = *method == Method::Invite;
         self.client.insert(
             key.clone(),

@@ -34,7 +34,10 @@ impl Engine {
             self.stats.malformed_dropped += 1;
             return;
         };
-        let ckey = (branch.to_owned(), cseq.method == Method::Cancel);
+        let ckey = ClientKey {
+            branch: branch.to_owned(),
+            cancel: cseq.method == Method::Cancel,
+        };
         let Some(entry) = self.client.get_mut(&ckey) else {
             self.stray_response(now, code, &msg);
             return;
@@ -97,7 +100,7 @@ impl Engine {
                 if cancel_now {
                     self.cancel_client(now, &ckey);
                 }
-                if !ckey.1 {
+                if !ckey.cancel {
                     self.response_to_user(now, &ckey, code, &msg);
                 }
             }

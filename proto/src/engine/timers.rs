@@ -2,6 +2,7 @@
 //! C, timeouts).
 
 use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::time::Instant;
 
 use tracing::debug;
@@ -13,12 +14,48 @@ use crate::sip::dialog::DialogState;
 use crate::sip::message::Method;
 use crate::sip::transaction::TimerAction;
 
+/// Deadlines of transactions, earliest first. A transaction re-armed for a new deadline gets
+/// a new entry; the old one fires into a state that has moved on, which checks its own
+/// deadline and does nothing early (see `armed` in the entries).
+#[derive(Debug, Default)]
+pub(super) struct TimerHeap {
+    heap: BinaryHeap<Reverse<(Instant, u64)>>,
+    targets: HashMap<u64, TimerTarget>,
+    next: u64,
+}
+
+impl TimerHeap {
+    /// Arms a deadline for `target`.
+    pub(super) fn push(&mut self, at: Instant, target: TimerTarget) {
+        let id = self.next;
+        self.next += 1;
+        self.targets.insert(id, target);
+        self.heap.push(Reverse((at, id)));
+    }
+
+    /// The earliest deadline.
+    pub(super) fn next_deadline(&self) -> Option<Instant> {
+        self.heap.peek().map(|Reverse((t, _))| *t)
+    }
+
+    /// The next target whose deadline is at or before `now`, removed.
+    pub(super) fn pop_due(&mut self, now: Instant) -> Option<TimerTarget> {
+        while let Some(Reverse((at, id))) = self.heap.peek().copied() {
+            if at > now {
+                return None;
+            }
+            self.heap.pop();
+            if let Some(target) = self.targets.remove(&id) {
+                return Some(target);
+            }
+        }
+        None
+    }
+}
+
 impl Engine {
     pub(super) fn push_timer(&mut self, at: Instant, target: TimerTarget) {
-        let id = self.next_timer;
-        self.next_timer += 1;
-        self.timer_targets.insert(id, target);
-        self.timers.push(Reverse((at, id)));
+        self.timers.push(at, target);
     }
 
     pub(super) fn arm_server(&mut self, key: &ServerKey) {

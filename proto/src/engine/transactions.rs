@@ -26,7 +26,34 @@ pub(super) struct ServerKey {
     pub(super) kind: TxKind,
 }
 
-pub(super) type ClientKey = (String, bool);
+/// A client transaction: our Via branch, and whether it is the CANCEL of the INVITE with the
+/// same branch (a CANCEL repeats its INVITE's Via, RFC 3261 section 9.1, so the branch alone
+/// does not tell them apart; the CSeq method of a response does).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) struct ClientKey {
+    /// The branch of the Via we sent.
+    pub(super) branch: String,
+    /// Whether this is a CANCEL.
+    pub(super) cancel: bool,
+}
+
+impl ClientKey {
+    /// The key of a request we sent with `branch` (not a CANCEL).
+    pub(super) fn request(branch: String) -> Self {
+        Self {
+            branch,
+            cancel: false,
+        }
+    }
+
+    /// The key of the CANCEL of this (INVITE) transaction.
+    pub(super) fn cancel_of(&self) -> Self {
+        Self {
+            branch: self.branch.clone(),
+            cancel: true,
+        }
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(super) enum TimerTarget {
