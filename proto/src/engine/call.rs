@@ -33,21 +33,152 @@ pub(super) enum Lingering {
     Forget(u64),
 }
 
+/// A call: the dialog both legs share (what state sync replicates), where its setup stands,
+/// and the ACKs to repeat.
 #[derive(Debug)]
 pub(super) struct Call {
     pub(super) dialog: Dialog,
-    /// The caller's initial INVITE transaction.
-    pub(super) invite_server: Option<ServerKey>,
-    /// Our initial INVITE toward the callee.
-    pub(super) invite_client: Option<ClientKey>,
-    /// The last 2xx sent to the caller for the initial INVITE (re-sent when the callee
-    /// retransmits its 2xx before the caller's ACK arrives).
-    pub(super) caller_2xx: Option<Transmit>,
+    setup: Setup,
     /// The last ACK sent on each leg (index: [`side_index`]), re-sent when that leg
-    /// retransmits its 2xx.
+    /// retransmits its 2xx (the initial INVITE's or a re-INVITE's).
     pub(super) acks: [Option<Transmit>; 2],
-    /// The caller cancelled, or timer C fired: any 2xx from the callee is ACKed and hung up.
-    pub(super) cancelled: bool,
+}
+
+/// Where a call's initial INVITE stands, and what it still needs.
+///
+/// ```text
+///  Inviting ──CANCEL / timer C──▶ Cancelled     (a 2xx is then ACKed and hung up)
+///     │
+///     └──2xx──▶ Answered ──caller's ACK──▶ Established ◀── replicated from the former active
+/// ```
+/// A final non-2xx, or a 2xx after `Cancelled`, ends the call instead.
+#[derive(Debug)]
+enum Setup {
+    /// Relayed, no final answer yet (the dialog is `Trying` or `Early`).
+    Inviting {
+        /// The caller's INVITE transaction.
+        server: ServerKey,
+        /// Ours toward the callee (set once sent).
+        client: Option<ClientKey>,
+    },
+    /// The caller cancelled, or timer C fired, before any final answer.
+    Cancelled {
+        /// Ours toward the callee, still waiting for its final answer.
+        client: Option<ClientKey>,
+    },
+    /// The callee answered and the 2xx went to the caller, whose ACK has not come yet.
+    Answered {
+        /// The caller's INVITE transaction (timer L ends the call if it never ACKs).
+        server: ServerKey,
+        /// Ours toward the callee.
+        client: Option<ClientKey>,
+        /// The 2xx relayed to the caller, re-sent when the callee retransmits its own.
+        caller_2xx: Option<Transmit>,
+    },
+    /// Set up: the caller ACKed, or the call came from the former active. In-dialog
+    /// requests only from here on.
+    Established,
+}
+
+impl Call {
+    /// A new call whose INVITE from the caller is server transaction `server`.
+    pub(super) fn inviting(dialog: Dialog, server: ServerKey) -> Self {
+        Self {
+            dialog,
+            setup: Setup::Inviting {
+                server,
+                client: None,
+            },
+            acks: [None, None],
+        }
+    }
+
+    /// A confirmed call replicated from the former active.
+    pub(super) fn replicated(dialog: Dialog) -> Self {
+        Self {
+            dialog,
+            setup: Setup::Established,
+            acks: [None, None],
+        }
+    }
+
+    /// Records our INVITE toward the callee.
+    pub(super) fn invite_sent(&mut self, key: Option<ClientKey>) {
+        if let Setup::Inviting { client, .. } = &mut self.setup {
+            *client = key;
+        }
+    }
+
+    /// Whether `key` is our initial INVITE of this call, during its setup.
+    pub(super) fn is_initial_invite(&self, key: &ClientKey) -> bool {
+        match &self.setup {
+            Setup::Inviting { client, .. }
+            | Setup::Cancelled { client }
+            | Setup::Answered { client, .. } => client.as_ref() == Some(key),
+            Setup::Established => false,
+        }
+    }
+
+    /// The caller cancelled or timer C fired: returns our INVITE to cancel, if the call was
+    /// still inviting (once answered there is nothing to cancel).
+    pub(super) fn cancel(&mut self) -> Option<ClientKey> {
+        if let Setup::Inviting { client, .. } = &mut self.setup {
+            let client = client.take();
+            self.setup = Setup::Cancelled {
+                client: client.clone(),
+            };
+            return client;
+        }
+        None
+    }
+
+    /// Whether the call was cancelled before an answer.
+    pub(super) fn is_cancelled(&self) -> bool {
+        matches!(self.setup, Setup::Cancelled { .. })
+    }
+
+    /// The callee answered the initial INVITE (the dialog becomes `Answered`).
+    pub(super) fn answer(&mut self) {
+        if let Setup::Inviting { server, client } = &mut self.setup {
+            self.setup = Setup::Answered {
+                server: server.clone(),
+                client: client.take(),
+                caller_2xx: None,
+            };
+            self.dialog.state = DialogState::Answered;
+        }
+    }
+
+    /// Records the 2xx relayed to the caller.
+    pub(super) fn relayed_2xx(&mut self, tx: Transmit) {
+        if let Setup::Answered { caller_2xx, .. } = &mut self.setup {
+            *caller_2xx = Some(tx);
+        }
+    }
+
+    /// The 2xx relayed to the caller, while its ACK has not come.
+    pub(super) fn caller_2xx(&self) -> Option<&Transmit> {
+        match &self.setup {
+            Setup::Answered { caller_2xx, .. } => caller_2xx.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// Whether the caller's ACK is awaited on server transaction `key`.
+    pub(super) fn awaits_ack_on(&self, key: &ServerKey) -> bool {
+        matches!(&self.setup, Setup::Answered { server, .. } if server == key)
+    }
+
+    /// The caller ACKed the 2xx: the call is established and its dialog `Confirmed`.
+    /// Returns whether this ACK was the one that confirmed it.
+    pub(super) fn confirm(&mut self) -> bool {
+        if matches!(self.setup, Setup::Answered { .. }) {
+            self.setup = Setup::Established;
+            self.dialog.state = DialogState::Confirmed;
+            return true;
+        }
+        false
+    }
 }
 
 pub(super) fn side_index(side: Side) -> usize {

@@ -58,9 +58,8 @@ impl Engine {
         let Some(call) = self.calls.get_mut(&id) else {
             return;
         };
-        call.cancelled = true;
         debug!(call_id = %call.dialog.caller.call_id, "cancelled by the caller");
-        if let Some(ckey) = call.invite_client.clone() {
+        if let Some(ckey) = call.cancel() {
             self.cancel_client(now, &ckey);
         }
     }
@@ -70,14 +69,17 @@ impl Engine {
         let Some(entry) = self.client.get_mut(ckey) else {
             return;
         };
-        if entry.cancel == CancelState::Sent {
+        let ClientTxn::Invite(_, progress) = &mut entry.txn else {
             return;
+        };
+        match progress.cancel {
+            CancelState::Sent | CancelState::CancelOnProvisional => return,
+            CancelState::Calling => {
+                progress.cancel = CancelState::CancelOnProvisional;
+                return;
+            }
+            CancelState::Proceeding => progress.cancel = CancelState::Sent,
         }
-        if !entry.provisional {
-            entry.cancel = CancelState::Pending;
-            return;
-        }
-        entry.cancel = CancelState::Sent;
         let ids = entry.ids.clone();
         let to = entry.to.clone();
         let mut w = MessageWriter::request(&Method::Cancel, &ids.uri);
@@ -107,10 +109,6 @@ impl Engine {
                 server: None,
                 call: None,
                 side: Side::Callee,
-                ack: None,
-                cancel: CancelState::None,
-                provisional: false,
-                timer_c: None,
                 armed: None,
             },
         );

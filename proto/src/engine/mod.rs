@@ -1,6 +1,6 @@
-//! The B2BUA engine: one per worker, sans-IO.
+//! The B2BUA engine: one per shard, sans-IO.
 //!
-//! An [`Engine`] owns the transactions and calls of the Call-IDs hashed to its worker (see
+//! An [`Engine`] owns the transactions and calls of the Call-IDs hashed to its shard (see
 //! [`crate::shard`]). It is fed received bytes and the current time, and it produces
 //! [`Transmit`]s and a deadline for its next timer; it never touches a socket, a clock or a
 //! thread, so the whole SIP behaviour is tested with a virtual clock.
@@ -15,9 +15,20 @@
 //! the dialog are matched by (Call-ID, our tag) and re-issued on the other leg; responses are
 //! matched by our Via branch and relayed to the paired server transaction.
 //!
-//! Seams for later capabilities: [`Engine::set_admission`] is where a new request is admitted
-//! or refused with 503 (overload control); [`Engine::dialogs`] exposes the dialog table as plain
-//! data (state sync).
+//! An engine has four kinds of methods, as quinn-proto's `Connection` does:
+//! - **input**: [`Engine::handle_inbound`] (bytes received) and [`Engine::handle_timeout`]
+//!   (time passed), both given the current [`Instant`];
+//! - **output**: [`Engine::poll_transmit`] (bytes to send), [`Engine::poll_timeout`] (when to
+//!   call `handle_timeout` next), [`Engine::poll_dialog_change`] (what to replicate);
+//! - **control**: [`Engine::set_admission`] (overload control's verdict on new requests),
+//!   [`Engine::start_draining`], [`Engine::set_config`], [`Engine::install_dialog`] and
+//!   [`Engine::remove_dialog`] (state sync);
+//! - **queries**: counters, the dialog table, and how much is pending.
+//!
+//! Rooms: `config` (what the engine is told), `transmit` (in and out), `transactions` and
+//! `timers` (the transaction table and its deadlines), `call` (calls, their setup phase and how
+//! they end), the `request`, `cancel` and `response` paths, `build` (messages), `refusal` (400,
+//! 503, Retry-After), `ids` (tags, branches and Call-IDs from the seeded stream) and `stats`.
 
 mod build;
 mod call;
@@ -46,12 +57,11 @@ pub use ids::BRANCH_PREFIX;
 pub use refusal::{stateless_503, Admission};
 pub use stats::Stats;
 use timers::TimerHeap;
-use transactions::{ClientEntry, ClientKey, ClientTxn, ServerEntry, ServerKey, TimerTarget};
+use transactions::{ClientEntry, ClientKey, ServerEntry, ServerKey, TimerTarget};
 pub use transmit::{Inbound, Transmit};
 
 use crate::sip::dialog::{Dialog, DialogState, Side};
 use crate::sip::message::{ParseError, SipMessage};
-use crate::sip::transaction::{ClientInviteState, ClientNonInviteState};
 
 /// Sources remembered as verified (they completed a transaction with us), per engine, at most;
 /// the set starts over when full.
@@ -188,17 +198,7 @@ impl Engine {
             ),
             (id, Side::Callee),
         );
-        self.calls.insert(
-            id,
-            Call {
-                dialog,
-                invite_server: None,
-                invite_client: None,
-                caller_2xx: None,
-                acks: [None, None],
-                cancelled: false,
-            },
-        );
+        self.calls.insert(id, Call::replicated(dialog));
     }
 
     /// Forgets a replicated dialog (deleted on the active).
@@ -234,20 +234,7 @@ impl Engine {
             })
             .count()
             + self.server.values().filter(|e| !e.txn.is_final()).count()
-            + self
-                .client
-                .values()
-                .filter(|e| match &e.txn {
-                    ClientTxn::Invite(t) => matches!(
-                        t.state(),
-                        ClientInviteState::Calling | ClientInviteState::Proceeding
-                    ),
-                    ClientTxn::NonInvite(t) => matches!(
-                        t.state(),
-                        ClientNonInviteState::Trying | ClientNonInviteState::Proceeding
-                    ),
-                })
-                .count()
+            + self.client.values().filter(|e| e.txn.is_pending()).count()
     }
 
     /// Number of live transactions.
@@ -270,16 +257,7 @@ impl Engine {
     /// transactions that only absorb retransmissions after their final response do not count).
     pub fn is_idle(&self) -> bool {
         self.server.values().all(|e| e.txn.is_final())
-            && self.client.values().all(|e| match &e.txn {
-                ClientTxn::Invite(t) => !matches!(
-                    t.state(),
-                    ClientInviteState::Calling | ClientInviteState::Proceeding
-                ),
-                ClientTxn::NonInvite(t) => !matches!(
-                    t.state(),
-                    ClientNonInviteState::Trying | ClientNonInviteState::Proceeding
-                ),
-            })
+            && self.client.values().all(|e| !e.txn.is_pending())
     }
 
     /// Next message to send.

@@ -11,7 +11,7 @@ use super::config::{leg_matches, NextHop};
 use super::ids::BRANCH_PREFIX;
 use super::refusal::{Admission, ALLOW};
 use super::transactions::{
-    server_key, CancelState, ClientEntry, ClientKey, ClientTxn, RequestIds, ServerKey, ServerTxn,
+    server_key, ClientEntry, ClientKey, ClientTxn, InviteProgress, RequestIds, ServerKey, ServerTxn,
 };
 use super::transmit::{Inbound, Transmit};
 use super::Engine;
@@ -256,17 +256,7 @@ impl Engine {
             state: DialogState::Trying,
             created_unix: self.wall_clock.unix_secs_at(now),
         };
-        self.calls.insert(
-            id,
-            Call {
-                dialog,
-                invite_server: Some(key.clone()),
-                invite_client: None,
-                caller_2xx: None,
-                acks: [None, None],
-                cancelled: false,
-            },
-        );
+        self.calls.insert(id, Call::inviting(dialog, key.clone()));
         let ckey = self.send_on_leg(
             now,
             id,
@@ -278,7 +268,7 @@ impl Engine {
             Some(key),
         );
         if let Some(call) = self.calls.get_mut(&id) {
-            call.invite_client = ckey;
+            call.invite_sent(ckey);
         }
     }
 
@@ -455,9 +445,7 @@ impl Engine {
             payload,
         };
         if let Some(call) = self.calls.get_mut(&id) {
-            if side == Side::Caller && call.dialog.state == DialogState::Answered {
-                call.dialog.state = DialogState::Confirmed;
-                call.caller_2xx = None;
+            if side == Side::Caller && call.confirm() {
                 debug!(call_id = %call.dialog.caller.call_id, "call confirmed");
                 self.changes
                     .push_back(DialogChange::Upsert(Box::new(call.dialog.clone())));
@@ -508,7 +496,10 @@ impl Engine {
         };
         let reliable = leg.transport.reliable();
         let txn = if *method == Method::Invite {
-            ClientTxn::Invite(ClientInvite::new(now, self.cfg.timers, reliable))
+            ClientTxn::Invite(
+                ClientInvite::new(now, self.cfg.timers, reliable),
+                InviteProgress::new(now + self.cfg.timer_c),
+            )
         } else {
             ClientTxn::NonInvite(ClientNonInvite::new(now, self.cfg.timers, reliable))
         };
@@ -528,7 +519,6 @@ impl Engine {
             routes: leg.route_set.clone(),
         };
         let key = ClientKey::request(branch);
-        let is_invite = *method == Method::Invite;
         self.client.insert(
             key.clone(),
             ClientEntry {
@@ -540,10 +530,6 @@ impl Engine {
                 server,
                 call,
                 side,
-                ack: None,
-                cancel: CancelState::None,
-                provisional: false,
-                timer_c: is_invite.then(|| now + self.cfg.timer_c),
                 armed: None,
             },
         );

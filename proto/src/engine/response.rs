@@ -8,7 +8,7 @@ use tracing::{debug, trace};
 
 use super::build::{build_ack, copy_end_to_end};
 use super::call::side_index;
-use super::transactions::{CancelState, ClientKey, ClientTxn, ServerKey, ServerTxn};
+use super::transactions::{ClientKey, ClientTxn, ServerKey, ServerTxn};
 use super::transmit::{Inbound, Transmit};
 use super::{Engine, MAX_VERIFIED_SOURCES};
 use crate::sip::dialog::{DialogState, Side};
@@ -54,7 +54,7 @@ impl Engine {
             debug!(source = %inbound.source, expected = %sent.dest, code, "response from elsewhere dropped");
             return;
         }
-        if let ClientTxn::Invite(t) = &entry.txn {
+        if let ClientTxn::Invite(t, _) = &entry.txn {
             if t.state() == ClientInviteState::Accepted && (200..300).contains(&code) {
                 // A retransmitted 2xx (RFC 6026 Accepted state): answer it from dialog state.
                 let (call, side) = (entry.call, entry.side);
@@ -64,22 +64,29 @@ impl Engine {
                 return;
             }
         }
+        let mut cancel_due = false;
         let action = match &mut entry.txn {
-            ClientTxn::Invite(t) => t.handle_response(now, code),
+            ClientTxn::Invite(t, progress) => {
+                if (100..200).contains(&code) {
+                    cancel_due = progress.on_provisional();
+                }
+                if code >= 200 {
+                    progress.timer_c = None;
+                } else if code > 100 && progress.timer_c.is_some() {
+                    progress.timer_c = Some(now + self.cfg.timer_c);
+                }
+                t.handle_response(now, code)
+            }
             ClientTxn::NonInvite(t) => t.handle_response(now, code),
         };
-        if (100..200).contains(&code) {
-            entry.provisional = true;
-        }
-        if code >= 200 {
-            entry.timer_c = None;
-        } else if code > 100 && entry.timer_c.is_some() {
-            entry.timer_c = Some(now + self.cfg.timer_c);
-        }
         match action {
             ClientResponse::Absorb => {}
             ClientResponse::ResendAck => {
-                if let Some(ack) = entry.ack.clone() {
+                let ack = match &entry.txn {
+                    ClientTxn::Invite(_, progress) => progress.ack.clone(),
+                    ClientTxn::NonInvite(_) => None,
+                };
+                if let Some(ack) = ack {
                     self.out.push_back(Transmit {
                         payload: ack,
                         ..entry.to.clone()
@@ -89,15 +96,16 @@ impl Engine {
             ClientResponse::PassUp | ClientResponse::PassUpAndAck => {
                 if action == ClientResponse::PassUpAndAck {
                     let ack = build_ack(&entry.ids, &msg);
-                    entry.ack = Some(ack.clone());
+                    if let ClientTxn::Invite(_, progress) = &mut entry.txn {
+                        progress.ack = Some(ack.clone());
+                    }
                     self.out.push_back(Transmit {
                         payload: ack,
                         ..entry.to.clone()
                     });
                 }
-                let cancel_now = entry.provisional && entry.cancel == CancelState::Pending;
                 self.arm_client(&ckey);
-                if cancel_now {
+                if cancel_due {
                     self.cancel_client(now, &ckey);
                 }
                 if !ckey.cancel {
@@ -133,11 +141,10 @@ impl Engine {
         let Some(call) = self.calls.get(&id) else {
             return;
         };
-        let resend = call.acks[side_index(side)].clone().or_else(|| {
-            (side == Side::Callee)
-                .then(|| call.caller_2xx.clone())
-                .flatten()
-        });
+        let resend = call.acks[side_index(side)]
+            .as_ref()
+            .or_else(|| (side == Side::Callee).then(|| call.caller_2xx()).flatten())
+            .cloned();
         if let Some(tx) = resend {
             self.out.push_back(tx);
         }
@@ -162,7 +169,7 @@ impl Engine {
         );
         let initial_invite = call_id
             .and_then(|id| self.calls.get(&id))
-            .is_some_and(|c| c.invite_client.as_ref() == Some(ckey));
+            .is_some_and(|c| c.is_initial_invite(ckey));
 
         if let Some(id) = call_id {
             if let Some(call) = self.calls.get_mut(&id) {
@@ -190,17 +197,17 @@ impl Engine {
                             call.dialog.state = DialogState::Early;
                         }
                         200..=299 => {
-                            if call.cancelled {
+                            if call.is_cancelled() {
                                 // Answered after the caller gave up: ACK and hang up the callee.
                                 self.hang_up_callee(now, id);
                                 return;
                             }
-                            call.dialog.state = DialogState::Answered;
+                            call.answer();
                             self.stats.calls_answered += 1;
                             debug!(call_id = %call.dialog.caller.call_id, "call answered");
                         }
                         300.. => {
-                            if !call.cancelled {
+                            if !call.is_cancelled() {
                                 self.stats.calls_failed += 1;
                             }
                             debug!(call_id = %call.dialog.caller.call_id, code, "call failed");
@@ -222,7 +229,7 @@ impl Engine {
         if initial_invite && (200..300).contains(&code) {
             if let (Some(id), Some(tx)) = (call_id, tx) {
                 if let Some(call) = self.calls.get_mut(&id) {
-                    call.caller_2xx = Some(tx);
+                    call.relayed_2xx(tx);
                 }
             }
         }

@@ -470,6 +470,38 @@ fn cancel_gets_200_and_487_and_is_relayed_after_a_provisional() {
 }
 
 #[test]
+fn a_2xx_racing_the_callers_cancel_is_acked_and_hung_up() {
+    let mut w = World::new();
+    w.caller_sends(&invite("z9hG4bKinv1"));
+    w.callee_answers(180, "b1");
+    let cancel = invite("z9hG4bKinv1")
+        .replacen("INVITE sip", "CANCEL sip", 1)
+        .replace("CSeq: 1 INVITE", "CSeq: 1 CANCEL");
+    w.caller_sends(&cancel);
+    assert_eq!(
+        w.methods_to_callee(),
+        vec!["INVITE", "CANCEL"],
+        "after a provisional, the CANCEL goes at once"
+    );
+    assert_eq!(w.codes_to_caller(), vec![100, 180, 200, 487]);
+    // The callee answered before it saw the CANCEL.
+    let inv = w.to_callee[0].clone();
+    w.callee_responds_to(&inv, 200, "b1");
+    assert_eq!(
+        w.methods_to_callee(),
+        vec!["INVITE", "CANCEL", "ACK", "BYE"],
+        "the 2xx is ACKed and the callee hung up"
+    );
+    assert_eq!(
+        w.codes_to_caller(),
+        vec![100, 180, 200, 487],
+        "the caller, who cancelled, never sees the 2xx"
+    );
+    assert_eq!(w.engine.call_count(), 0);
+    assert_eq!(w.engine.stats().calls_answered, 0);
+}
+
+#[test]
 fn busy_is_relayed_and_acked_hop_by_hop() {
     let mut w = World::new();
     w.caller_sends(&invite("z9hG4bKinv1"));

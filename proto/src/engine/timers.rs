@@ -7,10 +7,10 @@ use std::time::Instant;
 
 use tracing::debug;
 
+use super::call::Call;
 use super::transactions::{ClientKey, ClientTxn, ServerKey, ServerTxn, TimerTarget, TxKind};
 use super::transmit::Transmit;
 use super::Engine;
-use crate::sip::dialog::DialogState;
 use crate::sip::message::Method;
 use crate::sip::transaction::TimerAction;
 
@@ -75,10 +75,7 @@ impl Engine {
         let Some(entry) = self.client.get_mut(key) else {
             return;
         };
-        let next = match (entry.txn.poll_timeout(), entry.timer_c) {
-            (Some(a), Some(c)) => Some(a.min(c)),
-            (a, c) => a.or(c),
-        };
+        let next = entry.txn.poll_timeout();
         if next.is_some() && next != entry.armed {
             entry.armed = next;
             if let Some(at) = next {
@@ -113,10 +110,7 @@ impl Engine {
                 // A 2xx that the caller never ACKed (timer L): end the call on both legs.
                 if key.kind == TxKind::Invite && !acked {
                     if let Some(id) = call {
-                        let confirmed = self.calls.get(&id).is_some_and(|c| {
-                            c.invite_server.as_ref() == Some(&key)
-                                && c.dialog.state == DialogState::Answered
-                        });
+                        let confirmed = self.calls.get(&id).is_some_and(|c| c.awaits_ack_on(&key));
                         if confirmed {
                             debug!("caller never ACKed the 2xx: hanging up");
                             self.tear_down(now, id);
@@ -135,13 +129,19 @@ impl Engine {
             entry.armed = None;
         }
         // Timer C: the callee rang too long.
-        if entry.timer_c.is_some_and(|c| c <= now) {
-            entry.timer_c = None;
+        let timer_c_fired = match &mut entry.txn {
+            ClientTxn::Invite(_, progress) if progress.timer_c.is_some_and(|c| c <= now) => {
+                progress.timer_c = None;
+                true
+            }
+            _ => false,
+        };
+        if timer_c_fired {
             let (server, call) = (entry.server.clone(), entry.call);
             self.cancel_client(now, &key);
             if let Some(id) = call {
                 if let Some(c) = self.calls.get_mut(&id) {
-                    c.cancelled = true;
+                    c.cancel();
                 }
             }
             if let Some(skey) = server {
@@ -153,7 +153,7 @@ impl Engine {
             return;
         }
         let action = match &mut entry.txn {
-            ClientTxn::Invite(t) => t.handle_timeout(now),
+            ClientTxn::Invite(t, _) => t.handle_timeout(now),
             ClientTxn::NonInvite(t) => t.handle_timeout(now),
         };
         match action {
@@ -179,8 +179,8 @@ impl Engine {
                     let initial = self
                         .calls
                         .get(&id)
-                        .is_some_and(|c| c.invite_client.as_ref() == Some(&key));
-                    let cancelled = self.calls.get(&id).is_some_and(|c| c.cancelled);
+                        .is_some_and(|c| c.is_initial_invite(&key));
+                    let cancelled = self.calls.get(&id).is_some_and(Call::is_cancelled);
                     if initial {
                         if !cancelled {
                             self.stats.calls_failed += 1;

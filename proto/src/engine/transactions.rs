@@ -10,7 +10,10 @@ use super::transmit::{Inbound, ReplyTo, Transmit};
 use super::Engine;
 use crate::sip::dialog::Side;
 use crate::sip::message::{param, Method, SipMessage};
-use crate::sip::transaction::{ClientInvite, ClientNonInvite, ServerInvite, ServerNonInvite};
+use crate::sip::transaction::{
+    ClientInvite, ClientInviteState, ClientNonInvite, ClientNonInviteState, ServerInvite,
+    ServerNonInvite,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(super) enum TxKind {
@@ -105,17 +108,77 @@ pub(super) struct ServerEntry {
     pub(super) end_anyway: bool,
 }
 
+/// A client transaction: its RFC 3261 state machine, and for an INVITE what the B2BUA
+/// tracks beside it.
 #[derive(Debug)]
 pub(super) enum ClientTxn {
-    Invite(ClientInvite),
+    /// Our INVITE (initial or re-INVITE).
+    Invite(ClientInvite, InviteProgress),
+    /// Any other request, CANCEL included.
     NonInvite(ClientNonInvite),
 }
 
 impl ClientTxn {
+    /// The earliest deadline: the state machine's timers or timer C.
     pub(super) fn poll_timeout(&self) -> Option<Instant> {
         match self {
-            Self::Invite(t) => t.poll_timeout(),
+            Self::Invite(t, p) => match (t.poll_timeout(), p.timer_c) {
+                (Some(a), Some(c)) => Some(a.min(c)),
+                (a, c) => a.or(c),
+            },
             Self::NonInvite(t) => t.poll_timeout(),
+        }
+    }
+
+    /// Whether a final response is still awaited.
+    pub(super) fn is_pending(&self) -> bool {
+        match self {
+            Self::Invite(t, _) => matches!(
+                t.state(),
+                ClientInviteState::Calling | ClientInviteState::Proceeding
+            ),
+            Self::NonInvite(t) => matches!(
+                t.state(),
+                ClientNonInviteState::Trying | ClientNonInviteState::Proceeding
+            ),
+        }
+    }
+}
+
+/// What our INVITE needs beyond its state machine.
+#[derive(Debug)]
+pub(super) struct InviteProgress {
+    /// Where it stands with respect to CANCEL.
+    pub(super) cancel: CancelState,
+    /// Timer C (RFC 3261 section 16.6): how long it may ring, restarted by each provisional
+    /// response above 100, gone with the final response.
+    pub(super) timer_c: Option<Instant>,
+    /// The ACK we sent for a final non-2xx, re-sent when that response is retransmitted.
+    pub(super) ack: Option<Bytes>,
+}
+
+impl InviteProgress {
+    /// A new INVITE whose timer C ends at `timer_c`.
+    pub(super) fn new(timer_c: Instant) -> Self {
+        Self {
+            cancel: CancelState::Calling,
+            timer_c: Some(timer_c),
+            ack: None,
+        }
+    }
+
+    /// A provisional response arrived; returns whether a CANCEL asked for before it is due now.
+    pub(super) fn on_provisional(&mut self) -> bool {
+        match self.cancel {
+            CancelState::Calling => {
+                self.cancel = CancelState::Proceeding;
+                false
+            }
+            CancelState::CancelOnProvisional => {
+                self.cancel = CancelState::Proceeding;
+                true
+            }
+            CancelState::Proceeding | CancelState::Sent => false,
         }
     }
 }
@@ -132,11 +195,17 @@ pub(super) struct RequestIds {
     pub(super) routes: Vec<String>,
 }
 
+/// Our INVITE and CANCEL: a CANCEL may only be sent once a provisional response has arrived
+/// (RFC 3261 section 9.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum CancelState {
-    None,
-    /// The caller cancelled before any provisional: send CANCEL when one arrives.
-    Pending,
+    /// No provisional response yet, and nobody asked to cancel.
+    Calling,
+    /// Asked to cancel before any provisional response: the CANCEL goes when one arrives.
+    CancelOnProvisional,
+    /// A provisional response arrived: a CANCEL may go at once.
+    Proceeding,
+    /// CANCEL sent.
     Sent,
 }
 
@@ -150,10 +219,6 @@ pub(super) struct ClientEntry {
     pub(super) server: Option<ServerKey>,
     pub(super) call: Option<u64>,
     pub(super) side: Side,
-    pub(super) ack: Option<Bytes>,
-    pub(super) cancel: CancelState,
-    pub(super) provisional: bool,
-    pub(super) timer_c: Option<Instant>,
     pub(super) armed: Option<Instant>,
 }
 
