@@ -9,16 +9,12 @@
 //! **Groups own the work** (seed 000, OpenSIPS): one group per UDP `sip-interface`, one for all
 //! TCP traffic, each with its worker threads, and one timer thread for every shard's
 //! transaction timers. Inside a group every shard is *assigned* to one worker, and a worker has
-//! its own PRSM scheduler ([`sbc_proto::overload::prsm`]): a bounded primary queue (new requests, in-dialog
-//! requests, responses) served strictly before a bounded secondary queue (retransmissions),
-//! redundant retransmissions removed, and a new request answered 503 at once when the primary
-//! queue is full or, in PRSM mode, when its expected wait (messages ahead × the worker's recent
-//! service time) exceeds `max-queue-delay-ms`; one that still waited longer is answered 503
-//! when it reaches the head instead of being routed. Admitted INVITEs thus get their 100 Trying
-//! within about `max-queue-delay-ms`, well before their callers retransmit (T1). A copy of a
-//! transaction already answered waits in the secondary queue for the engine to re-send the
-//! answer from transaction state (RFC 3261 17.2.1); a copy of a refused request is refused
-//! again, never routed.
+//! its own queue ([`sbc_proto::overload::worker_queue`]): PRSM's bounded primary queue (new
+//! requests, in-dialog requests, responses) served strictly before a bounded secondary queue
+//! (retransmissions), redundant retransmissions removed, and a new request answered 503 at once
+//! when the primary queue is full or, in PRSM mode, when its expected wait exceeds
+//! `max-queue-delay-ms` (or it waited longer by the time it reaches the head). The rules are
+//! the queue's; this module locks it, wakes the worker and sends the 503s.
 //! Messages of one shard therefore go through one queue and one thread of a group, in arrival
 //! order: per-Call-ID ordering holds with any number of workers.
 //!
@@ -53,7 +49,9 @@ use sbc_proto::engine::{
 use sbc_proto::overload::autoscale::{
     Autoscaler, ScaleDecision, ScaleReason, ScaleRecord, ScalingProfile,
 };
-use sbc_proto::overload::prsm::{Kind, Mode, PrsmConfig, Push, Scheduler, TxState};
+use sbc_proto::overload::handover::{plan_new_worker, plan_retirement};
+use sbc_proto::overload::prsm::{Kind, Mode, PrsmConfig};
+use sbc_proto::overload::worker_queue::{Next, Offered, QueueCounters, Served, WorkerQueue};
 use sbc_proto::sip::classify::Classified;
 
 /// Number of shards (engines): fixed, so a call's shard never changes when workers come and go.
@@ -165,7 +163,6 @@ pub(crate) struct WorkSettings {
 pub(crate) struct Job {
     shard: usize,
     inbound: Inbound,
-    queued_at: Instant,
 }
 
 enum Control {
@@ -183,7 +180,7 @@ enum Control {
 }
 
 struct QueueState {
-    sched: Scheduler<Job>,
+    queue: WorkerQueue<Job>,
     owned: Vec<bool>,
     control: VecDeque<Control>,
     stop: bool,
@@ -195,13 +192,6 @@ pub(crate) struct Worker {
     queue: Mutex<QueueState>,
     ready: Condvar,
     busy_ns: AtomicU64,
-    /// Recent processing time per message (an exponential moving average), ns.
-    service_ns: AtomicU64,
-    /// Recent processing time per admitted new request (routing included), ns.
-    new_service_ns: AtomicU64,
-    /// New requests refused (queue full, wait too long) on this worker's behalf: work it was
-    /// offered and could not take, counted in its demand.
-    refused: AtomicU64,
     /// Demand over the last cycle (busy time plus refused and queued work), per mille.
     demand_permille: AtomicU32,
     load_permille: AtomicU32,
@@ -209,20 +199,17 @@ pub(crate) struct Worker {
 }
 
 impl Worker {
-    fn new(id: usize, prsm: PrsmConfig) -> Self {
+    fn new(id: usize, settings: &WorkSettings) -> Self {
         Self {
             id,
             queue: Mutex::new(QueueState {
-                sched: Scheduler::new(prsm),
+                queue: WorkerQueue::new(settings.prsm, settings.max_queue_delay),
                 owned: vec![false; SHARDS],
                 control: VecDeque::new(),
                 stop: false,
             }),
             ready: Condvar::new(),
             busy_ns: AtomicU64::new(0),
-            service_ns: AtomicU64::new(0),
-            new_service_ns: AtomicU64::new(0),
-            refused: AtomicU64::new(0),
             demand_permille: AtomicU32::new(0),
             load_permille: AtomicU32::new(0),
             owned: AtomicUsize::new(0),
@@ -233,17 +220,6 @@ impl Worker {
         lock(&self.queue).control.push_back(c);
         self.ready.notify_one();
     }
-}
-
-/// Counters of a group's queues (what PRSM did).
-#[derive(Debug, Default)]
-struct QueueCounters {
-    removed_retransmissions: AtomicU64,
-    answered_from_state: AtomicU64,
-    rejected_full: AtomicU64,
-    rejected_delay: AtomicU64,
-    dropped_full: AtomicU64,
-    secondary_served: AtomicU64,
 }
 
 /// What `show workers` reports of one worker.
@@ -328,7 +304,10 @@ pub(crate) struct Group {
     /// must never overlap), traffic goes on.
     suspended: AtomicBool,
     next_id: AtomicUsize,
-    counters: QueueCounters,
+    /// Workers being retired (out of `workers`, their counters still counted), and the
+    /// counters of those retired, so the group's counters never go down.
+    retiring: Mutex<Vec<Arc<Worker>>>,
+    retired: Mutex<QueueCounters>,
     /// Each worker's busy time, refused requests and queue length at the start of the current
     /// cycle, by worker id.
     cycle_start: Mutex<(Instant, Vec<CycleStart>)>,
@@ -356,7 +335,7 @@ impl Group {
     ) -> anyhow::Result<Arc<Self>> {
         let initial = initial.clamp(1, SHARDS);
         let workers: Vec<Arc<Worker>> = (0..initial)
-            .map(|id| Arc::new(Worker::new(id, settings.prsm)))
+            .map(|id| Arc::new(Worker::new(id, &settings)))
             .collect();
         let assignment: Vec<Arc<Worker>> =
             (0..SHARDS).map(|s| workers[s % initial].clone()).collect();
@@ -374,7 +353,8 @@ impl Group {
             scaler: Mutex::new(Autoscaler::with_profile(profile, initial, now).with_cycle(cycle)),
             next_id: AtomicUsize::new(initial),
             suspended: AtomicBool::new(false),
-            counters: QueueCounters::default(),
+            retiring: Mutex::new(Vec::new()),
+            retired: Mutex::new(QueueCounters::default()),
             cycle_start: Mutex::new((now, Vec::new())),
         });
         for w in workers {
@@ -398,11 +378,7 @@ impl Group {
     pub(crate) fn dispatch(&self, inbound: Inbound, c: Classified, out: &dyn Outlet) {
         let shard = Shards::of_key(c.shard_key);
         let now = Instant::now();
-        let job = Job {
-            shard,
-            inbound,
-            queued_at: now,
-        };
+        let job = Job { shard, inbound };
         // The assignment changes only during a hand-over; a few retries always suffice.
         for _ in 0..10_000 {
             let w = match self.assignment.read() {
@@ -415,58 +391,12 @@ impl Group {
                 thread::yield_now();
                 continue;
             }
-            if c.kind == Kind::NewRequest
-                && self.settings.prsm.mode == Mode::Prsm
-                && !self.settings.max_queue_delay.is_zero()
-                && !q.sched.is_known(c.txn_key)
-            {
-                // The wait this request would have: what is ahead of it times the recent
-                // service time. Too long: refuse it now rather than after the wait.
-                let ahead = q.sched.primary_len() as u128;
-                let wait = ahead * u128::from(w.service_ns.load(Ordering::Relaxed));
-                if wait > self.settings.max_queue_delay.as_nanos() {
-                    let _ = q.sched.mark_rejected(now, c.txn_key);
-                    w.refused.fetch_add(1, Ordering::Relaxed);
-                    drop(q);
-                    self.counters.rejected_delay.fetch_add(1, Ordering::Relaxed);
-                    self.reject(&job, out);
-                    return;
-                }
-            }
-            let copy_of_refused = q.sched.state(c.txn_key) == Some(TxState::Rejected);
-            let pushed = match q.sched.push(now, c.txn_key, c.kind, job) {
-                Push::AnswerFromState(j) => {
-                    // The engine re-sends the answer from transaction state (RFC 3261
-                    // 17.2.1) when no new request waits: the secondary queue.
-                    self.counters
-                        .answered_from_state
-                        .fetch_add(1, Ordering::Relaxed);
-                    q.sched.queue_answer(c.txn_key, j)
-                }
-                Push::RejectNew(j) => {
-                    if !copy_of_refused {
-                        let _ = q.sched.mark_rejected(now, c.txn_key);
-                        w.refused.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Push::RejectNew(j)
-                }
-                p => p,
-            };
+            let offered = q.queue.offer(now, c.txn_key, c.kind, job);
             drop(q);
-            match pushed {
-                Push::Queued => w.ready.notify_one(),
-                Push::Dropped(reason) if reason.is_redundant() => {
-                    self.counters
-                        .removed_retransmissions
-                        .fetch_add(1, Ordering::Relaxed);
-                }
-                Push::Dropped(_) => {
-                    self.counters.dropped_full.fetch_add(1, Ordering::Relaxed);
-                }
-                Push::RejectNew(j) | Push::AnswerFromState(j) => {
-                    self.counters.rejected_full.fetch_add(1, Ordering::Relaxed);
-                    self.reject(&j, out);
-                }
+            match offered {
+                Offered::Queued => w.ready.notify_one(),
+                Offered::NotQueued => {}
+                Offered::Refuse(job) => self.reject(&job, out),
             }
             return;
         }
@@ -485,7 +415,7 @@ impl Group {
     pub(crate) fn run_cycle(self: &Arc<Self>, now: Instant, ctx: &Arc<Ctx>) {
         let workers = lock(&self.workers).clone();
         let loads = self.measure(now, &workers);
-        let queued: usize = workers.iter().map(|w| lock(&w.queue).sched.len()).sum();
+        let queued: usize = workers.iter().map(|w| lock(&w.queue).queue.len()).sum();
         if self.suspended.load(Ordering::Relaxed) {
             return;
         }
@@ -527,8 +457,15 @@ impl Group {
             .iter()
             .map(|w| {
                 let busy = w.busy_ns.load(Ordering::Relaxed);
-                let refused = w.refused.load(Ordering::Relaxed);
-                let queued = lock(&w.queue).sched.len() as u64;
+                let (refused, queued, new_service, service) = {
+                    let q = lock(&w.queue);
+                    (
+                        q.queue.refused(),
+                        q.queue.len() as u64,
+                        q.queue.new_request_service_time(),
+                        q.queue.service_time(),
+                    )
+                };
                 // A worker started during the cycle began at zero.
                 let before = start
                     .1
@@ -537,10 +474,9 @@ impl Group {
                     .map_or((w.id, 0, 0, 0), |s| *s);
                 next.push((w.id, busy, refused, queued));
                 let busy_ns = busy.saturating_sub(before.1) as f64;
-                let refused_ns = refused.saturating_sub(before.2) as f64
-                    * w.new_service_ns.load(Ordering::Relaxed) as f64;
-                let queued_ns = queued.saturating_sub(before.3) as f64
-                    * w.service_ns.load(Ordering::Relaxed) as f64;
+                let refused_ns =
+                    refused.saturating_sub(before.2) as f64 * new_service.as_nanos() as f64;
+                let queued_ns = queued.saturating_sub(before.3) as f64 * service.as_nanos() as f64;
                 let load = (busy_ns / elapsed).min(1.0);
                 let demand = (busy_ns + refused_ns + queued_ns) / elapsed;
                 w.load_permille
@@ -561,18 +497,20 @@ impl Group {
     /// hold the most.
     fn add_worker(self: &Arc<Self>, ctx: &Arc<Ctx>) -> anyhow::Result<()> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let new = Arc::new(Worker::new(id, self.settings.prsm));
+        let new = Arc::new(Worker::new(id, &self.settings));
         {
-            // Its expected-wait estimate starts from the group's recent service time.
+            // Its expected-wait estimate starts from the group's recent service times.
             let ws = lock(&self.workers);
-            let n = ws.len().max(1) as u64;
-            let mean = |f: fn(&Worker) -> &AtomicU64| {
-                ws.iter().map(|w| f(w).load(Ordering::Relaxed)).sum::<u64>() / n
-            };
-            new.service_ns
-                .store(mean(|w| &w.service_ns), Ordering::Relaxed);
-            new.new_service_ns
-                .store(mean(|w| &w.new_service_ns), Ordering::Relaxed);
+            let n = u32::try_from(ws.len().max(1)).unwrap_or(u32::MAX);
+            let (mut service, mut new_service) = (Duration::ZERO, Duration::ZERO);
+            for w in ws.iter() {
+                let q = lock(&w.queue);
+                service += q.queue.service_time();
+                new_service += q.queue.new_request_service_time();
+            }
+            lock(&new.queue)
+                .queue
+                .seed_service(service / n, new_service / n);
         }
         self.spawn(new.clone(), ctx)?;
         let workers = {
@@ -580,34 +518,24 @@ impl Group {
             ws.push(new.clone());
             ws.clone()
         };
-        let share = SHARDS / workers.len();
-        // Plan: take shards from the largest holders until the new worker has its share.
         let assignment = match self.assignment.read() {
             Ok(a) => a.clone(),
             Err(e) => e.into_inner().clone(),
         };
-        let mut held: Vec<(Arc<Worker>, Vec<usize>)> = workers
+        let holdings: Vec<(usize, Vec<usize>)> = workers
             .iter()
             .filter(|w| w.id != id)
             .map(|w| {
                 let shards = (0..SHARDS)
                     .filter(|&s| Arc::ptr_eq(&assignment[s], w))
                     .collect();
-                (w.clone(), shards)
+                (w.id, shards)
             })
             .collect();
-        let mut plan: Vec<(Arc<Worker>, Vec<usize>)> = Vec::new();
-        for _ in 0..share {
-            let Some(donor) = held.iter_mut().max_by_key(|(_, s)| s.len()) else {
-                break;
+        for (donor_id, shards) in plan_new_worker(&holdings, workers.len(), SHARDS) {
+            let Some(donor) = workers.iter().find(|w| w.id == donor_id) else {
+                continue;
             };
-            let Some(shard) = donor.1.pop() else { break };
-            match plan.iter_mut().find(|(w, _)| Arc::ptr_eq(w, &donor.0)) {
-                Some((_, list)) => list.push(shard),
-                None => plan.push((donor.0.clone(), vec![shard])),
-            }
-        }
-        for (donor, shards) in plan {
             let (tx, rx) = mpsc::channel();
             donor.command(Control::Handoff {
                 shards,
@@ -626,17 +554,23 @@ impl Group {
     fn retire(&self, w: &Arc<Worker>) {
         let heirs: Vec<Arc<Worker>> = {
             let mut ws = lock(&self.workers);
+            if ws.len() < 2 {
+                return;
+            }
             ws.retain(|x| !Arc::ptr_eq(x, w));
+            // Still counted while it hands its shards over.
+            lock(&self.retiring).push(w.clone());
             ws.clone()
         };
-        if heirs.is_empty() {
-            lock(&self.workers).push(w.clone());
-            return;
-        }
         let (tx, rx) = mpsc::channel();
         w.command(Control::Retire { heirs, done: tx });
         if self.confirmed(&rx, w.id) {
             info!(group = %self.name, worker = w.id, "worker drained and stopped");
+            {
+                let mut retiring = lock(&self.retiring);
+                retiring.retain(|x| !Arc::ptr_eq(x, w));
+                *lock(&self.retired) += &lock(&w.queue).queue.counters();
+            }
             let handle = {
                 let mut threads = lock(&self.threads);
                 threads
@@ -681,7 +615,16 @@ impl Group {
 
     /// The group as `show workers` reports it.
     pub(crate) fn report(&self, now: Instant) -> GroupReport {
-        let workers = lock(&self.workers).clone();
+        // One snapshot of who counts: running, retiring, retired.
+        let (workers, c) = {
+            let ws = lock(&self.workers);
+            let retiring = lock(&self.retiring);
+            let mut c = *lock(&self.retired);
+            for w in ws.iter().chain(retiring.iter()) {
+                c += &lock(&w.queue).queue.counters();
+            }
+            (ws.clone(), c)
+        };
         let members: Vec<WorkerReport> = workers
             .iter()
             .map(|w| {
@@ -690,14 +633,13 @@ impl Group {
                     id: w.id,
                     load_percent: f64::from(w.load_permille.load(Ordering::Relaxed)) / 10.0,
                     demand_percent: f64::from(w.demand_permille.load(Ordering::Relaxed)) / 10.0,
-                    queued_primary: q.sched.primary_len(),
-                    queued_secondary: q.sched.secondary_len(),
+                    queued_primary: q.queue.primary_len(),
+                    queued_secondary: q.queue.secondary_len(),
                     shards: w.owned.load(Ordering::Relaxed),
                 }
             })
             .collect();
         let s = lock(&self.scaler);
-        let c = &self.counters;
         GroupReport {
             name: self.name.clone(),
             profile: s.profile().map(ToString::to_string),
@@ -713,12 +655,12 @@ impl Group {
                 Mode::Fifo => "fifo",
             },
             guard_cycles: s.guard_remaining(),
-            removed_retransmissions: c.removed_retransmissions.load(Ordering::Relaxed),
-            answered_from_state: c.answered_from_state.load(Ordering::Relaxed),
-            secondary_served: c.secondary_served.load(Ordering::Relaxed),
-            rejected_queue_full: c.rejected_full.load(Ordering::Relaxed),
-            rejected_queue_delay: c.rejected_delay.load(Ordering::Relaxed),
-            dropped_queue_full: c.dropped_full.load(Ordering::Relaxed),
+            removed_retransmissions: c.removed_retransmissions,
+            answered_from_state: c.answered_from_state,
+            secondary_served: c.secondary_served,
+            rejected_queue_full: c.rejected_full,
+            rejected_queue_delay: c.rejected_delay,
+            dropped_queue_full: c.dropped_full,
             members,
             decisions: s.history().map(|r| describe_record(r, now)).collect(),
         }
@@ -767,9 +709,14 @@ fn describe_record(r: &ScaleRecord, now: Instant) -> DecisionReport {
 
 fn worker_loop(w: &Arc<Worker>, group: &Arc<Group>, ctx: &Arc<Ctx>) {
     let settings = group.settings;
+    // What the last message cost, reported to the queue the next time it is locked.
+    let mut last: Option<Served> = None;
     loop {
-        let (kind, job, admitted) = {
+        let next = {
             let mut q = lock(&w.queue);
+            if let Some(s) = last.take() {
+                q.queue.record_service(s);
+            }
             loop {
                 if let Some(c) = q.control.pop_front() {
                     if carry_out(c, w, group, &mut q) {
@@ -780,39 +727,8 @@ fn worker_loop(w: &Arc<Worker>, group: &Arc<Group>, ctx: &Arc<Ctx>) {
                 if q.stop {
                     return;
                 }
-                if let Some((key, kind, job)) = q.sched.pop_entry() {
-                    let now = Instant::now();
-                    if kind == Kind::Retransmission {
-                        group
-                            .counters
-                            .secondary_served
-                            .fetch_add(1, Ordering::Relaxed);
-                    }
-                    if kind == Kind::NewRequest
-                        && settings.prsm.mode == Mode::Prsm
-                        && !settings.max_queue_delay.is_zero()
-                        && now.saturating_duration_since(job.queued_at) > settings.max_queue_delay
-                    {
-                        // It waited too long: its caller is retransmitting and a routed answer
-                        // would come later still. Refuse it, and its copies, cheaply.
-                        let _ = q.sched.mark_rejected(now, key);
-                        w.refused.fetch_add(1, Ordering::Relaxed);
-                        break (kind, job, false);
-                    }
-                    // The engine answers at once (100 Trying for an INVITE, before the routing
-                    // lookup): queued copies are redundant and later ones are answered again
-                    // from transaction state (RFC 3261 17.2.1: the last provisional is re-sent).
-                    let removed = match kind {
-                        Kind::NewRequest => q.sched.mark_answered(now, key),
-                        _ => 0,
-                    };
-                    if removed > 0 {
-                        group
-                            .counters
-                            .removed_retransmissions
-                            .fetch_add(removed as u64, Ordering::Relaxed);
-                    }
-                    break (kind, job, true);
+                if let Some(next) = q.queue.take(Instant::now()) {
+                    break next;
                 }
                 q = w
                     .ready
@@ -821,29 +737,32 @@ fn worker_loop(w: &Arc<Worker>, group: &Arc<Group>, ctx: &Arc<Ctx>) {
             }
         };
         let started = Instant::now();
-        if admitted {
-            let run = std::panic::AssertUnwindSafe(|| process(job, started, settings, ctx));
-            if std::panic::catch_unwind(run).is_err() {
-                // A bug, not a reason to stop serving: the shard's engine is used again as is.
-                tracing::error!(group = %group.name, worker = w.id, "message processing panicked");
+        let (kind, processed) = match next {
+            Next::Process(job, kind) => {
+                let run = std::panic::AssertUnwindSafe(|| process(job, started, settings, ctx));
+                if std::panic::catch_unwind(run).is_err() {
+                    // A bug, not a reason to stop serving: the shard's engine is used again.
+                    tracing::error!(group = %group.name, worker = w.id, "message processing panicked");
+                }
+                (kind, true)
             }
-        } else {
-            group
-                .counters
-                .rejected_delay
-                .fetch_add(1, Ordering::Relaxed);
-            group.reject(&job, ctx.out.as_ref());
-        }
-        let busy = started.elapsed().as_nanos() as u64;
-        w.busy_ns.fetch_add(busy, Ordering::Relaxed);
-        let avg = w.service_ns.load(Ordering::Relaxed);
-        w.service_ns
-            .store(avg - avg / 8 + busy / 8, Ordering::Relaxed);
-        if admitted && kind == Kind::NewRequest {
-            let avg = w.new_service_ns.load(Ordering::Relaxed);
-            w.new_service_ns
-                .store(avg - avg / 8 + busy / 8, Ordering::Relaxed);
-        }
+            Next::Refuse(job) => {
+                // It waited too long: its caller is retransmitting and a routed answer would
+                // come later still. Refused cheaply; its copies are refused too.
+                group.reject(&job, ctx.out.as_ref());
+                (Kind::NewRequest, false)
+            }
+        };
+        let busy = started.elapsed();
+        w.busy_ns.fetch_add(
+            u64::try_from(busy.as_nanos()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+        last = Some(Served {
+            busy,
+            kind,
+            processed,
+        });
     }
 }
 
@@ -870,11 +789,10 @@ fn carry_out(c: Control, w: &Arc<Worker>, group: &Group, q: &mut QueueState) -> 
         }
         Control::Retire { heirs, done } => {
             let mine: Vec<usize> = (0..SHARDS).filter(|&s| q.owned[s]).collect();
-            for (i, heir) in heirs.iter().enumerate() {
-                let part: Vec<usize> = mine.iter().copied().skip(i).step_by(heirs.len()).collect();
+            for (heir, part) in heirs.iter().zip(plan_retirement(&mine, heirs.len())) {
                 hand_over(w, q, &part, heir, group);
             }
-            let left = q.sched.len();
+            let left = q.queue.len();
             if left > 0 {
                 warn!(group = %group.name, worker = w.id, left, "messages left at retirement");
             }
@@ -891,7 +809,7 @@ fn hand_over(from: &Worker, q: &mut QueueState, shards: &[usize], to: &Arc<Worke
     if shards.is_empty() {
         return;
     }
-    let moved = q.sched.extract(|j| shards.contains(&j.shard));
+    let moved = q.queue.extract(|j| shards.contains(&j.shard));
     for &s in &shards {
         q.owned[s] = false;
     }
@@ -902,14 +820,7 @@ fn hand_over(from: &Worker, q: &mut QueueState, shards: &[usize], to: &Arc<Worke
             tq.owned[s] = true;
         }
         let n = moved.len();
-        for (key, kind, job) in moved {
-            tq.sched.push_moved(key, kind, job);
-        }
-        // The marks say which transactions were answered or refused; they are per key, not
-        // per shard, so all of them go (a few spare ones expire on their own).
-        for (key, state, expires) in q.sched.marks() {
-            tq.sched.import_mark(key, state, expires);
-        }
+        tq.queue.take_over(moved, &q.queue);
         debug!(group = %group.name, from = from.id, to = to.id, shards = shards.len(), messages = n, "shards handed over");
     }
     to.owned.fetch_add(shards.len(), Ordering::Relaxed);
