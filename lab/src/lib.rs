@@ -1,6 +1,8 @@
 //! sbc-lab: the SBC's lab: a SIP traffic generator ([`traffic`]: UAC and UAS, also the
 //! `sbc-lab` binary), [`demo`] (`sbc demo`: a pair on loopback, calls, a memory alarm, a
-//! switchover and a chart), benchmarks against Kamailio (`lab/bench`) and experiments.
+//! switchover and a chart), benchmarks against Kamailio (`lab/bench`) and experiments, and
+//! [`chart`]: the one SVG plotter of the demo's chart and the benchmarks' (`sbc-lab chart`).
 
+pub mod chart;
 pub mod demo;
 pub mod traffic;

@@ -13,9 +13,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+// `sbc-lab chart`: the lab's chart module (the demo's too), from a CSV.
+use sbc_lab::chart::csv as chart;
 use sbc_lab::traffic::{ByeFrom, Snapshot, Timers, Transport, Uac, UacConfig, Uas, UasConfig};
-
-mod chart;
 
 #[derive(Parser)]
 #[command(
@@ -70,7 +70,7 @@ struct ChartArgs {
     panel: Vec<chart::PanelSpec>,
     /// lines: a vertical marker T:LABEL (T in x units). Repeat.
     #[arg(long)]
-    marker: Vec<chart::Marker>,
+    marker: Vec<chart::MarkerSpec>,
     /// Chart title.
     #[arg(long, default_value = "")]
     title: String,
