@@ -49,11 +49,10 @@ impl TestDir {
         Self(Arc::new(Inner { path }))
     }
 
-    /// A directory named after the current test (libtest names the test thread after the test).
+    /// A directory named after the current test (see [`current_test_name`]).
     #[must_use]
     pub fn for_current_test() -> Self {
-        let thread = std::thread::current();
-        Self::new(thread.name().unwrap_or("test"))
+        Self::new(current_test_name().as_deref().unwrap_or("test"))
     }
 
     /// The directory.
@@ -67,6 +66,19 @@ impl TestDir {
     pub fn file(&self, name: &str) -> PathBuf {
         self.0.path.join(name)
     }
+}
+
+/// The current test's function name, from its thread's name (libtest names each test's thread
+/// after the test's path, `module::test` when tests live in modules): `None` outside a named
+/// thread.
+///
+/// The module path is left out so that `<dir>/mgmt.sock` stays well within the 107 bytes of a
+/// Unix socket path; the directory is unique anyway (process id and a counter).
+#[must_use]
+pub fn current_test_name() -> Option<String> {
+    let thread = std::thread::current();
+    let path = thread.name()?;
+    Some(path.rsplit("::").next().unwrap_or(path).to_owned())
 }
 
 impl Drop for Inner {

@@ -285,7 +285,7 @@ impl Pair {
     /// If a node does not start.
     #[must_use]
     pub fn start(config: PairConfig) -> Self {
-        let test = std::thread::current().name().unwrap_or("pair").to_owned();
+        let test = crate::dir::current_test_name().unwrap_or_else(|| "pair".to_owned());
         let dir = TestDir::new(&format!("{test}-sipp"));
         let a = SbcNode::start_in(
             &TestDir::new(&format!("{test}-{}", NAMES[0])),

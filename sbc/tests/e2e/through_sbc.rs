@@ -2,14 +2,48 @@
 //! the answer, from either side), over UDP and TCP: every call completes on both sides and the
 //! counts match exactly. The `sbc` binary must be built first (`cargo build -p sbc`).
 
-mod common;
-
+use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::{assert_all_completed, blocking, within};
 use sbc_e2e::{SbcConfig, SbcNode};
-use sbc_lab::traffic::{ByeFrom, Transport, Uac, UacConfig, Uas, UasConfig};
+use sbc_lab::traffic::{ByeFrom, Snapshot, Transport, Uac, UacConfig, Uas, UasConfig};
+
+/// Awaits `fut` at most `limit`, panicking with `what` otherwise.
+async fn within<T>(limit: Duration, what: &str, fut: impl Future<Output = T>) -> T {
+    tokio::time::timeout(limit, fut)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: not done within {limit:?}"))
+}
+
+/// Polls `cond` every 10 ms for at most `limit`.
+async fn until(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    within(limit, what, async {
+        while !cond() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+}
+
+/// Runs blocking code (SIPp, the sbc process) off the runtime's workers.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f).await.expect("blocking task")
+}
+
+/// Asserts a UAC or UAS ended `calls` calls, all completed, none failed, none in progress.
+fn assert_all_completed(s: &Snapshot, calls: u64) {
+    assert!(
+        s.attempted == calls
+            && s.answered == calls
+            && s.completed == calls
+            && s.failed == 0
+            && s.in_progress == 0
+            && s.active == 0,
+        "expected {calls} completed calls:\n{}\n{s:#?}",
+        s.summary()
+    );
+}
 
 struct Case {
     access: Transport,
@@ -21,7 +55,7 @@ struct Case {
 }
 
 async fn through_sbc(case: Case) {
-    let _ = common::sbc_binary();
+    let _ = sbc_e2e::sbc::sbc_binary();
     let mut uas_cfg = UasConfig::new(SocketAddr::from(([127, 0, 0, 1], 0)));
     uas_cfg.transport = case.core;
     uas_cfg.ring = Duration::from_millis(50);
@@ -47,7 +81,7 @@ async fn through_sbc(case: Case) {
     let uac = Uac::start(cfg).await.expect("uac");
     let stats = uac.stats();
     // Long calls really overlap: all of them are up at once at some point.
-    common::until(
+    until(
         case.hold + Duration::from_secs(5),
         "all calls established",
         || stats.snapshot().active == case.calls,

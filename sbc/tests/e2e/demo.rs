@@ -2,8 +2,6 @@
 //! the ballast on the active, and must end with 0 failed calls, a switchover after the second
 //! critical reading, the alarm, health and redundancy traps, and a chart.
 
-mod common;
-
 use std::io::Read as _;
 use std::net::{Ipv4Addr, TcpListener, UdpSocket};
 use std::path::PathBuf;
@@ -35,7 +33,7 @@ fn free_offset() -> u16 {
 
 #[test]
 fn quick_demo_switches_over_without_failed_calls() {
-    let sbc = common::sbc_binary();
+    let sbc = sbc_e2e::sbc::sbc_binary();
     let offset = free_offset();
     let chart =
         std::env::temp_dir().join(format!("sbc-demo-test-{}-{offset}.svg", std::process::id()));

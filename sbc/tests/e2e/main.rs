@@ -1,0 +1,39 @@
+//! End-to-end tests of the `sbc` binary: real `sbc` processes (one node, a pair, a witness,
+//! `sbc acli`, `sbc demo`) driven by SIPp, snmptrapd, the lab's traffic generator and raw
+//! sockets on loopback. One module per scenario; the harness they share is the `sbc-e2e`
+//! library (`tests/`).
+//!
+//! They are one test binary so that Cargo builds and links the harness once and libtest
+//! schedules every test of the suite over its threads, instead of one binary after the other.
+
+mod acli;
+mod alarms_snmp;
+mod autoscale;
+mod basic_tcp;
+mod basic_udp;
+mod busy;
+mod callee_bye;
+mod cancel;
+mod config_save_kill;
+mod demo;
+mod edge_amplification;
+mod edge_flood;
+mod edge_legs;
+mod malformed;
+mod max_forwards;
+mod mgmt_socket;
+mod no_answer;
+mod overload_heap_gate;
+mod pair_forged;
+mod pair_kill9;
+mod pair_manual_switchover;
+mod pair_memory_switchover;
+mod pair_partition;
+mod pair_push;
+mod pair_strangers;
+mod reinvite;
+mod retransmission;
+mod scenarios_selfcheck;
+mod tcp_edge;
+mod through_sbc;
+mod topology_hiding;
