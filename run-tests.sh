@@ -24,7 +24,8 @@ if ((${#missing[@]})); then
     fi
 fi
 
-# cargo cannot build another package's binary for a test: build it first.
+# Every binary is built first so that a compile error shows before an hour of tests; the
+# end-to-end tests (`cargo test -p sbc --test e2e`) run the `sbc` binary Cargo built for them.
 cargo build --locked --workspace --bins
 # --no-fail-fast: every test binary runs even when one fails; cargo still exits non-zero.
 cargo test --locked --workspace --no-fail-fast "$@"

@@ -21,7 +21,8 @@ struct Inner {
 }
 
 impl TestDir {
-    /// Creates `$TMPDIR/sbc-e2e/<label>-<pid>-<n>`.
+    /// Creates `$TMPDIR/sbc-e2e/<label>-<pid>-<n>`, the label shortened to
+    /// [`MAX_LABEL`] bytes so that `<dir>/mgmt.sock` fits in a Unix socket path (107 bytes).
     ///
     /// # Panics
     /// If the directory cannot be created.
@@ -37,6 +38,7 @@ impl TestDir {
                 }
             })
             .collect();
+        let label = shortened(&label);
         let n = NEXT_DIR.fetch_add(1, Ordering::Relaxed);
         let path = std::env::temp_dir()
             .join("sbc-e2e")
@@ -68,6 +70,23 @@ impl TestDir {
     }
 }
 
+/// The longest label a directory keeps: a longer one keeps its start and its end (which
+/// names the node, e.g. `-sbc-a`), joined by `~`.
+pub const MAX_LABEL: usize = 48;
+
+fn shortened(label: &str) -> String {
+    if label.len() <= MAX_LABEL {
+        return label.to_owned();
+    }
+    // The label is ASCII (see `TestDir::new`), so byte offsets are char boundaries.
+    let tail = 12;
+    format!(
+        "{}~{}",
+        &label[..MAX_LABEL - tail - 1],
+        &label[label.len() - tail..]
+    )
+}
+
 /// The current test's function name, from its thread's name (libtest names each test's thread
 /// after the test's path, `module::test` when tests live in modules): `None` outside a named
 /// thread.
@@ -88,5 +107,20 @@ impl Drop for Inner {
         } else {
             let _ = std::fs::remove_dir_all(&self.path);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_labels_keep_their_start_and_end_within_the_limit() {
+        let long = "strangers_on_the_sync_and_witness_ports_get_nothing_and_change_nothing-sbc-a";
+        let short = shortened(long);
+        assert_eq!(short.len(), MAX_LABEL);
+        assert!(short.starts_with("strangers_on_the_sync"), "{short}");
+        assert!(short.ends_with("-sbc-a"), "{short}");
+        assert_eq!(shortened("basic-udp"), "basic-udp");
     }
 }

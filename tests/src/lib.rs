@@ -1,6 +1,6 @@
 //! sbc-e2e: end-to-end tests of real `sbc` processes driven by SIPp and raw sockets on loopback.
 //!
-//! The integration tests in `tests/tests/*.rs` each start their own SBC node and their own SIPp
+//! The end-to-end tests (the modules of `sbc/tests/e2e/`) each start their own SBC node and SIPp
 //! processes on fresh ports, so they run in parallel. This library is the harness they share:
 //!
 //! - [`ports`]: port allocation that avoids collisions between parallel tests and processes;

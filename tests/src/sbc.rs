@@ -19,39 +19,28 @@ pub const READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long `sbc` may take to exit after SIGTERM before it gets SIGKILL.
 pub const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Finds the `sbc` binary: `$SBC_BIN`, else `target/debug/sbc` or `target/release/sbc` of the
-/// workspace this test binary was built in (the test executable is
-/// `target/<profile>/deps/<test>-<hash>`; its own profile is tried first).
+/// The `sbc` binary under test: `$SBC_BIN` when set (to test another build, e.g. a release
+/// binary), else `$CARGO_BIN_EXE_sbc`, which Cargo sets when it runs the `sbc` package's own
+/// integration tests (`cargo test -p sbc --test e2e`) after building that binary. Nothing is
+/// guessed from paths.
 ///
 /// # Panics
-/// If no binary is found.
+/// If neither is set or the file is missing.
 #[must_use]
 pub fn sbc_binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("SBC_BIN") {
-        let path = PathBuf::from(path);
-        assert!(path.is_file(), "SBC_BIN={} is not a file", path.display());
-        return path;
-    }
-    let mut candidates = Vec::new();
-    if let Ok(exe) = std::env::current_exe() {
-        // target/<profile>/deps/<test> -> target/<profile>
-        if let Some(profile_dir) = exe.parent().and_then(|deps| deps.parent()) {
-            candidates.push(profile_dir.join("sbc"));
-            if let Some(target) = profile_dir.parent() {
-                candidates.push(target.join("debug").join("sbc"));
-                candidates.push(target.join("release").join("sbc"));
-            }
-        }
-    }
-    let workspace_target = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target");
-    candidates.push(workspace_target.join("debug").join("sbc"));
-    candidates.push(workspace_target.join("release").join("sbc"));
-    candidates
-        .into_iter()
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| {
-            panic!("sbc binary not found: run \"cargo build -p sbc\" first (the test script does)")
-        })
+    let (var, path) = match std::env::var_os("SBC_BIN") {
+        Some(path) => ("SBC_BIN", path),
+        None => match std::env::var_os("CARGO_BIN_EXE_sbc") {
+            Some(path) => ("CARGO_BIN_EXE_sbc", path),
+            None => panic!(
+                "no sbc binary: run the tests with `cargo test -p sbc --test e2e` (Cargo builds \
+                 the binary and sets CARGO_BIN_EXE_sbc) or set SBC_BIN"
+            ),
+        },
+    };
+    let path = PathBuf::from(path);
+    assert!(path.is_file(), "{var}={} is not a file", path.display());
+    path
 }
 
 /// A private copy of the `sbc` binary in `dir` (a hard link when the file system allows it,

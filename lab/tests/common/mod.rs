@@ -3,38 +3,9 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use sbc_lab::traffic::Snapshot;
-
-/// The `sbc` binary: `$SBC_BIN`, else `$CARGO_TARGET_DIR/debug/sbc`, else next to this test
-/// executable's profile directory. Panics (never skips) when it is missing.
-pub fn sbc_binary() -> PathBuf {
-    if let Some(p) = std::env::var_os("SBC_BIN") {
-        let p = PathBuf::from(p);
-        assert!(
-            p.is_file(),
-            "SBC_BIN={} is not a file: build it first: cargo build -p sbc",
-            p.display()
-        );
-        return p;
-    }
-    let mut candidates = Vec::new();
-    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
-        candidates.push(PathBuf::from(dir).join("debug").join("sbc"));
-    }
-    if let Ok(exe) = std::env::current_exe() {
-        // target/<profile>/deps/<test> -> target/<profile>/sbc
-        if let Some(profile) = exe.parent().and_then(|d| d.parent()) {
-            candidates.push(profile.join("sbc"));
-        }
-    }
-    candidates
-        .into_iter()
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("sbc binary not found: build it first: cargo build -p sbc"))
-}
 
 /// Panics with the install line when `sipp` is not on PATH.
 pub fn require_sipp() {
