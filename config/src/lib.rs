@@ -60,6 +60,13 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 pub use error::ConfigError;
+
+/// The most workers a worker group may have (`sip-config.workers`, `tcp-workers`, a profile's
+/// `scale-up-to`); the autoscaler's own bound is the same (`sbc` tests that they agree).
+pub const MAX_WORKERS: usize = 64;
+/// The shortest `redundancy-config.shared-key`, in bytes; the pair's own bound is the same
+/// (`sbc_ha::crypto::MIN_SHARED_KEY_LEN`, checked to agree by the `sbc` crate's tests).
+pub const MIN_SHARED_KEY_LEN: usize = 16;
 pub use model::{
     split_option, AccessAction, AccessControl, AlarmThreshold, AlarmType, AutoScalingProfile,
     CriticalMemoryAbort, FilterLevel, InDialogSource, MemorySource, Peer, PeerType,

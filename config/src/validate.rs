@@ -28,7 +28,7 @@ const TIMER_C_MS: RangeInclusive<u64> = 1000..=3_600_000;
 /// Valid `sip-config.max-message-size`.
 const MAX_MESSAGE_SIZE: RangeInclusive<usize> = 1500..=65_535;
 /// Valid `sip-config.workers` and `tcp-workers`.
-const WORKERS: RangeInclusive<usize> = 1..=64;
+const WORKERS: RangeInclusive<usize> = 1..=crate::MAX_WORKERS;
 /// Valid `sip-config.queue-size`.
 const QUEUE_SIZE: RangeInclusive<usize> = 16..=65_536;
 /// Valid `sip-config.max-queue-delay-ms` (0 = off).
@@ -72,7 +72,8 @@ const BECOMING_STANDBY_TIME: RangeInclusive<u64> = 5..=3_600_000;
 /// Valid `redundancy-config.health-threshold`.
 const HEALTH_THRESHOLD: RangeInclusive<u8> = 1..=100;
 /// Valid `auto-scaling-profile.scale-up-to` and `scale-down-to` (as `sip-config.workers`).
-const SCALE_WORKERS: RangeInclusive<u32> = 1..=64;
+#[allow(clippy::cast_possible_truncation)] // 64 fits
+const SCALE_WORKERS: RangeInclusive<u32> = 1..=crate::MAX_WORKERS as u32;
 /// Valid `auto-scaling-profile.scale-up-on`.
 const SCALE_PERCENT: RangeInclusive<u8> = 1..=100;
 /// Upper bound of the cycle counts of an `auto-scaling-profile`.
@@ -359,7 +360,7 @@ fn redundancy(r: &RedundancyConfig) -> Result<(), ConfigError> {
     }
     peers(&r.peers)?;
     if r.is_enabled() {
-        if r.shared_key.len() < 16 {
+        if r.shared_key.len() < crate::MIN_SHARED_KEY_LEN {
             return Err(ConfigError::invalid(
                 key("shared-key"),
                 format!("{} bytes", r.shared_key.len()),

@@ -301,7 +301,7 @@ impl RedundancyConfig {
                 health: self.health_threshold,
             });
         }
-        if self.shared_key.len() < 16 {
+        if self.shared_key.len() < crate::crypto::MIN_SHARED_KEY_LEN {
             return Err(ConfigError::ShortKey(self.shared_key.len()));
         }
         if self.peers.len() != 2 {

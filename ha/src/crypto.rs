@@ -27,6 +27,10 @@ use hkdf::Hkdf;
 use sha2::Sha256;
 
 /// The HKDF salt: names the protocol and its version, so keys of another version differ.
+/// The shortest shared key the pair accepts, in bytes (`redundancy-config.shared-key`;
+/// `sbc_config::MIN_SHARED_KEY_LEN` is the same, checked by the `sbc` crate's tests).
+pub const MIN_SHARED_KEY_LEN: usize = 16;
+
 const SALT: &[u8] = b"sbc-pair v2 key derivation";
 
 /// Bytes of an AEAD tag.

@@ -25,6 +25,9 @@
 //! ([`WitnessAnswer::witness`]) and the probes' echo. See [`crate::machine`] and
 //! [`crate::witness`].
 
+use std::hash::Hasher as _;
+
+use fnv::FnvHasher;
 use serde::{Deserialize, Serialize};
 
 use crate::crypto::{self, Key, PairKeys, NONCE_LEN, TAG_LEN};
@@ -51,12 +54,9 @@ impl NodeId {
     /// The id of the node named `name`.
     #[must_use]
     pub fn from_name(name: &str) -> Self {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in name.bytes() {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-        Self(h)
+        let mut h = FnvHasher::default();
+        h.write(name.as_bytes());
+        Self(h.finish())
     }
 }
 
@@ -313,6 +313,11 @@ mod tests {
 
     fn keys() -> PairKeys {
         PairKeys::derive(b"0123456789abcdef-test-key")
+    }
+
+    #[test]
+    fn node_ids_are_fnv1a_of_the_name_as_older_nodes_compute_them() {
+        assert_eq!(NodeId::from_name("a"), NodeId(0xaf63_dc4c_8601_ec8c));
     }
 
     fn other_keys() -> PairKeys {

@@ -198,8 +198,11 @@ fn main() -> anyhow::Result<ExitCode> {
                      or the environment variable SBC_SHARED_KEY"
                 ),
             };
-            if key.len() < 16 {
-                anyhow::bail!("the shared key must be at least 16 bytes, as in redundancy-config");
+            if key.len() < sbc_ha::crypto::MIN_SHARED_KEY_LEN {
+                anyhow::bail!(
+                    "the shared key must be at least {} bytes, as in redundancy-config",
+                    sbc_ha::crypto::MIN_SHARED_KEY_LEN
+                );
             }
             tracing_subscriber::fmt()
                 .with_writer(std::io::stderr)

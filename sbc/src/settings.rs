@@ -33,3 +33,21 @@ pub fn access(cfg: &Config) -> AccessSettings {
         trusted: cfg.session_agents.iter().map(|a| a.address).collect(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// The leaf crates do not depend on one another, so the rules the operator's configuration
+    /// is validated by (`sbc-config`) and the bounds the cores defend (`sbc-ha`,
+    /// `sbc-proto`) are written in each; this is where they are held to one value.
+    #[test]
+    fn the_configuration_and_the_cores_agree_on_their_limits() {
+        assert_eq!(
+            sbc_config::MIN_SHARED_KEY_LEN,
+            sbc_ha::crypto::MIN_SHARED_KEY_LEN
+        );
+        assert_eq!(
+            sbc_config::MAX_WORKERS,
+            sbc_proto::overload::autoscale::MAX_WORKERS as usize
+        );
+    }
+}

@@ -10,8 +10,9 @@
 //! ```text
 //! scale up to MAX on UP% for N cycles [within M] [scale down to MIN on DOWN% for D cycles]
 //! ```
-//! Validated as OpenSIPS validates it: `1 ≤ MAX < 1000`, `1 ≤ UP ≤ 100`, `1 ≤ N ≤ M ≤ 1000`
-//! (`M` defaults to `N`); with a scale-down part, `1 ≤ MIN < MAX`, `DOWN < UP`,
+//! Validated as OpenSIPS validates it, but for the most workers: `1 ≤ MAX ≤ 64` (OpenSIPS:
+//! 999; a group here has at most [`MAX_WORKERS`]), `1 ≤ UP ≤ 100`, `1 ≤ N ≤ M ≤ 1000` (`M`
+//! defaults to `N`); with a scale-down part, `1 ≤ MIN < MAX`, `DOWN < UP`,
 //! `1 ≤ D ≤ 1000`. OpenSIPS reads `scale down to 0` as "no scale-down"; here that is spelled by
 //! omitting the part, so a group can never be scaled to zero workers.
 //!
@@ -80,11 +81,12 @@ pub const FAR_ABOVE_FACTOR: f64 = 1.5;
 /// How many past decisions [`Autoscaler::history`] keeps.
 pub const HISTORY_LEN: usize = 16;
 
-/// The largest `MAX` (exclusive), as OpenSIPS.
-const MAX_WORKERS_LIMIT: u32 = 1000;
+/// The most workers a group may have: `sip-config.workers` and a profile's `MAX`/`MIN`
+/// (`sbc_config::MAX_WORKERS`, checked to agree by the `sbc` crate's tests).
+pub const MAX_WORKERS: u32 = 64;
 
-/// The largest number of cycles in `for` / `within`.
-const MAX_CYCLES: u32 = 1000;
+/// The largest number of cycles in `for` / `within` (`sbc_config`'s bound too).
+pub const MAX_CYCLES: u32 = 1000;
 
 /// The scale-up part of a profile: `scale up to MAX on UP% for N cycles within M`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -200,8 +202,8 @@ impl ScalingProfile {
             "scale up to MAX",
             up.max.into(),
             1,
-            u64::from(MAX_WORKERS_LIMIT - 1),
-            "1..=999",
+            MAX_WORKERS.into(),
+            "1..=64",
         )?;
         check_range("on UP%", up.threshold.into(), 1, 100, "1..=100")?;
         check_range(
@@ -229,8 +231,8 @@ impl ScalingProfile {
                 "scale down to MIN",
                 down.min.into(),
                 1,
-                u64::from(MAX_WORKERS_LIMIT - 1),
-                "1..=999 (omit the scale-down part to never scale down)",
+                MAX_WORKERS.into(),
+                "1..=64 (omit the scale-down part to never scale down)",
             )?;
             check_range("on DOWN%", down.threshold.into(), 0, 100, "0..=100")?;
             check_range(
@@ -297,7 +299,7 @@ impl ScalingProfile {
         p.keyword("scale", "`scale`")?;
         p.keyword("up", "`up`")?;
         p.keyword("to", "`to`")?;
-        let max = p.number("MAX, the most workers (1..=999)")?;
+        let max = p.number("MAX, the most workers (1..=64)")?;
         p.keyword("on", "`on`")?;
         let up_threshold = p.percent("UP, a percentage like `70%`")?;
         p.keyword("for", "`for`")?;
@@ -315,7 +317,7 @@ impl ScalingProfile {
             p.keyword("scale", "`within M`, `scale down to …` or the end")?;
             p.keyword("down", "`down`")?;
             p.keyword("to", "`to`")?;
-            let min = p.number("MIN, the fewest workers (1..=999)")?;
+            let min = p.number("MIN, the fewest workers (1..=64)")?;
             p.keyword("on", "`on`")?;
             let threshold = p.percent("DOWN, a percentage like `18%`")?;
             p.keyword("for", "`for`")?;
@@ -1126,7 +1128,7 @@ mod tests {
 
     #[test]
     fn history_is_bounded_and_timestamped() {
-        let p = profile("scale up to 100 on 50% for 1 cycles scale down to 1 on 10% for 1 cycles");
+        let p = profile("scale up to 64 on 50% for 1 cycles scale down to 1 on 10% for 1 cycles");
         let mut g = Group::new(Some(p), 1);
         let t0 = g.t0;
         for _ in 0..40 {
@@ -1208,7 +1210,7 @@ mod tests {
             ProfileError::UnexpectedWord {
                 position: 4,
                 found: "six".into(),
-                expected: "MAX, the most workers (1..=999)"
+                expected: "MAX, the most workers (1..=64)"
             }
         );
         assert_eq!(
@@ -1255,12 +1257,12 @@ mod tests {
         assert_eq!(
             err("scale up to 6 on 70% for 4 cycles scale down to 0 on 18% for 10 cycles")
                 .to_string(),
-            "scale down to MIN is 0: valid is 1..=999 (omit the scale-down part to never scale \
+            "scale down to MIN is 0: valid is 1..=64 (omit the scale-down part to never scale \
              down)"
         );
         assert_eq!(
             err("scale up to 1000 on 70% for 4 cycles").to_string(),
-            "scale up to MAX is 1000: valid is 1..=999"
+            "scale up to MAX is 1000: valid is 1..=64"
         );
         assert_eq!(
             err(""),

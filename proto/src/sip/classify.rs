@@ -17,6 +17,10 @@
 //! when it has no branch) and the CSeq method, so a CANCEL does not share its INVITE's key and
 //! two clients reusing a branch do not share one either.
 
+use std::hash::Hasher as _;
+
+use fnv::FnvHasher;
+
 use crate::overload::prsm::Kind;
 use crate::shard::{self, trim};
 
@@ -78,7 +82,7 @@ pub fn classify(data: &[u8]) -> Classified {
     let shard_key = call_id.map_or(0, shard::call_id_key);
     // The branch alone is unique only among well-behaved clients: the Call-ID's key keeps two
     // clients that reuse a branch apart (and, without a branch, the whole Via value counts).
-    let mut h = Fnv::new();
+    let mut h = FnvHasher::default();
     h.write(&shard_key.to_le_bytes());
     h.write(branch.unwrap_or_default());
     h.write(b" ");
@@ -112,26 +116,6 @@ fn branch_of(value: &[u8]) -> &[u8] {
         .map(trim)
         .find(|p| p.len() > 7 && p[..7].eq_ignore_ascii_case(b"branch="))
         .map_or(first, |p| &p[7..])
-}
-
-/// FNV-1a, 64 bits.
-struct Fnv(u64);
-
-impl Fnv {
-    fn new() -> Self {
-        Self(0xcbf2_9ce4_8422_2325)
-    }
-
-    fn write(&mut self, data: &[u8]) {
-        for &b in data {
-            self.0 ^= u64::from(b);
-            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
 }
 
 #[cfg(test)]

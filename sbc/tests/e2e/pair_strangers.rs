@@ -45,12 +45,7 @@ fn varint(out: &mut Vec<u8>, v: u64) {
 }
 
 fn fnv(name: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in name.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
+    sbc_ha::wire::NodeId::from_name(name).0
 }
 
 /// One version-1 sync frame: 4-byte length, then bincode of `(1u16, frame)`.
