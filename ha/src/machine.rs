@@ -977,28 +977,42 @@ impl Redundancy {
     }
 
     /// `notify berpd force`: on the active, relinquish to a synchronized standby; on a
-    /// standby, ask the active (through the heartbeat) to do so. Refusals are reported as
-    /// [`HaEvent::SwitchoverRefused`].
-    pub fn force_switchover(&mut self, now: Instant) {
-        match self.state {
+    /// standby, ask the active (through the heartbeat) to do so. A refusal is returned with
+    /// its reason and reported as [`HaEvent::SwitchoverRefused`]; these are the only
+    /// preconditions (the shell does not check its own).
+    ///
+    /// # Errors
+    /// Why the switchover is refused: the peer is not heard or not a synchronized standby,
+    /// may not take over, or this node is neither active nor standby.
+    pub fn force_switchover(&mut self, now: Instant) -> Result<(), &'static str> {
+        let refusal = match self.state {
             State::Active => match self.peer_alive.then_some(self.peer_view).flatten() {
-                None => self.refuse("peer is not alive"),
+                None => Some("the peer is not heard"),
                 Some(p) if p.state != State::Standby || !p.synced() => {
-                    self.refuse("peer is not a synchronized standby")
+                    Some("the peer is not a synchronized standby")
                 }
                 Some(p) if !p.can_receive_role() => {
-                    self.refuse(
-                        "peer may not take over (ineligible, no witness, or does not hear us)",
-                    );
+                    Some("the peer may not take over (ineligible, no witness, or does not hear us)")
                 }
-                Some(_) => self.relinquish(now, Reason::Forced),
+                Some(_) => {
+                    self.relinquish(now, Reason::Forced);
+                    None
+                }
             },
             State::Standby if self.can_take_over() && self.peer_alive => {
                 self.request_until = Some(now + self.dead);
                 self.next_heartbeat = now;
+                None
             }
-            State::Standby => self.refuse("this node may not take over or the peer is not alive"),
-            _ => self.refuse("neither active nor standby"),
+            State::Standby => Some("this node may not take over or the peer is not heard"),
+            _ => Some("this node is neither active nor standby"),
+        };
+        match refusal {
+            None => Ok(()),
+            Some(reason) => {
+                self.refuse(reason);
+                Err(reason)
+            }
         }
     }
 

@@ -275,11 +275,14 @@ impl HaPair {
         l.lat_min + Duration::from_millis(self.rng.below(span + 1))
     }
 
-    pub fn force(&mut self, i: usize) {
-        if let Some(m) = self.nodes[i].m.as_mut() {
-            m.force_switchover(self.now);
-        }
+    /// `notify berpd force` on node `i`: the machine's answer (`None`: the node is down).
+    pub fn force(&mut self, i: usize) -> Option<Result<(), &'static str>> {
+        let answer = self.nodes[i]
+            .m
+            .as_mut()
+            .map(|m| m.force_switchover(self.now));
         self.flush();
+        answer
     }
 
     pub fn set_link(&mut self, from: usize, path: usize, up: bool) {
@@ -741,7 +744,7 @@ fn no_switchover_to_an_unhealthy_standby() {
 fn force_switchover_from_either_side() {
     let mut p = booted(2, false);
     let t = p.elapsed();
-    p.force(0);
+    assert_eq!(p.force(0), Some(Ok(())));
     p.run_for(Duration::from_secs(2));
     assert_eq!(
         (p.state(0), p.state(1)),
@@ -752,7 +755,7 @@ fn force_switchover_from_either_side() {
         (State::Active, State::RelinquishingActive, Reason::Forced)
     );
     let t = p.elapsed();
-    p.force(0); // now the standby asks
+    assert_eq!(p.force(0), Some(Ok(()))); // now the standby asks
     p.run_for(Duration::from_secs(2));
     assert_eq!(
         (p.state(0), p.state(1)),
@@ -766,7 +769,7 @@ fn force_switchover_from_either_side() {
     p.crash(1);
     p.run_for(Duration::from_secs(2));
     let t = p.elapsed();
-    p.force(0);
+    assert_eq!(p.force(0), Some(Err("the peer is not heard")));
     assert!(matches!(
         p.events(0, t).last(),
         Some((_, HaEvent::SwitchoverRefused { .. }))

@@ -17,15 +17,15 @@ use std::time::{Duration, Instant, SystemTime};
 
 use sbc_alarms::{
     AlarmEvent, AlarmKind, AlarmRow, ClearedBy, CpuSampler, Deduction, Evaluator, EvaluatorConfig,
-    HeapSampler, MemorySampler, MemorySource, Reading, Threshold, Thresholds, Trap, TrapReceiver,
-    TrapSink, TrapSinkConfig,
+    HeapSampler, MemorySampler, Reading, Trap, TrapSink, TrapSinkConfig,
 };
 use sbc_config::{Config, CriticalMemoryAbort};
 use serde::Serialize;
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
-use crate::node::Node;
+use crate::runtime::Node;
+use crate::settings;
 
 /// What the redundancy machinery needs to know about this node's health.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -92,8 +92,13 @@ fn build(cfg: &Config) -> anyhow::Result<(Evaluator, Option<MemorySampler>, Opti
         sustain: s.spike_subsamples,
         ..EvaluatorConfig::default()
     };
-    let evaluator = Evaluator::new(ecfg, thresholds(cfg)?, Instant::now(), SystemTime::now())?;
-    let memory = match MemorySampler::new(memory_source(cfg)) {
+    let evaluator = Evaluator::new(
+        ecfg,
+        settings::thresholds(cfg)?,
+        Instant::now(),
+        SystemTime::now(),
+    )?;
+    let memory = match MemorySampler::new(settings::memory_source(cfg)) {
         Ok(m) => Some(m),
         Err(e) => {
             warn!(error = %e, "memory sampler unavailable; memory alarms cannot be raised");
@@ -126,62 +131,6 @@ pub struct AlarmService {
     node: Arc<Node>,
 }
 
-/// Maps the configuration's memory source onto the sampler's.
-fn memory_source(cfg: &Config) -> MemorySource {
-    match cfg.system.memory_source {
-        sbc_config::MemorySource::Host => MemorySource::Host,
-        sbc_config::MemorySource::Cgroup => MemorySource::Cgroup { dir: None },
-        sbc_config::MemorySource::Process => MemorySource::Process {
-            limit_bytes: cfg.system.memory_limit_mb << 20,
-        },
-    }
-}
-
-fn describe_source(cfg: &Config) -> String {
-    match cfg.system.memory_source {
-        sbc_config::MemorySource::Host => "host used/total".into(),
-        sbc_config::MemorySource::Cgroup => "cgroup usage/memory.max".into(),
-        sbc_config::MemorySource::Process => format!(
-            "process resident / memory-limit-mb {}",
-            cfg.system.memory_limit_mb
-        ),
-    }
-}
-
-/// The configuration's alarm-thresholds as the evaluator takes them.
-pub fn thresholds(cfg: &Config) -> anyhow::Result<Thresholds> {
-    let mut out = Vec::new();
-    for t in &cfg.system.alarm_thresholds {
-        let kind: AlarmKind = t.kind.as_str().parse()?;
-        let severity = t.severity.as_str().parse()?;
-        let mut th = Threshold::new(kind, severity, t.value).with_health_penalty(t.health_penalty);
-        if !t.volume.is_empty() {
-            th.volume = Some(t.volume.clone());
-        }
-        out.push(th);
-    }
-    Ok(Thresholds::new(out)?)
-}
-
-/// The configuration's trap receivers as the sink takes them.
-pub fn trap_receivers(cfg: &Config) -> Vec<TrapReceiver> {
-    cfg.system
-        .trap_receivers
-        .iter()
-        .map(|r| TrapReceiver {
-            address: r.socket_addr(),
-            community: r.community.clone(),
-            filter_level: match r.filter_level {
-                sbc_config::FilterLevel::All => sbc_alarms::FilterLevel::All,
-                sbc_config::FilterLevel::Minor => sbc_alarms::FilterLevel::Minor,
-                sbc_config::FilterLevel::Major => sbc_alarms::FilterLevel::Major,
-                sbc_config::FilterLevel::Critical => sbc_alarms::FilterLevel::Critical,
-                sbc_config::FilterLevel::None => sbc_alarms::FilterLevel::None,
-            },
-        })
-        .collect()
-}
-
 impl AlarmService {
     /// Starts the subsystem for `cfg`; `has_peer` says whether a redundancy peer exists (it
     /// decides what `critical-memory-abort=switchover` does). Must run inside tokio.
@@ -189,7 +138,7 @@ impl AlarmService {
         let s = &cfg.system;
         let (evaluator, memory, heap) = build(cfg)?;
         let cpu = CpuSampler::new().ok();
-        let (sink, _task) = TrapSink::spawn(TrapSinkConfig::new(trap_receivers(cfg)));
+        let (sink, _task) = TrapSink::spawn(TrapSinkConfig::new(settings::trap_receivers(cfg)));
         let (health_tx, _) = watch::channel(HealthStatus {
             score: 100,
             ineligible_until_restart: false,
@@ -202,7 +151,7 @@ impl AlarmService {
                 heap,
                 cpu,
                 readings: Readings {
-                    memory_source: describe_source(cfg),
+                    memory_source: settings::describe_source(cfg),
                     ..Readings::default()
                 },
                 policy: s.critical_memory_abort(),
@@ -253,7 +202,7 @@ impl AlarmService {
     /// raised again, with its trap, at the next reading); the critical-memory deduction and the
     /// "ineligible until restart" flag carry over: only a restart gives them back.
     pub fn reconfigure(&self, cfg: &Config) {
-        self.sink.set_receivers(trap_receivers(cfg));
+        self.sink.set_receivers(settings::trap_receivers(cfg));
         let Ok(mut i) = self.inner.lock() else {
             return;
         };
@@ -275,7 +224,7 @@ impl AlarmService {
                 i.evaluator = evaluator;
                 i.memory = memory;
                 i.heap = heap;
-                i.readings.memory_source = describe_source(cfg);
+                i.readings.memory_source = settings::describe_source(cfg);
                 i.settings = settings;
                 info!("alarm thresholds and samplers reconfigured");
                 self.drain(&mut i);

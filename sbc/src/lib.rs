@@ -14,20 +14,21 @@
 //!                                                                              │
 //!  socket ◀── Transmit ◀── Engine of the shard (sans-IO B2BUA) ◀── worker thread ┘
 //! ```
-//! - [`workers`]: worker groups, shards, PRSM queues and the autoscaler's shell;
-//! - [`node`]: sockets, groups, shutdown; [`tcp`]: the TCP edge;
-//! - [`settings`]: configuration into each subsystem's settings.
+//! - [`app`]: one node's life, `run(launch, shutdown)`; [`settings`]: the one place the
+//!   configuration becomes each core's settings;
+//! - [`runtime`]: UDP receive threads, the TCP edge, binding and releasing the service address,
+//!   shutdown;
+//! - [`workers`]: worker groups, shards, PRSM queues, hand-over, the timer thread;
+//! - [`control`]: the management socket, ACLI sessions, operational commands, `sbc acli`;
+//! - [`pair`]: the pair's glue (health, service address, dialog and config sync, hooks);
+//! - [`alarm_service`], [`heap_gate`]: the alarm subsystem's and the heap gate's tasks.
 #![warn(missing_docs)]
 
-pub mod acli_client;
 pub mod alarm_service;
-pub mod console;
-pub mod mgmt;
-pub mod node;
-pub mod overload;
+pub mod app;
+pub mod control;
+pub mod heap_gate;
 pub mod pair;
-pub mod replica;
+pub mod runtime;
 pub mod settings;
-pub mod subsystems;
-pub mod tcp;
 pub mod workers;

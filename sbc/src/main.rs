@@ -3,16 +3,12 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use sbc::alarm_service::AlarmService;
-use sbc::console::{ConfigState, Console, Control};
-use sbc::subsystems::Subsystems;
+use sbc::app::{shutdown_signal, Exit, Launch};
 use sbc_config::Config;
-use tracing::{info, warn};
+use tracing::info;
 
 /// jemalloc: its own statistics drive the heap alarms and the heap-gated admission.
 #[global_allocator]
@@ -90,6 +86,8 @@ enum Command {
     /// The demo: an active/standby pair on loopback (child processes of this binary), calls
     /// through it, critical memory on the active, the alarm, its traps and the switchover,
     /// narrated; ends with a summary and a chart (about a minute; --quick: about 25 s).
+    /// Built with the default `demo` feature (the lab); a packaged binary may leave it out.
+    #[cfg(feature = "demo")]
     Demo(sbc_lab::demo::DemoArgs),
 }
 
@@ -123,6 +121,17 @@ fn load(config: Option<&PathBuf>) -> anyhow::Result<Config> {
     }
 }
 
+/// Logs to stderr, at `info` unless `RUST_LOG` says otherwise.
+fn init_logging() {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+}
+
 /// The executable's path as resolved when the process started (for `reboot`).
 static STARTED_FROM: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 
@@ -139,13 +148,7 @@ fn main() -> anyhow::Result<ExitCode> {
             workers,
             mgmt_socket,
         } => {
-            tracing_subscriber::fmt()
-                .with_writer(std::io::stderr)
-                .with_env_filter(
-                    tracing_subscriber::EnvFilter::try_from_default_env()
-                        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-                )
-                .init();
+            init_logging();
             let fresh = config.as_ref().is_some_and(|p| !p.exists());
             let base = if fresh {
                 Config::embedded_default()
@@ -167,10 +170,15 @@ fn main() -> anyhow::Result<ExitCode> {
                 .thread_name("sbc-io")
                 .enable_all()
                 .build()?;
-            let mgmt_socket = mgmt_socket.unwrap_or_else(sbc::mgmt::default_socket_path);
-            let reboot = rt.block_on(run(cfg, config, mgmt_socket))?;
+            let mgmt_socket = mgmt_socket.unwrap_or_else(sbc::control::mgmt::default_socket_path);
+            let launch = Launch {
+                config: cfg,
+                path: config,
+                mgmt_socket,
+            };
+            let exit = rt.block_on(sbc::app::run(launch, shutdown_signal()))?;
             drop(rt);
-            if reboot {
+            if exit == Exit::Reboot {
                 return Err(reexec());
             }
             Ok(ExitCode::SUCCESS)
@@ -179,8 +187,8 @@ fn main() -> anyhow::Result<ExitCode> {
             mgmt_socket,
             commands,
             json,
-        } => sbc::acli_client::run(
-            &mgmt_socket.unwrap_or_else(sbc::mgmt::default_socket_path),
+        } => sbc::control::acli_client::run(
+            &mgmt_socket.unwrap_or_else(sbc::control::mgmt::default_socket_path),
             &commands,
             json,
         ),
@@ -204,13 +212,7 @@ fn main() -> anyhow::Result<ExitCode> {
                     sbc_ha::crypto::MIN_SHARED_KEY_LEN
                 );
             }
-            tracing_subscriber::fmt()
-                .with_writer(std::io::stderr)
-                .with_env_filter(
-                    tracing_subscriber::EnvFilter::try_from_default_env()
-                        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-                )
-                .init();
+            init_logging();
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
@@ -234,6 +236,7 @@ fn main() -> anyhow::Result<ExitCode> {
             print!("{}", Config::embedded_default().to_toml_string());
             Ok(ExitCode::SUCCESS)
         }
+        #[cfg(feature = "demo")]
         Command::Demo(args) => sbc_lab::demo::main(args),
     }
 }
@@ -251,135 +254,4 @@ fn reexec() -> anyhow::Error {
         .args(std::env::args_os().skip(1))
         .exec();
     anyhow::Error::new(err).context("reboot: exec failed")
-}
-
-/// Runs the node until a signal (returns false) or a reboot request (returns true).
-async fn run(cfg: Config, path: Option<PathBuf>, mgmt_socket: PathBuf) -> anyhow::Result<bool> {
-    let paired = cfg.redundancy.is_enabled();
-    // In a pair the redundancy machine decides who binds the service address.
-    let node = Arc::new(sbc::node::start(&cfg, !paired).await?);
-    let (control_tx, mut control_rx) = tokio::sync::mpsc::unbounded_channel();
-    let alarms = AlarmService::spawn(&cfg, node.clone(), cfg.redundancy.is_enabled())?;
-    let (pushed_tx, mut pushed_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-    let pair = if paired {
-        Some(sbc::pair::Pair::spawn(&cfg, node.clone(), alarms.clone(), pushed_tx).await?)
-    } else {
-        None
-    };
-    let (heap_tx, heap_rx) = tokio::sync::watch::channel(sbc::overload::HeapGateSettings::of(&cfg));
-    let subsystems = Arc::new(Subsystems::new(alarms.clone(), pair.clone(), heap_tx));
-    let console = Arc::new(Console {
-        config: Mutex::new(ConfigState {
-            running: cfg.clone(),
-            editing: cfg.clone(),
-            path,
-        }),
-        node: node.clone(),
-        subsystems: subsystems.clone(),
-        started: Instant::now(),
-        control: control_tx,
-    });
-    tokio::spawn(sbc::overload::run_heap_gate(
-        node.clone(),
-        alarms.clone(),
-        heap_rx,
-    ));
-    let (c, p) = (console.clone(), pair.clone());
-    tokio::spawn(async move {
-        while let Some(toml) = pushed_rx.recv().await {
-            if let Err(e) = c.apply_pushed(&toml).await {
-                warn!(error = %e, "configuration pushed by the active refused: nothing changed");
-                if let Some(p) = &p {
-                    p.note_push_refused(e);
-                }
-            }
-        }
-    });
-    // Source denies at the SIP edge: logged and trapped as they start and end.
-    let (n, a, hostname) = (node.clone(), alarms.clone(), cfg.system.hostname.clone());
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
-        loop {
-            tick.tick().await;
-            for e in n.access_events() {
-                let (source, seconds) = match e {
-                    sbc_proto::access::AccessEvent::Denied { source, for_ } => {
-                        warn!(%source, seconds = for_.as_secs(), "source denied: it kept exceeding its rate of new requests");
-                        (source, u32::try_from(for_.as_secs()).unwrap_or(u32::MAX))
-                    }
-                    sbc_proto::access::AccessEvent::Released { source } => {
-                        info!(%source, "source deny ended");
-                        (source, 0)
-                    }
-                };
-                a.sink().send(sbc_alarms::Trap::SourceDenied {
-                    source: source.to_string(),
-                    seconds,
-                    node: hostname.clone(),
-                });
-            }
-        }
-    });
-    let listener = sbc::mgmt::bind(&mgmt_socket)?;
-    let mgmt = tokio::spawn(sbc::mgmt::serve(listener, mgmt_socket.clone(), console));
-
-    let routes: Vec<String> = cfg
-        .sip_interfaces
-        .iter()
-        .filter_map(|i| {
-            cfg.route_for(&i.realm)
-                .map(|a| format!("{} -> {} {}", i.realm, a.name, a.socket_addr()))
-        })
-        .collect();
-    let interfaces = node.describe_interfaces();
-    info!(
-        ?interfaces,
-        ?routes,
-        workers = cfg.sip_config.workers,
-        "listening"
-    );
-    // The ready line: scripts and tests wait for it on stdout.
-    println!(
-        "sbc ready: {}{}; routes: {}; mgmt {}",
-        interfaces.join(", "),
-        if paired {
-            " (bound only while active in the pair)"
-        } else {
-            ""
-        },
-        routes.join(", "),
-        mgmt_socket.display()
-    );
-    let reboot = tokio::select! {
-        _ = shutdown_signal() => false,
-        c = control_rx.recv() => c == Some(Control::Reboot),
-    };
-    if reboot {
-        warn!("rebooting: draining, then restarting the process");
-    } else {
-        info!("shutting down: refusing new requests, finishing transactions");
-    }
-    node.shutdown().await;
-    alarms.clear_for_restart();
-    // Give the trap sink a moment to send the clear traps.
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    mgmt.abort();
-    remove_socket(&mgmt_socket);
-    Ok(reboot)
-}
-
-fn remove_socket(path: &Path) {
-    let _ = std::fs::remove_file(path);
-}
-
-async fn shutdown_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let Ok(mut term) = signal(SignalKind::terminate()) else {
-        let _ = tokio::signal::ctrl_c().await;
-        return;
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
 }

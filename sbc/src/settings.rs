@@ -6,8 +6,18 @@
 
 use std::time::Duration;
 
-use sbc_config::{AccessAction, Config};
+use anyhow::Context as _;
+use sbc_alarms::{AlarmKind, MemorySource, Threshold, Thresholds, TrapReceiver};
+use sbc_config::{AccessAction, Config, Transport};
 use sbc_proto::access::AccessSettings;
+use sbc_proto::engine::{EngineConfig, Interface, NextHop, SourcePolicy};
+use sbc_proto::overload::autoscale::ScalingProfile;
+use sbc_proto::overload::prsm::PrsmConfig;
+use sbc_proto::sip::dialog::LegTransport;
+use sbc_proto::sip::transaction::Timers;
+
+use crate::heap_gate::HeapGateSettings;
+use crate::workers::{WorkSettings, SHARDS};
 
 /// Per-source protection: `sip-config source-rate`, `source-burst` and
 /// `source-deny-seconds`, the `access-control` lists, and the session-agents (trusted).
@@ -31,6 +41,221 @@ pub fn access(cfg: &Config) -> AccessSettings {
         allow,
         deny,
         trusted: cfg.session_agents.iter().map(|a| a.address).collect(),
+    }
+}
+
+/// Builds the engine's view of a validated configuration.
+pub fn engine_config(cfg: &Config) -> anyhow::Result<EngineConfig> {
+    let interfaces: Vec<Interface> = cfg
+        .sip_interfaces
+        .iter()
+        .map(|i| Interface {
+            realm: i.realm.clone(),
+            addr: i.socket_addr(),
+        })
+        .collect();
+    let mut routes = Vec::new();
+    for iface in &cfg.sip_interfaces {
+        let hop = match cfg.route_for(&iface.realm) {
+            None => None,
+            Some(agent) => {
+                let out = cfg
+                    .sip_interfaces
+                    .iter()
+                    .position(|i| i.realm == agent.realm)
+                    .with_context(|| format!("session-agent {} has no interface", agent.name))?;
+                if !cfg.sip_interfaces[out]
+                    .transports
+                    .contains(&agent.transport)
+                {
+                    anyhow::bail!(
+                        "session-agent {} uses {} but sip-interface {} does not offer it",
+                        agent.name,
+                        agent.transport,
+                        agent.realm
+                    );
+                }
+                Some(NextHop {
+                    name: agent.name.clone(),
+                    addr: agent.socket_addr(),
+                    transport: leg_transport(agent.transport),
+                    interface: out,
+                })
+            }
+        };
+        routes.push(hop);
+    }
+    let s = &cfg.sip_config;
+    Ok(EngineConfig {
+        interfaces,
+        routes,
+        timers: Timers {
+            t1: Duration::from_millis(s.t1_ms),
+            t2: Duration::from_millis(s.t2_ms),
+            t4: Duration::from_millis(s.t4_ms),
+        },
+        timer_c: Duration::from_millis(s.timer_c_ms),
+        max_message_size: s.max_message_size,
+        max_header_size: s.max_header_size,
+        source_policy: match s.in_dialog_source {
+            sbc_config::InDialogSource::Address => SourcePolicy::Address,
+            sbc_config::InDialogSource::Ip => SourcePolicy::Ip,
+            sbc_config::InDialogSource::Any => SourcePolicy::Any,
+        },
+        agents: cfg.session_agents.iter().map(|a| a.socket_addr()).collect(),
+        max_calls: s.max_calls.div_ceil(SHARDS),
+        max_transactions: s.max_transactions.div_ceil(SHARDS),
+    })
+}
+
+/// The engine's name for a configured transport.
+pub fn leg_transport(t: Transport) -> LegTransport {
+    match t {
+        Transport::Udp => LegTransport::Udp,
+        Transport::Tcp => LegTransport::Tcp,
+    }
+}
+
+/// The autoscaling profile named `name` in `cfg`, as the autoscaler takes it.
+pub fn profile_named(cfg: &Config, name: Option<&str>) -> anyhow::Result<Option<ScalingProfile>> {
+    let Some(name) = name else { return Ok(None) };
+    let p = cfg
+        .auto_scaling_profiles
+        .iter()
+        .find(|p| p.name == name)
+        .with_context(|| format!("auto-scaling-profile {name} is not defined"))?;
+    let profile = ScalingProfile::from_settings(
+        p.scale_up_to,
+        p.scale_up_on,
+        p.scale_up_for,
+        p.scale_up_within,
+        p.scale_down_to,
+        p.scale_down_on,
+        p.scale_down_for,
+    )
+    .map_err(|e| anyhow::anyhow!("auto-scaling-profile {name}: {e}"))?;
+    Ok(Some(profile))
+}
+
+/// The worker settings of `cfg`'s `sip-config`.
+pub(crate) fn work_settings(cfg: &Config) -> WorkSettings {
+    let s = &cfg.sip_config;
+    let mut prsm = if s.prsm {
+        PrsmConfig::default()
+    } else {
+        PrsmConfig::fifo()
+    };
+    prsm.primary_capacity = s.queue_size;
+    prsm.secondary_capacity = s.queue_size;
+    prsm.in_dialog_reserve = s.queue_size / 8;
+    WorkSettings {
+        prsm,
+        max_queue_delay: Duration::from_millis(s.max_queue_delay_ms),
+        routing_cost: Duration::from_micros(s.routing_cost_us),
+        retry_after: (s.retry_after_min, s.retry_after_max),
+    }
+}
+
+/// Maps the configuration's `redundancy-config` onto the HA crate's.
+pub fn ha_config(cfg: &Config) -> sbc_ha::RedundancyConfig {
+    let r = &cfg.redundancy;
+    sbc_ha::RedundancyConfig {
+        state: if r.is_enabled() {
+            sbc_ha::AdminState::Enabled
+        } else {
+            sbc_ha::AdminState::Disabled
+        },
+        port: r.port,
+        advertisement_time_ms: r.advertisement_time,
+        percent_drift: r.percent_drift,
+        initial_time_ms: r.initial_time,
+        becoming_active_time_ms: r.becoming_active_time,
+        becoming_standby_time_ms: r.becoming_standby_time,
+        health_threshold: r.health_threshold,
+        emergency_threshold: r.emergency_threshold,
+        peers: r
+            .peers
+            .iter()
+            .map(|p| sbc_ha::PeerConfig {
+                name: p.name.clone(),
+                peer_type: match p.kind {
+                    sbc_config::PeerType::Primary => sbc_ha::PeerType::Primary,
+                    sbc_config::PeerType::Secondary => sbc_ha::PeerType::Secondary,
+                },
+                destinations: p.destinations.clone(),
+            })
+            .collect(),
+        config_sync_port: r.config_sync_port,
+        sip_sync_port: r.sip_sync_port,
+        witness: r.witness,
+        shared_key: r.shared_key.clone(),
+    }
+}
+
+/// Maps the configuration's memory source onto the sampler's.
+pub fn memory_source(cfg: &Config) -> MemorySource {
+    match cfg.system.memory_source {
+        sbc_config::MemorySource::Host => MemorySource::Host,
+        sbc_config::MemorySource::Cgroup => MemorySource::Cgroup { dir: None },
+        sbc_config::MemorySource::Process => MemorySource::Process {
+            limit_bytes: cfg.system.memory_limit_mb << 20,
+        },
+    }
+}
+
+/// How the memory figure is described in `show health`.
+pub fn describe_source(cfg: &Config) -> String {
+    match cfg.system.memory_source {
+        sbc_config::MemorySource::Host => "host used/total".into(),
+        sbc_config::MemorySource::Cgroup => "cgroup usage/memory.max".into(),
+        sbc_config::MemorySource::Process => format!(
+            "process resident / memory-limit-mb {}",
+            cfg.system.memory_limit_mb
+        ),
+    }
+}
+
+/// The configuration's alarm-thresholds as the evaluator takes them.
+pub fn thresholds(cfg: &Config) -> anyhow::Result<Thresholds> {
+    let mut out = Vec::new();
+    for t in &cfg.system.alarm_thresholds {
+        let kind: AlarmKind = t.kind.as_str().parse()?;
+        let severity = t.severity.as_str().parse()?;
+        let mut th = Threshold::new(kind, severity, t.value).with_health_penalty(t.health_penalty);
+        if !t.volume.is_empty() {
+            th.volume = Some(t.volume.clone());
+        }
+        out.push(th);
+    }
+    Ok(Thresholds::new(out)?)
+}
+
+/// The configuration's trap receivers as the sink takes them.
+pub fn trap_receivers(cfg: &Config) -> Vec<TrapReceiver> {
+    cfg.system
+        .trap_receivers
+        .iter()
+        .map(|r| TrapReceiver {
+            address: r.socket_addr(),
+            community: r.community.clone(),
+            filter_level: match r.filter_level {
+                sbc_config::FilterLevel::All => sbc_alarms::FilterLevel::All,
+                sbc_config::FilterLevel::Minor => sbc_alarms::FilterLevel::Minor,
+                sbc_config::FilterLevel::Major => sbc_alarms::FilterLevel::Major,
+                sbc_config::FilterLevel::Critical => sbc_alarms::FilterLevel::Critical,
+                sbc_config::FilterLevel::None => sbc_alarms::FilterLevel::None,
+            },
+        })
+        .collect()
+}
+
+/// The heap gate's settings: `system-config heap-limit-mb` and `sip-config
+/// heap-reject-threshold` / `heap-resume-threshold`.
+pub fn heap_gate(cfg: &Config) -> HeapGateSettings {
+    HeapGateSettings {
+        limit_bytes: cfg.system.heap_limit_mb << 20,
+        reject_at: cfg.sip_config.heap_reject_threshold,
+        resume_at: cfg.sip_config.heap_resume_threshold,
     }
 }
 

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::UdpSocket;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 use tracing::{debug, info, warn, Instrument};
@@ -37,12 +37,13 @@ fn log_refusal(log: &mut RefusalLog, now: std::time::Instant, from: SocketAddr, 
 pub const WITNESS_MAGIC: [u8; 4] = WITNESS_PROBE_MAGIC;
 
 /// An order from the owner to the heartbeat task.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Command {
     /// A new health score.
     Health(Health),
-    /// `notify berpd force`.
-    ForceSwitchover,
+    /// `notify berpd force`: the machine's answer (accepted, or why not) goes back on the
+    /// channel.
+    ForceSwitchover(oneshot::Sender<Result<(), &'static str>>),
     /// Witness news from another source than the built-in probe: `Witness(false)` drops the
     /// lease and the witness's reachability at once (as if it had stopped answering);
     /// `Witness(true)` changes nothing (only a granted answer gives the lease).
@@ -219,7 +220,9 @@ async fn run(
                 let now = Instant::now().into_std();
                 match cmd {
                     Some(Command::Health(h)) => m.handle_health(now, h),
-                    Some(Command::ForceSwitchover) => m.force_switchover(now),
+                    Some(Command::ForceSwitchover(answer)) => {
+                        let _ = answer.send(m.force_switchover(now));
+                    }
                     Some(Command::Witness(false)) => m.handle_witness_lost(now),
                     Some(Command::Witness(true)) => {}
                     Some(Command::SyncComplete) => m.handle_sync_complete(now),

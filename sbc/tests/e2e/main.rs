@@ -15,6 +15,7 @@ mod busy;
 mod callee_bye;
 mod cancel;
 mod config_save_kill;
+#[cfg(feature = "demo")]
 mod demo;
 mod edge_amplification;
 mod edge_flood;

@@ -12,6 +12,9 @@
 //! 503, transactions in progress finish), the node waits until all are idle or the grace period
 //! ends, then stops the threads.
 
+pub mod tcp;
+mod udp;
+
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -19,103 +22,22 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use bytes::Bytes;
 use sbc_config::{Config, Transport};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc as tmpsc;
 use tracing::{debug, info, warn};
 
 use sbc_proto::access::{AccessControl, AccessCounters, AccessEvent, DeniedSource, Verdict};
-use sbc_proto::engine::{
-    Admission, DialogChange, EngineConfig, Inbound, Interface, NextHop, SourcePolicy, Stats,
-    Transmit,
-};
-use sbc_proto::overload::autoscale::ScalingProfile;
+use sbc_proto::engine::{Admission, DialogChange, EngineConfig, Inbound, Stats, Transmit};
 use sbc_proto::overload::prsm::Kind;
-use sbc_proto::overload::prsm::PrsmConfig;
 use sbc_proto::shard;
 use sbc_proto::sip::classify::classify;
 use sbc_proto::sip::dialog::LegTransport;
-use sbc_proto::sip::transaction::Timers;
 
-use crate::tcp::{self, TcpEdge, TcpStatsSnapshot};
+use self::tcp::{TcpEdge, TcpStatsSnapshot};
 use crate::workers::{
-    lock, total_stats, Ctx, Group, GroupReport, Outlet, Shards, TimerThread, WorkSettings, SHARDS,
+    lock, total_stats, Ctx, Group, GroupReport, Outlet, Shards, TimerThread, SHARDS,
 };
-
-/// Builds the engine's view of a validated configuration.
-pub fn engine_config(cfg: &Config) -> anyhow::Result<EngineConfig> {
-    let interfaces: Vec<Interface> = cfg
-        .sip_interfaces
-        .iter()
-        .map(|i| Interface {
-            realm: i.realm.clone(),
-            addr: i.socket_addr(),
-        })
-        .collect();
-    let mut routes = Vec::new();
-    for iface in &cfg.sip_interfaces {
-        let hop = match cfg.route_for(&iface.realm) {
-            None => None,
-            Some(agent) => {
-                let out = cfg
-                    .sip_interfaces
-                    .iter()
-                    .position(|i| i.realm == agent.realm)
-                    .with_context(|| format!("session-agent {} has no interface", agent.name))?;
-                if !cfg.sip_interfaces[out]
-                    .transports
-                    .contains(&agent.transport)
-                {
-                    anyhow::bail!(
-                        "session-agent {} uses {} but sip-interface {} does not offer it",
-                        agent.name,
-                        agent.transport,
-                        agent.realm
-                    );
-                }
-                Some(NextHop {
-                    name: agent.name.clone(),
-                    addr: agent.socket_addr(),
-                    transport: leg_transport(agent.transport),
-                    interface: out,
-                })
-            }
-        };
-        routes.push(hop);
-    }
-    let s = &cfg.sip_config;
-    Ok(EngineConfig {
-        interfaces,
-        routes,
-        timers: Timers {
-            t1: Duration::from_millis(s.t1_ms),
-            t2: Duration::from_millis(s.t2_ms),
-            t4: Duration::from_millis(s.t4_ms),
-        },
-        timer_c: Duration::from_millis(s.timer_c_ms),
-        max_message_size: s.max_message_size,
-        max_header_size: s.max_header_size,
-        source_policy: match s.in_dialog_source {
-            sbc_config::InDialogSource::Address => SourcePolicy::Address,
-            sbc_config::InDialogSource::Ip => SourcePolicy::Ip,
-            sbc_config::InDialogSource::Any => SourcePolicy::Any,
-        },
-        agents: cfg.session_agents.iter().map(|a| a.socket_addr()).collect(),
-        max_calls: s.max_calls.div_ceil(SHARDS),
-        max_transactions: s.max_transactions.div_ceil(SHARDS),
-    })
-}
-
-fn leg_transport(t: Transport) -> LegTransport {
-    match t {
-        Transport::Udp => LegTransport::Udp,
-        Transport::Tcp => LegTransport::Tcp,
-    }
-}
-
-/// Socket buffer size asked for on UDP sockets (the kernel caps it at `net.core.rmem_max`).
-const UDP_BUFFER_BYTES: usize = 4 << 20;
 
 /// What one shard (engine) reports for `show sip-stats` and `show dialogs`, and the HA
 /// hand-over.
@@ -251,51 +173,11 @@ struct Bound {
     accept_tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
-/// The autoscaling profile named `name` in `cfg`, as the autoscaler takes it.
-fn profile_named(cfg: &Config, name: Option<&str>) -> anyhow::Result<Option<ScalingProfile>> {
-    let Some(name) = name else { return Ok(None) };
-    let p = cfg
-        .auto_scaling_profiles
-        .iter()
-        .find(|p| p.name == name)
-        .with_context(|| format!("auto-scaling-profile {name} is not defined"))?;
-    let profile = ScalingProfile::from_settings(
-        p.scale_up_to,
-        p.scale_up_on,
-        p.scale_up_for,
-        p.scale_up_within,
-        p.scale_down_to,
-        p.scale_down_on,
-        p.scale_down_for,
-    )
-    .map_err(|e| anyhow::anyhow!("auto-scaling-profile {name}: {e}"))?;
-    Ok(Some(profile))
-}
-
-/// The worker settings of `cfg`'s `sip-config`.
-fn work_settings(cfg: &Config) -> WorkSettings {
-    let s = &cfg.sip_config;
-    let mut prsm = if s.prsm {
-        PrsmConfig::default()
-    } else {
-        PrsmConfig::fifo()
-    };
-    prsm.primary_capacity = s.queue_size;
-    prsm.secondary_capacity = s.queue_size;
-    prsm.in_dialog_reserve = s.queue_size / 8;
-    WorkSettings {
-        prsm,
-        max_queue_delay: Duration::from_millis(s.max_queue_delay_ms),
-        routing_cost: Duration::from_micros(s.routing_cost_us),
-        retry_after: (s.retry_after_min, s.retry_after_max),
-    }
-}
-
 /// Starts the worker groups; binds every interface of `cfg` at once when `bind` is true (a
 /// single node, or the active of a pair), else later with [`Node::bind_interfaces`]. Must be
 /// called inside a tokio runtime.
 pub async fn start(cfg: &Config, bind: bool) -> anyhow::Result<Node> {
-    let ecfg = engine_config(cfg)?;
+    let ecfg = crate::settings::engine_config(cfg)?;
     let (tcp_tx, tcp_rx) = tmpsc::unbounded_channel();
     let wire = Arc::new(Wire {
         udp: RwLock::new(vec![None; cfg.sip_interfaces.len()]),
@@ -306,7 +188,7 @@ pub async fn start(cfg: &Config, bind: bool) -> anyhow::Result<Node> {
         shards: Arc::new(Shards::new(&ecfg)),
         out: wire.clone(),
     });
-    let settings = work_settings(cfg);
+    let settings = crate::settings::work_settings(cfg);
     let cycle = Duration::from_millis(cfg.sip_config.auto_scaling_cycle_ms.max(1));
     let mut udp_groups = Vec::new();
     for iface in &cfg.sip_interfaces {
@@ -314,7 +196,7 @@ pub async fn start(cfg: &Config, bind: bool) -> anyhow::Result<Node> {
             udp_groups.push(None);
             continue;
         }
-        let profile = profile_named(cfg, iface.auto_scaling_profile.as_deref())?;
+        let profile = crate::settings::profile_named(cfg, iface.auto_scaling_profile.as_deref())?;
         udp_groups.push(Some(Group::start(
             format!("udp:{}", iface.realm),
             cfg.sip_config.workers,
@@ -324,7 +206,8 @@ pub async fn start(cfg: &Config, bind: bool) -> anyhow::Result<Node> {
             &ctx,
         )?));
     }
-    let tcp_profile = profile_named(cfg, cfg.sip_config.tcp_auto_scaling_profile.as_deref())?;
+    let tcp_profile =
+        crate::settings::profile_named(cfg, cfg.sip_config.tcp_auto_scaling_profile.as_deref())?;
     let tcp_group = Group::start(
         "tcp".into(),
         cfg.sip_config.tcp_workers,
@@ -427,13 +310,8 @@ impl Node {
         for (idx, iface) in self.interfaces.iter().enumerate() {
             let addr = iface.socket_addr();
             if iface.transports.contains(&Transport::Udp) {
-                let sock = UdpSocket::bind(addr)
+                let sock = udp::bind(addr)
                     .with_context(|| format!("binding UDP {addr} for realm {}", iface.realm))?;
-                sock.set_read_timeout(Some(Duration::from_millis(100)))?;
-                // Bursts of retransmissions must not overflow the kernel's default buffer.
-                let sref = socket2::SockRef::from(&sock);
-                let _ = sref.set_recv_buffer_size(UDP_BUFFER_BYTES);
-                let _ = sref.set_send_buffer_size(UDP_BUFFER_BYTES);
                 udp[idx] = Some(Arc::new(sock));
             }
             if iface.transports.contains(&Transport::Tcp) {
@@ -451,7 +329,7 @@ impl Node {
             threads.push(
                 thread::Builder::new()
                     .name(format!("udp-recv-{idx}"))
-                    .spawn(move || udp_receive_loop(idx, &sock, max, &shared, &stop))?,
+                    .spawn(move || udp::receive_loop(idx, &sock, max, &shared, &stop))?,
             );
         }
         if let Ok(mut u) = self.shared.wire.udp.write() {
@@ -723,37 +601,5 @@ impl Node {
             malformed_dropped = s.malformed_dropped,
             "node stopped"
         );
-    }
-}
-
-fn udp_receive_loop(
-    interface: usize,
-    sock: &UdpSocket,
-    max: usize,
-    shared: &Shared,
-    stop: &AtomicBool,
-) {
-    // One byte more than the maximum, so an oversized datagram is seen as such.
-    let mut buf = vec![0u8; max.max(65_535) + 1];
-    while !shared.stopping.load(Ordering::Acquire) && !stop.load(Ordering::Acquire) {
-        match sock.recv_from(&mut buf) {
-            Ok((len, source)) => {
-                shared.dispatch(Inbound {
-                    interface,
-                    transport: LegTransport::Udp,
-                    source,
-                    data: Bytes::copy_from_slice(&buf[..len]),
-                });
-            }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) => {}
-            Err(e) => {
-                // ICMP port unreachable from a previous send shows up here on Linux; go on.
-                debug!(error = %e, "UDP receive error");
-            }
-        }
     }
 }

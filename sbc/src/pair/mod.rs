@@ -20,6 +20,8 @@
 //!   names them, and says so in `show health` and `show redundancy`.
 //! - **Traps**: every transition is logged and sent as `sbcRedundancyTrap`.
 
+pub mod replica;
+
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -30,7 +32,7 @@ use sbc_config::Config;
 use sbc_ha::shell::sync::{EntryCheck, SyncContext, SyncCountersSnapshot};
 use sbc_ha::shell::{Command, HaHandle, SyncEvent, SyncPublisher};
 use sbc_ha::{HaEvent, Redundancy, State, Status, SyncTable};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
@@ -38,49 +40,13 @@ use sbc_proto::engine::DialogChange;
 use sbc_proto::sip::dialog::Dialog;
 
 use crate::alarm_service::AlarmService;
-use crate::node::Node;
-use crate::replica::ReplicaRules;
+use crate::pair::replica::ReplicaRules;
+use crate::runtime::Node;
 
 /// How long a node handing the service address over waits for its calls in setup to finish
 /// (INVITE transactions answered) before it releases the address. The peer retries binding
 /// meanwhile; in-dialog traffic is still served here.
 const HANDOVER_DRAIN: Duration = Duration::from_millis(1500);
-
-/// Maps the configuration's `redundancy-config` onto the HA crate's.
-pub fn ha_config(cfg: &Config) -> sbc_ha::RedundancyConfig {
-    let r = &cfg.redundancy;
-    sbc_ha::RedundancyConfig {
-        state: if r.is_enabled() {
-            sbc_ha::AdminState::Enabled
-        } else {
-            sbc_ha::AdminState::Disabled
-        },
-        port: r.port,
-        advertisement_time_ms: r.advertisement_time,
-        percent_drift: r.percent_drift,
-        initial_time_ms: r.initial_time,
-        becoming_active_time_ms: r.becoming_active_time,
-        becoming_standby_time_ms: r.becoming_standby_time,
-        health_threshold: r.health_threshold,
-        emergency_threshold: r.emergency_threshold,
-        peers: r
-            .peers
-            .iter()
-            .map(|p| sbc_ha::PeerConfig {
-                name: p.name.clone(),
-                peer_type: match p.kind {
-                    sbc_config::PeerType::Primary => sbc_ha::PeerType::Primary,
-                    sbc_config::PeerType::Secondary => sbc_ha::PeerType::Secondary,
-                },
-                destinations: p.destinations.clone(),
-            })
-            .collect(),
-        config_sync_port: r.config_sync_port,
-        sip_sync_port: r.sip_sync_port,
-        witness: r.witness,
-        shared_key: r.shared_key.clone(),
-    }
-}
 
 /// The running pair machinery of one node.
 pub struct Pair {
@@ -174,7 +140,7 @@ impl Pair {
         alarms: Arc<AlarmService>,
         pushed: mpsc::UnboundedSender<String>,
     ) -> anyhow::Result<Arc<Self>> {
-        let ha = ha_config(cfg);
+        let ha = crate::settings::ha_config(cfg);
         let name = cfg.system.hostname.clone();
         let me = ha.peer(&name).ok_or_else(|| {
             anyhow::anyhow!(
@@ -342,30 +308,18 @@ impl Pair {
         self.status().peer.map(|p| p.config_version == ours)
     }
 
-    /// `notify berpd force`.
-    pub fn force_switchover(&self) -> Result<(), String> {
-        let s = self.status();
-        if !matches!(s.state, State::Active | State::Standby) {
-            return Err(format!(
-                "this node is {}: a switchover needs an active and a standby",
-                s.state.as_str()
-            ));
-        }
-        if s.state == State::Active {
-            match s.peer.as_ref().map(|p| p.state) {
-                Some(State::Standby) if s.peer_alive => {}
-                Some(other) if s.peer_alive => {
-                    return Err(format!(
-                        "the peer is {}: not available for a switchover",
-                        other.as_str()
-                    ));
-                }
-                _ => return Err("the peer is not heard: no switchover possible".to_owned()),
-            }
-        }
+    /// `notify berpd force`, decided by the redundancy machine
+    /// ([`Redundancy::force_switchover`]), whose refusal comes back as the error.
+    pub async fn force_switchover(&self) -> Result<(), String> {
+        let (answer, decided) = oneshot::channel();
         self.commands
-            .send(Command::ForceSwitchover)
-            .map_err(|_| "the redundancy task has stopped".to_owned())
+            .send(Command::ForceSwitchover(answer))
+            .map_err(|_| "the redundancy task has stopped".to_owned())?;
+        match decided.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(reason)) => Err(format!("switchover refused: {reason}")),
+            Err(_) => Err("the redundancy task has stopped".to_owned()),
+        }
     }
 
     fn publish(&self, change: DialogChange) {

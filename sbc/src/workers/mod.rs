@@ -46,13 +46,18 @@ use tracing::{debug, info, warn};
 use sbc_proto::engine::{
     self, DialogChange, Engine, EngineSeed, Inbound, Stats, Transmit, WallClock,
 };
-use sbc_proto::overload::autoscale::{
-    Autoscaler, ScaleDecision, ScaleReason, ScaleRecord, ScalingProfile,
-};
+use sbc_proto::overload::autoscale::{Autoscaler, ScaleDecision, ScalingProfile};
 use sbc_proto::overload::handover::{plan_new_worker, plan_retirement};
 use sbc_proto::overload::prsm::{Kind, Mode, PrsmConfig};
 use sbc_proto::overload::worker_queue::{Next, Offered, QueueCounters, Served, WorkerQueue};
 use sbc_proto::sip::classify::Classified;
+
+mod report;
+mod timer;
+
+use report::{describe_reason, describe_record};
+pub use report::{DecisionReport, GroupReport, WorkerReport};
+pub(crate) use timer::TimerThread;
 
 /// Number of shards (engines): fixed, so a call's shard never changes when workers come and go.
 pub const SHARDS: usize = 64;
@@ -62,9 +67,6 @@ const IDLE_WAIT: Duration = Duration::from_millis(200);
 
 /// How long the control thread waits for a worker to carry out a hand-over.
 const CONFIRM_WAIT: Duration = Duration::from_secs(30);
-
-/// The longest the timer thread sleeps (the resolution of SIP timers).
-const TIMER_TICK: Duration = Duration::from_millis(10);
 
 /// Locks a mutex, recovering the data if a thread panicked while holding it (the engines and
 /// queues stay usable: a panic is a bug, not a reason to stop serving every other call).
@@ -220,76 +222,6 @@ impl Worker {
         lock(&self.queue).control.push_back(c);
         self.ready.notify_one();
     }
-}
-
-/// What `show workers` reports of one worker.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct WorkerReport {
-    /// Worker number, unique within its group.
-    pub id: usize,
-    /// Busy time over the last cycle, percent.
-    pub load_percent: f64,
-    /// Busy time plus the work refused or left queued over the last cycle, percent (what the
-    /// autoscaler decides on; above 100 when saturated).
-    pub demand_percent: f64,
-    /// Messages waiting in its primary queue.
-    pub queued_primary: usize,
-    /// Messages waiting in its secondary queue.
-    pub queued_secondary: usize,
-    /// Shards it serves.
-    pub shards: usize,
-}
-
-/// One decision of a group's autoscaler, for `show workers`.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct DecisionReport {
-    /// The deciding cycle (the first cycle is 1).
-    pub cycle: u64,
-    /// Seconds ago.
-    pub seconds_ago: f64,
-    /// Workers before.
-    pub from: usize,
-    /// Workers after.
-    pub to: usize,
-    /// What and why, in words.
-    pub text: String,
-}
-
-/// What `show workers` reports of one group.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct GroupReport {
-    /// `udp:<realm>`, `tcp` or `timer`.
-    pub name: String,
-    /// The profile, in OpenSIPS's words, or `None` for a fixed count.
-    pub profile: Option<String>,
-    /// Running workers.
-    pub workers: usize,
-    /// Mean load of the last cycle, percent.
-    pub load_percent: f64,
-    /// Mean demand of the last cycle, percent (see [`WorkerReport::demand_percent`]).
-    pub demand_percent: f64,
-    /// Messages waiting in its queues.
-    pub queued: usize,
-    /// `prsm` or `fifo` (`-` for the timer group).
-    pub scheduling: &'static str,
-    /// Cycles the guard window still forbids a scale-down.
-    pub guard_cycles: u64,
-    /// Redundant retransmissions removed from or never put in the queues.
-    pub removed_retransmissions: u64,
-    /// Retransmissions of answered transactions passed to the engine to re-send the answer.
-    pub answered_from_state: u64,
-    /// Retransmissions served from the secondary queue.
-    pub secondary_served: u64,
-    /// New requests answered 503 because the primary queue was full.
-    pub rejected_queue_full: u64,
-    /// New requests answered 503 because they waited longer than `max-queue-delay-ms`.
-    pub rejected_queue_delay: u64,
-    /// Other messages dropped because their queue was full.
-    pub dropped_queue_full: u64,
-    /// The workers.
-    pub members: Vec<WorkerReport>,
-    /// The last decisions, oldest first.
-    pub decisions: Vec<DecisionReport>,
 }
 
 /// One worker group.
@@ -676,37 +608,6 @@ fn mean(xs: impl Iterator<Item = f64>) -> f64 {
     }
 }
 
-fn describe_reason(r: &ScaleReason) -> String {
-    match *r {
-        ScaleReason::LoadAbove {
-            load,
-            cycles_over,
-            window,
-        } => format!("load {load:.0}%, above threshold in {cycles_over} of {window} cycles"),
-        ScaleReason::LoadFarAbove { load, desired } => {
-            format!("load {load:.0}% far above threshold: ceil(n x load / up) = {desired}")
-        }
-        ScaleReason::QueueDepth { queued } => format!("{queued} messages queued (more than 7)"),
-        ScaleReason::LoadBelow { load, estimated } => {
-            format!("load {load:.0}% below threshold; {estimated:.0}% expected after removal")
-        }
-    }
-}
-
-fn describe_record(r: &ScaleRecord, now: Instant) -> DecisionReport {
-    let (verb, reason) = match &r.decision {
-        ScaleDecision::Up { reason, .. } => ("up", reason),
-        ScaleDecision::Down { reason, .. } => ("down", reason),
-    };
-    DecisionReport {
-        cycle: r.cycle,
-        seconds_ago: now.saturating_duration_since(r.at).as_secs_f64(),
-        from: r.from,
-        to: r.to,
-        text: format!("{verb} {} -> {}: {}", r.from, r.to, describe_reason(reason)),
-    }
-}
-
 fn worker_loop(w: &Arc<Worker>, group: &Arc<Group>, ctx: &Arc<Ctx>) {
     let settings = group.settings;
     // What the last message cost, reported to the queue the next time it is locked.
@@ -831,103 +732,6 @@ fn hand_over(from: &Worker, q: &mut QueueState, shards: &[usize], to: &Arc<Worke
     };
     for &s in &shards {
         a[s] = to.clone();
-    }
-}
-
-/// The timer thread: fires every shard's due timers; its busy time is the timer group's load.
-pub(crate) struct TimerThread {
-    stop: Arc<AtomicBool>,
-    busy_ns: Arc<AtomicU64>,
-    load_permille: Arc<AtomicU32>,
-    handle: Mutex<Option<thread::JoinHandle<()>>>,
-}
-
-impl TimerThread {
-    /// Starts the timer thread over `ctx`'s shards.
-    pub(crate) fn start(ctx: &Arc<Ctx>) -> anyhow::Result<Self> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let busy_ns = Arc::new(AtomicU64::new(0));
-        let (s, b, c) = (stop.clone(), busy_ns.clone(), ctx.clone());
-        let handle = thread::Builder::new()
-            .name("sip-timers".into())
-            .spawn(move || timer_loop(&c, &s, &b))?;
-        Ok(Self {
-            stop,
-            busy_ns,
-            load_permille: Arc::new(AtomicU32::new(0)),
-            handle: Mutex::new(Some(handle)),
-        })
-    }
-
-    /// Stops and joins the thread.
-    pub(crate) fn stop(&self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(h) = lock(&self.handle).take() {
-            let _ = h.join();
-        }
-    }
-
-    /// Measures the load of the cycle that ends at `now` (started at `since` with `busy0`).
-    pub(crate) fn measure(&self, elapsed: Duration, busy_before: u64) -> u64 {
-        let busy = self.busy_ns.load(Ordering::Relaxed);
-        let load = busy.saturating_sub(busy_before) as f64 / elapsed.as_nanos().max(1) as f64;
-        self.load_permille
-            .store((load.min(1.0) * 1000.0).round() as u32, Ordering::Relaxed);
-        busy
-    }
-
-    /// The timer group, as `show workers` reports it.
-    pub(crate) fn report(&self) -> GroupReport {
-        let load = f64::from(self.load_permille.load(Ordering::Relaxed)) / 10.0;
-        GroupReport {
-            name: "timer".into(),
-            profile: None,
-            workers: 1,
-            load_percent: load,
-            demand_percent: load,
-            queued: 0,
-            scheduling: "-",
-            guard_cycles: 0,
-            removed_retransmissions: 0,
-            answered_from_state: 0,
-            secondary_served: 0,
-            rejected_queue_full: 0,
-            rejected_queue_delay: 0,
-            dropped_queue_full: 0,
-            members: vec![WorkerReport {
-                id: 0,
-                load_percent: load,
-                demand_percent: load,
-                queued_primary: 0,
-                queued_secondary: 0,
-                shards: SHARDS,
-            }],
-            decisions: Vec::new(),
-        }
-    }
-}
-
-fn timer_loop(ctx: &Ctx, stop: &AtomicBool, busy_ns: &AtomicU64) {
-    while !stop.load(Ordering::Acquire) {
-        let started = Instant::now();
-        let mut next = started + TIMER_TICK;
-        for i in 0..SHARDS {
-            let now = Instant::now();
-            let due = ctx.shards.with(i, ctx.out.as_ref(), |e| {
-                if e.poll_timeout().is_some_and(|t| t <= now) {
-                    e.handle_timeout(now);
-                }
-                e.poll_timeout()
-            });
-            if let Some(t) = due {
-                next = next.min(t);
-            }
-        }
-        busy_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        let wait = next.saturating_duration_since(Instant::now());
-        if !wait.is_zero() {
-            thread::sleep(wait.max(Duration::from_millis(1)));
-        }
     }
 }
 

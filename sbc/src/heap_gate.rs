@@ -18,7 +18,7 @@ use tracing::{info, warn};
 use sbc_proto::overload::heap_gate::{GateChange, HeapGate};
 
 use crate::alarm_service::AlarmService;
-use crate::node::Node;
+use crate::runtime::Node;
 
 /// How often heap statistics are refreshed.
 pub const REFRESH: Duration = Duration::from_millis(100);
@@ -33,17 +33,6 @@ pub struct HeapGateSettings {
     pub reject_at: u8,
     /// Reopen below this percent.
     pub resume_at: u8,
-}
-
-impl HeapGateSettings {
-    /// The settings of a configuration.
-    pub fn of(cfg: &sbc_config::Config) -> Self {
-        Self {
-            limit_bytes: cfg.system.heap_limit_mb << 20,
-            reject_at: cfg.sip_config.heap_reject_threshold,
-            resume_at: cfg.sip_config.heap_resume_threshold,
-        }
-    }
 }
 
 /// The alarm id of the heap gate's traps: the heap alarm's id (131074), owned by task `sipd`

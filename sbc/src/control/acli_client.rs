@@ -19,7 +19,7 @@ use rustyline::hint::Hinter;
 use rustyline::validate::Validator;
 use rustyline::Helper;
 
-use crate::mgmt::{Request, Response};
+use crate::control::mgmt::{Request, Response};
 
 /// A connection to a node's management socket.
 pub struct Client {

@@ -10,7 +10,7 @@ use serde_json::json;
 use tracing::info;
 
 use crate::alarm_service::AlarmService;
-use crate::overload::HeapGateSettings;
+use crate::heap_gate::HeapGateSettings;
 use crate::pair::Pair;
 
 /// The outcome of a command: text and optional JSON, or an error.
@@ -47,7 +47,7 @@ impl Subsystems {
     /// Applies an activated configuration.
     pub fn reconfigure(&self, cfg: &Config) {
         self.alarms.reconfigure(cfg);
-        let _ = self.heap_gate.send(HeapGateSettings::of(cfg));
+        let _ = self.heap_gate.send(crate::settings::heap_gate(cfg));
         if let Some(p) = &self.pair {
             p.set_config(cfg);
         }
@@ -97,7 +97,7 @@ impl Subsystems {
                         .into(),
                 ),
                 Some(p) => {
-                    p.force_switchover()?;
+                    p.force_switchover().await?;
                     Ok((
                         "switchover requested\n".into(),
                         json.then(|| json!({"switchover": "requested"})),

@@ -20,9 +20,10 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
-use crate::mgmt::{self, Request, Response};
-use crate::node::{engine_config, Node};
-use crate::subsystems::Subsystems;
+use crate::control::mgmt::{self, Request, Response};
+use crate::control::subsystems::Subsystems;
+use crate::runtime::Node;
+use crate::settings;
 
 /// The three copies of the configuration.
 #[derive(Debug, Clone)]
@@ -146,7 +147,7 @@ impl mgmt::Session for ConsoleSession {
     }
 }
 
-use crate::subsystems::Outcome;
+use crate::control::subsystems::Outcome;
 
 fn finish(r: Outcome, prompt: String) -> Response {
     match r {
@@ -259,7 +260,7 @@ impl Console {
     fn apply(&self, cfg: Config) -> Result<Vec<String>, String> {
         let running = self.snapshot()?.running;
         let restart = restart_needed(&running, &cfg);
-        let ecfg = engine_config(&cfg).map_err(|e| e.to_string())?;
+        let ecfg = settings::engine_config(&cfg).map_err(|e| e.to_string())?;
         self.node.reconfigure(&ecfg);
         self.node.reconfigure_edge(&cfg);
         self.subsystems.reconfigure(&cfg);

@@ -1,0 +1,201 @@
+//! One node's life: [`run`] starts every part from a validated configuration, serves until it
+//! is told to stop, then drains, as mini-redis's `server::run(listener, shutdown)`.
+//!
+//! The parts, in the order they start: the SIP runtime (sockets, worker groups,
+//! [`crate::runtime`]), the alarm service, the pair's machinery when `redundancy-config` is
+//! enabled ([`crate::pair`]), the heap gate, the console and the management socket
+//! ([`crate::control`]). Each takes its settings from [`crate::settings`].
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sbc_config::Config;
+use tokio::sync::mpsc;
+use tracing::{info, warn};
+
+use crate::alarm_service::AlarmService;
+use crate::control::console::{ConfigState, Console, Control};
+use crate::control::subsystems::Subsystems;
+use crate::pair::Pair;
+use crate::runtime::Node;
+
+/// What a node starts from.
+#[derive(Debug)]
+pub struct Launch {
+    /// The validated configuration.
+    pub config: Config,
+    /// The file it came from, where `save-config` writes (none: the embedded default).
+    pub path: Option<PathBuf>,
+    /// The management socket's path.
+    pub mgmt_socket: PathBuf,
+}
+
+/// How [`run`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Stopped: the shutdown future completed.
+    Stopped,
+    /// The operator asked for `reboot`: the caller restarts the process.
+    Reboot,
+}
+
+/// Runs one node (alone or in its pair) until `shutdown` completes or the operator asks for a
+/// `reboot`, then drains it: new requests get 503, transactions in progress finish.
+///
+/// # Errors
+/// When a part cannot start: a socket that cannot be bound, a configuration the engine
+/// refuses, the management socket.
+pub async fn run(launch: Launch, shutdown: impl Future<Output = ()>) -> anyhow::Result<Exit> {
+    let Launch {
+        config: cfg,
+        path,
+        mgmt_socket,
+    } = launch;
+    let paired = cfg.redundancy.is_enabled();
+    // In a pair the redundancy machine decides who binds the service address.
+    let node = Arc::new(crate::runtime::start(&cfg, !paired).await?);
+    let (control_tx, mut control_rx) = mpsc::unbounded_channel();
+    let alarms = AlarmService::spawn(&cfg, node.clone(), cfg.redundancy.is_enabled())?;
+    let (pushed_tx, pushed_rx) = mpsc::unbounded_channel::<String>();
+    let pair = if paired {
+        Some(Pair::spawn(&cfg, node.clone(), alarms.clone(), pushed_tx).await?)
+    } else {
+        None
+    };
+    let (heap_tx, heap_rx) = tokio::sync::watch::channel(crate::settings::heap_gate(&cfg));
+    let subsystems = Arc::new(Subsystems::new(alarms.clone(), pair.clone(), heap_tx));
+    let console = Arc::new(Console {
+        config: Mutex::new(ConfigState {
+            running: cfg.clone(),
+            editing: cfg.clone(),
+            path,
+        }),
+        node: node.clone(),
+        subsystems: subsystems.clone(),
+        started: Instant::now(),
+        control: control_tx,
+    });
+    tokio::spawn(crate::heap_gate::run_heap_gate(
+        node.clone(),
+        alarms.clone(),
+        heap_rx,
+    ));
+    tokio::spawn(apply_pushed_configs(
+        console.clone(),
+        pair.clone(),
+        pushed_rx,
+    ));
+    tokio::spawn(report_source_denies(
+        node.clone(),
+        alarms.clone(),
+        cfg.system.hostname.clone(),
+    ));
+    let listener = crate::control::mgmt::bind(&mgmt_socket)?;
+    let mgmt = tokio::spawn(crate::control::mgmt::serve(
+        listener,
+        mgmt_socket.clone(),
+        console,
+    ));
+
+    let routes: Vec<String> = cfg
+        .sip_interfaces
+        .iter()
+        .filter_map(|i| {
+            cfg.route_for(&i.realm)
+                .map(|a| format!("{} -> {} {}", i.realm, a.name, a.socket_addr()))
+        })
+        .collect();
+    let interfaces = node.describe_interfaces();
+    info!(
+        ?interfaces,
+        ?routes,
+        workers = cfg.sip_config.workers,
+        "listening"
+    );
+    // The ready line: scripts and tests wait for it on stdout.
+    println!(
+        "sbc ready: {}{}; routes: {}; mgmt {}",
+        interfaces.join(", "),
+        if paired {
+            " (bound only while active in the pair)"
+        } else {
+            ""
+        },
+        routes.join(", "),
+        mgmt_socket.display()
+    );
+    let reboot = tokio::select! {
+        () = shutdown => false,
+        c = control_rx.recv() => c == Some(Control::Reboot),
+    };
+    if reboot {
+        warn!("rebooting: draining, then restarting the process");
+    } else {
+        info!("shutting down: refusing new requests, finishing transactions");
+    }
+    node.shutdown().await;
+    alarms.clear_for_restart();
+    // Give the trap sink a moment to send the clear traps.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    mgmt.abort();
+    let _ = std::fs::remove_file(&mgmt_socket);
+    Ok(if reboot { Exit::Reboot } else { Exit::Stopped })
+}
+
+/// Applies each configuration the active pushes; a refused push changes nothing and is shown
+/// in `show redundancy`.
+async fn apply_pushed_configs(
+    console: Arc<Console>,
+    pair: Option<Arc<Pair>>,
+    mut pushed: mpsc::UnboundedReceiver<String>,
+) {
+    while let Some(toml) = pushed.recv().await {
+        if let Err(e) = console.apply_pushed(&toml).await {
+            warn!(error = %e, "configuration pushed by the active refused: nothing changed");
+            if let Some(p) = &pair {
+                p.note_push_refused(e);
+            }
+        }
+    }
+}
+
+/// Source denies at the SIP edge: logged and trapped (`sbcSourceDeniedTrap`) as they start
+/// and end, checked once a second.
+async fn report_source_denies(node: Arc<Node>, alarms: Arc<AlarmService>, hostname: String) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        for e in node.access_events() {
+            let (source, seconds) = match e {
+                sbc_proto::access::AccessEvent::Denied { source, for_ } => {
+                    warn!(%source, seconds = for_.as_secs(), "source denied: it kept exceeding its rate of new requests");
+                    (source, u32::try_from(for_.as_secs()).unwrap_or(u32::MAX))
+                }
+                sbc_proto::access::AccessEvent::Released { source } => {
+                    info!(%source, "source deny ended");
+                    (source, 0)
+                }
+            };
+            alarms.sink().send(sbc_alarms::Trap::SourceDenied {
+                source: source.to_string(),
+                seconds,
+                node: hostname.clone(),
+            });
+        }
+    }
+}
+
+/// Completes on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
