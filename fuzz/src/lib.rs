@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 
 use sbc_ha::crypto::{self, PairKeys};
-use sbc_ha::{PeerConfig, PeerType, RedundancyConfig};
+use sbc_ha::{PeerSettings, PeerType, RedundancySettings};
 
 /// The pair's shared key in every target.
 pub const KEY: &[u8] = b"fuzzing-shared-key-0123456789";
@@ -13,20 +13,20 @@ pub const KEY: &[u8] = b"fuzzing-shared-key-0123456789";
 /// A two-node pair (`a` primary, `b` secondary) with `KEY`, one path each, optionally a
 /// witness.
 #[must_use]
-pub fn pair_config(witness: bool) -> RedundancyConfig {
-    let peer = |name: &str, port: u16, t| PeerConfig {
+pub fn pair_config(witness: bool) -> RedundancySettings {
+    let peer = |name: &str, port: u16, t| PeerSettings {
         name: name.into(),
         peer_type: t,
         destinations: vec![SocketAddr::from(([127, 0, 0, 1], port))],
     };
-    RedundancyConfig {
+    RedundancySettings {
         shared_key: String::from_utf8_lossy(KEY).into_owned(),
         witness: witness.then(|| SocketAddr::from(([127, 0, 0, 1], 9099))),
         peers: vec![
             peer("a", 9001, PeerType::Primary),
             peer("b", 9002, PeerType::Secondary),
         ],
-        ..RedundancyConfig::default()
+        ..RedundancySettings::default()
     }
 }
 

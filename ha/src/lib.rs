@@ -2,7 +2,7 @@
 //!
 //! # What this crate owns
 //!
-//! - [`RedundancyConfig`]: `redundancy-config` with Oracle's names and defaults, validated.
+//! - [`RedundancySettings`]: `redundancy-config` with Oracle's names and defaults, validated.
 //! - [`crypto`]: one key per use derived from the shared key (HKDF-SHA256), and the sealing of
 //!   datagrams (XChaCha20-Poly1305).
 //! - [`wire`]: the heartbeat and witness datagrams (magic, version, nonce, sealed bincode 2
@@ -50,20 +50,20 @@
 #![forbid(unsafe_code)]
 
 pub mod channel;
-pub mod config;
 pub mod crypto;
 pub mod machine;
 pub mod refusals;
+pub mod settings;
 pub mod shell;
 pub mod sync;
 pub mod wire;
 pub mod witness;
 
-pub use config::{AdminState, ConfigError, PeerConfig, PeerType, RedundancyConfig};
 pub use machine::{
     Counters, HaEvent, Health, PeerView, Reason, Redundancy, Refused, State, Status, Transmit,
     WitnessTransmit,
 };
+pub use settings::{AdminState, PeerSettings, PeerType, RedundancySettings, SettingsError};
 pub use sync::{SyncEntry, SyncFrame, SyncTable};
 pub use wire::{DecodeError, Heartbeat, NodeId, PathId, WitnessAnswer, WitnessProbe};
 pub use witness::{Lease, WitnessArbiter};

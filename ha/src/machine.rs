@@ -101,8 +101,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use tracing::{debug, info};
 
-use crate::config::{AdminState, ConfigError, RedundancyConfig};
 use crate::crypto::PairKeys;
+use crate::settings::{AdminState, RedundancySettings, SettingsError};
 use crate::wire::{
     DecodeError, Heartbeat, NodeId, PathId, WitnessAnswer, WitnessProbe, FLAG_INELIGIBLE,
     FLAG_LEASE, FLAG_PEER_ALIVE, FLAG_SWITCHOVER_REQUEST, FLAG_SYNCED, FLAG_WITNESS_OK,
@@ -567,11 +567,11 @@ impl Redundancy {
     /// # Errors
     /// The configuration does not validate for `local`.
     pub fn new(
-        config: &RedundancyConfig,
+        config: &RedundancySettings,
         local: &str,
         incarnation: u64,
         now: Instant,
-    ) -> Result<Self, ConfigError> {
+    ) -> Result<Self, SettingsError> {
         let (me, mate) = config.validated_pair(local)?;
         let local_lower = (me.destinations[0], &me.name) < (mate.destinations[0], &mate.name);
         let n = me.destinations.len();
@@ -583,11 +583,11 @@ impl Redundancy {
             destinations: mate.destinations.clone(),
             keys: PairKeys::derive(config.shared_key.as_bytes()),
             enabled: config.state == AdminState::Enabled,
-            adv: config.advertisement_time(),
+            adv: config.advertisement_time,
             dead: config.dead_time(),
-            initial: config.initial_time(),
-            becoming_active: config.becoming_active_time(),
-            becoming_standby: config.becoming_standby_time(),
+            initial: config.initial_time,
+            becoming_active: config.becoming_active_time,
+            becoming_standby: config.becoming_standby_time,
             health_threshold: config.health_threshold,
             emergency_threshold: config.emergency_threshold,
             witness_configured: config.witness.is_some(),
@@ -597,7 +597,7 @@ impl Redundancy {
             start: now,
             state: State::Initial,
             since: now,
-            deadline: Some(now + config.initial_time()),
+            deadline: Some(now + config.initial_time),
             takeover_why: Reason::NoPeer,
             epoch: 0,
             health: Health::FULL,

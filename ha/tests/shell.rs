@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use sbc_ha::shell::sync::{EntryCheck, SyncContext, SyncCountersSnapshot};
 use sbc_ha::shell::{self, Command, HaHandle, SyncEvent, SyncPublisher};
-use sbc_ha::{HaEvent, PeerConfig, PeerType, Redundancy, RedundancyConfig, State, SyncTable};
+use sbc_ha::{HaEvent, PeerSettings, PeerType, Redundancy, RedundancySettings, State, SyncTable};
 use tokio::net::{TcpListener, UdpSocket};
 use tokio::sync::mpsc;
 
@@ -39,24 +39,24 @@ async fn two_shells_elect_then_survivor_takes_over() {
     }
     let addrs: Vec<_> = socks.iter().map(|s| s.local_addr().unwrap()).collect();
     let (lo, hi) = if addrs[0] < addrs[2] { (0, 2) } else { (2, 0) };
-    let cfg = RedundancyConfig {
-        advertisement_time_ms: 100,
-        initial_time_ms: 300,
-        becoming_active_time_ms: 20,
+    let cfg = RedundancySettings {
+        advertisement_time: Duration::from_millis(100),
+        initial_time: Duration::from_millis(300),
+        becoming_active_time: Duration::from_millis(20),
         shared_key: "loopback-test-key-0123456789".into(),
         peers: vec![
-            PeerConfig {
+            PeerSettings {
                 name: "a".into(),
                 peer_type: PeerType::Primary,
                 destinations: vec![addrs[0], addrs[1]],
             },
-            PeerConfig {
+            PeerSettings {
                 name: "b".into(),
                 peer_type: PeerType::Secondary,
                 destinations: vec![addrs[2], addrs[3]],
             },
         ],
-        ..RedundancyConfig::default()
+        ..RedundancySettings::default()
     };
     let names = ["a", "b"];
     let lower = if lo == 0 { 0 } else { 1 };
@@ -100,19 +100,19 @@ async fn two_shells_elect_then_survivor_takes_over() {
 
 /// A pair's `redundancy-config` with both nodes on 127.0.0.1 (heartbeat ports that nothing
 /// uses in these tests) and `key`.
-fn sync_config(key: &str) -> RedundancyConfig {
-    let peer = |name: &str, port: u16, t| PeerConfig {
+fn sync_config(key: &str) -> RedundancySettings {
+    let peer = |name: &str, port: u16, t| PeerSettings {
         name: name.into(),
         peer_type: t,
         destinations: vec![std::net::SocketAddr::from(([127, 0, 0, 1], port))],
     };
-    RedundancyConfig {
+    RedundancySettings {
         shared_key: key.into(),
         peers: vec![
             peer("a", 1, PeerType::Primary),
             peer("b", 2, PeerType::Secondary),
         ],
-        ..RedundancyConfig::default()
+        ..RedundancySettings::default()
     }
 }
 
@@ -443,7 +443,7 @@ async fn witness_lease_allows_one_active_when_heartbeats_are_black_holed() {
     let mut handles = Vec::new();
     for (i, socket) in own.into_iter().enumerate() {
         // Each node's view: its own real address, the peer's heartbeat address a black hole.
-        let entry = |n: usize, addr| PeerConfig {
+        let entry = |n: usize, addr| PeerSettings {
             name: names[n].into(),
             peer_type: if n == 0 {
                 PeerType::Primary
@@ -452,14 +452,14 @@ async fn witness_lease_allows_one_active_when_heartbeats_are_black_holed() {
             },
             destinations: vec![addr],
         };
-        let cfg = RedundancyConfig {
-            advertisement_time_ms: 100,
-            initial_time_ms: 300,
-            becoming_active_time_ms: 20,
+        let cfg = RedundancySettings {
+            advertisement_time: Duration::from_millis(100),
+            initial_time: Duration::from_millis(300),
+            becoming_active_time: Duration::from_millis(20),
             shared_key: key.into(),
             witness: Some(witness),
             peers: vec![entry(i, own_addrs[i]), entry(1 - i, holes[1 - i])],
-            ..RedundancyConfig::default()
+            ..RedundancySettings::default()
         };
         let m = Redundancy::new(&cfg, names[i], 1, Instant::now()).unwrap();
         handles.push(shell::spawn(&cfg, m, vec![socket]));

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use sbc_ha::crypto::PairKeys;
 use sbc_ha::wire::{Heartbeat, FLAG_PEER_ALIVE, FLAG_SYNCED, FLAG_WITNESS_OK};
 use sbc_ha::{
-    HaEvent, Health, PathId, PeerConfig, PeerType, Reason, Redundancy, RedundancyConfig, Refused,
-    State, WitnessArbiter,
+    HaEvent, Health, PathId, PeerSettings, PeerType, Reason, Redundancy, RedundancySettings,
+    Refused, State, WitnessArbiter,
 };
 
 const KEY: &str = "simulation-shared-key-0123456789";
@@ -77,7 +77,7 @@ struct Node {
 type Packet = Reverse<(Instant, u64, usize, u8, Vec<u8>)>;
 
 pub struct HaPair {
-    cfg: RedundancyConfig,
+    cfg: RedundancySettings,
     t0: Instant,
     now: Instant,
     rng: Rng,
@@ -112,18 +112,18 @@ pub struct HaPair {
     check_release: bool,
 }
 
-fn config(paths: usize, witness: bool) -> RedundancyConfig {
+fn config(paths: usize, witness: bool) -> RedundancySettings {
     let dest = |node: u8, path: usize| -> SocketAddr {
         format!("10.0.{path}.{}:9090", node + 1).parse().unwrap()
     };
-    RedundancyConfig {
+    RedundancySettings {
         peers: vec![
-            PeerConfig {
+            PeerSettings {
                 name: NAMES[0].into(),
                 peer_type: PeerType::Primary,
                 destinations: (0..paths).map(|p| dest(0, p)).collect(),
             },
-            PeerConfig {
+            PeerSettings {
                 name: NAMES[1].into(),
                 peer_type: PeerType::Secondary,
                 destinations: (0..paths).map(|p| dest(1, p)).collect(),
@@ -131,7 +131,7 @@ fn config(paths: usize, witness: bool) -> RedundancyConfig {
         ],
         witness: witness.then(|| "10.9.9.9:9999".parse().unwrap()),
         shared_key: KEY.into(),
-        ..RedundancyConfig::default()
+        ..RedundancySettings::default()
     }
 }
 
@@ -184,7 +184,7 @@ impl HaPair {
     }
 
     fn adv(&self) -> Duration {
-        self.cfg.advertisement_time()
+        self.cfg.advertisement_time
     }
     fn dual_bound(&self) -> Duration {
         self.adv() + self.max_latency + Duration::from_millis(1)
@@ -197,7 +197,7 @@ impl HaPair {
             Duration::ZERO
         };
         self.cfg.dead_time()
-            + self.cfg.becoming_active_time()
+            + self.cfg.becoming_active_time
             + self.max_latency
             + lease
             + Duration::from_millis(1)
@@ -390,7 +390,7 @@ impl HaPair {
         !m.ineligible()
             && (self.cfg.witness.is_none()
                 || (n.witness && self.arbiter.as_ref().is_some_and(grants)))
-            && self.now - n.up_since >= self.cfg.initial_time()
+            && self.now - n.up_since >= self.cfg.initial_time
     }
 
     fn monitor(&mut self) {
@@ -671,7 +671,7 @@ fn active_killed_standby_takes_over_within_drift_time() {
         .first(1, t, |e| *e == HaEvent::TakeServiceAddress)
         .unwrap()
         - t;
-    let bound = p.cfg.dead_time() + p.cfg.becoming_active_time() + Duration::from_millis(2);
+    let bound = p.cfg.dead_time() + p.cfg.becoming_active_time + Duration::from_millis(2);
     assert!(took <= bound, "takeover after {took:?} (bound {bound:?})");
     assert!(p.transitions(1, t).contains(&(
         State::Standby,
@@ -897,7 +897,7 @@ fn emergency_threshold_rules() {
 #[test]
 fn becoming_standby_times_out_to_out_of_service() {
     let mut p = HaPair::new(1, 1, false);
-    p.cfg.becoming_standby_time_ms = 5_000;
+    p.cfg.becoming_standby_time = Duration::from_secs(5);
     p.sync_enabled = false;
     p.boot(0);
     p.boot(1);
@@ -1029,7 +1029,7 @@ fn active_killed_while_paths_cut_standby_takes_over_after_lease_expiry() {
     );
     // The lease ran at most dead time past the crash, then becoming-active-time and a round
     // trip to the witness.
-    let bound = p.cfg.dead_time() + p.cfg.becoming_active_time() + Duration::from_millis(20);
+    let bound = p.cfg.dead_time() + p.cfg.becoming_active_time + Duration::from_millis(20);
     assert!(
         took - t <= bound,
         "takeover after {:?} (bound {bound:?})",

@@ -156,27 +156,27 @@ pub(crate) fn work_settings(cfg: &Config) -> WorkSettings {
     }
 }
 
-/// Maps the configuration's `redundancy-config` onto the HA crate's.
-pub fn ha_config(cfg: &Config) -> sbc_ha::RedundancyConfig {
+/// The pair's settings from `redundancy-config` (durations from its milliseconds).
+pub fn redundancy(cfg: &Config) -> sbc_ha::RedundancySettings {
     let r = &cfg.redundancy;
-    sbc_ha::RedundancyConfig {
+    sbc_ha::RedundancySettings {
         state: if r.is_enabled() {
             sbc_ha::AdminState::Enabled
         } else {
             sbc_ha::AdminState::Disabled
         },
         port: r.port,
-        advertisement_time_ms: r.advertisement_time,
+        advertisement_time: Duration::from_millis(r.advertisement_time),
         percent_drift: r.percent_drift,
-        initial_time_ms: r.initial_time,
-        becoming_active_time_ms: r.becoming_active_time,
-        becoming_standby_time_ms: r.becoming_standby_time,
+        initial_time: Duration::from_millis(r.initial_time),
+        becoming_active_time: Duration::from_millis(r.becoming_active_time),
+        becoming_standby_time: Duration::from_millis(r.becoming_standby_time),
         health_threshold: r.health_threshold,
         emergency_threshold: r.emergency_threshold,
         peers: r
             .peers
             .iter()
-            .map(|p| sbc_ha::PeerConfig {
+            .map(|p| sbc_ha::PeerSettings {
                 name: p.name.clone(),
                 peer_type: match p.kind {
                     sbc_config::PeerType::Primary => sbc_ha::PeerType::Primary,

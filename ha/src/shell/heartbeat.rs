@@ -20,9 +20,9 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 use tracing::{debug, info, warn, Instrument};
 
-use crate::config::RedundancyConfig;
 use crate::machine::{HaEvent, Health, Redundancy, Refused, Status};
 use crate::refusals::RefusalLog;
+use crate::settings::RedundancySettings;
 use crate::wire::{PathId, MAX_DATAGRAM, WITNESS_ANSWER_MAGIC, WITNESS_PROBE_MAGIC};
 use crate::witness::WitnessArbiter;
 
@@ -89,7 +89,7 @@ impl Drop for HaHandle {
 ///
 /// # Errors
 /// The node is not in the configuration, or a bind fails.
-pub async fn bind_paths(config: &RedundancyConfig, local: &str) -> io::Result<Vec<UdpSocket>> {
+pub async fn bind_paths(config: &RedundancySettings, local: &str) -> io::Result<Vec<UdpSocket>> {
     let me = config.peer(local).ok_or_else(|| {
         io::Error::new(io::ErrorKind::NotFound, format!("no peer named {local:?}"))
     })?;
@@ -103,7 +103,11 @@ pub async fn bind_paths(config: &RedundancyConfig, local: &str) -> io::Result<Ve
 /// Starts the heartbeat task for `machine`, with `sockets[i]` carrying path `i`; sends the
 /// machine's lease probes to `config.witness`, if set. Must be called inside a tokio runtime.
 #[must_use]
-pub fn spawn(config: &RedundancyConfig, machine: Redundancy, sockets: Vec<UdpSocket>) -> HaHandle {
+pub fn spawn(
+    config: &RedundancySettings,
+    machine: Redundancy,
+    sockets: Vec<UdpSocket>,
+) -> HaHandle {
     let witness = config.witness;
     let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
     let (ev_tx, ev_rx) = mpsc::unbounded_channel();

@@ -50,9 +50,9 @@ use tracing::{debug, info, warn};
 use crate::channel::{
     ChannelError, Initiator, Responder, Session, MAX_HANDSHAKE_MESSAGE, MAX_MESSAGE,
 };
-use crate::config::{ConfigError, RedundancyConfig};
 use crate::crypto::PairKeys;
 use crate::refusals::{LogLine, RefusalLog};
+use crate::settings::{RedundancySettings, SettingsError};
 use crate::sync::{snapshot_chunks, SyncEntry, SyncError, SyncFrame, SyncTable};
 use crate::wire::NodeId;
 
@@ -209,10 +209,10 @@ impl SyncContext {
     /// # Errors
     /// The configuration does not validate for `local`.
     pub fn new(
-        config: &RedundancyConfig,
+        config: &RedundancySettings,
         local: &str,
         check: EntryCheck,
-    ) -> Result<Self, ConfigError> {
+    ) -> Result<Self, SettingsError> {
         let (me, mate) = config.validated_pair(local)?;
         let mut peer_ips: Vec<IpAddr> = mate.destinations.iter().map(SocketAddr::ip).collect();
         peer_ips.dedup();

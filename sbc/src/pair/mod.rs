@@ -140,7 +140,7 @@ impl Pair {
         alarms: Arc<AlarmService>,
         pushed: mpsc::UnboundedSender<String>,
     ) -> anyhow::Result<Arc<Self>> {
-        let ha = crate::settings::ha_config(cfg);
+        let ha = crate::settings::redundancy(cfg);
         let name = cfg.system.hostname.clone();
         let me = ha.peer(&name).ok_or_else(|| {
             anyhow::anyhow!(
@@ -155,7 +155,7 @@ impl Pair {
         let mate = ha
             .mate(&name)
             .ok_or_else(|| anyhow::anyhow!("redundancy-config has no peer besides {name:?}"))?;
-        let first = |p: &sbc_ha::PeerConfig| {
+        let first = |p: &sbc_ha::PeerSettings| {
             p.destinations
                 .first()
                 .map(|d| SocketAddr::new(d.ip(), ha.sip_sync_port))

@@ -32,38 +32,34 @@
 //! each group's [`Autoscaler`] with the loads and the queued messages and carries out its
 //! decisions.
 
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard, RwLock};
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use rand::rngs::OsRng;
-use rand::RngCore;
+use tracing::{info, warn};
 
-use tracing::{debug, info, warn};
-
-use sbc_proto::engine::{
-    self, DialogChange, Engine, EngineSeed, Inbound, Stats, Transmit, WallClock,
-};
+use sbc_proto::engine::{self, Inbound};
 use sbc_proto::overload::autoscale::{Autoscaler, ScaleDecision, ScalingProfile};
-use sbc_proto::overload::handover::{plan_new_worker, plan_retirement};
-use sbc_proto::overload::prsm::{Kind, Mode, PrsmConfig};
-use sbc_proto::overload::worker_queue::{Next, Offered, QueueCounters, Served, WorkerQueue};
+use sbc_proto::overload::handover::plan_new_worker;
+use sbc_proto::overload::prsm::{Mode, PrsmConfig};
+use sbc_proto::overload::worker_queue::{Offered, QueueCounters};
 use sbc_proto::sip::classify::Classified;
 
 mod report;
+mod shards;
 mod timer;
+mod worker;
 
 use report::{describe_reason, describe_record};
 pub use report::{DecisionReport, GroupReport, WorkerReport};
+pub(crate) use shards::{total_stats, Outlet, Shards};
 pub(crate) use timer::TimerThread;
+pub(crate) use worker::Job;
+use worker::{worker_loop, Control, Worker};
 
 /// Number of shards (engines): fixed, so a call's shard never changes when workers come and go.
 pub const SHARDS: usize = 64;
-
-/// How long an idle worker waits before looking at its control queue again.
-const IDLE_WAIT: Duration = Duration::from_millis(200);
 
 /// How long the control thread waits for a worker to carry out a hand-over.
 const CONFIRM_WAIT: Duration = Duration::from_secs(30);
@@ -72,80 +68,6 @@ const CONFIRM_WAIT: Duration = Duration::from_secs(30);
 /// queues stay usable: a panic is a bug, not a reason to stop serving every other call).
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// What a worker group needs from the rest of the node: the shards, and where to send.
-pub(crate) trait Outlet: Send + Sync + 'static {
-    /// Sends one message (UDP socket or TCP connection).
-    fn send(&self, t: Transmit);
-    /// Streams a confirmed-dialog change to the HA state sync, if any.
-    fn dialog_change(&self, change: DialogChange);
-}
-
-/// The engines, one per shard.
-pub(crate) struct Shards {
-    cells: Vec<Mutex<Engine>>,
-}
-
-impl Shards {
-    /// `SHARDS` engines with configuration `cfg`, each drawing its identifiers from a
-    /// stream seeded by the operating system.
-    pub(crate) fn new(cfg: &engine::EngineConfig) -> Self {
-        let wall_clock = WallClock {
-            at: Instant::now(),
-            unix: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or_default(),
-        };
-        Self {
-            cells: (0..SHARDS as u64)
-                .map(|shard| {
-                    let mut rng = [0; 32];
-                    OsRng.fill_bytes(&mut rng);
-                    let seed = EngineSeed {
-                        shard,
-                        rng,
-                        wall_clock,
-                    };
-                    Mutex::new(Engine::new(cfg.clone(), seed))
-                })
-                .collect(),
-        }
-    }
-
-    /// The shard of a Call-ID shard key.
-    pub(crate) fn of_key(key: u64) -> usize {
-        (key % SHARDS as u64) as usize
-    }
-
-    /// Runs `f` on shard `i` under its lock, then sends what the engine queued.
-    pub(crate) fn with<R>(
-        &self,
-        i: usize,
-        out: &dyn Outlet,
-        f: impl FnOnce(&mut Engine) -> R,
-    ) -> R {
-        let mut e = lock(&self.cells[i]);
-        let r = f(&mut e);
-        flush(&mut e, out);
-        r
-    }
-
-    /// Runs `f` on every shard in turn.
-    pub(crate) fn each(&self, out: &dyn Outlet, mut f: impl FnMut(usize, &mut Engine)) {
-        for i in 0..SHARDS {
-            self.with(i, out, |e| f(i, e));
-        }
-    }
-}
-
-fn flush(e: &mut Engine, out: &dyn Outlet) {
-    while let Some(t) = e.poll_transmit() {
-        out.send(t);
-    }
-    while let Some(c) = e.poll_dialog_change() {
-        out.dialog_change(c);
-    }
 }
 
 /// Settings shared by the workers of every group.
@@ -159,69 +81,6 @@ pub(crate) struct WorkSettings {
     pub routing_cost: Duration,
     /// Retry-After range of the queue's 503s.
     pub retry_after: (u32, u32),
-}
-
-/// One queued message.
-pub(crate) struct Job {
-    shard: usize,
-    inbound: Inbound,
-}
-
-enum Control {
-    /// Give `shards` (and their queued messages) to `to`.
-    Handoff {
-        shards: Vec<usize>,
-        to: Arc<Worker>,
-        done: mpsc::Sender<()>,
-    },
-    /// Give every shard to `heirs` (round robin) and exit.
-    Retire {
-        heirs: Vec<Arc<Worker>>,
-        done: mpsc::Sender<()>,
-    },
-}
-
-struct QueueState {
-    queue: WorkerQueue<Job>,
-    owned: Vec<bool>,
-    control: VecDeque<Control>,
-    stop: bool,
-}
-
-/// One worker thread of a group.
-pub(crate) struct Worker {
-    id: usize,
-    queue: Mutex<QueueState>,
-    ready: Condvar,
-    busy_ns: AtomicU64,
-    /// Demand over the last cycle (busy time plus refused and queued work), per mille.
-    demand_permille: AtomicU32,
-    load_permille: AtomicU32,
-    owned: AtomicUsize,
-}
-
-impl Worker {
-    fn new(id: usize, settings: &WorkSettings) -> Self {
-        Self {
-            id,
-            queue: Mutex::new(QueueState {
-                queue: WorkerQueue::new(settings.prsm, settings.max_queue_delay),
-                owned: vec![false; SHARDS],
-                control: VecDeque::new(),
-                stop: false,
-            }),
-            ready: Condvar::new(),
-            busy_ns: AtomicU64::new(0),
-            demand_permille: AtomicU32::new(0),
-            load_permille: AtomicU32::new(0),
-            owned: AtomicUsize::new(0),
-        }
-    }
-
-    fn command(&self, c: Control) {
-        lock(&self.queue).control.push_back(c);
-        self.ready.notify_one();
-    }
 }
 
 /// One worker group.
@@ -606,140 +465,4 @@ fn mean(xs: impl Iterator<Item = f64>) -> f64 {
     } else {
         sum / n as f64
     }
-}
-
-fn worker_loop(w: &Arc<Worker>, group: &Arc<Group>, ctx: &Arc<Ctx>) {
-    let settings = group.settings;
-    // What the last message cost, reported to the queue the next time it is locked.
-    let mut last: Option<Served> = None;
-    loop {
-        let next = {
-            let mut q = lock(&w.queue);
-            if let Some(s) = last.take() {
-                q.queue.record_service(s);
-            }
-            loop {
-                if let Some(c) = q.control.pop_front() {
-                    if carry_out(c, w, group, &mut q) {
-                        return;
-                    }
-                    continue;
-                }
-                if q.stop {
-                    return;
-                }
-                if let Some(next) = q.queue.take(Instant::now()) {
-                    break next;
-                }
-                q = w
-                    .ready
-                    .wait_timeout(q, IDLE_WAIT)
-                    .map_or_else(|e| e.into_inner().0, |(g, _)| g);
-            }
-        };
-        let started = Instant::now();
-        let (kind, processed) = match next {
-            Next::Process(job, kind) => {
-                let run = std::panic::AssertUnwindSafe(|| process(job, started, settings, ctx));
-                if std::panic::catch_unwind(run).is_err() {
-                    // A bug, not a reason to stop serving: the shard's engine is used again.
-                    tracing::error!(group = %group.name, worker = w.id, "message processing panicked");
-                }
-                (kind, true)
-            }
-            Next::Refuse(job) => {
-                // It waited too long: its caller is retransmitting and a routed answer would
-                // come later still. Refused cheaply; its copies are refused too.
-                group.reject(&job, ctx.out.as_ref());
-                (Kind::NewRequest, false)
-            }
-        };
-        let busy = started.elapsed();
-        w.busy_ns.fetch_add(
-            u64::try_from(busy.as_nanos()).unwrap_or(u64::MAX),
-            Ordering::Relaxed,
-        );
-        last = Some(Served {
-            busy,
-            kind,
-            processed,
-        });
-    }
-}
-
-fn process(job: Job, now: Instant, settings: WorkSettings, ctx: &Ctx) {
-    let routed = ctx.shards.with(job.shard, ctx.out.as_ref(), |e| {
-        let before = e.stats().routed_new;
-        e.handle_inbound(now, job.inbound);
-        e.stats().routed_new > before
-    });
-    if routed && !settings.routing_cost.is_zero() {
-        // The simulated routing lookup (a database or DNS query): it blocks this worker, not
-        // the shard.
-        thread::sleep(settings.routing_cost);
-    }
-}
-
-/// Carries out a control command on the worker's own thread; true when the worker must exit.
-fn carry_out(c: Control, w: &Arc<Worker>, group: &Group, q: &mut QueueState) -> bool {
-    match c {
-        Control::Handoff { shards, to, done } => {
-            hand_over(w, q, &shards, &to, group);
-            let _ = done.send(());
-            false
-        }
-        Control::Retire { heirs, done } => {
-            let mine: Vec<usize> = (0..SHARDS).filter(|&s| q.owned[s]).collect();
-            for (heir, part) in heirs.iter().zip(plan_retirement(&mine, heirs.len())) {
-                hand_over(w, q, &part, heir, group);
-            }
-            let left = q.queue.len();
-            if left > 0 {
-                warn!(group = %group.name, worker = w.id, left, "messages left at retirement");
-            }
-            let _ = done.send(());
-            true
-        }
-    }
-}
-
-/// Moves `shards` and their queued messages from `from` (whose queue `q` is locked) to `to`,
-/// then repoints the assignment table. Lock order: giver's queue, receiver's queue, table.
-fn hand_over(from: &Worker, q: &mut QueueState, shards: &[usize], to: &Arc<Worker>, group: &Group) {
-    let shards: Vec<usize> = shards.iter().copied().filter(|&s| q.owned[s]).collect();
-    if shards.is_empty() {
-        return;
-    }
-    let moved = q.queue.extract(|j| shards.contains(&j.shard));
-    for &s in &shards {
-        q.owned[s] = false;
-    }
-    from.owned.fetch_sub(shards.len(), Ordering::Relaxed);
-    {
-        let mut tq = lock(&to.queue);
-        for &s in &shards {
-            tq.owned[s] = true;
-        }
-        let n = moved.len();
-        tq.queue.take_over(moved, &q.queue);
-        debug!(group = %group.name, from = from.id, to = to.id, shards = shards.len(), messages = n, "shards handed over");
-    }
-    to.owned.fetch_add(shards.len(), Ordering::Relaxed);
-    to.ready.notify_one();
-    let mut a = match group.assignment.write() {
-        Ok(a) => a,
-        Err(e) => e.into_inner(),
-    };
-    for &s in &shards {
-        a[s] = to.clone();
-    }
-}
-
-/// Sums the counters of every shard.
-pub(crate) fn total_stats(shards: &Shards) -> Stats {
-    let mut total = Stats::default();
-    for cell in &shards.cells {
-        total += lock(cell).stats();
-    }
-    total
 }

@@ -20,7 +20,9 @@ use sbc_e2e::pair::{mgmt_exec, PairConfig, NAMES, SHARED_KEY};
 use sbc_e2e::{SbcNode, TestDir};
 use sbc_ha::shell::sync::{EntryCheck, SyncContext};
 use sbc_ha::shell::{self, SyncPublisher};
-use sbc_ha::{AdminState, PeerConfig, PeerType, Redundancy, RedundancyConfig, State, SyncTable};
+use sbc_ha::{
+    AdminState, PeerSettings, PeerType, Redundancy, RedundancySettings, State, SyncTable,
+};
 use serde_json::Value;
 
 fn wait_json(
@@ -47,25 +49,25 @@ fn a_push_of_redundancy_config_hooks_or_lab_mode_is_refused_by_the_standby() {
     let _guard = rt.enter();
 
     // The rogue sbc-a: the product's redundancy machine and sync server, with the key.
-    let ha = RedundancyConfig {
+    let ha = RedundancySettings {
         state: AdminState::Enabled,
-        advertisement_time_ms: config.advertisement_ms,
+        advertisement_time: Duration::from_millis(config.advertisement_ms),
         sip_sync_port: config.sip_sync_port,
         config_sync_port: config.config_sync_port,
         shared_key: SHARED_KEY.into(),
         peers: vec![
-            PeerConfig {
+            PeerSettings {
                 name: NAMES[0].into(),
                 peer_type: PeerType::Primary,
                 destinations: vec![config.heartbeat[0]],
             },
-            PeerConfig {
+            PeerSettings {
                 name: NAMES[1].into(),
                 peer_type: PeerType::Secondary,
                 destinations: vec![config.heartbeat[1]],
             },
         ],
-        ..RedundancyConfig::default()
+        ..RedundancySettings::default()
     };
     let machine = Redundancy::new(&ha, NAMES[0], 42, Instant::now()).expect("machine");
     let sockets = rt

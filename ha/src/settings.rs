@@ -1,4 +1,9 @@
-//! `redundancy-config`: the parameters of the pair, with Oracle's names and defaults.
+//! The pair's settings: what the redundancy machine, the heartbeat shell and the sync channel
+//! run with, in plain types (durations, not milliseconds; no serde). The operator's
+//! `redundancy-config` is modelled, defaulted and validated by `sbc-config`; the `sbc` shell
+//! maps it onto [`RedundancySettings`] in one function. [`RedundancySettings::validate`]
+//! checks only what the machine relies on (two peers it can tell apart, paths that pair up, a
+//! key long enough, thresholds in order), so a library user cannot start it unsound.
 //!
 //! Both nodes carry the same configuration: it lists both peers, and each node finds itself in
 //! it by name (Oracle does the same with the host name). A peer's `destinations` are its own
@@ -8,11 +13,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 /// Whether redundancy is on (`state enabled`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AdminState {
     /// The node takes part in a pair.
     #[default]
@@ -24,8 +26,7 @@ pub enum AdminState {
 /// The `type` of a peer: which one the operator thinks of as the primary.
 ///
 /// It is informational (as in Oracle's ACLI): the election uses health, then address.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PeerType {
     /// The primary node.
     Primary,
@@ -34,44 +35,42 @@ pub enum PeerType {
 }
 
 /// One `peers` entry of `redundancy-config`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub struct PeerConfig {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerSettings {
     /// The node's name (its host name, or any unique name); a node finds itself by it.
     pub name: String,
     /// Primary or secondary.
-    #[serde(rename = "type")]
     pub peer_type: PeerType,
     /// The node's heartbeat address on each path, in path order (at least one).
     pub destinations: Vec<SocketAddr>,
 }
 
-/// `redundancy-config`: every field has Oracle's name (kebab-case in TOML) and default.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case", default)]
-pub struct RedundancyConfig {
+/// The pair's parameters, named after `redundancy-config`'s (Oracle's) keys.
+/// [`Default`] gives Oracle's defaults with no peers and no key, for tests and simulations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedundancySettings {
     /// `state`: enabled or disabled.
     pub state: AdminState,
     /// `port`: the default heartbeat port (9090), used by destinations written without one.
     pub port: u16,
-    /// `advertisement-time` in ms (500): the heartbeat interval on every path.
-    pub advertisement_time_ms: u64,
+    /// `advertisement-time` (500 ms): the heartbeat interval on every path.
+    pub advertisement_time: Duration,
     /// `percent-drift` (210): the peer is dead after advertisement-time × percent-drift / 100.
     pub percent_drift: u32,
-    /// `initial-time` in ms (1250): how long a booting node listens before its election.
-    pub initial_time_ms: u64,
-    /// `becoming-active-time` in ms (100): the pause between deciding to take over and taking.
-    pub becoming_active_time_ms: u64,
-    /// `becoming-standby-time` in ms (180000): time to finish the initial state sync, after
-    /// which the node goes out-of-service.
-    pub becoming_standby_time_ms: u64,
+    /// `initial-time` (1250 ms): how long a booting node listens before its election.
+    pub initial_time: Duration,
+    /// `becoming-active-time` (100 ms): the pause between deciding to take over and taking.
+    pub becoming_active_time: Duration,
+    /// `becoming-standby-time` (180 s): time to finish the initial state sync, after which the
+    /// node goes out-of-service.
+    pub becoming_standby_time: Duration,
     /// `health-threshold` (75): the active switches over below it if the standby is at or above.
     pub health_threshold: u8,
     /// `emergency-threshold` (50): below it an active hands over even to a starting standby at
     /// or above it, and keeps the role if the standby is below it too.
     pub emergency_threshold: u8,
     /// `peers`: exactly two, both nodes of the pair.
-    pub peers: Vec<PeerConfig>,
+    pub peers: Vec<PeerSettings>,
     /// `cfg-port` (1987): the TCP port of configuration sync.
     pub config_sync_port: u16,
     /// `sip-port` (1988): the TCP port of dialog (SIP) state sync.
@@ -84,16 +83,16 @@ pub struct RedundancyConfig {
     pub shared_key: String,
 }
 
-impl Default for RedundancyConfig {
+impl Default for RedundancySettings {
     fn default() -> Self {
         Self {
             state: AdminState::Enabled,
             port: 9090,
-            advertisement_time_ms: 500,
+            advertisement_time: Duration::from_millis(500),
             percent_drift: 210,
-            initial_time_ms: 1250,
-            becoming_active_time_ms: 100,
-            becoming_standby_time_ms: 180_000,
+            initial_time: Duration::from_millis(1250),
+            becoming_active_time: Duration::from_millis(100),
+            becoming_standby_time: Duration::from_secs(180),
             health_threshold: 75,
             emergency_threshold: 50,
             peers: Vec::new(),
@@ -105,9 +104,10 @@ impl Default for RedundancyConfig {
     }
 }
 
-/// A `redundancy-config` that cannot be used, naming the key, the value and what is valid.
+/// Settings the pair cannot run with, naming the `redundancy-config` key, the value and what
+/// is valid.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigError {
+pub enum SettingsError {
     /// A number outside its range.
     #[error("redundancy-config.{key} = {value}: out of range (valid: {valid})")]
     OutOfRange {
@@ -156,47 +156,23 @@ pub enum ConfigError {
     },
 }
 
-impl RedundancyConfig {
-    /// `advertisement-time` as a duration.
-    #[must_use]
-    pub fn advertisement_time(&self) -> Duration {
-        Duration::from_millis(self.advertisement_time_ms)
-    }
-
+impl RedundancySettings {
     /// The time without a valid heartbeat on any path after which the peer is dead:
     /// advertisement-time × percent-drift / 100 (1.05 s at the defaults).
     #[must_use]
     pub fn dead_time(&self) -> Duration {
-        Duration::from_millis(self.advertisement_time_ms * u64::from(self.percent_drift) / 100)
-    }
-
-    /// `initial-time` as a duration.
-    #[must_use]
-    pub fn initial_time(&self) -> Duration {
-        Duration::from_millis(self.initial_time_ms)
-    }
-
-    /// `becoming-active-time` as a duration.
-    #[must_use]
-    pub fn becoming_active_time(&self) -> Duration {
-        Duration::from_millis(self.becoming_active_time_ms)
-    }
-
-    /// `becoming-standby-time` as a duration.
-    #[must_use]
-    pub fn becoming_standby_time(&self) -> Duration {
-        Duration::from_millis(self.becoming_standby_time_ms)
+        self.advertisement_time * self.percent_drift / 100
     }
 
     /// The peer entry named `name`.
     #[must_use]
-    pub fn peer(&self, name: &str) -> Option<&PeerConfig> {
+    pub fn peer(&self, name: &str) -> Option<&PeerSettings> {
         self.peers.iter().find(|p| p.name == name)
     }
 
     /// The peer entry that is not `local`.
     #[must_use]
-    pub fn mate(&self, local: &str) -> Option<&PeerConfig> {
+    pub fn mate(&self, local: &str) -> Option<&PeerSettings> {
         self.peers.iter().find(|p| p.name != local)
     }
 
@@ -204,120 +180,68 @@ impl RedundancyConfig {
     ///
     /// # Errors
     /// As [`Self::validate`].
-    pub fn validated_pair(&self, local: &str) -> Result<(&PeerConfig, &PeerConfig), ConfigError> {
+    pub fn validated_pair(
+        &self,
+        local: &str,
+    ) -> Result<(&PeerSettings, &PeerSettings), SettingsError> {
         self.validate(local)?;
         let me = self
             .peer(local)
-            .ok_or_else(|| ConfigError::UnknownLocal(local.to_owned()))?;
-        let mate = self.mate(local).ok_or(ConfigError::PeerCount(1))?;
+            .ok_or_else(|| SettingsError::UnknownLocal(local.to_owned()))?;
+        let mate = self.mate(local).ok_or(SettingsError::PeerCount(1))?;
         Ok((me, mate))
     }
 
-    /// Checks ranges and the peer list; `local` is this node's name.
+    /// Checks what the machine relies on (the ranges an operator may choose are
+    /// `sbc-config`'s to check); `local` is this node's name.
     ///
     /// # Errors
-    /// The first problem found, as a [`ConfigError`] naming the key.
-    pub fn validate(&self, local: &str) -> Result<(), ConfigError> {
-        fn range(
-            key: &'static str,
-            value: u64,
-            lo: u64,
-            hi: u64,
-            valid: &'static str,
-        ) -> Result<(), ConfigError> {
-            if (lo..=hi).contains(&value) {
-                Ok(())
-            } else {
-                Err(ConfigError::OutOfRange { key, value, valid })
-            }
+    /// The first problem found, as a [`SettingsError`] naming the key.
+    pub fn validate(&self, local: &str) -> Result<(), SettingsError> {
+        if self.advertisement_time.is_zero() {
+            return Err(SettingsError::OutOfRange {
+                key: "advertisement-time",
+                value: 0,
+                valid: "more than 0 ms",
+            });
         }
-        range("port", u64::from(self.port), 1, 65535, "1..=65535")?;
-        range(
-            "advertisement-time",
-            self.advertisement_time_ms,
-            50,
-            999_999,
-            "50..=999999 ms",
-        )?;
-        range(
-            "percent-drift",
-            u64::from(self.percent_drift),
-            100,
-            65535,
-            "100..=65535",
-        )?;
-        range(
-            "initial-time",
-            self.initial_time_ms,
-            5,
-            999_999,
-            "5..=999999 ms",
-        )?;
-        range(
-            "becoming-active-time",
-            self.becoming_active_time_ms,
-            5,
-            999_999,
-            "5..=999999 ms",
-        )?;
-        range(
-            "becoming-standby-time",
-            self.becoming_standby_time_ms,
-            5,
-            9_999_999,
-            "5..=9999999 ms",
-        )?;
-        range(
-            "health-threshold",
-            u64::from(self.health_threshold),
-            1,
-            100,
-            "1..=100",
-        )?;
-        range(
-            "emergency-threshold",
-            u64::from(self.emergency_threshold),
-            0,
-            100,
-            "0..=100",
-        )?;
-        range(
-            "cfg-port",
-            u64::from(self.config_sync_port),
-            1,
-            65535,
-            "1..=65535",
-        )?;
-        range(
-            "sip-port",
-            u64::from(self.sip_sync_port),
-            1,
-            65535,
-            "1..=65535",
-        )?;
+        if self.percent_drift < 100 {
+            return Err(SettingsError::OutOfRange {
+                key: "percent-drift",
+                value: u64::from(self.percent_drift),
+                valid: "100 or more: the peer is dead after more than one interval",
+            });
+        }
+        if self.health_threshold > 100 || self.emergency_threshold > 100 {
+            return Err(SettingsError::OutOfRange {
+                key: "health-threshold",
+                value: u64::from(self.health_threshold.max(self.emergency_threshold)),
+                valid: "0..=100",
+            });
+        }
         if self.emergency_threshold > self.health_threshold {
-            return Err(ConfigError::ThresholdOrder {
+            return Err(SettingsError::ThresholdOrder {
                 emergency: self.emergency_threshold,
                 health: self.health_threshold,
             });
         }
         if self.shared_key.len() < crate::crypto::MIN_SHARED_KEY_LEN {
-            return Err(ConfigError::ShortKey(self.shared_key.len()));
+            return Err(SettingsError::ShortKey(self.shared_key.len()));
         }
         if self.peers.len() != 2 {
-            return Err(ConfigError::PeerCount(self.peers.len()));
+            return Err(SettingsError::PeerCount(self.peers.len()));
         }
         let (a, b) = (&self.peers[0], &self.peers[1]);
         if a.name == b.name {
-            return Err(ConfigError::DuplicateName(a.name.clone()));
+            return Err(SettingsError::DuplicateName(a.name.clone()));
         }
         if a.peer_type == b.peer_type {
-            return Err(ConfigError::SameType(a.peer_type));
+            return Err(SettingsError::SameType(a.peer_type));
         }
         for p in &self.peers {
             let n = p.destinations.len();
             if !(1..=8).contains(&n) || n != a.destinations.len().max(b.destinations.len()) {
-                return Err(ConfigError::Destinations {
+                return Err(SettingsError::Destinations {
                     name: p.name.clone(),
                     count: n,
                 });
@@ -326,11 +250,11 @@ impl RedundancyConfig {
         let mut seen = std::collections::HashSet::new();
         for d in a.destinations.iter().chain(&b.destinations) {
             if !seen.insert(*d) {
-                return Err(ConfigError::DuplicateDestination(*d));
+                return Err(SettingsError::DuplicateDestination(*d));
             }
         }
         if self.peer(local).is_none() {
-            return Err(ConfigError::UnknownLocal(local.to_owned()));
+            return Err(SettingsError::UnknownLocal(local.to_owned()));
         }
         Ok(())
     }
@@ -340,45 +264,50 @@ impl RedundancyConfig {
 mod tests {
     use super::*;
 
-    fn pair() -> RedundancyConfig {
+    fn pair() -> RedundancySettings {
         let a = |s: &str| -> SocketAddr { s.parse().expect("addr") };
-        RedundancyConfig {
+        RedundancySettings {
             peers: vec![
-                PeerConfig {
+                PeerSettings {
                     name: "sbc1".into(),
                     peer_type: PeerType::Primary,
                     destinations: vec![a("10.0.0.1:9090")],
                 },
-                PeerConfig {
+                PeerSettings {
                     name: "sbc2".into(),
                     peer_type: PeerType::Secondary,
                     destinations: vec![a("10.0.0.2:9090")],
                 },
             ],
             shared_key: "a-shared-key-of-enough-length".into(),
-            ..RedundancyConfig::default()
+            ..RedundancySettings::default()
         }
     }
 
     #[test]
     fn defaults_are_oracles() {
-        let c = RedundancyConfig::default();
+        let c = RedundancySettings::default();
         assert_eq!(
             (
                 c.port,
-                c.advertisement_time_ms,
+                c.advertisement_time,
                 c.percent_drift,
-                c.initial_time_ms
+                c.initial_time
             ),
-            (9090, 500, 210, 1250)
+            (
+                9090,
+                Duration::from_millis(500),
+                210,
+                Duration::from_millis(1250)
+            )
         );
         assert_eq!(
             (
-                c.becoming_active_time_ms,
+                c.becoming_active_time,
                 c.health_threshold,
                 c.emergency_threshold
             ),
-            (100, 75, 50)
+            (Duration::from_millis(100), 75, 50)
         );
         assert_eq!((c.config_sync_port, c.sip_sync_port), (1987, 1988));
         assert_eq!(c.dead_time(), Duration::from_millis(1050));
@@ -388,11 +317,11 @@ mod tests {
     #[test]
     fn errors_name_the_key() {
         let mut c = pair();
-        c.advertisement_time_ms = 0;
+        c.advertisement_time = Duration::ZERO;
         assert_eq!(
             c.validate("sbc1").map_err(|e| e.to_string()),
             Err(
-                "redundancy-config.advertisement-time = 0: out of range (valid: 50..=999999 ms)"
+                "redundancy-config.advertisement-time = 0: out of range (valid: more than 0 ms)"
                     .into()
             )
         );
@@ -400,28 +329,31 @@ mod tests {
         c.emergency_threshold = 80;
         assert!(matches!(
             c.validate("sbc1"),
-            Err(ConfigError::ThresholdOrder { .. })
+            Err(SettingsError::ThresholdOrder { .. })
         ));
         assert_eq!(
             pair().validate("sbc3"),
-            Err(ConfigError::UnknownLocal("sbc3".into()))
+            Err(SettingsError::UnknownLocal("sbc3".into()))
         );
         let mut c = pair();
         c.shared_key = "short".into();
-        assert_eq!(c.validate("sbc1"), Err(ConfigError::ShortKey(5)));
+        assert_eq!(c.validate("sbc1"), Err(SettingsError::ShortKey(5)));
         let mut c = pair();
         c.peers[1].peer_type = PeerType::Primary;
-        assert!(matches!(c.validate("sbc1"), Err(ConfigError::SameType(_))));
+        assert!(matches!(
+            c.validate("sbc1"),
+            Err(SettingsError::SameType(_))
+        ));
         let mut c = pair();
         c.peers[1]
             .destinations
             .push("10.1.0.2:9090".parse().expect("addr"));
         assert!(matches!(
             c.validate("sbc1"),
-            Err(ConfigError::Destinations { .. })
+            Err(SettingsError::Destinations { .. })
         ));
         let mut c = pair();
         c.peers.pop();
-        assert_eq!(c.validate("sbc1"), Err(ConfigError::PeerCount(1)));
+        assert_eq!(c.validate("sbc1"), Err(SettingsError::PeerCount(1)));
     }
 }

@@ -1,0 +1,95 @@
+//! The shards: [`SHARDS`] engines, each behind its own lock, and the [`Outlet`] their output
+//! goes to.
+
+use std::sync::Mutex;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use rand::rngs::OsRng;
+use rand::RngCore;
+
+use sbc_proto::engine::{self, DialogChange, Engine, EngineSeed, Stats, Transmit, WallClock};
+
+use super::{lock, SHARDS};
+
+/// What a worker group needs from the rest of the node: the shards, and where to send.
+pub(crate) trait Outlet: Send + Sync + 'static {
+    /// Sends one message (UDP socket or TCP connection).
+    fn send(&self, t: Transmit);
+    /// Streams a confirmed-dialog change to the HA state sync, if any.
+    fn dialog_change(&self, change: DialogChange);
+}
+
+/// The engines, one per shard.
+pub(crate) struct Shards {
+    pub(super) cells: Vec<Mutex<Engine>>,
+}
+
+impl Shards {
+    /// `SHARDS` engines with configuration `cfg`, each drawing its identifiers from a
+    /// stream seeded by the operating system.
+    pub(crate) fn new(cfg: &engine::EngineConfig) -> Self {
+        let wall_clock = WallClock {
+            at: Instant::now(),
+            unix: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default(),
+        };
+        Self {
+            cells: (0..SHARDS as u64)
+                .map(|shard| {
+                    let mut rng = [0; 32];
+                    OsRng.fill_bytes(&mut rng);
+                    let seed = EngineSeed {
+                        shard,
+                        rng,
+                        wall_clock,
+                    };
+                    Mutex::new(Engine::new(cfg.clone(), seed))
+                })
+                .collect(),
+        }
+    }
+
+    /// The shard of a Call-ID shard key.
+    pub(crate) fn of_key(key: u64) -> usize {
+        (key % SHARDS as u64) as usize
+    }
+
+    /// Runs `f` on shard `i` under its lock, then sends what the engine queued.
+    pub(crate) fn with<R>(
+        &self,
+        i: usize,
+        out: &dyn Outlet,
+        f: impl FnOnce(&mut Engine) -> R,
+    ) -> R {
+        let mut e = lock(&self.cells[i]);
+        let r = f(&mut e);
+        flush(&mut e, out);
+        r
+    }
+
+    /// Runs `f` on every shard in turn.
+    pub(crate) fn each(&self, out: &dyn Outlet, mut f: impl FnMut(usize, &mut Engine)) {
+        for i in 0..SHARDS {
+            self.with(i, out, |e| f(i, e));
+        }
+    }
+}
+
+pub(super) fn flush(e: &mut Engine, out: &dyn Outlet) {
+    while let Some(t) = e.poll_transmit() {
+        out.send(t);
+    }
+    while let Some(c) = e.poll_dialog_change() {
+        out.dialog_change(c);
+    }
+}
+
+/// Sums the counters of every shard.
+pub(crate) fn total_stats(shards: &Shards) -> Stats {
+    let mut total = Stats::default();
+    for cell in &shards.cells {
+        total += lock(cell).stats();
+    }
+    total
+}
