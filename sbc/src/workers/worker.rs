@@ -179,13 +179,7 @@ fn carry_out(c: Control, w: &Arc<Worker>, group: &Group, q: &mut QueueState) -> 
 
 /// Moves `shards` and their queued messages from `from` (whose queue `q` is locked) to `to`,
 /// then repoints the assignment table. Lock order: giver's queue, receiver's queue, table.
-fn hand_over(
-    from: &Worker,
-    q: &mut QueueState,
-    shards: &[usize],
-    to: &Arc<Worker>,
-    group: &Group,
-) {
+fn hand_over(from: &Worker, q: &mut QueueState, shards: &[usize], to: &Arc<Worker>, group: &Group) {
     let shards: Vec<usize> = shards.iter().copied().filter(|&s| q.owned[s]).collect();
     if shards.is_empty() {
         return;
