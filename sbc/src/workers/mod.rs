@@ -51,6 +51,9 @@ mod shards;
 mod timer;
 mod worker;
 
+#[cfg(test)]
+mod tests;
+
 use report::{describe_reason, describe_record};
 pub use report::{DecisionReport, GroupReport, WorkerReport};
 pub(crate) use shards::{total_stats, Outlet, Shards};
