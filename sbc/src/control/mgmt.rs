@@ -110,6 +110,10 @@ pub trait SessionFactory: Send + Sync + 'static {
 /// Sessions served at a time, at most; clients beyond wait in the listen backlog.
 pub const MAX_SESSIONS: usize = 16;
 
+/// The longest management socket path a client can connect to: `sun_path` holds 108 bytes,
+/// the last for the terminating NUL.
+pub const MAX_SOCKET_PATH: usize = 107;
+
 /// The default management socket: `$XDG_RUNTIME_DIR/sbc/sbc.sock` when the session has a
 /// runtime directory, `/run/sbc/sbc.sock` for root, else `/tmp/sbc-<uid>/sbc.sock`. Its
 /// directory is created 0700 by [`bind`] (and refused if someone else could write to it).
@@ -150,9 +154,19 @@ pub struct Listener {
 /// A stale socket (no node answers on it) is replaced; a live one is refused.
 ///
 /// # Errors
-/// An unsafe directory, a live node on `path`, something else than a socket at `path`, or an
-/// I/O failure.
+/// A path longer than [`MAX_SOCKET_PATH`], an unsafe directory, a live node on `path`,
+/// something else than a socket at `path`, or an I/O failure.
 pub fn bind(path: &Path) -> anyhow::Result<Listener> {
+    // The socket is bound at a short staging path and renamed, so binding would succeed at
+    // any length; a client can only reach a path that fits `sun_path`.
+    let len = path.as_os_str().len();
+    if len > MAX_SOCKET_PATH {
+        anyhow::bail!(
+            "management socket path {} is {len} bytes: a Unix socket path holds at most \
+             {MAX_SOCKET_PATH}, so no client could connect; choose a shorter --mgmt-socket",
+            path.display()
+        );
+    }
     let uid = own_uid().ok_or_else(|| anyhow::anyhow!("cannot tell this process's uid"))?;
     let dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
         Some(d) => d.to_path_buf(),

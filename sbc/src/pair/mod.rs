@@ -1,5 +1,5 @@
-//! The HA pair as a running node sees it: the thin shell that connects `sbc-ha`'s redundancy
-//! machine to the SIP node, the alarm subsystem and the console.
+//! The HA pair as a running node sees it: the glue between `sbc-ha`'s redundancy machine (which
+//! decides) and the SIP runtime, the alarm subsystem and the console (which carry it out).
 //!
 //! - **Health in**: every change of the alarm subsystem's health score (and the
 //!   critical-memory "ineligible until restart" flag) goes to the redundancy machine.

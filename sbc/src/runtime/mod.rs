@@ -1,8 +1,10 @@
-//! The thin I/O shell around the engines: sockets, TCP connections, worker groups, shutdown.
+//! A node's SIP runtime: its sockets, binding and releasing the service address, and shutdown.
+//! What to do with a message is the engines' ([`sbc_proto::engine`]); which thread does it is
+//! the worker groups' ([`crate::workers`]).
 //!
-//! - One receive thread per UDP interface reads datagrams and queues each on its interface's
-//!   worker group ([`crate::workers`]), on the worker that serves the message's shard.
-//! - TCP runs on tokio: an accept loop per interface, a reader and a writer task per
+//! - One receive thread per UDP interface (`udp.rs`) reads datagrams and queues each on its
+//!   interface's worker group, on the worker that serves the message's shard.
+//! - TCP runs on tokio ([`tcp`]): an accept loop per interface, a reader and a writer task per
 //!   connection, and an outbound connector for next hops reached over TCP; every TCP message
 //!   goes to the TCP worker group.
 //! - The engines (one per shard) are driven by the group workers (messages) and the timer

@@ -362,6 +362,29 @@ fn an_unsafe_socket_directory_is_refused_and_the_default_is_private() {
     );
     assert!(stderr.contains("writable by group or others"), "{stderr}");
 
+    // A path no client could connect to (longer than sun_path) is refused, not "listening".
+    let deep = dir.file(&"d".repeat(100));
+    std::fs::create_dir(&deep).expect("mkdir");
+    std::fs::set_permissions(&deep, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let out = std::process::Command::new(sbc_e2e::sbc::sbc_binary())
+        .arg("run")
+        .arg("--config")
+        .arg(&config)
+        .arg("--mgmt-socket")
+        .arg(deep.join("sbc.sock"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run sbc");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "started on an unreachable socket path"
+    );
+    assert!(
+        stderr.contains("a Unix socket path holds at most 107"),
+        "{stderr}"
+    );
+
     // Without --mgmt-socket: $XDG_RUNTIME_DIR/sbc/sbc.sock, the directory created 0700.
     let runtime = dir.file("runtime");
     std::fs::create_dir(&runtime).expect("mkdir");
