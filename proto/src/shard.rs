@@ -75,27 +75,19 @@ fn fnv1a(data: &[u8]) -> u64 {
     h.finish()
 }
 
-/// Which of `workers` workers handles a raw message (0 when it has no Call-ID).
-pub fn worker_for(data: &[u8], workers: usize) -> usize {
-    match scan_call_id(data) {
-        Some(id) => (call_id_key(id) % workers.max(1) as u64) as usize,
-        None => 0,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn both_legs_land_on_the_same_worker() {
+    fn both_legs_have_the_same_shard_key() {
         let a = b"INVITE sip:x SIP/2.0\r\nVia: v\r\nCall-ID:  abc@host \r\n\r\n";
         let key = call_id_key(b"abc@host");
         let b_id = b2b_call_id(key, 42);
         let b = format!("SIP/2.0 200 OK\r\ni: {b_id}\r\n\r\n");
-        for n in 1..16 {
-            assert_eq!(worker_for(a, n), worker_for(b.as_bytes(), n));
-        }
+        let key_of = |m: &[u8]| scan_call_id(m).map(call_id_key);
+        assert_eq!(key_of(a), Some(key));
+        assert_eq!(key_of(b.as_bytes()), Some(key));
     }
 
     #[test]
@@ -103,7 +95,7 @@ mod tests {
         assert_eq!(scan_call_id(b"X\r\n\r\nCall-ID: late"), None);
         assert_eq!(scan_call_id(b""), None);
         assert_eq!(scan_call_id(b"\xff\xfe"), None);
-        assert_eq!(worker_for(b"garbage", 4), 0);
+        assert_eq!(scan_call_id(b"garbage"), None);
         assert_eq!(call_id_key(b"b2b-zz"), fnv1a(b"b2b-zz"));
         // The published FNV-1a 64 vector: shard keys stay what older nodes computed.
         assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);

@@ -176,13 +176,6 @@ impl AlarmService {
         self.health_tx.subscribe()
     }
 
-    /// Tells the subsystem whether a redundancy peer is present now.
-    pub fn set_has_peer(&self, has_peer: bool) {
-        if let Ok(mut i) = self.inner.lock() {
-            i.has_peer = has_peer;
-        }
-    }
-
     /// The trap sink (the HA machinery sends its redundancy traps through it).
     pub fn sink(&self) -> &TrapSink {
         &self.sink

@@ -337,6 +337,24 @@ fn another_users_client_is_refused_by_uid() {
 
 /// A socket directory that others can write to is refused at start (a local user could replace
 /// the socket); the default socket lives in a private directory created 0700.
+/// Runs `sbc run` with management socket `socket` until it exits (a refused socket ends it at
+/// once): whether it exited successfully, and its stderr.
+fn run_with_socket(config: &Path, socket: &Path) -> (bool, String) {
+    let out = std::process::Command::new(sbc_e2e::sbc::sbc_binary())
+        .arg("run")
+        .arg("--config")
+        .arg(config)
+        .arg("--mgmt-socket")
+        .arg(socket)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run sbc");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 #[test]
 fn an_unsafe_socket_directory_is_refused_and_the_default_is_private() {
     use std::os::unix::fs::MetadataExt as _;
@@ -346,18 +364,9 @@ fn an_unsafe_socket_directory_is_refused_and_the_default_is_private() {
     std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
     let config = dir.file("sbc.toml");
     std::fs::write(&config, SbcConfig::new().to_toml()).expect("config");
-    let out = std::process::Command::new(sbc_e2e::sbc::sbc_binary())
-        .arg("run")
-        .arg("--config")
-        .arg(&config)
-        .arg("--mgmt-socket")
-        .arg(open.join("sbc.sock"))
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("run sbc");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (started, stderr) = run_with_socket(&config, &open.join("sbc.sock"));
     assert!(
-        !out.status.success(),
+        !started,
         "started with a socket in a world-writable directory"
     );
     assert!(stderr.contains("writable by group or others"), "{stderr}");
@@ -366,20 +375,8 @@ fn an_unsafe_socket_directory_is_refused_and_the_default_is_private() {
     let deep = dir.file(&"d".repeat(100));
     std::fs::create_dir(&deep).expect("mkdir");
     std::fs::set_permissions(&deep, std::fs::Permissions::from_mode(0o700)).expect("chmod");
-    let out = std::process::Command::new(sbc_e2e::sbc::sbc_binary())
-        .arg("run")
-        .arg("--config")
-        .arg(&config)
-        .arg("--mgmt-socket")
-        .arg(deep.join("sbc.sock"))
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("run sbc");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success(),
-        "started on an unreachable socket path"
-    );
+    let (started, stderr) = run_with_socket(&config, &deep.join("sbc.sock"));
+    assert!(!started, "started on an unreachable socket path");
     assert!(
         stderr.contains("a Unix socket path holds at most 107"),
         "{stderr}"
