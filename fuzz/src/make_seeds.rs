@@ -184,5 +184,33 @@ fn main() -> std::io::Result<()> {
         exit\nexit\nshow health\nshow running-config\n";
     write("acli", "readme-dialogue", script.as_bytes())?;
     write("acli", "sip-interface", b"configure terminal\nmedia-manager\nsip-interface\nrealm edge\nport 5070\ntransports udp\ndone\nno edge\n")?;
+
+    // SDP: an offer with ICE and RTCP, an old-style hold, rtcp-mux over IPv6.
+    for (name, sdp) in SDP_SEEDS {
+        write("sdp", name, sdp.as_bytes())?;
+    }
     Ok(())
 }
+
+/// The SDP seeds (also what `corpus/sdp/` holds).
+const SDP_SEEDS: [(&str, &str); 3] = [
+    (
+        "offer-ice-rtcp",
+        "v=0\r\no=alice 2890844526 2890844526 IN IP4 10.1.1.1\r\ns=-\r\nc=IN IP4 10.1.1.1\r\n\
+         t=0 0\r\nm=audio 49170 RTP/AVP 0 8 101\r\na=rtpmap:0 PCMU/8000\r\n\
+         a=rtpmap:101 telephone-event/8000\r\na=fmtp:101 0-15\r\na=ptime:20\r\n\
+         a=rtcp:49171 IN IP4 10.1.1.1\r\na=ice-ufrag:8hhY\r\na=ice-pwd:asd88fgpdd777uzjYhagZg\r\n\
+         a=candidate:1 1 UDP 2130706431 10.1.1.1 49170 typ host\r\na=sendrecv\r\n\
+         m=video 0 RTP/AVP 96\r\na=rtpmap:96 H264/90000\r\n",
+    ),
+    (
+        "hold-by-address",
+        "v=0\r\no=- 1 2 IN IP4 10.1.1.1\r\ns=-\r\nc=IN IP4 0.0.0.0\r\nt=0 0\r\n\
+         m=audio 49170 RTP/AVP 0\r\na=sendonly\r\n",
+    ),
+    (
+        "ipv6-rtcp-mux",
+        "v=0\r\no=- 1 1 IN IP6 2001:db8::1\r\ns=-\r\nc=IN IP6 2001:db8::1\r\nt=0 0\r\n\
+         m=audio 4000 RTP/AVP 0\r\nc=IN IP6 2001:db8::2\r\na=rtcp-mux\r\na=rtcp:4000\r\n",
+    ),
+];

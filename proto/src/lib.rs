@@ -19,5 +19,6 @@
 pub mod access;
 pub mod engine;
 pub mod overload;
+pub mod sdp;
 pub mod shard;
 pub mod sip;
