@@ -189,6 +189,21 @@ fn main() -> std::io::Result<()> {
     for (name, sdp) in SDP_SEEDS {
         write("sdp", name, sdp.as_bytes())?;
     }
+
+    // Media: open a call with one stream, signal both legs, RTP both ways, a stranger, time
+    // passing, close (4 bytes an operation: kind, id, argument, address/byte).
+    let ops: [[u8; 4]; 9] = [
+        [0, 1, 1, 0],
+        [1, 1, 0, 1],
+        [1, 1, 1, 2],
+        [2, 1, 0, 1],
+        [3, 1, 2, 2],
+        [5, 0, 60, 0],
+        [2, 1, 0, 3],
+        [4, 1, 0, 0],
+        [2, 1, 0, 1],
+    ];
+    write("media", "one-call", &ops.concat())?;
     Ok(())
 }
 

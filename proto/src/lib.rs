@@ -18,6 +18,7 @@
 
 pub mod access;
 pub mod engine;
+pub mod media;
 pub mod overload;
 pub mod sdp;
 pub mod shard;
