@@ -5,4 +5,5 @@
 
 pub mod chart;
 pub mod demo;
+pub mod testing;
 pub mod traffic;

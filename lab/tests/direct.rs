@@ -7,7 +7,7 @@ mod common;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::{assert_all_completed, until, within};
+use sbc_lab::testing::{assert_all_completed, blocking, until, within};
 use sbc_lab::traffic::{ByeFrom, Timers, Transport, Uac, UacConfig, Uas, UasConfig};
 
 fn any_port() -> SocketAddr {
@@ -179,7 +179,7 @@ async fn uas_retransmits_200_until_ack_and_absorbs_invite_retransmissions() {
     let uas = Uas::start(uas_cfg).await.expect("uas");
     let target = uas.local_addr();
     let stats = uas.stats();
-    common::blocking(move || {
+    blocking(move || {
         let sock = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
         sock.set_read_timeout(Some(Duration::from_secs(2))).expect("timeout");
         sock.connect(target).expect("connect");

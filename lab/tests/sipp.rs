@@ -7,8 +7,8 @@ mod common;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::{blocking, within};
 use sbc_e2e::{ports, Scenario, Sipp, SippResult, TestDir};
+use sbc_lab::testing::{assert_all_completed, blocking, within};
 use sbc_lab::traffic::{ByeFrom, Snapshot, Transport, Uac, UacConfig, Uas, UasConfig};
 
 fn fresh() -> SocketAddr {
@@ -102,7 +102,7 @@ async fn our_uac_against_sipp_uas_udp() {
     let (ours, theirs, _dir) = uac_against_sipp(cfg, Scenario::Builtin("uas")).await;
     theirs.assert_success(30);
     assert_agree(&ours, &theirs);
-    common::assert_all_completed(&ours, 30);
+    assert_all_completed(&ours, 30);
     // Message by message: what we sent is what SIPp received, and the other way round.
     let c = |col: &str| theirs.count(col);
     assert_eq!(c("0_INVITE_Recv"), 30, "{:?}", theirs.counts);
@@ -134,7 +134,7 @@ async fn our_uac_against_sipp_uas_tcp() {
     let (ours, theirs, _dir) = uac_against_sipp(cfg, Scenario::Builtin("uas")).await;
     theirs.assert_success(30);
     assert_agree(&ours, &theirs);
-    common::assert_all_completed(&ours, 30);
+    assert_all_completed(&ours, 30);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -164,7 +164,7 @@ async fn our_uac_waits_for_sipp_callee_bye() {
     let (ours, theirs, _dir) = uac_against_sipp(cfg, Scenario::File("uas_callee_bye.xml")).await;
     theirs.assert_success(20);
     assert_agree(&ours, &theirs);
-    common::assert_all_completed(&ours, 20);
+    assert_all_completed(&ours, 20);
     assert_eq!(ours.received.bye, 20);
 }
 
@@ -175,7 +175,7 @@ async fn sipp_uac_against_our_uas_udp() {
     let (ours, theirs, _dir) = sipp_against_uas(cfg, Scenario::Builtin("uac"), 30, 30).await;
     theirs.assert_success(30);
     assert_agree(&ours, &theirs);
-    common::assert_all_completed(&ours, 30);
+    assert_all_completed(&ours, 30);
     assert_eq!(
         ours.received.invite,
         theirs.count("0_INVITE_Sent") + theirs.count("0_INVITE_Retrans")
@@ -192,7 +192,7 @@ async fn sipp_uac_against_our_uas_tcp() {
     let (ours, theirs, _dir) = sipp_against_uas(cfg, Scenario::Builtin("uac"), 30, 30).await;
     theirs.assert_success(30);
     assert_agree(&ours, &theirs);
-    common::assert_all_completed(&ours, 30);
+    assert_all_completed(&ours, 30);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -205,7 +205,7 @@ async fn sipp_uac_waits_for_our_callee_bye() {
         sipp_against_uas(cfg, Scenario::File("uac_callee_bye.xml"), 20, 20).await;
     theirs.assert_success(20);
     assert_agree(&ours, &theirs);
-    common::assert_all_completed(&ours, 20);
+    assert_all_completed(&ours, 20);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

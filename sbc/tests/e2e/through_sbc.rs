@@ -2,48 +2,12 @@
 //! the answer, from either side), over UDP and TCP: every call completes on both sides and the
 //! counts match exactly. The `sbc` binary must be built first (`cargo build -p sbc`).
 
-use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use sbc_e2e::{SbcConfig, SbcNode};
-use sbc_lab::traffic::{ByeFrom, Snapshot, Transport, Uac, UacConfig, Uas, UasConfig};
-
-/// Awaits `fut` at most `limit`, panicking with `what` otherwise.
-async fn within<T>(limit: Duration, what: &str, fut: impl Future<Output = T>) -> T {
-    tokio::time::timeout(limit, fut)
-        .await
-        .unwrap_or_else(|_| panic!("{what}: not done within {limit:?}"))
-}
-
-/// Polls `cond` every 10 ms for at most `limit`.
-async fn until(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
-    within(limit, what, async {
-        while !cond() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await;
-}
-
-/// Runs blocking code (SIPp, the sbc process) off the runtime's workers.
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    tokio::task::spawn_blocking(f).await.expect("blocking task")
-}
-
-/// Asserts a UAC or UAS ended `calls` calls, all completed, none failed, none in progress.
-fn assert_all_completed(s: &Snapshot, calls: u64) {
-    assert!(
-        s.attempted == calls
-            && s.answered == calls
-            && s.completed == calls
-            && s.failed == 0
-            && s.in_progress == 0
-            && s.active == 0,
-        "expected {calls} completed calls:\n{}\n{s:#?}",
-        s.summary()
-    );
-}
+use sbc_lab::testing::{assert_all_completed, blocking, until, within};
+use sbc_lab::traffic::{ByeFrom, Transport, Uac, UacConfig, Uas, UasConfig};
 
 struct Case {
     access: Transport,
