@@ -337,22 +337,38 @@ fn another_users_client_is_refused_by_uid() {
 
 /// A socket directory that others can write to is refused at start (a local user could replace
 /// the socket); the default socket lives in a private directory created 0700.
-/// Runs `sbc run` with management socket `socket` until it exits (a refused socket ends it at
-/// once): whether it exited successfully, and its stderr.
+/// Runs `sbc run` with management socket `socket`: a refused socket ends it at once. Returns
+/// whether it kept running (then it is killed by its PID after 10 s) or exited successfully,
+/// and its stderr.
 fn run_with_socket(config: &Path, socket: &Path) -> (bool, String) {
-    let out = std::process::Command::new(sbc_e2e::sbc::sbc_binary())
+    let mut child = std::process::Command::new(sbc_e2e::sbc::sbc_binary())
         .arg("run")
         .arg("--config")
         .arg(config)
         .arg("--mgmt-socket")
         .arg(socket)
         .stdin(std::process::Stdio::null())
-        .output()
-        .expect("run sbc");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start sbc");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let exited_ok = loop {
+        match child.try_wait().expect("wait for sbc") {
+            Some(status) => break status.success(),
+            None if std::time::Instant::now() >= deadline => {
+                let _ = child.kill(); // SIGKILL to its PID
+                let _ = child.wait();
+                break true;
+            }
+            None => std::thread::sleep(Duration::from_millis(50)),
+        }
+    };
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut stderr);
+    }
+    (exited_ok, stderr)
 }
 
 #[test]
