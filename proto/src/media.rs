@@ -5,23 +5,34 @@
 //!
 //! A call's media is a [`MediaSession`] of one or more streams (one per `m=` line); a stream
 //! has two legs, [`Side::Caller`] and [`Side::Callee`], each with a port pair of its own (RTP
-//! even, RTCP the next port) on the SBC. A packet received on one leg's port is sent out of the
-//! other leg's port of the same stream to that leg's remote address.
+//! even, RTCP the next port) from the pool of its realm (`steering-pool`). A packet received
+//! on one leg's port is sent out of the other leg's port of the same stream to that leg's
+//! remote address. Pools never overlap, so a port alone names its leg.
 //!
 //! **Latching** (symmetric RTP, for phones behind NAT): a leg's remote is first what its SDP
 //! signalled; the first packet from another source moves it there, but only within
 //! [`MediaSettings::latch_window`] of the stream's start or of the leg's latest SDP, and, with
 //! [`MediaSettings::latch_signalled_ip_only`], only from the signalled IP address. Outside the
 //! window a packet from any other source is dropped and counted: a stranger cannot hijack a
-//! call's media by sending to its port.
+//! call's media by sending to its port. A leg that latches raises [`MediaEvent::Latched`] so
+//! that its owner replicates the new address.
+//!
+//! **RTCP** goes from port + 1 to port + 1; a leg that multiplexes (`a=rtcp-mux`, RFC 5761)
+//! sends and receives it on its RTP port, told apart from RTP by its packet type, so a muxing
+//! leg and a non-muxing one interwork.
 //!
 //! **Inactivity**: with [`MediaSettings::inactivity`] set, a session from which no RTP arrived
 //! on any leg for that long raises [`MediaEvent::Inactive`] once (Oracle's `rtp-inactivity`);
-//! the caller ends the call.
+//! the owner ends the call.
 //!
-//! **The port pool** hands out even ports from the configured range, reusing a released pair
-//! last (a late packet of an ended call does not reach the next one), and raises
-//! [`MediaEvent::PoolLow`] when the free pairs fall below a tenth of the pool.
+//! **The port pools** hand out even ports from their range, reusing a released pair last (a
+//! late packet of an ended call does not reach the next one), and raise
+//! [`MediaEvent::PoolLow`] when a pool's free pairs fall below a tenth of it.
+//!
+//! **High availability**: [`MediaTable::record`] is a session as plain data (ports, signalled
+//! and latched addresses, SSRCs, counters), replicated with its dialog;
+//! [`MediaTable::restore`] claims the same ports on the standby, and
+//! [`MediaTable::reopen_latching`] lets the legs latch again after a takeover.
 //!
 //! The per-packet path ([`MediaTable::handle_packet`]) does not allocate.
 
@@ -31,12 +42,18 @@ use std::net::SocketAddr;
 use std::ops::RangeInclusive;
 use std::time::{Duration, Instant};
 
+use serde::{Deserialize, Serialize};
+
+pub use crate::sip::dialog::Side;
+
 /// What the media table needs from the configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MediaSettings {
-    /// The SBC's media ports (RTP on the even ones, RTCP on the next).
-    pub ports: RangeInclusive<u16>,
-    /// How long after a stream starts (or a new SDP for a leg) its remote may be latched.
+    /// The port range of each pool (RTP on the even ports, RTCP on the next), by pool index;
+    /// the ranges do not overlap.
+    pub pools: Vec<RangeInclusive<u16>>,
+    /// How long after a stream starts (or a new SDP for a leg) its remote may be latched; zero:
+    /// never (media goes where the SDP said).
     pub latch_window: Duration,
     /// Latch only to the IP address the leg's SDP signalled (any port).
     pub latch_signalled_ip_only: bool,
@@ -47,29 +64,20 @@ pub struct MediaSettings {
 /// The caller's identifier of a call's media (the engine's call id).
 pub type SessionId = u64;
 
-/// One leg of a stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Side {
-    /// The leg toward the caller (the access side, for a call from there).
-    Caller,
-    /// The leg toward the callee.
-    Callee,
-}
-
-impl Side {
-    fn index(self) -> usize {
-        match self {
-            Self::Caller => 0,
-            Self::Callee => 1,
-        }
+fn side_index(side: Side) -> usize {
+    match side {
+        Side::Caller => 0,
+        Side::Callee => 1,
     }
 }
 
 /// Why the table refused a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MediaError {
-    /// Not enough free port pairs for the streams asked for.
+    /// Not enough free port pairs in a pool for the streams asked for.
     PoolExhausted {
+        /// The pool.
+        pool: usize,
         /// Pairs asked for.
         wanted: usize,
         /// Pairs free.
@@ -79,19 +87,20 @@ pub enum MediaError {
     Exists(SessionId),
     /// No such session or stream.
     Unknown(SessionId),
+    /// No such pool, or a port outside its pool, or already taken (a restored record).
+    BadPort(u16),
 }
 
 impl fmt::Display for MediaError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::PoolExhausted { wanted, free } => {
-                write!(
-                    f,
-                    "media ports exhausted: {wanted} pairs wanted, {free} free"
-                )
-            }
+            Self::PoolExhausted { pool, wanted, free } => write!(
+                f,
+                "media ports exhausted in pool {pool}: {wanted} pairs wanted, {free} free"
+            ),
             Self::Exists(id) => write!(f, "media session {id} exists"),
             Self::Unknown(id) => write!(f, "no media session {id} (or no such stream)"),
+            Self::BadPort(p) => write!(f, "media port {p} is not free in any pool"),
         }
     }
 }
@@ -114,7 +123,7 @@ pub enum Dropped {
     UnknownPort,
     /// From a source other than the leg's remote, after the latch window.
     Stranger,
-    /// The other leg has no remote yet (its SDP has not arrived).
+    /// The other leg has no remote yet (its SDP has not arrived), or holds by address.
     NoDestination,
 }
 
@@ -122,9 +131,23 @@ pub enum Dropped {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MediaEvent {
     /// No RTP on any leg of the session for the inactivity time.
-    Inactive(SessionId),
-    /// Free port pairs fell below a tenth of the pool.
+    Inactive {
+        /// The session.
+        id: SessionId,
+        /// Its owner (given to [`MediaTable::open`]).
+        owner: usize,
+    },
+    /// A leg of the session latched to a new remote address.
+    Latched {
+        /// The session.
+        id: SessionId,
+        /// Its owner.
+        owner: usize,
+    },
+    /// A pool's free port pairs fell below a tenth of it.
     PoolLow {
+        /// The pool.
+        pool: usize,
         /// Pairs free.
         free: usize,
         /// Pairs in the pool.
@@ -133,7 +156,7 @@ pub enum MediaEvent {
 }
 
 /// Counters of one direction of one stream (what a leg sent to the SBC).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LegCounters {
     /// RTP packets received.
     pub packets: u64,
@@ -149,10 +172,36 @@ pub struct LegCounters {
     pub ssrc: Option<u32>,
 }
 
+/// One leg of one stream as plain data: what is replicated to the standby.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LegRecord {
+    /// The SBC's RTP port for this leg (RTCP: + 1, or the same port when the leg muxes).
+    pub port: u16,
+    /// Where the leg's SDP said it receives RTP and RTCP.
+    pub signalled: Option<(SocketAddr, SocketAddr)>,
+    /// Where its media goes now (latched or signalled): RTP and RTCP.
+    pub remote: Option<(SocketAddr, SocketAddr)>,
+    /// Whether the leg multiplexes RTCP on its RTP port.
+    pub mux: bool,
+    /// Whether `remote` was latched from the leg's packets.
+    pub latched: bool,
+    /// What the leg sent so far.
+    pub counters: LegCounters,
+}
+
+/// A call's media as plain data (see [`MediaTable::record`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MediaRecord {
+    /// The pools of the caller's and the callee's legs.
+    pub pools: [usize; 2],
+    /// Per stream, the caller's and the callee's leg.
+    pub streams: Vec<[LegRecord; 2]>,
+}
+
 /// One leg of one stream.
 #[derive(Debug, Clone)]
 struct Leg {
-    /// The SBC's RTP port for this leg (RTCP: + 1).
+    /// The SBC's RTP port for this leg (RTCP: + 1, or the same under mux).
     port: u16,
     /// Signalled by the leg's SDP.
     signalled: Option<SocketAddr>,
@@ -160,6 +209,7 @@ struct Leg {
     /// Where media to this leg goes now (RTP and RTCP).
     rtp_to: Option<SocketAddr>,
     rtcp_to: Option<SocketAddr>,
+    mux: bool,
     latch_until: Instant,
     latched: bool,
     last_rtp: Option<Instant>,
@@ -180,6 +230,7 @@ impl Leg {
             signalled_rtcp: None,
             rtp_to: None,
             rtcp_to: None,
+            mux: false,
             latch_until: now + window,
             latched: false,
             last_rtp: None,
@@ -190,12 +241,47 @@ impl Leg {
             counters: LegCounters::default(),
         }
     }
+
+    fn record(&self) -> LegRecord {
+        LegRecord {
+            port: self.port,
+            signalled: self.signalled.zip(self.signalled_rtcp),
+            remote: self.rtp_to.zip(self.rtcp_to),
+            mux: self.mux,
+            latched: self.latched,
+            counters: self.counters,
+        }
+    }
+
+    fn restored(r: &LegRecord, now: Instant, window: Duration) -> Self {
+        let mut leg = Self::new(r.port, now, window);
+        leg.signalled = r.signalled.map(|s| s.0);
+        leg.signalled_rtcp = r.signalled.map(|s| s.1);
+        leg.rtp_to = r.remote.map(|s| s.0);
+        leg.rtcp_to = r.remote.map(|s| s.1);
+        leg.mux = r.mux;
+        leg.latched = r.latched;
+        leg.counters = r.counters;
+        leg.lost_before = r.counters.lost;
+        leg
+    }
+
+    /// The SBC's port this leg's RTCP is sent from and received on.
+    fn rtcp_port(&self) -> u16 {
+        if self.mux {
+            self.port
+        } else {
+            self.port + 1
+        }
+    }
 }
 
 /// A call's media: its streams, each with two legs.
 #[derive(Debug, Clone)]
 pub struct MediaSession {
     streams: Vec<[Leg; 2]>,
+    pools: [usize; 2],
+    owner: usize,
     started: Instant,
     inactive_reported: bool,
 }
@@ -204,13 +290,24 @@ impl MediaSession {
     /// The SBC's RTP port of `side` for each stream.
     #[must_use]
     pub fn ports(&self, side: Side) -> Vec<u16> {
-        self.streams.iter().map(|s| s[side.index()].port).collect()
+        self.streams
+            .iter()
+            .map(|s| s[side_index(side)].port)
+            .collect()
+    }
+
+    /// Number of streams.
+    #[must_use]
+    pub fn stream_count(&self) -> usize {
+        self.streams.len()
     }
 
     /// What `side` sent on stream `stream`.
     #[must_use]
     pub fn counters(&self, stream: usize, side: Side) -> Option<LegCounters> {
-        self.streams.get(stream).map(|s| s[side.index()].counters)
+        self.streams
+            .get(stream)
+            .map(|s| s[side_index(side)].counters)
     }
 
     /// Where media to `side` of stream `stream` goes now (after latching).
@@ -218,7 +315,7 @@ impl MediaSession {
     pub fn destination(&self, stream: usize, side: Side) -> Option<SocketAddr> {
         self.streams
             .get(stream)
-            .and_then(|s| s[side.index()].rtp_to)
+            .and_then(|s| s[side_index(side)].rtp_to)
     }
 
     /// Whether `side`'s remote of stream `stream` was latched (moved by its packets).
@@ -226,7 +323,24 @@ impl MediaSession {
     pub fn is_latched(&self, stream: usize, side: Side) -> bool {
         self.streams
             .get(stream)
-            .is_some_and(|s| s[side.index()].latched)
+            .is_some_and(|s| s[side_index(side)].latched)
+    }
+
+    /// What both legs of every stream sent, summed: `(caller, callee)`.
+    #[must_use]
+    pub fn totals(&self) -> (LegCounters, LegCounters) {
+        let mut t = (LegCounters::default(), LegCounters::default());
+        for s in &self.streams {
+            for (acc, leg) in [(&mut t.0, &s[0]), (&mut t.1, &s[1])] {
+                acc.packets += leg.counters.packets;
+                acc.bytes += leg.counters.bytes;
+                acc.rtcp_packets += leg.counters.rtcp_packets;
+                acc.lost += leg.counters.lost;
+                acc.dropped += leg.counters.dropped;
+                acc.ssrc = acc.ssrc.or(leg.counters.ssrc);
+            }
+        }
+        t
     }
 }
 
@@ -239,105 +353,251 @@ struct Slot {
     rtcp: bool,
 }
 
+/// One port pool.
+#[derive(Debug)]
+struct Pool {
+    range: RangeInclusive<u16>,
+    /// Even ports handed out from the front, returned to the back; may hold ports taken by a
+    /// restored session (skipped when reached).
+    free: VecDeque<u16>,
+    total: usize,
+    used: usize,
+    low: bool,
+}
+
+/// Node-wide media counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MediaStats {
+    /// Packets forwarded (RTP and RTCP).
+    pub forwarded: u64,
+    /// Bytes forwarded.
+    pub forwarded_bytes: u64,
+    /// Packets to a port no session holds.
+    pub unknown_port: u64,
+    /// Packets from a stranger after the latch window.
+    pub stranger: u64,
+    /// Packets for a leg without a destination yet.
+    pub no_destination: u64,
+    /// Latches (a leg's remote moved by its packets).
+    pub latched: u64,
+    /// Sessions opened.
+    pub opened: u64,
+    /// Sessions refused for want of ports.
+    pub exhausted: u64,
+}
+
 /// Every call's media on one node.
 #[derive(Debug)]
 pub struct MediaTable {
     settings: MediaSettings,
-    /// Free even ports, handed out from the front, returned to the back.
-    free: VecDeque<u16>,
-    total_pairs: usize,
-    /// By port - the range's first even port.
+    pools: Vec<Pool>,
+    /// By port - `base`.
     slots: Vec<Option<Slot>>,
     base: u16,
     sessions: HashMap<SessionId, MediaSession>,
     events: VecDeque<MediaEvent>,
-    pool_low: bool,
-    unknown_port_drops: u64,
+    stats: MediaStats,
+}
+
+/// RFC 5761 §4: on a multiplexed port, a second byte of 192..=223 is RTCP (packet types
+/// 192-223, which RTP payload types avoid).
+fn is_rtcp(packet: &[u8]) -> bool {
+    packet.len() >= 2 && (192..=223).contains(&packet[1])
 }
 
 impl MediaTable {
-    /// An empty table over `settings.ports`.
+    /// An empty table over `settings.pools`.
     #[must_use]
     pub fn new(settings: MediaSettings) -> Self {
-        let (lo, hi) = (*settings.ports.start(), *settings.ports.end());
-        let base = lo + lo % 2;
-        let free: VecDeque<u16> = (base..hi)
-            .step_by(2)
-            .filter(|p| p.checked_add(1).is_some_and(|r| r <= hi))
+        let base = settings.pools.iter().map(|r| *r.start()).min().unwrap_or(0);
+        let top = settings.pools.iter().map(|r| *r.end()).max().unwrap_or(0);
+        let pools = settings
+            .pools
+            .iter()
+            .map(|r| {
+                let (lo, hi) = (*r.start(), *r.end());
+                let first = lo.saturating_add(lo % 2);
+                let free: VecDeque<u16> = (first..hi)
+                    .step_by(2)
+                    .filter(|p| p.checked_add(1).is_some_and(|r| r <= hi))
+                    .collect();
+                Pool {
+                    range: r.clone(),
+                    total: free.len(),
+                    free,
+                    used: 0,
+                    low: false,
+                }
+            })
             .collect();
-        let span = usize::from(hi.saturating_sub(base)) + 1;
+        let span = if settings.pools.is_empty() {
+            0
+        } else {
+            usize::from(top - base) + 1
+        };
         Self {
-            total_pairs: free.len(),
-            free,
+            pools,
             slots: vec![None; span],
             base,
             sessions: HashMap::new(),
             events: VecDeque::new(),
-            pool_low: false,
-            unknown_port_drops: 0,
+            stats: MediaStats::default(),
             settings,
         }
     }
 
-    /// Opens the media of call `id` with `streams` streams: a port pair per stream and leg.
+    /// The settings in force.
+    #[must_use]
+    pub fn settings(&self) -> &MediaSettings {
+        &self.settings
+    }
+
+    /// Changes the latching and inactivity settings (`activate-config`); the pools stay (new
+    /// pools need a restart, which the caller checks). Latch windows already open keep their
+    /// end.
+    pub fn set_timing(
+        &mut self,
+        latch_window: Duration,
+        signalled_ip_only: bool,
+        inactivity: Option<Duration>,
+    ) {
+        self.settings.latch_window = latch_window;
+        self.settings.latch_signalled_ip_only = signalled_ip_only;
+        self.settings.inactivity = inactivity;
+    }
+
+    /// Opens the media of call `id`, owned by `owner` (named in its events), with `streams`
+    /// streams: a port pair per stream and leg, the caller's from pool `pools[0]` and the
+    /// callee's from `pools[1]`.
     ///
     /// # Errors
-    /// The session exists, or the pool has too few free pairs (nothing is taken then).
+    /// The session exists, a pool does not exist, or has too few free pairs (nothing is taken
+    /// then).
     pub fn open(
         &mut self,
         now: Instant,
         id: SessionId,
+        owner: usize,
+        pools: [usize; 2],
         streams: usize,
     ) -> Result<&MediaSession, MediaError> {
         if self.sessions.contains_key(&id) {
             return Err(MediaError::Exists(id));
         }
-        let wanted = streams * 2;
-        if self.free.len() < wanted {
-            return Err(MediaError::PoolExhausted {
-                wanted,
-                free: self.free.len(),
-            });
-        }
-        let window = self.settings.latch_window;
-        let mut legs = Vec::with_capacity(streams);
-        for stream in 0..streams {
-            let mut pair = [0u16; 2];
-            for side in [Side::Caller, Side::Callee] {
-                // Checked above: enough free pairs.
-                let port = self.free.pop_front().unwrap_or_default();
-                pair[side.index()] = port;
-                for rtcp in [false, true] {
-                    let slot = Slot {
-                        id,
-                        stream,
-                        side,
-                        rtcp,
-                    };
-                    if let Some(s) = self.slot_mut(port + u16::from(rtcp)) {
-                        *s = Some(slot);
-                    }
-                }
-            }
-            legs.push([
-                Leg::new(pair[0], now, window),
-                Leg::new(pair[1], now, window),
-            ]);
-        }
-        self.check_pool();
+        self.check_free(pools, streams)?;
         let session = MediaSession {
-            streams: legs,
+            streams: Vec::with_capacity(streams),
+            pools,
+            owner,
             started: now,
             inactive_reported: false,
         };
-        Ok(self.sessions.entry(id).or_insert(session))
+        self.sessions.insert(id, session);
+        self.stats.opened += 1;
+        self.add_streams(now, id, streams);
+        self.sessions.get(&id).ok_or(MediaError::Unknown(id))
+    }
+
+    /// Grows call `id`'s media to `streams` streams (a re-offer that adds a media line); fewer
+    /// or as many streams change nothing.
+    ///
+    /// # Errors
+    /// No such session, or too few free pairs (nothing is taken then).
+    pub fn extend(
+        &mut self,
+        now: Instant,
+        id: SessionId,
+        streams: usize,
+    ) -> Result<(), MediaError> {
+        let s = self.sessions.get(&id).ok_or(MediaError::Unknown(id))?;
+        let more = streams.saturating_sub(s.streams.len());
+        if more == 0 {
+            return Ok(());
+        }
+        self.check_free(s.pools, more)?;
+        self.add_streams(now, id, more);
+        Ok(())
+    }
+
+    fn check_free(&mut self, pools: [usize; 2], streams: usize) -> Result<(), MediaError> {
+        // Both legs from one pool need twice as many pairs.
+        let wanted = if pools[0] == pools[1] {
+            streams * 2
+        } else {
+            streams
+        };
+        for p in pools {
+            let pool = self.pools.get(p).ok_or(MediaError::BadPort(0))?;
+            let free = pool.total - pool.used;
+            if free < wanted {
+                self.stats.exhausted += 1;
+                return Err(MediaError::PoolExhausted {
+                    pool: p,
+                    wanted,
+                    free,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds `more` streams to session `id` (the pools were checked to have the pairs).
+    fn add_streams(&mut self, now: Instant, id: SessionId, more: usize) {
+        let window = self.settings.latch_window;
+        let Some(pools) = self.sessions.get(&id).map(|s| s.pools) else {
+            return;
+        };
+        for _ in 0..more {
+            let stream = self.sessions.get(&id).map_or(0, |s| s.streams.len());
+            let mut pair = [0u16; 2];
+            for side in [Side::Caller, Side::Callee] {
+                let Some(port) = self.take_free(pools[side_index(side)]) else {
+                    return;
+                };
+                pair[side_index(side)] = port;
+                for rtcp in [false, true] {
+                    if let Some(s) = self.slot_mut(port + u16::from(rtcp)) {
+                        *s = Some(Slot {
+                            id,
+                            stream,
+                            side,
+                            rtcp,
+                        });
+                    }
+                }
+            }
+            if let Some(s) = self.sessions.get_mut(&id) {
+                s.streams.push([
+                    Leg::new(pair[0], now, window),
+                    Leg::new(pair[1], now, window),
+                ]);
+            }
+        }
+        for p in pools {
+            self.check_pool(p);
+        }
+    }
+
+    fn take_free(&mut self, pool: usize) -> Option<u16> {
+        loop {
+            let port = self.pools.get_mut(pool)?.free.pop_front()?;
+            if self.slot(port).is_none() {
+                if let Some(p) = self.pools.get_mut(pool) {
+                    p.used += 1;
+                }
+                return Some(port);
+            }
+            // Taken by a restored session: skipped.
+        }
     }
 
     /// A leg's SDP said where it receives stream `stream`: RTP at `rtp`, RTCP at `rtcp`
-    /// (`None`: RTP's port + 1). Opens a new latch window for that leg.
+    /// (`None`: RTP's port + 1, or RTP's own port when `mux`). Opens a new latch window for
+    /// that leg; a latched remote stays unless the SDP names a new address.
     ///
     /// # Errors
     /// No such session or stream.
+    #[allow(clippy::too_many_arguments)] // where the stream's media goes, all needed
     pub fn signal(
         &mut self,
         now: Instant,
@@ -346,43 +606,152 @@ impl MediaTable {
         side: Side,
         rtp: SocketAddr,
         rtcp: Option<SocketAddr>,
+        mux: bool,
     ) -> Result<(), MediaError> {
         let window = self.settings.latch_window;
         let leg = self
             .sessions
             .get_mut(&id)
             .and_then(|s| s.streams.get_mut(stream))
-            .map(|s| &mut s[side.index()])
+            .map(|s| &mut s[side_index(side)])
             .ok_or(MediaError::Unknown(id))?;
         let rtcp = rtcp.or_else(|| {
-            rtp.port()
-                .checked_add(1)
-                .map(|p| SocketAddr::new(rtp.ip(), p))
+            if mux {
+                Some(rtp)
+            } else {
+                rtp.port()
+                    .checked_add(1)
+                    .map(|p| SocketAddr::new(rtp.ip(), p))
+            }
         });
+        leg.latch_until = now + window;
+        leg.mux = mux;
+        if leg.signalled == Some(rtp) && leg.signalled_rtcp == rtcp {
+            return Ok(()); // the same SDP again (a 200 after its 183): latching stands
+        }
         leg.signalled = Some(rtp);
         leg.signalled_rtcp = rtcp;
         leg.rtp_to = Some(rtp);
         leg.rtcp_to = rtcp;
         leg.latched = false;
-        leg.latch_until = now + window;
         Ok(())
     }
 
-    /// Ends call `id`'s media: its ports go back to the pool (to be reused last).
+    /// Ends call `id`'s media: its ports go back to their pools (to be reused last).
     pub fn close(&mut self, id: SessionId) -> Option<MediaSession> {
         let session = self.sessions.remove(&id)?;
         for legs in &session.streams {
-            for leg in legs {
+            for (i, leg) in legs.iter().enumerate() {
                 for p in [leg.port, leg.port + 1] {
                     if let Some(s) = self.slot_mut(p) {
                         *s = None;
                     }
                 }
-                self.free.push_back(leg.port);
+                if let Some(pool) = self.pools.get_mut(session.pools[i]) {
+                    pool.free.push_back(leg.port);
+                    pool.used = pool.used.saturating_sub(1);
+                }
             }
         }
-        self.check_pool();
+        for p in session.pools {
+            self.check_pool(p);
+        }
         Some(session)
+    }
+
+    /// Call `id`'s media as plain data, for the standby.
+    #[must_use]
+    pub fn record(&self, id: SessionId) -> Option<MediaRecord> {
+        let s = self.sessions.get(&id)?;
+        Some(MediaRecord {
+            pools: s.pools,
+            streams: s
+                .streams
+                .iter()
+                .map(|[a, b]| [a.record(), b.record()])
+                .collect(),
+        })
+    }
+
+    /// Installs call `id`'s media from a replicated record, on the same ports, owned by
+    /// `owner`; its legs may latch again for a latch window from `now`. A session already held
+    /// is replaced.
+    ///
+    /// # Errors
+    /// A port outside its pool or held by another session (nothing is taken then).
+    pub fn restore(
+        &mut self,
+        now: Instant,
+        id: SessionId,
+        owner: usize,
+        record: &MediaRecord,
+    ) -> Result<(), MediaError> {
+        self.close(id);
+        for legs in &record.streams {
+            for (i, leg) in legs.iter().enumerate() {
+                let pool = self
+                    .pools
+                    .get(record.pools[i])
+                    .ok_or(MediaError::BadPort(leg.port))?;
+                let ok = pool.range.contains(&leg.port)
+                    && pool.range.contains(&(leg.port + 1))
+                    && leg.port % 2 == 0
+                    && self.slot(leg.port).is_none()
+                    && self.slot(leg.port + 1).is_none();
+                if !ok {
+                    return Err(MediaError::BadPort(leg.port));
+                }
+            }
+        }
+        let window = self.settings.latch_window;
+        let mut streams = Vec::with_capacity(record.streams.len());
+        for (stream, legs) in record.streams.iter().enumerate() {
+            for (i, side) in [Side::Caller, Side::Callee].into_iter().enumerate() {
+                let port = legs[i].port;
+                for rtcp in [false, true] {
+                    if let Some(s) = self.slot_mut(port + u16::from(rtcp)) {
+                        *s = Some(Slot {
+                            id,
+                            stream,
+                            side,
+                            rtcp,
+                        });
+                    }
+                }
+                if let Some(p) = self.pools.get_mut(record.pools[i]) {
+                    p.used += 1;
+                }
+            }
+            streams.push([
+                Leg::restored(&legs[0], now, window),
+                Leg::restored(&legs[1], now, window),
+            ]);
+        }
+        self.sessions.insert(
+            id,
+            MediaSession {
+                streams,
+                pools: record.pools,
+                owner,
+                started: now,
+                inactive_reported: false,
+            },
+        );
+        for p in record.pools {
+            self.check_pool(p);
+        }
+        Ok(())
+    }
+
+    /// Opens a new latch window on every leg of every session (after a takeover: a leg's
+    /// address may have changed while no node relayed it).
+    pub fn reopen_latching(&mut self, now: Instant) {
+        let until = now + self.settings.latch_window;
+        for s in self.sessions.values_mut() {
+            for leg in s.streams.iter_mut().flatten() {
+                leg.latch_until = until;
+            }
+        }
     }
 
     /// Where a packet received on the SBC's port `port` from `source` goes.
@@ -396,26 +765,44 @@ impl MediaTable {
         source: SocketAddr,
         packet: &[u8],
     ) -> Result<Forward, Dropped> {
-        let Some(slot) = self.slot(port) else {
-            self.unknown_port_drops += 1;
-            return Err(Dropped::UnknownPort);
-        };
+        let r = self.route(now, port, source, packet);
+        match r {
+            Ok(_) => {
+                self.stats.forwarded += 1;
+                self.stats.forwarded_bytes += packet.len() as u64;
+            }
+            Err(Dropped::UnknownPort) => self.stats.unknown_port += 1,
+            Err(Dropped::Stranger) => self.stats.stranger += 1,
+            Err(Dropped::NoDestination) => self.stats.no_destination += 1,
+        }
+        r
+    }
+
+    fn route(
+        &mut self,
+        now: Instant,
+        port: u16,
+        source: SocketAddr,
+        packet: &[u8],
+    ) -> Result<Forward, Dropped> {
+        let slot = self.slot(port).ok_or(Dropped::UnknownPort)?;
         let only_signalled_ip = self.settings.latch_signalled_ip_only;
-        let Some(session) = self.sessions.get_mut(&slot.id) else {
-            self.unknown_port_drops += 1;
-            return Err(Dropped::UnknownPort);
-        };
-        let Some(legs) = session.streams.get_mut(slot.stream) else {
-            return Err(Dropped::UnknownPort);
-        };
+        let session = self
+            .sessions
+            .get_mut(&slot.id)
+            .ok_or(Dropped::UnknownPort)?;
+        let legs = session
+            .streams
+            .get_mut(slot.stream)
+            .ok_or(Dropped::UnknownPort)?;
+        let (a, b) = legs.split_at_mut(1);
         let (from, to) = if slot.side == Side::Caller {
-            let (a, b) = legs.split_at_mut(1);
             (&mut a[0], &mut b[0])
         } else {
-            let (a, b) = legs.split_at_mut(1);
             (&mut b[0], &mut a[0])
         };
-        let expected = if slot.rtcp { from.rtcp_to } else { from.rtp_to };
+        let rtcp = slot.rtcp || (from.mux && is_rtcp(packet));
+        let expected = if rtcp { from.rtcp_to } else { from.rtp_to };
         if expected != Some(source) {
             let may_latch = now < from.latch_until
                 && (!only_signalled_ip || from.signalled.is_none_or(|s| s.ip() == source.ip()));
@@ -423,33 +810,44 @@ impl MediaTable {
                 from.counters.dropped += 1;
                 return Err(Dropped::Stranger);
             }
-            if slot.rtcp {
+            if rtcp {
                 from.rtcp_to = Some(source);
             } else {
                 from.rtp_to = Some(source);
-                // RTCP follows RTP's address unless the leg's own RTCP packets say otherwise.
+                // RTCP follows RTP's address unless the leg's own RTCP packets said otherwise.
                 if from.rtcp_to.is_none_or(|r| Some(r) == from.signalled_rtcp) {
-                    from.rtcp_to = source
-                        .port()
-                        .checked_add(1)
-                        .map(|p| SocketAddr::new(source.ip(), p));
+                    from.rtcp_to = if from.mux {
+                        Some(source)
+                    } else {
+                        source
+                            .port()
+                            .checked_add(1)
+                            .map(|p| SocketAddr::new(source.ip(), p))
+                    };
                 }
             }
-            from.latched = true;
+            if !from.latched {
+                from.latched = true;
+                self.stats.latched += 1;
+                self.events.push_back(MediaEvent::Latched {
+                    id: slot.id,
+                    owner: session.owner,
+                });
+            }
         }
-        if slot.rtcp {
+        if rtcp {
             from.counters.rtcp_packets += 1;
         } else {
             count_rtp(from, now, packet);
             session.inactive_reported = false;
         }
-        let dest = if slot.rtcp { to.rtcp_to } else { to.rtp_to };
+        let dest = if rtcp { to.rtcp_to } else { to.rtp_to };
         match dest {
-            Some(to_addr) => Ok(Forward {
-                from_port: to.port + u16::from(slot.rtcp),
+            Some(to_addr) if !to_addr.ip().is_unspecified() && to_addr.port() != 0 => Ok(Forward {
+                from_port: if rtcp { to.rtcp_port() } else { to.port },
                 to: to_addr,
             }),
-            None => Err(Dropped::NoDestination),
+            _ => Err(Dropped::NoDestination),
         }
     }
 
@@ -469,18 +867,21 @@ impl MediaTable {
         let Some(limit) = self.settings.inactivity else {
             return;
         };
-        let mut silent: Vec<SessionId> = self
+        let mut silent: Vec<(SessionId, usize)> = self
             .sessions
             .iter_mut()
             .filter(|(_, s)| !s.inactive_reported && now >= last_rtp(s) + limit)
             .map(|(id, s)| {
                 s.inactive_reported = true;
-                *id
+                (*id, s.owner)
             })
             .collect();
         silent.sort_unstable();
-        self.events
-            .extend(silent.into_iter().map(MediaEvent::Inactive));
+        self.events.extend(
+            silent
+                .into_iter()
+                .map(|(id, owner)| MediaEvent::Inactive { id, owner }),
+        );
     }
 
     /// The next event for the owner.
@@ -492,6 +893,11 @@ impl MediaTable {
     #[must_use]
     pub fn session(&self, id: SessionId) -> Option<&MediaSession> {
         self.sessions.get(&id)
+    }
+
+    /// Every session, by id.
+    pub fn sessions(&self) -> impl Iterator<Item = (SessionId, &MediaSession)> {
+        self.sessions.iter().map(|(id, s)| (*id, s))
     }
 
     /// Sessions open.
@@ -506,16 +912,18 @@ impl MediaTable {
         self.sessions.is_empty()
     }
 
-    /// Free and total port pairs.
+    /// Free and total port pairs of pool `pool`.
     #[must_use]
-    pub fn pool(&self) -> (usize, usize) {
-        (self.free.len(), self.total_pairs)
+    pub fn pool(&self, pool: usize) -> (usize, usize) {
+        self.pools
+            .get(pool)
+            .map_or((0, 0), |p| (p.total - p.used, p.total))
     }
 
-    /// Packets dropped because no session holds their port.
+    /// Node-wide counters.
     #[must_use]
-    pub fn unknown_port_drops(&self) -> u64 {
-        self.unknown_port_drops
+    pub fn stats(&self) -> MediaStats {
+        self.stats
     }
 
     fn slot(&self, port: u16) -> Option<Slot> {
@@ -528,15 +936,20 @@ impl MediaTable {
         self.slots.get_mut(i)
     }
 
-    fn check_pool(&mut self) {
-        let low = self.free.len() * 10 < self.total_pairs;
-        if low && !self.pool_low {
+    fn check_pool(&mut self, pool: usize) {
+        let Some(p) = self.pools.get_mut(pool) else {
+            return;
+        };
+        let free = p.total - p.used;
+        let low = free * 10 < p.total;
+        if low && !p.low {
             self.events.push_back(MediaEvent::PoolLow {
-                free: self.free.len(),
-                total: self.total_pairs,
+                pool,
+                free,
+                total: p.total,
             });
         }
-        self.pool_low = low;
+        p.low = low;
     }
 }
 
@@ -588,7 +1001,7 @@ mod tests {
 
     fn settings() -> MediaSettings {
         MediaSettings {
-            ports: 20_000..=20_019,
+            pools: vec![20_000..=20_019],
             latch_window: Duration::from_secs(10),
             latch_signalled_ip_only: false,
             inactivity: Some(Duration::from_secs(30)),
@@ -612,11 +1025,11 @@ mod tests {
     fn call() -> (MediaTable, Instant, u16, u16) {
         let t0 = Instant::now();
         let mut m = MediaTable::new(settings());
-        let s = m.open(t0, 1, 1).expect("open");
+        let s = m.open(t0, 1, 0, [0, 0], 1).expect("open");
         let (a, b) = (s.ports(Side::Caller)[0], s.ports(Side::Callee)[0]);
-        m.signal(t0, 1, 0, Side::Caller, addr("10.0.0.1:4000"), None)
+        m.signal(t0, 1, 0, Side::Caller, addr("10.0.0.1:4000"), None, false)
             .expect("caller sdp");
-        m.signal(t0, 1, 0, Side::Callee, addr("10.0.0.2:5000"), None)
+        m.signal(t0, 1, 0, Side::Callee, addr("10.0.0.2:5000"), None, false)
             .expect("callee sdp");
         (m, t0, a, b)
     }
@@ -704,7 +1117,7 @@ mod tests {
             Some(1)
         );
         // A new SDP from the caller (say, a re-INVITE after moving) opens a new window.
-        m.signal(late, 1, 0, Side::Caller, addr("10.0.0.9:4000"), None)
+        m.signal(late, 1, 0, Side::Caller, addr("10.0.0.9:4000"), None, false)
             .expect("re-offer");
         let moved = addr("203.0.113.9:62000");
         assert!(m.handle_packet(late, a, moved, &rtp(3, 7)).is_ok());
@@ -721,10 +1134,13 @@ mod tests {
             latch_signalled_ip_only: true,
             ..settings()
         });
-        let a = m.open(t0, 1, 1).expect("open").ports(Side::Caller)[0];
-        m.signal(t0, 1, 0, Side::Caller, addr("10.0.0.1:4000"), None)
+        let a = m
+            .open(t0, 1, 0, [0, 0], 1)
+            .expect("open")
+            .ports(Side::Caller)[0];
+        m.signal(t0, 1, 0, Side::Caller, addr("10.0.0.1:4000"), None, false)
             .expect("sdp");
-        m.signal(t0, 1, 0, Side::Callee, addr("10.0.0.2:5000"), None)
+        m.signal(t0, 1, 0, Side::Callee, addr("10.0.0.2:5000"), None, false)
             .expect("sdp");
         assert_eq!(
             m.handle_packet(t0, a, addr("203.0.113.5:4000"), &rtp(1, 7)),
@@ -773,7 +1189,10 @@ mod tests {
         assert_eq!(m.poll_event(), None);
         assert_eq!(m.poll_timeout(), Some(t0 + Duration::from_secs(50)));
         m.handle_timeout(t0 + Duration::from_secs(50));
-        assert_eq!(m.poll_event(), Some(MediaEvent::Inactive(1)));
+        assert_eq!(
+            m.poll_event(),
+            Some(MediaEvent::Inactive { id: 1, owner: 0 })
+        );
         m.handle_timeout(t0 + Duration::from_secs(90));
         assert_eq!(m.poll_event(), None, "reported once");
         // Media again re-arms it.
@@ -784,7 +1203,10 @@ mod tests {
             &rtp(1, 9),
         );
         m.handle_timeout(t0 + Duration::from_secs(121));
-        assert_eq!(m.poll_event(), Some(MediaEvent::Inactive(1)));
+        assert_eq!(
+            m.poll_event(),
+            Some(MediaEvent::Inactive { id: 1, owner: 0 })
+        );
     }
 
     #[test]
@@ -792,19 +1214,31 @@ mod tests {
         let t0 = Instant::now();
         // 20000..=20019: ten pairs.
         let mut m = MediaTable::new(settings());
-        assert_eq!(m.pool(), (10, 10));
-        m.open(t0, 1, 2).expect("two streams: four pairs");
-        m.open(t0, 2, 2).expect("four more");
+        assert_eq!(m.pool(0), (10, 10));
+        m.open(t0, 1, 0, [0, 0], 2)
+            .expect("two streams: four pairs");
+        m.open(t0, 2, 0, [0, 0], 2).expect("four more");
         assert_eq!(
-            m.open(t0, 3, 2).map(|_| ()),
-            Err(MediaError::PoolExhausted { wanted: 4, free: 2 })
+            m.open(t0, 3, 0, [0, 0], 2).map(|_| ()),
+            Err(MediaError::PoolExhausted {
+                pool: 0,
+                wanted: 4,
+                free: 2
+            })
         );
-        assert_eq!(m.pool(), (2, 10), "a refused open takes nothing");
-        assert_eq!(m.open(t0, 1, 1).map(|_| ()), Err(MediaError::Exists(1)));
-        m.open(t0, 3, 1).expect("the last two");
+        assert_eq!(m.pool(0), (2, 10), "a refused open takes nothing");
+        assert_eq!(
+            m.open(t0, 1, 0, [0, 0], 1).map(|_| ()),
+            Err(MediaError::Exists(1))
+        );
+        m.open(t0, 3, 0, [0, 0], 1).expect("the last two");
         assert_eq!(
             m.poll_event(),
-            Some(MediaEvent::PoolLow { free: 0, total: 10 })
+            Some(MediaEvent::PoolLow {
+                pool: 0,
+                free: 0,
+                total: 10
+            })
         );
         assert_eq!(m.poll_event(), None);
         let first = m.session(1).map(|s| s.ports(Side::Caller)).expect("ports");
@@ -814,14 +1248,20 @@ mod tests {
             m.handle_packet(t0, first[0], addr("10.0.0.1:4000"), &rtp(1, 7)),
             Err(Dropped::UnknownPort)
         );
-        assert_eq!(m.unknown_port_drops(), 1);
+        assert_eq!(m.stats().unknown_port, 1);
 
         // A released pair is reused after every other free one.
         let mut m = MediaTable::new(settings());
-        let first = m.open(t0, 1, 1).expect("open").ports(Side::Caller);
+        let first = m
+            .open(t0, 1, 0, [0, 0], 1)
+            .expect("open")
+            .ports(Side::Caller);
         m.close(1).expect("closed");
         for id in 2..=5 {
-            let ports = m.open(t0, id, 1).expect("open").ports(Side::Caller);
+            let ports = m
+                .open(t0, id, 0, [0, 0], 1)
+                .expect("open")
+                .ports(Side::Caller);
             assert!(
                 !ports.contains(&first[0]),
                 "call {id} got the released pair"
@@ -833,16 +1273,99 @@ mod tests {
     fn a_stream_without_the_other_leg_s_sdp_drops_until_it_arrives() {
         let t0 = Instant::now();
         let mut m = MediaTable::new(settings());
-        let a = m.open(t0, 1, 1).expect("open").ports(Side::Caller)[0];
-        m.signal(t0, 1, 0, Side::Caller, addr("10.0.0.1:4000"), None)
+        let a = m
+            .open(t0, 1, 0, [0, 0], 1)
+            .expect("open")
+            .ports(Side::Caller)[0];
+        m.signal(t0, 1, 0, Side::Caller, addr("10.0.0.1:4000"), None, false)
             .expect("offer");
         assert_eq!(
             m.handle_packet(t0, a, addr("10.0.0.1:4000"), &rtp(1, 7)),
             Err(Dropped::NoDestination)
         );
         assert_eq!(
-            m.signal(t0, 9, 0, Side::Callee, addr("10.0.0.2:5000"), None),
+            m.signal(t0, 9, 0, Side::Callee, addr("10.0.0.2:5000"), None, false),
             Err(MediaError::Unknown(9))
         );
+    }
+
+    #[test]
+    fn two_pools_one_per_realm_and_a_muxing_leg_interworks_with_one_that_does_not() {
+        let t0 = Instant::now();
+        let mut m = MediaTable::new(MediaSettings {
+            pools: vec![20_000..=20_009, 30_000..=30_009],
+            ..settings()
+        });
+        let s = m.open(t0, 1, 3, [0, 1], 1).expect("open");
+        let (a, b) = (s.ports(Side::Caller)[0], s.ports(Side::Callee)[0]);
+        assert!((20_000..=20_009).contains(&a) && (30_000..=30_009).contains(&b));
+        assert_eq!((m.pool(0), m.pool(1)), ((4, 5), (4, 5)));
+        // The caller muxes RTCP on its RTP port; the callee uses port + 1.
+        m.signal(t0, 1, 0, Side::Caller, addr("10.0.0.1:4000"), None, true)
+            .expect("sdp");
+        m.signal(t0, 1, 0, Side::Callee, addr("10.0.0.2:5000"), None, false)
+            .expect("sdp");
+        let sr = [0x80, 200, 0, 6, 0, 0, 0, 7];
+        let f = m
+            .handle_packet(t0, a, addr("10.0.0.1:4000"), &sr)
+            .expect("rtcp from the muxing leg");
+        assert_eq!((f.from_port, f.to), (b + 1, addr("10.0.0.2:5001")));
+        let f = m
+            .handle_packet(t0, b + 1, addr("10.0.0.2:5001"), &sr)
+            .expect("rtcp to the muxing leg");
+        assert_eq!((f.from_port, f.to), (a, addr("10.0.0.1:4000")));
+        let c = m.session(1).and_then(|s| s.counters(0, Side::Caller));
+        assert_eq!(c.map(|c| (c.packets, c.rtcp_packets)), Some((0, 1)));
+        assert_eq!(m.stats().forwarded, 2);
+    }
+
+    #[test]
+    fn a_latch_is_reported_once_and_survives_the_same_sdp_again() {
+        let (mut m, t0, a, _) = call();
+        let nat = addr("203.0.113.5:61000");
+        m.handle_packet(t0, a, nat, &rtp(1, 7)).expect("latched");
+        m.handle_packet(t0, a, nat, &rtp(2, 7)).expect("again");
+        assert_eq!(
+            m.poll_event(),
+            Some(MediaEvent::Latched { id: 1, owner: 0 })
+        );
+        assert_eq!(m.poll_event(), None);
+        // The 200 repeats the 183's SDP: the NAT address stays.
+        m.signal(t0, 1, 0, Side::Caller, addr("10.0.0.1:4000"), None, false)
+            .expect("same sdp");
+        assert_eq!(
+            m.session(1).and_then(|s| s.destination(0, Side::Caller)),
+            Some(nat)
+        );
+    }
+
+    #[test]
+    fn a_record_restores_the_same_ports_and_addresses_on_another_table() {
+        let (mut m, t0, a, b) = call();
+        let nat = addr("203.0.113.5:61000");
+        m.handle_packet(t0, a, nat, &rtp(1, 7)).expect("latched");
+        let record = m.record(1).expect("record");
+        let mut standby = MediaTable::new(settings());
+        let later = t0 + Duration::from_secs(60);
+        standby.restore(later, 1, 5, &record).expect("restored");
+        assert_eq!(standby.pool(0), (8, 10));
+        let f = standby
+            .handle_packet(later, b, addr("10.0.0.2:5000"), &rtp(9, 9))
+            .expect("forwarded at once");
+        assert_eq!((f.from_port, f.to), (a, nat));
+        // The restored ports are not handed out again.
+        let s = standby.open(later, 2, 5, [0, 0], 1).expect("open");
+        assert!(!s.ports(Side::Caller).contains(&a) && !s.ports(Side::Callee).contains(&a));
+        assert!(!s.ports(Side::Caller).contains(&b) && !s.ports(Side::Callee).contains(&b));
+        // A record whose ports are taken is refused whole.
+        assert!(matches!(
+            standby.restore(later, 3, 5, &record),
+            Err(MediaError::BadPort(_))
+        ));
+        // After the takeover window a caller that moved may latch again.
+        standby.reopen_latching(later);
+        assert!(standby
+            .handle_packet(later, a, addr("203.0.113.9:7000"), &rtp(2, 7))
+            .is_ok());
     }
 }
