@@ -168,6 +168,13 @@ impl Description {
         Ok(Self { session })
     }
 
+    /// The origin's session version (`o=`): the describing side increments it when its
+    /// description changes.
+    #[must_use]
+    pub fn origin_version(&self) -> u64 {
+        self.session.origin.sess_version
+    }
+
     /// The media lines as this leg describes them.
     ///
     /// # Errors

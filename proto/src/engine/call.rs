@@ -42,6 +42,8 @@ pub(super) struct Call {
     /// The last ACK sent on each leg (index: [`side_index`]), re-sent when that leg
     /// retransmits its 2xx (the initial INVITE's or a re-INVITE's).
     pub(super) acks: [Option<Transmit>; 2],
+    /// Whether the latest SDP put every stream on hold (`rtp-inactivity` does not end it).
+    pub(super) on_hold: bool,
 }
 
 /// Where a call's initial INVITE stands, and what it still needs.
@@ -90,6 +92,7 @@ impl Call {
                 client: None,
             },
             acks: [None, None],
+            on_hold: false,
         }
     }
 
@@ -99,6 +102,7 @@ impl Call {
             dialog,
             setup: Setup::Established,
             acks: [None, None],
+            on_hold: false,
         }
     }
 
@@ -190,6 +194,7 @@ pub(super) fn side_index(side: Side) -> usize {
 
 impl Engine {
     pub(super) fn remove_call_quietly(&mut self, id: u64) {
+        self.close_media(id);
         if let Some(call) = self.calls.remove(&id) {
             let d = &call.dialog;
             self.dialogs
@@ -200,6 +205,7 @@ impl Engine {
     }
 
     pub(super) fn remove_call(&mut self, id: u64) {
+        self.close_media(id);
         if let Some(call) = self.calls.remove(&id) {
             let d = &call.dialog;
             if matches!(d.state, DialogState::Confirmed | DialogState::Terminating) {

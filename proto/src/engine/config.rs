@@ -1,7 +1,8 @@
 //! The engine's view of the configuration: interfaces, next hops, limits, and where in-dialog
 //! traffic must come from.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::transmit::Inbound;
@@ -54,6 +55,24 @@ pub struct EngineConfig {
     pub max_transactions: usize,
     /// Every session-agent's address (their legs are checked by IP only).
     pub agents: Vec<SocketAddr>,
+    /// Media anchoring (`None`: SDP passes unchanged).
+    pub media: Option<MediaAnchoring>,
+}
+
+/// The node's media table, shared by every engine (which open, update and close sessions as
+/// SDP passes) and the forwarding threads (which relay packets by it); each holds the lock for
+/// microseconds.
+pub type SharedMediaTable = Arc<Mutex<crate::media::MediaTable>>;
+
+/// Media anchoring as the engine needs it.
+#[derive(Debug, Clone)]
+pub struct MediaAnchoring {
+    /// The node's media table.
+    pub table: SharedMediaTable,
+    /// For each interface (by index): its realm's pool in the table and media address
+    /// (`steering-pool`), or `None` when the realm has none. A call is anchored when both of
+    /// its legs' realms have one.
+    pub realms: Vec<Option<(usize, IpAddr)>>,
 }
 
 /// Where an in-dialog request must come from to be taken for its leg, and a response from the

@@ -58,6 +58,17 @@ impl Ids {
         shard::b2b_call_id(key, self.rng.next_u64() ^ (self.shard << 56))
     }
 
+    /// An SDP origin session id (RFC 4566 §5.2: numeric; below 2^63 so that it fits a signed
+    /// 64-bit integer, as some parsers require).
+    pub(super) fn sdp_session_id(&mut self) -> u64 {
+        self.rng.next_u64() >> 1
+    }
+
+    /// The shard this engine serves.
+    pub(super) fn shard(&self) -> u64 {
+        self.shard
+    }
+
     /// A Retry-After drawn in `[min, max]` (either order).
     pub(super) fn retry_after(&mut self, min: u32, max: u32) -> u32 {
         retry_after_in(&mut self.rng, min, max)

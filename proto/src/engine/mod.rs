@@ -35,6 +35,7 @@ mod call;
 mod cancel;
 mod config;
 mod ids;
+mod media;
 mod refusal;
 mod request;
 mod response;
@@ -47,11 +48,14 @@ mod transmit;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 pub use call::DialogChange;
 use call::{Call, Lingering};
-pub use config::{EngineConfig, Interface, NextHop, SourcePolicy};
+pub use config::{
+    EngineConfig, Interface, MediaAnchoring, NextHop, SharedMediaTable, SourcePolicy,
+};
 use ids::Ids;
 pub use ids::BRANCH_PREFIX;
 pub use refusal::{stateless_503, Admission};
@@ -66,6 +70,12 @@ use crate::sip::message::{ParseError, SipMessage};
 /// Sources remembered as verified (they completed a transaction with us), per engine, at most;
 /// the set starts over when full.
 pub const MAX_VERIFIED_SOURCES: usize = 4096;
+
+/// Locks a mutex shared with other threads (the media table), recovering the data if a thread
+/// panicked while holding it.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// The sans-IO B2BUA of one shard.
 #[derive(Debug)]
@@ -170,9 +180,10 @@ impl Engine {
     }
 
     /// Installs a confirmed dialog replicated from the former active, so that its in-dialog
-    /// requests (BYE, re-INVITE, ...) are served here after a switchover. A dialog already held
-    /// is replaced (a newer copy of the same call).
-    pub fn install_dialog(&mut self, dialog: Dialog) {
+    /// requests (BYE, re-INVITE, ...) are served here after a switchover, and claims its media
+    /// ports (a media session on the same ports, whose legs may latch again from `now`).
+    pub fn install_dialog(&mut self, now: Instant, dialog: Dialog) {
+        self.now = Some(now);
         let id = dialog.id;
         if self.calls.contains_key(&id) {
             // This engine already serves the call: its own state is the newest.
@@ -199,6 +210,7 @@ impl Engine {
             (id, Side::Callee),
         );
         self.calls.insert(id, Call::replicated(dialog));
+        self.restore_media(now, id);
     }
 
     /// Forgets a replicated dialog (deleted on the active).

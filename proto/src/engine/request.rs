@@ -3,12 +3,15 @@
 
 use std::time::Instant;
 
+use bytes::Bytes;
+
 use tracing::{debug, trace};
 
 use super::build::{strip_tag, via_sent_by};
-use super::call::{side_index, Call, DialogChange};
+use super::call::{side_index, Call};
 use super::config::{leg_matches, NextHop};
 use super::ids::BRANCH_PREFIX;
+use super::media::AnchorRefusal;
 use super::refusal::{Admission, ALLOW};
 use super::transactions::{
     server_key, ClientEntry, ClientKey, ClientTxn, InviteProgress, RequestIds, ServerKey, ServerTxn,
@@ -255,8 +258,32 @@ impl Engine {
             callee,
             state: DialogState::Trying,
             created_unix: self.wall_clock.unix_secs_at(now),
+            sdp_origin: [self.ids.sdp_session_id(), self.ids.sdp_session_id()],
+            media: None,
         };
         self.calls.insert(id, Call::inviting(dialog, key.clone()));
+        let mut msg = msg;
+        match self.anchor_body(now, id, Side::Caller, &msg) {
+            Ok(Some(body)) => msg.body = body,
+            Ok(None) => {}
+            Err(refusal) => {
+                let (code, extra) = match &refusal {
+                    AnchorRefusal::Exhausted(_) => {
+                        self.stats.media_ports_503 += 1;
+                        (503, ("Retry-After", "5".to_owned()))
+                    }
+                    AnchorRefusal::BadSdp(_) => {
+                        self.stats.media_sdp_refused += 1;
+                        (488, ("Warning", refusal.warning()))
+                    }
+                };
+                debug!(call_id = %a_call_id_log(&msg), code, ?refusal, "offer not anchored");
+                self.stats.calls_failed += 1;
+                self.remove_call_quietly(id);
+                self.respond_local_with(now, &key, code, Some(extra));
+                return;
+            }
+        }
         let ckey = self.send_on_leg(
             now,
             id,
@@ -361,6 +388,17 @@ impl Engine {
             return;
         }
         self.verify(inbound.source);
+        let mut msg = msg;
+        match self.anchor_body(now, id, side, &msg) {
+            Ok(Some(body)) => msg.body = body,
+            Ok(None) => {}
+            Err(refusal) => {
+                self.stats.media_sdp_refused += 1;
+                debug!(source = %inbound.source, ?refusal, "in-dialog offer not anchored: 488");
+                self.answer(inbound, &msg, 488, Some(("Warning", refusal.warning())));
+                return;
+            }
+        }
         let Some(call) = self.calls.get_mut(&id) else {
             return;
         };
@@ -403,20 +441,12 @@ impl Engine {
             self.respond_local(now, &key, 100);
         }
         self.send_on_leg(now, id, side.other(), &method, cseq, &msg, mf, Some(key));
-        if let Some(call) = self.calls.get(&id) {
-            if matches!(
-                call.dialog.state,
-                DialogState::Confirmed | DialogState::Terminating
-            ) {
-                // CSeq and targets moved on: the standby must continue from here.
-                self.changes
-                    .push_back(DialogChange::Upsert(Box::new(call.dialog.clone())));
-            }
-        }
+        // CSeq and targets moved on: the standby must continue from here.
+        self.replicate(id);
     }
 
     /// An ACK that matched no server transaction: the ACK for a 2xx, relayed end to end.
-    pub(super) fn ack_in_dialog(&mut self, _now: Instant, inbound: &Inbound, msg: &SipMessage) {
+    pub(super) fn ack_in_dialog(&mut self, now: Instant, inbound: &Inbound, msg: &SipMessage) {
         let found = match (msg.call_id(), msg.to_tag()) {
             (Some(c), Some(t)) => self.dialogs.get(&(c.to_owned(), t.to_owned())).copied(),
             _ => None,
@@ -436,8 +466,29 @@ impl Engine {
         let leg = call.dialog.leg(side.other()).clone();
         self.verify(inbound.source);
         let branch = self.ids.branch();
-        let payload =
-            self.build_request(&leg, &Method::Ack, leg.last_invite_cseq, &branch, msg, 70);
+        let anchored = match self.anchor_body(now, id, side, msg) {
+            Ok(body) => body,
+            Err(refusal) => {
+                // An ACK cannot be refused: its answer is dropped rather than passed unanchored.
+                self.stats.media_sdp_refused += 1;
+                debug!(
+                    ?refusal,
+                    "answer in an ACK not anchored: relayed without it"
+                );
+                Some(Bytes::new())
+            }
+        };
+        let payload = match anchored {
+            Some(body) => {
+                let mut with = msg.clone();
+                with.body = body;
+                if with.body.is_empty() {
+                    with.headers.retain(|h| !is_content_type(h));
+                }
+                self.build_request(&leg, &Method::Ack, leg.last_invite_cseq, &branch, &with, 70)
+            }
+            None => self.build_request(&leg, &Method::Ack, leg.last_invite_cseq, &branch, msg, 70),
+        };
         let tx = Transmit {
             interface: leg.interface,
             transport: leg.transport,
@@ -445,12 +496,11 @@ impl Engine {
             payload,
         };
         if let Some(call) = self.calls.get_mut(&id) {
+            call.acks[side_index(side.other())] = Some(tx.clone());
             if side == Side::Caller && call.confirm() {
                 debug!(call_id = %call.dialog.caller.call_id, "call confirmed");
-                self.changes
-                    .push_back(DialogChange::Upsert(Box::new(call.dialog.clone())));
+                self.replicate(id);
             }
-            call.acks[side_index(side.other())] = Some(tx.clone());
         }
         self.out.push_back(tx);
     }
@@ -537,4 +587,13 @@ impl Engine {
         self.out.push_back(tx);
         key
     }
+}
+
+fn a_call_id_log(msg: &SipMessage) -> &str {
+    msg.call_id().unwrap_or_default()
+}
+
+/// Whether `h` is the Content-Type header (dropped with a body that is not relayed).
+pub(super) fn is_content_type(h: &crate::sip::message::Header) -> bool {
+    matches!(&h.name, HeaderName::Other(n) if n.eq_ignore_ascii_case("content-type") || n.eq_ignore_ascii_case("c"))
 }

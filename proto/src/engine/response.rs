@@ -4,6 +4,8 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
+use bytes::Bytes;
+
 use tracing::{debug, trace};
 
 use super::build::{build_ack, copy_end_to_end};
@@ -225,7 +227,36 @@ impl Engine {
             return; // we sent our own 100 already
         }
         let Some(skey) = server else { return };
-        let tx = self.relay_response(now, &skey, code, msg);
+        let anchored = match call_id {
+            Some(id) if (101..300).contains(&code) && self.calls.contains_key(&id) => {
+                match self.anchor_body(now, id, side, msg) {
+                    Ok(body) => body,
+                    Err(refusal) => {
+                        // A response cannot be refused: relayed without the description
+                        // rather than with the far side's addresses in it.
+                        self.stats.media_sdp_refused += 1;
+                        debug!(
+                            code,
+                            ?refusal,
+                            "SDP of a response not anchored: relayed without it"
+                        );
+                        Some(Bytes::new())
+                    }
+                }
+            }
+            _ => None,
+        };
+        let tx = match anchored {
+            Some(body) => {
+                let mut with = msg.clone();
+                with.body = body;
+                if with.body.is_empty() {
+                    with.headers.retain(|h| !super::request::is_content_type(h));
+                }
+                self.relay_response(now, &skey, code, &with)
+            }
+            None => self.relay_response(now, &skey, code, msg),
+        };
         if initial_invite && (200..300).contains(&code) {
             if let (Some(id), Some(tx)) = (call_id, tx) {
                 if let Some(call) = self.calls.get_mut(&id) {
@@ -285,6 +316,17 @@ impl Engine {
 
     /// Sends a locally generated response on server transaction `skey`.
     pub(super) fn respond_local(&mut self, now: Instant, skey: &ServerKey, code: u16) {
+        self.respond_local_with(now, skey, code, None);
+    }
+
+    /// Sends a locally generated response on server transaction `skey`, with one extra header.
+    pub(super) fn respond_local_with(
+        &mut self,
+        now: Instant,
+        skey: &ServerKey,
+        code: u16,
+        extra: Option<(&str, String)>,
+    ) {
         let Some(entry) = self.server.get_mut(skey) else {
             return;
         };
@@ -296,9 +338,12 @@ impl Engine {
         } else {
             code
         };
-        let w = entry
+        let mut w = entry
             .ctx
             .write(code, reason_for(code), entry.to_tag.as_deref());
+        if let Some((name, value)) = extra {
+            w.header(name, value);
+        }
         let payload = w.finish(b"");
         entry.last_response = Some(payload.clone());
         entry.txn.send_response(now, code);

@@ -40,6 +40,15 @@ pub struct Stats {
     /// New requests refused with 503 because the engine held `max-calls` calls or
     /// `max-transactions` transactions.
     pub state_cap_503: u64,
+    /// Calls whose media the SBC anchored (their first SDP opened a media session).
+    pub media_anchored: u64,
+    /// New calls refused with 503 because a steering pool had no free ports.
+    pub media_ports_503: u64,
+    /// Requests refused with 488 for an SDP that could not be anchored (malformed, or no
+    /// ports for an added stream); responses relayed without such a body.
+    pub media_sdp_refused: u64,
+    /// Calls ended with BYE on both legs after `rtp-inactivity` without RTP.
+    pub media_inactive_ended: u64,
 }
 
 impl std::ops::AddAssign<&Self> for Stats {
@@ -63,6 +72,10 @@ impl std::ops::AddAssign<&Self> for Stats {
             leg_mismatch,
             response_source_mismatch,
             state_cap_503,
+            media_anchored,
+            media_ports_503,
+            media_sdp_refused,
+            media_inactive_ended,
         } = self;
         // Destructured, so a new counter that is not summed here does not compile.
         *requests_in += b.requests_in;
@@ -82,5 +95,9 @@ impl std::ops::AddAssign<&Self> for Stats {
         *leg_mismatch += b.leg_mismatch;
         *response_source_mismatch += b.response_source_mismatch;
         *state_cap_503 += b.state_cap_503;
+        *media_anchored += b.media_anchored;
+        *media_ports_503 += b.media_ports_503;
+        *media_sdp_refused += b.media_sdp_refused;
+        *media_inactive_ended += b.media_inactive_ended;
     }
 }

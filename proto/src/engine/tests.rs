@@ -61,6 +61,7 @@ fn config() -> EngineConfig {
         agents: vec![sa(CALLEE)],
         max_calls: 1000,
         max_transactions: 2000,
+        media: None,
     }
 }
 
@@ -685,7 +686,7 @@ fn a_confirmed_dialog_moves_to_another_engine_and_bye_still_works() {
     assert_eq!(dialog.state, DialogState::Confirmed);
     // The standby takes over with only the replicated dialog.
     let mut standby = World::new();
-    standby.engine.install_dialog(*dialog);
+    standby.engine.install_dialog(standby.now, *dialog);
     standby.caller_sends(&caller_in_dialog("BYE", 2, "z9hG4bKbye", &tag));
     let bye = standby.last_to_callee().clone();
     assert_eq!(bye.method(), Some(&Method::Bye));
@@ -729,7 +730,7 @@ fn a_bye_retransmitted_after_a_switchover_mid_bye_gets_200_not_481() {
     let dialog = terminating.expect("the BYE's dialog change is replicated");
     assert_eq!(dialog.state, DialogState::Terminating);
     let mut standby = World::new();
-    standby.engine.install_dialog(*dialog);
+    standby.engine.install_dialog(standby.now, *dialog);
     standby.caller_sends(&caller_in_dialog("BYE", 2, "z9hG4bKbye", &tag));
     // Relayed again (the callee may never have had it); the callee already hung up and says
     // 481, but the call is over either way: the caller gets 200.
@@ -927,4 +928,366 @@ fn a_method_is_read_case_sensitively() {
     w.caller_sends(&invite("z9hG4bKcase").replacen("INVITE sip:", "INvITE sip:", 1));
     assert_eq!(w.codes_to_caller(), vec![400]);
     assert_eq!(w.engine.call_count(), 0);
+}
+
+mod media {
+    //! Media anchoring on the signalling path, against a real media table.
+
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::media::{MediaEvent, MediaSettings, MediaTable, Side as MediaSide};
+
+    const CALLER_SDP: &str = "v=0\no=alice 1 1 IN IP4 10.1.1.1\ns=-\nc=IN IP4 10.1.1.1\nt=0 0\nm=audio 4000 RTP/AVP 0\na=rtpmap:0 PCMU/8000\na=candidate:1 1 UDP 2130706431 10.1.1.1 4000 typ host\n";
+    const CALLEE_SDP: &str = "v=0\no=bob 7 7 IN IP4 198.51.100.20\ns=-\nc=IN IP4 198.51.100.20\nt=0 0\nm=audio 6000 RTP/AVP 0\na=rtpmap:0 PCMU/8000\n";
+
+    fn table(pool_pairs: u16) -> Arc<Mutex<MediaTable>> {
+        Arc::new(Mutex::new(MediaTable::new(MediaSettings {
+            pools: vec![
+                20_000..=20_000 + pool_pairs * 2 - 1,
+                30_000..=30_000 + pool_pairs * 2 - 1,
+            ],
+            latch_window: Duration::from_secs(5),
+            latch_signalled_ip_only: false,
+            inactivity: Some(Duration::from_secs(30)),
+        })))
+    }
+
+    fn world(table: &Arc<Mutex<MediaTable>>) -> World {
+        world_seeded(table, 7)
+    }
+
+    /// Engines sharing a table draw different call ids (as the shards of a node do).
+    fn world_seeded(table: &Arc<Mutex<MediaTable>>, rng: u8) -> World {
+        let mut cfg = config();
+        cfg.media = Some(MediaAnchoring {
+            table: table.clone(),
+            realms: vec![Some((0, sa(ACCESS).ip())), Some((1, sa(CORE).ip()))],
+        });
+        let mut w = World::new();
+        w.engine = Engine::new(
+            cfg,
+            EngineSeed {
+                rng: [rng; 32],
+                ..seed()
+            },
+        );
+        w
+    }
+
+    /// `head` (start line and headers, without Content-Length) with `sdp` as its body.
+    fn with_body(head: &str, sdp: &str) -> String {
+        let body = sdp.replace('\n', "\r\n");
+        format!(
+            "{head}Content-Type: application/sdp\nContent-Length: {}\n\n{sdp}",
+            body.len()
+        )
+    }
+
+    fn invite_with(sdp: Option<&str>) -> String {
+        let head = format!(
+            "INVITE sip:bob@{ACCESS} SIP/2.0\n\
+             Via: SIP/2.0/UDP {CALLER};branch=z9hG4bKinv1\n\
+             Max-Forwards: 70\n\
+             From: \"Alice\" <sip:alice@10.1.1.1>;tag=a1\n\
+             To: <sip:bob@{ACCESS}>\n\
+             Call-ID: call-1@10.1.1.1\n\
+             CSeq: 1 INVITE\n\
+             Contact: <sip:alice@{CALLER}>\n"
+        );
+        match sdp {
+            Some(sdp) => with_body(&head, sdp),
+            None => format!("{head}Content-Length: 0\n\n"),
+        }
+    }
+
+    fn callee_answers_sdp(w: &mut World, code: u16, sdp: &str) {
+        let req = w
+            .to_callee
+            .iter()
+            .rev()
+            .find(|m| m.method().is_some() && m.method() != Some(&Method::Ack))
+            .expect("a request to answer")
+            .clone();
+        let to = req.header(&HeaderName::To).unwrap_or_default();
+        let to = if req.to_tag().is_none() {
+            format!("{to};tag=b1")
+        } else {
+            to.to_owned()
+        };
+        let head = format!(
+            "SIP/2.0 {code} {}\nVia: {}\nFrom: {}\nTo: {to}\nCall-ID: {}\nCSeq: {}\nContact: <sip:bob@{CALLEE}>\n",
+            reason_for(code),
+            req.top_via().unwrap_or_default(),
+            req.header(&HeaderName::From).unwrap_or_default(),
+            req.call_id().unwrap_or_default(),
+            req.header(&HeaderName::CSeq).unwrap_or_default(),
+        );
+        w.callee_sends(&with_body(&head, sdp));
+    }
+
+    fn body(m: &SipMessage) -> String {
+        String::from_utf8_lossy(&m.body).into_owned()
+    }
+
+    /// The audio port a description names.
+    fn port_in(sdp: &str) -> u16 {
+        sdp.lines()
+            .find_map(|l| l.strip_prefix("m=audio "))
+            .and_then(|l| l.split(' ').next())
+            .and_then(|p| p.parse().ok())
+            .expect("an audio port")
+    }
+
+    fn rtp(seq: u16) -> Vec<u8> {
+        let mut p = vec![0u8; 172];
+        p[0] = 0x80;
+        p[2..4].copy_from_slice(&seq.to_be_bytes());
+        p[8..12].copy_from_slice(&7u32.to_be_bytes());
+        p
+    }
+
+    #[test]
+    fn offer_and_answer_name_only_the_sbc_and_the_media_crosses_and_ends_with_the_call() {
+        let table = table(5);
+        let mut w = world(&table);
+        w.caller_sends(&invite_with(Some(CALLER_SDP)));
+        let offer = body(w.last_to_callee());
+        assert!(offer.contains("c=IN IP4 198.51.100.10"), "{offer}");
+        assert!(
+            !offer.contains("10.1.1.1"),
+            "caller's address leaked: {offer}"
+        );
+        assert!(
+            !offer.contains("candidate"),
+            "ICE candidates removed: {offer}"
+        );
+        assert!(offer.contains("a=rtpmap:0 PCMU/8000"));
+        let core_port = port_in(&offer);
+        assert!((30_000..30_010).contains(&core_port));
+
+        callee_answers_sdp(&mut w, 200, CALLEE_SDP);
+        let ok = w.to_caller.last().expect("200").clone();
+        let answer = body(&ok);
+        assert!(answer.contains("c=IN IP4 192.0.2.10"), "{answer}");
+        assert!(
+            !answer.contains("198.51.100.20"),
+            "callee's address leaked: {answer}"
+        );
+        assert!(
+            answer.contains("o=- "),
+            "the far side's user is not passed on: {answer}"
+        );
+        let access_port = port_in(&answer);
+        assert!((20_000..20_010).contains(&access_port));
+        let tag = ok.to_tag().expect("tag").to_owned();
+        w.caller_sends(&caller_in_dialog("ACK", 1, "z9hG4bKack1", &tag));
+        assert_eq!(w.engine.stats().media_anchored, 1);
+
+        // The relay forwards by the table the engine filled.
+        {
+            let mut t = table.lock().expect("table");
+            let f = t
+                .handle_packet(w.now, access_port, sa("10.1.1.1:4000"), &rtp(1))
+                .expect("caller to callee");
+            assert_eq!((f.from_port, f.to), (core_port, sa("198.51.100.20:6000")));
+            let f = t
+                .handle_packet(w.now, core_port, sa("198.51.100.20:6000"), &rtp(1))
+                .expect("callee to caller");
+            assert_eq!((f.from_port, f.to), (access_port, sa("10.1.1.1:4000")));
+        }
+        // The confirmed dialog is replicated with its media.
+        let mut record = None;
+        while let Some(c) = w.engine.poll_dialog_change() {
+            if let DialogChange::Upsert(d) = c {
+                record = d.media.clone();
+            }
+        }
+        let record = record.expect("media replicated with the dialog");
+        assert_eq!(record.streams[0][0].port, access_port);
+
+        w.caller_sends(&caller_in_dialog("BYE", 2, "z9hG4bKbye", &tag));
+        w.callee_answers(200, "b1");
+        let t = table.lock().expect("table");
+        assert!(t.is_empty(), "the media ends with the call");
+        assert_eq!((t.pool(0), t.pool(1)), ((5, 5), (5, 5)));
+    }
+
+    #[test]
+    fn a_late_offer_in_the_200_is_anchored_and_so_is_its_answer_in_the_ack() {
+        let table = table(5);
+        let mut w = world(&table);
+        w.caller_sends(&invite_with(None));
+        assert!(w.last_to_callee().body.is_empty());
+        callee_answers_sdp(&mut w, 200, CALLEE_SDP);
+        let ok = w.to_caller.last().expect("200").clone();
+        let offer = body(&ok);
+        assert!(offer.contains("c=IN IP4 192.0.2.10") && !offer.contains("198.51.100.20"));
+        let tag = ok.to_tag().expect("tag").to_owned();
+        let head = format!(
+            "ACK sip:sbc@{ACCESS} SIP/2.0\n\
+             Via: SIP/2.0/UDP {CALLER};branch=z9hG4bKack1\n\
+             Max-Forwards: 70\n\
+             From: \"Alice\" <sip:alice@10.1.1.1>;tag=a1\n\
+             To: <sip:bob@{ACCESS}>;tag={tag}\n\
+             Call-ID: call-1@10.1.1.1\n\
+             CSeq: 1 ACK\n"
+        );
+        w.caller_sends(&with_body(&head, CALLER_SDP));
+        let ack = w.last_to_callee().clone();
+        assert_eq!(ack.method(), Some(&Method::Ack));
+        let answer = body(&ack);
+        assert!(answer.contains("c=IN IP4 198.51.100.10") && !answer.contains("10.1.1.1"));
+        let t = table.lock().expect("table");
+        let s = t.sessions().next().expect("a session").1;
+        assert_eq!(
+            s.destination(0, MediaSide::Caller),
+            Some(sa("10.1.1.1:4000"))
+        );
+        assert_eq!(
+            s.destination(0, MediaSide::Callee),
+            Some(sa("198.51.100.20:6000"))
+        );
+    }
+
+    #[test]
+    fn a_hold_by_re_invite_keeps_the_ports_and_the_direction_and_is_not_ended_for_silence() {
+        let table = table(5);
+        let mut w = world(&table);
+        w.caller_sends(&invite_with(Some(CALLER_SDP)));
+        let core_port = port_in(&body(w.last_to_callee()));
+        callee_answers_sdp(&mut w, 200, CALLEE_SDP);
+        let tag = w
+            .to_caller
+            .last()
+            .and_then(|m| m.to_tag())
+            .expect("tag")
+            .to_owned();
+        w.caller_sends(&caller_in_dialog("ACK", 1, "z9hG4bKack1", &tag));
+        let hold = CALLER_SDP.replace("o=alice 1 1", "o=alice 1 2") + "a=sendonly\n";
+        let head = format!(
+            "INVITE sip:sbc@{ACCESS} SIP/2.0\n\
+             Via: SIP/2.0/UDP {CALLER};branch=z9hG4bKhold\n\
+             Max-Forwards: 70\n\
+             From: \"Alice\" <sip:alice@10.1.1.1>;tag=a1\n\
+             To: <sip:bob@{ACCESS}>;tag={tag}\n\
+             Call-ID: call-1@10.1.1.1\n\
+             CSeq: 2 INVITE\n\
+             Contact: <sip:alice@{CALLER}>\n"
+        );
+        w.caller_sends(&with_body(&head, &hold));
+        let reoffer = body(w.last_to_callee());
+        assert!(reoffer.contains("a=sendonly"), "{reoffer}");
+        assert_eq!(
+            port_in(&reoffer),
+            core_port,
+            "the same port for the same stream"
+        );
+        assert!(
+            reoffer.contains(" 2 IN IP4 198.51.100.10"),
+            "the version follows the caller's: {reoffer}"
+        );
+        callee_answers_sdp(
+            &mut w,
+            200,
+            &(CALLEE_SDP.replace("o=bob 7 7", "o=bob 7 8") + "a=recvonly\n"),
+        );
+        assert!(body(w.to_caller.last().expect("200")).contains("a=recvonly"));
+        // Silence while on hold is not a dead call.
+        let id = w.engine.dialogs().next().map(|d| d.id).expect("call");
+        assert!(w
+            .engine
+            .handle_media_event(w.now, MediaEvent::Inactive { id, owner: 0 }));
+        assert_eq!(w.engine.call_count(), 1);
+        assert_eq!(w.engine.stats().media_inactive_ended, 0);
+    }
+
+    #[test]
+    fn rtp_inactivity_ends_an_established_call_with_bye_on_both_legs() {
+        let table = table(5);
+        let mut w = world(&table);
+        w.caller_sends(&invite_with(Some(CALLER_SDP)));
+        callee_answers_sdp(&mut w, 200, CALLEE_SDP);
+        let tag = w
+            .to_caller
+            .last()
+            .and_then(|m| m.to_tag())
+            .expect("tag")
+            .to_owned();
+        w.caller_sends(&caller_in_dialog("ACK", 1, "z9hG4bKack1", &tag));
+        let deadline = table.lock().expect("table").poll_timeout().expect("armed");
+        w.now = deadline;
+        table.lock().expect("table").handle_timeout(deadline);
+        let event = table.lock().expect("table").poll_event().expect("inactive");
+        assert!(matches!(event, MediaEvent::Inactive { .. }));
+        assert!(w.engine.handle_media_event(w.now, event));
+        w.collect();
+        assert_eq!(
+            w.methods_to_callee().last().map(String::as_str),
+            Some("BYE")
+        );
+        assert!(w
+            .to_caller
+            .last()
+            .is_some_and(|m| m.method() == Some(&Method::Bye)));
+        assert_eq!(w.engine.stats().media_inactive_ended, 1);
+        assert!(table.lock().expect("table").is_empty());
+    }
+
+    #[test]
+    fn no_ports_left_is_503_for_a_new_call_and_a_bad_offer_is_488() {
+        let table = table(2);
+        let mut hog = world(&table);
+        // Two pairs per pool: one call with two streams takes them all.
+        let two = CALLER_SDP.to_owned() + "m=audio 4002 RTP/AVP 0\n";
+        hog.caller_sends(&invite_with(Some(&two)));
+        assert_eq!(table.lock().expect("table").pool(0), (0, 2));
+        let mut w = world_seeded(&table, 8);
+        w.caller_sends(&invite_with(Some(CALLER_SDP)));
+        let refusal = w.to_caller.last().expect("refused").clone();
+        assert_eq!(refusal.status(), Some(503));
+        assert!(refusal
+            .header(&HeaderName::Other("Retry-After".into()))
+            .is_some());
+        assert_eq!(w.methods_to_callee(), Vec::<String>::new());
+        assert_eq!(w.engine.call_count(), 0);
+        assert_eq!(w.engine.stats().media_ports_503, 1);
+
+        let mut w = world_seeded(&table, 9);
+        w.caller_sends(&invite_with(Some("v=0\nthis is not sdp\n")));
+        assert_eq!(w.to_caller.last().and_then(SipMessage::status), Some(488));
+        assert_eq!(w.engine.call_count(), 0);
+    }
+
+    #[test]
+    fn a_replicated_call_claims_its_media_ports_on_the_standby() {
+        let table = table(5);
+        let mut w = world(&table);
+        w.caller_sends(&invite_with(Some(CALLER_SDP)));
+        let core_port = port_in(&body(w.last_to_callee()));
+        callee_answers_sdp(&mut w, 200, CALLEE_SDP);
+        let tag = w
+            .to_caller
+            .last()
+            .and_then(|m| m.to_tag())
+            .expect("tag")
+            .to_owned();
+        w.caller_sends(&caller_in_dialog("ACK", 1, "z9hG4bKack1", &tag));
+        let mut dialog = None;
+        while let Some(c) = w.engine.poll_dialog_change() {
+            if let DialogChange::Upsert(d) = c {
+                dialog = Some(d);
+            }
+        }
+        let standby_table = self::table(5);
+        let mut standby = world(&standby_table);
+        standby
+            .engine
+            .install_dialog(standby.now, *dialog.expect("replicated"));
+        let mut t = standby_table.lock().expect("table");
+        let f = t
+            .handle_packet(standby.now, core_port, sa("198.51.100.20:6000"), &rtp(9))
+            .expect("forwarded at once on the new active");
+        assert_eq!(f.to, sa("10.1.1.1:4000"));
+    }
 }

@@ -116,6 +116,11 @@ pub struct Dialog {
     pub state: DialogState,
     /// Seconds since the Unix epoch when the call was created.
     pub created_unix: u64,
+    /// The `o=` session ids of the descriptions the SBC sends on the caller's and the callee's
+    /// leg (kept across a switchover: RFC 3264 §8 wants the same origin for the whole session).
+    pub sdp_origin: [u64; 2],
+    /// The call's anchored media, when the SBC relays it: ports, addresses, counters.
+    pub media: Option<crate::media::MediaRecord>,
 }
 
 impl Dialog {
