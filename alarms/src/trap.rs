@@ -16,7 +16,8 @@
 //! | `1.3.6.1.3.3261.0.3`        | `sbcRedundancyTrap`     | role, state, reason, peer, node |
 //! | `1.3.6.1.3.3261.0.4`        | `sbcHealthTrap`         | score, previous score, reason, node |
 //! | `1.3.6.1.3.3261.0.5`        | `sbcSourceDeniedTrap`   | source, seconds denied (0: let in again), node |
-//! | `1.3.6.1.3.3261.1.1.1..17`  | `sbcAlarmType` … `sbcDeniedSeconds` | the objects, sent as instance `.0` |
+//! | `1.3.6.1.3.3261.0.6`        | `sbcMediaPortsLowTrap`  | realm, port pairs free, pairs in all, node |
+//! | `1.3.6.1.3.3261.1.1.1..20`  | `sbcAlarmType` … `sbcMediaPairsTotal` | the objects, sent as instance `.0` |
 //!
 //! Every trap's varbinds are `sysUpTime.0`, `snmpTrapOID.0`, then the notification's objects
 //! in the MIB's order.
@@ -207,6 +208,17 @@ pub enum Trap {
         /// The sending node's hostname.
         node: String,
     },
+    /// `sbcMediaPortsLowTrap`: a realm's steering pool fell below a tenth of its port pairs.
+    MediaPortsLow {
+        /// The pool's realm.
+        realm: String,
+        /// Pairs free.
+        free: u32,
+        /// Pairs in the pool.
+        total: u32,
+        /// The sending node's hostname.
+        node: String,
+    },
 }
 
 impl Trap {
@@ -249,6 +261,7 @@ impl Trap {
             Self::Redundancy { .. } => 3,
             Self::Health { .. } => 4,
             Self::SourceDenied { .. } => 5,
+            Self::MediaPortsLow { .. } => 6,
         }
     }
 
@@ -324,16 +337,28 @@ impl Trap {
                 (17, Value::Int(i64::from(*seconds))),
                 (7, Value::Str(node.clone())),
             ],
+            Self::MediaPortsLow {
+                realm,
+                free,
+                total,
+                node,
+            } => vec![
+                (18, Value::Str(realm.clone())),
+                (19, Value::Int(i64::from(*free))),
+                (20, Value::Int(i64::from(*total))),
+                (7, Value::Str(node.clone())),
+            ],
         }
     }
 }
 
-const NOTIFICATIONS: [&str; 5] = [
+const NOTIFICATIONS: [&str; 6] = [
     "sbcAlarmTrap",
     "sbcAlarmClearTrap",
     "sbcRedundancyTrap",
     "sbcHealthTrap",
     "sbcSourceDeniedTrap",
+    "sbcMediaPortsLowTrap",
 ];
 
 enum Value {
@@ -356,7 +381,7 @@ const TYPE_NAMES: EnumNames = &[
 const CLEARED_NAMES: EnumNames = &[(1, "operator"), (2, "restart"), (3, "auto")];
 
 /// The objects of `sbcTrapObjects` (`1.3.6.1.3.3261.1.1.n`): name and enumeration, if any.
-const OBJECTS: [(&str, Option<EnumNames>); 17] = [
+const OBJECTS: [(&str, Option<EnumNames>); 20] = [
     ("sbcAlarmType", Some(TYPE_NAMES)),
     ("sbcAlarmValue", None),
     ("sbcAlarmSeverity", Some(SEVERITY_NAMES)),
@@ -374,6 +399,9 @@ const OBJECTS: [(&str, Option<EnumNames>); 17] = [
     ("sbcHealthReason", None),
     ("sbcDeniedSource", None),
     ("sbcDeniedSeconds", None),
+    ("sbcMediaRealm", None),
+    ("sbcMediaPairsFree", None),
+    ("sbcMediaPairsTotal", None),
 ];
 
 fn object_oid(n: u32) -> ObjectIdentifier {
@@ -913,6 +941,18 @@ mod tests {
         assert_eq!(dd.trap, "SBC-PAIR-MIB::sbcSourceDeniedTrap");
         assert_eq!(dd.get("sbcDeniedSource"), Some("127.0.0.3"));
         assert_eq!(dd.get("sbcDeniedSeconds"), Some("120"));
+        let low = Trap::MediaPortsLow {
+            realm: "access".into(),
+            free: 49,
+            total: 500,
+            node: "sbc-a".into(),
+        };
+        let dl =
+            decode_trap(&encode_trap(&low, "c", Duration::ZERO, 1).expect("enc")).expect("dec");
+        assert_eq!(dl.trap, "SBC-PAIR-MIB::sbcMediaPortsLowTrap");
+        assert_eq!(dl.get("sbcMediaRealm"), Some("access"));
+        assert_eq!(dl.get("sbcMediaPairsFree"), Some("49"));
+        assert_eq!(dl.get("sbcMediaPairsTotal"), Some("500"));
         assert_eq!(d.get("sbcHealthScore"), Some("0"));
         assert_eq!(d.get("sbcHealthPreviousScore"), Some("100"));
         assert!(d

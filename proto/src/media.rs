@@ -686,23 +686,29 @@ impl MediaTable {
         owner: usize,
         record: &MediaRecord,
     ) -> Result<(), MediaError> {
-        self.close(id);
+        let mut seen = Vec::with_capacity(record.streams.len() * 2);
         for legs in &record.streams {
             for (i, leg) in legs.iter().enumerate() {
                 let pool = self
                     .pools
                     .get(record.pools[i])
                     .ok_or(MediaError::BadPort(leg.port))?;
-                let ok = pool.range.contains(&leg.port)
+                // Free, or held by the session this record replaces.
+                let free = |p: u16| self.slot(p).is_none_or(|s| s.id == id);
+                let ok = leg.port % 2 == 0
+                    && leg.port < u16::MAX
+                    && pool.range.contains(&leg.port)
                     && pool.range.contains(&(leg.port + 1))
-                    && leg.port % 2 == 0
-                    && self.slot(leg.port).is_none()
-                    && self.slot(leg.port + 1).is_none();
+                    && free(leg.port)
+                    && free(leg.port + 1)
+                    && !seen.contains(&leg.port);
                 if !ok {
                     return Err(MediaError::BadPort(leg.port));
                 }
+                seen.push(leg.port);
             }
         }
+        self.close(id);
         let window = self.settings.latch_window;
         let mut streams = Vec::with_capacity(record.streams.len());
         for (stream, legs) in record.streams.iter().enumerate() {
