@@ -162,7 +162,7 @@ async fn apply_pushed_configs(
 }
 
 /// Source denies at the SIP edge: logged and trapped (`sbcSourceDeniedTrap`) as they start
-/// and end, checked once a second.
+/// and end; steering pools running low (`sbcMediaPortsLowTrap`); checked once a second.
 async fn report_source_denies(node: Arc<Node>, alarms: Arc<AlarmService>, hostname: String) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
@@ -181,6 +181,15 @@ async fn report_source_denies(node: Arc<Node>, alarms: Arc<AlarmService>, hostna
             alarms.sink().send(sbc_alarms::Trap::SourceDenied {
                 source: source.to_string(),
                 seconds,
+                node: hostname.clone(),
+            });
+        }
+        for (realm, free, total) in node.media_alerts() {
+            warn!(%realm, free, total, "steering-pool running out of media ports: new calls will get 503");
+            alarms.sink().send(sbc_alarms::Trap::MediaPortsLow {
+                realm,
+                free: u32::try_from(free).unwrap_or(u32::MAX),
+                total: u32::try_from(total).unwrap_or(u32::MAX),
                 node: hostname.clone(),
             });
         }

@@ -4,19 +4,22 @@
 //! machine; `sbc-alarms`) takes a plain struct of its own, never the serde model, so it does
 //! not change when the file format does and is tested without a configuration.
 
+use std::net::IpAddr;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use sbc_alarms::{AlarmKind, MemorySource, Threshold, Thresholds, TrapReceiver};
-use sbc_config::{AccessAction, Config, Transport};
+use sbc_config::{AccessAction, Config, MediaManagerState, RestrictedLatching, Transport};
 use sbc_proto::access::AccessSettings;
 use sbc_proto::engine::{EngineConfig, Interface, NextHop, SourcePolicy};
+use sbc_proto::media::MediaSettings;
 use sbc_proto::overload::autoscale::ScalingProfile;
 use sbc_proto::overload::prsm::PrsmConfig;
 use sbc_proto::sip::dialog::LegTransport;
 use sbc_proto::sip::transaction::Timers;
 
 use crate::heap_gate::HeapGateSettings;
+use crate::runtime::media::PoolBinding;
 use crate::workers::{WorkSettings, SHARDS};
 
 /// Per-source protection: `sip-config source-rate`, `source-burst` and
@@ -105,7 +108,82 @@ pub fn engine_config(cfg: &Config) -> anyhow::Result<EngineConfig> {
         agents: cfg.session_agents.iter().map(|a| a.socket_addr()).collect(),
         max_calls: s.max_calls.div_ceil(SHARDS),
         max_transactions: s.max_transactions.div_ceil(SHARDS),
+        // The node's media table, fixed at start, is attached by the runtime.
+        media: None,
     })
+}
+
+/// Media anchoring as the node runs it: the media table's settings, the pools the relay binds,
+/// and each interface's pool and media address.
+#[derive(Debug, Clone)]
+pub(crate) struct MediaPlan {
+    /// The media table's settings (a pool per `steering-pool`, by index).
+    pub table: MediaSettings,
+    /// What the relay binds, by pool index.
+    pub bindings: Vec<PoolBinding>,
+    /// For each `sip-interface` (by index): its realm's pool and media address.
+    pub realms: Vec<Option<(usize, IpAddr)>>,
+}
+
+/// Media anchoring (`media-manager`, `steering-pool`): `None` when the media manager is
+/// disabled or no realm has a steering pool (SDP then passes unchanged).
+#[must_use]
+pub(crate) fn media_plan(cfg: &Config) -> Option<MediaPlan> {
+    if cfg.media_manager.state == MediaManagerState::Disabled || cfg.steering_pools.is_empty() {
+        return None;
+    }
+    let (latch_window, latch_signalled_ip_only, inactivity) = media_timing(cfg);
+    let realms = cfg
+        .sip_interfaces
+        .iter()
+        .map(|i| {
+            cfg.steering_pools
+                .iter()
+                .position(|p| p.realm_id == i.realm)
+                .map(|k| (k, cfg.steering_pools[k].ip_address))
+        })
+        .collect();
+    Some(MediaPlan {
+        table: MediaSettings {
+            pools: cfg
+                .steering_pools
+                .iter()
+                .map(|p| p.start_port..=p.end_port)
+                .collect(),
+            latch_window,
+            latch_signalled_ip_only,
+            inactivity,
+        },
+        bindings: cfg
+            .steering_pools
+            .iter()
+            .map(|p| PoolBinding {
+                realm: p.realm_id.clone(),
+                address: p.ip_address,
+                ports: p.start_port..=p.end_port,
+            })
+            .collect(),
+        realms,
+    })
+}
+
+/// The media manager's timing, which `activate-config` changes live: the latch window (zero
+/// with `latching = false`), whether latching is held to the signalled IP
+/// (`restricted-latching = sdp`), and `rtp-inactivity` (`None`: off).
+#[must_use]
+pub(crate) fn media_timing(cfg: &Config) -> (Duration, bool, Option<Duration>) {
+    let m = &cfg.media_manager;
+    let window = if m.latching {
+        Duration::from_millis(m.latching_window_ms)
+    } else {
+        Duration::ZERO
+    };
+    let inactivity = (m.rtp_inactivity > 0).then(|| Duration::from_secs(m.rtp_inactivity));
+    (
+        window,
+        m.restricted_latching == RestrictedLatching::Sdp,
+        inactivity,
+    )
 }
 
 /// The engine's name for a configured transport.

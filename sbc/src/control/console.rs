@@ -298,6 +298,28 @@ impl Console {
                         let _ = writeln!(out, "{:<28} {:>12}", k.replace('_', "-"), val);
                     }
                 }
+                let media = self.node.media_report();
+                if let Some(m) = &media {
+                    let free: usize = m.pools.iter().map(|p| p.free_pairs).sum();
+                    let total: usize = m.pools.iter().map(|p| p.total_pairs).sum();
+                    for (k, val) in [
+                        ("media-sessions", m.sessions.to_string()),
+                        ("media-port-pairs-free", format!("{free}/{total}")),
+                        ("media-packets-forwarded", m.forwarded.to_string()),
+                        ("media-bytes-forwarded", m.forwarded_bytes.to_string()),
+                        (
+                            "media-packets-dropped",
+                            (m.dropped_unknown_port
+                                + m.dropped_stranger
+                                + m.dropped_no_destination
+                                + m.send_errors)
+                                .to_string(),
+                        ),
+                        ("media-latched", m.latched.to_string()),
+                    ] {
+                        let _ = writeln!(out, "{k:<28} {val:>12}");
+                    }
+                }
                 let tcp = serde_json::to_value(self.node.tcp_stats()).unwrap_or_default();
                 if let serde_json::Value::Object(m) = &tcp {
                     for (k, val) in m {
@@ -318,6 +340,17 @@ impl Console {
                             "calls_active": calls,
                             "counters": v,
                             "tcp": tcp,
+                            "media": media.as_ref().map(|m| json!({
+                                "sessions": m.sessions,
+                                "pools": m.pools,
+                                "forwarded": m.forwarded,
+                                "forwarded_bytes": m.forwarded_bytes,
+                                "dropped_unknown_port": m.dropped_unknown_port,
+                                "dropped_stranger": m.dropped_stranger,
+                                "dropped_no_destination": m.dropped_no_destination,
+                                "send_errors": m.send_errors,
+                                "latched": m.latched,
+                            })),
                         })
                     }),
                 ))
@@ -379,12 +412,30 @@ impl Console {
             }
             OperCommand::ShowDialogs => {
                 let snaps = self.node.snapshots(true).await;
-                let dialogs: Vec<_> = snaps.into_iter().flat_map(|s| s.dialogs).collect();
+                let mut dialogs: Vec<_> = snaps.into_iter().flat_map(|s| s.dialogs).collect();
+                // Live media counters (the dialog's own copy is what was last replicated).
+                let live: std::collections::HashMap<u64, crate::runtime::SessionReport> = self
+                    .node
+                    .media_report()
+                    .map(|m| m.calls.into_iter().map(|s| (s.call, s)).collect())
+                    .unwrap_or_default();
+                for d in &mut dialogs {
+                    d.media = None;
+                }
                 let mut out = format!("{} dialogs\n", dialogs.len());
                 for d in dialogs.iter().take(200) {
+                    let media = live.get(&d.id).map_or(String::new(), |s| {
+                        format!(
+                            "  media {}/{} packets, {}/{} lost",
+                            s.from_caller.packets,
+                            s.from_callee.packets,
+                            s.from_caller.lost,
+                            s.from_callee.lost
+                        )
+                    });
                     let _ = writeln!(
                         out,
-                        "{:016x} {:<10} caller {} {}  callee {} {}",
+                        "{:016x} {:<10} caller {} {}  callee {} {}{media}",
                         d.id,
                         format!("{:?}", d.state).to_lowercase(),
                         d.caller.peer,
@@ -396,7 +447,20 @@ impl Console {
                 if dialogs.len() > 200 {
                     out.push_str("... (first 200 shown; --json gives all)\n");
                 }
-                Ok((out, json.then(|| json!({"dialogs": dialogs}))))
+                let media: Vec<_> = dialogs.iter().map(|d| live.get(&d.id)).collect();
+                Ok((
+                    out,
+                    json.then(|| json!({"dialogs": dialogs, "media": media})),
+                ))
+            }
+            OperCommand::ShowMedia => {
+                let Some(m) = self.node.media_report() else {
+                    return Ok((
+                        "media is not anchored (media-manager disabled or no steering-pool): SDP passes unchanged\n".into(),
+                        json.then(|| json!({"anchored": false})),
+                    ));
+                };
+                Ok((show_media(&m), json.then(|| json!({"anchored": true, "media": m}))))
             }
             OperCommand::ShowAccessControl => {
                 let (denied, counters) = self.node.access_report();
@@ -472,6 +536,15 @@ pub fn restart_needed(running: &Config, saved: &Config) -> Vec<String> {
     if running.sip_interfaces != saved.sip_interfaces {
         out.push("sip-interface: addresses, ports and transports are bound at start".to_owned());
     }
+    if running.steering_pools != saved.steering_pools {
+        out.push("steering-pool: media addresses and ports are bound at start".to_owned());
+    }
+    if running.media_manager.state != saved.media_manager.state {
+        out.push(format!(
+            "media-manager state {} -> {}: media anchoring is set up at start",
+            running.media_manager.state, saved.media_manager.state
+        ));
+    }
     if running.sip_config.workers != saved.sip_config.workers {
         out.push(format!(
             "sip-config workers {} -> {}: the worker count is fixed at start",
@@ -524,6 +597,72 @@ pub fn restart_needed(running: &Config, saved: &Config) -> Vec<String> {
     }
     if running.redundancy != saved.redundancy {
         out.push("redundancy-config: the pair's channels are set up at start".to_owned());
+    }
+    out
+}
+
+/// `show media` as text: the relay, each pool, the counters, then each call (up to 200).
+fn show_media(m: &crate::runtime::MediaReport) -> String {
+    let mut out = format!(
+        "relay {}, {} sessions\n",
+        if m.relaying { "running" } else { "stopped (standby)" },
+        m.sessions
+    );
+    for p in &m.pools {
+        let _ = writeln!(
+            out,
+            "  steering-pool {:<10} {} ports {}: {}/{} pairs free",
+            p.realm, p.address, p.ports, p.free_pairs, p.total_pairs
+        );
+    }
+    let _ = writeln!(
+        out,
+        "packets forwarded {} ({} bytes), received {}; dropped: {} unknown port, {} strangers, {} no destination, {} send errors; {} latched; sessions opened {}, refused for ports {}",
+        m.forwarded,
+        m.forwarded_bytes,
+        m.received,
+        m.dropped_unknown_port,
+        m.dropped_stranger,
+        m.dropped_no_destination,
+        m.send_errors,
+        m.latched,
+        m.opened,
+        m.refused_no_ports
+    );
+    for s in m.calls.iter().take(200) {
+        let _ = writeln!(
+            out,
+            "{:016x} caller sent {} packets ({} lost, {} rtcp, {} dropped)  callee sent {} packets ({} lost, {} rtcp, {} dropped)",
+            s.call,
+            s.from_caller.packets,
+            s.from_caller.lost,
+            s.from_caller.rtcp,
+            s.from_caller.dropped,
+            s.from_callee.packets,
+            s.from_callee.lost,
+            s.from_callee.rtcp,
+            s.from_callee.dropped
+        );
+        for (i, st) in s.streams.iter().enumerate() {
+            let remote = |r: &Option<String>, latched: bool| {
+                format!(
+                    "{}{}",
+                    r.as_deref().unwrap_or("-"),
+                    if latched { " (latched)" } else { "" }
+                )
+            };
+            let _ = writeln!(
+                out,
+                "  stream {i}: caller {} <-> :{}  |  :{} <-> callee {}",
+                remote(&st.caller_remote, st.caller_latched),
+                st.caller_port,
+                st.callee_port,
+                remote(&st.callee_remote, st.callee_latched)
+            );
+        }
+    }
+    if m.calls.len() > 200 {
+        out.push_str("... (first 200 shown; --json gives all)\n");
     }
     out
 }

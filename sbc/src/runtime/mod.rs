@@ -14,6 +14,7 @@
 //! 503, transactions in progress finish), the node waits until all are idle or the grace period
 //! ends, then stops the threads.
 
+pub(crate) mod media;
 pub mod tcp;
 mod udp;
 
@@ -30,12 +31,17 @@ use tokio::sync::mpsc as tmpsc;
 use tracing::{debug, info, warn};
 
 use sbc_proto::access::{AccessControl, AccessCounters, AccessEvent, DeniedSource, Verdict};
-use sbc_proto::engine::{Admission, DialogChange, EngineConfig, Inbound, Stats, Transmit};
+use sbc_proto::engine::{
+    Admission, DialogChange, EngineConfig, Inbound, MediaAnchoring, SharedMediaTable, Stats,
+    Transmit,
+};
+use sbc_proto::media::{MediaEvent, MediaTable};
 use sbc_proto::overload::prsm::Kind;
 use sbc_proto::shard;
 use sbc_proto::sip::classify::classify;
 use sbc_proto::sip::dialog::LegTransport;
 
+use self::media::{MediaRelay, PoolBinding, RelayCounters};
 use self::tcp::{TcpEdge, TcpStatsSnapshot};
 use crate::workers::{
     lock, total_stats, Ctx, Group, GroupReport, Outlet, Shards, TimerThread, SHARDS,
@@ -148,6 +154,27 @@ impl Shared {
     }
 }
 
+/// The node's media anchoring: the table every engine shares, what the relay binds, and the
+/// relay while the node serves.
+struct NodeMedia {
+    table: SharedMediaTable,
+    realms: Vec<Option<(usize, std::net::IpAddr)>>,
+    bindings: Vec<PoolBinding>,
+    relay: Mutex<Option<MediaRelay>>,
+    counters: Arc<RelayCounters>,
+    /// Port-pool warnings not yet reported (trapped once a second by the node's reporter).
+    alerts: Arc<Mutex<Vec<MediaEvent>>>,
+}
+
+impl NodeMedia {
+    fn anchoring(&self) -> MediaAnchoring {
+        MediaAnchoring {
+            table: self.table.clone(),
+            realms: self.realms.clone(),
+        }
+    }
+}
+
 /// A running node, as returned by [`start`].
 pub struct Node {
     shared: Arc<Shared>,
@@ -158,6 +185,7 @@ pub struct Node {
     tcp: Arc<TcpEdge>,
     bound: tokio::sync::Mutex<Option<Bound>>,
     admission: Mutex<AdmissionState>,
+    media: Option<NodeMedia>,
 }
 
 /// The reasons new requests are refused, and the Retry-After range of the 503.
@@ -179,7 +207,16 @@ struct Bound {
 /// single node, or the active of a pair), else later with [`Node::bind_interfaces`]. Must be
 /// called inside a tokio runtime.
 pub async fn start(cfg: &Config, bind: bool) -> anyhow::Result<Node> {
-    let ecfg = crate::settings::engine_config(cfg)?;
+    let mut ecfg = crate::settings::engine_config(cfg)?;
+    let media = crate::settings::media_plan(cfg).map(|plan| NodeMedia {
+        table: Arc::new(Mutex::new(MediaTable::new(plan.table))),
+        realms: plan.realms,
+        bindings: plan.bindings,
+        relay: Mutex::new(None),
+        counters: Arc::new(RelayCounters::default()),
+        alerts: Arc::new(Mutex::new(Vec::new())),
+    });
+    ecfg.media = media.as_ref().map(NodeMedia::anchoring);
     let (tcp_tx, tcp_rx) = tmpsc::unbounded_channel();
     let wire = Arc::new(Wire {
         udp: RwLock::new(vec![None; cfg.sip_interfaces.len()]),
@@ -244,6 +281,7 @@ pub async fn start(cfg: &Config, bind: bool) -> anyhow::Result<Node> {
         max: cfg.sip_config.max_message_size,
         tcp,
         bound: tokio::sync::Mutex::new(None),
+        media,
         admission: Mutex::new(AdmissionState {
             reasons: std::collections::BTreeSet::new(),
             retry_after: (
@@ -323,6 +361,18 @@ impl Node {
                 listeners.push((idx, l));
             }
         }
+        // The media ports are bound with the SIP ones, all or none.
+        if let Some(m) = &self.media {
+            let mut relay = lock(&m.relay);
+            if relay.is_none() {
+                *relay = Some(MediaRelay::start(
+                    &m.bindings,
+                    m.table.clone(),
+                    self.media_sink(m),
+                    m.counters.clone(),
+                )?);
+            }
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let mut threads = Vec::new();
         for (idx, sock) in udp.iter().enumerate() {
@@ -374,7 +424,11 @@ impl Node {
             u.iter_mut().for_each(|s| *s = None);
         }
         let threads = bound.threads;
+        let relay = self.media.as_ref().and_then(|m| lock(&m.relay).take());
         let _ = tokio::task::spawn_blocking(move || {
+            if let Some(r) = relay {
+                r.stop();
+            }
             for t in threads {
                 let _ = t.join();
             }
@@ -428,7 +482,7 @@ impl Node {
         match change {
             DialogChange::Upsert(d) => {
                 let s = Shards::of_key(shard::call_id_key(d.caller.call_id.as_bytes()));
-                shards.with(s, out, |e| e.install_dialog(*d));
+                shards.with(s, out, |e| e.install_dialog(Instant::now(), *d));
             }
             DialogChange::Delete(id) => shards.each(out, |_, e| e.remove_dialog(id)),
         }
@@ -503,8 +557,11 @@ impl Node {
             .unwrap_or_default()
     }
 
-    /// Applies a new engine configuration to every shard.
+    /// Applies a new engine configuration to every shard (media anchoring stays as it was
+    /// at start: its pools are bound).
     pub fn reconfigure(&self, cfg: &EngineConfig) {
+        let mut cfg = cfg.clone();
+        cfg.media = self.media.as_ref().map(NodeMedia::anchoring);
         self.shared
             .ctx
             .shards
@@ -516,6 +573,111 @@ impl Node {
     pub fn reconfigure_edge(&self, cfg: &Config) {
         self.tcp.reconfigure(cfg);
         lock(&self.shared.access).set_settings(crate::settings::access(cfg));
+        if let Some(m) = &self.media {
+            let (window, sdp_only, inactivity) = crate::settings::media_timing(cfg);
+            lock(&m.table).set_timing(window, sdp_only, inactivity);
+        }
+    }
+
+    /// Where the media table's events go: an inactive or latched call to the engine that owns
+    /// it, a pool running low to the reporter (a trap).
+    fn media_sink(&self, m: &NodeMedia) -> media::EventSink {
+        let (shared, alerts) = (self.shared.clone(), m.alerts.clone());
+        Arc::new(move |event| match event {
+            MediaEvent::Inactive { owner, .. } | MediaEvent::Latched { owner, .. } => {
+                if owner < SHARDS {
+                    let now = Instant::now();
+                    shared.ctx.shards.with(owner, shared.wire.as_ref(), |e| {
+                        e.handle_media_event(now, event)
+                    });
+                }
+            }
+            MediaEvent::PoolLow { .. } => lock(&alerts).push(event),
+        })
+    }
+
+    /// Port-pool warnings since the last call, as (realm, free pairs, total pairs).
+    pub fn media_alerts(&self) -> Vec<(String, usize, usize)> {
+        let Some(m) = &self.media else {
+            return Vec::new();
+        };
+        let events = std::mem::take(&mut *lock(&m.alerts));
+        events
+            .into_iter()
+            .filter_map(|e| match e {
+                MediaEvent::PoolLow { pool, free, total } => m
+                    .bindings
+                    .get(pool)
+                    .map(|b| (b.realm.clone(), free, total)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The media relay's state for `show media`, `show sip-stats` and `show dialogs`
+    /// (`None`: media is not anchored).
+    pub fn media_report(&self) -> Option<MediaReport> {
+        let m = self.media.as_ref()?;
+        let t = lock(&m.table);
+        let pools = m
+            .bindings
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let (free, total) = t.pool(i);
+                PoolReport {
+                    realm: b.realm.clone(),
+                    address: b.address,
+                    ports: format!("{}-{}", b.ports.start(), b.ports.end()),
+                    free_pairs: free,
+                    total_pairs: total,
+                }
+            })
+            .collect();
+        let mut sessions: Vec<SessionReport> = t
+            .sessions()
+            .map(|(id, s)| {
+                let (caller, callee) = s.totals();
+                let streams = (0..s.stream_count())
+                    .map(|i| StreamReport {
+                        caller_port: s.ports(sbc_proto::media::Side::Caller)[i],
+                        callee_port: s.ports(sbc_proto::media::Side::Callee)[i],
+                        caller_remote: s
+                            .destination(i, sbc_proto::media::Side::Caller)
+                            .map(|a| a.to_string()),
+                        callee_remote: s
+                            .destination(i, sbc_proto::media::Side::Callee)
+                            .map(|a| a.to_string()),
+                        caller_latched: s.is_latched(i, sbc_proto::media::Side::Caller),
+                        callee_latched: s.is_latched(i, sbc_proto::media::Side::Callee),
+                    })
+                    .collect();
+                SessionReport {
+                    call: id,
+                    streams,
+                    from_caller: counters_report(&caller),
+                    from_callee: counters_report(&callee),
+                }
+            })
+            .collect();
+        sessions.sort_by_key(|s| s.call);
+        let st = t.stats();
+        Some(MediaReport {
+            relaying: lock(&m.relay).is_some(),
+            sessions: sessions.len(),
+            pools,
+            forwarded: st.forwarded,
+            forwarded_bytes: st.forwarded_bytes,
+            received: m.counters.received.load(Ordering::Relaxed),
+            dropped_unknown_port: st.unknown_port,
+            dropped_stranger: st.stranger,
+            dropped_no_destination: st.no_destination,
+            send_errors: m.counters.send_errors.load(Ordering::Relaxed),
+            latched: st.latched,
+            opened: st.opened,
+            refused_no_ports: st.exhausted,
+            calls: sessions,
+        })
     }
 
     /// Ends expired source denies and returns the deny events since the last call (for the
@@ -603,5 +765,111 @@ impl Node {
             malformed_dropped = s.malformed_dropped,
             "node stopped"
         );
+    }
+}
+
+/// `show media`: the relay, its pools and its sessions.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MediaReport {
+    /// Whether the relay runs (its ports are bound: a single node, or the active).
+    pub relaying: bool,
+    /// Sessions open.
+    pub sessions: usize,
+    /// Each steering pool.
+    pub pools: Vec<PoolReport>,
+    /// Packets forwarded (RTP and RTCP), and their bytes.
+    pub forwarded: u64,
+    /// Bytes forwarded.
+    pub forwarded_bytes: u64,
+    /// Datagrams received on media ports.
+    pub received: u64,
+    /// Dropped: to a port no call holds.
+    pub dropped_unknown_port: u64,
+    /// Dropped: from a stranger after the latch window.
+    pub dropped_stranger: u64,
+    /// Dropped: the other leg has no address yet.
+    pub dropped_no_destination: u64,
+    /// Dropped: the kernel would not send them.
+    pub send_errors: u64,
+    /// Legs latched to the address their packets came from.
+    pub latched: u64,
+    /// Sessions opened since start.
+    pub opened: u64,
+    /// Sessions refused for want of ports.
+    pub refused_no_ports: u64,
+    /// Every call's media, by call id.
+    pub calls: Vec<SessionReport>,
+}
+
+/// One steering pool in `show media`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PoolReport {
+    /// Its realm.
+    pub realm: String,
+    /// Its media address.
+    pub address: std::net::IpAddr,
+    /// Its port range.
+    pub ports: String,
+    /// RTP/RTCP pairs free.
+    pub free_pairs: usize,
+    /// RTP/RTCP pairs in all.
+    pub total_pairs: usize,
+}
+
+/// One call's media in `show media` and `show dialogs`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SessionReport {
+    /// The call id (as `show dialogs` lists it).
+    pub call: u64,
+    /// Its streams.
+    pub streams: Vec<StreamReport>,
+    /// What the caller sent (all streams).
+    pub from_caller: CountersReport,
+    /// What the callee sent.
+    pub from_callee: CountersReport,
+}
+
+/// One stream of a call.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StreamReport {
+    /// The SBC's RTP port facing the caller.
+    pub caller_port: u16,
+    /// The SBC's RTP port facing the callee.
+    pub callee_port: u16,
+    /// Where the caller's media goes.
+    pub caller_remote: Option<String>,
+    /// Where the callee's media goes.
+    pub callee_remote: Option<String>,
+    /// Whether the caller's address was latched.
+    pub caller_latched: bool,
+    /// Whether the callee's address was latched.
+    pub callee_latched: bool,
+}
+
+/// What one leg sent.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct CountersReport {
+    /// RTP packets.
+    pub packets: u64,
+    /// RTP bytes.
+    pub bytes: u64,
+    /// RTCP packets.
+    pub rtcp: u64,
+    /// Lost by sequence gaps.
+    pub lost: u64,
+    /// Dropped from strangers.
+    pub dropped: u64,
+    /// The latest SSRC.
+    pub ssrc: Option<u32>,
+}
+
+fn counters_report(c: &sbc_proto::media::LegCounters) -> CountersReport {
+    CountersReport {
+        packets: c.packets,
+        bytes: c.bytes,
+        rtcp: c.rtcp_packets,
+        lost: c.lost,
+        dropped: c.dropped,
+        ssrc: c.ssrc,
     }
 }

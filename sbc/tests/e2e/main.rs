@@ -22,6 +22,7 @@ mod edge_flood;
 mod edge_legs;
 mod malformed;
 mod max_forwards;
+mod media_anchoring;
 mod mgmt_socket;
 mod no_answer;
 mod overload_heap_gate;
