@@ -398,6 +398,9 @@ impl Console {
                 }
                 Ok((out, json.then(|| json!({"dialogs": dialogs}))))
             }
+            OperCommand::ShowMedia => {
+                Ok(("show media: not available in this build\n".to_owned(), None))
+            }
             OperCommand::ShowAccessControl => {
                 let (denied, counters) = self.node.access_report();
                 let running = self.snapshot()?.running;
