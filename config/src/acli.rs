@@ -14,7 +14,7 @@
 //!                             notify berpd force, reboot, save-config, activate-config,
 //!                             verify-config, lab ballast <MB>, exit
 //! sbc(configure)#             system, session-router, sip-interface, redundancy,
-//!                             auto-scaling-profile, show …, exit
+//!                             auto-scaling-profile, media-manager, steering-pool, show …, exit
 //! sbc(system)#                system-config
 //! sbc(session-router)#        sip-config, session-router, session-agent, sip-interface,
 //!                             access-control
@@ -26,10 +26,11 @@
 //! # Editing an element (Oracle's rules)
 //!
 //! - Entering a single-instance element (`system-config`, `sip-config`, `session-router`,
-//!   `redundancy-config`) loads its committed value into a **working copy** (Oracle needs a
+//!   `redundancy-config`, `media-manager`) loads its committed value into a **working copy** (Oracle needs a
 //!   `select` first; here it is implied, and `select` reloads).
 //! - Entering a multi-instance element (`sip-interface`, `session-agent`,
-//!   `auto-scaling-profile`, `alarm-threshold`, `trap-receiver`, `peer`) starts a **new
+//!   `auto-scaling-profile`, `access-control`, `steering-pool`, `alarm-threshold`,
+//!   `trap-receiver`, `peer`) starts a **new
 //!   instance** with defaults, as in Oracle; `select <key>` (or `select <n>`, or bare `select`
 //!   to list them) edits an existing one instead, and `no <key>` (bare `no`: the selected one)
 //!   deletes one, as Oracle's `no` does.
@@ -108,6 +109,9 @@ pub enum OperCommand {
     ShowWorkers,
     /// `show dialogs`: the dialog table.
     ShowDialogs,
+    /// `show media`: the media sessions (anchored calls, their ports and latching) and the
+    /// steering pools.
+    ShowMedia,
     /// `show access-control`: the sources denied now, the operator's lists, the counters.
     ShowAccessControl,
     /// `clear-deny <address>`: lift a source's dynamic deny.
@@ -326,7 +330,7 @@ const TOP: &[Entry] = &[
     entry("exit", "close the session", Cmd::Exit),
 ];
 
-const SHOW_HELP: &str = "show health | redundancy | memory | alarms | sip-stats | workers | dialogs | access-control | running-config | configuration";
+const SHOW_HELP: &str = "show health | redundancy | memory | alarms | sip-stats | workers | dialogs | media | access-control | running-config | configuration";
 
 /// The `show` topics and what they answer.
 const SHOW_TOPICS: &[(&str, &str)] = &[
@@ -340,6 +344,10 @@ const SHOW_TOPICS: &[(&str, &str)] = &[
     ("sip-stats", "SIP counters"),
     ("workers", "worker groups and their loads"),
     ("dialogs", "the dialog table"),
+    (
+        "media",
+        "anchored media sessions, their ports and latching, the steering pools",
+    ),
     (
         "access-control",
         "sources denied now, the allow and deny lists, rate counters",
@@ -360,6 +368,7 @@ fn show_reply(topic: &str) -> Reply {
         "sip-stats" => Reply::Operational(OperCommand::ShowSipStats),
         "workers" => Reply::Operational(OperCommand::ShowWorkers),
         "dialogs" => Reply::Operational(OperCommand::ShowDialogs),
+        "media" => Reply::Operational(OperCommand::ShowMedia),
         "access-control" => Reply::Operational(OperCommand::ShowAccessControl),
         "running-config" => Reply::Lifecycle(LifecycleCommand::ShowRunningConfig),
         _ => Reply::Lifecycle(LifecycleCommand::ShowConfiguration),
@@ -456,6 +465,9 @@ fn no_args(word: &str, args: &[String]) -> Result<(), String> {
 
 /// The attributes that name an `auto-scaling-profile`, completed with the profiles' names.
 const PROFILE_ATTRS: &[&str] = &["auto-scaling-profile", "tcp-auto-scaling-profile"];
+
+/// The attributes that name a `sip-interface` realm, completed with the interfaces' realms.
+const REALM_ATTRS: &[&str] = &["realm-id"];
 
 /// The `valid` part of a message from an attribute's hint: `<1..=100>` → `1..=100`.
 fn hint_valid(attr: &Attr) -> String {
@@ -670,11 +682,13 @@ impl Session {
                     Path::Redundancy.help(),
                     Cmd::Enter(Path::Redundancy),
                 ));
-                entries.push(entry(
-                    Kind::AutoScalingProfile.word(),
-                    Kind::AutoScalingProfile.help(),
-                    Cmd::Element(Kind::AutoScalingProfile),
-                ));
+                for kind in [
+                    Kind::AutoScalingProfile,
+                    Kind::MediaManager,
+                    Kind::SteeringPool,
+                ] {
+                    entries.push(entry(kind.word(), kind.help(), Cmd::Element(kind)));
+                }
                 entries.extend([show, exit]);
                 entries
             }
@@ -1426,6 +1440,11 @@ impl Session {
                 if PROFILE_ATTRS.contains(&attr.name) {
                     for profile in &editing.auto_scaling_profiles {
                         list.push(pair(profile.name.clone(), "auto-scaling-profile"));
+                    }
+                }
+                if REALM_ATTRS.contains(&attr.name) {
+                    for iface in &editing.sip_interfaces {
+                        list.push(pair(iface.realm.clone(), "sip-interface realm"));
                     }
                 }
                 if attr.optional {

@@ -7,7 +7,8 @@
 //!   [`TrapReceiver`]s; [`SipConfig`] `sip-config`; [`SipInterface`] `sip-interface`;
 //!   [`SessionAgent`] `session-agent`; [`SessionRouter`] `session-router`;
 //!   [`RedundancyConfig`] `redundancy-config` with its [`Peer`]s; [`AutoScalingProfile`]
-//!   `auto-scaling-profile`), each field with a default.
+//!   `auto-scaling-profile`; [`AccessControl`] `access-control`; [`MediaManager`]
+//!   `media-manager`; [`SteeringPool`] `steering-pool`), each field with a default.
 //! - **The TOML file**: keys are kebab-case ACLI words; an empty file is valid and equals
 //!   [`Config::embedded_default`]; an unknown key or a value of the wrong type is refused with
 //!   the parser's line and column. [`Config::load`] reads a file, [`Config::save_atomic`]
@@ -34,6 +35,10 @@
 //!   and TCP;
 //! - no `[[session-agent]]`: one agent `core` at 127.0.0.1:5080 over UDP in realm `core`, and
 //!   then (only then) `session-router.default-route` defaults to `"core"`;
+//! - no `[[steering-pool]]`: when the default interfaces apply too (no `[[sip-interface]]`),
+//!   `access` on 127.0.0.1 ports 20000..=20999 and `core` on 127.0.0.1 ports 21000..=21999, so
+//!   that media is anchored on loopback; with the file's own interfaces, none (media passes
+//!   unchanged: pools name addresses of the file's own networks, which no default can guess);
 //! - `[[session-router.route]]` defaults to none.
 //!
 //! [`Config::to_toml_string`] always writes every list, so a saved file reads back identically.
@@ -69,9 +74,10 @@ pub const MAX_WORKERS: usize = 64;
 pub const MIN_SHARED_KEY_LEN: usize = 16;
 pub use model::{
     split_option, AccessAction, AccessControl, AlarmThreshold, AlarmType, AutoScalingProfile,
-    CriticalMemoryAbort, FilterLevel, InDialogSource, MemorySource, Peer, PeerType,
-    RedundancyConfig, RedundancyState, Route, SessionAgent, SessionRouter, Severity, SipConfig,
-    SipInterface, SystemConfig, Transport, TrapReceiver,
+    CriticalMemoryAbort, FilterLevel, InDialogSource, MediaManager, MediaManagerState,
+    MemorySource, Peer, PeerType, RedundancyConfig, RedundancyState, RestrictedLatching, Route,
+    SessionAgent, SessionRouter, Severity, SipConfig, SipInterface, SteeringPool, SystemConfig,
+    Transport, TrapReceiver,
 };
 pub use net::{parse_net, IpNet};
 pub use push::{MASK, NODE_LOCAL, SECRET_KEYS};
@@ -104,6 +110,14 @@ pub struct Config {
     /// `[[access-control]]`: allowed and denied SIP sources.
     #[serde(rename = "access-control")]
     pub access_control: Vec<AccessControl>,
+    /// `[media-manager]`: media anchoring and latching.
+    #[serde(rename = "media-manager")]
+    pub media_manager: MediaManager,
+    /// `[[steering-pool]]`: the address and ports each realm's media is anchored on, at most
+    /// one per realm. Default: see the crate docs (two loopback pools with the default
+    /// interfaces, none with the file's own).
+    #[serde(rename = "steering-pool")]
+    pub steering_pools: Vec<SteeringPool>,
 }
 
 /// The file as written: lists that are absent stay `None` so that their defaults can apply.
@@ -118,6 +132,8 @@ struct RawConfig {
     redundancy_config: RedundancyConfig,
     auto_scaling_profile: Vec<AutoScalingProfile>,
     access_control: Vec<AccessControl>,
+    media_manager: MediaManager,
+    steering_pool: Option<Vec<SteeringPool>>,
 }
 
 impl From<RawConfig> for Config {
@@ -132,15 +148,22 @@ impl From<RawConfig> for Config {
                 model::default_agents()
             }
         };
+        // The default pools go with the default interfaces only: they anchor on their address.
+        let (sip_interfaces, default_pools) = match raw.sip_interface {
+            Some(interfaces) => (interfaces, Vec::new()),
+            None => (model::default_interfaces(), model::default_pools()),
+        };
         Self {
             system: raw.system_config,
             sip_config: raw.sip_config,
-            sip_interfaces: raw.sip_interface.unwrap_or_else(model::default_interfaces),
+            sip_interfaces,
             session_agents,
             session_router,
             redundancy: raw.redundancy_config,
             auto_scaling_profiles: raw.auto_scaling_profile,
             access_control: raw.access_control,
+            media_manager: raw.media_manager,
+            steering_pools: raw.steering_pool.unwrap_or(default_pools),
         }
     }
 }
@@ -155,7 +178,10 @@ impl Default for Config {
 impl Config {
     /// The configuration an empty file gives: interfaces `access` (127.0.0.1:5060) and `core`
     /// (127.0.0.1:5062), both UDP and TCP; session-agent `core` at 127.0.0.1:5080 over UDP;
-    /// `default-route = "core"`; no routes; every `system-config` and `sip-config` default.
+    /// `default-route = "core"`; no routes; steering-pools `access` (127.0.0.1 ports
+    /// 20000..=20999) and `core` (127.0.0.1 ports 21000..=21999) with `media-manager` enabled,
+    /// so calls between the two realms have their media anchored on loopback; every
+    /// `system-config`, `sip-config` and `media-manager` default.
     #[must_use]
     pub fn embedded_default() -> Self {
         RawConfig::default().into()
@@ -226,6 +252,13 @@ impl Config {
     ///   primary and one secondary peer;
     /// - `auto-scaling-profile`: unique names, ranges, within ≥ for, the three scale-down keys
     ///   together with down-to below up-to and down-on below up-on;
+    /// - `access-control`: each source an IP address or network, each once;
+    /// - `media-manager`: `latching-window-ms` and `rtp-inactivity` ranges;
+    /// - `steering-pool`: each `realm-id` a sip-interface's realm, at most one pool per realm;
+    ///   `ip-address` not a wildcard; `start-port` at least 1024; `end-port` above it with at
+    ///   least two RTP/RTCP pairs; no two pools' port ranges overlapping, even on different
+    ///   addresses (the media relay finds a call by its port alone); no pool's range holding
+    ///   the port of a sip-interface on the same address;
     /// - worker groups: each `sip-interface.auto-scaling-profile` and
     ///   `sip-config.tcp-auto-scaling-profile` names a profile, and the group's initial count
     ///   (`workers` for UDP groups, `tcp-workers` for TCP) lies within that profile's
@@ -235,6 +268,12 @@ impl Config {
     /// [`ConfigError::Invalid`] naming the key, the value and what is valid.
     pub fn validate(&self) -> Result<(), ConfigError> {
         validate::validate(self)
+    }
+
+    /// The steering-pool of `realm` (its `realm-id`), if any.
+    #[must_use]
+    pub fn steering_pool(&self, realm: &str) -> Option<&SteeringPool> {
+        self.steering_pools.iter().find(|p| p.realm_id == realm)
     }
 
     /// The sip-interface of `realm`, if any.
@@ -271,9 +310,11 @@ impl Config {
     /// Applies command-line overrides and re-validates.
     ///
     /// `listen` replaces the address and port of the `access` interface (or of the first
-    /// interface when there is no `access` realm). `next_hop` replaces the address and port of
-    /// the `default-route` agent; when there is none, the agent `core` (created in realm `core`
-    /// over UDP if missing) is updated and becomes the default route.
+    /// interface when there is no `access` realm); when that is the `access` interface and its
+    /// steering-pool is the default one (127.0.0.1 ports 20000..=20999), the pool's
+    /// `ip-address` follows the new address (its ports stay). `next_hop` replaces the address
+    /// and port of the `default-route` agent; when there is none, the agent `core` (created in
+    /// realm `core` over UDP if missing) is updated and becomes the default route.
     ///
     /// # Errors
     /// [`ConfigError::Invalid`] when the result breaks a rule, e.g. `listen` collides with
@@ -292,6 +333,18 @@ impl Config {
             if let Some(iface) = self.sip_interfaces.get_mut(index) {
                 iface.address = listen.ip();
                 iface.port = listen.port();
+                if iface.realm == ACCESS_REALM {
+                    let default = model::default_pools()
+                        .into_iter()
+                        .find(|p| p.realm_id == ACCESS_REALM);
+                    if let Some(pool) = self
+                        .steering_pools
+                        .iter_mut()
+                        .find(|p| Some(&**p) == default.as_ref())
+                    {
+                        pool.ip_address = listen.ip();
+                    }
+                }
             }
         }
         if let Some(next_hop) = next_hop {

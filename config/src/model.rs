@@ -194,6 +194,27 @@ keyword_enum! {
     }
 }
 
+keyword_enum! {
+    /// `media-manager` `state`: whether the SBC anchors media.
+    MediaManagerState, key "state", default Enabled {
+        /// The media of a call whose two realms each have a `steering-pool` is anchored: relayed
+        /// through the SBC, each leg's SDP rewritten to a port of its realm's pool.
+        Enabled = "enabled",
+        /// SDP passes unchanged and media flows end to end.
+        Disabled = "disabled",
+    }
+}
+
+keyword_enum! {
+    /// `media-manager` `restricted-latching`: which sources a leg may latch to (Oracle's words).
+    RestrictedLatching, key "restricted-latching", default None {
+        /// Any source: the first packets of the latching window decide.
+        None = "none",
+        /// Only the IP address the leg's SDP signalled (any port).
+        Sdp = "sdp",
+    }
+}
+
 /// The `system-config` options this build knows, each with its valid values (an empty list
 /// means a flag without value).
 pub(crate) const KNOWN_OPTIONS: &[(&str, &[&str])] = &[(
@@ -818,6 +839,92 @@ pub struct AccessControl {
     pub action: AccessAction,
 }
 
+/// `media-manager`: media anchoring, one element for the node (Oracle's element name).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct MediaManager {
+    /// `state`: `enabled`: the media of a call whose two realms each have a `steering-pool` is
+    /// anchored (relayed through the SBC, SDP rewritten); `disabled`: SDP passes unchanged.
+    /// Default `enabled`.
+    pub state: MediaManagerState,
+    /// `latching`: symmetric RTP: during the latching window, a leg's media destination moves
+    /// to where its packets come from (a caller behind NAT). Default `true`.
+    pub latching: bool,
+    /// `restricted-latching`: `none` (latch to any source) or `sdp` (latch only to the IP
+    /// address the leg's SDP signalled). Default `none`.
+    pub restricted_latching: RestrictedLatching,
+    /// `latching-window-ms`: how long after a stream starts, or after a new SDP from that leg,
+    /// its remote may be latched, in ms. Default 5000, valid 100..=60000.
+    pub latching_window_ms: u64,
+    /// `rtp-inactivity`: no RTP on any leg of an anchored call for this long ends the call with
+    /// a BYE on both legs, in seconds; 0 = off. Default 0, valid 0..=86400.
+    pub rtp_inactivity: u64,
+}
+
+impl Default for MediaManager {
+    fn default() -> Self {
+        Self {
+            state: MediaManagerState::Enabled,
+            latching: true,
+            restricted_latching: RestrictedLatching::None,
+            latching_window_ms: 5000,
+            rtp_inactivity: 0,
+        }
+    }
+}
+
+impl MediaManager {
+    /// Whether media is anchored (`state = "enabled"`).
+    #[must_use]
+    pub fn is_enabled(&self) -> bool {
+        self.state == MediaManagerState::Enabled
+    }
+}
+
+/// `steering-pool`: the local address and ports the media of one realm is anchored on
+/// (Oracle's element and attribute names). Each port pair (even RTP port, RTCP on the next
+/// odd one) carries one leg of one call.
+///
+/// Port ranges of two pools never overlap, even on different addresses: the media relay finds
+/// a call by its port alone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct SteeringPool {
+    /// `ip-address`: the local address the pool's ports are bound on and written into the SDP
+    /// (`c=`); not a wildcard. Required.
+    pub ip_address: IpAddr,
+    /// `start-port`: the first port of the pool. Required, valid 1024..=65535.
+    pub start_port: u16,
+    /// `end-port`: the last port of the pool (inclusive). Required, above `start-port`, with at
+    /// least two RTP/RTCP pairs between them (see [`SteeringPool::pairs`]); the range overlaps no
+    /// other pool's and holds no port of a `sip-interface` on the same address.
+    pub end_port: u16,
+    /// `realm-id`: the realm (a `sip-interface`'s realm) whose legs this pool anchors; at most
+    /// one pool per realm. Required.
+    pub realm_id: String,
+}
+
+impl SteeringPool {
+    /// The number of RTP/RTCP pairs the pool holds: the even ports `p` with `p + 1 <=
+    /// end-port`, from `start-port` rounded up to even: 500 for 20000..=20999, 1 for
+    /// 1025..=1028 (only 1026/1027 is a pair).
+    #[must_use]
+    pub fn pairs(&self) -> usize {
+        let first = u32::from(self.start_port) + u32::from(self.start_port) % 2;
+        let end = u32::from(self.end_port);
+        if first + 1 > end {
+            return 0;
+        }
+        usize::try_from((end - 1 - first) / 2 + 1).unwrap_or(usize::MAX)
+    }
+
+    /// The pool's ports, `start-port..=end-port`.
+    #[must_use]
+    pub fn ports(&self) -> std::ops::RangeInclusive<u16> {
+        self.start_port..=self.end_port
+    }
+}
+
 /// `session-router`: which session-agent new requests go to.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
@@ -892,4 +999,23 @@ pub(crate) fn default_agents() -> Vec<SessionAgent> {
         port: 5080,
         transport: Transport::Udp,
     }]
+}
+
+/// The pools used when the file has neither `[[sip-interface]]` nor `[[steering-pool]]`:
+/// `access` on 127.0.0.1 ports 20000..=20999 and `core` on 127.0.0.1 ports 21000..=21999.
+pub(crate) fn default_pools() -> Vec<SteeringPool> {
+    vec![
+        SteeringPool {
+            ip_address: default_address(),
+            start_port: 20_000,
+            end_port: 20_999,
+            realm_id: ACCESS_REALM.to_owned(),
+        },
+        SteeringPool {
+            ip_address: default_address(),
+            start_port: 21_000,
+            end_port: 21_999,
+            realm_id: CORE.to_owned(),
+        },
+    ]
 }

@@ -816,3 +816,364 @@ fn initial_worker_counts_lie_within_their_profile() {
     )))
     .unwrap();
 }
+
+// ---- media anchoring: media-manager and steering-pool ----
+
+/// `[[steering-pool]]` tables in front of `rest`, one per `(realm-id, ip-address, start, end)`.
+fn pools(list: &[(&str, &str, u32, u32)], rest: &str) -> String {
+    let mut text = String::new();
+    for (realm, ip, start, end) in list {
+        text.push_str(&format!(
+            "[[steering-pool]]\nip-address = \"{ip}\"\nstart-port = {start}\nend-port = {end}\n\
+             realm-id = \"{realm}\"\n"
+        ));
+    }
+    text + rest
+}
+
+#[test]
+fn media_manager_defaults_are_exactly_as_documented() {
+    let m = MediaManager::default();
+    assert_eq!(m.state, MediaManagerState::Enabled);
+    assert!(m.is_enabled());
+    assert!(m.latching);
+    assert_eq!(m.restricted_latching, RestrictedLatching::None);
+    assert_eq!(m.latching_window_ms, 5000);
+    assert_eq!(m.rtp_inactivity, 0);
+    assert_eq!(Config::embedded_default().media_manager, m);
+    assert_eq!(MediaManagerState::default(), MediaManagerState::Enabled);
+    assert_eq!(RestrictedLatching::default(), RestrictedLatching::None);
+}
+
+#[test]
+fn media_keys_parse_and_round_trip() {
+    let text = pools(
+        &[
+            ("access", "192.0.2.10", 30_000, 30_999),
+            ("core", "2001:db8::10", 40_001, 40_100),
+        ],
+        "[media-manager]\nstate = \"disabled\"\nlatching = false\nrestricted-latching = \"sdp\"\n\
+         latching-window-ms = 100\nrtp-inactivity = 86400\n",
+    );
+    let c = Config::from_toml_str(&text).unwrap();
+    let m = &c.media_manager;
+    assert_eq!(m.state, MediaManagerState::Disabled);
+    assert!(!m.is_enabled());
+    assert!(!m.latching);
+    assert_eq!(m.restricted_latching, RestrictedLatching::Sdp);
+    assert_eq!((m.latching_window_ms, m.rtp_inactivity), (100, 86_400));
+    let access = c.steering_pool("access").unwrap();
+    assert_eq!(
+        access.ip_address,
+        "192.0.2.10".parse::<std::net::IpAddr>().unwrap()
+    );
+    assert_eq!(access.ports(), 30_000..=30_999);
+    assert_eq!(access.pairs(), 500);
+    let core = c.steering_pool("core").unwrap();
+    assert_eq!(
+        core.ip_address,
+        "2001:db8::10".parse::<std::net::IpAddr>().unwrap()
+    );
+    assert_eq!(
+        core.pairs(),
+        49,
+        "40002..=40099 in pairs, 40001 and 40100 alone"
+    );
+    assert!(c.steering_pool("edge").is_none());
+    assert_round_trip(&c);
+    // The other bound of each range.
+    let c =
+        Config::from_toml_str("[media-manager]\nlatching-window-ms = 60000\nrtp-inactivity = 0\n")
+            .unwrap();
+    assert_eq!(c.media_manager.latching_window_ms, 60_000);
+    assert_round_trip(&c);
+    // Pools given, none, and none with the default interfaces: each reads back as written.
+    let mut c = Config::embedded_default();
+    c.steering_pools.clear();
+    assert_round_trip(&c);
+    let text = c.to_toml_string();
+    assert!(text.contains("steering-pool = []"), "{text}");
+}
+
+#[test]
+fn steering_pool_pairs_count_even_ports_with_their_rtcp() {
+    let pool = |start: u16, end: u16| SteeringPool {
+        ip_address: "127.0.0.1".parse().unwrap(),
+        start_port: start,
+        end_port: end,
+        realm_id: "access".into(),
+    };
+    for (start, end, pairs) in [
+        (20_000, 20_999, 500),
+        (20_001, 20_999, 499),
+        (20_000, 20_998, 499),
+        (1025, 1028, 1),
+        (1024, 1027, 2),
+        (20_000, 20_001, 1),
+        (20_000, 20_000, 0),
+        (20_001, 20_002, 0),
+        (65_534, 65_535, 1),
+        (65_535, 65_535, 0),
+        (30_000, 20_000, 0),
+        (0, 65_535, 32_768),
+    ] {
+        assert_eq!(pool(start, end).pairs(), pairs, "{start}..={end}");
+    }
+}
+
+#[test]
+fn media_manager_is_validated() {
+    for (line, key, valid) in [
+        (
+            "latching-window-ms = 99",
+            "latching-window-ms",
+            "100..=60000",
+        ),
+        (
+            "latching-window-ms = 60001",
+            "latching-window-ms",
+            "100..=60000",
+        ),
+        ("rtp-inactivity = 86401", "rtp-inactivity", "0..=86400"),
+    ] {
+        refused_invalid(
+            &format!("[media-manager]\n{line}\n"),
+            &format!("media-manager.{key}"),
+            &["out of range", &format!("(valid: {valid})")],
+        );
+    }
+    assert_eq!(
+        Config::from_toml_str("[media-manager]\nlatching-window-ms = 99\n")
+            .unwrap_err()
+            .to_string(),
+        "media-manager.latching-window-ms = 99: out of range (valid: 100..=60000)"
+    );
+}
+
+#[test]
+fn media_tables_refuse_unknown_keys_wrong_words_and_missing_keys() {
+    for (text, parts) in [
+        (
+            "[media-manager]\nlatch = true\n".to_owned(),
+            &["unknown field `latch`", "`latching`", "`rtp-inactivity`"][..],
+        ),
+        (
+            "[media-manager]\nrestricted-latching = \"always\"\n".to_owned(),
+            &["always", "`none`", "`sdp`"],
+        ),
+        (
+            "[media-manager]\nstate = \"on\"\n".to_owned(),
+            &["`enabled`", "`disabled`"],
+        ),
+        (
+            pools(&[("access", "127.0.0.1", 20_000, 20_999)], "")
+                .replace("realm-id", "network-interface = \"x\"\nrealm-id"),
+            &["unknown field `network-interface`", "`realm-id`"],
+        ),
+        (
+            "[[steering-pool]]\nip-address = \"127.0.0.1\"\nstart-port = 20000\nend-port = 20999\n"
+                .to_owned(),
+            &["missing field `realm-id`"],
+        ),
+        (
+            "[[steering-pool]]\nrealm-id = \"access\"\nstart-port = 20000\nend-port = 20999\n"
+                .to_owned(),
+            &["missing field `ip-address`"],
+        ),
+        (
+            pools(&[("access", "127.0.0.1", 20_000, 70_000)], ""),
+            &["end-port"],
+        ),
+    ] {
+        let err = Config::from_toml_str(&text).unwrap_err();
+        assert!(matches!(err, ConfigError::Parse { .. }), "{err:?}");
+        let message = err.to_string();
+        for part in parts {
+            assert!(message.contains(part), "{message:?} lacks {part:?}");
+        }
+    }
+    assert_eq!(
+        "SDP".parse::<RestrictedLatching>().unwrap(),
+        RestrictedLatching::Sdp
+    );
+    assert_eq!(
+        "on".parse::<MediaManagerState>().unwrap_err().to_string(),
+        r#"state = "on": unknown state (valid: "enabled", "disabled")"#
+    );
+    assert_eq!(
+        "always"
+            .parse::<RestrictedLatching>()
+            .unwrap_err()
+            .to_string(),
+        r#"restricted-latching = "always": unknown restricted-latching (valid: "none", "sdp")"#
+    );
+}
+
+#[test]
+fn steering_pool_realms_exist_and_have_one_pool_each() {
+    assert_eq!(
+        Config::from_toml_str(&pools(&[("edge", "127.0.0.1", 20_000, 20_999)], ""))
+            .unwrap_err()
+            .to_string(),
+        r#"steering-pool[0].realm-id = "edge": no sip-interface has this realm (valid: "access", "core")"#
+    );
+    refused_invalid(
+        &pools(
+            &[
+                ("access", "127.0.0.1", 20_000, 20_999),
+                ("access", "127.0.0.2", 21_000, 21_999),
+            ],
+            "",
+        ),
+        "steering-pool[1].realm-id",
+        &[
+            "= \"access\"",
+            "duplicate realm-id",
+            "steering-pool[0]",
+            "at most one pool per realm",
+        ],
+    );
+}
+
+#[test]
+fn steering_pool_addresses_and_ports_are_validated() {
+    let one = |ip: &str, start: u32, end: u32| pools(&[("access", ip, start, end)], "");
+    for ip in ["0.0.0.0", "::"] {
+        refused_invalid(
+            &one(ip, 20_000, 20_999),
+            "steering-pool[0].ip-address",
+            &[&format!("= \"{ip}\""), "wildcard", "SDP"],
+        );
+    }
+    assert_eq!(
+        Config::from_toml_str(&one("127.0.0.1", 1023, 2000))
+            .unwrap_err()
+            .to_string(),
+        "steering-pool[0].start-port = 1023: out of range: the well-known ports are not for media \
+         (valid: 1024..=65535)"
+    );
+    refused_invalid(
+        &one("127.0.0.1", 20_000, 20_000),
+        "steering-pool[0].end-port",
+        &[
+            "= 20000",
+            "must be above start-port (20000)",
+            "valid: 20001..=65535",
+        ],
+    );
+    refused_invalid(
+        &one("127.0.0.1", 20_000, 19_000),
+        "steering-pool[0].end-port",
+        &["= 19000", "must be above start-port"],
+    );
+    refused_invalid(
+        &one("127.0.0.1", 20_000, 20_002),
+        "steering-pool[0].end-port",
+        &[
+            "ports 20000..=20002 hold 1 RTP/RTCP pair(s)",
+            "at least 2",
+            "valid: 20003..=65535",
+        ],
+    );
+    // Four ports from an odd start hold one pair only.
+    refused_invalid(
+        &one("127.0.0.1", 1025, 1028),
+        "steering-pool[0].end-port",
+        &["hold 1 RTP/RTCP pair", "valid: 1029..=65535"],
+    );
+    refused_invalid(
+        &one("127.0.0.1", 65_533, 65_535),
+        "steering-pool[0].end-port",
+        &["hold 1", "no end-port fits"],
+    );
+    // The smallest pools: two pairs.
+    let c = Config::from_toml_str(&one("127.0.0.1", 1024, 1027)).unwrap();
+    assert_eq!(c.steering_pools[0].pairs(), 2);
+    Config::from_toml_str(&one("127.0.0.1", 1025, 1029)).unwrap();
+    Config::from_toml_str(&one("127.0.0.1", 65_532, 65_535)).unwrap();
+}
+
+#[test]
+fn steering_pools_never_overlap_even_on_different_addresses() {
+    let text = pools(
+        &[
+            ("access", "127.0.0.1", 20_000, 20_999),
+            ("core", "127.0.0.2", 20_999, 21_999),
+        ],
+        "",
+    );
+    assert_eq!(
+        Config::from_toml_str(&text).unwrap_err().to_string(),
+        "steering-pool[1].start-port = 20999: ports 20999..=21999 overlap steering-pool[0] \
+         (realm-id \"access\", 127.0.0.1 ports 20000..=20999): the media relay finds a call by \
+         its port alone, so two pools never share a port, even on different addresses \
+         (valid: a port range no other steering-pool uses)"
+    );
+    // One range inside another, and the same range on IPv6.
+    refused_invalid(
+        &pools(
+            &[
+                ("access", "127.0.0.1", 20_000, 20_999),
+                ("core", "::1", 20_100, 20_199),
+            ],
+            "",
+        ),
+        "steering-pool[1].start-port",
+        &["overlap steering-pool[0]", "by its port alone"],
+    );
+    refused_invalid(
+        &pools(
+            &[
+                ("access", "127.0.0.1", 20_500, 20_999),
+                ("core", "127.0.0.1", 20_000, 21_999),
+            ],
+            "",
+        ),
+        "steering-pool[1].start-port",
+        &["overlap steering-pool[0]"],
+    );
+    // Adjacent ranges are fine.
+    Config::from_toml_str(&pools(
+        &[
+            ("access", "127.0.0.1", 20_000, 20_999),
+            ("core", "127.0.0.1", 21_000, 21_999),
+        ],
+        "",
+    ))
+    .unwrap();
+}
+
+#[test]
+fn steering_pools_leave_the_sip_ports_of_their_address_free() {
+    // The default access interface is 127.0.0.1:5060.
+    assert_eq!(
+        Config::from_toml_str(&pools(&[("access", "127.0.0.1", 5000, 5099)], ""))
+            .unwrap_err()
+            .to_string(),
+        "steering-pool[0].start-port = 5000: ports 5000..=5099 on 127.0.0.1 hold the port of \
+         sip-interface[0] (127.0.0.1:5060, realm \"access\") \
+         (valid: a port range without 5060 (or another ip-address))"
+    );
+    // Any interface on the address counts, not only the pool's realm's; the ends too.
+    refused_invalid(
+        &pools(&[("access", "127.0.0.1", 5062, 5099)], ""),
+        "steering-pool[0].start-port",
+        &["sip-interface[1]", "127.0.0.1:5062"],
+    );
+    refused_invalid(
+        &pools(&[("access", "127.0.0.1", 4000, 5060)], ""),
+        "steering-pool[0].start-port",
+        &["sip-interface[0]"],
+    );
+    // An interface on the wildcard holds its port on every address of its family.
+    let wildcard = "[[sip-interface]]\nrealm = \"access\"\naddress = \"0.0.0.0\"\nport = 5060\n\
+                    [[sip-interface]]\nrealm = \"core\"\nport = 5062\n";
+    refused_invalid(
+        &pools(&[("access", "192.0.2.10", 5000, 5099)], wildcard),
+        "steering-pool[0].start-port",
+        &["0.0.0.0:5060"],
+    );
+    Config::from_toml_str(&pools(&[("access", "::1", 5000, 5099)], wildcard)).unwrap();
+    // Another address is fine.
+    Config::from_toml_str(&pools(&[("access", "127.0.0.2", 5000, 5099)], "")).unwrap();
+}

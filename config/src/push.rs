@@ -15,8 +15,10 @@
 //!
 //! Everything else is pushed: `system-config` options, memory sources and limits, alarm
 //! thresholds and trap receivers; `sip-config`; `sip-interface`s; `session-agent`s;
-//! `session-router`; `auto-scaling-profile`s. A push that names a node-local key is refused
-//! whole (the active never sends one), with the key in the error.
+//! `session-router`; `auto-scaling-profile`s; `access-control`; `media-manager`;
+//! `steering-pool`s (addresses included, as for the sip-interfaces: both nodes run the same
+//! interfaces and pools). A push that names a node-local key is refused whole
+//! (the active never sends one), with the key in the error.
 //!
 //! # Secrets
 //!
@@ -193,6 +195,27 @@ mod tests {
         assert_eq!(merged.redundancy.notify_active, "hook-b");
         // Both now agree on what is pushable.
         assert_eq!(merged.pushable_toml(), changed.pushable_toml());
+    }
+
+    #[test]
+    fn media_manager_and_steering_pools_are_pushed() {
+        let a = pair_node("sbc-a", "hook-a");
+        let mut changed = a.clone();
+        changed.media_manager.rtp_inactivity = 60;
+        changed.media_manager.restricted_latching = crate::RestrictedLatching::Sdp;
+        changed.steering_pools[0].ip_address = "127.0.0.5".parse().expect("an address");
+        changed.steering_pools.remove(1);
+        let text = changed.pushable_toml();
+        assert!(text.contains("[media-manager]"), "{text}");
+        assert!(text.contains("[[steering-pool]]"), "{text}");
+        let b = pair_node("sbc-b", "hook-b");
+        let merged = b.with_push(&text).expect("applies");
+        assert_eq!(merged.media_manager, changed.media_manager);
+        assert_eq!(merged.steering_pools, changed.steering_pools);
+        // No pool at all travels too: the standby does not fall back to the default pools.
+        changed.steering_pools.clear();
+        let merged = b.with_push(&changed.pushable_toml()).expect("applies");
+        assert!(merged.steering_pools.is_empty());
     }
 
     #[test]

@@ -213,6 +213,61 @@ fn embedded_default_is_exactly_as_documented() {
             routes: vec![],
         }
     );
+    assert_eq!(c.media_manager, MediaManager::default());
+    assert_eq!(
+        c.steering_pools,
+        vec![
+            SteeringPool {
+                ip_address: LOCALHOST,
+                start_port: 20_000,
+                end_port: 20_999,
+                realm_id: "access".into(),
+            },
+            SteeringPool {
+                ip_address: LOCALHOST,
+                start_port: 21_000,
+                end_port: 21_999,
+                realm_id: "core".into(),
+            },
+        ]
+    );
+    assert_eq!(c.steering_pool("access").unwrap().pairs(), 500);
+    assert_eq!(c.steering_pool("core").unwrap().start_port, 21_000);
+}
+
+#[test]
+fn default_steering_pools_go_with_the_default_interfaces_only() {
+    let defaults = Config::embedded_default().steering_pools;
+    // Neither list: the default pools.
+    let c = Config::from_toml_str(
+        "[media-manager]
+latching = false
+",
+    )
+    .unwrap();
+    assert_eq!(c.steering_pools, defaults);
+    // The file's own interfaces (even equal to the defaults) and no pool: none, media passes
+    // unchanged.
+    let c = Config::from_toml_str(&with_interfaces("")).unwrap();
+    assert!(c.steering_pools.is_empty());
+    assert!(c.steering_pool("access").is_none());
+    // An explicitly empty list: none, with the default interfaces too.
+    let c = Config::from_toml_str(
+        "steering-pool = []
+",
+    )
+    .unwrap();
+    assert!(c.steering_pools.is_empty());
+    assert_eq!(c.sip_interfaces, Config::embedded_default().sip_interfaces);
+    // Pools given: they replace the defaults, with or without interfaces.
+    let one = "[[steering-pool]]\nip-address = \"127.0.0.1\"\nstart-port = 30000\n\
+               end-port = 30099\nrealm-id = \"core\"\n";
+    for text in [one.to_owned(), with_interfaces(one)] {
+        let c = Config::from_toml_str(&text).unwrap();
+        assert_eq!(c.steering_pools.len(), 1, "{text}");
+        assert_eq!(c.steering_pool("core").unwrap().start_port, 30_000);
+        assert!(c.steering_pool("access").is_none());
+    }
 }
 
 #[test]
@@ -335,6 +390,21 @@ fn round_trip_through_toml() {
     let mut c = Config::embedded_default();
     c.session_agents.clear();
     c.session_router.default_route = None;
+    assert_round_trip(&c);
+
+    // Media settings and pools of every shape.
+    let mut c = Config::embedded_default();
+    c.media_manager = MediaManager {
+        state: MediaManagerState::Disabled,
+        latching: false,
+        restricted_latching: RestrictedLatching::Sdp,
+        latching_window_ms: 250,
+        rtp_inactivity: 30,
+    };
+    c.steering_pools[0].ip_address = "::1".parse().unwrap();
+    c.steering_pools[1].start_port = 21_001;
+    assert_round_trip(&c);
+    c.steering_pools.clear();
     assert_round_trip(&c);
 
     // Awkward strings.
@@ -715,6 +785,58 @@ fn overrides_replace_listen_and_next_hop() {
             .unwrap(),
         Config::embedded_default()
     );
+}
+
+#[test]
+fn listen_override_moves_the_default_access_pool() {
+    let listen: SocketAddr = "192.0.2.7:5070".parse().unwrap();
+    let c = Config::embedded_default()
+        .with_overrides(Some(listen), None)
+        .unwrap();
+    let access = c.steering_pool("access").unwrap();
+    assert_eq!(access.ip_address, listen.ip());
+    assert_eq!(access.ports(), 20_000..=20_999, "the ports stay");
+    // The core pool stays with the core interface.
+    assert_eq!(
+        c.steering_pool("core").unwrap(),
+        &Config::embedded_default().steering_pools[1]
+    );
+    // IPv6 too.
+    let listen: SocketAddr = "[::1]:5060".parse().unwrap();
+    let c = Config::embedded_default()
+        .with_overrides(Some(listen), None)
+        .unwrap();
+    assert_eq!(c.steering_pool("access").unwrap().ip_address, listen.ip());
+
+    // A pool of the operator's own is not moved.
+    let own = "[[steering-pool]]\nip-address = \"127.0.0.1\"\nstart-port = 30000\n\
+               end-port = 30099\nrealm-id = \"access\"\n";
+    let c = Config::from_toml_str(own)
+        .unwrap()
+        .with_overrides(Some("192.0.2.7:5060".parse().unwrap()), None)
+        .unwrap();
+    assert_eq!(c.steering_pool("access").unwrap().ip_address, LOCALHOST);
+    // The first interface of another realm takes the address; no pool follows it.
+    let c = Config::from_toml_str(
+        "[[sip-interface]]\nrealm = \"core\"\nport = 6002\n\
+         [[steering-pool]]\nip-address = \"127.0.0.1\"\nstart-port = 21000\nend-port = 21999\n\
+         realm-id = \"core\"\n",
+    )
+    .unwrap()
+    .with_overrides(Some("192.0.2.7:5060".parse().unwrap()), None)
+    .unwrap();
+    assert_eq!(c.steering_pool("core").unwrap().ip_address, LOCALHOST);
+
+    // A listen port inside the moved pool is refused by validation.
+    let err = Config::embedded_default()
+        .with_overrides(Some("192.0.2.7:20500".parse().unwrap()), None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("steering-pool[0].start-port = 20000"),
+        "{err}"
+    );
+    assert!(err.contains("192.0.2.7:20500"), "{err}");
 }
 
 #[test]

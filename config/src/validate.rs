@@ -1,19 +1,20 @@
 //! The rules a parsed configuration must satisfy before it is used or saved.
 //!
 //! Rules are checked in file order (system-config, sip-config, sip-interface, session-agent,
-//! session-router, redundancy-config, auto-scaling-profile), then the worker groups' profile
-//! attachments, and the first broken one is reported, naming its full key.
+//! session-router, redundancy-config, auto-scaling-profile, access-control, media-manager,
+//! steering-pool), then the worker groups' profile attachments, and the first broken one is
+//! reported, naming its full key.
 
 use std::collections::HashMap;
 use std::fmt::Display;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::ops::RangeInclusive;
 
 use crate::error::{quoted, quoted_list, ConfigError};
 use crate::model::{
-    split_option, AlarmThreshold, AlarmType, AutoScalingProfile, MemorySource, Peer, PeerType,
-    RedundancyConfig, SessionAgent, SessionRouter, SipConfig, SipInterface, SystemConfig,
-    Transport, TrapReceiver, KNOWN_OPTIONS,
+    split_option, AlarmThreshold, AlarmType, AutoScalingProfile, MediaManager, MemorySource, Peer,
+    PeerType, RedundancyConfig, SessionAgent, SessionRouter, SipConfig, SipInterface, SteeringPool,
+    SystemConfig, Transport, TrapReceiver, KNOWN_OPTIONS,
 };
 use crate::Config;
 
@@ -78,6 +79,14 @@ const SCALE_WORKERS: RangeInclusive<u32> = 1..=crate::MAX_WORKERS as u32;
 const SCALE_PERCENT: RangeInclusive<u8> = 1..=100;
 /// Upper bound of the cycle counts of an `auto-scaling-profile`.
 const SCALE_CYCLES_MAX: u32 = 1000;
+/// Valid `media-manager.latching-window-ms`.
+const LATCHING_WINDOW_MS: RangeInclusive<u64> = 100..=60_000;
+/// Valid `media-manager.rtp-inactivity`, in seconds (0 = off).
+const RTP_INACTIVITY: RangeInclusive<u64> = 0..=86_400;
+/// The lowest `steering-pool.start-port`: the well-known ports stay out of the relay.
+const POOL_START_MIN: u16 = 1024;
+/// The fewest RTP/RTCP pairs a `steering-pool` holds.
+const POOL_PAIRS_MIN: usize = 2;
 
 pub(crate) fn validate(config: &Config) -> Result<(), ConfigError> {
     system(&config.system)?;
@@ -92,7 +101,143 @@ pub(crate) fn validate(config: &Config) -> Result<(), ConfigError> {
     redundancy(&config.redundancy)?;
     profiles(&config.auto_scaling_profiles)?;
     access(&config.access_control)?;
+    media_manager(&config.media_manager)?;
+    steering_pools(&config.steering_pools, &config.sip_interfaces)?;
     attachments(config)
+}
+
+/// `media-manager`: the latching window and the inactivity timer in range.
+fn media_manager(m: &MediaManager) -> Result<(), ConfigError> {
+    within(
+        "media-manager.latching-window-ms",
+        m.latching_window_ms,
+        &LATCHING_WINDOW_MS,
+    )?;
+    within(
+        "media-manager.rtp-inactivity",
+        m.rtp_inactivity,
+        &RTP_INACTIVITY,
+    )
+}
+
+/// Whether a pool on `pool` and an interface on `iface` share an address: the same one, or
+/// either the wildcard of the other's family.
+fn same_address(pool: IpAddr, iface: IpAddr) -> bool {
+    pool == iface
+        || (pool.is_ipv4() == iface.is_ipv4() && (pool.is_unspecified() || iface.is_unspecified()))
+}
+
+/// `steering-pool`: each in a known realm, one per realm, on a real address, with at least two
+/// RTP/RTCP pairs above the well-known ports; no two overlapping (the relay finds a call by
+/// its port alone, whatever the address), none over a sip-interface's port on its address.
+fn steering_pools(pools: &[SteeringPool], interfaces: &[SipInterface]) -> Result<(), ConfigError> {
+    let mut realms: HashMap<&str, usize> = HashMap::new();
+    for (i, pool) in pools.iter().enumerate() {
+        let key = |field: &str| format!("steering-pool[{i}].{field}");
+        let range = format!("{}..={}", pool.start_port, pool.end_port);
+        if !interfaces.iter().any(|iface| iface.realm == pool.realm_id) {
+            return Err(ConfigError::invalid(
+                key("realm-id"),
+                quoted(&pool.realm_id),
+                "no sip-interface has this realm",
+                realm_list(interfaces),
+            ));
+        }
+        if let Some(first) = realms.insert(&pool.realm_id, i) {
+            return Err(ConfigError::invalid(
+                key("realm-id"),
+                quoted(&pool.realm_id),
+                format!("duplicate realm-id, already used by steering-pool[{first}]"),
+                "a realm without a steering-pool: at most one pool per realm",
+            ));
+        }
+        if pool.ip_address.is_unspecified() {
+            return Err(ConfigError::invalid(
+                key("ip-address"),
+                quoted(&pool.ip_address.to_string()),
+                "the pool's address is written into the SDP, and a wildcard there means no media",
+                "a local IP address that is not a wildcard, e.g. \"192.0.2.10\"",
+            ));
+        }
+        if pool.start_port < POOL_START_MIN {
+            return Err(ConfigError::invalid(
+                key("start-port"),
+                pool.start_port.to_string(),
+                "out of range: the well-known ports are not for media",
+                format!("{POOL_START_MIN}..=65535"),
+            ));
+        }
+        if pool.end_port <= pool.start_port {
+            return Err(ConfigError::invalid(
+                key("end-port"),
+                pool.end_port.to_string(),
+                format!("must be above start-port ({})", pool.start_port),
+                format!(
+                    "{}..=65535, at least {POOL_PAIRS_MIN} RTP/RTCP pairs",
+                    pool.start_port.saturating_add(1)
+                ),
+            ));
+        }
+        if pool.pairs() < POOL_PAIRS_MIN {
+            // Two pairs from the first even port on: RTP and RTCP, then RTP and RTCP again.
+            let first_even = u32::from(pool.start_port) + u32::from(pool.start_port) % 2;
+            let least = first_even + 3;
+            return Err(ConfigError::invalid(
+                key("end-port"),
+                pool.end_port.to_string(),
+                format!(
+                    "ports {range} hold {} RTP/RTCP pair(s) (an even RTP port and the odd RTCP \
+                     port after it); a pool needs at least {POOL_PAIRS_MIN}",
+                    pool.pairs()
+                ),
+                if least <= u32::from(u16::MAX) {
+                    format!("{least}..=65535")
+                } else {
+                    "a lower start-port: no end-port fits".to_owned()
+                },
+            ));
+        }
+        let overlapping = pools[..i].iter().position(|other| {
+            pool.start_port <= other.end_port && other.start_port <= pool.end_port
+        });
+        if let Some(j) = overlapping {
+            let other = &pools[j];
+            return Err(ConfigError::invalid(
+                key("start-port"),
+                pool.start_port.to_string(),
+                format!(
+                    "ports {range} overlap steering-pool[{j}] (realm-id {}, {} ports {}..={}): \
+                     the media relay finds a call by its port alone, so two pools never share \
+                     a port, even on different addresses",
+                    quoted(&other.realm_id),
+                    other.ip_address,
+                    other.start_port,
+                    other.end_port
+                ),
+                "a port range no other steering-pool uses",
+            ));
+        }
+        let taken = interfaces.iter().position(|iface| {
+            same_address(pool.ip_address, iface.address) && pool.ports().contains(&iface.port)
+        });
+        if let Some(j) = taken {
+            return Err(ConfigError::invalid(
+                key("start-port"),
+                pool.start_port.to_string(),
+                format!(
+                    "ports {range} on {} hold the port of sip-interface[{j}] ({}, realm {})",
+                    pool.ip_address,
+                    interfaces[j].socket_addr(),
+                    quoted(&interfaces[j].realm)
+                ),
+                format!(
+                    "a port range without {} (or another ip-address)",
+                    interfaces[j].port
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `access-control`: each source an IP address or network, each once.

@@ -11,9 +11,9 @@ use toml::value::{Table, Value};
 
 use crate::model::{
     default_address, AccessAction, AccessControl, AlarmThreshold, AlarmType, AutoScalingProfile,
-    FilterLevel, InDialogSource, MemorySource, Peer, PeerType, RedundancyConfig, RedundancyState,
-    SessionAgent, SessionRouter, Severity, SipConfig, SipInterface, SystemConfig, Transport,
-    TrapReceiver,
+    FilterLevel, InDialogSource, MediaManager, MediaManagerState, MemorySource, Peer, PeerType,
+    RedundancyConfig, RedundancyState, RestrictedLatching, SessionAgent, SessionRouter, Severity,
+    SipConfig, SipInterface, SteeringPool, SystemConfig, Transport, TrapReceiver,
 };
 use crate::Config;
 
@@ -43,6 +43,10 @@ pub enum Element {
     AutoScalingProfile(AutoScalingProfile),
     /// One `access-control` entry.
     AccessControl(AccessControl),
+    /// `media-manager`.
+    MediaManager(MediaManager),
+    /// One `steering-pool`.
+    SteeringPool(SteeringPool),
 }
 
 /// The kinds of [`Element`].
@@ -59,6 +63,8 @@ pub(crate) enum Kind {
     Peer,
     AutoScalingProfile,
     AccessControl,
+    MediaManager,
+    SteeringPool,
 }
 
 /// The type of an attribute's value, which decides how the ACLI parses it.
@@ -587,6 +593,66 @@ const ACCESS_CONTROL: &[Attr] = &[
     ),
 ];
 
+const MEDIA_MANAGER: &[Attr] = &[
+    attr(
+        "state",
+        Ty::Words(MediaManagerState::WORDS),
+        "<enabled | disabled>",
+        "anchor the media of calls whose two realms have a steering-pool (disabled: SDP unchanged)",
+    ),
+    attr(
+        "latching",
+        Ty::Bool,
+        "<enabled | disabled>",
+        "symmetric RTP: a leg's media goes to where its packets come from",
+    ),
+    attr(
+        "restricted-latching",
+        Ty::Words(RestrictedLatching::WORDS),
+        "<none | sdp>",
+        "sdp: latch only to the IP address the leg's SDP signalled",
+    ),
+    attr(
+        "latching-window-ms",
+        Ty::Int(I64),
+        "<100..=60000>",
+        "how long after a stream starts, or a new SDP, its remote may be latched, ms",
+    ),
+    attr(
+        "rtp-inactivity",
+        Ty::Int(I64),
+        "<0..=86400, 0 = off>",
+        "no RTP on any leg this long ends the call with BYE on both legs, s",
+    ),
+];
+
+const STEERING_POOL: &[Attr] = &[
+    attr(
+        "ip-address",
+        Ty::Ip,
+        "<IP address, not a wildcard>",
+        "local address the media is anchored on (written into the SDP)",
+    ),
+    attr(
+        "start-port",
+        Ty::Int(U16),
+        "<1024..=65535>",
+        "first port of the pool",
+    ),
+    attr(
+        "end-port",
+        Ty::Int(U16),
+        "<above start-port, at least 2 RTP/RTCP pairs>",
+        "last port of the pool; no two pools overlap, even on different addresses",
+    ),
+    attr(
+        "realm-id",
+        Ty::Str,
+        "<sip-interface realm>",
+        "the realm whose legs this pool anchors (one pool per realm)",
+    ),
+];
+
 const AUTO_SCALING_PROFILE: &[Attr] = &[
     attr("name", Ty::Str, "<name>", "the profile's name"),
     attr("scale-up-to", Ty::Int(U32), "<1..=64>", "most workers"),
@@ -643,6 +709,8 @@ impl Kind {
             Self::Peer => "peer",
             Self::AutoScalingProfile => "auto-scaling-profile",
             Self::AccessControl => "access-control",
+            Self::MediaManager => "media-manager",
+            Self::SteeringPool => "steering-pool",
         }
     }
 
@@ -672,6 +740,10 @@ impl Kind {
             Self::AccessControl => {
                 "allow or deny SIP sources (multi-instance, key: source-address)"
             }
+            Self::MediaManager => "media anchoring: state, latching, RTP inactivity",
+            Self::SteeringPool => {
+                "the address and ports a realm's media is anchored on (multi-instance, key: realm-id)"
+            }
         }
     }
 
@@ -689,6 +761,8 @@ impl Kind {
             Self::Peer => PEER,
             Self::AutoScalingProfile => AUTO_SCALING_PROFILE,
             Self::AccessControl => ACCESS_CONTROL,
+            Self::MediaManager => MEDIA_MANAGER,
+            Self::SteeringPool => STEERING_POOL,
         }
     }
 
@@ -705,7 +779,11 @@ impl Kind {
     pub(crate) const fn is_multi(self) -> bool {
         !matches!(
             self,
-            Self::SystemConfig | Self::SipConfig | Self::SessionRouter | Self::RedundancyConfig
+            Self::SystemConfig
+                | Self::SipConfig
+                | Self::SessionRouter
+                | Self::RedundancyConfig
+                | Self::MediaManager
         )
     }
 
@@ -740,6 +818,14 @@ impl Kind {
             Self::Peer => Element::Peer(Peer::default()),
             Self::AutoScalingProfile => Element::AutoScalingProfile(AutoScalingProfile::default()),
             Self::AccessControl => Element::AccessControl(AccessControl::default()),
+            Self::MediaManager => Element::MediaManager(MediaManager::default()),
+            // Ports 0 and no realm: `done` names what is still to set.
+            Self::SteeringPool => Element::SteeringPool(SteeringPool {
+                ip_address: default_address(),
+                start_port: 0,
+                end_port: 0,
+                realm_id: String::new(),
+            }),
         }
     }
 }
@@ -773,6 +859,8 @@ impl Element {
             Self::Peer(_) => Kind::Peer,
             Self::AutoScalingProfile(_) => Kind::AutoScalingProfile,
             Self::AccessControl(_) => Kind::AccessControl,
+            Self::MediaManager(_) => Kind::MediaManager,
+            Self::SteeringPool(_) => Kind::SteeringPool,
         }
     }
 
@@ -796,6 +884,8 @@ impl Element {
             Self::Peer(v) => table_of(v),
             Self::AutoScalingProfile(v) => table_of(v),
             Self::AccessControl(v) => table_of(v),
+            Self::MediaManager(v) => table_of(v),
+            Self::SteeringPool(v) => table_of(v),
         }
     }
 
@@ -814,11 +904,14 @@ impl Element {
             Kind::Peer => value.try_into().map(Self::Peer),
             Kind::AutoScalingProfile => value.try_into().map(Self::AutoScalingProfile),
             Kind::AccessControl => value.try_into().map(Self::AccessControl),
+            Kind::MediaManager => value.try_into().map(Self::MediaManager),
+            Kind::SteeringPool => value.try_into().map(Self::SteeringPool),
         };
         result.map_err(|err| err.to_string().trim_end().to_owned())
     }
 
-    /// The key that `select` and `no` take: `"access"`, `"memory critical"`,
+    /// The key that `select` and `no` take: `"access"` (a realm or a steering-pool's
+    /// realm-id), `"memory critical"`,
     /// `"space major /var"`, `"10.0.0.1:162"`; empty for a single-instance element.
     #[must_use]
     pub fn key(&self) -> String {
@@ -828,6 +921,7 @@ impl Element {
             Self::Peer(v) => v.name.clone(),
             Self::AutoScalingProfile(v) => v.name.clone(),
             Self::AccessControl(v) => v.source_address.clone(),
+            Self::SteeringPool(v) => v.realm_id.clone(),
             Self::AlarmThreshold(v) if v.volume.is_empty() => {
                 format!("{} {}", v.kind, v.severity)
             }
@@ -930,6 +1024,7 @@ pub(crate) fn top_single(config: &Config, kind: Kind) -> Element {
         Kind::SipConfig => Element::SipConfig(config.sip_config.clone()),
         Kind::SessionRouter => Element::SessionRouter(config.session_router.clone()),
         Kind::RedundancyConfig => Element::RedundancyConfig(config.redundancy.clone()),
+        Kind::MediaManager => Element::MediaManager(config.media_manager.clone()),
         other => unreachable!("{} is multi-instance", other.word()),
     }
 }
@@ -961,6 +1056,12 @@ pub(crate) fn top_list(config: &Config, kind: Kind) -> Vec<Element> {
             .cloned()
             .map(Element::AccessControl)
             .collect(),
+        Kind::SteeringPool => config
+            .steering_pools
+            .iter()
+            .cloned()
+            .map(Element::SteeringPool)
+            .collect(),
         _ => Vec::new(),
     }
 }
@@ -973,6 +1074,7 @@ pub(crate) fn top_put(config: &mut Config, element: Element, at: Option<&str>) -
         Element::SipConfig(v) => config.sip_config = v,
         Element::SessionRouter(v) => config.session_router = v,
         Element::RedundancyConfig(v) => config.redundancy = v,
+        Element::MediaManager(v) => config.media_manager = v,
         Element::SipInterface(v) => {
             return put(&mut config.sip_interfaces, v, at, |i| i.realm.clone())
         }
@@ -986,6 +1088,9 @@ pub(crate) fn top_put(config: &mut Config, element: Element, at: Option<&str>) -
             return put(&mut config.access_control, v, at, |a| {
                 a.source_address.clone()
             })
+        }
+        Element::SteeringPool(v) => {
+            return put(&mut config.steering_pools, v, at, |p| p.realm_id.clone())
         }
         other => unreachable!("{} is a sub-element", other.name()),
     }
@@ -1006,6 +1111,9 @@ pub(crate) fn top_remove(config: &mut Config, kind: Kind, index: usize) {
         }
         Kind::AccessControl => {
             config.access_control.remove(index);
+        }
+        Kind::SteeringPool => {
+            config.steering_pools.remove(index);
         }
         _ => {}
     }
@@ -1110,9 +1218,9 @@ fn render_into(out: &mut String, element: &Element, depth: usize) {
 
 /// Prints a whole configuration in ACLI form, element by element in Oracle's order:
 /// `system-config`, `sip-config`, `session-router`, each `sip-interface`, each
-/// `session-agent`, `redundancy-config`, each `auto-scaling-profile`, each `access-control`.
-/// (The session-router's
-/// `route` list is only in the TOML form.)
+/// `session-agent`, `redundancy-config`, each `auto-scaling-profile`, each `access-control`,
+/// `media-manager`, each `steering-pool`. (The session-router's `route` list is only in the
+/// TOML form.)
 #[must_use]
 pub fn render_config(config: &Config) -> String {
     let mut elements = vec![
@@ -1125,6 +1233,8 @@ pub fn render_config(config: &Config) -> String {
     elements.push(top_single(config, Kind::RedundancyConfig));
     elements.extend(top_list(config, Kind::AutoScalingProfile));
     elements.extend(top_list(config, Kind::AccessControl));
+    elements.push(top_single(config, Kind::MediaManager));
+    elements.extend(top_list(config, Kind::SteeringPool));
     elements
         .iter()
         .map(render_element)

@@ -160,6 +160,10 @@ fn prompts_at_each_level() {
         ("exit", "sbc(configure)#"),
         ("auto-scaling-profile", "sbc(auto-scaling-profile)#"),
         ("exit", "sbc(configure)#"),
+        ("media-manager", "sbc(media-manager)#"),
+        ("exit", "sbc(configure)#"),
+        ("steering-pool", "sbc(steering-pool)#"),
+        ("exit", "sbc(configure)#"),
         ("exit", "sbc#"),
     ];
     assert_eq!(sh.prompt(), "sbc#");
@@ -423,10 +427,13 @@ fn render_config_lists_every_element() {
         "sip-interface\n",
         "session-agent\n",
         "redundancy-config\n",
+        "media-manager\n",
+        "steering-pool\n",
     ] {
         assert!(text.contains(element), "{text}");
     }
     assert_eq!(text.matches("sip-interface\n").count(), 2);
+    assert_eq!(text.matches("steering-pool\n").count(), 2);
 }
 
 // ---- unknown words ----
@@ -443,7 +450,7 @@ fn unknown_words_name_the_word_and_what_is_valid() {
     assert_eq!(
         sh.err("sytem"),
         "unknown command \"sytem\": valid here: system, session-router, sip-interface, \
-         redundancy, auto-scaling-profile, show, exit"
+         redundancy, auto-scaling-profile, media-manager, steering-pool, show, exit"
     );
     contains_all(&sh.err("save-config"), &["valid at the top level"]);
     contains_all(
@@ -486,6 +493,8 @@ fn operational_and_lifecycle_commands_are_handed_to_the_node() {
         ),
         ("show workers", Reply::Operational(OperCommand::ShowWorkers)),
         ("show dialogs", Reply::Operational(OperCommand::ShowDialogs)),
+        ("show media", Reply::Operational(OperCommand::ShowMedia)),
+        ("SHOW MED", Reply::Operational(OperCommand::ShowMedia)),
         (
             "notify berpd force",
             Reply::Operational(OperCommand::NotifyBerpdForce),
@@ -1220,6 +1229,9 @@ fn every_attribute_exists_in_the_model() {
         Kind::TrapReceiver,
         Kind::Peer,
         Kind::AutoScalingProfile,
+        Kind::AccessControl,
+        Kind::MediaManager,
+        Kind::SteeringPool,
     ];
     let children = ["alarm-threshold", "trap-receiver", "peer", "route"];
     for kind in kinds {
@@ -1258,4 +1270,243 @@ fn every_attribute_exists_in_the_model() {
         assert_eq!(sorted_attrs, sorted_keys, "{}", kind.word());
         assert_eq!(Element::from_table(kind, table).unwrap(), fresh);
     }
+}
+
+// ---- media anchoring ----
+
+#[test]
+fn media_manager_attributes_are_set_shown_and_refused_with_the_valid_values() {
+    let mut sh = Shell::new();
+    sh.script(&["configure terminal", "media-manager"]);
+    assert_eq!(sh.prompt(), "sbc(media-manager)#");
+    contains_all(
+        &sh.ok("?"),
+        &[
+            "state",
+            "latching",
+            "restricted-latching",
+            "latching-window-ms",
+            "rtp-inactivity",
+            "select",
+            "done",
+        ],
+    );
+    let complete = |sh: &Shell, line: &str| sh.session.complete(line, &sh.config);
+    assert_eq!(complete(&sh, "state "), vec!["enabled", "disabled"]);
+    assert_eq!(complete(&sh, "latching "), vec!["enabled", "disabled"]);
+    assert_eq!(complete(&sh, "restricted-latching "), vec!["none", "sdp"]);
+    contains_all(&sh.ok("latching-window-ms ?"), &["<100..=60000>"]);
+    contains_all(&sh.ok("rtp-inactivity ?"), &["<0..=86400, 0 = off>"]);
+    assert_eq!(
+        sh.err("state off"),
+        "media-manager.state = \"off\": not one of \"enabled\", \"disabled\" \
+         (valid: enabled | disabled)"
+    );
+    assert_eq!(
+        sh.err("restricted-latching always"),
+        "media-manager.restricted-latching = \"always\": not one of \"none\", \"sdp\" \
+         (valid: none | sdp)"
+    );
+    assert_eq!(
+        sh.err("latching-window-ms 99"),
+        "media-manager.latching-window-ms = 99: out of range (valid: 100..=60000)"
+    );
+    contains_all(
+        &sh.err("rtp-inactivity 86401"),
+        &["media-manager.rtp-inactivity = 86401", "0..=86400"],
+    );
+    contains_all(
+        &sh.err("latching maybe"),
+        &[
+            "media-manager.latching = \"maybe\"",
+            "not enabled or disabled",
+        ],
+    );
+    assert!(!sh.session.has_pending_changes());
+    sh.script(&[
+        "state disabled",
+        "latching disabled",
+        "restricted-latching SDP",
+        "latching-window-ms 1000",
+        "rtp-inactivity 120",
+    ]);
+    assert_eq!(sh.config.media_manager, crate::MediaManager::default());
+    let text = sh.ok("done");
+    for (name, value) in [
+        ("state", "disabled"),
+        ("latching", "disabled"),
+        ("restricted-latching", "sdp"),
+        ("latching-window-ms", "1000"),
+        ("rtp-inactivity", "120"),
+    ] {
+        assert!(text.contains(&shown(name, value)), "{name}: {text}");
+    }
+    let m = &sh.config.media_manager;
+    assert!(!m.is_enabled());
+    assert!(!m.latching);
+    assert_eq!(m.restricted_latching, crate::RestrictedLatching::Sdp);
+    assert_eq!((m.latching_window_ms, m.rtp_inactivity), (1000, 120));
+    let rendered = render_config(&sh.config);
+    assert!(rendered.contains("media-manager\n"), "{rendered}");
+    assert!(
+        rendered.contains(&shown("rtp-inactivity", "120")),
+        "{rendered}"
+    );
+    assert_eq!(
+        Config::from_toml_str(&sh.config.to_toml_string()).unwrap(),
+        sh.config
+    );
+    // Leaving and entering again shows the committed element.
+    sh.script(&["exit", "media-manager"]);
+    assert!(sh.ok("show").contains(&shown("state", "disabled")));
+}
+
+#[test]
+fn steering_pools_are_created_modified_and_deleted_by_realm_id() {
+    let mut sh = Shell::new();
+    sh.script(&["configure terminal", "steering-pool"]);
+    assert_eq!(sh.prompt(), "sbc(steering-pool)#");
+    assert_eq!(sh.ok("select"), "1: access\n2: core\n");
+    // Delete the default core pool, then create another one for core.
+    assert_eq!(sh.ok("no core"), "deleted steering-pool \"core\"\n");
+    assert!(sh.config.steering_pool("core").is_none());
+    assert_eq!(
+        sh.session.complete("realm-id ", &sh.config),
+        vec!["access", "core"]
+    );
+    // The realm is checked as typed: an unknown one, and one that has a pool already.
+    assert_eq!(
+        sh.err("realm-id edge"),
+        "steering-pool[1].realm-id = \"edge\": no sip-interface has this realm \
+         (valid: \"access\", \"core\")"
+    );
+    contains_all(
+        &sh.err("realm-id access"),
+        &[
+            "steering-pool[1].realm-id = \"access\"",
+            "duplicate realm-id",
+            "steering-pool[0]",
+        ],
+    );
+    sh.ok("realm-id core");
+    // done names what is still to set.
+    contains_all(
+        &sh.err("done"),
+        &["steering-pool[1].start-port = 0", "1024..=65535"],
+    );
+    contains_all(
+        &sh.err("start-port 1023"),
+        &["steering-pool[1].start-port = 1023", "valid: 1024..=65535"],
+    );
+    contains_all(
+        &sh.err("start-port 70000"),
+        &["steering-pool[1].start-port = 70000", "out of range"],
+    );
+    contains_all(
+        &sh.err("ip-address nowhere"),
+        &[
+            "steering-pool[1].ip-address = \"nowhere\"",
+            "not an IP address",
+        ],
+    );
+    contains_all(
+        &sh.err("ip-address 0.0.0.0"),
+        &["steering-pool[1].ip-address = \"0.0.0.0\"", "wildcard"],
+    );
+    sh.script(&["ip-address 127.0.0.2", "start-port 30000"]);
+    contains_all(
+        &sh.err("done"),
+        &["steering-pool[1].end-port = 0", "must be above start-port"],
+    );
+    contains_all(
+        &sh.err("end-port 30002"),
+        &[
+            "steering-pool[1].end-port = 30002",
+            "1 RTP/RTCP pair",
+            "30003..=65535",
+        ],
+    );
+    sh.ok("end-port 30999");
+    let text = sh.ok("done");
+    for (name, value) in [
+        ("ip-address", "127.0.0.2"),
+        ("start-port", "30000"),
+        ("end-port", "30999"),
+        ("realm-id", "core"),
+    ] {
+        assert!(text.contains(&shown(name, value)), "{name}: {text}");
+    }
+    let core = sh.config.steering_pool("core").unwrap();
+    assert_eq!(core.ports(), 30_000..=30_999);
+    assert_eq!(
+        core.ip_address,
+        "127.0.0.2".parse::<std::net::IpAddr>().unwrap()
+    );
+    // A second done updates the same instance.
+    sh.script(&["end-port 30099", "done"]);
+    assert_eq!(sh.config.steering_pools.len(), 2);
+    assert_eq!(sh.config.steering_pool("core").unwrap().end_port, 30_099);
+
+    // Modify the access pool: an overlap with the core pool is checked by done.
+    sh.script(&["select access", "end-port 30050"]);
+    contains_all(
+        &sh.err("done"),
+        &[
+            "steering-pool[1].start-port = 30000",
+            "overlap steering-pool[0]",
+            "by its port alone",
+        ],
+    );
+    assert_eq!(sh.config.steering_pool("access").unwrap().end_port, 20_999);
+    // A SIP port on the same address is refused as typed (the rule is about start-port).
+    sh.ok("end-port 20999");
+    contains_all(
+        &sh.err("start-port 5000"),
+        &["steering-pool[0].start-port = 5000", "sip-interface[0]"],
+    );
+    sh.script(&["start-port 22000", "end-port 22999", "done"]);
+    assert_eq!(
+        sh.config.steering_pool("access").unwrap().ports(),
+        22_000..=22_999
+    );
+    let rendered = render_config(&sh.config);
+    assert_eq!(rendered.matches("steering-pool\n").count(), 2, "{rendered}");
+    assert!(
+        rendered.contains(&shown("start-port", "22000")),
+        "{rendered}"
+    );
+    assert_eq!(
+        Config::from_toml_str(&sh.config.to_toml_string()).unwrap(),
+        sh.config
+    );
+    // Bare no deletes the selected one; by number too.
+    assert_eq!(sh.ok("no"), "deleted steering-pool \"access\"\n");
+    contains_all(
+        &sh.err("no edge"),
+        &["no steering-pool \"edge\"", "\"core\""],
+    );
+    assert_eq!(sh.ok("no 1"), "deleted steering-pool \"core\"\n");
+    assert!(sh.config.steering_pools.is_empty());
+    assert_eq!(sh.ok("select"), "no steering-pool yet\n");
+    // No pool at all is written as such, and reads back as none.
+    let text = sh.config.to_toml_string();
+    assert!(text.contains("steering-pool = []"), "{text}");
+    assert_eq!(Config::from_toml_str(&text).unwrap(), sh.config);
+}
+
+#[test]
+fn show_media_is_a_topic_everywhere() {
+    let mut sh = Shell::new();
+    contains_all(&sh.ok("show ?"), &["media", "anchored media sessions"]);
+    contains_all(
+        &sh.err("show me"),
+        &["ambiguous word \"me\"", "memory", "media"],
+    );
+    contains_all(&sh.err("show media now"), &["\"now\"", "takes no argument"]);
+    sh.script(&["configure terminal", "steering-pool"]);
+    assert_eq!(
+        sh.run("show media"),
+        Reply::Operational(OperCommand::ShowMedia)
+    );
+    contains_all(SHOW_HELP, &["dialogs | media |"]);
 }

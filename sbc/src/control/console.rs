@@ -462,6 +462,9 @@ impl Console {
                 };
                 Ok((show_media(&m), json.then(|| json!({"anchored": true, "media": m}))))
             }
+            OperCommand::ShowMedia => {
+                Ok(("show media: not available in this build\n".to_owned(), None))
+            }
             OperCommand::ShowAccessControl => {
                 let (denied, counters) = self.node.access_report();
                 let running = self.snapshot()?.running;
