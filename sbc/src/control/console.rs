@@ -460,10 +460,10 @@ impl Console {
                         json.then(|| json!({"anchored": false})),
                     ));
                 };
-                Ok((show_media(&m), json.then(|| json!({"anchored": true, "media": m}))))
-            }
-            OperCommand::ShowMedia => {
-                Ok(("show media: not available in this build\n".to_owned(), None))
+                Ok((
+                    show_media(&m),
+                    json.then(|| json!({"anchored": true, "media": m})),
+                ))
             }
             OperCommand::ShowAccessControl => {
                 let (denied, counters) = self.node.access_report();
@@ -608,7 +608,11 @@ pub fn restart_needed(running: &Config, saved: &Config) -> Vec<String> {
 fn show_media(m: &crate::runtime::MediaReport) -> String {
     let mut out = format!(
         "relay {}, {} sessions\n",
-        if m.relaying { "running" } else { "stopped (standby)" },
+        if m.relaying {
+            "running"
+        } else {
+            "stopped (standby)"
+        },
         m.sessions
     );
     for p in &m.pools {

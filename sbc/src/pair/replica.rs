@@ -14,7 +14,10 @@
 //!   to an address of someone's choosing);
 //! - have both legs' Call-IDs in the same shard (the callee leg's generated Call-ID embeds the
 //!   caller's shard key), non-empty Call-IDs and local tags, peers with a port and a unicast
-//!   address, and every string and the route set within SIP-sized bounds.
+//!   address, and every string and the route set within SIP-sized bounds;
+//! - if its media is anchored: at most [`sbc_proto::sdp::MAX_STREAMS`] streams, each leg's port
+//!   an even port of the steering pool of that leg's realm (so a replica cannot make the new
+//!   active claim ports it does not own or that another realm uses).
 //!
 //! A refused dialog is not installed; the sync channel counts it (`invalid_entries`).
 
@@ -37,6 +40,8 @@ pub struct ReplicaRules {
     interfaces: Vec<(bool, bool)>,
     /// Session-agents: address and the index of the interface of their realm.
     agents: Vec<(SocketAddr, usize)>,
+    /// Per interface (by index): the index and ports of its realm's steering pool.
+    pools: Vec<Option<(usize, std::ops::RangeInclusive<u16>)>>,
 }
 
 impl ReplicaRules {
@@ -61,7 +66,58 @@ impl ReplicaRules {
                 Some((a.socket_addr(), iface))
             })
             .collect();
-        Self { interfaces, agents }
+        let pools = cfg
+            .sip_interfaces
+            .iter()
+            .map(|i| {
+                let k = cfg
+                    .steering_pools
+                    .iter()
+                    .position(|p| p.realm_id == i.realm)?;
+                let p = &cfg.steering_pools[k];
+                Some((k, p.start_port..=p.end_port))
+            })
+            .collect();
+        Self {
+            interfaces,
+            agents,
+            pools,
+        }
+    }
+
+    fn media(&self, d: &Dialog) -> Result<(), String> {
+        let Some(m) = &d.media else {
+            return Ok(());
+        };
+        if m.streams.len() > sbc_proto::sdp::MAX_STREAMS {
+            return Err(format!("media with {} streams", m.streams.len()));
+        }
+        for (i, leg) in [&d.caller, &d.callee].into_iter().enumerate() {
+            let Some((pool, ports)) = self.pools.get(leg.interface).cloned().flatten() else {
+                return Err(format!(
+                    "anchored media on interface {}, whose realm has no steering-pool",
+                    leg.interface
+                ));
+            };
+            if m.pools[i] != pool {
+                return Err(format!(
+                    "media leg {i} names pool {} (its realm's is {pool})",
+                    m.pools[i]
+                ));
+            }
+            for s in &m.streams {
+                let port = s[i].port;
+                if port % 2 != 0
+                    || !ports.contains(&port)
+                    || !ports.contains(&port.saturating_add(1))
+                {
+                    return Err(format!(
+                        "media port {port} is not a pair of its realm's pool"
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Decodes and checks a replicated dialog stored under `key`.
@@ -96,6 +152,7 @@ impl ReplicaRules {
         {
             return Err("the legs' Call-IDs are in different shards".into());
         }
+        self.media(&d)?;
         Ok(d)
     }
 
@@ -177,8 +234,12 @@ mod tests {
             callee: leg(1, "127.0.0.1:5080", &format!("b2b-{key:016x}-1")),
             state: DialogState::Confirmed,
             created_unix: 0,
+            sdp_origin: [1, 2],
+            media: None,
         }
     }
+
+    use sbc_proto::media::{LegCounters, LegRecord, MediaRecord};
 
     fn enc(d: &Dialog) -> Vec<u8> {
         bincode::serde::encode_to_vec(d, bincode::config::standard()).expect("enc")
@@ -209,6 +270,40 @@ mod tests {
         let mut bad = d.clone();
         bad.caller.peer = "0.0.0.0:5060".parse().expect("addr");
         assert!(refused(&bad, 42), "unspecified peer");
+        // Anchored media: ports of each leg's realm's pool (the default: access 20000..=20999,
+        // core 21000..=21999), and nothing else.
+        let leg = |port| LegRecord {
+            port,
+            signalled: None,
+            remote: None,
+            mux: false,
+            latched: false,
+            counters: LegCounters::default(),
+        };
+        let mut media = d.clone();
+        media.media = Some(MediaRecord {
+            pools: [0, 1],
+            streams: vec![[leg(20_000), leg(21_000)]],
+        });
+        assert_eq!(
+            rules.check(&42u64.to_be_bytes(), &enc(&media)),
+            Ok(media.clone())
+        );
+        let mut bad = media.clone();
+        if let Some(m) = bad.media.as_mut() {
+            m.streams[0][0].port = 21_002;
+        }
+        assert!(refused(&bad, 42), "a port of the other realm's pool");
+        let mut bad = media.clone();
+        if let Some(m) = bad.media.as_mut() {
+            m.streams[0][1].port = 21_001;
+        }
+        assert!(refused(&bad, 42), "an odd port");
+        let mut bad = media.clone();
+        if let Some(m) = bad.media.as_mut() {
+            m.pools = [1, 1];
+        }
+        assert!(refused(&bad, 42), "another pool");
         let mut bytes = enc(&d);
         bytes.push(0);
         assert!(

@@ -90,12 +90,18 @@ impl MediaRelay {
             for port in pool.ports.clone() {
                 let addr = SocketAddr::new(pool.address, port);
                 let std = std::net::UdpSocket::bind(addr).with_context(|| {
-                    format!("binding media port {addr} of realm {}'s steering-pool", pool.realm)
+                    format!(
+                        "binding media port {addr} of realm {}'s steering-pool",
+                        pool.realm
+                    )
                 })?;
                 std.set_nonblocking(true)?;
                 let mut sock = UdpSocket::from_std(std);
-                poll.registry()
-                    .register(&mut sock, Token(usize::from(port)), Interest::READABLE)?;
+                poll.registry().register(
+                    &mut sock,
+                    Token(usize::from(port)),
+                    Interest::READABLE,
+                )?;
                 sockets[usize::from(port - base)] = Some(sock);
             }
         }

@@ -605,10 +605,9 @@ impl Node {
         events
             .into_iter()
             .filter_map(|e| match e {
-                MediaEvent::PoolLow { pool, free, total } => m
-                    .bindings
-                    .get(pool)
-                    .map(|b| (b.realm.clone(), free, total)),
+                MediaEvent::PoolLow { pool, free, total } => {
+                    m.bindings.get(pool).map(|b| (b.realm.clone(), free, total))
+                }
                 _ => None,
             })
             .collect()

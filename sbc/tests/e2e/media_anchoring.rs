@@ -59,7 +59,12 @@ fn caller_addr() -> SocketAddr {
 /// Polls `show media` until `done` holds for it, or panics with the last report after
 /// `within`.
 #[track_caller]
-fn media_until(mgmt: &mut Mgmt, within: Duration, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+fn media_until(
+    mgmt: &mut Mgmt,
+    within: Duration,
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
     let deadline = Instant::now() + within;
     loop {
         let report = mgmt.data("show media");
@@ -75,7 +80,10 @@ fn media_until(mgmt: &mut Mgmt, within: Duration, what: &str, done: impl Fn(&Val
 }
 
 fn calls(report: &Value) -> Vec<Value> {
-    report["media"]["calls"].as_array().cloned().unwrap_or_default()
+    report["media"]["calls"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
 }
 
 fn counter(call: &Value, from: &str, name: &str) -> u64 {
@@ -105,14 +113,19 @@ fn rtp_crosses_both_ways_through_the_sbc_s_own_ports() {
         .timeout(Duration::from_secs(50))
         .spawn();
     // While the calls are up: each one's whole pcap crossed to the callee and its echo back.
-    let report = media_until(&mut mgmt, Duration::from_secs(30), "3 calls with all RTP both ways", |r| {
-        let c = calls(r);
-        c.len() == 3
-            && c.iter().all(|call| {
-                counter(call, "from_caller", "packets") == PCAP_PACKETS
-                    && counter(call, "from_callee", "packets") == PCAP_PACKETS
-            })
-    });
+    let report = media_until(
+        &mut mgmt,
+        Duration::from_secs(30),
+        "3 calls with all RTP both ways",
+        |r| {
+            let c = calls(r);
+            c.len() == 3
+                && c.iter().all(|call| {
+                    counter(call, "from_caller", "packets") == PCAP_PACKETS
+                        && counter(call, "from_callee", "packets") == PCAP_PACKETS
+                })
+        },
+    );
     for call in calls(&report) {
         assert_eq!(counter(&call, "from_caller", "lost"), 0, "{call:#}");
         assert_eq!(counter(&call, "from_callee", "lost"), 0, "{call:#}");
@@ -120,11 +133,15 @@ fn rtp_crosses_both_ways_through_the_sbc_s_own_ports() {
         let stream = &call["streams"][0];
         // Each leg's media goes to that side's own address, from the SBC's port of its realm.
         assert!(
-            stream["caller_remote"].as_str().is_some_and(|a| a.starts_with("127.0.0.3:")),
+            stream["caller_remote"]
+                .as_str()
+                .is_some_and(|a| a.starts_with("127.0.0.3:")),
             "{call:#}"
         );
         assert!(
-            stream["callee_remote"].as_str().is_some_and(|a| a.starts_with("127.0.0.4:")),
+            stream["callee_remote"]
+                .as_str()
+                .is_some_and(|a| a.starts_with("127.0.0.4:")),
             "{call:#}"
         );
     }
@@ -132,15 +149,24 @@ fn rtp_crosses_both_ways_through_the_sbc_s_own_ports() {
     let uas = uas.wait_at_most(Duration::from_secs(15));
     uac.assert_success(3);
     uas.assert_success(3);
-    let after = media_until(&mut mgmt, Duration::from_secs(10), "every session closed", |r| {
-        r["media"]["sessions"] == 0
-    });
+    let after = media_until(
+        &mut mgmt,
+        Duration::from_secs(10),
+        "every session closed",
+        |r| r["media"]["sessions"] == 0,
+    );
     let m = &after["media"];
-    assert!(m["forwarded"].as_u64().unwrap_or(0) >= 3 * 2 * PCAP_PACKETS, "{m:#}");
+    assert!(
+        m["forwarded"].as_u64().unwrap_or(0) >= 3 * 2 * PCAP_PACKETS,
+        "{m:#}"
+    );
     assert_eq!(m["send_errors"], 0, "{m:#}");
     assert_eq!(m["dropped_stranger"], 0, "{m:#}");
     for pool in m["pools"].as_array().cloned().unwrap_or_default() {
-        assert_eq!(pool["free_pairs"], pool["total_pairs"], "ports returned: {pool:#}");
+        assert_eq!(
+            pool["free_pairs"], pool["total_pairs"],
+            "ports returned: {pool:#}"
+        );
     }
     node.assert_alive();
 }
@@ -166,12 +192,17 @@ fn hold_resume_and_a_new_port_by_update_keep_the_anchor() {
         .calls(1)
         .timeout(Duration::from_secs(50))
         .spawn();
-    let first = media_until(&mut mgmt, Duration::from_secs(15), "the first pcap both ways", |r| {
-        calls(r).first().is_some_and(|c| {
-            counter(c, "from_caller", "packets") >= PCAP_PACKETS
-                && counter(c, "from_callee", "packets") >= PCAP_PACKETS
-        })
-    });
+    let first = media_until(
+        &mut mgmt,
+        Duration::from_secs(15),
+        "the first pcap both ways",
+        |r| {
+            calls(r).first().is_some_and(|c| {
+                counter(c, "from_caller", "packets") >= PCAP_PACKETS
+                    && counter(c, "from_callee", "packets") >= PCAP_PACKETS
+            })
+        },
+    );
     let call = calls(&first).remove(0);
     let stream = call["streams"][0].clone();
     let caller_remote: SocketAddr = stream["caller_remote"]
@@ -181,16 +212,34 @@ fn hold_resume_and_a_new_port_by_update_keep_the_anchor() {
     // After hold, resume (the second pcap) and the UPDATE: the caller's media moved to its new
     // port, the SBC kept its own ports and its one stream.
     let moved = SocketAddr::new(caller_remote.ip(), caller_remote.port() + 2);
-    let after = media_until(&mut mgmt, Duration::from_secs(35), "the caller moved by UPDATE", |r| {
-        calls(r).first().is_some_and(|c| {
-            c["streams"][0]["caller_remote"].as_str() == Some(moved.to_string().as_str())
-        })
-    });
+    let after = media_until(
+        &mut mgmt,
+        Duration::from_secs(35),
+        "the caller moved by UPDATE",
+        |r| {
+            calls(r).first().is_some_and(|c| {
+                c["streams"][0]["caller_remote"].as_str() == Some(moved.to_string().as_str())
+            })
+        },
+    );
     let call = calls(&after).remove(0);
-    assert_eq!(call["streams"].as_array().map(Vec::len), Some(1), "{call:#}");
-    assert_eq!(call["streams"][0]["caller_port"], stream["caller_port"], "{call:#}");
-    assert_eq!(call["streams"][0]["callee_port"], stream["callee_port"], "{call:#}");
-    assert!(counter(&call, "from_caller", "packets") >= 2 * PCAP_PACKETS, "{call:#}");
+    assert_eq!(
+        call["streams"].as_array().map(Vec::len),
+        Some(1),
+        "{call:#}"
+    );
+    assert_eq!(
+        call["streams"][0]["caller_port"], stream["caller_port"],
+        "{call:#}"
+    );
+    assert_eq!(
+        call["streams"][0]["callee_port"], stream["callee_port"],
+        "{call:#}"
+    );
+    assert!(
+        counter(&call, "from_caller", "packets") >= 2 * PCAP_PACKETS,
+        "{call:#}"
+    );
     assert_eq!(counter(&call, "from_caller", "lost"), 0, "{call:#}");
     let uac = uac.wait();
     let uas = uas.wait_at_most(Duration::from_secs(15));
