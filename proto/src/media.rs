@@ -659,6 +659,15 @@ impl MediaTable {
         Some(session)
     }
 
+    /// Ends every session (the node released its media address: the calls go on at the new
+    /// active, which claims their ports from their replicas).
+    pub fn clear(&mut self) {
+        let ids: Vec<SessionId> = self.sessions.keys().copied().collect();
+        for id in ids {
+            self.close(id);
+        }
+    }
+
     /// Call `id`'s media as plain data, for the standby.
     #[must_use]
     pub fn record(&self, id: SessionId) -> Option<MediaRecord> {

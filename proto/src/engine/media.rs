@@ -153,11 +153,13 @@ impl Engine {
     }
 
     /// Claims the ports of a replicated call's media (at a takeover).
-    pub(super) fn restore_media(&mut self, now: Instant, id: u64) {
-        let (Some(media), Some(call)) = (self.cfg.media.clone(), self.calls.get(&id)) else {
-            return;
-        };
-        let Some(record) = &call.dialog.media else {
+    pub(super) fn restore_media(
+        &mut self,
+        now: Instant,
+        id: u64,
+        record: Option<&crate::media::MediaRecord>,
+    ) {
+        let (Some(media), Some(record)) = (self.cfg.media.clone(), record) else {
             return;
         };
         let shard = usize::try_from(self.ids.shard()).unwrap_or(0);

@@ -186,7 +186,16 @@ impl Engine {
         self.now = Some(now);
         let id = dialog.id;
         if self.calls.contains_key(&id) {
-            // This engine already serves the call: its own state is the newest.
+            // This engine already serves the call: its own state is the newest. Its media
+            // may have been released with the media address (a demoted active): claimed again.
+            if self
+                .cfg
+                .media
+                .as_ref()
+                .is_some_and(|m| lock(&m.table).session(id).is_none())
+            {
+                self.restore_media(now, id, dialog.media.as_ref());
+            }
             return;
         }
         if dialog.state == DialogState::Terminating {
@@ -209,8 +218,9 @@ impl Engine {
             ),
             (id, Side::Callee),
         );
+        let record = dialog.media.clone();
         self.calls.insert(id, Call::replicated(dialog));
-        self.restore_media(now, id);
+        self.restore_media(now, id, record.as_ref());
     }
 
     /// Forgets a replicated dialog (deleted on the active).

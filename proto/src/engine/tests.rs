@@ -1290,4 +1290,33 @@ mod media {
             .expect("forwarded at once on the new active");
         assert_eq!(f.to, sa("10.1.1.1:4000"));
     }
+
+    #[test]
+    fn a_demoted_active_that_takes_over_again_claims_its_calls_media_again() {
+        let table = table(5);
+        let mut w = world(&table);
+        w.caller_sends(&invite_with(Some(CALLER_SDP)));
+        callee_answers_sdp(&mut w, 200, CALLEE_SDP);
+        let tag = w
+            .to_caller
+            .last()
+            .and_then(|m| m.to_tag())
+            .expect("tag")
+            .to_owned();
+        w.caller_sends(&caller_in_dialog("ACK", 1, "z9hG4bKack1", &tag));
+        let mut dialog = None;
+        while let Some(c) = w.engine.poll_dialog_change() {
+            if let DialogChange::Upsert(d) = c {
+                dialog = Some(d);
+            }
+        }
+        // Released with the media address (a planned switchover): no port held.
+        table.lock().expect("table").clear();
+        assert_eq!(table.lock().expect("table").pool(0), (5, 5));
+        // Back as the active, from the replica the peer kept.
+        w.engine.install_dialog(w.now, *dialog.expect("replicated"));
+        let t = table.lock().expect("table");
+        assert_eq!(t.len(), 1);
+        assert_eq!(t.pool(0), (4, 5));
+    }
 }

@@ -425,6 +425,10 @@ impl Node {
         }
         let threads = bound.threads;
         let relay = self.media.as_ref().and_then(|m| lock(&m.relay).take());
+        if let Some(m) = &self.media {
+            // The calls' media goes on at the new active; this node keeps no port of theirs.
+            lock(&m.table).clear();
+        }
         let _ = tokio::task::spawn_blocking(move || {
             if let Some(r) = relay {
                 r.stop();
