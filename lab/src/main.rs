@@ -344,6 +344,9 @@ struct RtpLoadOutput {
     relay: &'static str,
     calls: usize,
     calls_ready: usize,
+    /// Calls whose endpoints were told each other's own address: the media bypasses the
+    /// relay (a relay that did not anchor it).
+    bypassed: usize,
     setup_s: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     plan: Option<sbc_lab::traffic::PlanStatus>,
@@ -405,8 +408,8 @@ fn rtp_finish(mut out: RtpLoadOutput, c: &RtpCommon) -> ExitCode {
         let t = &out.rtp.total;
         let k = out.relay_process.take().unwrap_or_default();
         println!(
-            "relay={}\ncalls={}\ncalls_ready={}\nsetup_s={:.3}\nsent={}\nreceived={}\nlost={}\nloss_percent={:.4}\nduplicates={}\nforeign={}\nsend_errors={}\nreceived_per_s={:.1}\ndelay_p50_ms={:.4}\ndelay_p99_ms={:.4}\ndelay_max_ms={:.4}\nstart_gap_p50_ms={:.2}\nstart_gap_max_ms={:.2}\nmax_gap_ms={:.2}\nsilent_directions={}\ncalls_not_resumed={}\nthreads={}\nrelay_cpu_ticks={}\nrelay_cpu_s={:.3}\nrelay_cpu_us_per_packet={:.3}\nrelay_rss_kb_before={}\nrelay_rss_kb={}",
-            out.relay, out.calls, out.calls_ready, out.setup_s, t.sent, t.received, t.lost,
+            "relay={}\ncalls={}\ncalls_ready={}\nbypassed={}\nsetup_s={:.3}\nsent={}\nreceived={}\nlost={}\nloss_percent={:.4}\nduplicates={}\nforeign={}\nsend_errors={}\nreceived_per_s={:.1}\ndelay_p50_ms={:.4}\ndelay_p99_ms={:.4}\ndelay_max_ms={:.4}\nstart_gap_p50_ms={:.2}\nstart_gap_max_ms={:.2}\nmax_gap_ms={:.2}\nsilent_directions={}\ncalls_not_resumed={}\nthreads={}\nrelay_cpu_ticks={}\nrelay_cpu_s={:.3}\nrelay_cpu_us_per_packet={:.3}\nrelay_rss_kb_before={}\nrelay_rss_kb={}",
+            out.relay, out.calls, out.calls_ready, out.bypassed, out.setup_s, t.sent, t.received, t.lost,
             t.loss_percent, t.duplicates, t.foreign, t.send_errors, t.received_per_s,
             t.delay.p50_ms, t.delay.p99_ms, t.delay.max_ms, t.start_gap_p50_ms,
             t.start_gap_max_ms, t.max_gap_ms, t.silent_directions, t.calls_not_resumed,
@@ -431,6 +434,20 @@ fn rtp_finish(mut out: RtpLoadOutput, c: &RtpCommon) -> ExitCode {
         );
         ExitCode::from(1)
     }
+}
+
+/// Calls whose endpoints send straight to each other, with a warning when there are any.
+fn bypassing(calls: &[MediaCall]) -> usize {
+    let n = calls
+        .iter()
+        .filter(|c| c.a_relay == c.endpoints.b_addr() || c.b_relay == c.endpoints.a_addr())
+        .count();
+    if n > 0 {
+        eprintln!(
+            "rtp-load: WARNING: in {n} calls the SDP names the other endpoint itself: their media does not go through the relay"
+        );
+    }
+    n
 }
 
 fn watch(c: &RtpCommon) -> Option<RelayCost> {
@@ -463,6 +480,7 @@ async fn rtp_load(a: RtpLoadArgs) -> Result<ExitCode, String> {
             .map_err(|e| format!("NG thread: {e}"))??;
             let setup_s = t0.elapsed().as_secs_f64();
             let ready = calls.len();
+            let bypassed = bypassing(&calls);
             eprintln!("rtp-load: {ready} calls anchored on rtpengine at {ng} in {setup_s:.2} s");
             let report = rtp_phase(calls, &c, &mut cost).await?;
             let deleted = tokio::task::spawn_blocking(move || {
@@ -480,6 +498,7 @@ async fn rtp_load(a: RtpLoadArgs) -> Result<ExitCode, String> {
                 relay: "rtpengine",
                 calls: c.calls,
                 calls_ready: ready,
+                bypassed,
                 setup_s,
                 plan: None,
                 sip_uac: None,
@@ -505,6 +524,7 @@ async fn rtp_load(a: RtpLoadArgs) -> Result<ExitCode, String> {
                 .await
                 .map_err(|e| format!("cannot start the SIP calls: {e}"))?;
             let ready = calls.len();
+            let bypassed = bypassing(&calls);
             let status = sip.status();
             eprintln!(
                 "rtp-load: {ready} of {} calls set up through {target} in {:.2} s ({status:?})",
@@ -524,6 +544,7 @@ async fn rtp_load(a: RtpLoadArgs) -> Result<ExitCode, String> {
                 relay: "sip",
                 calls: c.calls,
                 calls_ready: ready,
+                bypassed,
                 setup_s,
                 plan: Some(status),
                 sip_uac: Some(uac),

@@ -141,6 +141,7 @@ fn run_with_outage(at: Duration, len: Option<Duration>) -> (rtp::RtpReport, u64)
     };
     let run = rtp::spawn(calls, &cfg).expect("spawn");
     std::thread::sleep(at);
+    assert!(run.arrived() > 0, "media flows before the outage");
     relays
         .iter()
         .for_each(|r| r.paused.store(true, Ordering::Relaxed));

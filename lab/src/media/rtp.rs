@@ -44,7 +44,7 @@
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -370,12 +370,20 @@ impl RtpReport {
 /// A run in the background (see [`spawn`]).
 pub struct RtpRun {
     stop: Arc<AtomicBool>,
+    arrived: Arc<AtomicU64>,
     threads: Vec<JoinHandle<io::Result<Vec<StreamPair>>>>,
     cfg: RtpConfig,
     calls: usize,
 }
 
 impl RtpRun {
+    /// Datagrams received so far by all endpoints (RTP or not): lets a test wait until media
+    /// flows before it breaks something.
+    #[must_use]
+    pub fn arrived(&self) -> u64 {
+        self.arrived.load(Ordering::Relaxed)
+    }
+
     /// Stops sending now (the drain still runs); [`RtpRun::join`] then returns soon.
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
@@ -423,6 +431,7 @@ pub fn spawn(calls: Vec<MediaCall>, cfg: &RtpConfig) -> io::Result<RtpRun> {
     let n = calls.len();
     let threads = cfg.thread_count(n);
     let stop = Arc::new(AtomicBool::new(false));
+    let arrived = Arc::new(AtomicU64::new(0));
     let epoch = Instant::now();
     // Every thread starts on the same clock, a little after all are spawned.
     let start_ns = 20_000_000u64;
@@ -434,14 +443,15 @@ pub fn spawn(calls: Vec<MediaCall>, cfg: &RtpConfig) -> io::Result<RtpRun> {
     }
     let mut handles = Vec::with_capacity(threads);
     for (t, group) in groups.into_iter().enumerate() {
-        let (cfg2, stop2) = (cfg.clone(), stop.clone());
+        let (cfg2, stop2, arrived2) = (cfg.clone(), stop.clone(), arrived.clone());
         let h = std::thread::Builder::new()
             .name(format!("rtp-{t}"))
-            .spawn(move || Worker::new(group, &cfg2, epoch, start_ns)?.run(&stop2))?;
+            .spawn(move || Worker::new(group, &cfg2, epoch, start_ns, arrived2)?.run(&stop2))?;
         handles.push(h);
     }
     Ok(RtpRun {
         stop,
+        arrived,
         threads: handles,
         cfg: cfg.clone(),
         calls: n,
@@ -709,6 +719,7 @@ struct Worker {
     drain_ns: u64,
     packet: Vec<u8>,
     buf: Vec<u8>,
+    arrived: Arc<AtomicU64>,
 }
 
 impl Worker {
@@ -717,6 +728,7 @@ impl Worker {
         cfg: &RtpConfig,
         epoch: Instant,
         start_ns: u64,
+        arrived: Arc<AtomicU64>,
     ) -> io::Result<Self> {
         let poll = Poll::new()?;
         let packets = cfg.packets_per_stream();
@@ -750,6 +762,7 @@ impl Worker {
             drain_ns: u64::try_from(cfg.drain.as_nanos()).unwrap_or(u64::MAX),
             packet,
             buf: vec![0u8; RECV_BUF],
+            arrived,
         })
     }
 
@@ -801,6 +814,7 @@ impl Worker {
             match sock.recv_from(&mut self.buf) {
                 Ok((len, _)) => {
                     let now = self.now_ns();
+                    self.arrived.fetch_add(1, Ordering::Relaxed);
                     let pair = &mut self.pairs[call];
                     // B receives what A sent, A what B sent.
                     let s = if at_b {
