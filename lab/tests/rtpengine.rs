@@ -5,6 +5,7 @@
 //! Skipped, with a message, when `rtpengine` is not on PATH, unless
 //! `SBC_LAB_REQUIRE_RTPENGINE=1` (run-tests.sh installs the package and sets it).
 
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -26,7 +27,9 @@ fn rtpengine_binary() -> Option<PathBuf> {
             std::env::var_os("SBC_LAB_REQUIRE_RTPENGINE").is_none_or(|v| v != "1"),
             "rtpengine not found but SBC_LAB_REQUIRE_RTPENGINE=1: apt-get install -y rtpengine-daemon"
         );
-        eprintln!(
+        // Straight to stderr, past the test harness's capture: a skip must be seen.
+        let _ = writeln!(
+            std::io::stderr(),
             "SKIPPED: rtpengine is not installed (apt-get install -y rtpengine-daemon, or run ./run-tests.sh)"
         );
     }
