@@ -3,8 +3,15 @@
 # `sbc` binary and SIPp on loopback.
 #
 # The end-to-end tests need SIPp (Debian package `sip-tester`) and net-snmp's trap receiver and
-# tools (`snmptrapd`, `snmp`). As root this script installs what is missing; otherwise it stops
-# and prints the exact apt-get line to run.
+# tools (`snmptrapd`, `snmp`); the lab's media tests and lab/bench/media-vs-rtpengine.sh need
+# rtpengine (`rtpengine-daemon`). As root this script installs what is missing; otherwise it
+# stops and prints the exact apt-get line to run.
+#
+# rtpengine-daemon's package enables a systemd service (rtpengine-daemon.service, NG on
+# localhost:2223, media ports 30000-40000 from /etc/rtpengine/rtpengine.conf). In a container
+# without systemd (this project's machines: policy-rc.d denies the start) nothing is started;
+# on a machine with systemd it may run. The tests never use it: each starts its own rtpengine
+# with --config-file=none, on an NG port and a media port range it checked were free.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -12,6 +19,7 @@ missing=()
 command -v sipp >/dev/null 2>&1 || missing+=(sip-tester)
 command -v snmptrapd >/dev/null 2>&1 || missing+=(snmptrapd)
 command -v snmptranslate >/dev/null 2>&1 || missing+=(snmp)
+command -v rtpengine >/dev/null 2>&1 || missing+=(rtpengine-daemon)
 if ((${#missing[@]})); then
     if [ "$(id -u)" = 0 ]; then
         echo "installing ${missing[*]} (needed by the end-to-end tests)"
@@ -23,6 +31,9 @@ if ((${#missing[@]})); then
         exit 1
     fi
 fi
+
+# Installed above, so the lab's rtpengine tests must not skip.
+export SBC_LAB_REQUIRE_RTPENGINE=1
 
 # Every binary is built first so that a compile error shows before an hour of tests; the
 # end-to-end tests (`cargo test -p sbc --test e2e`) run the `sbc` binary Cargo built for them.

@@ -5,5 +5,6 @@
 
 pub mod chart;
 pub mod demo;
+pub mod media;
 pub mod testing;
 pub mod traffic;

@@ -4,6 +4,8 @@
 //! sbc-lab uas --local 127.0.0.1:5080 --ring 100ms --calls 100
 //! sbc-lab uac 127.0.0.1:5060 --rate 50 --calls 100 --hold 30s --progress
 //! sbc-lab chart lines run.csv -o run.svg --x t --panel "Calls/s=offered_cps,answered_cps"
+//! sbc-lab rtp-load rtpengine 127.0.0.1:2223 --calls 200 --duration 10s
+//! sbc-lab rtp-load sip 127.0.0.1:5060 --uas 127.0.0.1:5080 --calls 200 --duration 10s
 //! ```
 //! Each prints a summary at the end (`--json`: the counters as one JSON object) and exits 0
 //! only when no call failed (1 otherwise, 2 on a usage or bind error).
@@ -15,13 +17,17 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 // `sbc-lab chart`: the lab's chart module (the demo's too), from a CSV.
 use sbc_lab::chart::csv as chart;
+use sbc_lab::media::ng::{NgClient, NgOptions};
+use sbc_lab::media::rtp::{self, CallEndpoints, MediaCall, RtpConfig, RtpReport};
+use sbc_lab::media::sip::{SipCalls, SipMediaConfig};
+use sbc_lab::media::{procstat, rtpengine};
 use sbc_lab::traffic::{ByeFrom, Snapshot, Timers, Transport, Uac, UacConfig, Uas, UasConfig};
 
 #[derive(Parser)]
 #[command(
     name = "sbc-lab",
     version,
-    about = "SIP traffic generator of the SBC lab (UAC and UAS)"
+    about = "SIP and RTP traffic generator of the SBC lab (UAC, UAS, RTP load)"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -36,6 +42,78 @@ enum Command {
     Uas(UasArgs),
     /// Draw an SVG chart of a benchmark's CSV (lab/bench): time series or grouped bars.
     Chart(ChartArgs),
+    /// RTP load through a media relay: N calls, two RTP endpoints each, signalled over NG
+    /// (rtpengine) or with SDP-carrying SIP calls through an SBC.
+    RtpLoad(RtpLoadArgs),
+}
+
+#[derive(Args)]
+struct RtpLoadArgs {
+    #[command(subcommand)]
+    relay: RtpRelay,
+}
+
+#[derive(Subcommand)]
+enum RtpRelay {
+    /// Anchor each call on rtpengine with NG offer/answer at NG (IP:PORT), then send RTP.
+    Rtpengine {
+        /// rtpengine's --listen-ng address.
+        ng: SocketAddr,
+        #[command(flatten)]
+        common: RtpCommon,
+    },
+    /// Place SIP calls carrying the endpoints' SDP toward TARGET (the SBC's access address),
+    /// answer them at --uas, learn the relay's ports from the SDP, then send RTP.
+    Sip {
+        /// Where the INVITEs go.
+        target: SocketAddr,
+        /// Where the UAS listens (the SBC's next hop).
+        #[arg(long, default_value = "127.0.0.1:5080")]
+        uas: SocketAddr,
+        /// New calls per second while setting up.
+        #[arg(long, default_value_t = 100.0)]
+        rate: f64,
+        /// How long the calls may take to be set up.
+        #[arg(long, default_value = "30s", value_parser = parse_duration)]
+        setup_timeout: Duration,
+        #[command(flatten)]
+        common: RtpCommon,
+    },
+}
+
+#[derive(Args)]
+struct RtpCommon {
+    /// Concurrent calls.
+    #[arg(long, short = 'n', default_value_t = 10)]
+    calls: usize,
+    /// How long every stream sends (20 ms packets).
+    #[arg(long, short = 'd', default_value = "10s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Generator threads (0: one per 250 calls, at most 4).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+    /// The RTP endpoints' address.
+    #[arg(long, default_value = "127.0.0.1")]
+    ip: std::net::IpAddr,
+    /// Read this process's CPU time (/proc/PID/stat) just before and after the RTP phase,
+    /// and its VmRSS: the relay's cost.
+    #[arg(long)]
+    watch_pid: Option<u32>,
+    /// Clock ticks per second of /proc/PID/stat (`getconf CLK_TCK`).
+    #[arg(long, default_value_t = 100)]
+    clk_tck: u64,
+    /// Print the calls with a gap of at least this many ms (a Markdown table on stderr).
+    #[arg(long)]
+    gaps: Option<f64>,
+    /// Print the report as JSON on stdout (per call with --per-call).
+    #[arg(long)]
+    json: bool,
+    /// With --json: every call's figures too.
+    #[arg(long)]
+    per_call: bool,
+    /// Print key=value lines on stdout (for scripts).
+    #[arg(long)]
+    kv: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -250,9 +328,238 @@ async fn drive<F: std::future::Future<Output = Snapshot>>(
     }
 }
 
+/// The relay's CPU ticks and memory around the RTP phase.
+#[derive(serde::Serialize, Default)]
+struct RelayCost {
+    pid: u32,
+    rss_kb_before_calls: u64,
+    rss_kb_with_calls: u64,
+    cpu_ticks: u64,
+    cpu_s: f64,
+    cpu_us_per_packet: f64,
+}
+
+#[derive(serde::Serialize)]
+struct RtpLoadOutput {
+    relay: &'static str,
+    calls: usize,
+    calls_ready: usize,
+    /// Calls whose endpoints were told each other's own address: the media bypasses the
+    /// relay (a relay that did not anchor it).
+    bypassed: usize,
+    setup_s: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    plan: Option<sbc_lab::traffic::PlanStatus>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sip_uac: Option<Snapshot>,
+    rtp: RtpReport,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    relay_process: Option<RelayCost>,
+}
+
+fn rtp_config(c: &RtpCommon) -> RtpConfig {
+    RtpConfig {
+        duration: c.duration,
+        threads: c.threads,
+        ..RtpConfig::default()
+    }
+}
+
+/// Runs the RTP phase, reading the watched process's CPU ticks just around it.
+async fn rtp_phase(
+    calls: Vec<MediaCall>,
+    c: &RtpCommon,
+    cost: &mut Option<RelayCost>,
+) -> Result<RtpReport, String> {
+    let cfg = rtp_config(c);
+    let ticks = |pid| procstat::cpu_ticks(pid).map_err(|e| format!("/proc/{pid}/stat: {e}"));
+    let t0 = match cost.as_ref() {
+        Some(k) => Some(ticks(k.pid)?),
+        None => None,
+    };
+    let report = tokio::task::spawn_blocking(move || rtp::run(calls, &cfg))
+        .await
+        .map_err(|e| format!("RTP thread: {e}"))?
+        .map_err(|e| format!("RTP: {e}"))?;
+    if let (Some(k), Some(t0)) = (cost.as_mut(), t0) {
+        k.cpu_ticks = ticks(k.pid)?.saturating_sub(t0);
+        k.rss_kb_with_calls = procstat::rss_kb(k.pid).unwrap_or(0);
+        k.cpu_s = k.cpu_ticks as f64 / c.clk_tck.max(1) as f64;
+        if report.total.received > 0 {
+            k.cpu_us_per_packet = k.cpu_s * 1e6 / report.total.received as f64;
+        }
+    }
+    Ok(report)
+}
+
+fn rtp_finish(mut out: RtpLoadOutput, c: &RtpCommon) -> ExitCode {
+    eprint!("{}", out.rtp.summary());
+    if let Some(min) = c.gaps {
+        eprint!("{}", out.rtp.gap_table(min));
+    }
+    if let Some(k) = &out.relay_process {
+        eprintln!(
+            "relay pid {}: {} ticks ({:.2} s) CPU over the RTP phase, {:.2} µs per packet received; VmRSS {} kB before the calls, {} kB with them",
+            k.pid, k.cpu_ticks, k.cpu_s, k.cpu_us_per_packet, k.rss_kb_before_calls, k.rss_kb_with_calls
+        );
+    }
+    let ok = out.calls_ready == out.calls && out.rtp.total.silent_directions == 0;
+    if c.kv {
+        let t = &out.rtp.total;
+        let k = out.relay_process.take().unwrap_or_default();
+        println!(
+            "relay={}\ncalls={}\ncalls_ready={}\nbypassed={}\nsetup_s={:.3}\nsent={}\nreceived={}\nlost={}\nloss_percent={:.4}\nduplicates={}\nforeign={}\nsend_errors={}\nreceived_per_s={:.1}\ndelay_p50_ms={:.4}\ndelay_p99_ms={:.4}\ndelay_max_ms={:.4}\nstart_gap_p50_ms={:.2}\nstart_gap_max_ms={:.2}\nmax_gap_ms={:.2}\nsilent_directions={}\ncalls_not_resumed={}\nthreads={}\nrelay_cpu_ticks={}\nrelay_cpu_s={:.3}\nrelay_cpu_us_per_packet={:.3}\nrelay_rss_kb_before={}\nrelay_rss_kb={}",
+            out.relay, out.calls, out.calls_ready, out.bypassed, out.setup_s, t.sent, t.received, t.lost,
+            t.loss_percent, t.duplicates, t.foreign, t.send_errors, t.received_per_s,
+            t.delay.p50_ms, t.delay.p99_ms, t.delay.max_ms, t.start_gap_p50_ms,
+            t.start_gap_max_ms, t.max_gap_ms, t.silent_directions, t.calls_not_resumed,
+            out.rtp.threads, k.cpu_ticks, k.cpu_s, k.cpu_us_per_packet, k.rss_kb_before_calls,
+            k.rss_kb_with_calls
+        );
+    } else if c.json {
+        if !c.per_call {
+            out.rtp.calls.clear();
+        }
+        match serde_json::to_string_pretty(&out) {
+            Ok(j) => println!("{j}"),
+            Err(e) => eprintln!("cannot write JSON: {e}"),
+        }
+    }
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!(
+            "rtp-load: {} of {} calls set up, {} directions received nothing",
+            out.calls_ready, out.calls, out.rtp.total.silent_directions
+        );
+        ExitCode::from(1)
+    }
+}
+
+/// Calls whose endpoints send straight to each other, with a warning when there are any.
+fn bypassing(calls: &[MediaCall]) -> usize {
+    let n = calls
+        .iter()
+        .filter(|c| c.a_relay == c.endpoints.b_addr() || c.b_relay == c.endpoints.a_addr())
+        .count();
+    if n > 0 {
+        eprintln!(
+            "rtp-load: WARNING: in {n} calls the SDP names the other endpoint itself: their media does not go through the relay"
+        );
+    }
+    n
+}
+
+fn watch(c: &RtpCommon) -> Option<RelayCost> {
+    c.watch_pid.map(|pid| RelayCost {
+        pid,
+        rss_kb_before_calls: procstat::rss_kb(pid).unwrap_or(0),
+        ..RelayCost::default()
+    })
+}
+
+async fn rtp_load(a: RtpLoadArgs) -> Result<ExitCode, String> {
+    match a.relay {
+        RtpRelay::Rtpengine { ng, common: c } => {
+            let mut cost = watch(&c);
+            let endpoints = CallEndpoints::bind_many(c.calls, c.ip)
+                .map_err(|e| format!("cannot bind {} RTP endpoints: {e}", 2 * c.calls))?;
+            let t0 = std::time::Instant::now();
+            let (ids, calls, client) = tokio::task::spawn_blocking(move || {
+                let mut client = NgClient::new(ng).map_err(|e| format!("NG socket: {e}"))?;
+                client
+                    .ping()
+                    .map_err(|e| format!("rtpengine at {ng}: {e}"))?;
+                let prefix = format!("lab-{:08x}", rand::random::<u32>());
+                let anchored =
+                    rtpengine::anchor(&mut client, endpoints, &prefix, &NgOptions::anchoring())
+                        .map_err(|e| e.to_string())?;
+                Ok::<_, String>((anchored.ids, anchored.calls, client))
+            })
+            .await
+            .map_err(|e| format!("NG thread: {e}"))??;
+            let setup_s = t0.elapsed().as_secs_f64();
+            let ready = calls.len();
+            let bypassed = bypassing(&calls);
+            eprintln!("rtp-load: {ready} calls anchored on rtpengine at {ng} in {setup_s:.2} s");
+            let report = rtp_phase(calls, &c, &mut cost).await?;
+            let deleted = tokio::task::spawn_blocking(move || {
+                let mut client = client;
+                rtpengine::release(&mut client, &ids)
+            })
+            .await
+            .map_err(|e| format!("NG thread: {e}"))?;
+            match deleted {
+                Ok(n) if n == ready => {}
+                Ok(n) => eprintln!("rtp-load: rtpengine knew {n} of {ready} calls at delete"),
+                Err(e) => eprintln!("rtp-load: delete: {e}"),
+            }
+            let out = RtpLoadOutput {
+                relay: "rtpengine",
+                calls: c.calls,
+                calls_ready: ready,
+                bypassed,
+                setup_s,
+                plan: None,
+                sip_uac: None,
+                rtp: report,
+                relay_process: cost,
+            };
+            Ok(rtp_finish(out, &c))
+        }
+        RtpRelay::Sip {
+            target,
+            uas,
+            rate,
+            setup_timeout,
+            common: c,
+        } => {
+            let mut cost = watch(&c);
+            let mut cfg = SipMediaConfig::new(target, uas, c.calls);
+            cfg.rate = rate;
+            cfg.media_ip = c.ip;
+            cfg.setup_timeout = setup_timeout;
+            cfg.max_hold = setup_timeout + c.duration + Duration::from_secs(60);
+            let (sip, calls) = SipCalls::establish(&cfg)
+                .await
+                .map_err(|e| format!("cannot start the SIP calls: {e}"))?;
+            let ready = calls.len();
+            let bypassed = bypassing(&calls);
+            let status = sip.status();
+            eprintln!(
+                "rtp-load: {ready} of {} calls set up through {target} in {:.2} s ({status:?})",
+                c.calls,
+                sip.setup_time().as_secs_f64()
+            );
+            let report = if ready == 0 {
+                rtp::run(Vec::new(), &rtp_config(&c)).map_err(|e| e.to_string())?
+            } else {
+                rtp_phase(calls, &c, &mut cost).await?
+            };
+            let setup_s = sip.setup_time().as_secs_f64();
+            let (uac, uas) = sip.hang_up(Duration::from_secs(40)).await;
+            eprint!("{}", uac.summary());
+            eprint!("{}", uas.summary());
+            let out = RtpLoadOutput {
+                relay: "sip",
+                calls: c.calls,
+                calls_ready: ready,
+                bypassed,
+                setup_s,
+                plan: Some(status),
+                sip_uac: Some(uac),
+                rtp: report,
+                relay_process: cost,
+            };
+            Ok(rtp_finish(out, &c))
+        }
+    }
+}
+
 async fn run(cli: Cli) -> Result<ExitCode, String> {
     match cli.command {
         Command::Chart(a) => chart(&a),
+        Command::RtpLoad(a) => rtp_load(a).await,
         Command::Uac(a) => {
             let c = &a.common;
             let mut cfg = UacConfig::new(a.target);

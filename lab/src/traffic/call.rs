@@ -17,8 +17,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::watch;
 use tokio::time::{timeout_at, Instant};
 
+use super::media::MediaPlan;
 use super::msg::{name_addr_uri, response_to, strip_tag, Writer};
 use super::net::{Endpoint, Incoming, Peer};
 use super::stats::FailureReason;
@@ -99,6 +101,8 @@ struct Call {
     timers: Timers,
     rx: UnboundedReceiver<Incoming>,
     replay: Replay,
+    /// A UAC's [`super::Uac::hang_up`]: ends the hold early.
+    release: Option<watch::Receiver<bool>>,
 }
 
 impl Call {
@@ -199,6 +203,29 @@ impl Call {
         }
     }
 
+    /// The next message before `deadline`; `None` at the deadline, or at once when we hang
+    /// up and the UAC was told to hang up now.
+    async fn recv_in_hold(&mut self, deadline: Instant, we_hang_up: bool) -> Option<Incoming> {
+        let rx = &mut self.rx;
+        let Some(release) = self.release.as_mut().filter(|_| we_hang_up) else {
+            return recv_until(rx, deadline).await;
+        };
+        loop {
+            if *release.borrow_and_update() {
+                return None;
+            }
+            tokio::select! {
+                got = recv_until(rx, deadline) => return got,
+                changed = release.changed() => {
+                    if changed.is_err() {
+                        // The UAC is gone: no hang-up will come.
+                        return recv_until(rx, deadline).await;
+                    }
+                }
+            }
+        }
+    }
+
     /// The established part of a call: hold, then BYE from us or from the peer.
     async fn converse(
         &mut self,
@@ -213,7 +240,7 @@ impl Call {
         } else {
             hold_end + bye_wait
         };
-        while let Some(inc) = recv_until(&mut self.rx, wait_end).await {
+        while let Some(inc) = self.recv_in_hold(wait_end, we_hang_up).await {
             if self.in_dialog(inc, d).await {
                 return End::Completed;
             }
@@ -293,9 +320,23 @@ fn bump_end(ep: &Endpoint, end: &End) {
     }
 }
 
+/// What every call of one UAC shares.
+pub(crate) struct UacCall {
+    pub(crate) ep: Arc<Endpoint>,
+    pub(crate) cfg: Arc<UacConfig>,
+    pub(crate) media: Option<Arc<MediaPlan>>,
+    pub(crate) release: watch::Receiver<bool>,
+}
+
 /// One UAC call: INVITE, ACK, hold, BYE. `done` is dropped when the call has ended (before it
 /// lingers).
-pub(crate) async fn uac_call<D: Send>(ep: Arc<Endpoint>, cfg: Arc<UacConfig>, n: u64, done: D) {
+pub(crate) async fn uac_call<D: Send>(uac: UacCall, n: u64, done: D) {
+    let UacCall {
+        ep,
+        cfg,
+        media,
+        release,
+    } = uac;
     let call_id = format!("{}-{n}@sbc-lab", random_token());
     let rx = ep.register(&call_id);
     let mut call = Call {
@@ -303,6 +344,7 @@ pub(crate) async fn uac_call<D: Send>(ep: Arc<Endpoint>, cfg: Arc<UacConfig>, n:
         timers: cfg.timers,
         rx,
         replay: Replay::default(),
+        release: Some(release),
     };
     let stats = ep.stats.clone();
     stats.attempted();
@@ -311,7 +353,11 @@ pub(crate) async fn uac_call<D: Send>(ep: Arc<Endpoint>, cfg: Arc<UacConfig>, n:
     let ruri = format!("sip:{}@{}", cfg.to_user, cfg.target);
     let local_party = format!("<sip:{}@{}>", cfg.from_user, ep.local().ip());
     let to = format!("<{ruri}>");
-    let body = sdp(&ep);
+    let offer = media.as_ref().and_then(|m| m.offer());
+    let body = match &offer {
+        Some((_, sdp)) => sdp.clone(),
+        None => sdp(&ep),
+    };
     let mut w = Writer::request("INVITE", &ruri);
     w.header("Via", via(&ep, &branch))
         .header("Max-Forwards", 70)
@@ -397,6 +443,9 @@ pub(crate) async fn uac_call<D: Send>(ep: Arc<Endpoint>, cfg: Arc<UacConfig>, n:
         let Some(remote_tag) = ok.tag_of_to() else {
             break 'call End::Failed(FailureReason::Unexpected);
         };
+        if let (Some(plan), Some((slot, _))) = (&media, &offer) {
+            plan.answered(*slot, &ok.body);
+        }
         let mut d = Dialog {
             call_id: call_id.clone(),
             local_tag: from_tag.clone(),
@@ -440,6 +489,7 @@ pub(crate) async fn uac_call<D: Send>(ep: Arc<Endpoint>, cfg: Arc<UacConfig>, n:
 pub(crate) async fn uas_call(
     ep: Arc<Endpoint>,
     cfg: Arc<UasConfig>,
+    media: Option<Arc<MediaPlan>>,
     call_id: String,
     rx: UnboundedReceiver<Incoming>,
 ) {
@@ -448,6 +498,7 @@ pub(crate) async fn uas_call(
         timers: cfg.timers,
         rx,
         replay: Replay::default(),
+        release: None,
     };
     let stats = ep.stats.clone();
     let Some(first) = call.rx.recv().await else {
@@ -499,7 +550,11 @@ pub(crate) async fn uas_call(
             w.header("Contact", contact(&ep))
                 .header("User-Agent", USER_AGENT)
                 .header("Content-Type", "application/sdp");
-            w.finish(sdp(&ep).as_bytes())
+            let body = media
+                .as_ref()
+                .and_then(|m| m.answer(&invite.body))
+                .unwrap_or_else(|| sdp(&ep));
+            w.finish(body.as_bytes())
         } else {
             w.finish(b"")
         };

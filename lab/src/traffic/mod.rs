@@ -30,6 +30,7 @@
 //! ```
 
 mod call;
+mod media;
 mod msg;
 mod net;
 mod stats;
@@ -44,6 +45,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{watch, Semaphore};
 use tokio::time::Instant;
 
+pub use media::{MediaPlan, PlanStatus};
 pub use stats::{FailureReason, Latency, Received, Snapshot, Stats};
 
 use net::Endpoint;
@@ -231,6 +233,7 @@ impl UasConfig {
 pub struct Uac {
     ep: Arc<Endpoint>,
     stop: watch::Sender<bool>,
+    release: watch::Sender<bool>,
     done: watch::Receiver<bool>,
 }
 
@@ -241,6 +244,20 @@ impl Uac {
     /// If the socket cannot be bound (or, over TCP, the target does not accept a connection),
     /// or the rate is not positive.
     pub async fn start(cfg: UacConfig) -> io::Result<Self> {
+        Self::start_inner(cfg, None).await
+    }
+
+    /// As [`Uac::start`], each call's INVITE carrying the SDP of its caller endpoint in
+    /// `media` (in plan order) and reporting the address the 200's SDP gives it; calls beyond
+    /// the plan's carry an SDP without media of ours.
+    ///
+    /// # Errors
+    /// As [`Uac::start`].
+    pub async fn start_with_media(cfg: UacConfig, media: Arc<MediaPlan>) -> io::Result<Self> {
+        Self::start_inner(cfg, Some(media)).await
+    }
+
+    async fn start_inner(cfg: UacConfig, media: Option<Arc<MediaPlan>>) -> io::Result<Self> {
         if !(cfg.rate > 0.0 && cfg.rate.is_finite()) || cfg.max_concurrent == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -250,6 +267,7 @@ impl Uac {
         let stats = Arc::new(Stats::new("uac"));
         let ep = Endpoint::uac(cfg.transport, cfg.local, cfg.target, stats).await?;
         let (stop, mut stop_rx) = watch::channel(false);
+        let (release, release_rx) = watch::channel(false);
         let (done_tx, done) = watch::channel(false);
         let cfg = Arc::new(cfg);
         let ep2 = ep.clone();
@@ -278,7 +296,16 @@ impl Uac {
                     _ = stop_rx.changed() => break,
                 };
                 n += 1;
-                ep.spawn(call::uac_call(ep.clone(), cfg.clone(), n, permit));
+                ep.spawn(call::uac_call(
+                    call::UacCall {
+                        ep: ep.clone(),
+                        cfg: cfg.clone(),
+                        media: media.clone(),
+                        release: release_rx.clone(),
+                    },
+                    n,
+                    permit,
+                ));
                 next += interval;
                 // Behind schedule (waiting for a slot): resume the pace from now, no burst.
                 let now = Instant::now();
@@ -289,7 +316,12 @@ impl Uac {
             let _ = slots.acquire_many(max).await;
             let _ = done_tx.send(true);
         });
-        Ok(Self { ep, stop, done })
+        Ok(Self {
+            ep,
+            stop,
+            release,
+            done,
+        })
     }
 
     /// The live counters (share them with a progress display).
@@ -313,6 +345,14 @@ impl Uac {
     /// Starts no more calls; calls in progress carry on to their BYE.
     pub fn stop(&self) {
         let _ = self.stop.send(true);
+    }
+
+    /// Starts no more calls and ends the hold of every established call now: each sends its
+    /// BYE (with `bye_from = caller`; a call still ringing hangs up as soon as it is
+    /// answered). [`Uac::wait`] then returns once the BYEs are answered.
+    pub fn hang_up(&self) {
+        self.stop();
+        let _ = self.release.send(true);
     }
 
     /// Whether the run is over: no more calls will start and every call has ended.
@@ -357,13 +397,33 @@ impl Uas {
     /// # Errors
     /// If the socket cannot be bound.
     pub async fn start(cfg: UasConfig) -> io::Result<Self> {
+        Self::start_inner(cfg, None).await
+    }
+
+    /// As [`Uas::start`], answering each INVITE whose SDP names a call of `media` with the
+    /// SDP of that call's callee endpoint, after reporting where the INVITE's SDP tells it to
+    /// send; other INVITEs get an SDP without media of ours.
+    ///
+    /// # Errors
+    /// As [`Uas::start`].
+    pub async fn start_with_media(cfg: UasConfig, media: Arc<MediaPlan>) -> io::Result<Self> {
+        Self::start_inner(cfg, Some(media)).await
+    }
+
+    async fn start_inner(cfg: UasConfig, media: Option<Arc<MediaPlan>>) -> io::Result<Self> {
         let stats = Arc::new(Stats::new("uas"));
         let (ep, mut new_calls) = Endpoint::uas(cfg.transport, cfg.local, stats).await?;
         let cfg = Arc::new(cfg);
         let (ep2, cfg2) = (ep.clone(), cfg.clone());
         ep.spawn(async move {
             while let Some((call_id, rx)) = new_calls.recv().await {
-                ep2.spawn(call::uas_call(ep2.clone(), cfg2.clone(), call_id, rx));
+                ep2.spawn(call::uas_call(
+                    ep2.clone(),
+                    cfg2.clone(),
+                    media.clone(),
+                    call_id,
+                    rx,
+                ));
             }
         });
         let (stop, _) = watch::channel(false);

@@ -17,6 +17,8 @@ pub(crate) enum StartLine {
 pub(crate) struct Message {
     pub(crate) start: StartLine,
     pub(crate) headers: Vec<(String, String)>,
+    /// The body (an SDP), cut at Content-Length when there is one.
+    pub(crate) body: Vec<u8>,
 }
 
 fn long_name(name: &str) -> String {
@@ -66,8 +68,18 @@ impl Message {
             let (name, value) = line.split_once(':')?;
             headers.push((long_name(name), value.trim().to_owned()));
         }
-        // The body (an SDP answer) is not needed by the call flows.
-        Some(Self { start, headers })
+        let rest = &data[head_end + 4..];
+        let length = headers
+            .iter()
+            .find(|(n, _)| n == "content-length")
+            .and_then(|(_, v)| v.parse::<usize>().ok())
+            .unwrap_or(rest.len())
+            .min(rest.len());
+        Some(Self {
+            start,
+            headers,
+            body: rest[..length].to_vec(),
+        })
     }
 
     pub(crate) fn method(&self) -> Option<&str> {
@@ -358,6 +370,7 @@ mod tests {
         assert_eq!(m.call_id(), Some("cid"));
         assert_eq!(m.cseq(), Some((2, "BYE")));
         assert_eq!(m.contact_uri().as_deref(), Some("sip:x@1.2.3.4:5"));
+        assert_eq!(m.body, b"abc", "cut at Content-Length");
         assert_eq!(
             strip_tag("\"B\" <sip:b@c;lr>;tag=B;x=1"),
             "\"B\" <sip:b@c;lr>;x=1"
