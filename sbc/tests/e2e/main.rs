@@ -29,7 +29,7 @@ mod overload_heap_gate;
 mod pair_forged;
 mod pair_kill9;
 mod pair_manual_switchover;
-mod pair_media_kill9;
+mod pair_media_failover;
 mod pair_memory_switchover;
 mod pair_partition;
 mod pair_push;

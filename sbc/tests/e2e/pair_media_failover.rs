@@ -1,11 +1,14 @@
-//! kill -9 of the active mid-call with RTP flowing both ways (issue 14): the media resumes
-//! through the new active on the same addresses and ports.
+//! kill -9 of the active, and a planned switchover (`notify berpd force`), mid-call with RTP
+//! flowing both ways (issue 14): the media resumes through the new active on the same
+//! addresses and ports.
 //!
 //! A pair anchors media on steering pools (access 127.0.0.1, core 127.0.0.2, on the shared
 //! service addresses). The lab's UAC places 30 SDP-carrying calls through the active to the
 //! lab's UAS; each call has two RTP endpoints that learnt the SBC's ports from the SDP they
 //! received. Once the standby holds the 30 dialogs (with their media), the endpoints send
-//! 20 ms RTP both ways for 14 s; 4 s into it the active is killed with SIGKILL by its PID.
+//! 20 ms RTP both ways for 14 s; 4 s into it the active is killed with SIGKILL by its PID (or
+//! told `notify berpd force`: it releases the media ports with the SIP address, the standby
+//! takes them).
 //!
 //! Asserts: every call's media resumed both ways through the new active (the endpoints kept
 //! sending to the same SBC address and port, so the new active bound the same ports and
@@ -22,8 +25,23 @@ use sbc_lab::media::sip::{SipCalls, SipMediaConfig};
 
 const CALLS: usize = 30;
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failover {
+    Kill9,
+    Planned,
+}
+
 #[test]
 fn kill9_of_the_active_mid_call_media_resumes_through_the_new_active() {
+    media_failover(Failover::Kill9);
+}
+
+#[test]
+fn a_planned_switchover_mid_call_hands_the_media_ports_over() {
+    media_failover(Failover::Planned);
+}
+
+fn media_failover(kind: Failover) {
     let mut config = PairConfig::new();
     for (realm, ip) in [("access", "127.0.0.1"), ("core", "127.0.0.2")] {
         let first = ports::free_block(2 * 40 + 1);
@@ -34,7 +52,10 @@ fn kill9_of_the_active_mid_call_media_resumes_through_the_new_active() {
     }
     let mut pair = Pair::start(config);
     let (active, standby) = pair.wait_roles(Duration::from_secs(15));
-    eprintln!("roles: {} active, {} standby", NAMES[active], NAMES[standby]);
+    eprintln!(
+        "roles: {} active, {} standby",
+        NAMES[active], NAMES[standby]
+    );
 
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     let sip = SipMediaConfig {
@@ -65,11 +86,25 @@ fn kill9_of_the_active_mid_call_media_resumes_through_the_new_active() {
     while run.arrived() == 0 && started.elapsed() < Duration::from_secs(5) {
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(run.arrived() > 0, "no RTP crossed the active before the kill");
+    assert!(
+        run.arrived() > 0,
+        "no RTP crossed the active before the kill"
+    );
     std::thread::sleep(Duration::from_secs(4).saturating_sub(started.elapsed()));
-    let killed_at = kill9(&mut pair.nodes[active]);
-    let now_active =
-        pair.wait_redundancy(standby, Duration::from_secs(10), "active", |r| r.is_active());
+    let killed_at = match kind {
+        Failover::Kill9 => kill9(&mut pair.nodes[active]),
+        Failover::Planned => {
+            let at = Instant::now();
+            let reply = pair
+                .exec(active, "notify berpd force")
+                .expect("the active answers");
+            assert_eq!(reply["ok"], true, "notify berpd force refused: {reply}");
+            at
+        }
+    };
+    let now_active = pair.wait_redundancy(standby, Duration::from_secs(10), "active", |r| {
+        r.is_active()
+    });
     eprintln!(
         "{} active {} ms after the kill (epoch {})",
         NAMES[standby],
@@ -86,7 +121,7 @@ fn kill9_of_the_active_mid_call_media_resumes_through_the_new_active() {
         .fold(0.0_f64, f64::max);
     let lost: u64 = report.calls.iter().map(rtp::CallReport::lost).sum();
     println!(
-        "MEASURE pair_media_kill9: {CALLS} calls, longest media gap {worst:.0} ms, {lost} packets lost in all, detection time {} ms",
+        "MEASURE pair_media_{kind:?}: {CALLS} calls, longest media gap {worst:.0} ms, {lost} packets lost in all, detection time {} ms",
         pair.config.dead_time().as_millis()
     );
     let not_resumed: Vec<_> = report.calls.iter().filter(|c| !c.resumed()).collect();
