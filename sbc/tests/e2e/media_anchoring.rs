@@ -16,7 +16,10 @@
 //! - `a_silent_call_is_ended_with_bye_on_both_legs`: `rtp-inactivity = 2` ends a call without
 //!   RTP, a BYE to each side;
 //! - `no_media_ports_left_is_503_not_a_crash`: pools of two pairs: the third concurrent call
-//!   gets 503, and a call after them succeeds.
+//!   gets 503, and a call after them succeeds;
+//! - `a_stranger_cannot_take_over_a_call_s_media`: after the latch window, packets from another
+//!   address to both legs' ports are dropped and counted, the media still goes where it went,
+//!   and the call's RTP is complete.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -328,6 +331,82 @@ fn no_media_ports_left_is_503_not_a_crash() {
         .timeout(Duration::from_secs(30))
         .run();
     uac.assert_success(1);
+    uas.wait_at_most(Duration::from_secs(15)).assert_success(1);
+    node.assert_alive();
+}
+
+#[test]
+fn a_stranger_cannot_take_over_a_call_s_media() {
+    let config = config(10, "latching-window-ms = 500");
+    let mut node = SbcNode::start_config(&config);
+    let dir = node.dir().clone();
+    let mut mgmt = Mgmt::connect(&node.mgmt_socket());
+    let uas = Sipp::new(&dir, "uas")
+        .scenario("uas_rtp.xml")
+        .local(config.agent)
+        .arg("-rtp_echo")
+        .calls(1)
+        .timeout(Duration::from_secs(40))
+        .spawn();
+    wait_listening(config.agent, false, Duration::from_secs(5));
+    let uac = Sipp::new(&dir, "uac")
+        .scenario("uac_rtp.xml")
+        .local(caller_addr())
+        .remote(config.access)
+        .calls(1)
+        .timeout(Duration::from_secs(30))
+        .spawn();
+    let up = media_until(&mut mgmt, Duration::from_secs(10), "RTP both ways", |r| {
+        calls(r).first().is_some_and(|c| {
+            counter(c, "from_caller", "packets") > 20 && counter(c, "from_callee", "packets") > 20
+        })
+    });
+    std::thread::sleep(Duration::from_millis(600)); // past the latch window
+    let stream = calls(&up)[0]["streams"][0].clone();
+    let port = |k: &str| u16::try_from(stream[k].as_u64().unwrap_or(0)).unwrap_or(0);
+    let stranger = std::net::UdpSocket::bind("127.0.0.9:0").expect("stranger socket");
+    let mut rtp = [0u8; 172];
+    rtp[0] = 0x80;
+    for (ip, p) in [
+        ("127.0.0.1", port("caller_port")),
+        ("127.0.0.2", port("callee_port")),
+    ] {
+        for seq in 0..50u16 {
+            rtp[2..4].copy_from_slice(&seq.to_be_bytes());
+            let _ = stranger.send_to(&rtp, (ip, p));
+        }
+    }
+    let after = media_until(
+        &mut mgmt,
+        Duration::from_secs(5),
+        "the stranger's packets dropped",
+        |r| r["media"]["dropped_stranger"].as_u64() == Some(100),
+    );
+    let call = &calls(&after)[0];
+    assert_eq!(
+        call["streams"][0]["caller_remote"], stream["caller_remote"],
+        "{call:#}"
+    );
+    assert_eq!(
+        call["streams"][0]["callee_remote"], stream["callee_remote"],
+        "{call:#}"
+    );
+    assert_eq!(counter(call, "from_caller", "dropped"), 50, "{call:#}");
+    assert_eq!(counter(call, "from_callee", "dropped"), 50, "{call:#}");
+    // Nothing of the stranger reached the callee (its echo would have come back): the call's
+    // own RTP is complete, both ways.
+    media_until(
+        &mut mgmt,
+        Duration::from_secs(15),
+        "the whole pcap both ways",
+        |r| {
+            calls(r).first().is_some_and(|c| {
+                counter(c, "from_caller", "packets") == PCAP_PACKETS
+                    && counter(c, "from_callee", "packets") == PCAP_PACKETS
+            })
+        },
+    );
+    uac.wait().assert_success(1);
     uas.wait_at_most(Duration::from_secs(15)).assert_success(1);
     node.assert_alive();
 }
