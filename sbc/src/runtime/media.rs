@@ -5,9 +5,12 @@
 //! Every port of every `steering-pool` (RTP and RTCP) is bound when the relay starts, so a port
 //! another process holds is a clear error at start (or at a takeover, which then retries as
 //! the SIP interfaces do), never a silent call without media; a planned switchover's release
-//! closes them all. One `epoll` (mio) watches them; a readable socket is drained up to
-//! [`BATCH`] datagrams at a time into one stack buffer, each forwarded with one `send_to` from
-//! the other leg's socket: no allocation per packet.
+//! closes them all. One `epoll` (mio) watches them. A readable socket is read with one
+//! `recvmmsg` of up to [`RECV_BATCH`] datagrams (`quinn-udp`, with UDP GRO where the kernel
+//! offers it): fewer than that means it is drained, so no extra read ends in `EAGAIN`. Each
+//! datagram goes out of the other leg's socket with one `sendmsg`; consecutive datagrams of one
+//! GRO buffer that go to the same place leave in one GSO `sendmsg`. The buffers are allocated
+//! once per thread: nothing is allocated per packet.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -18,18 +21,22 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use std::io::IoSliceMut;
+
 use mio::net::UdpSocket;
 use mio::{Events, Interest, Poll, Token, Waker};
+use quinn_udp::{RecvMeta, Transmit, UdpSockRef, UdpSocketState};
 use tracing::{debug, warn};
 
 use sbc_proto::engine::SharedMediaTable;
-use sbc_proto::media::MediaEvent;
+use sbc_proto::media::{Forward, MediaEvent};
 
 use crate::workers::lock;
 
-/// Datagrams read from one socket before the others get their turn.
-const BATCH: usize = 64;
-/// The longest a datagram may be (larger ones are truncated by the kernel and dropped here).
+/// Datagrams read from one socket with one `recvmmsg` (quinn-udp's batch on Linux); after a
+/// full batch the socket waits for the others' turn.
+const RECV_BATCH: usize = quinn_udp::BATCH_SIZE;
+/// Room for one datagram in a receive buffer (more with GRO: see `slot_size`).
 const MAX_DATAGRAM: usize = 2048;
 /// The token of the waker (ports are below 65,536).
 const WAKE: Token = Token(usize::MAX);
@@ -85,7 +92,8 @@ impl MediaRelay {
             usize::from(top - base) + 1
         };
         let poll = Poll::new().context("creating the media relay's poller")?;
-        let mut sockets: Vec<Option<UdpSocket>> = (0..span).map(|_| None).collect();
+        let mut sockets: Vec<Option<(UdpSocket, UdpSocketState)>> =
+            (0..span).map(|_| None).collect();
         for pool in pools {
             for port in pool.ports.clone() {
                 let addr = SocketAddr::new(pool.address, port);
@@ -96,13 +104,14 @@ impl MediaRelay {
                     )
                 })?;
                 std.set_nonblocking(true)?;
+                let state = UdpSocketState::new(UdpSockRef::from(&std))?;
                 let mut sock = UdpSocket::from_std(std);
                 poll.registry().register(
                     &mut sock,
                     Token(usize::from(port)),
                     Interest::READABLE,
                 )?;
-                sockets[usize::from(port - base)] = Some(sock);
+                sockets[usize::from(port - base)] = Some((sock, state));
             }
         }
         let waker = Arc::new(Waker::new(poll.registry(), WAKE)?);
@@ -150,7 +159,7 @@ impl Drop for MediaRelay {
 struct Forwarder {
     poll: Poll,
     /// By port - `base`.
-    sockets: Vec<Option<UdpSocket>>,
+    sockets: Vec<Option<(UdpSocket, UdpSocketState)>>,
     base: u16,
     table: SharedMediaTable,
     events: EventSink,
@@ -165,7 +174,10 @@ impl Forwarder {
         let mut again: Vec<u16> = Vec::with_capacity(1024);
         let mut ready: Vec<u16> = Vec::with_capacity(1024);
         let mut table_events: Vec<MediaEvent> = Vec::with_capacity(64);
-        let mut buf = [0u8; MAX_DATAGRAM];
+        // RECV_BATCH receive slots in one buffer, each large enough for a GRO batch.
+        let slot = self.slot_size();
+        let mut buf = vec![0u8; slot * RECV_BATCH];
+        let mut meta = vec![RecvMeta::default(); RECV_BATCH];
         while !self.stop.load(Ordering::Acquire) {
             let now = Instant::now();
             let timeout = if again.is_empty() {
@@ -190,7 +202,7 @@ impl Forwarder {
                     .filter_map(|e| u16::try_from(e.token().0).ok()),
             );
             for &port in &ready {
-                if self.drain(port, &mut buf) {
+                if self.drain(port, &mut buf, slot, &mut meta) {
                     again.push(port);
                 }
             }
@@ -211,40 +223,109 @@ impl Forwarder {
         }
     }
 
-    /// Reads and forwards up to [`BATCH`] datagrams from `port`; returns whether more may be
-    /// waiting.
-    fn drain(&self, port: u16, buf: &mut [u8; MAX_DATAGRAM]) -> bool {
-        let Some(sock) = self.socket(port) else {
+    /// The size of one receive slot: a datagram, or the most GRO puts in one buffer.
+    fn slot_size(&self) -> usize {
+        let gro = self
+            .sockets
+            .iter()
+            .flatten()
+            .map(|(_, st)| st.gro_segments())
+            .max()
+            .unwrap_or(1);
+        MAX_DATAGRAM * gro.max(1)
+    }
+
+    /// Reads what one `recvmmsg` gives from `port` and forwards it; returns whether more may
+    /// be waiting (the batch was full).
+    fn drain(&self, port: u16, buf: &mut [u8], slot: usize, meta: &mut [RecvMeta]) -> bool {
+        let Some((sock, state)) = self.entry(port) else {
             return false;
         };
-        let now = Instant::now();
-        let mut table = lock(&self.table);
-        for _ in 0..BATCH {
-            let (n, source) = match sock.recv_from(buf) {
-                Ok(r) => r,
+        let n = {
+            let mut chunks = buf.chunks_mut(slot);
+            let mut iovs: [IoSliceMut<'_>; RECV_BATCH] =
+                std::array::from_fn(|_| IoSliceMut::new(chunks.next().unwrap_or_default()));
+            match state.recv(UdpSockRef::from(sock), &mut iovs, meta) {
+                Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => return true,
                 Err(e) => {
                     // ICMP errors of earlier sends surface here (port unreachable): go on.
                     debug!(port, error = %e, "media receive error");
-                    continue;
-                }
-            };
-            self.counters.received.fetch_add(1, Ordering::Relaxed);
-            let packet = &buf[..n];
-            let Ok(fwd) = table.handle_packet(now, port, source, packet) else {
-                continue;
-            };
-            if let Some(out) = self.socket(fwd.from_port) {
-                if out.send_to(packet, fwd.to).is_err() {
-                    self.counters.send_errors.fetch_add(1, Ordering::Relaxed);
+                    return true;
                 }
             }
+        };
+        let now = Instant::now();
+        let mut table = lock(&self.table);
+        for (i, m) in meta.iter().enumerate().take(n) {
+            let start = i * slot;
+            let data = &buf[start..start + m.len.min(slot)];
+            let stride = if m.stride == 0 { data.len() } else { m.stride }.max(1);
+            // A run of consecutive datagrams (more than one only with GRO) that go to the same
+            // place: sent together when the run ends.
+            let mut run: Option<(Forward, usize, usize)> = None; // (where, first byte, count)
+            for (k, d) in data.chunks(stride).enumerate() {
+                self.counters.received.fetch_add(1, Ordering::Relaxed);
+                let at = k * stride;
+                match (table.handle_packet(now, port, m.addr, d), run) {
+                    (Ok(f), Some((g, first, count))) if f == g && d.len() == stride => {
+                        run = Some((g, first, count + 1));
+                    }
+                    (Ok(f), _) => {
+                        self.flush(run.take(), data, stride);
+                        run = Some((f, at, 1));
+                    }
+                    (Err(_), _) => self.flush(run.take(), data, stride),
+                }
+            }
+            self.flush(run, data, stride);
         }
-        true
+        n == RECV_BATCH
     }
 
-    fn socket(&self, port: u16) -> Option<&UdpSocket> {
+    /// Sends a run of `count` datagrams of `stride` bytes from `first` in `data` (one GSO send
+    /// when there are several and the socket can).
+    fn flush(&self, run: Option<(Forward, usize, usize)>, data: &[u8], stride: usize) {
+        let Some((f, first, count)) = run else {
+            return;
+        };
+        let Some((out, state)) = self.entry(f.from_port) else {
+            return;
+        };
+        let end = (first + count * stride).min(data.len());
+        let gso = count > 1 && state.max_gso_segments() >= count;
+        let sent = if gso || count == 1 {
+            state.try_send(
+                UdpSockRef::from(out),
+                &Transmit {
+                    destination: f.to,
+                    ecn: None,
+                    contents: &data[first..end],
+                    segment_size: gso.then_some(stride),
+                    src_ip: None,
+                },
+            )
+        } else {
+            data[first..end].chunks(stride).try_for_each(|d| {
+                state.try_send(
+                    UdpSockRef::from(out),
+                    &Transmit {
+                        destination: f.to,
+                        ecn: None,
+                        contents: d,
+                        segment_size: None,
+                        src_ip: None,
+                    },
+                )
+            })
+        };
+        if sent.is_err() {
+            self.counters.send_errors.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn entry(&self, port: u16) -> Option<&(UdpSocket, UdpSocketState)> {
         let i = usize::from(port.checked_sub(self.base)?);
         self.sockets.get(i).and_then(Option::as_ref)
     }
