@@ -1319,4 +1319,45 @@ mod media {
         assert_eq!(t.len(), 1);
         assert_eq!(t.pool(0), (4, 5));
     }
+
+    #[test]
+    fn an_offer_in_a_reliable_183_and_its_answer_in_the_prack_are_anchored() {
+        let table = table(5);
+        let mut w = world(&table);
+        w.caller_sends(&invite_with(None));
+        callee_answers_sdp(&mut w, 183, CALLEE_SDP);
+        let early = w.to_caller.last().expect("183").clone();
+        assert_eq!(early.status(), Some(183));
+        let offer = body(&early);
+        assert!(offer.contains("c=IN IP4 192.0.2.10") && !offer.contains("198.51.100.20"));
+        let tag = early.to_tag().expect("early dialog tag").to_owned();
+        let head = format!(
+            "PRACK sip:sbc@{ACCESS} SIP/2.0\n\
+             Via: SIP/2.0/UDP {CALLER};branch=z9hG4bKprack\n\
+             Max-Forwards: 70\n\
+             From: \"Alice\" <sip:alice@10.1.1.1>;tag=a1\n\
+             To: <sip:bob@{ACCESS}>;tag={tag}\n\
+             Call-ID: call-1@10.1.1.1\n\
+             CSeq: 2 PRACK\n\
+             RAck: 1 1 INVITE\n"
+        );
+        w.caller_sends(&with_body(&head, CALLER_SDP));
+        let prack = w.last_to_callee().clone();
+        assert_eq!(prack.method(), Some(&Method::Prack));
+        let answer = body(&prack);
+        assert!(
+            answer.contains("c=IN IP4 198.51.100.10") && !answer.contains("10.1.1.1"),
+            "{answer}"
+        );
+        let t = table.lock().expect("table");
+        let s = t.sessions().next().expect("a session").1;
+        assert_eq!(
+            s.destination(0, MediaSide::Caller),
+            Some(sa("10.1.1.1:4000"))
+        );
+        assert_eq!(
+            s.destination(0, MediaSide::Callee),
+            Some(sa("198.51.100.20:6000"))
+        );
+    }
 }
