@@ -16,7 +16,8 @@
 //! - `a_silent_call_is_ended_with_bye_on_both_legs`: `rtp-inactivity = 2` ends a call without
 //!   RTP, a BYE to each side;
 //! - `no_media_ports_left_is_503_not_a_crash`: pools of two pairs: the third concurrent call
-//!   gets 503, and a call after them succeeds;
+//!   gets 503, snmptrapd receives `sbcMediaPortsLowTrap` for the pool, and a call after them
+//!   succeeds;
 //! - `a_stranger_cannot_take_over_a_call_s_media`: after the latch window, packets from another
 //!   address to both legs' ports are dropped and counted, the media still goes where it went,
 //!   and the call's RTP is complete.
@@ -284,7 +285,13 @@ fn a_silent_call_is_ended_with_bye_on_both_legs() {
 #[test]
 fn no_media_ports_left_is_503_not_a_crash() {
     // Two pairs per realm: two concurrent one-stream calls hold them all.
-    let config = config(2, "");
+    let trap_dir = sbc_e2e::TestDir::new("media-ports-low-trapd");
+    let trapd = sbc_e2e::snmp::Trapd::start(&trap_dir);
+    let mut config = config(2, "");
+    config.extra_toml.push_str(&format!(
+        "\n[[system-config.trap-receiver]]\nip-address = \"127.0.0.1\"\nport = {}\n",
+        trapd.port()
+    ));
     let mut node = SbcNode::start_config(&config);
     let dir = node.dir().clone();
     let uas = Sipp::new(&dir, "uas")
@@ -314,6 +321,25 @@ fn no_media_ports_left_is_503_not_a_crash() {
     let mut mgmt = Mgmt::connect(&node.mgmt_socket());
     let stats = mgmt.data("show sip-stats");
     assert_eq!(stats["counters"]["media_ports_503"], 1, "{stats:#}");
+    let trap = trapd.wait_trap(
+        "SBC-PAIR-MIB::sbcMediaPortsLowTrap",
+        0,
+        Duration::from_secs(10),
+    );
+    let value = |name: &str| {
+        trap.get(name)
+            .map(|v| v.rsplit(' ').next().unwrap_or(v).to_owned())
+    };
+    assert_eq!(
+        value("SBC-PAIR-MIB::sbcMediaPairsFree.0").as_deref(),
+        Some("0"),
+        "{trap:?}"
+    );
+    assert_eq!(
+        value("SBC-PAIR-MIB::sbcMediaPairsTotal.0").as_deref(),
+        Some("2"),
+        "{trap:?}"
+    );
     // The ports came back: the next call goes through.
     let uas = Sipp::new(&dir, "uas-after")
         .scenario("uas_rtp.xml")
