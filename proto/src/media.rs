@@ -935,6 +935,28 @@ impl MediaTable {
             .map_or((0, 0), |p| (p.total - p.used, p.total))
     }
 
+    /// The table's memory, estimated from what it holds: `(fixed, sessions)` in bytes, the
+    /// part sized by the pools (the port index and the free lists) and the part its sessions
+    /// take (hash table entries and their streams).
+    #[must_use]
+    pub fn memory(&self) -> (usize, usize) {
+        let fixed = self.slots.capacity() * size_of::<Option<Slot>>()
+            + self
+                .pools
+                .iter()
+                .map(|p| p.free.capacity() * size_of::<u16>())
+                .sum::<usize>();
+        // A hashbrown entry: key, value and one control byte.
+        let entry = size_of::<(SessionId, MediaSession)>() + 1;
+        let sessions = self.sessions.capacity() * entry
+            + self
+                .sessions
+                .values()
+                .map(|s| s.streams.capacity() * size_of::<[Leg; 2]>())
+                .sum::<usize>();
+        (fixed, sessions)
+    }
+
     /// Node-wide counters.
     #[must_use]
     pub fn stats(&self) -> MediaStats {

@@ -636,6 +636,15 @@ fn show_media(m: &crate::runtime::MediaReport) -> String {
         m.opened,
         m.refused_no_ports
     );
+    let per_call = m
+        .memory_sessions
+        .checked_div(m.sessions)
+        .map_or(String::new(), |b| format!(", {b} bytes per anchored call"));
+    let _ = writeln!(
+        out,
+        "media table memory: {} bytes for the pools' ports, {} bytes for {} sessions{per_call}",
+        m.memory_fixed, m.memory_sessions, m.sessions
+    );
     for s in m.calls.iter().take(200) {
         let _ = writeln!(
             out,

@@ -665,7 +665,10 @@ impl Node {
             .collect();
         sessions.sort_by_key(|s| s.call);
         let st = t.stats();
+        let (memory_fixed, memory_sessions) = t.memory();
         Some(MediaReport {
+            memory_fixed,
+            memory_sessions,
             relaying: lock(&m.relay).is_some(),
             sessions: sessions.len(),
             pools,
@@ -800,6 +803,10 @@ pub struct MediaReport {
     pub opened: u64,
     /// Sessions refused for want of ports.
     pub refused_no_ports: u64,
+    /// The media table's memory sized by the pools (port index, free lists), bytes.
+    pub memory_fixed: usize,
+    /// The media table's memory held by its sessions, bytes.
+    pub memory_sessions: usize,
     /// Every call's media, by call id.
     pub calls: Vec<SessionReport>,
 }

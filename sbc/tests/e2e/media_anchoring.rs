@@ -130,6 +130,9 @@ fn rtp_crosses_both_ways_through_the_sbc_s_own_ports() {
                 })
         },
     );
+    let per_call = report["media"]["memory_sessions"].as_u64().unwrap_or(0) / 3;
+    assert!(per_call > 0, "{report:#}");
+    println!("MEASURE media_anchoring: media table memory {per_call} bytes per anchored call");
     for call in calls(&report) {
         assert_eq!(counter(&call, "from_caller", "lost"), 0, "{call:#}");
         assert_eq!(counter(&call, "from_callee", "lost"), 0, "{call:#}");
