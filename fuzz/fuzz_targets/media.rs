@@ -29,7 +29,9 @@ fuzz_target!(|data: &[u8]| {
         match kind % 8 {
             0 => {
                 let pools = [usize::from(c & 1), usize::from((c >> 1) & 1)];
-                if m.open(now, id, 0, pools, usize::from(b % 3)).is_ok() {
+                // Up to three streams, each accepted or rejected by a bit of `b`.
+                let accepted: Vec<bool> = (0..usize::from(b % 4)).map(|i| b & (0x10 << i) != 0).collect();
+                if m.open(now, id, 0, pools, &accepted).is_ok() {
                     open.push(id);
                 }
             }
@@ -38,7 +40,8 @@ fuzz_target!(|data: &[u8]| {
                 let _ = m.signal(now, id, usize::from(b >> 1) % 3, side, addr(c), None, c & 0x80 != 0);
             }
             6 => {
-                let _ = m.extend(now, id, usize::from(b % 4));
+                let accepted: Vec<bool> = (0..usize::from(b % 5)).map(|i| c & (1 << i) != 0).collect();
+                let _ = m.extend(now, id, &accepted);
             }
             7 => {
                 // A record restores on a fresh standby table, or is refused whole.
@@ -85,7 +88,12 @@ fuzz_target!(|data: &[u8]| {
         let used: usize = open
             .iter()
             .filter_map(|s| m.session(*s))
-            .map(|s| s.ports(Side::Caller).len() * 2)
+            .map(|s| {
+                [Side::Caller, Side::Callee]
+                    .iter()
+                    .map(|side| s.ports(*side).iter().filter(|p| **p != 0).count())
+                    .sum::<usize>()
+            })
             .sum();
         assert_eq!(m.pool(0).0 + m.pool(1).0 + used, total, "the pools' pairs do not add up");
         assert_eq!(m.len(), open.len());

@@ -201,16 +201,23 @@ pub struct MediaRecord {
 /// One leg of one stream.
 #[derive(Debug, Clone)]
 struct Leg {
-    /// The SBC's RTP port for this leg (RTCP: + 1, or the same under mux).
+    /// The SBC's RTP port for this leg (RTCP: + 1, or the same under mux); 0: none (the
+    /// stream is rejected, no pair allocated).
     port: u16,
-    /// Signalled by the leg's SDP.
+    /// Signalled by the leg's SDP: RTP, and RTCP when not multiplexed (`a=rtcp` or port + 1).
     signalled: Option<SocketAddr>,
     signalled_rtcp: Option<SocketAddr>,
     /// Where media to this leg goes now (RTP and RTCP).
     rtp_to: Option<SocketAddr>,
     rtcp_to: Option<SocketAddr>,
+    /// The leg's SDP offered or accepted `a=rtcp-mux`.
+    mux_signalled: bool,
+    /// RTCP multiplexed on this leg: both legs' SDP said so (RFC 5761: the answer decides).
     mux: bool,
     latch_until: Instant,
+    /// One latch per window and channel (RTP, RTCP): the first new source within the window
+    /// wins; a later one is a stranger.
+    may_latch: [bool; 2],
     latched: bool,
     last_rtp: Option<Instant>,
     /// RFC 3550 A.3 for the current SSRC: first and highest extended sequence numbers, and
@@ -230,8 +237,10 @@ impl Leg {
             signalled_rtcp: None,
             rtp_to: None,
             rtcp_to: None,
+            mux_signalled: false,
             mux: false,
             latch_until: now + window,
+            may_latch: [true, true],
             latched: false,
             last_rtp: None,
             base_seq: 0,
@@ -260,6 +269,7 @@ impl Leg {
         leg.rtp_to = r.remote.map(|s| s.0);
         leg.rtcp_to = r.remote.map(|s| s.1);
         leg.mux = r.mux;
+        leg.mux_signalled = r.mux;
         leg.latched = r.latched;
         leg.counters = r.counters;
         leg.lost_before = r.counters.lost;
@@ -393,6 +403,9 @@ pub struct MediaTable {
     pools: Vec<Pool>,
     /// By port - `base`.
     slots: Vec<Option<Slot>>,
+    /// By port - `base`: whether the port is in its pool's free list (so it is never there
+    /// twice).
+    in_free: Vec<bool>,
     base: u16,
     sessions: HashMap<SessionId, MediaSession>,
     events: VecDeque<MediaEvent>,
@@ -411,7 +424,7 @@ impl MediaTable {
     pub fn new(settings: MediaSettings) -> Self {
         let base = settings.pools.iter().map(|r| *r.start()).min().unwrap_or(0);
         let top = settings.pools.iter().map(|r| *r.end()).max().unwrap_or(0);
-        let pools = settings
+        let pools: Vec<Pool> = settings
             .pools
             .iter()
             .map(|r| {
@@ -435,9 +448,16 @@ impl MediaTable {
         } else {
             usize::from(top - base) + 1
         };
+        let mut in_free = vec![false; span];
+        for p in pools.iter().flat_map(|p: &Pool| p.free.iter()) {
+            if let Some(f) = in_free.get_mut(usize::from(p - base)) {
+                *f = true;
+            }
+        }
         Self {
             pools,
             slots: vec![None; span],
+            in_free,
             base,
             sessions: HashMap::new(),
             events: VecDeque::new(),
@@ -466,9 +486,10 @@ impl MediaTable {
         self.settings.inactivity = inactivity;
     }
 
-    /// Opens the media of call `id`, owned by `owner` (named in its events), with `streams`
-    /// streams: a port pair per stream and leg, the caller's from pool `pools[0]` and the
-    /// callee's from `pools[1]`.
+    /// Opens the media of call `id`, owned by `owner` (named in its events), with one stream
+    /// per entry of `accepted` (one per `m=` line): a port pair per leg for each accepted
+    /// stream (none for a rejected one), the caller's from pool `pools[0]` and the callee's
+    /// from `pools[1]`.
     ///
     /// # Errors
     /// The session exists, a pool does not exist, or has too few free pairs (nothing is taken
@@ -479,14 +500,15 @@ impl MediaTable {
         id: SessionId,
         owner: usize,
         pools: [usize; 2],
-        streams: usize,
+        accepted: &[bool],
     ) -> Result<&MediaSession, MediaError> {
         if self.sessions.contains_key(&id) {
             return Err(MediaError::Exists(id));
         }
-        self.check_free(pools, streams)?;
+        let wanted = accepted.iter().filter(|a| **a).count();
+        self.check_free(pools, wanted)?;
         let session = MediaSession {
-            streams: Vec::with_capacity(streams),
+            streams: Vec::with_capacity(accepted.len()),
             pools,
             owner,
             started: now,
@@ -494,12 +516,13 @@ impl MediaTable {
         };
         self.sessions.insert(id, session);
         self.stats.opened += 1;
-        self.add_streams(now, id, streams);
+        self.allocate(now, id, accepted);
         self.sessions.get(&id).ok_or(MediaError::Unknown(id))
     }
 
-    /// Grows call `id`'s media to `streams` streams (a re-offer that adds a media line); fewer
-    /// or as many streams change nothing.
+    /// Gives call `id`'s media a stream per entry of `accepted` (a re-offer that adds a media
+    /// line, or accepts one it had rejected): pairs for the accepted streams that have none;
+    /// streams already there keep their ports.
     ///
     /// # Errors
     /// No such session, or too few free pairs (nothing is taken then).
@@ -507,15 +530,19 @@ impl MediaTable {
         &mut self,
         now: Instant,
         id: SessionId,
-        streams: usize,
+        accepted: &[bool],
     ) -> Result<(), MediaError> {
         let s = self.sessions.get(&id).ok_or(MediaError::Unknown(id))?;
-        let more = streams.saturating_sub(s.streams.len());
-        if more == 0 {
-            return Ok(());
+        let wanted = accepted
+            .iter()
+            .enumerate()
+            .filter(|(i, a)| **a && s.streams.get(*i).is_none_or(|l| l[0].port == 0))
+            .count();
+        let pools = s.pools;
+        if wanted > 0 {
+            self.check_free(pools, wanted)?;
         }
-        self.check_free(s.pools, more)?;
-        self.add_streams(now, id, more);
+        self.allocate(now, id, accepted);
         Ok(())
     }
 
@@ -541,20 +568,33 @@ impl MediaTable {
         Ok(())
     }
 
-    /// Adds `more` streams to session `id` (the pools were checked to have the pairs).
-    fn add_streams(&mut self, now: Instant, id: SessionId, more: usize) {
+    /// Gives session `id` a stream per entry of `accepted`, with pairs for the accepted ones
+    /// that have none (the pools were checked to have them).
+    fn allocate(&mut self, now: Instant, id: SessionId, accepted: &[bool]) {
         let window = self.settings.latch_window;
         let Some(pools) = self.sessions.get(&id).map(|s| s.pools) else {
             return;
         };
-        for _ in 0..more {
-            let stream = self.sessions.get(&id).map_or(0, |s| s.streams.len());
-            let mut pair = [0u16; 2];
+        for (stream, &wanted) in accepted.iter().enumerate() {
+            let have = self.sessions.get(&id).map_or(0, |s| s.streams.len());
+            if stream >= have {
+                if let Some(s) = self.sessions.get_mut(&id) {
+                    s.streams
+                        .push([Leg::new(0, now, window), Leg::new(0, now, window)]);
+                }
+            }
+            let unallocated = self
+                .sessions
+                .get(&id)
+                .and_then(|s| s.streams.get(stream))
+                .is_some_and(|l| l[0].port == 0);
+            if !wanted || !unallocated {
+                continue;
+            }
             for side in [Side::Caller, Side::Callee] {
                 let Some(port) = self.take_free(pools[side_index(side)]) else {
-                    return;
+                    continue;
                 };
-                pair[side_index(side)] = port;
                 for rtcp in [false, true] {
                     if let Some(s) = self.slot_mut(port + u16::from(rtcp)) {
                         *s = Some(Slot {
@@ -565,12 +605,13 @@ impl MediaTable {
                         });
                     }
                 }
-            }
-            if let Some(s) = self.sessions.get_mut(&id) {
-                s.streams.push([
-                    Leg::new(pair[0], now, window),
-                    Leg::new(pair[1], now, window),
-                ]);
+                if let Some(leg) = self
+                    .sessions
+                    .get_mut(&id)
+                    .and_then(|s| s.streams.get_mut(stream))
+                {
+                    leg[side_index(side)] = Leg::new(port, now, window);
+                }
             }
         }
         for p in pools {
@@ -581,6 +622,9 @@ impl MediaTable {
     fn take_free(&mut self, pool: usize) -> Option<u16> {
         loop {
             let port = self.pools.get_mut(pool)?.free.pop_front()?;
+            if let Some(f) = self.in_free_mut(port) {
+                *f = false;
+            }
             if self.slot(port).is_none() {
                 if let Some(p) = self.pools.get_mut(pool) {
                     p.used += 1;
@@ -591,9 +635,12 @@ impl MediaTable {
         }
     }
 
-    /// A leg's SDP said where it receives stream `stream`: RTP at `rtp`, RTCP at `rtcp`
-    /// (`None`: RTP's port + 1, or RTP's own port when `mux`). Opens a new latch window for
-    /// that leg; a latched remote stays unless the SDP names a new address.
+    /// A leg's SDP said where it receives stream `stream`: RTP at `rtp`, RTCP at `rtcp` when
+    /// not multiplexed (`None`: RTP's port + 1), and whether it offers or accepts `rtcp-mux`.
+    /// A new address opens a new latch window for that leg; the same SDP again (a 200 after
+    /// its 183, a session refresh) changes nothing, so a latched remote stays. RTCP is
+    /// multiplexed on a leg only when both legs' SDP say so (RFC 5761: an answer without it
+    /// declines the offer's).
     ///
     /// # Errors
     /// No such session or stream.
@@ -609,32 +656,52 @@ impl MediaTable {
         mux: bool,
     ) -> Result<(), MediaError> {
         let window = self.settings.latch_window;
-        let leg = self
-            .sessions
-            .get_mut(&id)
-            .and_then(|s| s.streams.get_mut(stream))
-            .map(|s| &mut s[side_index(side)])
+        let session = self.sessions.get_mut(&id).ok_or(MediaError::Unknown(id))?;
+        let legs = session
+            .streams
+            .get_mut(stream)
             .ok_or(MediaError::Unknown(id))?;
-        let rtcp = rtcp.or_else(|| {
-            if mux {
-                Some(rtp)
-            } else {
-                rtp.port()
-                    .checked_add(1)
-                    .map(|p| SocketAddr::new(rtp.ip(), p))
-            }
+        let plain_rtcp = rtcp.or_else(|| {
+            rtp.port()
+                .checked_add(1)
+                .map(|p| SocketAddr::new(rtp.ip(), p))
         });
-        leg.latch_until = now + window;
-        leg.mux = mux;
-        if leg.signalled == Some(rtp) && leg.signalled_rtcp == rtcp {
-            return Ok(()); // the same SDP again (a 200 after its 183): latching stands
+        let k = side_index(side);
+        let leg = &mut legs[k];
+        let changed = leg.signalled != Some(rtp)
+            || leg.signalled_rtcp != plain_rtcp
+            || leg.mux_signalled != mux;
+        if changed {
+            leg.signalled = Some(rtp);
+            leg.signalled_rtcp = plain_rtcp;
+            leg.mux_signalled = mux;
+            leg.rtp_to = Some(rtp);
+            leg.rtcp_to = None;
+            leg.latched = false;
+            leg.latch_until = now + window;
+            leg.may_latch = [true, true];
+            session.started = now;
+            session.inactive_reported = false;
         }
-        leg.signalled = Some(rtp);
-        leg.signalled_rtcp = rtcp;
-        leg.rtp_to = Some(rtp);
-        leg.rtcp_to = rtcp;
-        leg.latched = false;
+        for k in 0..2 {
+            let other_declines = legs[1 - k].signalled.is_some() && !legs[1 - k].mux_signalled;
+            let mux = legs[k].mux_signalled && !other_declines;
+            let leg = &mut legs[k];
+            if leg.mux != mux || leg.rtcp_to.is_none() {
+                leg.mux = mux;
+                leg.rtcp_to = if mux { leg.rtp_to } else { leg.signalled_rtcp };
+            }
+        }
         Ok(())
+    }
+
+    /// Starts call `id`'s inactivity clock again from `now` (its owner ignored an
+    /// [`MediaEvent::Inactive`]: the call is on hold, or not answered yet).
+    pub fn rearm(&mut self, now: Instant, id: SessionId) {
+        if let Some(s) = self.sessions.get_mut(&id) {
+            s.started = now;
+            s.inactive_reported = false;
+        }
     }
 
     /// Ends call `id`'s media: its ports go back to their pools (to be reused last).
@@ -642,13 +709,21 @@ impl MediaTable {
         let session = self.sessions.remove(&id)?;
         for legs in &session.streams {
             for (i, leg) in legs.iter().enumerate() {
+                if leg.port == 0 {
+                    continue; // a rejected stream: no pair
+                }
                 for p in [leg.port, leg.port + 1] {
                     if let Some(s) = self.slot_mut(p) {
                         *s = None;
                     }
                 }
+                let listed = self
+                    .in_free_mut(leg.port)
+                    .map(|f| std::mem::replace(f, true));
                 if let Some(pool) = self.pools.get_mut(session.pools[i]) {
-                    pool.free.push_back(leg.port);
+                    if listed == Some(false) {
+                        pool.free.push_back(leg.port);
+                    }
                     pool.used = pool.used.saturating_sub(1);
                 }
             }
@@ -697,6 +772,9 @@ impl MediaTable {
     ) -> Result<(), MediaError> {
         let mut seen = Vec::with_capacity(record.streams.len() * 2);
         for legs in &record.streams {
+            if legs[0].port == 0 && legs[1].port == 0 {
+                continue; // a rejected stream
+            }
             for (i, leg) in legs.iter().enumerate() {
                 let pool = self
                     .pools
@@ -723,6 +801,9 @@ impl MediaTable {
         for (stream, legs) in record.streams.iter().enumerate() {
             for (i, side) in [Side::Caller, Side::Callee].into_iter().enumerate() {
                 let port = legs[i].port;
+                if port == 0 {
+                    continue;
+                }
                 for rtcp in [false, true] {
                     if let Some(s) = self.slot_mut(port + u16::from(rtcp)) {
                         *s = Some(Slot {
@@ -765,6 +846,7 @@ impl MediaTable {
         for s in self.sessions.values_mut() {
             for leg in s.streams.iter_mut().flatten() {
                 leg.latch_until = until;
+                leg.may_latch = [true, true];
             }
         }
     }
@@ -819,12 +901,14 @@ impl MediaTable {
         let rtcp = slot.rtcp || (from.mux && is_rtcp(packet));
         let expected = if rtcp { from.rtcp_to } else { from.rtp_to };
         if expected != Some(source) {
-            let may_latch = now < from.latch_until
+            let may_latch = from.may_latch[usize::from(rtcp)]
+                && now < from.latch_until
                 && (!only_signalled_ip || from.signalled.is_none_or(|s| s.ip() == source.ip()));
             if !may_latch {
                 from.counters.dropped += 1;
                 return Err(Dropped::Stranger);
             }
+            from.may_latch[usize::from(rtcp)] = false;
             if rtcp {
                 from.rtcp_to = Some(source);
             } else {
@@ -841,14 +925,13 @@ impl MediaTable {
                     };
                 }
             }
-            if !from.latched {
-                from.latched = true;
-                self.stats.latched += 1;
-                self.events.push_back(MediaEvent::Latched {
-                    id: slot.id,
-                    owner: session.owner,
-                });
-            }
+            // Every latch moves a remote: the owner replicates each.
+            from.latched = true;
+            self.stats.latched += 1;
+            self.events.push_back(MediaEvent::Latched {
+                id: slot.id,
+                owner: session.owner,
+            });
         }
         if rtcp {
             from.counters.rtcp_packets += 1;
@@ -968,6 +1051,11 @@ impl MediaTable {
         self.slots.get(i).copied().flatten()
     }
 
+    fn in_free_mut(&mut self, port: u16) -> Option<&mut bool> {
+        let i = usize::from(port.checked_sub(self.base)?);
+        self.in_free.get_mut(i)
+    }
+
     fn slot_mut(&mut self, port: u16) -> Option<&mut Option<Slot>> {
         let i = usize::from(port.checked_sub(self.base)?);
         self.slots.get_mut(i)
@@ -1062,7 +1150,7 @@ mod tests {
     fn call() -> (MediaTable, Instant, u16, u16) {
         let t0 = Instant::now();
         let mut m = MediaTable::new(settings());
-        let s = m.open(t0, 1, 0, [0, 0], 1).expect("open");
+        let s = m.open(t0, 1, 0, [0, 0], &[true; 1]).expect("open");
         let (a, b) = (s.ports(Side::Caller)[0], s.ports(Side::Callee)[0]);
         m.signal(t0, 1, 0, Side::Caller, addr("10.0.0.1:4000"), None, false)
             .expect("caller sdp");
@@ -1172,7 +1260,7 @@ mod tests {
             ..settings()
         });
         let a = m
-            .open(t0, 1, 0, [0, 0], 1)
+            .open(t0, 1, 0, [0, 0], &[true; 1])
             .expect("open")
             .ports(Side::Caller)[0];
         m.signal(t0, 1, 0, Side::Caller, addr("10.0.0.1:4000"), None, false)
@@ -1252,11 +1340,11 @@ mod tests {
         // 20000..=20019: ten pairs.
         let mut m = MediaTable::new(settings());
         assert_eq!(m.pool(0), (10, 10));
-        m.open(t0, 1, 0, [0, 0], 2)
+        m.open(t0, 1, 0, [0, 0], &[true; 2])
             .expect("two streams: four pairs");
-        m.open(t0, 2, 0, [0, 0], 2).expect("four more");
+        m.open(t0, 2, 0, [0, 0], &[true; 2]).expect("four more");
         assert_eq!(
-            m.open(t0, 3, 0, [0, 0], 2).map(|_| ()),
+            m.open(t0, 3, 0, [0, 0], &[true; 2]).map(|_| ()),
             Err(MediaError::PoolExhausted {
                 pool: 0,
                 wanted: 4,
@@ -1265,10 +1353,10 @@ mod tests {
         );
         assert_eq!(m.pool(0), (2, 10), "a refused open takes nothing");
         assert_eq!(
-            m.open(t0, 1, 0, [0, 0], 1).map(|_| ()),
+            m.open(t0, 1, 0, [0, 0], &[true; 1]).map(|_| ()),
             Err(MediaError::Exists(1))
         );
-        m.open(t0, 3, 0, [0, 0], 1).expect("the last two");
+        m.open(t0, 3, 0, [0, 0], &[true; 1]).expect("the last two");
         assert_eq!(
             m.poll_event(),
             Some(MediaEvent::PoolLow {
@@ -1290,13 +1378,13 @@ mod tests {
         // A released pair is reused after every other free one.
         let mut m = MediaTable::new(settings());
         let first = m
-            .open(t0, 1, 0, [0, 0], 1)
+            .open(t0, 1, 0, [0, 0], &[true; 1])
             .expect("open")
             .ports(Side::Caller);
         m.close(1).expect("closed");
         for id in 2..=5 {
             let ports = m
-                .open(t0, id, 0, [0, 0], 1)
+                .open(t0, id, 0, [0, 0], &[true; 1])
                 .expect("open")
                 .ports(Side::Caller);
             assert!(
@@ -1311,7 +1399,7 @@ mod tests {
         let t0 = Instant::now();
         let mut m = MediaTable::new(settings());
         let a = m
-            .open(t0, 1, 0, [0, 0], 1)
+            .open(t0, 1, 0, [0, 0], &[true; 1])
             .expect("open")
             .ports(Side::Caller)[0];
         m.signal(t0, 1, 0, Side::Caller, addr("10.0.0.1:4000"), None, false)
@@ -1327,32 +1415,36 @@ mod tests {
     }
 
     #[test]
-    fn two_pools_one_per_realm_and_a_muxing_leg_interworks_with_one_that_does_not() {
+    fn two_pools_one_per_realm_and_rtcp_mux_only_when_both_legs_say_so() {
         let t0 = Instant::now();
         let mut m = MediaTable::new(MediaSettings {
             pools: vec![20_000..=20_009, 30_000..=30_009],
             ..settings()
         });
-        let s = m.open(t0, 1, 3, [0, 1], 1).expect("open");
+        let s = m.open(t0, 1, 3, [0, 1], &[true; 1]).expect("open");
         let (a, b) = (s.ports(Side::Caller)[0], s.ports(Side::Callee)[0]);
         assert!((20_000..=20_009).contains(&a) && (30_000..=30_009).contains(&b));
         assert_eq!((m.pool(0), m.pool(1)), ((4, 5), (4, 5)));
-        // The caller muxes RTCP on its RTP port; the callee uses port + 1.
-        m.signal(t0, 1, 0, Side::Caller, addr("10.0.0.1:4000"), None, true)
-            .expect("sdp");
-        m.signal(t0, 1, 0, Side::Callee, addr("10.0.0.2:5000"), None, false)
-            .expect("sdp");
         let sr = [0x80, 200, 0, 6, 0, 0, 0, 7];
+        // The caller offers rtcp-mux, the callee accepts it: RTCP on the RTP ports both ways.
+        m.signal(t0, 1, 0, Side::Caller, addr("10.0.0.1:4000"), None, true)
+            .expect("offer");
+        m.signal(t0, 1, 0, Side::Callee, addr("10.0.0.2:5000"), None, true)
+            .expect("answer");
         let f = m
             .handle_packet(t0, a, addr("10.0.0.1:4000"), &sr)
-            .expect("rtcp from the muxing leg");
-        assert_eq!((f.from_port, f.to), (b + 1, addr("10.0.0.2:5001")));
-        let f = m
-            .handle_packet(t0, b + 1, addr("10.0.0.2:5001"), &sr)
-            .expect("rtcp to the muxing leg");
-        assert_eq!((f.from_port, f.to), (a, addr("10.0.0.1:4000")));
+            .expect("muxed rtcp");
+        assert_eq!((f.from_port, f.to), (b, addr("10.0.0.2:5000")));
         let c = m.session(1).and_then(|s| s.counters(0, Side::Caller));
         assert_eq!(c.map(|c| (c.packets, c.rtcp_packets)), Some((0, 1)));
+        // A re-answer without it declines the offer's (RFC 5761): port + 1 on both legs, and
+        // the caller's RTCP goes to its own port + 1 (not its RTP port).
+        m.signal(t0, 1, 0, Side::Callee, addr("10.0.0.2:5000"), None, false)
+            .expect("answer without mux");
+        let f = m
+            .handle_packet(t0, b + 1, addr("10.0.0.2:5001"), &sr)
+            .expect("rtcp on port + 1");
+        assert_eq!((f.from_port, f.to), (a + 1, addr("10.0.0.1:4001")));
         assert_eq!(m.stats().forwarded, 2);
     }
 
@@ -1391,7 +1483,7 @@ mod tests {
             .expect("forwarded at once");
         assert_eq!((f.from_port, f.to), (a, nat));
         // The restored ports are not handed out again.
-        let s = standby.open(later, 2, 5, [0, 0], 1).expect("open");
+        let s = standby.open(later, 2, 5, [0, 0], &[true; 1]).expect("open");
         assert!(!s.ports(Side::Caller).contains(&a) && !s.ports(Side::Callee).contains(&a));
         assert!(!s.ports(Side::Caller).contains(&b) && !s.ports(Side::Callee).contains(&b));
         // A record whose ports are taken is refused whole.
@@ -1404,5 +1496,75 @@ mod tests {
         assert!(standby
             .handle_packet(later, a, addr("203.0.113.9:7000"), &rtp(2, 7))
             .is_ok());
+    }
+
+    #[test]
+    fn the_first_new_source_in_a_window_wins_and_a_second_is_a_stranger() {
+        let (mut m, t0, a, _) = call();
+        let nat = addr("203.0.113.5:61000");
+        m.handle_packet(t0, a, nat, &rtp(1, 7)).expect("latched");
+        // Still inside the window: another source cannot take the leg over.
+        assert_eq!(
+            m.handle_packet(t0, a, addr("198.51.100.66:1234"), &rtp(2, 7)),
+            Err(Dropped::Stranger)
+        );
+        assert_eq!(
+            m.session(1).and_then(|s| s.destination(0, Side::Caller)),
+            Some(nat)
+        );
+        // The same SDP again (a session refresh) opens no new window.
+        m.signal(t0, 1, 0, Side::Caller, addr("10.0.0.1:4000"), None, false)
+            .expect("same sdp");
+        assert_eq!(
+            m.handle_packet(t0, a, addr("198.51.100.66:1234"), &rtp(3, 7)),
+            Err(Dropped::Stranger)
+        );
+    }
+
+    #[test]
+    fn rejected_streams_take_no_ports_and_a_later_offer_can_accept_them() {
+        let t0 = Instant::now();
+        let mut m = MediaTable::new(settings());
+        let s = m.open(t0, 1, 0, [0, 0], &[false; 16]).expect("open");
+        assert_eq!(s.ports(Side::Caller), vec![0; 16]);
+        assert_eq!(m.pool(0), (10, 10), "sixteen rejected streams hold nothing");
+        m.extend(t0, 1, &[false, true])
+            .expect("the second stream accepted");
+        assert_eq!(m.pool(0), (8, 10));
+        let ports = m.session(1).map(|s| s.ports(Side::Caller)).expect("ports");
+        assert_eq!(ports[0], 0);
+        assert_ne!(ports[1], 0);
+        m.close(1).expect("closed");
+        assert_eq!(m.pool(0), (10, 10));
+    }
+
+    #[test]
+    fn restores_and_closes_never_list_a_port_twice() {
+        let (m, t0, _, _) = call();
+        let record = m.record(1).expect("record");
+        let mut standby = MediaTable::new(settings());
+        for _ in 0..100 {
+            standby.restore(t0, 1, 0, &record).expect("restored");
+            standby.close(1).expect("closed");
+        }
+        assert_eq!(
+            standby.pools[0].free.len(),
+            10,
+            "{:?}",
+            standby.pools[0].free
+        );
+        assert_eq!(standby.pool(0), (10, 10));
+    }
+
+    #[test]
+    fn an_ignored_inactivity_report_is_rearmed() {
+        let (mut m, t0, _, _) = call();
+        m.handle_timeout(t0 + Duration::from_secs(30));
+        assert!(matches!(m.poll_event(), Some(MediaEvent::Inactive { .. })));
+        // The owner ignored it (the call was ringing): the clock starts again from there.
+        m.rearm(t0 + Duration::from_secs(30), 1);
+        assert_eq!(m.poll_timeout(), Some(t0 + Duration::from_secs(60)));
+        m.handle_timeout(t0 + Duration::from_secs(60));
+        assert!(matches!(m.poll_event(), Some(MediaEvent::Inactive { .. })));
     }
 }

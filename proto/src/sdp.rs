@@ -108,8 +108,8 @@ pub struct Stream {
     pub media: String,
     /// Where the leg receives RTP; port 0: the stream is rejected or disabled.
     pub rtp: SocketAddr,
-    /// Where it receives RTCP when `a=rtcp` says so (RFC 3605); otherwise RTP's port + 1,
-    /// or RTP's own port under `a=rtcp-mux`.
+    /// Where it receives RTCP when it is not multiplexed: `a=rtcp` (RFC 3605), otherwise RTP's
+    /// port + 1 (under `a=rtcp-mux` accepted by both sides, RTP's own port is used instead).
     pub rtcp: Option<SocketAddr>,
     /// `a=rtcp-mux`: RTP and RTCP share one port.
     pub rtcp_mux: bool,
@@ -193,10 +193,11 @@ impl Description {
                     None => return Err(SdpError::NoConnection { stream: i }),
                 };
                 let rtcp_mux = has(&m.attributes, "rtcp-mux");
+                // Where RTCP goes when it is not multiplexed: whether it is (`rtcp_mux`
+                // offered here and accepted by the other side) is the media table's decision.
                 let rtcp = match explicit_rtcp(&m.attributes, ip)? {
                     Some(a) => Some(a),
                     None if m.port == 0 => None,
-                    None if rtcp_mux => Some(SocketAddr::new(ip, m.port)),
                     None => m.port.checked_add(1).map(|p| SocketAddr::new(ip, p)),
                 };
                 Ok(Stream {
@@ -244,6 +245,11 @@ impl Description {
         for ((m, stream), &port) in s.medias.iter_mut().zip(&streams).zip(&plan.ports) {
             m.attributes.retain(|a| !is_ice(a));
             if stream.is_rejected() {
+                // Port 0 stays; nothing of the far side's addresses does.
+                m.attributes.retain(|a| a.attribute != "rtcp");
+                if !m.connections.is_empty() {
+                    m.connections = vec![connection_to(plan.address)];
+                }
                 continue;
             }
             m.port = port;

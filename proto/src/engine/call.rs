@@ -44,6 +44,9 @@ pub(super) struct Call {
     pub(super) acks: [Option<Transmit>; 2],
     /// Whether the latest SDP put every stream on hold (`rtp-inactivity` does not end it).
     pub(super) on_hold: bool,
+    /// A re-offer in flight (re-INVITE, UPDATE): our request carrying it, and the media as it
+    /// was before, put back if the offer is refused (RFC 3264 §8: the old description stays).
+    pub(super) offer_undo: Option<(ClientKey, crate::media::MediaRecord)>,
 }
 
 /// Where a call's initial INVITE stands, and what it still needs.
@@ -93,6 +96,7 @@ impl Call {
             },
             acks: [None, None],
             on_hold: false,
+            offer_undo: None,
         }
     }
 
@@ -103,6 +107,7 @@ impl Call {
             setup: Setup::Established,
             acks: [None, None],
             on_hold: false,
+            offer_undo: None,
         }
     }
 

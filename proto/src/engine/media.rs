@@ -88,20 +88,23 @@ impl Engine {
             return Ok(None);
         };
         let origin = call.dialog.sdp_origin[super::call::side_index(to)];
+        let (version, last_hash) = call.dialog.sdp_version[super::call::side_index(to)];
         let desc =
             Description::parse(&msg.body).map_err(|e| AnchorRefusal::BadSdp(e.to_string()))?;
         let streams = desc
             .streams()
             .map_err(|e| AnchorRefusal::BadSdp(e.to_string()))?;
         let shard = usize::try_from(self.ids.shard()).unwrap_or(0);
+        // A rejected stream (port 0) gets no pair: a flood of them cannot empty a pool.
+        let accepted: Vec<bool> = streams.iter().map(|s| !s.is_rejected()).collect();
         let ports = {
             let mut table = super::lock(&media.table);
             let opened = if table.session(id).is_none() {
                 table
-                    .open(now, id, shard, [caller_pool, callee_pool], streams.len())
+                    .open(now, id, shard, [caller_pool, callee_pool], &accepted)
                     .map(|_| true)
             } else {
-                table.extend(now, id, streams.len()).map(|()| false)
+                table.extend(now, id, &accepted).map(|()| false)
             };
             match opened {
                 Ok(true) => self.stats.media_anchored += 1,
@@ -127,16 +130,71 @@ impl Engine {
         if let Some(call) = self.calls.get_mut(&id) {
             call.on_hold = held;
         }
-        let plan = AnchorPlan {
+        let mut plan = AnchorPlan {
             address,
             ports: ports.into_iter().take(streams.len()).collect(),
             session_id: origin,
-            version: desc.origin_version(),
+            version: 0,
         };
+        // Our own version on this leg: up by one whenever what we describe changes.
+        let canonical = desc
+            .anchored(&plan)
+            .map_err(|e| AnchorRefusal::BadSdp(e.to_string()))?;
+        let hash = fnv_hash(&canonical);
+        plan.version = if hash == last_hash && version > 0 {
+            version
+        } else {
+            version + 1
+        };
+        if let Some(call) = self.calls.get_mut(&id) {
+            call.dialog.sdp_version[super::call::side_index(to)] = (plan.version, hash);
+        }
         let body = desc
             .anchored(&plan)
             .map_err(|e| AnchorRefusal::BadSdp(e.to_string()))?;
         Ok(Some(Bytes::from(body)))
+    }
+
+    /// Call `id`'s media as it stands, before a re-offer changes it (`None`: not anchored).
+    pub(super) fn media_before_offer(
+        &self,
+        id: u64,
+        msg: &SipMessage,
+    ) -> Option<crate::media::MediaRecord> {
+        if !carries_sdp(msg) {
+            return None;
+        }
+        self.media_record(id)
+    }
+
+    /// The final answer to our request `key` came (or it timed out): a refused re-offer puts
+    /// the media back as it was; an accepted one stays.
+    pub(super) fn offer_settled(
+        &mut self,
+        id: u64,
+        key: &super::transactions::ClientKey,
+        accepted: bool,
+    ) {
+        let Some(call) = self.calls.get_mut(&id) else {
+            return;
+        };
+        if !call.offer_undo.as_ref().is_some_and(|(k, _)| k == key) {
+            return;
+        }
+        let Some((_, before)) = call.offer_undo.take() else {
+            return;
+        };
+        if accepted {
+            return;
+        }
+        let shard = usize::try_from(self.ids.shard()).unwrap_or(0);
+        if let (Some(media), Some(now)) = (self.cfg.media.clone(), self.now) {
+            let restored = super::lock(&media.table).restore(now, id, shard, &before);
+            if let Err(e) = restored {
+                debug!(call = id, error = %e, "media before a refused re-offer not restored");
+            }
+        }
+        self.replicate(id);
     }
 
     /// Ends call `id`'s media (its ports go back to their pools).
@@ -180,6 +238,10 @@ impl Engine {
                     return false;
                 };
                 if call.on_hold || call.dialog.state != DialogState::Confirmed {
+                    // Silence is expected here: the clock starts again.
+                    if let Some(m) = &self.cfg.media {
+                        super::lock(&m.table).rearm(now, id);
+                    }
                     return true;
                 }
                 debug!(call_id = %call.dialog.caller.call_id, "no RTP for rtp-inactivity: BYE on both legs");
@@ -214,4 +276,12 @@ impl Engine {
         self.changes
             .push_back(super::DialogChange::Upsert(Box::new(call.dialog.clone())));
     }
+}
+
+/// FNV-1a of a description (to tell whether it changed).
+fn fnv_hash(bytes: &[u8]) -> u64 {
+    use std::hash::Hasher as _;
+    let mut h = fnv::FnvHasher::default();
+    h.write(bytes);
+    h.finish()
 }

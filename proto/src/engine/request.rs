@@ -259,6 +259,7 @@ impl Engine {
             state: DialogState::Trying,
             created_unix: self.wall_clock.unix_secs_at(now),
             sdp_origin: [self.ids.sdp_session_id(), self.ids.sdp_session_id()],
+            sdp_version: [(0, 0); 2],
             media: None,
         };
         self.calls.insert(id, Call::inviting(dialog, key.clone()));
@@ -389,6 +390,9 @@ impl Engine {
         }
         self.verify(inbound.source);
         let mut msg = msg;
+        let before = matches!(method, Method::Invite | Method::Update)
+            .then(|| self.media_before_offer(id, &msg))
+            .flatten();
         match self.anchor_body(now, id, side, &msg) {
             Ok(Some(body)) => msg.body = body,
             Ok(None) => {}
@@ -440,7 +444,10 @@ impl Engine {
         if method == Method::Invite {
             self.respond_local(now, &key, 100);
         }
-        self.send_on_leg(now, id, side.other(), &method, cseq, &msg, mf, Some(key));
+        let sent = self.send_on_leg(now, id, side.other(), &method, cseq, &msg, mf, Some(key));
+        if let (Some(before), Some(ckey), Some(call)) = (before, sent, self.calls.get_mut(&id)) {
+            call.offer_undo = Some((ckey, before));
+        }
         // CSeq and targets moved on: the standby must continue from here.
         self.replicate(id);
     }
@@ -478,6 +485,7 @@ impl Engine {
                 Some(Bytes::new())
             }
         };
+        let answered = anchored.as_ref().is_some_and(|b| !b.is_empty());
         let payload = match anchored {
             Some(body) => {
                 let mut with = msg.clone();
@@ -499,6 +507,9 @@ impl Engine {
             call.acks[side_index(side.other())] = Some(tx.clone());
             if side == Side::Caller && call.confirm() {
                 debug!(call_id = %call.dialog.caller.call_id, "call confirmed");
+                self.replicate(id);
+            } else if answered {
+                // An answer in the ACK of a re-INVITE: the standby must have it.
                 self.replicate(id);
             }
         }

@@ -246,6 +246,12 @@ impl Engine {
             }
             _ => None,
         };
+        if let Some(id) = call_id {
+            if code >= 200 && !initial_invite && matches!(method, Method::Invite | Method::Update) {
+                self.offer_settled(id, ckey, (200..300).contains(&code));
+            }
+        }
+        let replicate_answer = anchored.as_ref().is_some_and(|b| !b.is_empty());
         let tx = match anchored {
             Some(body) => {
                 let mut with = msg.clone();
@@ -257,6 +263,10 @@ impl Engine {
             }
             None => self.relay_response(now, &skey, code, msg),
         };
+        if let (true, Some(id)) = (replicate_answer, call_id) {
+            // An answer (to a re-INVITE, an UPDATE...) moved the media: the standby needs it.
+            self.replicate(id);
+        }
         if initial_invite && (200..300).contains(&code) {
             if let (Some(id), Some(tx)) = (call_id, tx) {
                 if let Some(call) = self.calls.get_mut(&id) {

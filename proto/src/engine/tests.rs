@@ -1360,4 +1360,99 @@ mod media {
             Some(sa("198.51.100.20:6000"))
         );
     }
+
+    fn established(table: &Arc<Mutex<MediaTable>>) -> (World, String) {
+        let mut w = world(table);
+        w.caller_sends(&invite_with(Some(CALLER_SDP)));
+        callee_answers_sdp(&mut w, 200, CALLEE_SDP);
+        let tag = w
+            .to_caller
+            .last()
+            .and_then(|m| m.to_tag())
+            .expect("tag")
+            .to_owned();
+        w.caller_sends(&caller_in_dialog("ACK", 1, "z9hG4bKack1", &tag));
+        while w.engine.poll_dialog_change().is_some() {}
+        (w, tag)
+    }
+
+    fn reinvite(tag: &str, branch: &str, cseq: u32, sdp: &str) -> String {
+        let head = format!(
+            "INVITE sip:sbc@{ACCESS} SIP/2.0\n\
+             Via: SIP/2.0/UDP {CALLER};branch={branch}\n\
+             Max-Forwards: 70\n\
+             From: \"Alice\" <sip:alice@10.1.1.1>;tag=a1\n\
+             To: <sip:bob@{ACCESS}>;tag={tag}\n\
+             Call-ID: call-1@10.1.1.1\n\
+             CSeq: {cseq} INVITE\n\
+             Contact: <sip:alice@{CALLER}>\n"
+        );
+        with_body(&head, sdp)
+    }
+
+    fn origin_version(sdp: &str) -> Option<u64> {
+        sdp.lines()
+            .find_map(|l| l.strip_prefix("o="))
+            .and_then(|o| o.split(' ').nth(2))
+            .and_then(|v| v.parse().ok())
+    }
+
+    #[test]
+    fn a_refused_re_offer_leaves_the_media_as_it_was() {
+        let table = table(5);
+        let (mut w, tag) = established(&table);
+        let moved = CALLER_SDP
+            .replace("o=alice 1 1", "o=alice 1 2")
+            .replace("m=audio 4000", "m=audio 4100");
+        w.caller_sends(&reinvite(&tag, "z9hG4bKre", 2, &moved));
+        {
+            let t = table.lock().expect("table");
+            let s = t.sessions().next().expect("session").1;
+            assert_eq!(
+                s.destination(0, MediaSide::Caller),
+                Some(sa("10.1.1.1:4100"))
+            );
+        }
+        w.callee_answers(488, "b1");
+        assert_eq!(w.codes_to_caller().last(), Some(&488));
+        let t = table.lock().expect("table");
+        let s = t.sessions().next().expect("session").1;
+        assert_eq!(
+            s.destination(0, MediaSide::Caller),
+            Some(sa("10.1.1.1:4000")),
+            "RFC 3264: the old description stays in force"
+        );
+    }
+
+    #[test]
+    fn the_answer_to_a_re_invite_is_replicated_and_the_version_moves_only_on_change() {
+        let table = table(5);
+        let (mut w, tag) = established(&table);
+        let first_version = origin_version(&body(&w.to_callee[0])).expect("version");
+        // A session refresh with the same description: the callee sees the same version.
+        let same = CALLER_SDP.replace("o=alice 1 1", "o=alice 1 2");
+        w.caller_sends(&reinvite(&tag, "z9hG4bKre1", 2, &same));
+        assert_eq!(
+            origin_version(&body(w.last_to_callee())),
+            Some(first_version)
+        );
+        // The callee answers from a new port: the standby must learn it.
+        let moved = CALLEE_SDP
+            .replace("o=bob 7 7", "o=bob 7 8")
+            .replace("m=audio 6000", "m=audio 6100");
+        callee_answers_sdp(&mut w, 200, &moved);
+        let answer = body(w.to_caller.last().expect("200"));
+        assert!(origin_version(&answer).is_some());
+        let mut last = None;
+        while let Some(c) = w.engine.poll_dialog_change() {
+            if let DialogChange::Upsert(d) = c {
+                last = d.media;
+            }
+        }
+        let record = last.expect("the answer replicated");
+        assert_eq!(
+            record.streams[0][1].signalled.map(|s| s.0),
+            Some(sa("198.51.100.20:6100"))
+        );
+    }
 }

@@ -176,6 +176,7 @@ impl Engine {
                 };
                 debug!(method = %entry.method, "next hop did not answer");
                 if let Some(id) = entry.call {
+                    self.offer_settled(id, &key, false);
                     let initial = self
                         .calls
                         .get(&id)

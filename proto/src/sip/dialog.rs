@@ -119,6 +119,10 @@ pub struct Dialog {
     /// The `o=` session ids of the descriptions the SBC sends on the caller's and the callee's
     /// leg (kept across a switchover: RFC 3264 §8 wants the same origin for the whole session).
     pub sdp_origin: [u64; 2],
+    /// The `o=` versions last sent on the caller's and the callee's leg, and a hash of the
+    /// description each carried (with the version left out): the version goes up only when the
+    /// description changes (RFC 3264 §8), whatever the far side's numbering.
+    pub sdp_version: [(u64, u64); 2],
     /// The call's anchored media, when the SBC relays it: ports, addresses, counters.
     pub media: Option<crate::media::MediaRecord>,
 }

@@ -107,6 +107,9 @@ impl ReplicaRules {
             }
             for s in &m.streams {
                 let port = s[i].port;
+                if s[0].port == 0 && s[1].port == 0 {
+                    continue; // a rejected stream holds no ports
+                }
                 if port % 2 != 0
                     || !ports.contains(&port)
                     || !ports.contains(&port.saturating_add(1))
@@ -235,6 +238,7 @@ mod tests {
             state: DialogState::Confirmed,
             created_unix: 0,
             sdp_origin: [1, 2],
+            sdp_version: [(0, 0); 2],
             media: None,
         }
     }

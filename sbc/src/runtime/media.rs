@@ -178,11 +178,13 @@ impl Forwarder {
         let slot = self.slot_size();
         let mut buf = vec![0u8; slot * RECV_BATCH];
         let mut meta = vec![RecvMeta::default(); RECV_BATCH];
+        // The inactivity clock is looked at once per TICK (it scans every session), not at
+        // every wakeup.
+        let mut next_check = Instant::now();
         while !self.stop.load(Ordering::Acquire) {
             let now = Instant::now();
             let timeout = if again.is_empty() {
-                let due = lock(&self.table).poll_timeout();
-                due.map_or(TICK, |d| d.saturating_duration_since(now).min(TICK))
+                next_check.saturating_duration_since(now)
             } else {
                 Duration::ZERO
             };
@@ -209,8 +211,11 @@ impl Forwarder {
             let now = Instant::now();
             {
                 let mut t = lock(&self.table);
-                if t.poll_timeout().is_some_and(|d| d <= now) {
-                    t.handle_timeout(now);
+                if now >= next_check {
+                    if t.poll_timeout().is_some_and(|d| d <= now) {
+                        t.handle_timeout(now);
+                    }
+                    next_check = now + TICK;
                 }
                 while let Some(e) = t.poll_event() {
                     table_events.push(e);

@@ -371,6 +371,8 @@ impl Node {
                     self.media_sink(m),
                     m.counters.clone(),
                 )?);
+                // A takeover may have waited for the ports: the legs may latch again from now.
+                lock(&m.table).reopen_latching(Instant::now());
             }
         }
         let stop = Arc::new(AtomicBool::new(false));
