@@ -25,6 +25,13 @@ pub(super) struct TimerHeap {
 }
 
 impl TimerHeap {
+    /// Gives back the room a burst left (see [`crate::compact`]).
+    pub(super) fn compact(&mut self) {
+        use crate::compact::Compact as _;
+        self.heap.compact();
+        self.targets.compact();
+    }
+
     /// Arms a deadline for `target`.
     pub(super) fn push(&mut self, at: Instant, target: TimerTarget) {
         let id = self.next;
