@@ -108,7 +108,7 @@ pub(super) fn worker_loop(w: &Arc<Worker>, group: &Arc<Group>, ctx: &Arc<Ctx>) {
                 let (g, waited) = w
                     .ready
                     .wait_timeout(q, IDLE_WAIT)
-                    .map_or_else(|e| e.into_inner(), |r| r);
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 q = g;
                 if waited.timed_out() {
                     // Nothing came for IDLE_WAIT: expired marks go, and a burst's room.
