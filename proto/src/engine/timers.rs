@@ -19,8 +19,8 @@ use crate::sip::transaction::TimerAction;
 /// deadline and does nothing early (see `armed` in the entries).
 #[derive(Debug, Default)]
 pub(super) struct TimerHeap {
-    heap: BinaryHeap<Reverse<(Instant, u64)>>,
-    targets: HashMap<u64, TimerTarget>,
+    pub(super) heap: BinaryHeap<Reverse<(Instant, u64)>>,
+    pub(super) targets: HashMap<u64, TimerTarget>,
     next: u64,
 }
 
