@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 pub mod access;
+mod compact;
 pub mod engine;
 pub mod media;
 pub mod overload;

@@ -930,6 +930,46 @@ fn a_method_is_read_case_sensitively() {
     assert_eq!(w.engine.call_count(), 0);
 }
 
+#[test]
+fn a_finished_burst_gives_its_table_room_back() {
+    let mut w = World::new();
+    for n in 0..500 {
+        let inv = invite(&format!("z9hG4bKburst{n}"))
+            .replace("call-1@10.1.1.1", &format!("burst-{n}@10.1.1.1"));
+        w.caller_sends(&inv);
+        w.callee_answers(200, "b1");
+        let ok = w.to_caller.last().expect("200").clone();
+        let tag = ok.to_tag().expect("tag").to_owned();
+        let bye = caller_in_dialog("BYE", 2, &format!("z9hG4bKbye{n}"), &tag)
+            .replace("call-1@10.1.1.1", &format!("burst-{n}@10.1.1.1"));
+        let ack = caller_in_dialog("ACK", 1, &format!("z9hG4bKack{n}"), &tag)
+            .replace("call-1@10.1.1.1", &format!("burst-{n}@10.1.1.1"));
+        w.caller_sends(&ack);
+        w.caller_sends(&bye);
+        w.callee_answers(200, "b1");
+    }
+    assert!(w.engine.server.capacity() >= 500 || w.engine.client.capacity() >= 500);
+    // Every transaction window and lingering dialog over (timer C's stale entries too).
+    w.advance(Duration::from_secs(200));
+    assert_eq!(
+        (w.engine.call_count(), w.engine.transaction_count()),
+        (0, 0)
+    );
+    w.engine.compact();
+    let room = [
+        w.engine.calls.capacity(),
+        w.engine.dialogs.capacity(),
+        w.engine.server.capacity(),
+        w.engine.client.capacity(),
+        w.engine.timers.heap.capacity(),
+        w.engine.timers.targets.capacity(),
+    ];
+    assert!(room.iter().all(|c| *c <= 4), "left room: {room:?}");
+    // Still serving.
+    w.caller_sends(&invite("z9hG4bKafter").replace("call-1@10.1.1.1", "after@10.1.1.1"));
+    assert!(w.codes_to_caller().ends_with(&[100]));
+}
+
 mod media {
     //! Media anchoring on the signalling path, against a real media table.
 

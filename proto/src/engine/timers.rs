@@ -19,12 +19,19 @@ use crate::sip::transaction::TimerAction;
 /// deadline and does nothing early (see `armed` in the entries).
 #[derive(Debug, Default)]
 pub(super) struct TimerHeap {
-    heap: BinaryHeap<Reverse<(Instant, u64)>>,
-    targets: HashMap<u64, TimerTarget>,
+    pub(super) heap: BinaryHeap<Reverse<(Instant, u64)>>,
+    pub(super) targets: HashMap<u64, TimerTarget>,
     next: u64,
 }
 
 impl TimerHeap {
+    /// Gives back the room a burst left (see [`crate::compact`]).
+    pub(super) fn compact(&mut self) {
+        use crate::compact::Compact as _;
+        self.heap.compact();
+        self.targets.compact();
+    }
+
     /// Arms a deadline for `target`.
     pub(super) fn push(&mut self, at: Instant, target: TimerTarget) {
         let id = self.next;

@@ -571,6 +571,18 @@ impl<T> Scheduler<T> {
         }
     }
 
+    /// Gives back the room a burst left in the queues and the marks (see
+    /// [`crate::compact`]); call it now and then, with [`Self::handle_timeout`].
+    pub fn compact(&mut self) {
+        use crate::compact::Compact as _;
+        self.primary.compact();
+        self.secondary.compact();
+        self.queued_new.compact();
+        self.queued_retx.compact();
+        self.marks.compact();
+        self.expiry.compact();
+    }
+
     /// When the oldest mark expires, if any is kept.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {

@@ -222,6 +222,13 @@ impl<T> WorkerQueue<T> {
         Some(Next::Process(w.item, kind))
     }
 
+    /// Time passed with nothing to do: the marks expired by `now` are purged and the room a
+    /// burst left is given back, so an idle worker's memory returns without new traffic.
+    pub fn handle_idle(&mut self, now: Instant) {
+        self.sched.handle_timeout(now);
+        self.sched.compact();
+    }
+
     /// Records the time the worker spent on the message it took last.
     pub fn record_service(&mut self, s: Served) {
         let busy = u64::try_from(s.busy.as_nanos()).unwrap_or(u64::MAX);

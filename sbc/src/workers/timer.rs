@@ -10,6 +10,8 @@ use super::{lock, Ctx, GroupReport, WorkerReport, SHARDS};
 
 /// The longest the timer thread sleeps (the resolution of SIP timers).
 const TIMER_TICK: Duration = Duration::from_millis(10);
+/// How often the engines give back the room of a finished burst.
+const COMPACT_EVERY: Duration = Duration::from_secs(5);
 
 /// The timer thread: fires every shard's due timers; its busy time is the timer group's load.
 pub(crate) struct TimerThread {
@@ -85,14 +87,23 @@ impl TimerThread {
 }
 
 fn timer_loop(ctx: &Ctx, stop: &AtomicBool, busy_ns: &AtomicU64) {
+    let mut next_compact = Instant::now() + COMPACT_EVERY;
     while !stop.load(Ordering::Acquire) {
         let started = Instant::now();
         let mut next = started + TIMER_TICK;
+        // Now and then, each engine gives back the room a burst left in its tables.
+        let compact = started >= next_compact;
+        if compact {
+            next_compact = started + COMPACT_EVERY;
+        }
         for i in 0..SHARDS {
             let now = Instant::now();
             let due = ctx.shards.with(i, ctx.out.as_ref(), |e| {
                 if e.poll_timeout().is_some_and(|t| t <= now) {
                     e.handle_timeout(now);
+                }
+                if compact {
+                    e.compact();
                 }
                 e.poll_timeout()
             });

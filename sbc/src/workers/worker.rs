@@ -105,10 +105,15 @@ pub(super) fn worker_loop(w: &Arc<Worker>, group: &Arc<Group>, ctx: &Arc<Ctx>) {
                 if let Some(next) = q.queue.take(Instant::now()) {
                     break next;
                 }
-                q = w
+                let (g, waited) = w
                     .ready
                     .wait_timeout(q, IDLE_WAIT)
-                    .map_or_else(|e| e.into_inner().0, |(g, _)| g);
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                q = g;
+                if waited.timed_out() {
+                    // Nothing came for IDLE_WAIT: expired marks go, and a burst's room.
+                    q.queue.handle_idle(Instant::now());
+                }
             }
         };
         let started = Instant::now();
