@@ -595,16 +595,7 @@ impl MediaTable {
                 let Some(port) = self.take_free(pools[side_index(side)]) else {
                     continue;
                 };
-                for rtcp in [false, true] {
-                    if let Some(s) = self.slot_mut(port + u16::from(rtcp)) {
-                        *s = Some(Slot {
-                            id,
-                            stream,
-                            side,
-                            rtcp,
-                        });
-                    }
-                }
+                self.claim(port, id, stream, side);
                 if let Some(leg) = self
                     .sessions
                     .get_mut(&id)
@@ -804,16 +795,7 @@ impl MediaTable {
                 if port == 0 {
                     continue;
                 }
-                for rtcp in [false, true] {
-                    if let Some(s) = self.slot_mut(port + u16::from(rtcp)) {
-                        *s = Some(Slot {
-                            id,
-                            stream,
-                            side,
-                            rtcp,
-                        });
-                    }
-                }
+                self.claim(port, id, stream, side);
                 if let Some(p) = self.pools.get_mut(record.pools[i]) {
                     p.used += 1;
                 }
@@ -1049,6 +1031,20 @@ impl MediaTable {
     fn slot(&self, port: u16) -> Option<Slot> {
         let i = usize::from(port.checked_sub(self.base)?);
         self.slots.get(i).copied().flatten()
+    }
+
+    /// Points RTP port `port` and RTCP port `port + 1` at `side` of stream `stream` of `id`.
+    fn claim(&mut self, port: u16, id: SessionId, stream: usize, side: Side) {
+        for rtcp in [false, true] {
+            if let Some(s) = self.slot_mut(port + u16::from(rtcp)) {
+                *s = Some(Slot {
+                    id,
+                    stream,
+                    side,
+                    rtcp,
+                });
+            }
+        }
     }
 
     fn in_free_mut(&mut self, port: u16) -> Option<&mut bool> {
