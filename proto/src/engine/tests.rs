@@ -1041,6 +1041,21 @@ mod media {
         }
     }
 
+    /// An anchored call set up: the caller's offer, the callee's 200 with its answer, the
+    /// ACK. Returns the caller-side To tag.
+    fn set_up(w: &mut World) -> String {
+        w.caller_sends(&invite_with(Some(CALLER_SDP)));
+        callee_answers_sdp(w, 200, CALLEE_SDP);
+        let tag = w
+            .to_caller
+            .last()
+            .and_then(|m| m.to_tag())
+            .expect("tag")
+            .to_owned();
+        w.caller_sends(&caller_in_dialog("ACK", 1, "z9hG4bKack1", &tag));
+        tag
+    }
+
     fn callee_answers_sdp(w: &mut World, code: u16, sdp: &str) {
         let req = w
             .to_callee
@@ -1194,28 +1209,10 @@ mod media {
     fn a_hold_by_re_invite_keeps_the_ports_and_the_direction_and_is_not_ended_for_silence() {
         let table = table(5);
         let mut w = world(&table);
-        w.caller_sends(&invite_with(Some(CALLER_SDP)));
-        let core_port = port_in(&body(w.last_to_callee()));
-        callee_answers_sdp(&mut w, 200, CALLEE_SDP);
-        let tag = w
-            .to_caller
-            .last()
-            .and_then(|m| m.to_tag())
-            .expect("tag")
-            .to_owned();
-        w.caller_sends(&caller_in_dialog("ACK", 1, "z9hG4bKack1", &tag));
+        let tag = set_up(&mut w);
+        let core_port = port_in(&body(&w.to_callee[0]));
         let hold = CALLER_SDP.replace("o=alice 1 1", "o=alice 1 2") + "a=sendonly\n";
-        let head = format!(
-            "INVITE sip:sbc@{ACCESS} SIP/2.0\n\
-             Via: SIP/2.0/UDP {CALLER};branch=z9hG4bKhold\n\
-             Max-Forwards: 70\n\
-             From: \"Alice\" <sip:alice@10.1.1.1>;tag=a1\n\
-             To: <sip:bob@{ACCESS}>;tag={tag}\n\
-             Call-ID: call-1@10.1.1.1\n\
-             CSeq: 2 INVITE\n\
-             Contact: <sip:alice@{CALLER}>\n"
-        );
-        w.caller_sends(&with_body(&head, &hold));
+        w.caller_sends(&reinvite(&tag, "z9hG4bKhold", 2, &hold));
         let reoffer = body(w.last_to_callee());
         assert!(reoffer.contains("a=sendonly"), "{reoffer}");
         assert_eq!(
@@ -1225,7 +1222,7 @@ mod media {
         );
         assert!(
             reoffer.contains(" 2 IN IP4 198.51.100.10"),
-            "the version follows the caller's: {reoffer}"
+            "our version, up by one for a changed description: {reoffer}"
         );
         callee_answers_sdp(
             &mut w,
@@ -1246,15 +1243,7 @@ mod media {
     fn rtp_inactivity_ends_an_established_call_with_bye_on_both_legs() {
         let table = table(5);
         let mut w = world(&table);
-        w.caller_sends(&invite_with(Some(CALLER_SDP)));
-        callee_answers_sdp(&mut w, 200, CALLEE_SDP);
-        let tag = w
-            .to_caller
-            .last()
-            .and_then(|m| m.to_tag())
-            .expect("tag")
-            .to_owned();
-        w.caller_sends(&caller_in_dialog("ACK", 1, "z9hG4bKack1", &tag));
+        set_up(&mut w);
         let deadline = table.lock().expect("table").poll_timeout().expect("armed");
         w.now = deadline;
         table.lock().expect("table").handle_timeout(deadline);
@@ -1303,16 +1292,8 @@ mod media {
     fn a_replicated_call_claims_its_media_ports_on_the_standby() {
         let table = table(5);
         let mut w = world(&table);
-        w.caller_sends(&invite_with(Some(CALLER_SDP)));
-        let core_port = port_in(&body(w.last_to_callee()));
-        callee_answers_sdp(&mut w, 200, CALLEE_SDP);
-        let tag = w
-            .to_caller
-            .last()
-            .and_then(|m| m.to_tag())
-            .expect("tag")
-            .to_owned();
-        w.caller_sends(&caller_in_dialog("ACK", 1, "z9hG4bKack1", &tag));
+        set_up(&mut w);
+        let core_port = port_in(&body(&w.to_callee[0]));
         let mut dialog = None;
         while let Some(c) = w.engine.poll_dialog_change() {
             if let DialogChange::Upsert(d) = c {
@@ -1335,15 +1316,7 @@ mod media {
     fn a_demoted_active_that_takes_over_again_claims_its_calls_media_again() {
         let table = table(5);
         let mut w = world(&table);
-        w.caller_sends(&invite_with(Some(CALLER_SDP)));
-        callee_answers_sdp(&mut w, 200, CALLEE_SDP);
-        let tag = w
-            .to_caller
-            .last()
-            .and_then(|m| m.to_tag())
-            .expect("tag")
-            .to_owned();
-        w.caller_sends(&caller_in_dialog("ACK", 1, "z9hG4bKack1", &tag));
+        set_up(&mut w);
         let mut dialog = None;
         while let Some(c) = w.engine.poll_dialog_change() {
             if let DialogChange::Upsert(d) = c {
@@ -1403,15 +1376,7 @@ mod media {
 
     fn established(table: &Arc<Mutex<MediaTable>>) -> (World, String) {
         let mut w = world(table);
-        w.caller_sends(&invite_with(Some(CALLER_SDP)));
-        callee_answers_sdp(&mut w, 200, CALLEE_SDP);
-        let tag = w
-            .to_caller
-            .last()
-            .and_then(|m| m.to_tag())
-            .expect("tag")
-            .to_owned();
-        w.caller_sends(&caller_in_dialog("ACK", 1, "z9hG4bKack1", &tag));
+        let tag = set_up(&mut w);
         while w.engine.poll_dialog_change().is_some() {}
         (w, tag)
     }

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use sbc_e2e::acli::Mgmt;
 use sbc_e2e::sipp::wait_listening;
-use sbc_e2e::{ports, SbcConfig, SbcNode, Sipp};
+use sbc_e2e::{ports, SbcConfig, SbcNode, Sipp, SippProcess, TestDir};
 use serde_json::Value;
 
 const CALLER_IP: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 3);
@@ -58,6 +58,39 @@ fn config(pairs: u16, manager: &str) -> SbcConfig {
 
 fn caller_addr() -> SocketAddr {
     SocketAddr::new(IpAddr::V4(CALLER_IP), ports::free_port())
+}
+
+/// The callee: SIPp playing `scenario` on the session-agent's address for `calls` calls
+/// (echoing RTP with `echo`), started in the background; returns once it listens.
+fn callee(
+    dir: &TestDir,
+    name: &str,
+    config: &SbcConfig,
+    scenario: &str,
+    calls: u32,
+    echo: bool,
+    timeout_s: u64,
+) -> SippProcess {
+    let mut uas = Sipp::new(dir, name).scenario(scenario).local(config.agent);
+    if echo {
+        uas = uas.arg("-rtp_echo");
+    }
+    let uas = uas
+        .calls(calls)
+        .timeout(Duration::from_secs(timeout_s))
+        .spawn();
+    wait_listening(config.agent, false, Duration::from_secs(5));
+    uas
+}
+
+/// The caller: SIPp playing `scenario` from the caller's address to the access interface for
+/// `calls` calls (not started: the test sets its rate and timeout).
+fn caller(dir: &TestDir, name: &str, config: &SbcConfig, scenario: &str, calls: u32) -> Sipp {
+    Sipp::new(dir, name)
+        .scenario(scenario)
+        .local(caller_addr())
+        .remote(config.access)
+        .calls(calls)
 }
 
 /// Polls `show media` until `done` holds for it, or panics with the last report after
@@ -100,19 +133,8 @@ fn rtp_crosses_both_ways_through_the_sbc_s_own_ports() {
     let mut node = SbcNode::start_config(&config);
     let dir = node.dir().clone();
     let mut mgmt = Mgmt::connect(&node.mgmt_socket());
-    let uas = Sipp::new(&dir, "uas")
-        .scenario("uas_rtp.xml")
-        .local(config.agent)
-        .arg("-rtp_echo")
-        .calls(3)
-        .timeout(Duration::from_secs(60))
-        .spawn();
-    wait_listening(config.agent, false, Duration::from_secs(5));
-    let uac = Sipp::new(&dir, "uac")
-        .scenario("uac_rtp.xml")
-        .local(caller_addr())
-        .remote(config.access)
-        .calls(3)
+    let uas = callee(&dir, "uas", &config, "uas_rtp.xml", 3, true, 60);
+    let uac = caller(&dir, "uac", &config, "uac_rtp.xml", 3)
         .rate(2)
         .timeout(Duration::from_secs(50))
         .spawn();
@@ -184,19 +206,8 @@ fn hold_resume_and_a_new_port_by_update_keep_the_anchor() {
     let mut node = SbcNode::start_config(&config);
     let dir = node.dir().clone();
     let mut mgmt = Mgmt::connect(&node.mgmt_socket());
-    let uas = Sipp::new(&dir, "uas")
-        .scenario("uas_rtp_hold.xml")
-        .local(config.agent)
-        .arg("-rtp_echo")
-        .calls(1)
-        .timeout(Duration::from_secs(60))
-        .spawn();
-    wait_listening(config.agent, false, Duration::from_secs(5));
-    let uac = Sipp::new(&dir, "uac")
-        .scenario("uac_rtp_hold.xml")
-        .local(caller_addr())
-        .remote(config.access)
-        .calls(1)
+    let uas = callee(&dir, "uas", &config, "uas_rtp_hold.xml", 1, true, 60);
+    let uac = caller(&dir, "uac", &config, "uac_rtp_hold.xml", 1)
         .timeout(Duration::from_secs(50))
         .spawn();
     let first = media_until(
@@ -260,18 +271,8 @@ fn a_silent_call_is_ended_with_bye_on_both_legs() {
     let config = config(10, "rtp-inactivity = 2");
     let mut node = SbcNode::start_config(&config);
     let dir = node.dir().clone();
-    let uas = Sipp::new(&dir, "uas")
-        .scenario("uas_rtp_silent.xml")
-        .local(config.agent)
-        .calls(2)
-        .timeout(Duration::from_secs(40))
-        .spawn();
-    wait_listening(config.agent, false, Duration::from_secs(5));
-    let uac = Sipp::new(&dir, "uac")
-        .scenario("uac_rtp_silent.xml")
-        .local(caller_addr())
-        .remote(config.access)
-        .calls(2)
+    let uas = callee(&dir, "uas", &config, "uas_rtp_silent.xml", 2, false, 40);
+    let uac = caller(&dir, "uac", &config, "uac_rtp_silent.xml", 2)
         .rate(2)
         .timeout(Duration::from_secs(30))
         .run();
@@ -288,7 +289,7 @@ fn a_silent_call_is_ended_with_bye_on_both_legs() {
 #[test]
 fn no_media_ports_left_is_503_not_a_crash() {
     // Two pairs per realm: two concurrent one-stream calls hold them all.
-    let trap_dir = sbc_e2e::TestDir::new("media-ports-low-trapd");
+    let trap_dir = TestDir::new("media-ports-low-trapd");
     let trapd = sbc_e2e::snmp::Trapd::start(&trap_dir);
     let mut config = config(2, "");
     config.extra_toml.push_str(&format!(
@@ -297,19 +298,8 @@ fn no_media_ports_left_is_503_not_a_crash() {
     ));
     let mut node = SbcNode::start_config(&config);
     let dir = node.dir().clone();
-    let uas = Sipp::new(&dir, "uas")
-        .scenario("uas_rtp.xml")
-        .local(config.agent)
-        .arg("-rtp_echo")
-        .calls(2)
-        .timeout(Duration::from_secs(60))
-        .spawn();
-    wait_listening(config.agent, false, Duration::from_secs(5));
-    let uac = Sipp::new(&dir, "uac")
-        .scenario("uac_rtp.xml")
-        .local(caller_addr())
-        .remote(config.access)
-        .calls(3)
+    let uas = callee(&dir, "uas", &config, "uas_rtp.xml", 2, true, 60);
+    let uac = caller(&dir, "uac", &config, "uac_rtp.xml", 3)
         .rate(10)
         .timeout(Duration::from_secs(40))
         .run();
@@ -344,19 +334,8 @@ fn no_media_ports_left_is_503_not_a_crash() {
         "{trap:?}"
     );
     // The ports came back: the next call goes through.
-    let uas = Sipp::new(&dir, "uas-after")
-        .scenario("uas_rtp.xml")
-        .local(config.agent)
-        .arg("-rtp_echo")
-        .calls(1)
-        .timeout(Duration::from_secs(40))
-        .spawn();
-    wait_listening(config.agent, false, Duration::from_secs(5));
-    let uac = Sipp::new(&dir, "uac-after")
-        .scenario("uac_rtp.xml")
-        .local(caller_addr())
-        .remote(config.access)
-        .calls(1)
+    let uas = callee(&dir, "uas-after", &config, "uas_rtp.xml", 1, true, 40);
+    let uac = caller(&dir, "uac-after", &config, "uac_rtp.xml", 1)
         .timeout(Duration::from_secs(30))
         .run();
     uac.assert_success(1);
@@ -370,19 +349,8 @@ fn a_stranger_cannot_take_over_a_call_s_media() {
     let mut node = SbcNode::start_config(&config);
     let dir = node.dir().clone();
     let mut mgmt = Mgmt::connect(&node.mgmt_socket());
-    let uas = Sipp::new(&dir, "uas")
-        .scenario("uas_rtp.xml")
-        .local(config.agent)
-        .arg("-rtp_echo")
-        .calls(1)
-        .timeout(Duration::from_secs(40))
-        .spawn();
-    wait_listening(config.agent, false, Duration::from_secs(5));
-    let uac = Sipp::new(&dir, "uac")
-        .scenario("uac_rtp.xml")
-        .local(caller_addr())
-        .remote(config.access)
-        .calls(1)
+    let uas = callee(&dir, "uas", &config, "uas_rtp.xml", 1, true, 40);
+    let uac = caller(&dir, "uac", &config, "uac_rtp.xml", 1)
         .timeout(Duration::from_secs(30))
         .spawn();
     let up = media_until(&mut mgmt, Duration::from_secs(10), "RTP both ways", |r| {
