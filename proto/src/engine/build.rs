@@ -7,18 +7,12 @@ use super::Engine;
 use crate::sip::dialog::Leg;
 use crate::sip::message::{param, Header, HeaderName, MessageWriter, Method, SipMessage};
 
-/// The headers a response to a request must echo.
-#[derive(Debug, Clone)]
-pub(super) struct ResponseContext {
-    pub(super) vias: Vec<String>,
-    pub(super) from: String,
-    pub(super) to: String,
-    pub(super) call_id: String,
-    pub(super) cseq: String,
-}
+/// The headers a response to a request must echo (a plain type, replicated with a call in
+/// set-up).
+pub(super) use crate::sip::dialog::ResponseEcho as ResponseContext;
 
 impl ResponseContext {
-    pub(super) fn of(msg: &SipMessage) -> Self {
+    pub(crate) fn of(msg: &SipMessage) -> Self {
         Self {
             vias: msg
                 .header_values(&HeaderName::Via)
@@ -31,7 +25,7 @@ impl ResponseContext {
         }
     }
 
-    pub(super) fn write(&self, code: u16, reason: &str, to_tag: Option<&str>) -> MessageWriter {
+    pub(crate) fn write(&self, code: u16, reason: &str, to_tag: Option<&str>) -> MessageWriter {
         let mut w = MessageWriter::response(code, reason);
         for v in &self.vias {
             w.header("Via", v);

@@ -10,10 +10,11 @@ use super::Engine;
 use crate::sip::dialog::{Dialog, DialogState, Side};
 use crate::sip::message::Method;
 
-/// A change of the confirmed-dialog table, streamed to the standby.
+/// A change of the dialog table, streamed to the standby: confirmed calls, and calls in
+/// set-up from the moment their INVITE is forwarded (with their [`crate::sip::dialog::CallSetup`]).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum DialogChange {
-    /// A confirmed dialog was created or changed (CSeq, target, state).
+    /// A dialog was created or changed (set-up progress, CSeq, target, state, media).
     Upsert(Box<Dialog>),
     /// The dialog with this id ended.
     Delete(u64),
@@ -47,6 +48,8 @@ pub(super) struct Call {
     /// A re-offer in flight (re-INVITE, UPDATE): our request carrying it, and the media as it
     /// was before, put back if the offer is refused (RFC 3264 §8: the old description stays).
     pub(super) offer_undo: Option<(ClientKey, crate::media::MediaRecord)>,
+    /// Whether the call was streamed to the standby (its end must be, too).
+    pub(super) replicated: bool,
 }
 
 /// Where a call's initial INVITE stands, and what it still needs.
@@ -97,6 +100,7 @@ impl Call {
             acks: [None, None],
             on_hold: false,
             offer_undo: None,
+            replicated: false,
         }
     }
 
@@ -108,6 +112,49 @@ impl Call {
             acks: [None, None],
             on_hold: false,
             offer_undo: None,
+            replicated: true,
+        }
+    }
+
+    /// A call in set-up replicated from the former active, whose INVITE transactions were
+    /// rebuilt as `server` (the caller's) and `client` (ours): inviting, or answered (the 2xx
+    /// relayed to the caller is `caller_2xx`) when the dialog is `Answered`.
+    pub(super) fn restored(
+        dialog: Dialog,
+        server: ServerKey,
+        client: ClientKey,
+        caller_2xx: Option<Transmit>,
+    ) -> Self {
+        let setup = if dialog.state == DialogState::Answered {
+            Setup::Answered {
+                server,
+                client: Some(client),
+                caller_2xx,
+            }
+        } else {
+            Setup::Inviting {
+                server,
+                client: Some(client),
+            }
+        };
+        Self {
+            dialog,
+            setup,
+            acks: [None, None],
+            on_hold: false,
+            offer_undo: None,
+            replicated: true,
+        }
+    }
+
+    /// The caller's INVITE transaction and ours, while the call is being set up (inviting or
+    /// answered, not cancelled).
+    pub(super) fn setup_transactions(&self) -> Option<(&ServerKey, Option<&ClientKey>)> {
+        match &self.setup {
+            Setup::Inviting { server, client } | Setup::Answered { server, client, .. } => {
+                Some((server, client.as_ref()))
+            }
+            Setup::Cancelled { .. } | Setup::Established => None,
         }
     }
 
@@ -220,6 +267,10 @@ impl Engine {
                         .push_back((now + self.cfg.timers.t64(), Lingering::ReplicateDelete(id))),
                     None => self.changes.push_back(DialogChange::Delete(id)),
                 }
+            } else if call.replicated {
+                // A set-up that failed or was cancelled: nothing to linger for (no BYE can
+                // come), and the standby must not finish it.
+                self.changes.push_back(DialogChange::Delete(id));
             }
             self.dialogs
                 .remove(&(d.caller.call_id.clone(), d.caller.local_tag.clone()));

@@ -259,23 +259,6 @@ impl Engine {
             MediaEvent::PoolLow { .. } => false,
         }
     }
-
-    /// Streams call `id`'s dialog, with its media, to the standby, if it is confirmed.
-    pub(super) fn replicate(&mut self, id: u64) {
-        let record = self.media_record(id);
-        let Some(call) = self.calls.get_mut(&id) else {
-            return;
-        };
-        if !matches!(
-            call.dialog.state,
-            DialogState::Confirmed | DialogState::Terminating
-        ) {
-            return;
-        }
-        call.dialog.media = record;
-        self.changes
-            .push_back(super::DialogChange::Upsert(Box::new(call.dialog.clone())));
-    }
 }
 
 /// FNV-1a of a description (to tell whether it changed).

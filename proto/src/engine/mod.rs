@@ -39,6 +39,7 @@ mod media;
 mod refusal;
 mod request;
 mod response;
+mod setup;
 mod stats;
 #[cfg(test)]
 mod tests;
@@ -173,16 +174,20 @@ impl Engine {
         self.cfg = cfg;
     }
 
-    /// Next change of the table of confirmed dialogs, for state sync to the standby.
+    /// Next change of the dialog table (confirmed calls, and calls in set-up once their INVITE
+    /// is forwarded), for state sync to the standby.
     #[must_use]
     pub fn poll_dialog_change(&mut self) -> Option<DialogChange> {
         self.changes.pop_front()
     }
 
-    /// Installs a confirmed dialog replicated from the former active, so that its in-dialog
-    /// requests (BYE, re-INVITE, ...) are served here after a switchover, and claims its media
-    /// ports (a media session on the same ports, whose legs may latch again from `now`).
-    pub fn install_dialog(&mut self, now: Instant, dialog: Dialog) {
+    /// Installs a dialog replicated from the former active, so that its in-dialog requests
+    /// (BYE, re-INVITE, ...) are served here after a switchover, and claims its media ports (a
+    /// media session on the same ports, whose legs may latch again from `now`). A call still
+    /// being set up (with its [`crate::sip::dialog::CallSetup`]) gets its INVITE transactions
+    /// back, so that the callee's responses, the caller's ACK or CANCEL finish it here; one
+    /// older than timer C, or without its set-up, is not installed.
+    pub fn install_dialog(&mut self, now: Instant, mut dialog: Dialog) {
         self.now = Some(now);
         let id = dialog.id;
         if self.calls.contains_key(&id) {
@@ -198,28 +203,33 @@ impl Engine {
             }
             return;
         }
-        if dialog.state == DialogState::Terminating {
-            if let Some(now) = self.now {
-                self.lingering
-                    .push_back((now + self.cfg.timers.t64(), Lingering::Forget(id)));
-            }
-        }
-        self.dialogs.insert(
+        let keys = [
             (
                 dialog.caller.call_id.clone(),
                 dialog.caller.local_tag.clone(),
             ),
-            (id, Side::Caller),
-        );
-        self.dialogs.insert(
             (
                 dialog.callee.call_id.clone(),
                 dialog.callee.local_tag.clone(),
             ),
-            (id, Side::Callee),
-        );
+        ];
         let record = dialog.media.clone();
-        self.calls.insert(id, Call::replicated(dialog));
+        let call = match (dialog.state, dialog.setup.take()) {
+            (DialogState::Confirmed | DialogState::Terminating, _) => Call::replicated(dialog),
+            (_, Some(setup)) => match self.restore_setup(now, dialog, *setup) {
+                Some(call) => call,
+                None => return,
+            },
+            (_, None) => return,
+        };
+        if call.dialog.state == DialogState::Terminating {
+            self.lingering
+                .push_back((now + self.cfg.timers.t64(), Lingering::Forget(id)));
+        }
+        let [caller, callee] = keys;
+        self.dialogs.insert(caller, (id, Side::Caller));
+        self.dialogs.insert(callee, (id, Side::Callee));
+        self.calls.insert(id, call);
         self.restore_media(now, id, record.as_ref());
     }
 

@@ -261,6 +261,7 @@ impl Engine {
             sdp_origin: [self.ids.sdp_session_id(), self.ids.sdp_session_id()],
             sdp_version: [(0, 0); 2],
             media: None,
+            setup: None,
         };
         self.calls.insert(id, Call::inviting(dialog, key.clone()));
         let mut msg = msg;
@@ -298,6 +299,8 @@ impl Engine {
         if let Some(call) = self.calls.get_mut(&id) {
             call.invite_sent(ckey);
         }
+        // From here the callee may answer: the standby must be able to finish the set-up.
+        self.replicate(id);
     }
 
     /// The leg toward `hop` for a new request `msg`: a fresh Call-ID carrying the shard key of

@@ -172,6 +172,7 @@ impl Engine {
         let initial_invite = call_id
             .and_then(|id| self.calls.get(&id))
             .is_some_and(|c| c.is_initial_invite(ckey));
+        let mut rang = false;
 
         if let Some(id) = call_id {
             if let Some(call) = self.calls.get_mut(&id) {
@@ -197,6 +198,7 @@ impl Engine {
                     match code {
                         101..=199 if call.dialog.state == DialogState::Trying => {
                             call.dialog.state = DialogState::Early;
+                            rang = true;
                         }
                         200..=299 => {
                             if call.is_cancelled() {
@@ -263,16 +265,19 @@ impl Engine {
             }
             None => self.relay_response(now, &skey, code, msg),
         };
-        if let (true, Some(id)) = (replicate_answer, call_id) {
-            // An answer (to a re-INVITE, an UPDATE...) moved the media: the standby needs it.
-            self.replicate(id);
-        }
-        if initial_invite && (200..300).contains(&code) {
+        let initial_2xx = initial_invite && (200..300).contains(&code);
+        if initial_2xx {
             if let (Some(id), Some(tx)) = (call_id, tx) {
                 if let Some(call) = self.calls.get_mut(&id) {
                     call.relayed_2xx(tx);
                 }
             }
+        }
+        if let (true, Some(id)) = (replicate_answer || initial_2xx || rang, call_id) {
+            // An answer moved the media, the callee rings (the new active must not re-send
+            // the INVITE: a callee may take that for a new request), or the call was answered
+            // (with the 2xx relayed to the caller, until its ACK comes): the standby needs it.
+            self.replicate(id);
         }
     }
 

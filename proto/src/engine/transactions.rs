@@ -183,17 +183,9 @@ impl InviteProgress {
     }
 }
 
-/// The parts of a sent request that an ACK (for a non-2xx) or a CANCEL must repeat.
-#[derive(Debug, Clone)]
-pub(super) struct RequestIds {
-    pub(super) uri: String,
-    pub(super) via: String,
-    pub(super) from: String,
-    pub(super) to: String,
-    pub(super) call_id: String,
-    pub(super) cseq: u32,
-    pub(super) routes: Vec<String>,
-}
+/// The parts of a sent request that an ACK (for a non-2xx) or a CANCEL must repeat (a plain
+/// type, replicated with a call in set-up).
+pub(super) use crate::sip::dialog::RequestEcho as RequestIds;
 
 /// Our INVITE and CANCEL: a CANCEL may only be sent once a provisional response has arrived
 /// (RFC 3261 section 9.1).

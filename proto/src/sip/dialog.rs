@@ -1,8 +1,9 @@
-//! The dialog table's data: what the B2BUA knows about each leg of an established call.
+//! The dialog table's data: what the B2BUA knows about each leg of a call.
 //!
 //! These are plain serde types with no handles, timers or sockets in them, so that the HA state
 //! sync can stream them to the standby as they change and the standby can rebuild its table from
-//! them and carry on every confirmed call after a switchover.
+//! them and carry on every call after a switchover: the confirmed ones, and (with their
+//! [`CallSetup`]) those still ringing or answered but not yet ACKed.
 
 use std::net::SocketAddr;
 
@@ -125,6 +126,72 @@ pub struct Dialog {
     pub sdp_version: [(u64, u64); 2],
     /// The call's anchored media, when the SBC relays it: ports, addresses, counters.
     pub media: Option<crate::media::MediaRecord>,
+    /// While the call is being set up (`Trying`, `Early`, `Answered`), in a replica only: what
+    /// the new active needs of the set-up's two INVITE transactions to finish it.
+    pub setup: Option<Box<CallSetup>>,
+}
+
+/// The headers a response echoes from its request (RFC 3261 §8.2.6.2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResponseEcho {
+    /// The request's Via values, in order.
+    pub vias: Vec<String>,
+    /// Its From value.
+    pub from: String,
+    /// Its To value.
+    pub to: String,
+    /// Its Call-ID.
+    pub call_id: String,
+    /// Its CSeq value.
+    pub cseq: String,
+}
+
+/// What a CANCEL, or the ACK of a non-2xx final response, repeats of the request it follows
+/// (RFC 3261 §9.1, §17.1.1.3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestEcho {
+    /// The Request-URI.
+    pub uri: String,
+    /// Our Via (with the transaction's branch).
+    pub via: String,
+    /// The From value (with our tag).
+    pub from: String,
+    /// The To value.
+    pub to: String,
+    /// The Call-ID.
+    pub call_id: String,
+    /// The CSeq number.
+    pub cseq: u32,
+    /// The Route values.
+    pub routes: Vec<String>,
+}
+
+/// A call in set-up as the active replicates it, so that after a switchover the new active
+/// relays the callee's provisional and final responses (and their retransmissions), the
+/// caller's ACK and CANCEL, and finishes the call as if nothing happened.
+///
+/// It is replicated when the INVITE is forwarded (so that a callee answering the first INVITE
+/// reaches a node that knows it), again when the 2xx is relayed, and dropped from the replica
+/// when the caller's ACK confirms the call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallSetup {
+    /// The branch of the caller's INVITE (its server transaction), as the engine keys it.
+    pub caller_branch: String,
+    /// The sent-by of the caller's top Via.
+    pub caller_sent_by: String,
+    /// What our responses to the caller echo.
+    pub caller_echo: ResponseEcho,
+    /// The branch of our INVITE toward the callee.
+    pub callee_branch: String,
+    /// What our CANCEL or ACK toward the callee repeats (absent once our INVITE transaction
+    /// has ended, after the 2xx).
+    pub callee_echo: Option<RequestEcho>,
+    /// Our INVITE toward the callee, while no response to it came: the new active re-sends it
+    /// (over UDP) until one does. Empty otherwise.
+    pub invite: Vec<u8>,
+    /// The 2xx relayed to the caller, while the caller's ACK has not come: re-sent when the
+    /// callee retransmits its 2xx. Empty otherwise.
+    pub caller_2xx: Vec<u8>,
 }
 
 impl Dialog {

@@ -15,6 +15,9 @@
 //! - have both legs' Call-IDs in the same shard (the callee leg's generated Call-ID embeds the
 //!   caller's shard key), non-empty Call-IDs and local tags, peers with a port and a unicast
 //!   address, and every string and the route set within SIP-sized bounds;
+//! - carry a set-up record exactly when it is still being set up (`Trying`, `Early`,
+//!   `Answered`), with SIP-sized fields, at most [`MAX_VIAS`] Vias, and messages no longer than
+//!   the largest SIP message this node accepts;
 //! - if its media is anchored: at most [`sbc_proto::sdp::MAX_STREAMS`] streams, each leg's port
 //!   an even port of the steering pool of that leg's realm (so a replica cannot make the new
 //!   active claim ports it does not own or that another realm uses).
@@ -26,12 +29,16 @@ use std::net::SocketAddr;
 use sbc_config::{Config, Transport};
 
 use sbc_proto::shard;
-use sbc_proto::sip::dialog::{Dialog, Leg, LegTransport};
+use sbc_proto::sip::dialog::{Dialog, DialogState, Leg, LegTransport};
 
 /// Longest Call-ID, tag, party, target or route accepted in a replica (bytes).
 pub const MAX_FIELD: usize = 2048;
 /// Most routes in one leg's route set.
 pub const MAX_ROUTES: usize = 16;
+/// Most Via values of a caller's INVITE in a replicated set-up.
+pub const MAX_VIAS: usize = 32;
+/// Longest message (our INVITE, the 2xx relayed) in a replicated set-up (bytes).
+pub const MAX_SETUP_MESSAGE: usize = 65_535;
 
 /// What this node's configuration allows a replicated dialog to name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -156,7 +163,53 @@ impl ReplicaRules {
             return Err("the legs' Call-IDs are in different shards".into());
         }
         self.media(&d)?;
+        Self::setup(&d)?;
         Ok(d)
+    }
+
+    fn setup(d: &Dialog) -> Result<(), String> {
+        let in_setup = matches!(
+            d.state,
+            DialogState::Trying | DialogState::Early | DialogState::Answered
+        );
+        let s = match (&d.setup, in_setup) {
+            (None, false) => return Ok(()),
+            (Some(s), true) => s,
+            (None, true) => return Err(format!("a {:?} dialog without its set-up", d.state)),
+            (Some(_), false) => return Err(format!("a {:?} dialog with a set-up", d.state)),
+        };
+        let e = &s.caller_echo;
+        let mut fields = vec![
+            &s.caller_branch,
+            &s.caller_sent_by,
+            &e.from,
+            &e.to,
+            &e.call_id,
+            &e.cseq,
+            &s.callee_branch,
+        ];
+        fields.extend(&e.vias);
+        if let Some(c) = &s.callee_echo {
+            fields.extend([&c.uri, &c.via, &c.from, &c.to, &c.call_id]);
+            fields.extend(&c.routes);
+            if c.routes.len() > MAX_ROUTES {
+                return Err("a set-up with too many routes".into());
+            }
+        }
+        if s.caller_branch.is_empty() || s.callee_branch.is_empty() || e.vias.is_empty() {
+            return Err("a set-up without its branches or Vias".into());
+        }
+        if e.vias.len() > MAX_VIAS
+            || fields.iter().any(|f| f.len() > MAX_FIELD)
+            || s.invite.len() > MAX_SETUP_MESSAGE
+            || s.caller_2xx.len() > MAX_SETUP_MESSAGE
+        {
+            return Err("a set-up with a field beyond SIP-sized bounds".into());
+        }
+        if e.call_id != d.caller.call_id {
+            return Err("a set-up answering another Call-ID than its caller leg's".into());
+        }
+        Ok(())
     }
 
     fn leg(&self, side: &str, leg: &Leg) -> Result<(), String> {
@@ -209,7 +262,6 @@ impl ReplicaRules {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sbc_proto::sip::dialog::DialogState;
 
     fn leg(interface: usize, peer: &str, call_id: &str) -> Leg {
         Leg {
@@ -240,6 +292,7 @@ mod tests {
             sdp_origin: [1, 2],
             sdp_version: [(0, 0); 2],
             media: None,
+            setup: None,
         }
     }
 
@@ -323,6 +376,61 @@ mod tests {
             .check(&42u64.to_be_bytes(), &huge)
             .expect_err("refused");
         assert!(e.contains("LimitExceeded"), "{e}");
+    }
+
+    #[test]
+    fn a_set_up_passes_only_with_its_state_and_within_bounds() {
+        use sbc_proto::sip::dialog::{CallSetup, RequestEcho, ResponseEcho};
+        let rules = ReplicaRules::of(&Config::embedded_default());
+        let mut d = dialog();
+        d.state = DialogState::Early;
+        d.callee.remote_tag = None;
+        d.setup = Some(Box::new(CallSetup {
+            caller_branch: "z9hG4bKa".into(),
+            caller_sent_by: "127.0.0.1:5090".into(),
+            caller_echo: ResponseEcho {
+                vias: vec!["SIP/2.0/UDP 127.0.0.1:5090;branch=z9hG4bKa".into()],
+                from: "<sip:a@x>;tag=1".into(),
+                to: "<sip:b@y>".into(),
+                call_id: d.caller.call_id.clone(),
+                cseq: "1 INVITE".into(),
+            },
+            callee_branch: "z9hG4bKsbc".into(),
+            callee_echo: Some(RequestEcho {
+                uri: "sip:b@127.0.0.1:5080".into(),
+                via: "SIP/2.0/UDP 127.0.0.1:5062;branch=z9hG4bKsbc".into(),
+                from: "<sip:a@127.0.0.1>;tag=t1".into(),
+                to: "<sip:b@127.0.0.1:5080>".into(),
+                call_id: d.callee.call_id.clone(),
+                cseq: 1,
+                routes: Vec::new(),
+            }),
+            invite: b"INVITE sip:b@127.0.0.1:5080 SIP/2.0\r\n".to_vec(),
+            caller_2xx: Vec::new(),
+        }));
+        let refused = |d: &Dialog| rules.check(&42u64.to_be_bytes(), &enc(d)).is_err();
+        assert_eq!(rules.check(&42u64.to_be_bytes(), &enc(&d)), Ok(d.clone()));
+        let mut bad = d.clone();
+        bad.state = DialogState::Confirmed;
+        assert!(refused(&bad), "a confirmed dialog with a set-up");
+        let mut bad = d.clone();
+        bad.setup = None;
+        assert!(refused(&bad), "a ringing dialog without one");
+        let mut bad = d.clone();
+        if let Some(s) = bad.setup.as_mut() {
+            s.caller_echo.vias = vec!["v".into(); MAX_VIAS + 1];
+        }
+        assert!(refused(&bad), "too many Vias");
+        let mut bad = d.clone();
+        if let Some(s) = bad.setup.as_mut() {
+            s.invite = vec![b'x'; MAX_SETUP_MESSAGE + 1];
+        }
+        assert!(refused(&bad), "an oversized INVITE");
+        let mut bad = d.clone();
+        if let Some(s) = bad.setup.as_mut() {
+            s.caller_echo.call_id = "another".into();
+        }
+        assert!(refused(&bad), "answers to another call");
     }
 
     #[test]

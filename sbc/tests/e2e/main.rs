@@ -33,6 +33,7 @@ mod pair_media_failover;
 mod pair_memory_switchover;
 mod pair_partition;
 mod pair_push;
+mod pair_setup_failover;
 mod pair_strangers;
 mod reinvite;
 mod retransmission;

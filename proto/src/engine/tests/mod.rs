@@ -1461,3 +1461,5 @@ mod media {
         );
     }
 }
+
+mod setup;
