@@ -32,6 +32,10 @@ pub(super) enum Lingering {
     ReplicateDelete(u64),
     /// Forget a replicated dialog that arrived in `Terminating`.
     Forget(u64),
+    /// Drop the ACKs kept for a call's 2xx retransmissions: after 64·T1 none comes (the far
+    /// side's INVITE transaction has ended, RFC 6026), and an established call keeps no
+    /// message copies.
+    ForgetAcks(u64),
 }
 
 /// A call: the dialog both legs share (what state sync replicates), where its setup stands,
@@ -39,15 +43,17 @@ pub(super) enum Lingering {
 #[derive(Debug)]
 pub(super) struct Call {
     pub(super) dialog: Dialog,
-    setup: Setup,
+    /// Where the set-up stands; `None` once established (most calls, most of the time: the
+    /// state of a set-up is boxed so that an established call stays small).
+    setup: Option<Box<Setup>>,
     /// The last ACK sent on each leg (index: [`side_index`]), re-sent when that leg
-    /// retransmits its 2xx (the initial INVITE's or a re-INVITE's).
-    pub(super) acks: [Option<Transmit>; 2],
+    /// retransmits its 2xx (the initial INVITE's or a re-INVITE's), for 64·T1.
+    acks: Option<Box<[Option<Transmit>; 2]>>,
     /// Whether the latest SDP put every stream on hold (`rtp-inactivity` does not end it).
     pub(super) on_hold: bool,
     /// A re-offer in flight (re-INVITE, UPDATE): our request carrying it, and the media as it
     /// was before, put back if the offer is refused (RFC 3264 §8: the old description stays).
-    pub(super) offer_undo: Option<(ClientKey, crate::media::MediaRecord)>,
+    pub(super) offer_undo: Option<Box<(ClientKey, crate::media::MediaRecord)>>,
     /// Whether the call was streamed to the standby (its end must be, too).
     pub(super) replicated: bool,
 }
@@ -59,7 +65,9 @@ pub(super) struct Call {
 ///     │
 ///     └──2xx──▶ Answered ──caller's ACK──▶ Established ◀── replicated from the former active
 /// ```
-/// A final non-2xx, or a 2xx after `Cancelled`, ends the call instead.
+/// A final non-2xx, or a 2xx after `Cancelled`, ends the call instead. Established (the
+/// caller ACKed, or the call came from the former active: in-dialog requests only from here
+/// on) is no set-up at all.
 #[derive(Debug)]
 enum Setup {
     /// Relayed, no final answer yet (the dialog is `Trying` or `Early`).
@@ -83,9 +91,6 @@ enum Setup {
         /// The 2xx relayed to the caller, re-sent when the callee retransmits its own.
         caller_2xx: Option<Transmit>,
     },
-    /// Set up: the caller ACKed, or the call came from the former active. In-dialog
-    /// requests only from here on.
-    Established,
 }
 
 impl Call {
@@ -93,11 +98,11 @@ impl Call {
     pub(super) fn inviting(dialog: Dialog, server: ServerKey) -> Self {
         Self {
             dialog,
-            setup: Setup::Inviting {
+            setup: Some(Box::new(Setup::Inviting {
                 server,
                 client: None,
-            },
-            acks: [None, None],
+            })),
+            acks: None,
             on_hold: false,
             offer_undo: None,
             replicated: false,
@@ -108,8 +113,8 @@ impl Call {
     pub(super) fn replicated(dialog: Dialog) -> Self {
         Self {
             dialog,
-            setup: Setup::Established,
-            acks: [None, None],
+            setup: None,
+            acks: None,
             on_hold: false,
             offer_undo: None,
             replicated: true,
@@ -139,8 +144,8 @@ impl Call {
         };
         Self {
             dialog,
-            setup,
-            acks: [None, None],
+            setup: Some(Box::new(setup)),
+            acks: None,
             on_hold: false,
             offer_undo: None,
             replicated: true,
@@ -150,39 +155,41 @@ impl Call {
     /// The caller's INVITE transaction and ours, while the call is being set up (inviting or
     /// answered, not cancelled).
     pub(super) fn setup_transactions(&self) -> Option<(&ServerKey, Option<&ClientKey>)> {
-        match &self.setup {
+        match self.setup.as_deref()? {
             Setup::Inviting { server, client } | Setup::Answered { server, client, .. } => {
                 Some((server, client.as_ref()))
             }
-            Setup::Cancelled { .. } | Setup::Established => None,
+            Setup::Cancelled { .. } => None,
         }
     }
 
     /// Records our INVITE toward the callee.
     pub(super) fn invite_sent(&mut self, key: Option<ClientKey>) {
-        if let Setup::Inviting { client, .. } = &mut self.setup {
+        if let Some(Setup::Inviting { client, .. }) = self.setup.as_deref_mut() {
             *client = key;
         }
     }
 
     /// Whether `key` is our initial INVITE of this call, during its setup.
     pub(super) fn is_initial_invite(&self, key: &ClientKey) -> bool {
-        match &self.setup {
-            Setup::Inviting { client, .. }
-            | Setup::Cancelled { client }
-            | Setup::Answered { client, .. } => client.as_ref() == Some(key),
-            Setup::Established => false,
+        match self.setup.as_deref() {
+            Some(
+                Setup::Inviting { client, .. }
+                | Setup::Cancelled { client }
+                | Setup::Answered { client, .. },
+            ) => client.as_ref() == Some(key),
+            None => false,
         }
     }
 
     /// The caller cancelled or timer C fired: returns our INVITE to cancel, if the call was
     /// still inviting (once answered there is nothing to cancel).
     pub(super) fn cancel(&mut self) -> Option<ClientKey> {
-        if let Setup::Inviting { client, .. } = &mut self.setup {
+        if let Some(Setup::Inviting { client, .. }) = self.setup.as_deref_mut() {
             let client = client.take();
-            self.setup = Setup::Cancelled {
+            self.setup = Some(Box::new(Setup::Cancelled {
                 client: client.clone(),
-            };
+            }));
             return client;
         }
         None
@@ -190,50 +197,131 @@ impl Call {
 
     /// Whether the call was cancelled before an answer.
     pub(super) fn is_cancelled(&self) -> bool {
-        matches!(self.setup, Setup::Cancelled { .. })
+        matches!(self.setup.as_deref(), Some(Setup::Cancelled { .. }))
     }
 
     /// The callee answered the initial INVITE (the dialog becomes `Answered`).
     pub(super) fn answer(&mut self) {
-        if let Setup::Inviting { server, client } = &mut self.setup {
-            self.setup = Setup::Answered {
+        if let Some(Setup::Inviting { server, client }) = self.setup.as_deref_mut() {
+            self.setup = Some(Box::new(Setup::Answered {
                 server: server.clone(),
                 client: client.take(),
                 caller_2xx: None,
-            };
+            }));
             self.dialog.state = DialogState::Answered;
         }
     }
 
     /// Records the 2xx relayed to the caller.
     pub(super) fn relayed_2xx(&mut self, tx: Transmit) {
-        if let Setup::Answered { caller_2xx, .. } = &mut self.setup {
+        if let Some(Setup::Answered { caller_2xx, .. }) = self.setup.as_deref_mut() {
             *caller_2xx = Some(tx);
         }
     }
 
     /// The 2xx relayed to the caller, while its ACK has not come.
     pub(super) fn caller_2xx(&self) -> Option<&Transmit> {
-        match &self.setup {
-            Setup::Answered { caller_2xx, .. } => caller_2xx.as_ref(),
+        match self.setup.as_deref() {
+            Some(Setup::Answered { caller_2xx, .. }) => caller_2xx.as_ref(),
             _ => None,
         }
     }
 
+    /// Whether the callee's 2xx has not been ACKed yet (the caller's ACK has not come).
+    pub(super) fn callee_awaits_ack(&self) -> bool {
+        matches!(self.setup.as_deref(), Some(Setup::Answered { .. }))
+    }
+
+    /// The ACK last sent on leg `side`, while a retransmitted 2xx may still ask for it.
+    pub(super) fn ack(&self, side: Side) -> Option<&Transmit> {
+        self.acks.as_ref()?[side_index(side)].as_ref()
+    }
+
+    /// Records the ACK sent on leg `side`.
+    pub(super) fn set_ack(&mut self, side: Side, ack: Transmit) {
+        self.acks.get_or_insert_with(Box::default)[side_index(side)] = Some(ack);
+    }
+
+    /// Drops the ACKs kept (no 2xx retransmission can come any more).
+    pub(super) fn forget_acks(&mut self) {
+        self.acks = None;
+    }
+
     /// Whether the caller's ACK is awaited on server transaction `key`.
     pub(super) fn awaits_ack_on(&self, key: &ServerKey) -> bool {
-        matches!(&self.setup, Setup::Answered { server, .. } if server == key)
+        matches!(self.setup.as_deref(), Some(Setup::Answered { server, .. }) if server == key)
     }
 
     /// The caller ACKed the 2xx: the call is established and its dialog `Confirmed`.
     /// Returns whether this ACK was the one that confirmed it.
     pub(super) fn confirm(&mut self) -> bool {
-        if matches!(self.setup, Setup::Answered { .. }) {
-            self.setup = Setup::Established;
+        if matches!(self.setup.as_deref(), Some(Setup::Answered { .. })) {
+            self.setup = None;
             self.dialog.state = DialogState::Confirmed;
             return true;
         }
         false
+    }
+}
+
+/// The calls by the dialog of each leg, (Call-ID, our tag), kept as a keyed 64-bit hash of
+/// both: a slot is 24 bytes and holds no copy of either string, and a lookup allocates nothing.
+/// The keys are secret (std's `RandomState`), so nobody can aim at a collision; and a lookup
+/// is checked against the call it finds ([`Engine::find_dialog`]), so even a collision finds
+/// nothing rather than another call.
+#[derive(Debug, Default)]
+pub(super) struct DialogIndex {
+    map: std::collections::HashMap<u64, (u64, Side)>,
+    keys: std::collections::hash_map::RandomState,
+}
+
+impl DialogIndex {
+    fn key(&self, call_id: &str, tag: &str) -> u64 {
+        use std::hash::BuildHasher as _;
+        self.keys.hash_one((call_id, tag))
+    }
+
+    /// Indexes both legs of `dialog`.
+    pub(super) fn insert_call(&mut self, dialog: &Dialog) {
+        for side in [Side::Caller, Side::Callee] {
+            let leg = dialog.leg(side);
+            let key = self.key(&leg.call_id, &leg.local_tag);
+            self.map.insert(key, (dialog.id, side));
+        }
+    }
+
+    /// Forgets both legs of `dialog` (unless another call took a slot since).
+    pub(super) fn remove_call(&mut self, dialog: &Dialog) {
+        for side in [Side::Caller, Side::Callee] {
+            let leg = dialog.leg(side);
+            let key = self.key(&leg.call_id, &leg.local_tag);
+            if self.map.get(&key).is_some_and(|(id, _)| *id == dialog.id) {
+                self.map.remove(&key);
+            }
+        }
+    }
+
+    /// The call and side a leg's (Call-ID, our tag) may name (check it: see the type).
+    fn candidate(&self, call_id: &str, tag: &str) -> Option<(u64, Side)> {
+        self.map.get(&self.key(call_id, tag)).copied()
+    }
+
+    /// Legs indexed.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Room for legs.
+    #[cfg(test)]
+    pub(super) fn capacity(&self) -> usize {
+        self.map.capacity()
+    }
+
+    /// Gives back the room a burst left (see [`crate::compact`]).
+    pub(super) fn compact(&mut self) {
+        use crate::compact::Compact as _;
+        self.map.compact();
     }
 }
 
@@ -245,14 +333,18 @@ pub(super) fn side_index(side: Side) -> usize {
 }
 
 impl Engine {
+    /// The call and side whose leg has Call-ID `call_id` and our tag `tag`.
+    pub(super) fn find_dialog(&self, call_id: &str, tag: &str) -> Option<(u64, Side)> {
+        let (id, side) = self.dialogs.candidate(call_id, tag)?;
+        let leg = self.calls.get(&id)?.dialog.leg(side);
+        (leg.call_id == call_id && leg.local_tag == tag).then_some((id, side))
+    }
+
     pub(super) fn remove_call_quietly(&mut self, id: u64) {
         self.close_media(id);
         if let Some(call) = self.calls.remove(&id) {
             let d = &call.dialog;
-            self.dialogs
-                .remove(&(d.caller.call_id.clone(), d.caller.local_tag.clone()));
-            self.dialogs
-                .remove(&(d.callee.call_id.clone(), d.callee.local_tag.clone()));
+            self.dialogs.remove_call(d);
         }
     }
 
@@ -272,10 +364,7 @@ impl Engine {
                 // come), and the standby must not finish it.
                 self.changes.push_back(DialogChange::Delete(id));
             }
-            self.dialogs
-                .remove(&(d.caller.call_id.clone(), d.caller.local_tag.clone()));
-            self.dialogs
-                .remove(&(d.callee.call_id.clone(), d.callee.local_tag.clone()));
+            self.dialogs.remove_call(d);
         }
     }
 
@@ -324,7 +413,7 @@ impl Engine {
         };
         let mut callee = call.dialog.callee.clone();
         let mut caller = call.dialog.caller.clone();
-        if call.acks[side_index(Side::Callee)].is_none() {
+        if call.callee_awaits_ack() {
             let branch = self.ids.branch();
             let ack = self.build_request(
                 &callee,

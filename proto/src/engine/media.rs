@@ -178,12 +178,13 @@ impl Engine {
         let Some(call) = self.calls.get_mut(&id) else {
             return;
         };
-        if !call.offer_undo.as_ref().is_some_and(|(k, _)| k == key) {
+        if !call.offer_undo.as_ref().is_some_and(|u| u.0 == *key) {
             return;
         }
-        let Some((_, before)) = call.offer_undo.take() else {
+        let Some(undo) = call.offer_undo.take() else {
             return;
         };
+        let (_, before) = *undo;
         if accepted {
             return;
         }

@@ -53,7 +53,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 pub use call::DialogChange;
-use call::{Call, Lingering};
+use call::{Call, DialogIndex, Lingering};
 pub use config::{
     EngineConfig, Interface, MediaAnchoring, NextHop, SharedMediaTable, SourcePolicy,
 };
@@ -65,7 +65,7 @@ use timers::TimerHeap;
 use transactions::{ClientEntry, ClientKey, ServerEntry, ServerKey, TimerTarget};
 pub use transmit::{Inbound, Transmit};
 
-use crate::sip::dialog::{Dialog, DialogState, Side};
+use crate::sip::dialog::{Dialog, DialogState};
 use crate::sip::message::{ParseError, SipMessage};
 
 /// Sources remembered as verified (they completed a transaction with us), per engine, at most;
@@ -83,14 +83,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct Engine {
     cfg: EngineConfig,
     via_sent_by: Vec<String>,
-    calls: HashMap<u64, Call>,
+    /// Calls by id, boxed: a table of pointers grows and shrinks cheaply, and its slack costs
+    /// 16 bytes a slot rather than a whole call.
+    calls: HashMap<u64, Box<Call>>,
     changes: VecDeque<DialogChange>,
     /// Dialog ends not replicated yet, and replicated dialogs in `Terminating` to forget, in time
     /// order (both after 64·T1; see [`Lingering`]).
     lingering: VecDeque<(Instant, Lingering)>,
     /// The time last passed in (the engine has no clock of its own).
     now: Option<Instant>,
-    dialogs: HashMap<(String, String), (u64, Side)>,
+    dialogs: DialogIndex,
     server: HashMap<ServerKey, ServerEntry>,
     client: HashMap<ClientKey, ClientEntry>,
     timers: TimerHeap,
@@ -152,7 +154,7 @@ impl Engine {
             changes: VecDeque::new(),
             lingering: VecDeque::new(),
             now: None,
-            dialogs: HashMap::new(),
+            dialogs: DialogIndex::default(),
             server: HashMap::new(),
             client: HashMap::new(),
             timers: TimerHeap::default(),
@@ -203,16 +205,6 @@ impl Engine {
             }
             return;
         }
-        let keys = [
-            (
-                dialog.caller.call_id.clone(),
-                dialog.caller.local_tag.clone(),
-            ),
-            (
-                dialog.callee.call_id.clone(),
-                dialog.callee.local_tag.clone(),
-            ),
-        ];
         let record = dialog.media.clone();
         let call = match (dialog.state, dialog.setup.take()) {
             (DialogState::Confirmed | DialogState::Terminating, _) => Call::replicated(dialog),
@@ -226,10 +218,8 @@ impl Engine {
             self.lingering
                 .push_back((now + self.cfg.timers.t64(), Lingering::Forget(id)));
         }
-        let [caller, callee] = keys;
-        self.dialogs.insert(caller, (id, Side::Caller));
-        self.dialogs.insert(callee, (id, Side::Callee));
-        self.calls.insert(id, call);
+        self.dialogs.insert_call(&call.dialog);
+        self.calls.insert(id, Box::new(call));
         self.restore_media(now, id, record.as_ref());
     }
 
@@ -363,6 +353,11 @@ impl Engine {
                     self.changes.push_back(DialogChange::Delete(id));
                 }
                 Lingering::Forget(id) => self.remove_call_quietly(id),
+                Lingering::ForgetAcks(id) => {
+                    if let Some(call) = self.calls.get_mut(&id) {
+                        call.forget_acks();
+                    }
+                }
             }
         }
         while let Some(target) = self.timers.pop_due(now) {

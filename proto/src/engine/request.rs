@@ -8,7 +8,7 @@ use bytes::Bytes;
 use tracing::{debug, trace};
 
 use super::build::{strip_tag, via_sent_by};
-use super::call::{side_index, Call};
+use super::call::{Call, Lingering};
 use super::config::{leg_matches, NextHop};
 use super::ids::BRANCH_PREFIX;
 use super::media::AnchorRefusal;
@@ -107,10 +107,7 @@ impl Engine {
         let mf = (max_forwards - 1).min(70);
 
         if let Some(to_tag) = msg.to_tag() {
-            let found = msg
-                .call_id()
-                .and_then(|c| self.dialogs.get(&(c.to_owned(), to_tag.to_owned())))
-                .copied();
+            let found = msg.call_id().and_then(|c| self.find_dialog(c, to_tag));
             match found {
                 Some((call, side)) => {
                     self.request_in_dialog(now, inbound, msg, key, call, side, mf)
@@ -246,12 +243,6 @@ impl Engine {
         );
         self.respond_local(now, &key, 100);
 
-        self.dialogs
-            .insert((a_call_id, caller_tag), (id, Side::Caller));
-        self.dialogs.insert(
-            (callee.call_id.clone(), callee.local_tag.clone()),
-            (id, Side::Callee),
-        );
         let dialog = Dialog {
             id,
             caller,
@@ -263,7 +254,9 @@ impl Engine {
             media: None,
             setup: None,
         };
-        self.calls.insert(id, Call::inviting(dialog, key.clone()));
+        self.dialogs.insert_call(&dialog);
+        self.calls
+            .insert(id, Box::new(Call::inviting(dialog, key.clone())));
         let mut msg = msg;
         match self.anchor_body(now, id, Side::Caller, &msg) {
             Ok(Some(body)) => msg.body = body,
@@ -449,7 +442,7 @@ impl Engine {
         }
         let sent = self.send_on_leg(now, id, side.other(), &method, cseq, &msg, mf, Some(key));
         if let (Some(before), Some(ckey), Some(call)) = (before, sent, self.calls.get_mut(&id)) {
-            call.offer_undo = Some((ckey, before));
+            call.offer_undo = Some(Box::new((ckey, before)));
         }
         // CSeq and targets moved on: the standby must continue from here.
         self.replicate(id);
@@ -458,7 +451,7 @@ impl Engine {
     /// An ACK that matched no server transaction: the ACK for a 2xx, relayed end to end.
     pub(super) fn ack_in_dialog(&mut self, now: Instant, inbound: &Inbound, msg: &SipMessage) {
         let found = match (msg.call_id(), msg.to_tag()) {
-            (Some(c), Some(t)) => self.dialogs.get(&(c.to_owned(), t.to_owned())).copied(),
+            (Some(c), Some(t)) => self.find_dialog(c, t),
             _ => None,
         };
         let Some((id, side)) = found else {
@@ -507,7 +500,9 @@ impl Engine {
             payload,
         };
         if let Some(call) = self.calls.get_mut(&id) {
-            call.acks[side_index(side.other())] = Some(tx.clone());
+            call.set_ack(side.other(), tx.clone());
+            self.lingering
+                .push_back((now + self.cfg.timers.t64(), Lingering::ForgetAcks(id)));
             if side == Side::Caller && call.confirm() {
                 debug!(call_id = %call.dialog.caller.call_id, "call confirmed");
                 self.replicate(id);

@@ -9,7 +9,6 @@ use bytes::Bytes;
 use tracing::{debug, trace};
 
 use super::build::{build_ack, copy_end_to_end};
-use super::call::side_index;
 use super::transactions::{ClientKey, ClientTxn, ServerKey, ServerTxn};
 use super::transmit::{Inbound, Transmit};
 use super::{Engine, MAX_VERIFIED_SOURCES};
@@ -125,7 +124,7 @@ impl Engine {
             (200..300).contains(&code) && msg.cseq().is_some_and(|c| c.method == Method::Invite);
         if is_invite_2xx {
             let found = match (msg.call_id(), msg.from_tag()) {
-                (Some(c), Some(t)) => self.dialogs.get(&(c.to_owned(), t.to_owned())).copied(),
+                (Some(c), Some(t)) => self.find_dialog(c, t),
                 _ => None,
             };
             if let Some((id, side)) = found {
@@ -143,8 +142,8 @@ impl Engine {
         let Some(call) = self.calls.get(&id) else {
             return;
         };
-        let resend = call.acks[side_index(side)]
-            .as_ref()
+        let resend = call
+            .ack(side)
             .or_else(|| (side == Side::Callee).then(|| call.caller_2xx()).flatten())
             .cloned();
         if let Some(tx) = resend {

@@ -7,7 +7,6 @@ use std::time::Instant;
 
 use tracing::debug;
 
-use super::call::Call;
 use super::transactions::{ClientKey, ClientTxn, ServerKey, ServerTxn, TimerTarget, TxKind};
 use super::transmit::Transmit;
 use super::Engine;
@@ -15,8 +14,9 @@ use crate::sip::message::Method;
 use crate::sip::transaction::TimerAction;
 
 /// Deadlines of transactions, earliest first. A transaction re-armed for a new deadline gets
-/// a new entry; the old one fires into a state that has moved on, which checks its own
-/// deadline and does nothing early (see `armed` in the entries).
+/// a new entry and its old one is cancelled: the target (the transaction's key) is dropped at
+/// once, and the bare deadline left in the heap is skipped when it comes, or swept by
+/// [`TimerHeap::compact`] (see `armed` in the entries).
 #[derive(Debug, Default)]
 pub(super) struct TimerHeap {
     pub(super) heap: BinaryHeap<Reverse<(Instant, u64)>>,
@@ -28,16 +28,28 @@ impl TimerHeap {
     /// Gives back the room a burst left (see [`crate::compact`]).
     pub(super) fn compact(&mut self) {
         use crate::compact::Compact as _;
+        if self.heap.len() > 2 * self.targets.len() + 16 {
+            // Mostly cancelled deadlines (a timer C of 180 s outlives its call's set-up).
+            let targets = &self.targets;
+            self.heap
+                .retain(|Reverse((_, id))| targets.contains_key(id));
+        }
         self.heap.compact();
         self.targets.compact();
     }
 
-    /// Arms a deadline for `target`.
-    pub(super) fn push(&mut self, at: Instant, target: TimerTarget) {
+    /// Arms a deadline for `target`; returns its id (to cancel it).
+    pub(super) fn push(&mut self, at: Instant, target: TimerTarget) -> u64 {
         let id = self.next;
         self.next += 1;
         self.targets.insert(id, target);
         self.heap.push(Reverse((at, id)));
+        id
+    }
+
+    /// Cancels the deadline `id` (nothing if it fired already).
+    pub(super) fn cancel(&mut self, id: u64) {
+        self.targets.remove(&id);
     }
 
     /// The earliest deadline.
@@ -60,21 +72,46 @@ impl TimerHeap {
     }
 }
 
-impl Engine {
-    pub(super) fn push_timer(&mut self, at: Instant, target: TimerTarget) {
-        self.timers.push(at, target);
-    }
+/// The deadline a transaction has in the heap, and its id there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Armed {
+    pub(super) at: Instant,
+    id: u64,
+}
 
+/// Arms `next` (a transaction's earliest deadline) if it is not the one `armed` already,
+/// cancelling that one: returns the new arming, or `None` if nothing changed.
+fn rearm(
+    timers: &mut TimerHeap,
+    next: Option<Instant>,
+    armed: Option<Armed>,
+    target: impl FnOnce() -> TimerTarget,
+) -> Option<Armed> {
+    let at = next?;
+    if armed.is_some_and(|a| a.at == at) {
+        return None;
+    }
+    if let Some(old) = armed {
+        timers.cancel(old.id);
+    }
+    Some(Armed {
+        at,
+        id: timers.push(at, target()),
+    })
+}
+
+impl Engine {
     pub(super) fn arm_server(&mut self, key: &ServerKey) {
         let Some(entry) = self.server.get_mut(key) else {
             return;
         };
-        let next = entry.txn.poll_timeout();
-        if next.is_some() && next != entry.armed {
-            entry.armed = next;
-            if let Some(at) = next {
-                self.push_timer(at, TimerTarget::Server(key.clone()));
-            }
+        if let Some(armed) = rearm(
+            &mut self.timers,
+            entry.txn.poll_timeout(),
+            entry.armed,
+            || TimerTarget::Server(key.clone()),
+        ) {
+            entry.armed = Some(armed);
         }
     }
 
@@ -82,12 +119,13 @@ impl Engine {
         let Some(entry) = self.client.get_mut(key) else {
             return;
         };
-        let next = entry.txn.poll_timeout();
-        if next.is_some() && next != entry.armed {
-            entry.armed = next;
-            if let Some(at) = next {
-                self.push_timer(at, TimerTarget::Client(key.clone()));
-            }
+        if let Some(armed) = rearm(
+            &mut self.timers,
+            entry.txn.poll_timeout(),
+            entry.armed,
+            || TimerTarget::Client(key.clone()),
+        ) {
+            entry.armed = Some(armed);
         }
     }
 
@@ -95,7 +133,7 @@ impl Engine {
         let Some(entry) = self.server.get_mut(&key) else {
             return;
         };
-        if entry.armed.is_some_and(|a| a <= now) {
+        if entry.armed.is_some_and(|a| a.at <= now) {
             entry.armed = None;
         }
         let (action, acked) = match &mut entry.txn {
@@ -132,7 +170,7 @@ impl Engine {
         let Some(entry) = self.client.get_mut(&key) else {
             return;
         };
-        if entry.armed.is_some_and(|a| a <= now) {
+        if entry.armed.is_some_and(|a| a.at <= now) {
             entry.armed = None;
         }
         // Timer C: the callee rang too long.
@@ -188,7 +226,7 @@ impl Engine {
                         .calls
                         .get(&id)
                         .is_some_and(|c| c.is_initial_invite(&key));
-                    let cancelled = self.calls.get(&id).is_some_and(Call::is_cancelled);
+                    let cancelled = self.calls.get(&id).is_some_and(|c| c.is_cancelled());
                     if initial {
                         if !cancelled {
                             self.stats.calls_failed += 1;

@@ -102,7 +102,7 @@ pub(super) struct ServerEntry {
     pub(super) contact: bool,
     pub(super) last_response: Option<Bytes>,
     pub(super) call: Option<u64>,
-    pub(super) armed: Option<Instant>,
+    pub(super) armed: Option<super::timers::Armed>,
     /// A BYE on a dialog that is already ending: whatever the far end answers (481 if it has
     /// already hung up), the sender gets 200, because the call is over either way.
     pub(super) end_anyway: bool,
@@ -211,7 +211,7 @@ pub(super) struct ClientEntry {
     pub(super) server: Option<ServerKey>,
     pub(super) call: Option<u64>,
     pub(super) side: Side,
-    pub(super) armed: Option<Instant>,
+    pub(super) armed: Option<super::timers::Armed>,
 }
 
 pub(super) fn server_key(msg: &SipMessage, method: &Method) -> Option<ServerKey> {

@@ -3,6 +3,7 @@
 //! would have.
 
 use super::*;
+use crate::sip::dialog::Side;
 
 /// The new active: every change the active streamed so far applied to a fresh engine, at
 /// `after` past the active's clock. The old world keeps what it sent; the new one starts
@@ -269,4 +270,40 @@ fn a_set_up_older_than_timer_c_is_not_installed() {
     let mut b = World::new();
     b.engine.install_dialog(b.now, d);
     assert_eq!(b.engine.call_count(), 0);
+}
+
+#[test]
+fn an_established_call_keeps_no_transaction_or_message_copy_after_the_rfc_6026_windows() {
+    let mut w = World::new();
+    establish(&mut w);
+    // The callee's 2xx comes again within the window: our ACK is repeated.
+    let inv = w.to_callee[0].clone();
+    let acks = |w: &World| w.methods_to_callee().iter().filter(|m| *m == "ACK").count();
+    w.callee_responds_to(&inv, 200, "b1");
+    assert_eq!(acks(&w), 2);
+    w.advance(Duration::from_secs(40));
+    let call = w.engine.calls.values().next().expect("the call");
+    assert!(call.ack(Side::Callee).is_none(), "no ACK kept after 64·T1");
+    assert_eq!(w.engine.server.len() + w.engine.client.len(), 0);
+    assert_eq!(w.engine.timers.targets.len(), 0, "no timer left armed");
+    assert_eq!(w.engine.dialogs.len(), 2);
+    // What every established call costs inline, boxed in the call table: one jemalloc size
+    // class (640 bytes) at most.
+    assert!(
+        size_of::<Call>() <= 640,
+        "{}",
+        size_of::<Call>()
+    );
+    // A media BYE on such a call sends no stray ACK first (the callee's 2xx was ACKed).
+    w.engine.tear_down(w.now, call_id_of(&w));
+    w.collect();
+    assert_eq!(acks(&w), 2);
+    assert_eq!(
+        w.methods_to_callee().last().map(String::as_str),
+        Some("BYE")
+    );
+}
+
+fn call_id_of(w: &World) -> u64 {
+    w.engine.dialogs().next().map(|d| d.id).unwrap_or_default()
 }
