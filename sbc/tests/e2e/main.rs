@@ -34,6 +34,7 @@ mod pair_memory_switchover;
 mod pair_partition;
 mod pair_push;
 mod pair_strangers;
+mod pair_tcp_failover;
 mod reinvite;
 mod retransmission;
 mod scenarios_selfcheck;
