@@ -60,6 +60,19 @@ fn sdp(ep: &Endpoint) -> String {
     )
 }
 
+/// The address of a SIP URI (or name-addr) whose host is an IPv4 literal (port 5060 if none).
+fn uri_addr(uri: &str) -> Option<std::net::SocketAddr> {
+    let uri = name_addr_uri(uri);
+    let rest = uri.split_once(':')?.1;
+    let host_port = rest.split_once('@').map_or(rest, |(_, h)| h);
+    let host_port = host_port.split([';', '?']).next()?;
+    let (host, port) = host_port.split_once(':').unwrap_or((host_port, "5060"));
+    Some(std::net::SocketAddr::new(
+        host.parse().ok()?,
+        port.parse().ok()?,
+    ))
+}
+
 async fn recv_until(rx: &mut UnboundedReceiver<Incoming>, deadline: Instant) -> Option<Incoming> {
     timeout_at(deadline, rx.recv()).await.ok().flatten()
 }
@@ -111,6 +124,25 @@ impl Call {
             .send(peer, data)
             .await
             .map_err(|_| FailureReason::Transport)
+    }
+
+    /// Sends an in-dialog request of `d`. Over TCP, if the connection the dialog came on is
+    /// gone (a UAS whose caller's node died), one is opened to the dialog's next hop (its first
+    /// Route, else its remote target, which must name an IP) and the dialog moves to it.
+    async fn send_in_dialog(&self, d: &mut Dialog, data: Bytes) -> Result<(), FailureReason> {
+        let first = self.send(&d.peer.clone(), data.clone()).await;
+        if first.is_ok() || !matches!(d.peer, Peer::Tcp(_)) {
+            return first;
+        }
+        let next = d.route_set.first().unwrap_or(&d.remote_target);
+        let addr = uri_addr(next).ok_or(FailureReason::Transport)?;
+        let conn = self
+            .ep
+            .tcp_to(addr)
+            .await
+            .map_err(|_| FailureReason::Transport)?;
+        d.peer = Peer::Tcp(conn);
+        self.send(&d.peer.clone(), data).await
     }
 
     fn reliable(&self) -> bool {
@@ -249,7 +281,7 @@ impl Call {
         let cseq = d.local_cseq;
         let branch = new_branch();
         let bye = self.request(d, "BYE", cseq, &branch);
-        if let Err(reason) = self.send(&d.peer.clone(), bye.clone()).await {
+        if let Err(reason) = self.send_in_dialog(d, bye.clone()).await {
             return End::Failed(reason);
         }
         if !we_hang_up {
@@ -280,7 +312,7 @@ impl Call {
                     interval = (interval * 2).min(self.timers.t2);
                     next_e = Instant::now() + interval;
                     self.ep.stats.retransmitted();
-                    if let Err(reason) = self.send(&d.peer.clone(), bye.clone()).await {
+                    if let Err(reason) = self.send_in_dialog(d, bye.clone()).await {
                         return End::Failed(reason);
                     }
                 }

@@ -156,6 +156,12 @@ pub struct UacConfig {
     pub to_user: String,
     /// User part of From.
     pub from_user: String,
+    /// TCP: listen on `local` and write that address in Via and Contact, and open the
+    /// connection to the target from another (ephemeral) port, as SIPp does; a lost connection
+    /// is opened again only when there is something to send. Without it (the default), the
+    /// Contact is the connection's own address, re-established at once when lost.
+    #[serde(default)]
+    pub tcp_listen: bool,
 }
 
 impl UacConfig {
@@ -178,6 +184,7 @@ impl UacConfig {
             bye_wait: Duration::from_secs(32),
             to_user: "service".into(),
             from_user: "lab".into(),
+            tcp_listen: false,
         }
     }
 }
@@ -265,7 +272,7 @@ impl Uac {
             ));
         }
         let stats = Arc::new(Stats::new("uac"));
-        let ep = Endpoint::uac(cfg.transport, cfg.local, cfg.target, stats).await?;
+        let ep = Endpoint::uac(cfg.transport, cfg.local, cfg.target, cfg.tcp_listen, stats).await?;
         let (stop, mut stop_rx) = watch::channel(false);
         let (release, release_rx) = watch::channel(false);
         let (done_tx, done) = watch::channel(false);

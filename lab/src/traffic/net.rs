@@ -1,12 +1,19 @@
 //! Sockets and message routing: one UDP socket, or TCP connections (a listener on a UAS, one
 //! outgoing connection on a UAC, re-opened when lost), and a table that hands every received
 //! message to the task of its call, keyed by Call-ID.
+//!
+//! A lost TCP connection is re-established as an RFC 5626 UA re-establishes its flow: the
+//! UAC's connection to its target is opened again at once (from the same local port, so the
+//! Contact its calls gave stays reachable through it), retried every 100 ms for up to 30 s; a
+//! UAS whose in-dialog request finds the connection of its dialog gone opens one to the
+//! dialog's next hop ([`Endpoint::tcp_to`]). That is what an SBC pair's kill -9 needs: every
+//! connection of the dead node is gone, and the new active serves the same addresses.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -53,6 +60,10 @@ pub(crate) struct Endpoint {
     udp: Option<Arc<UdpSocket>>,
     target: Option<SocketAddr>,
     tcp_out: tokio::sync::Mutex<Option<Conn>>,
+    /// A TCP UAC listening on its Contact address (its connections come from other ports).
+    listening: bool,
+    /// Connections a UAS opened to its dialogs' next hops, by address.
+    tcp_dialled: tokio::sync::Mutex<HashMap<SocketAddr, Conn>>,
     calls: Mutex<HashMap<String, mpsc::UnboundedSender<Incoming>>>,
     new_calls: Option<mpsc::UnboundedSender<NewCall>>,
     tasks: Mutex<Option<JoinSet<()>>>,
@@ -64,22 +75,34 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Endpoint {
     /// Binds a UAC endpoint: UDP socket on `local`, or (TCP) a first connection from `local` to
-    /// `target`.
+    /// `target` (with `listen`: a listener on `local`, and a first connection from another
+    /// port).
     pub(crate) async fn uac(
         transport: Transport,
         local: SocketAddr,
         target: SocketAddr,
+        listen: bool,
         stats: Arc<Stats>,
     ) -> io::Result<Arc<Self>> {
         let udp = match transport {
             Transport::Udp => Some(Arc::new(UdpSocket::bind(local).await?)),
             Transport::Tcp => None,
         };
-        let bound = match &udp {
-            Some(s) => s.local_addr()?,
-            None => local,
+        let listener = match transport {
+            Transport::Tcp if listen => Some(TcpListener::bind(local).await?),
+            _ => None,
         };
-        let ep = Arc::new(Self::new(transport, bound, udp, Some(target), None, stats));
+        let bound = match (&udp, &listener) {
+            (Some(s), _) => s.local_addr()?,
+            (None, Some(l)) => l.local_addr()?,
+            (None, None) => local,
+        };
+        let mut ep = Self::new(transport, bound, udp, Some(target), None, stats);
+        ep.listening = listener.is_some();
+        let ep = Arc::new(ep);
+        if let Some(l) = listener {
+            ep.accept_loop(l);
+        }
         match transport {
             Transport::Udp => ep.start_udp(),
             Transport::Tcp => {
@@ -87,6 +110,22 @@ impl Endpoint {
             }
         }
         Ok(ep)
+    }
+
+    /// Serves the connections accepted on `l` (their messages routed like any other).
+    fn accept_loop(self: &Arc<Self>, l: TcpListener) {
+        let weak = Arc::downgrade(self);
+        self.spawn(async move {
+            loop {
+                let Ok((stream, _)) = l.accept().await else {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                };
+                let Some(ep) = weak.upgrade() else { return };
+                let _ = stream.set_nodelay(true);
+                ep.start_conn(stream, false);
+            }
+        });
     }
 
     /// Binds a UAS endpoint on `local`; new calls are announced on the returned channel.
@@ -115,18 +154,7 @@ impl Endpoint {
                 let l = TcpListener::bind(local).await?;
                 let bound = l.local_addr()?;
                 let ep = Arc::new(Self::new(transport, bound, None, None, Some(tx), stats));
-                let weak = Arc::downgrade(&ep);
-                ep.spawn(async move {
-                    loop {
-                        let Ok((stream, _)) = l.accept().await else {
-                            tokio::time::sleep(Duration::from_millis(20)).await;
-                            continue;
-                        };
-                        let Some(ep) = weak.upgrade() else { return };
-                        let _ = stream.set_nodelay(true);
-                        ep.start_conn(stream);
-                    }
-                });
+                ep.accept_loop(l);
                 ep
             }
         };
@@ -148,6 +176,8 @@ impl Endpoint {
             udp,
             target,
             tcp_out: tokio::sync::Mutex::new(None),
+            listening: false,
+            tcp_dialled: tokio::sync::Mutex::new(HashMap::new()),
             calls: Mutex::new(HashMap::new()),
             new_calls,
             tasks: Mutex::new(Some(JoinSet::new())),
@@ -260,14 +290,55 @@ impl Endpoint {
             SocketAddr::V6(_) => TcpSocket::new_v6()?,
         };
         sock.set_reuseaddr(true)?;
-        sock.bind(local)?;
+        if self.listening {
+            sock.bind(SocketAddr::new(local.ip(), 0))?;
+        } else {
+            sock.bind(local)?;
+        }
         let stream = tokio::time::timeout(Duration::from_secs(5), sock.connect(target))
             .await
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TCP connect timed out"))??;
         let _ = stream.set_nodelay(true);
-        *lock(&self.local) = stream.local_addr()?;
-        let conn = self.start_conn(stream);
+        if !self.listening {
+            *lock(&self.local) = stream.local_addr()?;
+        }
+        let conn = self.start_conn(stream, !self.listening);
         *out = Some(conn.clone());
+        Ok(conn)
+    }
+
+    /// The UAC's target connection closed: open it again, every 100 ms for up to 30 s, until
+    /// one attempt succeeds or the endpoint is gone.
+    async fn redial(weak: Weak<Self>) {
+        for _ in 0..300 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let Some(ep) = weak.upgrade() else { return };
+            if ep.tcp_target().await.is_ok() {
+                return;
+            }
+        }
+    }
+
+    /// A connection to `addr` (a UAS's dialog's next hop, when the connection its dialog came
+    /// on is gone): an open one already dialled there, or a new one (from the endpoint's IP).
+    pub(crate) async fn tcp_to(self: &Arc<Self>, addr: SocketAddr) -> io::Result<Conn> {
+        let mut dialled = self.tcp_dialled.lock().await;
+        if let Some(conn) = dialled.get(&addr) {
+            if !conn.tx.is_closed() {
+                return Ok(conn.clone());
+            }
+        }
+        let sock = match addr {
+            SocketAddr::V4(_) => TcpSocket::new_v4()?,
+            SocketAddr::V6(_) => TcpSocket::new_v6()?,
+        };
+        sock.bind(SocketAddr::new(self.local().ip(), 0))?;
+        let stream = tokio::time::timeout(Duration::from_secs(5), sock.connect(addr))
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TCP connect timed out"))??;
+        let _ = stream.set_nodelay(true);
+        let conn = self.start_conn(stream, false);
+        dialled.insert(addr, conn.clone());
         Ok(conn)
     }
 
@@ -290,12 +361,23 @@ impl Endpoint {
         });
     }
 
-    fn start_conn(self: &Arc<Self>, stream: TcpStream) -> Conn {
+    /// Starts the writer and reader of a connection. When the reader sees the connection end,
+    /// the writer stops too (so senders see it closed, instead of writing into a connection
+    /// the peer has closed), and the UAC's target connection (`redial`) is opened again.
+    fn start_conn(self: &Arc<Self>, stream: TcpStream, redial: bool) -> Conn {
         let (mut read, mut write) = stream.into_split();
         let (tx, mut rx) = mpsc::unbounded_channel::<Bytes>();
+        let (ended_tx, mut ended_rx) = tokio::sync::oneshot::channel::<()>();
         let conn = Conn { tx };
         self.spawn(async move {
-            while let Some(b) = rx.recv().await {
+            loop {
+                let b = tokio::select! {
+                    b = rx.recv() => match b {
+                        Some(b) => b,
+                        None => break,
+                    },
+                    _ = &mut ended_rx => break,
+                };
                 if write.write_all(&b).await.is_err() {
                     break;
                 }
@@ -328,6 +410,12 @@ impl Endpoint {
                         }
                         Err(_) => break 'read,
                     }
+                }
+            }
+            let _ = ended_tx.send(());
+            if redial {
+                if let Some(ep) = weak.upgrade() {
+                    ep.spawn(Self::redial(weak));
                 }
             }
         });

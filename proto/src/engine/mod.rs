@@ -28,7 +28,8 @@
 //! Rooms: `config` (what the engine is told), `transmit` (in and out), `transactions` and
 //! `timers` (the transaction table and its deadlines), `call` (calls, their setup phase and how
 //! they end), the `request`, `cancel` and `response` paths, `build` (messages), `refusal` (400,
-//! 503, Retry-After), `ids` (tags, branches and Call-IDs from the seeded stream) and `stats`.
+//! 503, Retry-After), `ids` (tags, branches and Call-IDs from the seeded stream), `reach` (where
+//! a new active reaches the peers of the TCP calls it takes over) and `stats`.
 
 mod build;
 mod call;
@@ -36,6 +37,7 @@ mod cancel;
 mod config;
 mod ids;
 mod media;
+mod reach;
 mod refusal;
 mod request;
 mod response;
@@ -188,9 +190,12 @@ impl Engine {
     /// media session on the same ports, whose legs may latch again from `now`). A call still
     /// being set up (with its [`crate::sip::dialog::CallSetup`]) gets its INVITE transactions
     /// back, so that the callee's responses, the caller's ACK or CANCEL finish it here; one
-    /// older than timer C, or without its set-up, is not installed.
-    pub fn install_dialog(&mut self, now: Instant, mut dialog: Dialog) {
+    /// older than timer C, or without its set-up, is not installed. A TCP caller leg is
+    /// redirected to the caller's Contact (see `reach`): the former active's connections died
+    /// with it.
+    pub fn install_dialog(&mut self, now: Instant, dialog: Dialog) {
         self.now = Some(now);
+        let mut dialog = reach::after_takeover(dialog);
         let id = dialog.id;
         if self.calls.contains_key(&id) {
             // This engine already serves the call: its own state is the newest. Its media

@@ -17,6 +17,17 @@
 //!   the queue, and more than 16 pings while an answer is still unwritten close the
 //!   connection. A client that sends but never reads is therefore closed instead of growing
 //!   the node's memory.
+//! - **Dialling**: a request (never a response) to a destination with no open connection opens
+//!   one: to a session-agent for a new call, and after a takeover to the peers of the calls the
+//!   former active's connections carried (their connections died with it; the engine sends a
+//!   TCP caller's requests to its Contact, see `sbc_proto::engine` `reach`). At most one
+//!   connect is in flight per destination, with the messages behind it queued within the
+//!   connection's write-queue bound; at most [`MAX_CONNECTS_IN_FLIGHT`] connects at once; a
+//!   connect gives up after [`CONNECT_TIMEOUT`]; dialled connections count against
+//!   `tcp-max-connections` per interface (separately from accepted ones, so a flood of accepted
+//!   connections cannot cut the node off from its session-agents), and their source address is
+//!   the interface's IP (the service address a peer knows, on whichever node is active). What
+//!   does not fit is dropped and counted; the transaction's timer then answers 408.
 //! - **Reads**: the read buffer starts at 4 KiB and grows only as bytes arrive, never beyond the
 //!   largest message (`max-message-size`); the framer remembers how far it scanned, so a
 //!   trickled header block is not rescanned from its start at every read; an emptied buffer that
@@ -87,6 +98,12 @@ impl TcpSettings {
 
 /// The smallest cost of one queued write: bounds the number of queued items too.
 const MIN_ITEM_COST: usize = 64;
+/// How long opening a connection to a peer may take (Kamailio's `tcp_connect_timeout` is 10 s;
+/// a next hop that does not accept within 5 s is down for a SIP transaction, whose timer B or F
+/// fires at 32 s anyway).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Connects in flight at once, at most (each with its queue of messages waiting for it).
+pub const MAX_CONNECTS_IN_FLIGHT: usize = 256;
 /// The read buffer's first size, and how much it grows at a time.
 const READ_CHUNK: usize = 4096;
 /// An emptied read buffer larger than this is replaced by a small one.
@@ -101,6 +118,13 @@ pub struct TcpStatsSnapshot {
     pub accepted: u64,
     /// Connections dialled to next hops since start.
     pub dialled: u64,
+    /// Connects that failed or timed out (their queued messages dropped).
+    pub dial_failed: u64,
+    /// Connects not attempted: the interface had `tcp-max-connections` dialled connections.
+    pub refused_dial_cap: u64,
+    /// Messages dropped while waiting for a connect: its queue was full, or
+    /// [`MAX_CONNECTS_IN_FLIGHT`] connects were in flight.
+    pub dial_dropped: u64,
     /// Accepted connections closed at once: the interface had `tcp-max-connections`.
     pub refused_interface_cap: u64,
     /// Accepted connections closed at once: the source had `tcp-max-connections-per-source`.
@@ -124,6 +148,9 @@ struct TcpStats {
     open: AtomicU64,
     accepted: AtomicU64,
     dialled: AtomicU64,
+    dial_failed: AtomicU64,
+    refused_dial_cap: AtomicU64,
+    dial_dropped: AtomicU64,
     refused_interface_cap: AtomicU64,
     refused_source_cap: AtomicU64,
     closed_idle: AtomicU64,
@@ -199,6 +226,10 @@ pub struct TcpEdge {
     trusted: RwLock<HashSet<IpAddr>>,
     conns: Mutex<HashMap<SocketAddr, Conn>>,
     per_interface: Vec<AtomicUsize>,
+    /// Dialled connections (and connects in flight) per interface.
+    dialled_per_interface: Vec<AtomicUsize>,
+    /// Each interface's IP: the source address of the connections dialled from it.
+    interface_ips: Vec<IpAddr>,
     per_source: Mutex<HashMap<IpAddr, usize>>,
     stats: TcpStats,
 }
@@ -218,6 +249,10 @@ impl TcpEdge {
             per_interface: (0..cfg.sip_interfaces.len())
                 .map(|_| AtomicUsize::new(0))
                 .collect(),
+            dialled_per_interface: (0..cfg.sip_interfaces.len())
+                .map(|_| AtomicUsize::new(0))
+                .collect(),
+            interface_ips: cfg.sip_interfaces.iter().map(|i| i.address).collect(),
             per_source: Mutex::new(HashMap::new()),
             stats: TcpStats::default(),
         }
@@ -252,6 +287,9 @@ impl TcpEdge {
             open: g(&s.open),
             accepted: g(&s.accepted),
             dialled: g(&s.dialled),
+            dial_failed: g(&s.dial_failed),
+            refused_dial_cap: g(&s.refused_dial_cap),
+            dial_dropped: g(&s.dial_dropped),
             refused_interface_cap: g(&s.refused_interface_cap),
             refused_source_cap: g(&s.refused_source_cap),
             closed_idle: g(&s.closed_idle),
@@ -292,21 +330,45 @@ impl TcpEdge {
             edge: self.clone(),
             interface,
             source: (!trusted).then_some(peer.ip()),
+            dialled: false,
+        })
+    }
+
+    /// Takes a place for a connection dialled from `interface`, or says why not (counted).
+    fn admit_dial(self: &Arc<Self>, interface: usize) -> Option<Admitted> {
+        let cap = self.settings().max_connections;
+        let count = self.dialled_per_interface.get(interface)?;
+        if count.fetch_add(1, Ordering::AcqRel) >= cap {
+            count.fetch_sub(1, Ordering::AcqRel);
+            bump(&self.stats.refused_dial_cap);
+            return None;
+        }
+        Some(Admitted {
+            edge: self.clone(),
+            interface,
+            source: None,
+            dialled: true,
         })
     }
 }
 
-/// An accepted connection's place in the counts; given back when dropped.
+/// A connection's place in the counts (accepted, or dialled); given back when dropped.
 #[derive(Debug)]
 struct Admitted {
     edge: Arc<TcpEdge>,
     interface: usize,
     source: Option<IpAddr>,
+    dialled: bool,
 }
 
 impl Drop for Admitted {
     fn drop(&mut self) {
-        if let Some(c) = self.edge.per_interface.get(self.interface) {
+        let counts = if self.dialled {
+            &self.edge.dialled_per_interface
+        } else {
+            &self.edge.per_interface
+        };
+        if let Some(c) = counts.get(self.interface) {
             c.fetch_sub(1, Ordering::AcqRel);
         }
         if let Some(ip) = self.source {
@@ -520,14 +582,103 @@ async fn read_loop(
     debug!(%peer, reason = ?why, "TCP connection closed");
 }
 
+/// The connects in flight, each with the messages waiting for it: at most one connect per
+/// destination, at most `max_connects` at once, each queue bounded like a connection's write
+/// queue. Pure bookkeeping (the sender task does the I/O), so its rules are unit-tested.
+#[derive(Debug)]
+struct Dialling {
+    pending: HashMap<SocketAddr, Waiting>,
+    max_connects: usize,
+}
+
+/// The messages waiting for one connect, and what they cost against the queue bound.
+#[derive(Debug, Default)]
+struct Waiting {
+    queued: Vec<Bytes>,
+    cost: usize,
+}
+
+/// What to do with a message for a destination without a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Queued {
+    /// The first message for it: queued, and a connect must start.
+    Connect,
+    /// Queued behind the connect in flight.
+    Behind,
+    /// Dropped: the connect's queue is full.
+    QueueFull,
+    /// Dropped: too many connects are in flight.
+    TooManyConnects,
+}
+
+impl Dialling {
+    fn new(max_connects: usize) -> Self {
+        Self {
+            pending: HashMap::new(),
+            max_connects,
+        }
+    }
+
+    /// Queues `payload` for `dest`, within `limit` bytes (each item costing at least
+    /// [`MIN_ITEM_COST`]).
+    fn push(&mut self, dest: SocketAddr, payload: Bytes, limit: usize) -> Queued {
+        let cost = payload.len().max(MIN_ITEM_COST);
+        if let Some(w) = self.pending.get_mut(&dest) {
+            if w.cost + cost > limit {
+                return Queued::QueueFull;
+            }
+            w.cost += cost;
+            w.queued.push(payload);
+            return Queued::Behind;
+        }
+        if self.pending.len() >= self.max_connects {
+            return Queued::TooManyConnects;
+        }
+        if cost > limit {
+            return Queued::QueueFull;
+        }
+        self.pending.insert(
+            dest,
+            Waiting {
+                queued: vec![payload],
+                cost,
+            },
+        );
+        Queued::Connect
+    }
+
+    /// The connect to `dest` ended: what waited for it, in order.
+    fn finish(&mut self, dest: SocketAddr) -> Vec<Bytes> {
+        self.pending
+            .remove(&dest)
+            .map(|w| w.queued)
+            .unwrap_or_default()
+    }
+}
+
+/// Opens a connection from `interface`'s IP (any port) to `dest`, within [`CONNECT_TIMEOUT`].
+async fn connect(local: Option<IpAddr>, dest: SocketAddr) -> std::io::Result<TcpStream> {
+    let socket = match dest {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    if let Some(ip) = local.filter(|ip| !ip.is_unspecified() && ip.is_ipv4() == dest.is_ipv4()) {
+        socket.bind(SocketAddr::new(ip, 0))?;
+    }
+    tokio::time::timeout(CONNECT_TIMEOUT, socket.connect(dest))
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "TCP connect timed out"))?
+}
+
 /// Sends TCP transmits, opening a connection to the destination when none exists (a response
-/// whose connection is gone is dropped: the peer's ephemeral port is not dialled).
+/// whose connection is gone is dropped: the peer's ephemeral port is not dialled). See the
+/// module docs for the bounds on dialling.
 pub async fn sender(
     mut rx: tmpsc::UnboundedReceiver<Transmit>,
     edge: Arc<TcpEdge>,
     dispatch: Dispatch,
 ) {
-    let mut connecting: HashMap<SocketAddr, Vec<Bytes>> = HashMap::new();
+    let mut dialling = Dialling::new(MAX_CONNECTS_IN_FLIGHT);
     let (done_tx, mut done_rx) = tmpsc::unbounded_channel::<(SocketAddr, Option<Conn>)>();
     loop {
         tokio::select! {
@@ -543,26 +694,33 @@ pub async fn sender(
                     debug!(dest = %t.dest, "TCP connection gone; response dropped");
                     continue;
                 }
-                if let Some(q) = connecting.get_mut(&t.dest) {
-                    // Bounded like a connection's queue while it is being opened.
-                    if q.iter().map(|b| b.len().max(MIN_ITEM_COST)).sum::<usize>() < limit {
-                        q.push(t.payload);
+                match dialling.push(t.dest, t.payload, limit) {
+                    Queued::Behind => continue,
+                    Queued::QueueFull | Queued::TooManyConnects => {
+                        bump(&edge.stats.dial_dropped);
+                        debug!(dest = %t.dest, "TCP connect pending; message dropped");
+                        continue;
                     }
-                    continue;
+                    Queued::Connect => {}
                 }
-                connecting.insert(t.dest, vec![t.payload]);
-                let (edge, dispatch, done) = (edge.clone(), dispatch.clone(), done_tx.clone());
                 let (dest, interface) = (t.dest, t.interface);
+                let Some(place) = edge.admit_dial(interface) else {
+                    debug!(%dest, "TCP connect refused: dialled connection cap");
+                    drop(dialling.finish(dest));
+                    continue;
+                };
+                let local = edge.interface_ips.get(interface).copied();
+                let (edge, dispatch, done) = (edge.clone(), dispatch.clone(), done_tx.clone());
                 tokio::spawn(async move {
-                    let r = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(dest)).await;
-                    let conn = match r {
-                        Ok(Ok(stream)) => {
+                    let conn = match connect(local, dest).await {
+                        Ok(stream) => {
                             let _ = stream.set_nodelay(true);
                             bump(&edge.stats.dialled);
-                            Some(serve(interface, stream, dest, None, &edge, dispatch))
+                            Some(serve(interface, stream, dest, Some(place), &edge, dispatch))
                         }
-                        _ => {
-                            debug!(%dest, "TCP connect failed");
+                        Err(e) => {
+                            bump(&edge.stats.dial_failed);
+                            debug!(%dest, error = %e, "TCP connect failed");
                             None
                         }
                     };
@@ -571,7 +729,7 @@ pub async fn sender(
             }
             d = done_rx.recv() => {
                 let Some((dest, conn)) = d else { continue };
-                let queued = connecting.remove(&dest).unwrap_or_default();
+                let queued = dialling.finish(dest);
                 if let Some(conn) = conn {
                     let limit = edge.settings().write_queue_bytes;
                     for b in queued {
@@ -582,5 +740,96 @@ pub async fn sender(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sa(s: &str) -> SocketAddr {
+        s.parse().expect("test address")
+    }
+
+    #[test]
+    fn one_connect_per_destination_with_its_messages_behind_it_in_order() {
+        let mut d = Dialling::new(4);
+        let dest = sa("127.0.0.1:5060");
+        assert_eq!(
+            d.push(dest, Bytes::from_static(b"BYE 1"), 1024),
+            Queued::Connect
+        );
+        assert_eq!(
+            d.push(dest, Bytes::from_static(b"BYE 2"), 1024),
+            Queued::Behind
+        );
+        assert_eq!(
+            d.push(sa("127.0.0.1:5070"), Bytes::from_static(b"BYE 3"), 1024),
+            Queued::Connect
+        );
+        assert_eq!(
+            d.finish(dest),
+            vec![Bytes::from_static(b"BYE 1"), Bytes::from_static(b"BYE 2")]
+        );
+        // Done: the next message for it starts a connect again (the connection may be gone).
+        assert!(d.finish(dest).is_empty());
+        assert_eq!(
+            d.push(dest, Bytes::from_static(b"BYE 4"), 1024),
+            Queued::Connect
+        );
+    }
+
+    #[test]
+    fn a_connects_queue_is_bounded_like_a_write_queue() {
+        let mut d = Dialling::new(4);
+        let dest = sa("127.0.0.1:5060");
+        // Each small item costs MIN_ITEM_COST: 4 fit in 256 bytes, the fifth does not.
+        let limit = 4 * MIN_ITEM_COST;
+        assert_eq!(
+            d.push(dest, Bytes::from_static(b"a"), limit),
+            Queued::Connect
+        );
+        for _ in 0..3 {
+            assert_eq!(
+                d.push(dest, Bytes::from_static(b"b"), limit),
+                Queued::Behind
+            );
+        }
+        assert_eq!(
+            d.push(dest, Bytes::from_static(b"c"), limit),
+            Queued::QueueFull
+        );
+        assert_eq!(d.finish(dest).len(), 4);
+        // A single message beyond the bound does not even start a connect.
+        let big = Bytes::from(vec![b'x'; limit + 1]);
+        assert_eq!(d.push(dest, big, limit), Queued::QueueFull);
+        assert!(d.pending.is_empty());
+    }
+
+    #[test]
+    fn connects_in_flight_are_capped() {
+        let mut d = Dialling::new(2);
+        assert_eq!(
+            d.push(sa("127.0.0.1:1"), Bytes::new(), 1024),
+            Queued::Connect
+        );
+        assert_eq!(
+            d.push(sa("127.0.0.1:2"), Bytes::new(), 1024),
+            Queued::Connect
+        );
+        assert_eq!(
+            d.push(sa("127.0.0.1:3"), Bytes::new(), 1024),
+            Queued::TooManyConnects
+        );
+        // Messages behind a connect already in flight still queue.
+        assert_eq!(
+            d.push(sa("127.0.0.1:1"), Bytes::new(), 1024),
+            Queued::Behind
+        );
+        drop(d.finish(sa("127.0.0.1:1")));
+        assert_eq!(
+            d.push(sa("127.0.0.1:3"), Bytes::new(), 1024),
+            Queued::Connect
+        );
     }
 }

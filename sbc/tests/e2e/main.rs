@@ -35,6 +35,7 @@ mod pair_partition;
 mod pair_push;
 mod pair_setup_failover;
 mod pair_strangers;
+mod pair_tcp_failover;
 mod reinvite;
 mod retransmission;
 mod scenarios_selfcheck;

@@ -289,11 +289,7 @@ fn an_established_call_keeps_no_transaction_or_message_copy_after_the_rfc_6026_w
     assert_eq!(w.engine.dialogs.len(), 2);
     // What every established call costs inline, boxed in the call table: one jemalloc size
     // class (640 bytes) at most.
-    assert!(
-        size_of::<Call>() <= 640,
-        "{}",
-        size_of::<Call>()
-    );
+    assert!(size_of::<Call>() <= 640, "{}", size_of::<Call>());
     // A media BYE on such a call sends no stray ACK first (the callee's 2xx was ACKed).
     w.engine.tear_down(w.now, call_id_of(&w));
     w.collect();
