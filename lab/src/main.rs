@@ -143,7 +143,8 @@ struct ChartArgs {
     /// bars: the column whose values are the bars of each cluster.
     #[arg(long)]
     group: Option<String>,
-    /// A panel: TITLE=COL[,COL...][;unit=%][;ref=N]...[;max=N][;step][;height=N]. Repeat.
+    /// A panel: TITLE=COL[,COL...][;unit=%][;ref=N]...[;max=N][;step][;height=N]; or, for
+    /// lines, TITLE=COL;spans (a column of words, e.g. a role, as coloured spans). Repeat.
     #[arg(long, required = true)]
     panel: Vec<chart::PanelSpec>,
     /// lines: a vertical marker T:LABEL (T in x units). Repeat.

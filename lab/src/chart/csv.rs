@@ -11,14 +11,16 @@
 //! A panel is given as `TITLE=COL[,COL...]` followed by optional `;key=value` settings
 //! ([`PanelSpec`]): `unit=%` (tick suffix), `ref=95` (a dashed reference line, repeatable),
 //! `max=100` (fixed y maximum), `step` (draw lines as steps, for counts such as workers),
-//! `height=120`.
+//! `height=120`, `spans` (`lines` only: the one column holds words, not numbers, e.g. a node's
+//! role, drawn as a strip of coloured spans, one colour per word across every such panel; see
+//! [`runs`]).
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
 use super::{
-    Chart, Content, Marker, MarkerStyle, Panel, RefLabel, RefLine, Series, Stroke, Swatch, XAxis,
-    YAxis, PALETTE,
+    Chart, Content, Marker, MarkerStyle, Panel, RefLabel, RefLine, Series, Span, Stroke, Swatch,
+    XAxis, YAxis, PALETTE,
 };
 
 /// The colour of reference lines.
@@ -96,6 +98,7 @@ pub struct PanelSpec {
     refs: Vec<f64>,
     max: Option<f64>,
     step: bool,
+    spans: bool,
     height: f64,
 }
 
@@ -123,6 +126,7 @@ impl FromStr for PanelSpec {
             refs: Vec::new(),
             max: None,
             step: false,
+            spans: false,
             height: 150.0,
         };
         let number = |k: &str, v: &str| {
@@ -144,8 +148,12 @@ impl FromStr for PanelSpec {
                 }
                 Some(("height", v)) => p.height = number("height", v)?.clamp(40.0, 600.0),
                 None if kv == "step" => p.step = true,
+                None if kv == "spans" => p.spans = true,
                 _ => return Err(format!("panel {s:?}: unknown setting {kv:?}")),
             }
+        }
+        if p.spans && p.columns.len() != 1 {
+            return Err(format!("panel {s:?}: spans take exactly one column"));
         }
         Ok(p)
     }
@@ -221,10 +229,49 @@ pub fn lines(
     if !xs.iter().any(|v| v.is_finite()) {
         return Err(format!("column {x:?} has no number"));
     }
-    // A column has the same colour in every panel.
+    // A column has the same colour in every panel, and so has a word of the spans panels
+    // (in order of first appearance, row by row across those panels).
     let mut color_of: BTreeMap<&str, &'static str> = BTreeMap::new();
+    let span_cols = panels
+        .iter()
+        .filter(|p| p.spans)
+        .map(|p| table.col(&p.columns[0]))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut word_color: Vec<(&str, &'static str)> = Vec::new();
+    for r in 0..table.rows.len() {
+        for &c in &span_cols {
+            let w = table.cell(r, c);
+            if !w.is_empty() && !word_color.iter().any(|&(k, _)| k == w) {
+                word_color.push((w, PALETTE[word_color.len() % PALETTE.len()]));
+            }
+        }
+    }
     let mut out = Vec::with_capacity(panels.len());
     for p in panels {
+        if p.spans {
+            let c = table.col(&p.columns[0])?;
+            let words: Vec<&str> = (0..table.rows.len()).map(|r| table.cell(r, c)).collect();
+            let mut kinds: Vec<Swatch> = Vec::new();
+            let mut spans = Vec::new();
+            for (from, to, word) in runs(&xs, &words) {
+                let kind = if let Some(k) = kinds.iter().position(|k| k.label == word) {
+                    k
+                } else {
+                    let color = word_color
+                        .iter()
+                        .find(|&&(k, _)| k == word)
+                        .map_or(PALETTE[0], |&(_, c)| c);
+                    kinds.push(Swatch {
+                        label: word.to_string(),
+                        color,
+                    });
+                    kinds.len() - 1
+                };
+                spans.push(Span { from, to, kind });
+            }
+            out.push(p.panel(Content::Spans { kinds, spans }));
+            continue;
+        }
         let mut series = Vec::with_capacity(p.columns.len());
         for name in &p.columns {
             let c = table.col(name)?;
@@ -265,6 +312,33 @@ pub fn lines(
     .to_svg())
 }
 
+/// The runs of equal, non-empty `words` along `xs` (rows in order): `(from, to, word)`, from a
+/// run's first x to the x of the row after its last (the next sample), or to its own last x at
+/// the end of the table. A row with an empty word or no finite x ends a run and starts none.
+#[must_use]
+pub fn runs<'a>(xs: &[f64], words: &[&'a str]) -> Vec<(f64, f64, &'a str)> {
+    let mut out: Vec<(f64, f64, &'a str)> = Vec::new();
+    let mut open: Option<(f64, f64, &'a str)> = None;
+    for (&x, &w) in xs.iter().zip(words) {
+        if !x.is_finite() || w.is_empty() {
+            if let Some((from, last, word)) = open.take() {
+                out.push((from, if x.is_finite() { x } else { last }, word));
+            }
+            continue;
+        }
+        match open {
+            Some((from, _, word)) if word == w => open = Some((from, x, word)),
+            Some((from, _, word)) => {
+                out.push((from, x, word));
+                open = Some((x, x, w));
+            }
+            None => open = Some((x, x, w)),
+        }
+    }
+    out.extend(open);
+    out
+}
+
 /// A grouped bar chart: one cluster per value of `category`, one bar per value of `group`,
 /// one panel per spec (its first column).
 ///
@@ -278,6 +352,9 @@ pub fn bars(
     title: &str,
     subtitle: &str,
 ) -> Result<String, String> {
+    if let Some(p) = panels.iter().find(|p| p.spans) {
+        return Err(format!("panel {:?}: spans are for lines charts", p.title));
+    }
     let cc = table.col(category)?;
     let gc = table.col(group)?;
     let categories = table.distinct(cc);
@@ -416,6 +493,51 @@ mod tests {
         let answered = format!(r#"stroke="{}""#, PALETTE[1]);
         // Two polylines and two legend lines in the second colour.
         assert_eq!(svg.matches(&answered).count(), 4, "{svg}");
+        Ok(())
+    }
+
+    #[test]
+    fn runs_of_words() {
+        let xs = [0.0, 2.0, 4.0, 6.0, 8.0, f64::NAN, 12.0, 14.0];
+        let w = [
+            "active", "active", "standby", "", "down", "down", "down", "active",
+        ];
+        assert_eq!(
+            runs(&xs, &w),
+            [
+                (0.0, 4.0, "active"),
+                (4.0, 6.0, "standby"),
+                (8.0, 8.0, "down"),
+                (12.0, 14.0, "down"),
+                (14.0, 14.0, "active"),
+            ]
+        );
+        assert!(runs(&[], &[]).is_empty());
+        assert_eq!(runs(&[1.0], &["x"]), [(1.0, 1.0, "x")]);
+    }
+
+    #[test]
+    fn spans_panels_share_a_colour_per_word() -> Result<(), String> {
+        let t = Table::parse(
+            "t,a_role,b_role,v\n0,active,standby,1\n1,active,standby,2\n2,down,active,3\n3,standby,active,4\n",
+        )?;
+        let panels = [
+            "V=v".parse()?,
+            "A=a_role;spans;height=30".parse()?,
+            "B=b_role;spans;height=30".parse()?,
+        ];
+        let svg = lines(&t, "t", "s", &panels, &[], "", "")?;
+        // Words take colours in order of first appearance, row by row across the spans panels:
+        // active, standby, down.
+        let fill = |c: &str| format!(r#"fill="{c}"/>"#);
+        // active: a span in A (t 0..2), one in B (t 2..3), a swatch in each legend.
+        assert_eq!(svg.matches(&fill(PALETTE[0])).count(), 4, "{svg}");
+        // standby: a span in A (t 3, zero width), one in B (t 0..2), a swatch in each legend.
+        assert_eq!(svg.matches(&fill(PALETTE[1])).count(), 4, "{svg}");
+        // down: a span in A and its swatch.
+        assert_eq!(svg.matches(&fill(PALETTE[2])).count(), 2, "{svg}");
+        assert!("A=a_role,b_role;spans".parse::<PanelSpec>().is_err());
+        assert!(bars(&t, "t", "a_role", &panels, "", "").is_err());
         Ok(())
     }
 
