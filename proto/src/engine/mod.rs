@@ -233,6 +233,25 @@ impl Engine {
         self.remove_call_quietly(id);
     }
 
+    /// Forgets every call and transaction, quietly (nothing sent, nothing replicated): this
+    /// node was the active and is no more. Its calls go on at the new active; copies kept here
+    /// would go stale (the deletes of a standby go to its sync table, not to its engines), be
+    /// counted as calls, and be taken for the newest state if it became active again, when it
+    /// installs them afresh from the replicas instead. Counters are kept.
+    pub fn forget_calls(&mut self) {
+        let ids: Vec<u64> = self.calls.keys().copied().collect();
+        for id in ids {
+            self.remove_call_quietly(id);
+        }
+        self.server.clear();
+        self.client.clear();
+        self.timers = TimerHeap::default();
+        self.lingering.clear();
+        self.changes.clear();
+        self.out.clear();
+        self.compact();
+    }
+
     /// Gives back the room a burst of calls left in the engine's tables (calls, dialogs,
     /// transactions, timers, queues): Rust's collections keep their capacity when emptied, so
     /// without this a node's heap stays at its peak for good. Cheap; call it now and then.
@@ -262,6 +281,15 @@ impl Engine {
     /// Number of calls held (any state).
     pub fn call_count(&self) -> usize {
         self.calls.len()
+    }
+
+    /// Number of calls in progress: set up or being set up, not ending (a call whose BYE was
+    /// answered lingers for 64·T1 in `Terminating` after a switchover, for a retransmitted BYE).
+    pub fn active_call_count(&self) -> usize {
+        self.calls
+            .values()
+            .filter(|c| c.dialog.state != DialogState::Terminating)
+            .count()
     }
 
     /// Transactions still waiting for a final response, plus calls not yet confirmed by the

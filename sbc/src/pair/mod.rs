@@ -402,6 +402,9 @@ impl Pair {
                     );
                 }
                 self.node.release_interfaces().await;
+                // The calls are the new active's now; this node holds them again only as
+                // replicas (installed afresh if it takes over again).
+                self.node.forget_calls();
                 run_hook("notify-standby", &self.hooks.standby).await;
             }
             HaEvent::TakeServiceAddress => self.take_service_address().await,

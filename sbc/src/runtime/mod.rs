@@ -55,7 +55,7 @@ pub struct ShardSnapshot {
     pub index: usize,
     /// Its counters.
     pub stats: Stats,
-    /// Calls it holds (any state).
+    /// Calls in progress (set up or being set up; not those lingering after their BYE).
     pub calls: usize,
     /// Live transactions.
     pub transactions: usize,
@@ -452,7 +452,7 @@ impl Node {
                 out.push(ShardSnapshot {
                     index,
                     stats: e.stats().clone(),
-                    calls: e.call_count(),
+                    calls: e.active_call_count(),
                     transactions: e.transaction_count(),
                     pending: e.pending_count(),
                     dialogs: if dialogs {
@@ -479,6 +479,13 @@ impl Node {
     /// Streams every confirmed-dialog change of this node to `tx` from now on (HA state sync).
     pub fn set_dialog_sync(&self, tx: Option<tmpsc::UnboundedSender<DialogChange>>) {
         *lock(&self.shared.wire.dialog_sync) = tx;
+    }
+
+    /// Forgets every call and transaction of every engine (this node is no longer the active:
+    /// see [`sbc_proto::engine::Engine::forget_calls`]).
+    pub fn forget_calls(&self) {
+        let out = self.shared.wire.as_ref();
+        self.shared.ctx.shards.each(out, |_, e| e.forget_calls());
     }
 
     /// Applies a dialog change replicated from the active to the shard that owns the call.

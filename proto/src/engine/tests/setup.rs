@@ -303,3 +303,39 @@ fn an_established_call_keeps_no_transaction_or_message_copy_after_the_rfc_6026_w
 fn call_id_of(w: &World) -> u64 {
     w.engine.dialogs().next().map(|d| d.id).unwrap_or_default()
 }
+
+#[test]
+fn a_demoted_active_forgets_its_calls_quietly_and_takes_them_from_the_replicas_again() {
+    let mut a = World::new();
+    establish(&mut a);
+    a.caller_sends(&invite("z9hG4bKinv2").replace("call-1@", "call-2@"));
+    let replicas = changes(&mut a);
+    assert_eq!(a.engine.active_call_count(), 2);
+    a.engine.forget_calls();
+    a.collect();
+    assert_eq!(a.engine.call_count(), 0);
+    assert_eq!(a.engine.transaction_count(), 0);
+    assert_eq!(a.engine.poll_timeout(), None, "no timer left");
+    assert!(
+        a.engine.poll_dialog_change().is_none(),
+        "nothing replicated"
+    );
+    let sent = a.to_callee.len() + a.to_caller.len();
+    a.advance(Duration::from_secs(200));
+    assert_eq!(a.to_callee.len() + a.to_caller.len(), sent, "nothing sent");
+    // Active again: the replicas are installed as for any takeover.
+    let now = a.now;
+    let mut latest = std::collections::BTreeMap::new();
+    for c in replicas {
+        if let DialogChange::Upsert(d) = c {
+            latest.insert(d.id, *d);
+        }
+    }
+    a.now = now;
+    for d in latest.into_values() {
+        let mut d = d;
+        d.created_unix = a.engine.wall_clock.unix_secs_at(now);
+        a.engine.install_dialog(now, d);
+    }
+    assert_eq!(a.engine.active_call_count(), 2);
+}
