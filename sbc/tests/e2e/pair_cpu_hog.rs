@@ -13,6 +13,10 @@
 //! - the UAC reports 750 successful and **0 failed** calls, the UAS 750 successful.
 //!
 //! The busy loops are killed by their PIDs at the end, also when the test panics (a guard).
+//!
+//! It is `#[ignore]`d in the parallel suite, where it would starve whatever test runs beside
+//! it: `run-tests.sh` runs it alone afterwards (`cargo test -p sbc --test e2e pair_cpu_hog --
+//! --ignored`).
 
 use std::time::{Duration, Instant};
 
@@ -37,6 +41,7 @@ fn role_changes(pair: &Pair, i: usize, skip: usize) -> Vec<String> {
 }
 
 #[test]
+#[ignore = "saturates every core for 60 s: run alone (run-tests.sh does), -- --ignored"]
 fn cpu_hog_on_every_core_for_60_s_no_switchover_no_failed_call() {
     let mut pair = Pair::start(PairConfig::new());
     let (active, standby) = pair.wait_roles(Duration::from_secs(15));
