@@ -40,3 +40,8 @@ export SBC_LAB_REQUIRE_RTPENGINE=1
 cargo build --locked --workspace --bins
 # --no-fail-fast: every test binary runs even when one fails; cargo still exits non-zero.
 cargo test --locked --workspace --no-fail-fast "$@"
+# Alone, since it saturates every core for 60 s (it is ignored in the parallel run above); not
+# when the run above was given arguments (a filter).
+if [ $# -eq 0 ]; then
+    cargo test --locked -p sbc --test e2e pair_cpu_hog -- --ignored
+fi

@@ -379,7 +379,26 @@ impl TrapReceiver {
     }
 }
 
-/// `redundancy-config`: the HA pair, with Oracle's names and defaults (times in ms).
+/// `redundancy-config`: the HA pair, with Oracle's names and defaults (times in ms), except the
+/// three timers of failure detection, shortened so that a pair serves again within half a
+/// second of its active's death:
+///
+/// - `advertisement-time` 200 ms (Oracle: 500): five heartbeats a second per path, a few
+///   hundred bytes a second. The heartbeat runs on a thread of its own, so a node busy with
+///   SIP (or a host saturated by anything else) still sends and hears them on time.
+/// - `percent-drift` 300 (Oracle: 210): the peer is dead after 600 ms of silence (Oracle's
+///   1.05 s). Oracle's 210 at 200 ms would leave 420 ms: one lost heartbeat and 20 ms of
+///   lateness would be a false failover; 300 tolerates one lost heartbeat *and* 200 ms of
+///   lateness (Oracle's defaults: 50 ms), or two lost ones in a row arriving just in time. This
+///   window only matters when the peer stops without its sockets closing (a hung or stopped
+///   process, a cut link): when its process dies, its kernel resets the state-sync
+///   connection and the peer is declared dead one advertisement-time and a half (300 ms) after
+///   its last heartbeat unless a heartbeat comes (`sbc-ha`'s machine, "Link lost").
+/// - `becoming-active-time` 50 ms (Oracle: 100): the wait for a conflicting active before
+///   taking the role. The heartbeat announcing `becoming-active` leaves at once, so the peer
+///   hears it within one network delay (well under a millisecond on a LAN); 50 ms still
+///   leaves room for a loaded scheduler, and, after the peer was declared dead, nothing is
+///   expected to arrive at all.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct RedundancyConfig {
@@ -387,15 +406,17 @@ pub struct RedundancyConfig {
     pub state: RedundancyState,
     /// `port`: the heartbeat UDP port. Default 9090.
     pub port: u16,
-    /// `advertisement-time`: heartbeat interval, ms. Default 500, valid 50..=60000.
+    /// `advertisement-time`: heartbeat interval, ms. Default 200 (Oracle: 500), valid
+    /// 50..=60000.
     pub advertisement_time: u64,
     /// `percent-drift`: the peer is dead after `advertisement-time` × this / 100 without a
-    /// heartbeat. Default 210, valid 100..=65535.
+    /// heartbeat. Default 300 (Oracle: 210), valid 100..=65535.
     pub percent_drift: u32,
     /// `initial-time`: how long a starting node listens before choosing a role, ms. Default
     /// 1250, valid 5..=600000.
     pub initial_time: u64,
-    /// `becoming-active-time`: ms spent in becoming-active. Default 100, valid 5..=600000.
+    /// `becoming-active-time`: ms spent in becoming-active. Default 50 (Oracle: 100), valid
+    /// 5..=600000.
     pub becoming_active_time: u64,
     /// `becoming-standby-time`: ms allowed to finish the initial state sync, then
     /// out-of-service. Default 180000, valid 5..=3600000.
@@ -437,10 +458,10 @@ impl Default for RedundancyConfig {
         Self {
             state: RedundancyState::Disabled,
             port: 9090,
-            advertisement_time: 500,
-            percent_drift: 210,
+            advertisement_time: 200,
+            percent_drift: 300,
             initial_time: 1250,
-            becoming_active_time: 100,
+            becoming_active_time: 50,
             becoming_standby_time: 180_000,
             health_threshold: 75,
             emergency_threshold: 50,
@@ -465,7 +486,7 @@ impl RedundancyConfig {
     }
 
     /// How long without a valid heartbeat before the peer is dead:
-    /// `advertisement-time` × `percent-drift` / 100 ms (1050 at defaults).
+    /// `advertisement-time` × `percent-drift` / 100 ms (600 at the defaults).
     #[must_use]
     pub fn dead_after_ms(&self) -> u64 {
         self.advertisement_time * u64::from(self.percent_drift) / 100

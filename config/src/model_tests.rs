@@ -133,15 +133,15 @@ fn new_defaults_are_exactly_as_documented() {
             r.percent_drift,
             r.initial_time
         ),
-        (9090, 500, 210, 1250)
+        (9090, 200, 300, 1250)
     );
     assert_eq!(
         (r.becoming_active_time, r.becoming_standby_time),
-        (100, 180_000)
+        (50, 180_000)
     );
     assert_eq!((r.health_threshold, r.emergency_threshold), (75, 50));
     assert_eq!((r.config_sync_port, r.sip_sync_port), (1987, 1988));
-    assert_eq!(r.dead_after_ms(), 1050);
+    assert_eq!(r.dead_after_ms(), 600);
     assert_eq!((r.witness, r.service_address), (None, None));
     assert!(r.shared_key.is_empty() && r.peers.is_empty());
 

@@ -17,9 +17,11 @@
 //!   at a time; [`shell::serve_witness_with_key`] runs it on a UDP socket.
 //! - [`sync`]: the frames of the TCP state-sync channel and [`SyncTable`], the replicated
 //!   keyed map of opaque bytes with its merge-union for split-brain convergence.
-//! - [`shell`]: the thin tokio shell: a task that owns one UDP socket per heartbeat path and
-//!   drives a [`Redundancy`]; the sync server (active) and client (standby) over TCP, closed
-//!   to everyone but the configured peer.
+//! - [`shell`]: the thin tokio shell: a thread of its own (its own runtime, so a busy SIP path
+//!   cannot delay a heartbeat) that owns one UDP socket per heartbeat path and drives a
+//!   [`Redundancy`]; the sync server (active) and client (standby) over TCP, closed to everyone
+//!   but the configured peer, whose client reports a connection the peer's side ended (what a
+//!   process that dies looks like at once) for the machine to suspect the peer.
 //!
 //! # What it does not own
 //!
@@ -30,14 +32,15 @@
 //! # Data flow
 //!
 //! ```text
-//!            health, force                               HaEvent (mpsc)
+//!            health, force, sync link lost/up        HaEvent (mpsc)
 //!  sbc ──────────────────────────────► shell::Heartbeat ───────────────────► sbc
-//!                                       │  ▲  owns Redundancy + UDP sockets
+//!                                       │  ▲  own thread: Redundancy + UDP sockets
 //!                  heartbeats (UDP) ◄───┘  └─── heartbeats (UDP) from the peer, per path
 //!                  lease probes (UDP) ──► witness (serve_witness_with_key) ──► granted/denied
 //!
 //!  active:  SyncPublisher::upsert/delete ──► SyncServer ══ TCP frames ══► SyncClient ──► SyncTable
-//!                                                                           (standby) └► SyncEvent::Synchronized
+//!                                                                           (standby) └► SyncEvent::Synchronized,
+//!                                                                                          LinkLost, LinkUp
 //! ```
 //!
 //! # Why epochs (short version)

@@ -9,6 +9,20 @@
 //!
 //! * **Liveness.** A path is up while a valid heartbeat arrived on it within the dead time
 //!   (advertisement-time × percent-drift / 100); the peer is alive while any path is up.
+//! * **Link lost.** When the state-sync connection to the peer breaks (the shell saw EOF or a
+//!   reset: [`Redundancy::handle_peer_link_lost`]), the peer is *suspected*: while it is, a
+//!   path is up only while a valid heartbeat arrived on it within the **grace**
+//!   (advertisement-time × 3/2, at most the dead time), so a peer whose process died (its
+//!   kernel closed the connection at once) is declared dead about one advertisement-time after
+//!   its last heartbeat instead of after the whole dead time. A living peer keeps sending every
+//!   advertisement-time, so the grace keeps it alive, and a valid heartbeat received at least
+//!   half an advertisement-time after the loss lifts the suspicion (the connection may break
+//!   for other reasons while the peer lives; a heartbeat sent just before the loss may still
+//!   be in flight, which is why it takes a later one), and so does a new sync session with the
+//!   peer ([`Redundancy::handle_peer_link_up`]: the shell reconnects at once, and a peer that
+//!   completes the handshake runs). A peer that stops without its
+//!   connection breaking (a hung or stopped process, a cut link) is still declared dead after
+//!   the dead time.
 //! * **Boot.** `initial` listens for initial-time. A peer already active (or becoming so) makes
 //!   it `becoming-standby` at once. Otherwise the election compares, in order: may take over
 //!   (eligible and the witness answers it), past its initial state (a node still listening
@@ -359,6 +373,10 @@ pub struct Counters {
     pub unverified: u64,
     /// Heartbeats sent.
     pub sent: u64,
+    /// The longest time between two accepted heartbeats of the peer (any path) while it was
+    /// alive, in ms: how close the peer came to being declared dead (compare with the dead
+    /// time, and with the grace after a sync link loss).
+    pub max_gap_ms: u64,
     /// Witness probes sent.
     pub witness_probes: u64,
     /// Witness answers accepted.
@@ -464,6 +482,9 @@ pub struct Status {
     pub lease: Option<bool>,
     /// Whether the peer is alive.
     pub peer_alive: bool,
+    /// Whether the peer is suspected: its sync link broke and no heartbeat lifted it since
+    /// (see the module docs' "Link lost").
+    pub peer_suspected: bool,
     /// What was last heard from the peer.
     pub peer: Option<PeerView>,
     /// Per path: up or down.
@@ -494,6 +515,8 @@ pub struct Redundancy {
     enabled: bool,
     adv: Duration,
     dead: Duration,
+    /// Liveness window while the peer is suspected (its sync link broke).
+    grace: Duration,
     initial: Duration,
     becoming_active: Duration,
     becoming_standby: Duration,
@@ -549,6 +572,10 @@ pub struct Redundancy {
     witness_incarnation: u64,
     peer_view: Option<PeerView>,
     peer_alive: bool,
+    /// Since when the peer is suspected (its sync link broke and no heartbeat lifted it).
+    link_lost_at: Option<Instant>,
+    /// When the last heartbeat of the living peer was accepted (for `max_gap_ms`).
+    last_accepted: Option<Instant>,
     request_until: Option<Instant>,
     split_notified: bool,
     hold_role_until: Option<Instant>,
@@ -585,6 +612,7 @@ impl Redundancy {
             enabled: config.state == AdminState::Enabled,
             adv: config.advertisement_time,
             dead: config.dead_time(),
+            grace: config.link_lost_grace(),
             initial: config.initial_time,
             becoming_active: config.becoming_active_time,
             becoming_standby: config.becoming_standby_time,
@@ -625,6 +653,8 @@ impl Redundancy {
             witness_incarnation: 0,
             peer_view: None,
             peer_alive: false,
+            link_lost_at: None,
+            last_accepted: None,
             request_until: None,
             split_notified: false,
             hold_role_until: None,
@@ -708,6 +738,7 @@ impl Redundancy {
                 .witness_configured
                 .then_some(self.lease_until.is_some()),
             peer_alive: self.peer_alive,
+            peer_suspected: self.link_lost_at.is_some(),
             peer: self.peer_view,
             paths_up: self.paths.iter().map(|p| p.up).collect(),
             last_transition: self.last_transition,
@@ -808,6 +839,16 @@ impl Redundancy {
         ps.newest = Some(key);
         ps.last_rx = Some(now);
         self.counters.accepted += 1;
+        if let Some(t) = self.last_accepted.filter(|_| self.peer_alive) {
+            let gap =
+                u64::try_from(now.saturating_duration_since(t).as_millis()).unwrap_or(u64::MAX);
+            self.counters.max_gap_ms = self.counters.max_gap_ms.max(gap);
+        }
+        self.last_accepted = Some(now);
+        if self.link_lost_at.is_some_and(|t| now >= t + self.adv / 2) {
+            info!(node = %self.name, "sync link lost but the peer's heartbeats go on: suspicion lifted");
+            self.link_lost_at = None;
+        }
         if !ps.up {
             ps.up = true;
             self.events.push_back(HaEvent::PathUp(path));
@@ -1016,10 +1057,56 @@ impl Redundancy {
         }
     }
 
-    /// Processes expired timers: path and peer liveness, state deadlines.
-    pub fn handle_timeout(&mut self, now: Instant) {
+    /// The state-sync connection with the peer broke: the peer closed it or its kernel reset
+    /// it (a process that dies has its sockets closed at once). The peer is suspected: it is
+    /// declared dead if no valid heartbeat arrives within the grace (advertisement-time × 3/2,
+    /// at most the dead time) of the last one, at once if that is already past; a valid
+    /// heartbeat received half an advertisement-time or more after now lifts the suspicion.
+    /// Ignored while the peer is not alive. Only a connection that was established counts: a
+    /// refused or failed connect says nothing about a process that was never heard on it.
+    pub fn handle_peer_link_lost(&mut self, now: Instant) {
+        if !self.peer_alive {
+            return;
+        }
+        if self.link_lost_at.is_none() {
+            info!(node = %self.name, grace_ms = u64::try_from(self.grace.as_millis()).unwrap_or(u64::MAX), "sync link with the peer lost: peer suspected");
+        }
+        self.link_lost_at = Some(now);
+        self.handle_timeout(now);
+    }
+
+    /// A state-sync session with the peer was established again (it answered the handshake,
+    /// so its process runs): the suspicion of [`Self::handle_peer_link_lost`] is lifted at once,
+    /// and the dead time applies again.
+    pub fn handle_peer_link_up(&mut self, now: Instant) {
+        if self.link_lost_at.take().is_some() {
+            info!(node = %self.name, "sync link with the peer back: suspicion lifted");
+        }
+        self.evaluate(now);
+    }
+
+    /// Whether the peer is suspected (its sync link broke and no heartbeat since lifted it).
+    #[must_use]
+    pub fn peer_suspected(&self) -> bool {
+        self.link_lost_at.is_some()
+    }
+
+    /// How long a path stays up after its last valid heartbeat: the grace while the peer is
+    /// suspected, else the dead time.
+    fn liveness_window(&self) -> Duration {
+        if self.link_lost_at.is_some() {
+            self.grace
+        } else {
+            self.dead
+        }
+    }
+
+    /// Paths whose last heartbeat is older than the liveness window go down; the peer is dead
+    /// when every path is.
+    fn check_liveness(&mut self, now: Instant) {
+        let window = self.liveness_window();
         for (i, ps) in self.paths.iter_mut().enumerate() {
-            if ps.up && ps.last_rx.is_some_and(|t| now >= t + self.dead) {
+            if ps.up && ps.last_rx.is_some_and(|t| now >= t + window) {
                 ps.up = false;
                 self.events.push_back(HaEvent::PathDown(PathId(
                     u8::try_from(i).unwrap_or(u8::MAX),
@@ -1029,9 +1116,18 @@ impl Redundancy {
         if self.peer_alive && self.paths.iter().all(|p| !p.up) {
             self.peer_alive = false;
             self.split_notified = false;
-            info!(node = %self.name, "peer dead");
+            if self.link_lost_at.take().is_some() {
+                info!(node = %self.name, "peer dead (sync link lost, no heartbeat within the grace)");
+            } else {
+                info!(node = %self.name, "peer dead");
+            }
             self.events.push_back(HaEvent::PeerDead);
         }
+    }
+
+    /// Processes expired timers: path and peer liveness, state deadlines.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.check_liveness(now);
         if self.request_until.is_some_and(|t| now >= t) {
             self.request_until = None;
         }
@@ -1188,9 +1284,10 @@ impl Redundancy {
                 consider(self.witness_heard.map(|t| t + self.dead));
             }
         }
+        let window = self.liveness_window();
         for p in &self.paths {
             if p.up {
-                consider(p.last_rx.map(|r| r + self.dead));
+                consider(p.last_rx.map(|r| r + window));
             }
         }
         Some(t)

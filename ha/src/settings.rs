@@ -46,20 +46,26 @@ pub struct PeerSettings {
 }
 
 /// The pair's parameters, named after `redundancy-config`'s (Oracle's) keys.
-/// [`Default`] gives Oracle's defaults with no peers and no key, for tests and simulations.
+/// [`Default`] gives the shipped defaults with no peers and no key, for tests and simulations:
+/// Oracle's, except the three timers of failure detection, which are shorter (advertisement-time
+/// 200 ms instead of 500, percent-drift 300 instead of 210, becoming-active-time 50 ms instead
+/// of 100) so that a pair serves again within half a second of its active's death; see
+/// `sbc-config`'s `RedundancyConfig` for why each is safe.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RedundancySettings {
     /// `state`: enabled or disabled.
     pub state: AdminState,
     /// `port`: the default heartbeat port (9090), used by destinations written without one.
     pub port: u16,
-    /// `advertisement-time` (500 ms): the heartbeat interval on every path.
+    /// `advertisement-time` (200 ms; Oracle: 500): the heartbeat interval on every path.
     pub advertisement_time: Duration,
-    /// `percent-drift` (210): the peer is dead after advertisement-time × percent-drift / 100.
+    /// `percent-drift` (300; Oracle: 210): the peer is dead after advertisement-time ×
+    /// percent-drift / 100 without a valid heartbeat (600 ms at the defaults).
     pub percent_drift: u32,
     /// `initial-time` (1250 ms): how long a booting node listens before its election.
     pub initial_time: Duration,
-    /// `becoming-active-time` (100 ms): the pause between deciding to take over and taking.
+    /// `becoming-active-time` (50 ms; Oracle: 100): the pause between deciding to take over and
+    /// taking.
     pub becoming_active_time: Duration,
     /// `becoming-standby-time` (180 s): time to finish the initial state sync, after which the
     /// node goes out-of-service.
@@ -88,10 +94,10 @@ impl Default for RedundancySettings {
         Self {
             state: AdminState::Enabled,
             port: 9090,
-            advertisement_time: Duration::from_millis(500),
-            percent_drift: 210,
+            advertisement_time: Duration::from_millis(200),
+            percent_drift: 300,
             initial_time: Duration::from_millis(1250),
-            becoming_active_time: Duration::from_millis(100),
+            becoming_active_time: Duration::from_millis(50),
             becoming_standby_time: Duration::from_secs(180),
             health_threshold: 75,
             emergency_threshold: 50,
@@ -158,10 +164,18 @@ pub enum SettingsError {
 
 impl RedundancySettings {
     /// The time without a valid heartbeat on any path after which the peer is dead:
-    /// advertisement-time × percent-drift / 100 (1.05 s at the defaults).
+    /// advertisement-time × percent-drift / 100 (600 ms at the defaults; Oracle's: 1.05 s).
     #[must_use]
     pub fn dead_time(&self) -> Duration {
         self.advertisement_time * self.percent_drift / 100
+    }
+
+    /// How long after its last valid heartbeat a peer whose state-sync connection broke is
+    /// declared dead: advertisement-time × 3/2 (one interval plus half of one for jitter), at
+    /// most the dead time (300 ms at the defaults).
+    #[must_use]
+    pub fn link_lost_grace(&self) -> Duration {
+        (self.advertisement_time * 3 / 2).min(self.dead_time())
     }
 
     /// The peer entry named `name`.
@@ -285,7 +299,7 @@ mod tests {
     }
 
     #[test]
-    fn defaults_are_oracles() {
+    fn defaults_are_oracles_but_the_detection_timers() {
         let c = RedundancySettings::default();
         assert_eq!(
             (
@@ -296,8 +310,8 @@ mod tests {
             ),
             (
                 9090,
-                Duration::from_millis(500),
-                210,
+                Duration::from_millis(200),
+                300,
                 Duration::from_millis(1250)
             )
         );
@@ -307,10 +321,11 @@ mod tests {
                 c.health_threshold,
                 c.emergency_threshold
             ),
-            (Duration::from_millis(100), 75, 50)
+            (Duration::from_millis(50), 75, 50)
         );
         assert_eq!((c.config_sync_port, c.sip_sync_port), (1987, 1988));
-        assert_eq!(c.dead_time(), Duration::from_millis(1050));
+        assert_eq!(c.dead_time(), Duration::from_millis(600));
+        assert_eq!(c.link_lost_grace(), Duration::from_millis(300));
         assert!(pair().validate("sbc1").is_ok());
     }
 

@@ -11,10 +11,16 @@ use sbc_ha::{HaEvent, PeerSettings, PeerType, Redundancy, RedundancySettings, St
 use tokio::net::{TcpListener, UdpSocket};
 use tokio::sync::mpsc;
 
+/// Waits until the heartbeat thread reports the transition to `want` (the status is updated
+/// before the events of the same step are sent), then collects what else that step sent.
 async fn wait_for(h: &mut HaHandle, want: State, within: Duration) -> Vec<HaEvent> {
     let mut seen = Vec::new();
     let deadline = tokio::time::Instant::now() + within;
-    while h.status().state != want {
+    let reached = |seen: &[HaEvent]| {
+        seen.iter()
+            .any(|e| matches!(e, HaEvent::Transition { to, .. } if *to == want))
+    };
+    while !reached(&seen) || h.status().state != want {
         match tokio::time::timeout_at(deadline, h.events.recv()).await {
             Ok(Some(e)) => seen.push(e),
             Ok(None) => panic!("task ended"),
@@ -24,8 +30,12 @@ async fn wait_for(h: &mut HaHandle, want: State, within: Duration) -> Vec<HaEven
             ),
         }
     }
-    while let Ok(e) = h.events.try_recv() {
+    // The rest of that step's events follow at once: collect until 50 ms of quiet.
+    while let Ok(Some(e)) = tokio::time::timeout(Duration::from_millis(50), h.events.recv()).await {
         seen.push(e);
+        if seen.len() > 1000 {
+            break;
+        }
     }
     seen
 }
@@ -66,7 +76,7 @@ async fn two_shells_elect_then_survivor_takes_over() {
     for name in names {
         let m = Redundancy::new(&cfg, name, 1, Instant::now()).unwrap();
         let sockets = vec![it.next().unwrap(), it.next().unwrap()];
-        handles.push(shell::spawn(&cfg, m, sockets));
+        handles.push(shell::spawn(&cfg, m, sockets).unwrap());
     }
     let mut b = handles.pop().unwrap();
     let mut a = handles.pop().unwrap();
@@ -193,6 +203,7 @@ async fn sync_channel_carries_snapshot_and_changes() {
     let replica = Arc::new(Mutex::new(SyncTable::new()));
     let client_ctx = context(SYNC_KEY, "b", accept_all());
     let (client, mut rx) = spawn_client(addr, &replica, &client_ctx, 1, false);
+    assert_eq!(next_event(&mut rx).await, SyncEvent::LinkUp);
     let ev = next_event(&mut rx).await;
     assert_eq!(ev, SyncEvent::Synchronized { entries: 1500 });
     let ev = next_event(&mut rx).await;
@@ -224,6 +235,7 @@ async fn sync_channel_carries_snapshot_and_changes() {
     // A second session from the peer (a reconnect) replaces the first.
     let again = Arc::new(Mutex::new(SyncTable::new()));
     let (client2, mut rx2) = spawn_client(addr, &again, &client_ctx, 1, false);
+    assert_eq!(next_event(&mut rx2).await, SyncEvent::LinkUp);
     let ev = next_event(&mut rx2).await;
     assert_eq!(ev, SyncEvent::Synchronized { entries: 1500 });
     let c = wait_counter("replaced", &server_ctx, |c| c.replaced == 1).await;
@@ -233,6 +245,8 @@ async fn sync_channel_carries_snapshot_and_changes() {
         .expect("the replaced session ends")
         .unwrap();
     assert!(first.is_ok(), "{first:?}");
+    // Closed by the active's side: reported as a lost link.
+    assert_eq!(next_event(&mut rx).await, SyncEvent::LinkLost);
     client2.abort();
 
     // Split-brain exchange: a yielded node with its own dialogs rejoins; both end with the union.
@@ -248,6 +262,7 @@ async fn sync_channel_carries_snapshot_and_changes() {
     own.upsert(b"made-during-partition".to_vec(), b"x".to_vec());
     let yielded = Arc::new(Mutex::new(own));
     let (_client, mut rx) = spawn_client(addr, &yielded, &client_ctx, 2, true);
+    assert_eq!(next_event(&mut rx).await, SyncEvent::LinkUp);
     let ev = next_event(&mut rx).await;
     assert_eq!(ev, SyncEvent::Synchronized { entries: 1501 });
     assert_eq!(
@@ -413,6 +428,7 @@ async fn a_standby_refuses_a_server_without_the_key_and_invalid_entries() {
     });
     let ctx = context(SYNC_KEY, "b", check);
     let (_client, mut rx) = spawn_client(addr, &replica, &ctx, 1, false);
+    assert_eq!(next_event(&mut rx).await, SyncEvent::LinkUp);
     let ev = next_event(&mut rx).await;
     assert_eq!(ev, SyncEvent::Synchronized { entries: 1 });
     publisher.upsert(b"bad2".to_vec(), b"nope".to_vec());
@@ -462,7 +478,7 @@ async fn witness_lease_allows_one_active_when_heartbeats_are_black_holed() {
             ..RedundancySettings::default()
         };
         let m = Redundancy::new(&cfg, names[i], 1, Instant::now()).unwrap();
-        handles.push(shell::spawn(&cfg, m, vec![socket]));
+        handles.push(shell::spawn(&cfg, m, vec![socket]).unwrap());
     }
 
     // Exactly one becomes active (the witness grants one lease), and the other never does.

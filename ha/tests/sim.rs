@@ -236,6 +236,21 @@ impl HaPair {
         self.monitor();
     }
 
+    /// Node `i`'s sync connection with its peer breaks (the peer's kernel closed it): what the
+    /// shell reports as `SyncEvent::LinkLost`.
+    pub fn link_lost(&mut self, i: usize) {
+        if let Some(m) = self.nodes[i].m.as_mut() {
+            m.handle_peer_link_lost(self.now);
+        }
+        self.flush();
+    }
+
+    /// `kill -9` of node `i`: it stops, and its kernel resets the peer's sync connection.
+    pub fn kill9(&mut self, i: usize) {
+        self.crash(i);
+        self.link_lost(1 - i);
+    }
+
     pub fn state(&self, i: usize) -> Option<State> {
         self.nodes[i].m.as_ref().map(Redundancy::state)
     }
@@ -625,10 +640,8 @@ fn boot_election_equal_health_lower_address_wins() {
     let t = p
         .first(0, Duration::ZERO, |e| *e == HaEvent::BecomeActive)
         .unwrap();
-    assert!(
-        t >= Duration::from_millis(1350) && t < Duration::from_millis(1400),
-        "{t:?}"
-    );
+    let at = p.cfg.initial_time + p.cfg.becoming_active_time;
+    assert!(t >= at && t < at + Duration::from_millis(50), "{t:?}");
     p.assert_clean();
 }
 
@@ -680,6 +693,182 @@ fn active_killed_standby_takes_over_within_drift_time() {
     )));
     assert_eq!(p.m(1).epoch(), 2);
     p.assert_clean();
+}
+
+/// The time node `i` last accepted a heartbeat of its peer (since start).
+fn last_heard(p: &HaPair, i: usize) -> Duration {
+    p.m(i).peer().unwrap().at - p.t0
+}
+
+#[test]
+fn kill9_sync_link_lost_and_silence_takeover_after_the_grace() {
+    // Over many kill instants spread across a heartbeat interval: the peer is declared dead
+    // exactly the grace after its last heartbeat (not the dead time), and the standby serves
+    // within grace + becoming-active-time of the kill.
+    let mut p = booted(2, false);
+    let grace = p.cfg.link_lost_grace();
+    assert!(grace < p.cfg.dead_time());
+    let mut worst = Duration::ZERO;
+    for k in 0..20u64 {
+        let mut p = booted(2, false);
+        p.run_for(Duration::from_millis(k * 11));
+        let t = p.elapsed();
+        p.kill9(0);
+        assert!(p.m(1).peer_suspected());
+        let heard = last_heard(&p, 1);
+        p.run_for(Duration::from_secs(2));
+        assert_eq!(p.state(1), Some(State::Active));
+        let dead = p.first(1, t, |e| *e == HaEvent::PeerDead).unwrap();
+        assert_eq!(
+            dead - heard,
+            grace,
+            "declared dead at the grace after the last heartbeat"
+        );
+        let took = p
+            .first(1, t, |e| *e == HaEvent::TakeServiceAddress)
+            .unwrap()
+            - t;
+        let bound = grace + p.cfg.becoming_active_time;
+        assert!(took <= bound, "takeover after {took:?} (bound {bound:?})");
+        worst = worst.max(took);
+        assert!(p.transitions(1, t).contains(&(
+            State::Standby,
+            State::BecomingActive,
+            Reason::PeerDead
+        )));
+        assert!(
+            !p.m(1).peer_suspected(),
+            "the suspicion ends with the death"
+        );
+        p.assert_clean();
+    }
+    // At the defaults (200 ms heartbeats, 300 ms grace, 50 ms becoming-active): under 0.5 s.
+    assert!(worst < Duration::from_millis(400), "{worst:?}");
+    p.run_for(Duration::from_millis(1));
+}
+
+#[test]
+fn sync_link_lost_while_heartbeats_continue_no_failover() {
+    // The sync link breaks (and keeps breaking at every reconnection, every 200 ms, for 5 s)
+    // while the active lives, with 1..80 ms of jitter on every path: no takeover, and the
+    // suspicion is lifted once heartbeats keep arriving.
+    let mut p = booted(2, false);
+    for l in p.links.iter_mut().flatten() {
+        l.lat_min = Duration::from_millis(1);
+        l.lat_max = Duration::from_millis(80);
+    }
+    p.max_latency = Duration::from_millis(80);
+    let t = p.elapsed();
+    for _ in 0..25 {
+        p.link_lost(1);
+        p.run_for(Duration::from_millis(200));
+    }
+    p.link_lost(1);
+    p.run_for(Duration::from_secs(5));
+    assert!(p.transitions(0, t).is_empty(), "{:?}", p.transitions(0, t));
+    assert!(p.transitions(1, t).is_empty(), "{:?}", p.transitions(1, t));
+    assert!(p.events(1, t).iter().all(|(_, e)| *e != HaEvent::PeerDead));
+    assert!(!p.m(1).peer_suspected(), "heartbeats lifted the suspicion");
+    let gap = p.m(1).counters().max_gap_ms;
+    assert!(gap <= 200 + 80, "longest gap between heartbeats {gap} ms");
+    assert_eq!(
+        (p.state(0), p.state(1)),
+        (Some(State::Active), Some(State::Standby))
+    );
+    p.assert_clean();
+}
+
+#[test]
+fn sync_link_back_lifts_the_suspicion_at_once() {
+    // The sync link breaks and the standby's immediate reconnection is answered: the peer
+    // runs. Its heartbeats then come late (more than the grace, less than the dead time): no
+    // takeover.
+    let mut p = booted(1, false);
+    for l in p.links.iter_mut().flatten() {
+        l.lat_min = Duration::from_millis(1);
+        l.lat_max = Duration::from_millis(1);
+    }
+    let t = p.elapsed();
+    p.link_lost(1);
+    assert!(p.m(1).peer_suspected());
+    p.run_for(Duration::from_millis(5));
+    let m = p.nodes[1].m.as_mut().unwrap();
+    m.handle_peer_link_up(p.now);
+    assert!(!p.m(1).peer_suspected());
+    // Heartbeats held back for 450 ms (> grace 300, < dead 600), then flowing again.
+    p.set_link(0, 0, false);
+    p.run_for(Duration::from_millis(450));
+    p.set_link(0, 0, true);
+    p.run_for(Duration::from_secs(2));
+    assert!(p.transitions(1, t).is_empty(), "{:?}", p.transitions(1, t));
+    assert!(p.m(1).peer_alive());
+    p.assert_clean();
+}
+
+#[test]
+fn a_heartbeat_in_flight_at_the_link_loss_does_not_lift_the_suspicion() {
+    // The active sends a heartbeat and dies at once; the kernel's reset is handled before the
+    // heartbeat (on another path, say): that heartbeat must not cancel the suspicion, so the
+    // peer is dead the grace after it, not the dead time.
+    let mut p = booted(1, false);
+    for l in p.links.iter_mut().flatten() {
+        l.lat_min = Duration::from_millis(30);
+        l.lat_max = Duration::from_millis(30);
+    }
+    p.run_for(Duration::from_secs(1));
+    // Step until a heartbeat of node 0 is in flight to node 1.
+    let mut steps = 0;
+    while !p.inflight.iter().any(|Reverse(x)| x.2 == 1) {
+        p.run_for(Duration::from_millis(1));
+        steps += 1;
+        assert!(steps < 1000, "no heartbeat in flight");
+    }
+    let t = p.elapsed();
+    p.kill9(0);
+    p.run_for(Duration::from_secs(2));
+    let heard = last_heard(&p, 1);
+    assert!(heard > t, "the heartbeat in flight arrived after the loss");
+    let dead = p.first(1, t, |e| *e == HaEvent::PeerDead).unwrap();
+    assert_eq!(dead - heard, p.cfg.link_lost_grace());
+    assert_eq!(p.state(1), Some(State::Active));
+}
+
+#[test]
+fn sync_link_lost_after_the_grace_already_passed_is_dead_at_once() {
+    // The heartbeats stopped (a cut path) for longer than the grace but less than the dead
+    // time; then the sync link breaks: dead at once.
+    let mut p = booted(1, false);
+    p.set_link(0, 0, false);
+    let grace = p.cfg.link_lost_grace();
+    p.run_for(grace + Duration::from_millis(10));
+    assert!(p.m(1).peer_alive(), "within the dead time");
+    let t = p.elapsed();
+    p.link_lost(1);
+    assert!(!p.m(1).peer_alive());
+    assert_eq!(p.first(1, t, |e| *e == HaEvent::PeerDead), Some(t));
+    assert_eq!(p.state(1), Some(State::BecomingActive));
+}
+
+#[test]
+fn silence_without_link_loss_takes_over_after_the_drift_window() {
+    // SIGSTOP of the active (or a hang): it sends nothing, but its sockets stay open, so no
+    // link loss: the peer is dead only after the dead time, as before.
+    for k in 0..10u64 {
+        let mut p = booted(2, false);
+        p.run_for(Duration::from_millis(k * 23));
+        let t = p.elapsed();
+        p.crash(0);
+        let heard = last_heard(&p, 1);
+        p.run_for(Duration::from_secs(3));
+        let dead = p.first(1, t, |e| *e == HaEvent::PeerDead).unwrap();
+        assert_eq!(dead - heard, p.cfg.dead_time());
+        let took = p
+            .first(1, t, |e| *e == HaEvent::TakeServiceAddress)
+            .unwrap();
+        assert_eq!(took - dead, p.cfg.becoming_active_time);
+        assert_eq!(p.state(1), Some(State::Active));
+        p.assert_clean();
+    }
 }
 
 #[test]
@@ -1326,7 +1515,11 @@ fn random_run(seed: u64) -> HaPair {
             0 => {
                 let i = rng.below(2) as usize;
                 if p.nodes[1 - i].m.is_some() {
-                    p.crash(i);
+                    if rng.chance(0.5) {
+                        p.kill9(i);
+                    } else {
+                        p.crash(i);
+                    }
                 }
             }
             1 | 2 => {
@@ -1372,7 +1565,12 @@ fn random_run(seed: u64) -> HaPair {
             }
             9 => {
                 let i = rng.below(2) as usize;
-                p.force(i);
+                if rng.chance(0.5) {
+                    p.force(i);
+                } else {
+                    // The sync link breaks while both live.
+                    p.link_lost(i);
+                }
             }
             _ => {
                 if witness {

@@ -1,4 +1,5 @@
-//! Per-test temporary directories: kept when the test fails, removed when it passes.
+//! Per-test temporary directories: kept when the test fails, removed when it passes (kept too
+//! when `SBC_E2E_KEEP` is set, to read the logs of a passing run).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -11,7 +12,7 @@ static NEXT_DIR: AtomicU32 = AtomicU32::new(0);
 /// Cheap to clone: every [`crate::SbcNode`] and [`crate::SippProcess`] holds a clone, so the
 /// directory outlives the processes writing into it. When the last clone is dropped the
 /// directory is removed, unless the thread is panicking (a failing test), in which case it is
-/// kept and its path printed on stderr.
+/// kept and its path printed on stderr, or `SBC_E2E_KEEP` is set in the environment.
 #[derive(Debug, Clone)]
 pub struct TestDir(Arc<Inner>);
 
@@ -104,6 +105,8 @@ impl Drop for Inner {
     fn drop(&mut self) {
         if std::thread::panicking() {
             eprintln!("sbc-e2e: test failed, keeping {}", self.path.display());
+        } else if std::env::var_os("SBC_E2E_KEEP").is_some() {
+            eprintln!("sbc-e2e: SBC_E2E_KEEP set, keeping {}", self.path.display());
         } else {
             let _ = std::fs::remove_dir_all(&self.path);
         }

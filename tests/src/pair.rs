@@ -47,14 +47,21 @@ pub fn lo(x: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(127, 0, 0, x))
 }
 
+/// The shipped default `advertisement-time` (ms), restated from `sbc-config` (the harness does
+/// not link the product's crates).
+pub const DEFAULT_ADVERTISEMENT_MS: u64 = 200;
+/// The shipped default `percent-drift`, restated from `sbc-config`.
+pub const DEFAULT_PERCENT_DRIFT: u32 = 300;
+
 /// The parameters of a pair's two config files.
 #[derive(Debug, Clone)]
 pub struct PairConfig {
     /// The SIP part, the same on both nodes: the access and core interfaces (the shared service
     /// address) and the session-agent.
     pub sip: SbcConfig,
-    /// `redundancy-config advertisement-time` (ms).
-    pub advertisement_ms: u64,
+    /// `redundancy-config advertisement-time` (ms) written to both files; `None` (the default)
+    /// writes none, so the nodes run at the shipped default ([`DEFAULT_ADVERTISEMENT_MS`]).
+    pub advertisement_ms: Option<u64>,
     /// Node `i`'s own heartbeat address (`destinations` of its own peer entry; it binds it and
     /// serves the state sync on its IP).
     pub heartbeat: [SocketAddr; 2],
@@ -82,7 +89,7 @@ impl Default for PairConfig {
 
 impl PairConfig {
     /// Fresh ports everywhere: access `127.0.0.1`, core `127.0.0.2`, agent `127.0.0.1`,
-    /// heartbeats `127.0.0.11`/`127.0.0.12`, advertisement-time 500 ms, no witness.
+    /// heartbeats `127.0.0.11`/`127.0.0.12`, the shipped redundancy timers, no witness.
     #[must_use]
     pub fn new() -> Self {
         let heartbeat = [
@@ -91,7 +98,7 @@ impl PairConfig {
         ];
         Self {
             sip: SbcConfig::new(),
-            advertisement_ms: 500,
+            advertisement_ms: None,
             heartbeat,
             route_to_other: [heartbeat[1], heartbeat[0]],
             sip_sync_port: ports::free_port(),
@@ -125,10 +132,16 @@ impl PairConfig {
         self
     }
 
-    /// The detection time: advertisement-time × 210 % (the default percent-drift).
+    /// The advertisement-time the nodes run with.
+    #[must_use]
+    pub fn advertisement(&self) -> Duration {
+        Duration::from_millis(self.advertisement_ms.unwrap_or(DEFAULT_ADVERTISEMENT_MS))
+    }
+
+    /// The detection time of a silent peer: advertisement-time × the default percent-drift.
     #[must_use]
     pub fn dead_time(&self) -> Duration {
-        Duration::from_millis(self.advertisement_ms * 210 / 100)
+        self.advertisement() * DEFAULT_PERCENT_DRIFT / 100
     }
 
     /// Node `i`'s config file.
@@ -145,7 +158,9 @@ impl PairConfig {
         let _ = writeln!(s, "shared-key = \"{SHARED_KEY}\"");
         let _ = writeln!(s, "sip-sync-port = {}", self.sip_sync_port);
         let _ = writeln!(s, "config-sync-port = {}", self.config_sync_port);
-        let _ = writeln!(s, "advertisement-time = {}", self.advertisement_ms);
+        if let Some(ms) = self.advertisement_ms {
+            let _ = writeln!(s, "advertisement-time = {ms}");
+        }
         if let Some(w) = self.witness {
             let _ = writeln!(s, "witness = \"{w}\"");
         }

@@ -1,4 +1,14 @@
-//! The heartbeat task.
+//! The heartbeat task, on its own thread.
+//!
+//! The task runs on a current-thread tokio runtime of its own, on a dedicated OS thread
+//! (`sbc-ha`), not on the node's main runtime: the main runtime carries the SIP path, the
+//! management socket and the state sync, and a node whose CPU is saturated by SIP work (or by
+//! anything else on the host) must still send its heartbeats and hear its peer's on time, or
+//! its peer would take over from a node that is only busy. The thread sleeps between
+//! heartbeats, so the kernel's scheduler wakes it promptly even when every core is busy. A
+//! tokio runtime rather than plain `std` sockets: the shell is the same `select!` over
+//! sockets, commands and the machine's timer that it was, and tokio's channels connect it to
+//! the owner's runtime unchanged.
 //!
 //! One reader task per UDP socket forwards datagrams (path, bytes) to the main loop; the main
 //! loop owns the [`Redundancy`], sleeps until its `poll_timeout`, and after every input drains
@@ -7,7 +17,8 @@
 //! one more UDP socket and hands the answers to `handle_witness_datagram`: the machine decides
 //! everything about the lease.
 //!
-//! Dropping the [`HaHandle`] stops the task and closes its sockets (a node that dies).
+//! Dropping the [`HaHandle`] stops the thread and closes its sockets before it returns (a node
+//! that dies).
 
 use std::io;
 use std::net::SocketAddr;
@@ -16,7 +27,7 @@ use std::time::Duration;
 
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot, watch};
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tracing::{debug, info, warn, Instrument};
 
@@ -52,9 +63,16 @@ pub enum Command {
     SyncComplete,
     /// The configuration version to announce.
     ConfigVersion(u64),
+    /// The state-sync connection with the peer broke (EOF or reset after it was established:
+    /// from [`super::SyncEvent::LinkLost`]); see [`Redundancy::handle_peer_link_lost`].
+    PeerLinkLost,
+    /// A state-sync session with the peer was established (from [`super::SyncEvent::LinkUp`]);
+    /// see [`Redundancy::handle_peer_link_up`].
+    PeerLinkUp,
 }
 
-/// The owner's side of a running heartbeat task. Dropping it stops the task.
+/// The owner's side of a running heartbeat thread. Dropping it stops the thread and waits
+/// until it has closed its sockets.
 #[derive(Debug)]
 pub struct HaHandle {
     commands: mpsc::UnboundedSender<Command>,
@@ -62,7 +80,8 @@ pub struct HaHandle {
     pub events: mpsc::UnboundedReceiver<HaEvent>,
     /// The latest [`Status`] (for `show redundancy`).
     pub status: watch::Receiver<Status>,
-    task: JoinHandle<()>,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl HaHandle {
@@ -80,7 +99,16 @@ impl HaHandle {
 
 impl Drop for HaHandle {
     fn drop(&mut self) {
-        self.task.abort();
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        // The loop stops at its next poll (it never blocks on anything but its own sockets,
+        // timer and channels); the runtime's drop then closes every socket.
+        if let Some(t) = self.thread.take() {
+            if t.join().is_err() {
+                warn!("the heartbeat thread panicked");
+            }
+        }
     }
 }
 
@@ -100,26 +128,70 @@ pub async fn bind_paths(config: &RedundancySettings, local: &str) -> io::Result<
     Ok(sockets)
 }
 
-/// Starts the heartbeat task for `machine`, with `sockets[i]` carrying path `i`; sends the
-/// machine's lease probes to `config.witness`, if set. Must be called inside a tokio runtime.
-#[must_use]
+/// Starts the heartbeat thread for `machine`, with `sockets[i]` carrying path `i`; sends the
+/// machine's lease probes to `config.witness`, if set. The sockets may have been bound on any
+/// runtime: they move to the thread's own.
+///
+/// # Errors
+/// A socket cannot be detached from its runtime, or the thread cannot be started.
 pub fn spawn(
     config: &RedundancySettings,
     machine: Redundancy,
     sockets: Vec<UdpSocket>,
-) -> HaHandle {
+) -> io::Result<HaHandle> {
     let witness = config.witness;
+    let sockets = sockets
+        .into_iter()
+        .map(UdpSocket::into_std)
+        .collect::<io::Result<Vec<_>>>()?;
     let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
     let (ev_tx, ev_rx) = mpsc::unbounded_channel();
     let (st_tx, st_rx) = watch::channel(machine.status());
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let span = tracing::info_span!("ha", node = %machine.status().name);
-    let task = tokio::spawn(run(machine, sockets, witness, cmd_rx, ev_tx, st_tx).instrument(span));
-    HaHandle {
+    let thread =
+        std::thread::Builder::new()
+            .name("sbc-ha".to_owned())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        warn!(error = %e, "cannot start the heartbeat runtime");
+                        return;
+                    }
+                };
+                rt.block_on(
+                async move {
+                    let mut tokio_sockets = Vec::with_capacity(sockets.len());
+                    for s in sockets {
+                        match s.set_nonblocking(true).and_then(|()| UdpSocket::from_std(s)) {
+                            Ok(s) => tokio_sockets.push(s),
+                            Err(e) => {
+                                warn!(error = %e, "heartbeat socket unusable: heartbeat stopped");
+                                return;
+                            }
+                        }
+                    }
+                    tokio::select! {
+                        () = run(machine, tokio_sockets, witness, cmd_rx, ev_tx, st_tx) => {}
+                        _ = stop_rx => {}
+                    }
+                }
+                .instrument(span),
+            );
+                // Dropping the runtime drops the reader tasks and with them every socket.
+                drop(rt);
+            })?;
+    Ok(HaHandle {
         commands: cmd_tx,
         events: ev_rx,
         status: st_rx,
-        task,
-    }
+        stop: Some(stop_tx),
+        thread: Some(thread),
+    })
 }
 
 enum Input {
@@ -188,13 +260,14 @@ async fn run(
                 }
             }
         }
+        // The status first: an owner that sees an event finds the status that follows it.
+        status.send_replace(m.status());
         while let Some(e) = m.poll() {
             if let HaEvent::Transition { from, to, reason } = &e {
                 info!(%from, %to, %reason, "redundancy transition");
             }
             let _ = events.send(e);
         }
-        status.send_replace(m.status());
         let wake = m
             .poll_timeout()
             .map_or(now + Duration::from_secs(1), Instant::from_std);
@@ -231,6 +304,8 @@ async fn run(
                     Some(Command::Witness(true)) => {}
                     Some(Command::SyncComplete) => m.handle_sync_complete(now),
                     Some(Command::ConfigVersion(v)) => m.set_config_version(v),
+                    Some(Command::PeerLinkLost) => m.handle_peer_link_lost(now),
+                    Some(Command::PeerLinkUp) => m.handle_peer_link_up(now),
                     None => break,
                 }
             }

@@ -1,8 +1,9 @@
 //! The thin tokio shell around the sans-IO parts.
 //!
-//! - [`heartbeat`]: a task that owns one UDP socket per heartbeat path (and the witness probe),
-//!   feeds datagrams, commands and timeouts into a [`crate::Redundancy`], sends its heartbeats
-//!   and reports its [`crate::HaEvent`]s on a channel.
+//! - [`heartbeat`]: a thread with its own runtime that owns one UDP socket per heartbeat path
+//!   (and the witness probe), feeds datagrams, commands and timeouts into a
+//!   [`crate::Redundancy`], sends its heartbeats and reports its [`crate::HaEvent`]s on a
+//!   channel.
 //! - [`sync`]: the state-sync server (on the active) and client (on the standby) over
 //!   `Framed<TcpStream, LengthDelimitedCodec>`.
 //!

@@ -9,7 +9,9 @@
 //! On the standby, [`run_sync_client`] applies the snapshot and the stream to a shared
 //! [`SyncTable`] and reports [`SyncEvent::Synchronized`] once the snapshot is complete (feed
 //! it to the heartbeat task as [`super::Command::SyncComplete`]). It returns when the
-//! connection ends; the owner reconnects while it is standby.
+//! connection ends, reporting [`SyncEvent::LinkLost`] when the active's side ended it (feed
+//! it to the heartbeat task as [`super::Command::PeerLinkLost`]); the owner reconnects while
+//! it is standby.
 //!
 //! # What a stranger gets
 //!
@@ -621,6 +623,15 @@ pub enum SyncEvent {
         /// Live keys in the table.
         entries: usize,
     },
+    /// An established session ended because the active closed it or its kernel reset it
+    /// (end of stream, or a connection error): what a peer whose process died looks like
+    /// from here, at once. Not sent when this side closes the session (a bad frame, a timeout)
+    /// nor when a connection cannot be made. Feed it to the heartbeat task as
+    /// [`super::Command::PeerLinkLost`]: the machine decides what it means.
+    LinkLost,
+    /// A session with the active was established (it proved the key and named itself): its
+    /// process runs. Feed it to the heartbeat task as [`super::Command::PeerLinkUp`].
+    LinkUp,
     /// The active pushed a configuration.
     Config {
         /// Its version.
@@ -686,6 +697,7 @@ pub async fn run_sync_client(
     match hello {
         Some(SyncFrame::Hello { node, epoch, .. }) if node == ctx.peer => {
             debug!(active = %node, active_epoch = epoch, "connected to the active's sync server");
+            let _ = events.send(SyncEvent::LinkUp);
         }
         Some(SyncFrame::Hello { node, .. }) => {
             let e = SyncError::WrongNode(node);
@@ -699,10 +711,11 @@ pub async fn run_sync_client(
         }
     }
     let result = apply_stream(&mut ch, &table, &ctx, &events).await;
-    if let Err(e) = &result {
-        if !matches!(e, SyncError::Io(_)) {
-            ctx.refuse(addr, Refusal::of(e, false), e);
+    match &result {
+        Ok(()) | Err(SyncError::Io(_)) => {
+            let _ = events.send(SyncEvent::LinkLost);
         }
+        Err(e) => ctx.refuse(addr, Refusal::of(e, false), e),
     }
     result
 }

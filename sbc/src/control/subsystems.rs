@@ -225,6 +225,13 @@ impl Subsystems {
         let _ = writeln!(out, "{:<22} {}{ineligible}", "health", s.health.score);
         let _ = writeln!(out, "{:<22} {}", "synchronized", s.synced);
         let _ = writeln!(out, "{:<22} {}", "peer-alive", s.peer_alive);
+        if s.peer_suspected {
+            let _ = writeln!(
+                out,
+                "{:<22} yes: the sync link broke; dead without a heartbeat within the grace",
+                "peer-suspected"
+            );
+        }
         if let Some(p) = &s.peer {
             let _ = writeln!(out, "{:<22} {:?}", "peer", p);
         }
@@ -289,6 +296,7 @@ impl Subsystems {
                 "ineligible_until_restart": s.health.ineligible_until_restart,
                 "synchronized": s.synced,
                 "peer_alive": s.peer_alive,
+                "peer_suspected": s.peer_suspected,
                 "peer": s.peer.as_ref().map(|p| format!("{p:?}")),
                 "paths_up": s.paths_up,
                 "replicated_dialogs": pair.replicated_dialogs(),

@@ -18,6 +18,12 @@
 //!   configuration ([`Config::pushable_toml`]: never `redundancy-config`, hooks, hostname or
 //!   lab mode); the standby applies it keeping its own node-local settings, refuses one that
 //!   names them, and says so in `show health` and `show redundancy`.
+//! - **Peer death, fast**: when the standby's sync connection is closed or reset by the
+//!   active's side ([`SyncEvent::LinkLost`]: a process that dies has its sockets closed by its
+//!   kernel at once), the machine is told ([`Command::PeerLinkLost`]) and declares the peer
+//!   dead one advertisement-time and a half after its last heartbeat unless a heartbeat
+//!   comes, instead of after the whole dead time. The client reconnects at once: a session
+//!   established again ([`SyncEvent::LinkUp`]) lifts the suspicion.
 //! - **Traps**: every transition is logged and sent as `sbcRedundancyTrap`.
 
 pub mod replica;
@@ -181,7 +187,7 @@ impl Pair {
         };
         let sync = Arc::new(SyncContext::new(&ha, &name, check)?);
         let sockets = sbc_ha::shell::bind_paths(&ha, &name).await?;
-        let mut handle: HaHandle = sbc_ha::shell::spawn(&ha, machine, sockets);
+        let mut handle: HaHandle = sbc_ha::shell::spawn(&ha, machine, sockets)?;
         let events = std::mem::replace(&mut handle.events, mpsc::unbounded_channel().1);
         let status = handle.status.clone();
         let (cmd_tx, mut cmd_rx) = mpsc::unbounded_channel::<Command>();
@@ -356,6 +362,13 @@ impl Pair {
                             info!(dialogs = entries, "state sync complete");
                             let _ = self.commands.send(Command::SyncComplete);
                         }
+                        SyncEvent::LinkLost => {
+                            info!("state sync connection closed by the peer");
+                            let _ = self.commands.send(Command::PeerLinkLost);
+                        }
+                        SyncEvent::LinkUp => {
+                            let _ = self.commands.send(Command::PeerLinkUp);
+                        }
                         SyncEvent::Config { version, toml } => {
                             let ours = self.config.lock().map(|c| c.0).unwrap_or(0);
                             if version != ours {
@@ -437,6 +450,7 @@ impl Pair {
 
     /// Installs every replicated dialog into the workers, then binds the service address.
     async fn take_service_address(&self) {
+        let t0 = Instant::now();
         let entries: Vec<(Vec<u8>, Vec<u8>)> = self
             .table
             .lock()
@@ -454,8 +468,10 @@ impl Pair {
             }
         }
         self.node.end_handover_drain();
+        let installed_in = t0.elapsed();
         // A virtual IP moves here first, then the ports are bound on it.
         run_hook("notify-active", &self.hooks.active).await;
+        let hook_in = t0.elapsed() - installed_in;
         // The former active may still hold the ports for a moment (or, after a partition, until
         // it yields): retry for as long as this node is the one that should serve.
         let started = Instant::now();
@@ -481,7 +497,13 @@ impl Pair {
         if let Ok(mut t) = self.took_over_at.lock() {
             *t = Some(Instant::now());
         }
-        warn!(dialogs = installed, "took the service address: serving SIP");
+        warn!(
+            dialogs = installed,
+            install_ms = installed_in.as_secs_f64() * 1e3,
+            hook_ms = hook_in.as_secs_f64() * 1e3,
+            total_ms = t0.elapsed().as_secs_f64() * 1e3,
+            "took the service address: serving SIP"
+        );
     }
 
     fn become_active(self: &Arc<Self>) {
@@ -586,6 +608,8 @@ impl Pair {
             let mut exchange = exchange;
             loop {
                 let epoch = me.status().epoch;
+                let sessions = me.sync.counters().sessions;
+                let attempt = Instant::now();
                 match sbc_ha::shell::run_sync_client(
                     me.mate_sync,
                     me.table.clone(),
@@ -600,7 +624,15 @@ impl Pair {
                     Err(e) => debug!(error = %e, "state sync connection failed; retrying"),
                 }
                 exchange = false;
-                tokio::time::sleep(Duration::from_millis(200)).await;
+                // After a session that was established and lasted, reconnect at once: a peer
+                // that answers is alive (that lifts the suspicion its closed connection
+                // raised), one whose process died refuses at once. Otherwise (and so at most
+                // once a second at once) retry every 200 ms.
+                let lasted = me.sync.counters().sessions != sessions
+                    && attempt.elapsed() >= Duration::from_secs(1);
+                if !lasted {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
             }
         }));
     }

@@ -26,6 +26,7 @@ mod media_anchoring;
 mod mgmt_socket;
 mod no_answer;
 mod overload_heap_gate;
+mod pair_cpu_hog;
 mod pair_forged;
 mod pair_kill9;
 mod pair_manual_switchover;

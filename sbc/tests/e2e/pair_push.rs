@@ -51,7 +51,7 @@ fn a_push_of_redundancy_config_hooks_or_lab_mode_is_refused_by_the_standby() {
     // The rogue sbc-a: the product's redundancy machine and sync server, with the key.
     let ha = RedundancySettings {
         state: AdminState::Enabled,
-        advertisement_time: Duration::from_millis(config.advertisement_ms),
+        advertisement_time: config.advertisement(),
         sip_sync_port: config.sip_sync_port,
         config_sync_port: config.config_sync_port,
         shared_key: SHARED_KEY.into(),
@@ -73,7 +73,7 @@ fn a_push_of_redundancy_config_hooks_or_lab_mode_is_refused_by_the_standby() {
     let sockets = rt
         .block_on(shell::bind_paths(&ha, NAMES[0]))
         .expect("bind sbc-a's heartbeat address");
-    let rogue = shell::spawn(&ha, machine, sockets);
+    let rogue = shell::spawn(&ha, machine, sockets).expect("heartbeat thread");
     let accept_all: EntryCheck = Arc::new(|_: &[u8], _: &[u8]| Ok(()));
     let ctx = Arc::new(SyncContext::new(&ha, NAMES[0], accept_all).expect("context"));
     let publisher = SyncPublisher::new(SyncTable::new(), 1024);
