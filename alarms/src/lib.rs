@@ -46,8 +46,8 @@ pub mod trap;
 pub use eval::{AlarmEvent, Evaluator, EvaluatorConfig, EvaluatorError};
 pub use health::{Deduction, Health};
 pub use sample::{
-    ByteUsage, CpuSampler, HeapSampler, HeapStats, MemorySampler, MemorySource, Reading,
-    SampleError,
+    enable_background_purge, release_thread_cache, ByteUsage, CpuSampler, HeapSampler, HeapStats,
+    MemorySampler, MemorySource, Reading, SampleError,
 };
 pub use table::{AlarmRow, AlarmTable, ClearError, ClearedBy};
 pub use threshold::{

@@ -390,6 +390,31 @@ impl CpuSampler {
     }
 }
 
+/// Returns the calling thread's jemalloc cache (its tcache) to the shared arenas.
+///
+/// A thread keeps objects it freed for its next allocations; they still count as allocated
+/// heap. A SIP thread that goes idle after a burst would keep them for good, and the heap gate
+/// (which reads `stats.allocated`) would stay above what the node holds: measured, 1.7 MB
+/// after 2,000 calls on an idle node whose tables were empty. The `sbc` shell calls this from
+/// each SIP thread when it goes idle. Disabling the cache flushes it; it is enabled again at
+/// once. A no-op if jemalloc is not the process's allocator.
+pub fn release_thread_cache() {
+    use tikv_jemalloc_ctl::{Access as _, AsName as _};
+    let name = b"thread.tcache.enabled\0".name();
+    if name.read() == Ok(true) {
+        let _ = name.write(false);
+        let _ = name.write(true);
+    }
+}
+
+/// Starts jemalloc's background threads, which return unused pages to the system on their
+/// own schedule (`dirty_decay_ms`), so that resident memory comes back when a node goes idle;
+/// without them, decay only advances on allocation activity. Returns whether they run.
+pub fn enable_background_purge() -> bool {
+    tikv_jemalloc_ctl::background_thread::write(true).is_ok()
+        && tikv_jemalloc_ctl::background_thread::read().unwrap_or(false)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -472,5 +497,18 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(250));
         let r = cpu.sample().expect("sample");
         assert!((0.0..=100.0).contains(&r.percent), "{r:?}");
+    }
+
+    #[test]
+    fn the_allocator_housekeeping_runs_under_jemalloc() {
+        // The tests run with jemalloc as the global allocator (a dev-dependency), as sbc does.
+        let garbage: Vec<Vec<u8>> = (0..1000).map(|i| vec![0u8; 64 + i % 512]).collect();
+        drop(garbage);
+        release_thread_cache();
+        release_thread_cache(); // twice: the cache is back on after the first
+        use tikv_jemalloc_ctl::{Access as _, AsName as _};
+        let enabled: Result<bool, _> = b"thread.tcache.enabled\0".name().read();
+        assert_eq!(enabled.ok(), Some(true));
+        assert!(enable_background_purge());
     }
 }

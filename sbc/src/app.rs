@@ -54,6 +54,18 @@ pub async fn run(launch: Launch, shutdown: impl Future<Output = ()>) -> anyhow::
         mgmt_socket,
     } = launch;
     let paired = cfg.redundancy.is_enabled();
+    // Unused pages go back to the system even while the node is idle (RSS returns).
+    if !sbc_alarms::enable_background_purge() {
+        tracing::debug!("jemalloc background purge not available");
+    }
+    // The runtime's threads (management, TCP, pair) give their allocator caches back too.
+    tokio::spawn(async {
+        let mut tick = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            tick.tick().await;
+            sbc_alarms::release_thread_cache();
+        }
+    });
     // In a pair the redundancy machine decides who binds the service address.
     let node = Arc::new(crate::runtime::start(&cfg, !paired).await?);
     let (control_tx, mut control_rx) = mpsc::unbounded_channel();

@@ -317,6 +317,8 @@ fn control_loop(shared: &Shared, cycle: Duration) {
         for g in shared.groups() {
             g.run_cycle(now, &shared.ctx);
         }
+        // A cycle's reports were freed here: the allocator cache goes back each cycle.
+        sbc_alarms::release_thread_cache();
         last = now;
     }
 }

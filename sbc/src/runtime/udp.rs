@@ -40,9 +40,11 @@ pub(super) fn receive_loop(
 ) {
     // One byte more than the maximum, so an oversized datagram is seen as such.
     let mut buf = vec![0u8; max.max(65_535) + 1];
+    let mut received_since_release = false;
     while !shared.stopping.load(Ordering::Acquire) && !stop.load(Ordering::Acquire) {
         match sock.recv_from(&mut buf) {
             Ok((len, source)) => {
+                received_since_release = true;
                 shared.dispatch(Inbound {
                     interface,
                     transport: LegTransport::Udp,
@@ -54,7 +56,13 @@ pub(super) fn receive_loop(
                 if matches!(
                     e.kind(),
                     std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) => {}
+                ) =>
+            {
+                // Quiet for RECEIVE_TIMEOUT: this thread's allocator cache goes back.
+                if std::mem::take(&mut received_since_release) {
+                    sbc_alarms::release_thread_cache();
+                }
+            }
             Err(e) => {
                 // ICMP port unreachable from a previous send shows up here on Linux; go on.
                 debug!(error = %e, "UDP receive error");

@@ -111,6 +111,10 @@ fn timer_loop(ctx: &Ctx, stop: &AtomicBool, busy_ns: &AtomicU64) {
                 next = next.min(t);
             }
         }
+        if compact {
+            // What the engines freed sits in this thread's allocator cache: give it back.
+            sbc_alarms::release_thread_cache();
+        }
         busy_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         let wait = next.saturating_duration_since(Instant::now());
         if !wait.is_zero() {

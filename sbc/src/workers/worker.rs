@@ -86,6 +86,8 @@ pub(super) fn worker_loop(w: &Arc<Worker>, group: &Arc<Group>, ctx: &Arc<Ctx>) {
     let settings = group.settings;
     // What the last message cost, reported to the queue the next time it is locked.
     let mut last: Option<Served> = None;
+    // Whether a message was served since this thread last gave its allocator cache back.
+    let mut served_since_release = false;
     loop {
         let next = {
             let mut q = lock(&w.queue);
@@ -113,9 +115,13 @@ pub(super) fn worker_loop(w: &Arc<Worker>, group: &Arc<Group>, ctx: &Arc<Ctx>) {
                 if waited.timed_out() {
                     // Nothing came for IDLE_WAIT: expired marks go, and a burst's room.
                     q.queue.handle_idle(Instant::now());
+                    if std::mem::take(&mut served_since_release) {
+                        sbc_alarms::release_thread_cache();
+                    }
                 }
             }
         };
+        served_since_release = true;
         let started = Instant::now();
         let (kind, processed) = match next {
             Next::Process(job, kind) => {
