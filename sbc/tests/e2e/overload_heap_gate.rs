@@ -396,3 +396,109 @@ fn heap_gate_rejects_new_calls_and_keeps_established_ones() {
     );
     node.assert_alive();
 }
+
+/// The heap jemalloc reports allocated (`show memory --json`), bytes; waits (bounded) for the
+/// first reading of a node just started.
+fn heap_allocated(m: &mut Mgmt) -> u64 {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let memory = m.data("show memory");
+        if let Some(b) = memory["readings"]["heap_allocated"].as_u64() {
+            return b;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no heap_allocated in show memory: {memory:#}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A burst of calls closes the gate by itself (no configuration change), and once its calls
+/// and their transactions are gone the heap comes back and the gate opens again: a node does
+/// not keep refusing new calls after a burst because its tables kept the burst's room.
+///
+/// `heap-limit-mb 8`, reject at 50 % (4 MiB), resume under 40 % (3.2 MiB); the idle heap is
+/// about 1.3 MiB. 2,000 calls at 400/s, each held 1 s: their transactions (kept 32 s, RFC
+/// 6026) take the heap past 4 MiB and the gate closes (later calls of the burst get 503);
+/// then, within a bounded wait, admission is `accepting` again and 20 new calls succeed.
+#[test]
+fn a_burst_that_closed_the_heap_gate_opens_it_again_once_its_calls_are_gone() {
+    const BURST: u32 = 2_000;
+    const AFTER: u32 = 20;
+    let config = SbcConfig::new();
+    let tdir = TestDir::for_current_test();
+    let trapd = Trapd::start(&tdir);
+    let toml = heap_gate_toml(&config, trapd.port()).replacen(
+        "heap-limit-mb = 1024",
+        "heap-limit-mb = 8",
+        1,
+    );
+    let node = SbcNode::start_in(&tdir, &toml);
+    let dir = node.dir().clone();
+    let mut m = Mgmt::connect(&node.mgmt_socket());
+    assert_eq!(admission(&mut m), "accepting");
+    let idle = heap_allocated(&mut m);
+
+    let uas = Sipp::new(&dir, "uas")
+        .builtin("uas")
+        .local(config.agent)
+        .calls(BURST + AFTER)
+        .timeout(Duration::from_secs(240))
+        .spawn();
+    sbc_e2e::sipp::wait_listening(config.agent, false, Duration::from_secs(5));
+    let burst = Sipp::new(&dir, "uac-burst")
+        .builtin("uac")
+        .local(SocketAddr::new(config.access.ip(), ports::free_port()))
+        .remote(config.access)
+        .calls(BURST)
+        .rate(400)
+        .args(["-d", "1000"])
+        .timeout(Duration::from_secs(60))
+        .spawn();
+    // The gate closes during the burst, by the burst alone.
+    let closed = wait_admission(&mut m, "the burst closing the heap gate", names_heap);
+    let peak = heap_allocated(&mut m);
+    let burst = burst.wait();
+    eprintln!(
+        "burst: {:?}; gate {closed} at {peak} bytes of heap",
+        burst.stats
+    );
+    assert!(
+        burst.stats.failed > 0,
+        "the gate refused none of the burst: {}",
+        burst.describe()
+    );
+
+    // Once the calls are gone, the heap comes back and the gate opens again.
+    let ended = Instant::now();
+    let bound = Duration::from_secs(120);
+    let reopened = loop {
+        let a = admission(&mut m);
+        if a == "accepting" {
+            break ended.elapsed();
+        }
+        assert!(
+            ended.elapsed() < bound,
+            "the heap gate is still closed {bound:?} after the burst ({a}); heap {} bytes, \
+             idle {idle}",
+            heap_allocated(&mut m)
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    let after = heap_allocated(&mut m);
+    println!(
+        "MEASURE heap_gate_burst: heap idle {idle} B, during the burst {peak} B, at reopening {after} B, {} ms after the burst ended",
+        reopened.as_millis()
+    );
+    let later = Sipp::new(&dir, "uac-later")
+        .builtin("uac")
+        .local(SocketAddr::new(config.access.ip(), ports::free_port()))
+        .remote(config.access)
+        .calls(AFTER)
+        .rate(10)
+        .timeout(Duration::from_secs(30))
+        .run();
+    later.assert_success(u64::from(AFTER));
+    drop(uas);
+}
