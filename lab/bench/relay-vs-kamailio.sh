@@ -23,6 +23,8 @@
 #   CALL_MS     call hold time of the rate steps (-d)     [0]
 #   MEM_CALLS   concurrent calls of the memory step, 0 skips it [10000]
 #   MEM_RATE    call rate that sets those calls up        [500]
+#   MEM_SETTLE  seconds between the last call set up and the memory reading: the calls'
+#               transactions end (RFC 6026 windows: 64*T1 = 32 s), leaving the dialogs [40]
 #   UAC_PORT    SIPp UAC local port (not 5060!)           [5090]
 #   SHARED      the shared folder                         [<repo>/../shared]
 #   KAMAILIO_CFG  reference config   [$SHARED/peers/kamailio.cfg, else lab/peers/kamailio.cfg]
@@ -57,6 +59,7 @@ DURATION=${DURATION:-10}
 CALL_MS=${CALL_MS:-0}
 MEM_CALLS=${MEM_CALLS:-10000}
 MEM_RATE=${MEM_RATE:-500}
+MEM_SETTLE=${MEM_SETTLE:-40}
 UAC_PORT=${UAC_PORT:-5090}
 STAMP=$(date -u +%Y-%m-%dT%H%M%SZ)
 OUT=${OUT:-$ROOT/lab/results/relay-$STAMP.md}
@@ -77,6 +80,7 @@ is_uint "$DURATION" && (( DURATION > 0 )) || die "DURATION must be a positive in
 is_uint "$CALL_MS" || die "CALL_MS must be an integer (ms)"
 is_uint "$MEM_CALLS" || die "MEM_CALLS must be an integer"
 is_uint "$MEM_RATE" && (( MEM_RATE > 0 )) || die "MEM_RATE must be a positive integer"
+is_uint "$MEM_SETTLE" || die "MEM_SETTLE must be an integer"
 is_uint "$UAC_PORT" || die "UAC_PORT must be a port number"
 for r in $RATES; do is_uint "$r" && (( r > 0 )) || die "bad rate in RATES: $r"; done
 for relay in $RELAYS; do
@@ -270,7 +274,9 @@ start_relay() {
       sleep 0.5 ;;
     sbc)
       need_free "$SBC_PORT"; need_free "$SBC_CORE_PORT"
-      "$SBC_BIN" run --config "$WORK/sbc.toml" >"$WORK/$tag-relay.log" 2>&1 </dev/null &
+      mkdir -p -m 0700 "$WORK/mgmt-$tag"
+      SBC_MGMT=$WORK/mgmt-$tag/m.sock
+      "$SBC_BIN" run --config "$WORK/sbc.toml" --mgmt-socket "$SBC_MGMT" >"$WORK/$tag-relay.log" 2>&1 </dev/null &
       RELAY_PID=$!; RELAY_TARGET=$IP:$SBC_PORT
       wait_until 15 sbc_ready "$WORK/$tag-relay.log" || die "sbc did not print 'sbc ready' (see $WORK/$tag-relay.log)" ;;
   esac
@@ -325,6 +331,13 @@ mem_failed() { csv_last "$MEM_STATS" 'FailedCall(C)' | awk '{ print $1 + 0 }'; }
 mem_reached() { (( $(established) + $(mem_failed) >= MEM_CALLS )); }
 counts_exist() { [[ -s $MEM_COUNTS ]]; }
 
+# sbc_heap RELAY: the sbc's jemalloc heap in bytes (show memory), empty for another relay.
+sbc_heap() {
+  [[ $1 == sbc && -S ${SBC_MGMT:-} ]] || return 0
+  "$SBC_BIN" acli --mgmt-socket "$SBC_MGMT" --json -c "show memory" 2>/dev/null \
+    | sed -n 's/.*"heap_allocated": *\([0-9][0-9]*\).*/\1/p' | head -1
+}
+
 run_mem() {   # run_mem RELAY
   local relay=$1 tag="mem-$1" secs=$(( MEM_CALLS / MEM_RATE * 2 + 30 ))
   log "memory: $relay, $MEM_CALLS concurrent calls set up at $MEM_RATE calls/s"
@@ -333,6 +346,7 @@ run_mem() {   # run_mem RELAY
   sleep 1
   MEM_STATS=$WORK/$tag-uac.csv
   need_free "$UAC_PORT"
+  R[$relay,mem,heap0]=$(sbc_heap "$relay")
   R[$relay,mem,pss0]=$(mem_kb "$RELAY_PID" smaps_rollup Pss)
   R[$relay,mem,rss0]=$(mem_kb "$RELAY_PID" status VmRSS)
   # Hold every call far longer than the step; -l caps concurrency; the
@@ -347,8 +361,11 @@ run_mem() {   # run_mem RELAY
   if ! wait_until "$secs" mem_reached; then
     log "  only $(established) of $MEM_CALLS calls established after ${secs}s; measuring anyway"
   fi
-  sleep 2   # let the last transactions settle (SIPp counts are 1 s old)
+  # The calls' transactions end (their RFC 6026 windows), leaving only the dialogs.
+  log "  $(established) calls up; reading memory in ${MEM_SETTLE}s"
+  sleep "$MEM_SETTLE"
   R[$relay,mem,calls]=$(established)
+  R[$relay,mem,heap1]=$(sbc_heap "$relay")
   R[$relay,mem,pss1]=$(mem_kb "$RELAY_PID" smaps_rollup Pss)
   R[$relay,mem,rss1]=$(mem_kb "$RELAY_PID" status VmRSS)
   R[$relay,mem,failed]=$(mem_failed)
@@ -429,7 +446,7 @@ SATURATED=0
   fi
   if (( MEM_CALLS > 0 )); then
     echo
-    echo "## Memory: $MEM_CALLS concurrent established calls (set up at $MEM_RATE calls/s, held with \`-d 600000\`)"
+    echo "## Memory: $MEM_CALLS concurrent established calls (set up at $MEM_RATE calls/s, held with \`-d 600000\`, read ${MEM_SETTLE} s after the last was set up)"
     echo
     echo "| relay | established | failed | ΣPss before → after (kB) | ΣVmRSS before → after (kB) | bytes per dialog | measured as |"
     echo "|---|---:|---:|---|---|---:|---|"
@@ -440,6 +457,11 @@ SATURATED=0
       printf '| %s | %s | %s | %s → %s | %s → %s | %s | %s |\n' "$relay" "${R[$relay,mem,calls]}" "$(num "${R[$relay,mem,failed]:-}")" \
         "${R[$relay,mem,pss0]}" "${R[$relay,mem,pss1]}" "${R[$relay,mem,rss0]}" "${R[$relay,mem,rss1]}" "$bpd" "$how"
     done
+    if [[ -n ${R[sbc,mem,heap1]:-} && -n ${R[sbc,mem,heap0]:-} ]]; then
+      hpd=$(awk -v a="${R[sbc,mem,heap0]}" -v b="${R[sbc,mem,heap1]}" -v n="${R[sbc,mem,calls]:-0}" 'BEGIN { if (n > 0) printf "%.0f", (b - a) / n; else print "n/a" }')
+      echo
+      echo "sbc heap (jemalloc \`stats.allocated\`, \`show memory\`): ${R[sbc,mem,heap0]} → ${R[sbc,mem,heap1]} bytes, **$hpd bytes per established call** (both legs; the process's RSS above also holds the allocator's free pages)."
+    fi
   fi
   echo
   echo "CPU per call = relay utime+stime (all its processes/threads, /proc/PID/stat) from just before the UAC starts to just after it exits, divided by the successful calls. Failed calls and retransmissions are SIPp's cumulative counters (last line of its \`-trace_stat\` CSV). See lab/bench/README.md."
