@@ -303,6 +303,9 @@ fn framed(stream: TcpStream) -> Conn {
     )
 }
 
+/// Most queued changes the active writes to the standby in one flush.
+const STREAM_BATCH: usize = 256;
+
 /// A connection whose handshake is done: frames in and out through the session.
 struct Channel {
     conn: Conn,
@@ -321,10 +324,16 @@ impl Channel {
     }
 
     async fn send(&mut self, frame: &SyncFrame) -> Result<(), SyncError> {
+        self.feed(frame).await?;
+        SinkExt::<Bytes>::flush(&mut self.conn).await?;
+        Ok(())
+    }
+
+    /// Seals `frame` into the connection's write buffer, without flushing it.
+    async fn feed(&mut self, frame: &SyncFrame) -> Result<(), SyncError> {
         for m in self.session.seal(&frame.encode()?)? {
             self.conn.feed(Bytes::from(m)).await?;
         }
-        SinkExt::<Bytes>::flush(&mut self.conn).await?;
         Ok(())
     }
 
@@ -597,7 +606,29 @@ async fn serve_session(
     loop {
         tokio::select! {
             change = rx.recv() => match change {
-                Ok(frame) => ch.send(&frame).await?,
+                Ok(frame) => {
+                    // The changes already queued go in the same write (one flush, one
+                    // syscall, one wake-up of the standby for a burst of them), bounded.
+                    ch.feed(&frame).await?;
+                    let mut lagged = false;
+                    for _ in 0..STREAM_BATCH {
+                        match rx.try_recv() {
+                            Ok(frame) => ch.feed(&frame).await?,
+                            Err(broadcast::error::TryRecvError::Lagged(_)) => {
+                                lagged = true;
+                                break;
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                    SinkExt::<Bytes>::flush(&mut ch.conn).await?;
+                    if lagged {
+                        warn!("standby fell behind: sending a fresh snapshot");
+                        let (items, _, fresh) = publisher.subscribe();
+                        rx = fresh;
+                        ch.send_snapshot(items).await?;
+                    }
+                }
                 Err(broadcast::error::RecvError::Lagged(n)) => {
                     warn!(lost = n, "standby fell behind: sending a fresh snapshot");
                     let (items, _, fresh) = publisher.subscribe();

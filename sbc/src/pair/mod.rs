@@ -250,8 +250,19 @@ impl Pair {
         node.set_dialog_sync(Some(dtx));
         let p = pair.clone();
         tokio::spawn(async move {
-            while let Some(change) = drx.recv().await {
-                p.publish(change);
+            while let Some(first) = drx.recv().await {
+                // What is queued already is published together, a call's successive changes
+                // (its INVITE forwarded, ringing, answered, confirmed) as its latest only.
+                let mut batch = vec![first];
+                while batch.len() < PUBLISH_BATCH {
+                    match drx.try_recv() {
+                        Ok(c) => batch.push(c),
+                        Err(_) => break,
+                    }
+                }
+                for change in latest_per_dialog(batch) {
+                    p.publish(change);
+                }
             }
         });
         tokio::spawn(pair.clone().run_events(events, sync_rx));
@@ -650,7 +661,85 @@ fn transition_state(s: State) -> TransitionState {
     }
 }
 
+/// Most dialog changes published in one batch.
+const PUBLISH_BATCH: usize = 1024;
+
+/// The last change of each dialog in `batch`, in the order of those last changes: a dialog
+/// upserted three times and deleted is published as its deletion only.
+fn latest_per_dialog(batch: Vec<DialogChange>) -> Vec<DialogChange> {
+    let id = |c: &DialogChange| match c {
+        DialogChange::Upsert(d) => d.id,
+        DialogChange::Delete(id) => *id,
+    };
+    let mut last = std::collections::HashMap::with_capacity(batch.len());
+    for (i, c) in batch.iter().enumerate() {
+        last.insert(id(c), i);
+    }
+    batch
+        .into_iter()
+        .enumerate()
+        .filter(|(i, c)| last.get(&id(c)) == Some(i))
+        .map(|(_, c)| c)
+        .collect()
+}
+
 /// The bytes of a dialog on the sync channel.
 pub fn encode_dialog(d: &Dialog) -> Result<Vec<u8>, bincode::error::EncodeError> {
     bincode::serde::encode_to_vec(d, bincode::config::standard())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sbc_proto::sip::dialog::{DialogState, Leg, LegTransport};
+
+    fn dialog(id: u64, state: DialogState) -> DialogChange {
+        let leg = Leg {
+            interface: 0,
+            transport: LegTransport::Udp,
+            peer: "127.0.0.1:5090".parse().expect("addr"),
+            call_id: "c".into(),
+            local_tag: "t".into(),
+            remote_tag: None,
+            local_party: String::new(),
+            remote_party: String::new(),
+            remote_target: String::new(),
+            route_set: Vec::new(),
+            local_cseq: 1,
+            last_invite_cseq: 1,
+        };
+        DialogChange::Upsert(Box::new(Dialog {
+            id,
+            caller: leg.clone(),
+            callee: leg,
+            state,
+            created_unix: 0,
+            sdp_origin: [0; 2],
+            sdp_version: [(0, 0); 2],
+            media: None,
+            setup: None,
+        }))
+    }
+
+    #[test]
+    fn a_batch_publishes_each_dialogs_latest_change_in_order() {
+        let batch = vec![
+            dialog(1, DialogState::Trying),
+            dialog(2, DialogState::Trying),
+            dialog(1, DialogState::Early),
+            DialogChange::Delete(2),
+            dialog(3, DialogState::Confirmed),
+            dialog(1, DialogState::Confirmed),
+        ];
+        let out = latest_per_dialog(batch);
+        assert_eq!(
+            out,
+            vec![
+                DialogChange::Delete(2),
+                dialog(3, DialogState::Confirmed),
+                dialog(1, DialogState::Confirmed),
+            ]
+        );
+        assert!(latest_per_dialog(Vec::new()).is_empty());
+    }
 }
