@@ -191,7 +191,6 @@ state = "enabled"
 shared-key = "$SHARED_KEY"
 sip-sync-port = $SYNC_PORT
 config-sync-port = $CONFIG_SYNC_PORT
-advertisement-time = 500
 EOF
     for j in 0 1; do
       kind=primary; (( j == 1 )) && kind=secondary
@@ -579,7 +578,7 @@ kinds_skipped() { local k s=""; for k in kill9 berpd memory; do (( ${SKIPPED[$k]
   echo "- command: \`${ENV_LINE}${CMDLINE#"$ROOT/"}\`"
   echo "- sbc: \`$SBC_BIN\`, source $GIT_REV; $SIPP_VERSION"
   echo "- machine: $(nproc) cores ($(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), $(uname -sr)), shared with other tenants; load average at the report: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "- pair: sbc-a (primary) and sbc-b (secondary) on loopback, service address access $IP:$ACCESS_PORT, core $CORE_IP:$CORE_PORT, heartbeats ${HB_IP[0]}/${HB_IP[1]}:$HB_PORT, advertisement-time 500, workers $WORKERS; memory-source process, memory-limit-mb $MEM_LIMIT_MB, critical at 80 %, critical-memory-abort=switchover, lab mode; RUST_LOG=$RUST_LOG"
+  echo "- pair: sbc-a (primary) and sbc-b (secondary) on loopback, service address access $IP:$ACCESS_PORT, core $CORE_IP:$CORE_PORT, heartbeats ${HB_IP[0]}/${HB_IP[1]}:$HB_PORT, redundancy timers at the shipped defaults, workers $WORKERS; memory-source process, memory-limit-mb $MEM_LIMIT_MB, critical at 80 %, critical-memory-abort=switchover, lab mode; RUST_LOG=$RUST_LOG"
   echo "- traffic: SIPp built-in \`uac\` ($IP:$UAC_PORT, \`-r $RATE -m $CALLS -d $CALL_MS\`) -> pair -> \`$(basename "$UAS_XML")\` ($IP:$AGENT_PORT, rings $RING_MS ms then answers)"
   echo "- switchovers every $INTERVAL s, in turn: $KINDS; done: $(kinds_done); skipped (pair not whole when due): $(kinds_skipped)"
   echo "- files: \`$(basename "$CSV")\` (a row every $SAMPLE s), \`$(basename "$SVG")\`"

@@ -528,7 +528,7 @@ impl Pair {
             return;
         }
         let table = self.table.lock().map(|t| t.clone()).unwrap_or_default();
-        let publisher = SyncPublisher::new(table, 65_536);
+        let publisher = SyncPublisher::new(table, SYNC_BUFFER);
         if let Ok(c) = self.config.lock() {
             publisher.push_config(c.0, c.1.clone());
         }
@@ -660,6 +660,12 @@ fn transition_state(s: State) -> TransitionState {
         State::OutOfService => TransitionState::OutOfService,
     }
 }
+
+/// Changes in flight to the standby before it is resynchronized with a snapshot. The buffer is
+/// allocated whole when a node becomes active (about 100 bytes a slot): 65,536 slots were
+/// 6.3 MB of every active's heap (the soak: 6.67 MB idle against the standby's 1.46). 16,384
+/// are 2-4 s of changes at 2,000 calls/s, and a snapshot of 10,000 dialogs takes 30 ms.
+const SYNC_BUFFER: usize = 16_384;
 
 /// Most dialog changes published in one batch.
 const PUBLISH_BATCH: usize = 1024;
