@@ -117,15 +117,17 @@ impl Engine {
             return;
         }
 
+        if self.admission == Admission::Drop {
+            // Handing the service address over: the caller's retransmission reaches the next
+            // active, which serves the call from its start. Before the shutdown's 503: a node
+            // stopped while it hands over (an ineligible node restarted at once) must not
+            // refuse calls its peer is about to serve.
+            self.stats.handover_dropped += 1;
+            return;
+        }
         if self.draining {
             self.stats.rejected_503 += 1;
             self.answer(inbound, &msg, 503, Some(("Retry-After", "5".into())));
-            return;
-        }
-        if self.admission == Admission::Drop {
-            // Handing the service address over: the caller's retransmission reaches the next
-            // active, which serves the call from its start.
-            self.stats.handover_dropped += 1;
             return;
         }
         if let Admission::Reject {

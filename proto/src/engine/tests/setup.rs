@@ -339,3 +339,22 @@ fn a_demoted_active_forgets_its_calls_quietly_and_takes_them_from_the_replicas_a
     }
     assert_eq!(a.engine.active_call_count(), 2);
 }
+
+#[test]
+fn a_node_shut_down_while_it_hands_over_drops_new_calls_rather_than_refusing_them() {
+    let mut w = World::new();
+    w.engine.set_admission(Admission::Drop);
+    w.engine.start_draining();
+    w.caller_sends(&invite("z9hG4bKinv1"));
+    assert!(
+        w.to_caller.is_empty(),
+        "no 503: the peer serves its retransmission"
+    );
+    assert!(w.to_callee.is_empty());
+    assert_eq!(w.engine.stats().handover_dropped, 1);
+    // Draining alone still answers 503.
+    let mut w = World::new();
+    w.engine.start_draining();
+    w.caller_sends(&invite("z9hG4bKinv1"));
+    assert_eq!(w.codes_to_caller(), vec![503]);
+}
