@@ -30,7 +30,7 @@ pub enum DialogChange {
 pub(super) enum Lingering {
     /// Stream the dialog's deletion to the standby.
     ReplicateDelete(u64),
-    /// Forget a replicated dialog that arrived in `Terminating`.
+    /// Forget a replicated dialog that arrived in `Terminating`, and replicate its end.
     Forget(u64),
     /// Drop the ACKs kept for a call's 2xx retransmissions: after 64·T1 none comes (the far
     /// side's INVITE transaction has ended, RFC 6026), and an established call keeps no

@@ -358,3 +358,21 @@ fn a_node_shut_down_while_it_hands_over_drops_new_calls_rather_than_refusing_the
     w.caller_sends(&invite("z9hG4bKinv1"));
     assert_eq!(w.codes_to_caller(), vec![503]);
 }
+
+#[test]
+fn a_call_that_was_ending_at_the_takeover_is_forgotten_and_its_end_replicated() {
+    let mut a = World::new();
+    let tag = establish(&mut a);
+    a.caller_sends(&caller_in_dialog("BYE", 2, "z9hG4bKbye1", &tag));
+    // The former active relayed the BYE (Terminating replicated) and died before its delete.
+    let mut b = take_over(&mut a, Duration::from_millis(300));
+    assert_eq!(b.engine.call_count(), 1);
+    assert_eq!(b.engine.active_call_count(), 0);
+    b.advance(Duration::from_secs(40));
+    assert_eq!(b.engine.call_count(), 0);
+    let c = changes(&mut b);
+    assert!(
+        matches!(&c[..], [DialogChange::Delete(_)]),
+        "the end is replicated from the new active: {c:?}"
+    );
+}
