@@ -51,32 +51,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-cat >"$WORK/sbc.toml" <<EOF
-[sip-config]
-workers = 2
-
-[[sip-interface]]
-realm = "access"
-address = "$IP"
-port = $PORT
-transports = ["udp"]
-
-[[sip-interface]]
-realm = "core"
-address = "$IP"
-port = $((PORT + 2))
-transports = ["udp"]
-
-[[session-agent]]
-name = "core"
-realm = "core"
-address = "$IP"
-port = $((PORT + 20))
-transport = "udp"
-
-[session-router]
-default-route = "core"
-EOF
+write_sbc_config "$WORK/sbc.toml" "$PORT" $((PORT + 2)) $((PORT + 20)) "workers = 2" "" ""
 
 ( cd "$WORK" && exec "$SIPP" -sn uas -i "$IP" -p $((PORT + 20)) -nostdin >"$WORK/uas.out" 2>&1 </dev/null ) &
 UAS_PID=$!
