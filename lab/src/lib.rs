@@ -2,9 +2,11 @@
 //! `sbc-lab` binary), [`demo`] (`sbc demo`: a pair on loopback, calls, a memory alarm, a
 //! switchover and a chart), benchmarks against Kamailio (`lab/bench`) and experiments, and
 //! [`chart`]: the one SVG plotter of the demo's chart and the benchmarks' (`sbc-lab chart`).
+//! [`tls`]: the lab PKI (`sbc-lab tls-certs`) and rustls configurations for TLS tests.
 
 pub mod chart;
 pub mod demo;
 pub mod media;
 pub mod testing;
+pub mod tls;
 pub mod traffic;

@@ -6,6 +6,7 @@
 //! sbc-lab chart lines run.csv -o run.svg --x t --panel "Calls/s=offered_cps,answered_cps"
 //! sbc-lab rtp-load rtpengine 127.0.0.1:2223 --calls 200 --duration 10s
 //! sbc-lab rtp-load sip 127.0.0.1:5060 --uas 127.0.0.1:5080 --calls 200 --duration 10s
+//! sbc-lab tls-certs --out /tmp/lab-pki
 //! ```
 //! Each prints a summary at the end (`--json`: the counters as one JSON object) and exits 0
 //! only when no call failed (1 otherwise, 2 on a usage or bind error).
@@ -45,6 +46,17 @@ enum Command {
     /// RTP load through a media relay: N calls, two RTP endpoints each, signalled over NG
     /// (rtpengine) or with SDP-carrying SIP calls through an SBC.
     RtpLoad(RtpLoadArgs),
+    /// Write the lab's TLS certificates into --out: a CA (ca.pem); sbc, uas, uac (DNS
+    /// NAME.lab and IP 127.0.0.1) and other (other.lab only) signed by it; an unrelated
+    /// rogue-ca with rogue (uac.lab, 127.0.0.1). Keys are NAME-key.pem, mode 0600.
+    TlsCerts(TlsCertsArgs),
+}
+
+#[derive(Args)]
+struct TlsCertsArgs {
+    /// The directory to write into (created if absent; existing files are replaced).
+    #[arg(long)]
+    out: std::path::PathBuf,
 }
 
 #[derive(Args)]
@@ -561,6 +573,13 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
     match cli.command {
         Command::Chart(a) => chart(&a),
         Command::RtpLoad(a) => rtp_load(a).await,
+        Command::TlsCerts(a) => {
+            let files = sbc_lab::tls::write_lab_set(&a.out).map_err(|e| format!("{e:#}"))?;
+            for f in files {
+                println!("{}", f.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Uac(a) => {
             let c = &a.common;
             let mut cfg = UacConfig::new(a.target);
