@@ -257,31 +257,68 @@ impl Pki {
     }
 }
 
-/// Writes the lab's standard set into `dir` and returns the files written: the CA `ca`;
-/// `sbc` (DNS sbc.lab, IP 127.0.0.1), `uas` (uas.lab, 127.0.0.1), `uac` (uac.lab,
-/// 127.0.0.1) and `other` (other.lab only, no IP) signed by it; and an unrelated CA
-/// `rogue-ca` with `rogue` (uac.lab, 127.0.0.1) signed by it.
+/// The lab's standard set of certificates (see [`write_lab_set`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabSet {
+    /// The lab CA's certificate, `ca.pem` (its key `ca-key.pem`: [`Pki::open`] it).
+    pub ca: PathBuf,
+    /// `sbc`: DNS sbc.lab, IP 127.0.0.1.
+    pub sbc: Issued,
+    /// `uas`: DNS uas.lab, IP 127.0.0.1.
+    pub uas: Issued,
+    /// `uac`: DNS uac.lab, IP 127.0.0.1.
+    pub uac: Issued,
+    /// `other`: DNS other.lab only, no IP (a certificate for another host).
+    pub other: Issued,
+    /// An unrelated CA's certificate, `rogue-ca.pem`.
+    pub rogue_ca: PathBuf,
+    /// `rogue`: DNS uac.lab, IP 127.0.0.1, signed by the rogue CA (a client certificate the
+    /// lab CA's trusters refuse).
+    pub rogue: Issued,
+}
+
+impl LabSet {
+    /// Every file of the set, keys included (14).
+    #[must_use]
+    pub fn files(&self) -> Vec<PathBuf> {
+        let key_of = |ca: &Path| {
+            ca.with_file_name(format!(
+                "{}-key.pem",
+                ca.file_stem()
+                    .map(|s| s.to_string_lossy())
+                    .unwrap_or_default()
+            ))
+        };
+        let mut files = vec![self.ca.clone(), key_of(&self.ca)];
+        for i in [&self.sbc, &self.uas, &self.uac, &self.other] {
+            files.extend([i.cert.clone(), i.key.clone()]);
+        }
+        files.extend([self.rogue_ca.clone(), key_of(&self.rogue_ca)]);
+        files.extend([self.rogue.cert.clone(), self.rogue.key.clone()]);
+        files
+    }
+}
+
+/// Writes the lab's standard set into `dir` (`sbc-lab tls-certs`): the CA `ca`; `sbc`
+/// (DNS sbc.lab, IP 127.0.0.1), `uas` (uas.lab, 127.0.0.1), `uac` (uac.lab, 127.0.0.1) and
+/// `other` (other.lab only, no IP) signed by it; and an unrelated CA `rogue-ca` with
+/// `rogue` (uac.lab, 127.0.0.1) signed by it.
 ///
 /// # Errors
 /// If a file cannot be written.
-pub fn write_lab_set(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+pub fn write_lab_set(dir: &Path) -> anyhow::Result<LabSet> {
     let lo = [IpAddr::from([127, 0, 0, 1])];
     let ca = Pki::create(dir)?;
-    let mut files = vec![ca.ca_cert().to_owned(), dir.join("ca-key.pem")];
-    for (stem, dns, ips) in [
-        ("sbc", "sbc.lab", &lo[..]),
-        ("uas", "uas.lab", &lo[..]),
-        ("uac", "uac.lab", &lo[..]),
-        ("other", "other.lab", &[][..]),
-    ] {
-        let i = ca.issue(stem, &[dns], ips)?;
-        files.extend([i.cert, i.key]);
-    }
-    let rogue = Pki::create_named(dir, "rogue-ca")?;
-    files.extend([rogue.ca_cert().to_owned(), dir.join("rogue-ca-key.pem")]);
-    let i = rogue.issue("rogue", &["uac.lab"], &lo)?;
-    files.extend([i.cert, i.key]);
-    Ok(files)
+    let rogue_ca = Pki::create_named(dir, "rogue-ca")?;
+    Ok(LabSet {
+        ca: ca.ca_cert().to_owned(),
+        sbc: ca.issue("sbc", &["sbc.lab"], &lo)?,
+        uas: ca.issue("uas", &["uas.lab"], &lo)?,
+        uac: ca.issue("uac", &["uac.lab"], &lo)?,
+        other: ca.issue("other", &["other.lab"], &[])?,
+        rogue_ca: rogue_ca.ca_cert().to_owned(),
+        rogue: rogue_ca.issue("rogue", &["uac.lab"], &lo)?,
+    })
 }
 
 /// The certificates of a PEM file (in order: leaf first in a chain).
@@ -472,10 +509,15 @@ mod tests {
     fn lab_set_files_and_modes() {
         let tmp = TestDir::for_current_test();
         let dir = tmp.path();
-        let files = write_lab_set(dir).expect("lab set");
+        let set = write_lab_set(dir).expect("lab set");
+        let files = set.files();
         assert_eq!(files.len(), 14, "{files:?}");
         for f in &files {
-            let mode = fs::metadata(f).expect("written").permissions().mode() & 0o777;
+            let mode = fs::metadata(f)
+                .unwrap_or_else(|e| panic!("{}: {e}", f.display()))
+                .permissions()
+                .mode()
+                & 0o777;
             let key = f.to_string_lossy().ends_with("-key.pem");
             assert!(!key || mode == 0o600, "{} has mode {mode:o}", f.display());
         }
