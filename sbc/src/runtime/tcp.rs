@@ -483,19 +483,16 @@ pub async fn accept_loop(
 
 /// Starts the reader and writer tasks of one connection (TCP, or TLS over it) and registers it
 /// under `peer`.
-fn serve<S>(
+fn serve<S: SplitStream>(
     interface: usize,
     stream: S,
     peer: SocketAddr,
     admitted: Option<Admitted>,
     edge: &Arc<TcpEdge>,
     dispatch: Dispatch,
-) -> Conn
-where
-    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
-{
+) -> Conn {
     let settings = edge.settings();
-    let (read, mut write) = tokio::io::split(stream);
+    let (read, mut write) = stream.halves();
     let (tx, mut rx) = tmpsc::unbounded_channel::<Bytes>();
     let conn = Conn {
         tx,
@@ -511,6 +508,7 @@ where
     {
         let (conn, edge) = (conn.clone(), edge.clone());
         tokio::spawn(async move {
+            let mut batch: Vec<Bytes> = Vec::new();
             loop {
                 let b = tokio::select! {
                     () = conn.close.cancelled() => break,
@@ -519,19 +517,33 @@ where
                         None => break,
                     },
                 };
-                let cost = b.len().max(MIN_ITEM_COST);
-                let written =
-                    tokio::time::timeout(settings.write_timeout, write.write_all(&b)).await;
-                conn.queued.fetch_sub(cost, Ordering::AcqRel);
-                if b.as_ref() == PONG {
-                    conn.unanswered.store(0, Ordering::Release);
-                    conn.pong_pending.store(false, Ordering::Release);
+                // What else is queued goes in the same write (one TLS flush for all of it).
+                let mut bytes = b.len();
+                batch.push(b);
+                while bytes < WRITE_BATCH {
+                    match rx.try_recv() {
+                        Ok(b) => {
+                            bytes += b.len();
+                            batch.push(b);
+                        }
+                        Err(_) => break,
+                    }
                 }
-                // TLS buffers records: push them out now.
-                let written = match written {
-                    Ok(Ok(())) => tokio::time::timeout(settings.write_timeout, write.flush()).await,
-                    other => other,
-                };
+                let written = tokio::time::timeout(settings.write_timeout, async {
+                    for b in &batch {
+                        write.write_all(b).await?;
+                    }
+                    write.flush().await
+                })
+                .await;
+                for b in batch.drain(..) {
+                    conn.queued
+                        .fetch_sub(b.len().max(MIN_ITEM_COST), Ordering::AcqRel);
+                    if b.as_ref() == PONG {
+                        conn.unanswered.store(0, Ordering::Release);
+                        conn.pong_pending.store(false, Ordering::Release);
+                    }
+                }
                 match written {
                     Ok(Ok(())) => {}
                     Ok(Err(_)) => break,
@@ -567,6 +579,44 @@ where
         edge.stats.open.fetch_sub(1, Ordering::Relaxed);
     });
     conn
+}
+
+/// Bytes gathered from a write queue into one write (and, over TLS, one flush).
+const WRITE_BATCH: usize = 64 * 1024;
+
+/// A connection's stream split into its reading and writing halves: a TCP stream's own
+/// halves (no lock between them), a TLS stream's through `tokio::io::split`.
+trait SplitStream: Send + 'static {
+    /// The reading half.
+    type Read: AsyncRead + Unpin + Send + 'static;
+    /// The writing half.
+    type Write: AsyncWrite + Unpin + Send + 'static;
+    /// Splits the stream.
+    fn halves(self) -> (Self::Read, Self::Write);
+}
+
+impl SplitStream for TcpStream {
+    type Read = tokio::net::tcp::OwnedReadHalf;
+    type Write = tokio::net::tcp::OwnedWriteHalf;
+    fn halves(self) -> (Self::Read, Self::Write) {
+        self.into_split()
+    }
+}
+
+impl SplitStream for tokio_rustls::server::TlsStream<TcpStream> {
+    type Read = tokio::io::ReadHalf<Self>;
+    type Write = tokio::io::WriteHalf<Self>;
+    fn halves(self) -> (Self::Read, Self::Write) {
+        tokio::io::split(self)
+    }
+}
+
+impl SplitStream for tokio_rustls::client::TlsStream<TcpStream> {
+    type Read = tokio::io::ReadHalf<Self>;
+    type Write = tokio::io::WriteHalf<Self>;
+    fn halves(self) -> (Self::Read, Self::Write) {
+        tokio::io::split(self)
+    }
 }
 
 /// Why a reader stopped.
