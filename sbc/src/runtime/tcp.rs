@@ -61,7 +61,7 @@ use sbc_proto::sip::dialog::LegTransport;
 use sbc_proto::sip::framer::{Frame, FrameError, TcpFramer};
 use sbc_proto::sip::message::transport_failure_response;
 
-use super::tls::{TlsContext, HANDSHAKE_TIMEOUT};
+use super::tls::TlsContext;
 
 /// The TCP limits, from `sip-config` (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,6 +80,8 @@ pub struct TcpSettings {
     pub write_queue_bytes: usize,
     /// A write must complete within this.
     pub write_timeout: Duration,
+    /// A TLS handshake must complete within this.
+    pub handshake_timeout: Duration,
 }
 
 impl TcpSettings {
@@ -95,6 +97,7 @@ impl TcpSettings {
             idle_timeout: Duration::from_millis(s.tcp_idle_timeout_ms),
             write_queue_bytes: s.tcp_write_queue_bytes,
             write_timeout: Duration::from_millis(s.tcp_write_timeout_ms),
+            handshake_timeout: Duration::from_millis(s.tls_handshake_timeout_ms),
         }
     }
 }
@@ -148,7 +151,7 @@ pub struct TcpStatsSnapshot {
     pub handshakes: u64,
     /// TLS only: handshakes refused or failed (bad certificate, wrong name, protocol error).
     pub handshake_failed: u64,
-    /// TLS only: handshakes not complete within the handshake timeout.
+    /// TLS only: handshakes not complete within `tls-handshake-timeout-ms`.
     pub handshake_timeout: u64,
     /// Requests whose next hop could not be reached (connect or handshake failed): each was
     /// answered 503 locally, as RFC 3261 §8.1.3.1 has a transport error treated.
@@ -457,7 +460,8 @@ pub async fn accept_loop(
                 // The handshake runs on its own task, holding its place in the caps.
                 let (edge, dispatch) = (edge.clone(), dispatch.clone());
                 tokio::spawn(async move {
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                    let limit = edge.settings().handshake_timeout;
+                    match tokio::time::timeout(limit, acceptor.accept(stream)).await {
                         Ok(Ok(tls_stream)) => {
                             bump(&edge.stats.handshakes);
                             serve(interface, tls_stream, peer, Some(admitted), &edge, dispatch);
@@ -825,7 +829,8 @@ async fn dial(
         warn!(%dest, "no tls-profile with trusted CAs to verify this TLS peer: not dialled");
         return None;
     };
-    match tokio::time::timeout(HANDSHAKE_TIMEOUT, connector.connect(name, stream)).await {
+    let limit = edge.settings().handshake_timeout;
+    match tokio::time::timeout(limit, connector.connect(name, stream)).await {
         Ok(Ok(tls_stream)) => {
             bump(&edge.stats.dialled);
             bump(&edge.stats.handshakes);
