@@ -27,7 +27,10 @@
 //!   `tcp-max-connections` per interface (separately from accepted ones, so a flood of accepted
 //!   connections cannot cut the node off from its session-agents), and their source address is
 //!   the interface's IP (the service address a peer knows, on whichever node is active). What
-//!   does not fit is dropped and counted; the transaction's timer then answers 408.
+//!   does not fit is dropped and counted; the transaction's timer then answers 408. A connect
+//!   (or TLS handshake) that fails answers each request waiting for it 503 at once (RFC 3261
+//!   §8.1.3.1), and the destination is not dialled again for [`DIAL_BACKOFF`] (its requests
+//!   meanwhile answered 503 at once too).
 //! - **Reads**: the read buffer starts at 4 KiB and grows only as bytes arrive, never beyond the
 //!   largest message (`max-message-size`); the framer remembers how far it scanned, so a
 //!   trickled header block is not rescanned from its start at every read; an emptied buffer that
@@ -156,6 +159,9 @@ pub struct TcpStatsSnapshot {
     /// Requests whose next hop could not be reached (connect or handshake failed): each was
     /// answered 503 locally, as RFC 3261 §8.1.3.1 has a transport error treated.
     pub unreachable_503: u64,
+    /// Messages not dialled for: their destination's last connect failed less than
+    /// [`DIAL_BACKOFF`] ago (requests answered 503, ACKs dropped).
+    pub dial_backoff: u64,
 }
 
 #[derive(Debug, Default)]
@@ -178,6 +184,7 @@ struct TcpStats {
     handshake_failed: AtomicU64,
     handshake_timeout: AtomicU64,
     unreachable_503: AtomicU64,
+    dial_backoff: AtomicU64,
 }
 
 fn bump(c: &AtomicU64) {
@@ -336,6 +343,7 @@ impl TcpEdge {
             handshake_failed: g(&s.handshake_failed),
             handshake_timeout: g(&s.handshake_timeout),
             unreachable_503: g(&s.unreachable_503),
+            dial_backoff: g(&s.dial_backoff),
         }
     }
 
@@ -708,11 +716,21 @@ async fn read_loop(
 /// The connects in flight, each with the messages waiting for it: at most one connect per
 /// destination, at most `max_connects` at once, each queue bounded like a connection's write
 /// queue. Pure bookkeeping (the sender task does the I/O), so its rules are unit-tested.
+///
+/// A destination whose connect (or TLS handshake) failed is not dialled again for
+/// [`DIAL_BACKOFF`]: requests for it meanwhile are answered 503 at once and ACKs dropped, so a
+/// broken next hop at hundreds of calls a second costs one attempt per back-off, not one
+/// handshake per call (and each failed INVITE's ACK no second one).
 #[derive(Debug)]
 struct Dialling {
     pending: HashMap<SocketAddr, Waiting>,
     max_connects: usize,
+    /// Destinations whose last connect failed, and until when they are not dialled.
+    backoff: HashMap<SocketAddr, Instant>,
 }
+
+/// How long a destination whose connect failed is not dialled again.
+pub const DIAL_BACKOFF: Duration = Duration::from_secs(1);
 
 /// The messages waiting for one connect, and what they cost against the queue bound.
 #[derive(Debug, Default)]
@@ -739,7 +757,40 @@ impl Dialling {
         Self {
             pending: HashMap::new(),
             max_connects,
+            backoff: HashMap::new(),
         }
+    }
+
+    /// Whether `dest` is in its back-off at `now`.
+    fn backing_off(&mut self, dest: SocketAddr, now: Instant) -> bool {
+        match self.backoff.get(&dest) {
+            Some(until) if *until > now => true,
+            Some(_) => {
+                self.backoff.remove(&dest);
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// The connect to `dest` failed at `now`: it backs off. The table holds at most
+    /// `max_connects` destinations (expired ones go first, then the one ending soonest), so a
+    /// flood of unreachable destinations cannot grow it.
+    fn failed(&mut self, dest: SocketAddr, now: Instant) {
+        if self.backoff.len() >= self.max_connects && !self.backoff.contains_key(&dest) {
+            self.backoff.retain(|_, until| *until > now);
+            if self.backoff.len() >= self.max_connects {
+                if let Some(first) = self
+                    .backoff
+                    .iter()
+                    .min_by_key(|(_, u)| **u)
+                    .map(|(d, _)| *d)
+                {
+                    self.backoff.remove(&first);
+                }
+            }
+        }
+        self.backoff.insert(dest, now + DIAL_BACKOFF);
     }
 
     /// Queues `payload` for `dest`, within `limit` bytes (each item costing at least
@@ -791,6 +842,21 @@ async fn connect(local: Option<IpAddr>, dest: SocketAddr) -> std::io::Result<Tcp
     tokio::time::timeout(CONNECT_TIMEOUT, socket.connect(dest))
         .await
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "TCP connect timed out"))?
+}
+
+/// A request that could not be sent to `dest` gets its 503 at once (RFC 3261 §8.1.3.1: a
+/// transport error is a 503), handed to the engine as the next hop's answer, instead of its
+/// transaction's timeout; an ACK is dropped (it has no answer).
+fn unreachable(edge: &TcpEdge, dispatch: &Dispatch, interface: usize, dest: SocketAddr, b: &[u8]) {
+    if let Some(data) = transport_failure_response(b) {
+        bump(&edge.stats.unreachable_503);
+        dispatch(Inbound {
+            interface,
+            transport: edge.transport,
+            source: dest,
+            data,
+        });
+    }
 }
 
 /// Opens a connection to `dest` from `interface` (`local` its IP) and, on a TLS edge, its
@@ -882,6 +948,11 @@ pub async fn sender(
                     debug!(dest = %t.dest, "TCP connection gone; response dropped");
                     continue;
                 }
+                if dialling.backing_off(t.dest, Instant::now()) {
+                    bump(&edge.stats.dial_backoff);
+                    unreachable(&edge, &dispatch, t.interface, t.dest, &t.payload);
+                    continue;
+                }
                 match dialling.push(t.dest, t.payload, limit) {
                     Queued::Behind => continue,
                     Queued::QueueFull | Queued::TooManyConnects => {
@@ -915,18 +986,9 @@ pub async fn sender(
                         }
                     }
                 } else {
-                    // The next hop is unreachable: each request gets its 503 at once
-                    // (RFC 3261 §8.1.3.1) instead of its transaction's timeout.
+                    dialling.failed(dest, Instant::now());
                     for b in queued {
-                        if let Some(data) = transport_failure_response(&b) {
-                            bump(&edge.stats.unreachable_503);
-                            dispatch(Inbound {
-                                interface,
-                                transport: edge.transport,
-                                source: dest,
-                                data,
-                            });
-                        }
+                        unreachable(&edge, &dispatch, interface, dest, &b);
                     }
                 }
             }
@@ -995,6 +1057,32 @@ mod tests {
         let big = Bytes::from(vec![b'x'; limit + 1]);
         assert_eq!(d.push(dest, big, limit), Queued::QueueFull);
         assert!(d.pending.is_empty());
+    }
+
+    #[test]
+    fn a_failed_destination_backs_off_and_the_table_stays_bounded() {
+        let mut d = Dialling::new(2);
+        let t0 = Instant::now();
+        let dest = sa("127.0.0.1:5061");
+        assert!(!d.backing_off(dest, t0));
+        d.failed(dest, t0);
+        assert!(d.backing_off(dest, t0 + DIAL_BACKOFF / 2));
+        assert!(
+            !d.backing_off(dest, t0 + DIAL_BACKOFF),
+            "dialled again after it"
+        );
+        assert!(
+            d.backoff.is_empty(),
+            "an expired entry is dropped when seen"
+        );
+        for port in 1..=10 {
+            d.failed(
+                sa(&format!("127.0.0.1:{port}")),
+                t0 + Duration::from_millis(port),
+            );
+        }
+        assert_eq!(d.backoff.len(), 2, "at most max_connects destinations");
+        assert!(d.backing_off(sa("127.0.0.1:10"), t0 + Duration::from_millis(10)));
     }
 
     #[test]

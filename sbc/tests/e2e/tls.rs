@@ -280,6 +280,9 @@ async fn an_agent_whose_certificate_names_another_host_gets_503() {
         eprintln!("TLS counters: {tls}");
         assert!(tls["handshake_failed"].as_u64().unwrap_or(0) >= 1, "{tls}");
         assert!(tls["unreachable_503"].as_u64().unwrap_or(0) >= 5, "{tls}");
+        // One attempt per back-off, not one handshake per call and per ACK.
+        assert!(tls["dial_failed"].as_u64().unwrap_or(0) < 5, "{tls}");
+        assert!(tls["dial_backoff"].as_u64().unwrap_or(0) >= 1, "{tls}");
         node
     })
     .await;
