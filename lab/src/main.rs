@@ -6,6 +6,7 @@
 //! sbc-lab chart lines run.csv -o run.svg --x t --panel "Calls/s=offered_cps,answered_cps"
 //! sbc-lab rtp-load rtpengine 127.0.0.1:2223 --calls 200 --duration 10s
 //! sbc-lab rtp-load sip 127.0.0.1:5060 --uas 127.0.0.1:5080 --calls 200 --duration 10s
+//! sbc-lab tls-handshakes --target 127.0.0.1:5061 --ca ca.pem --server-name sbc.lab -c 8 -d 10s
 //! ```
 //! Each prints a summary at the end (`--json`: the counters as one JSON object) and exits 0
 //! only when no call failed (1 otherwise, 2 on a usage or bind error).
@@ -45,6 +46,67 @@ enum Command {
     /// RTP load through a media relay: N calls, two RTP endpoints each, signalled over NG
     /// (rtpengine) or with SDP-carrying SIP calls through an SBC.
     RtpLoad(RtpLoadArgs),
+    /// TLS handshakes per second against a TLS listener: N connections at once in a closed
+    /// loop (connect, full handshake, optionally one OPTIONS, close); the report as JSON.
+    TlsHandshakes(TlsHandshakesArgs),
+}
+
+#[derive(Args)]
+struct TlsHandshakesArgs {
+    /// The TLS listener (IP:PORT).
+    #[arg(long)]
+    target: SocketAddr,
+    /// PEM file of the CA certificates that verify the server.
+    #[arg(long)]
+    ca: std::path::PathBuf,
+    /// SNI and the name the server's certificate must carry.
+    #[arg(long)]
+    server_name: String,
+    /// Connections in flight at once.
+    #[arg(long, short = 'c', default_value_t = 8)]
+    concurrency: usize,
+    /// How long to start new connections: 10s, 500ms.
+    #[arg(long, short = 'd', default_value = "10s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Offer session resumption (TLS 1.3 tickets, TLS 1.2 ids); default: full handshakes.
+    #[arg(long)]
+    resume: bool,
+    /// Send one SIP OPTIONS per connection and wait for any final response.
+    #[arg(long)]
+    options: bool,
+    /// Client certificate chain (PEM), for a server that asks for one (with --key).
+    #[arg(long, requires = "key")]
+    cert: Option<std::path::PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long, requires = "cert")]
+    key: Option<std::path::PathBuf>,
+    /// compatibility (1.2 and 1.3), tlsv12 or tlsv13.
+    #[arg(long, default_value = "compatibility")]
+    tls_version: sbc_lab::tls_load::TlsVersions,
+    /// Limit of each step (connect, handshake, OPTIONS).
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    step_timeout: Duration,
+}
+
+async fn tls_handshakes(a: TlsHandshakesArgs) -> Result<ExitCode, String> {
+    use sbc_lab::tls_load::{HandshakeLoad, LoadConfig};
+    let mut cfg = LoadConfig::new(a.target, &a.server_name, a.ca);
+    cfg.concurrency = a.concurrency;
+    cfg.duration = a.duration;
+    cfg.resume = a.resume;
+    cfg.options = a.options;
+    cfg.client_cert = a.cert.zip(a.key);
+    cfg.versions = a.tls_version;
+    cfg.step_timeout = a.step_timeout;
+    let report = HandshakeLoad::new(&cfg)?.run().await;
+    eprint!("{}", report.summary());
+    let json = serde_json::to_string_pretty(&report).map_err(|e| format!("JSON: {e}"))?;
+    println!("{json}");
+    Ok(if report.failed == 0 && report.completed > 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 #[derive(Args)]
@@ -561,6 +623,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
     match cli.command {
         Command::Chart(a) => chart(&a),
         Command::RtpLoad(a) => rtp_load(a).await,
+        Command::TlsHandshakes(a) => tls_handshakes(a).await,
         Command::Uac(a) => {
             let c = &a.common;
             let mut cfg = UacConfig::new(a.target);
