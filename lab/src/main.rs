@@ -7,11 +7,16 @@
 //! sbc-lab rtp-load rtpengine 127.0.0.1:2223 --calls 200 --duration 10s
 //! sbc-lab rtp-load sip 127.0.0.1:5060 --uas 127.0.0.1:5080 --calls 200 --duration 10s
 //! sbc-lab tls-handshakes --target 127.0.0.1:5061 --ca ca.pem --server-name sbc.lab -c 8 -d 10s
+//! sbc-lab tls-certs --out /tmp/lab-pki
+//! sbc-lab uas -t tls --tls-ca /tmp/lab-pki/ca.pem --tls-cert /tmp/lab-pki/uas.pem \
+//!     --tls-key /tmp/lab-pki/uas-key.pem --tls-client-ca /tmp/lab-pki/ca.pem
+//! sbc-lab uac 127.0.0.1:5061 -t tls --tls-ca /tmp/lab-pki/ca.pem --tls-server-name sbc.lab
 //! ```
 //! Each prints a summary at the end (`--json`: the counters as one JSON object) and exits 0
 //! only when no call failed (1 otherwise, 2 on a usage or bind error).
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -22,7 +27,10 @@ use sbc_lab::media::ng::{NgClient, NgOptions};
 use sbc_lab::media::rtp::{self, CallEndpoints, MediaCall, RtpConfig, RtpReport};
 use sbc_lab::media::sip::{SipCalls, SipMediaConfig};
 use sbc_lab::media::{procstat, rtpengine};
-use sbc_lab::traffic::{ByeFrom, Snapshot, Timers, Transport, Uac, UacConfig, Uas, UasConfig};
+use sbc_lab::tls;
+use sbc_lab::traffic::{
+    ByeFrom, Snapshot, Timers, TlsSettings, Transport, Uac, UacConfig, Uas, UasConfig,
+};
 
 #[derive(Parser)]
 #[command(
@@ -49,6 +57,10 @@ enum Command {
     /// TLS handshakes per second against a TLS listener: N connections at once in a closed
     /// loop (connect, full handshake, optionally one OPTIONS, close); the report as JSON.
     TlsHandshakes(TlsHandshakesArgs),
+    /// Write the lab's TLS certificates into --out: a CA (ca.pem); sbc, uas, uac (DNS
+    /// NAME.lab and IP 127.0.0.1) and other (other.lab only) signed by it; an unrelated
+    /// rogue-ca with rogue (uac.lab, 127.0.0.1). Keys are NAME-key.pem, mode 0600.
+    TlsCerts(TlsCertsArgs),
 }
 
 #[derive(Args)]
@@ -58,7 +70,7 @@ struct TlsHandshakesArgs {
     target: SocketAddr,
     /// PEM file of the CA certificates that verify the server.
     #[arg(long)]
-    ca: std::path::PathBuf,
+    ca: PathBuf,
     /// SNI and the name the server's certificate must carry.
     #[arg(long)]
     server_name: String,
@@ -76,10 +88,10 @@ struct TlsHandshakesArgs {
     options: bool,
     /// Client certificate chain (PEM), for a server that asks for one (with --key).
     #[arg(long, requires = "key")]
-    cert: Option<std::path::PathBuf>,
+    cert: Option<PathBuf>,
     /// The client certificate's private key (PEM).
     #[arg(long, requires = "cert")]
-    key: Option<std::path::PathBuf>,
+    key: Option<PathBuf>,
     /// compatibility (1.2 and 1.3), tlsv12 or tlsv13.
     #[arg(long, default_value = "compatibility")]
     tls_version: sbc_lab::tls_load::TlsVersions,
@@ -107,6 +119,13 @@ async fn tls_handshakes(a: TlsHandshakesArgs) -> Result<ExitCode, String> {
     } else {
         ExitCode::from(1)
     })
+}
+
+#[derive(Args)]
+struct TlsCertsArgs {
+    /// The directory to write into (created if absent; existing files are replaced).
+    #[arg(long)]
+    out: PathBuf,
 }
 
 #[derive(Args)]
@@ -192,10 +211,10 @@ struct ChartArgs {
     /// lines or bars.
     kind: ChartKind,
     /// The CSV (comma-separated, a header row; lines starting with # are skipped).
-    csv: std::path::PathBuf,
+    csv: PathBuf,
     /// The SVG to write.
     #[arg(long, short = 'o')]
-    out: std::path::PathBuf,
+    out: PathBuf,
     /// The x column (numeric for lines, categories for bars).
     #[arg(long)]
     x: String,
@@ -240,9 +259,11 @@ fn chart(a: &ChartArgs) -> Result<ExitCode, String> {
 
 #[derive(Args)]
 struct Common {
-    /// udp or tcp.
+    /// udp, tcp or tls.
     #[arg(long, short = 't', default_value = "udp")]
     transport: Transport,
+    #[command(flatten)]
+    tls: TlsArgs,
     /// Hold time of each call, from 200 (UAC) or ACK (UAS) to BYE: 500ms, 30s, 2m.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     hold: Duration,
@@ -318,6 +339,55 @@ struct UasArgs {
     duration: Option<Duration>,
     #[command(flatten)]
     common: Common,
+}
+
+/// TLS files of `--transport tls` (PEM; `sbc-lab tls-certs` writes a lab set).
+#[derive(Args)]
+struct TlsArgs {
+    /// A CA certificate to trust when dialling (repeat for more): the UAC's target, or the
+    /// SBC a UAS dials for a BYE after a failover.
+    #[arg(long)]
+    tls_ca: Vec<PathBuf>,
+    /// Our certificate (chain, leaf first): the UAS's server certificate (required), the
+    /// UAC's client certificate (optional, with --tls-key).
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// SNI, and the name the server's certificate must carry, when dialling (default: the
+    /// IP dialled).
+    #[arg(long)]
+    tls_server_name: Option<String>,
+    /// UAS: callers must present a certificate from this CA (mutual TLS).
+    #[arg(long)]
+    tls_client_ca: Option<PathBuf>,
+}
+
+impl TlsArgs {
+    /// The TLS settings of a UAC (`server = false`) or UAS; `None` unless the transport is
+    /// TLS.
+    fn settings(&self, transport: Transport, server: bool) -> Result<Option<TlsSettings>, String> {
+        if transport != Transport::Tls {
+            return Ok(None);
+        }
+        if self.tls_ca.is_empty() {
+            return Err("--transport tls needs --tls-ca (the CA to trust when dialling)".into());
+        }
+        let ca: Vec<&Path> = self.tls_ca.iter().map(PathBuf::as_path).collect();
+        let ours = self.tls_cert.as_deref().zip(self.tls_key.as_deref());
+        let client = tls::client_config(&ca, ours).map_err(|e| format!("{e:#}"))?;
+        let mut settings = TlsSettings::client(client);
+        settings.server_name.clone_from(&self.tls_server_name);
+        if server {
+            let (cert, key) =
+                ours.ok_or("a TLS UAS needs --tls-cert and --tls-key (its certificate)")?;
+            let cfg = tls::server_config(cert, key, self.tls_client_ca.as_deref())
+                .map_err(|e| format!("{e:#}"))?;
+            settings = settings.with_server(cfg);
+        }
+        Ok(Some(settings))
+    }
 }
 
 /// `250ms`, `2s`, `1.5s`, `2m`, `1h`, or a plain number of seconds.
@@ -624,11 +694,19 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Chart(a) => chart(&a),
         Command::RtpLoad(a) => rtp_load(a).await,
         Command::TlsHandshakes(a) => tls_handshakes(a).await,
+        Command::TlsCerts(a) => {
+            let set = tls::write_lab_set(&a.out).map_err(|e| format!("{e:#}"))?;
+            for f in set.files() {
+                println!("{}", f.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Uac(a) => {
             let c = &a.common;
             let mut cfg = UacConfig::new(a.target);
             cfg.local = a.local;
             cfg.transport = c.transport;
+            cfg.tls = c.tls.settings(c.transport, false)?;
             cfg.rate = a.rate;
             cfg.max_concurrent = a.max_concurrent;
             cfg.calls = match (a.calls, a.duration) {
@@ -659,6 +737,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
             let c = &a.common;
             let mut cfg = UasConfig::new(a.local);
             cfg.transport = c.transport;
+            cfg.tls = c.tls.settings(c.transport, true)?;
             cfg.ring = a.ring;
             cfg.answer_code = a.code;
             cfg.hold = c.hold;

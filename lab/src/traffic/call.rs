@@ -22,7 +22,7 @@ use tokio::time::{timeout_at, Instant};
 
 use super::media::MediaPlan;
 use super::msg::{name_addr_uri, response_to, strip_tag, Writer};
-use super::net::{Endpoint, Incoming, Peer};
+use super::net::{tls_error, Endpoint, Incoming, Peer, Refusal};
 use super::stats::FailureReason;
 use super::{ByeFrom, Timers, Transport, UacConfig, UasConfig};
 
@@ -48,6 +48,7 @@ fn contact(ep: &Endpoint) -> String {
     match ep.transport {
         Transport::Udp => format!("<sip:lab@{}>", ep.local()),
         Transport::Tcp => format!("<sip:lab@{};transport=tcp>", ep.local()),
+        Transport::Tls => format!("<sip:lab@{};transport=tls>", ep.local()),
     }
 }
 
@@ -75,6 +76,35 @@ fn uri_addr(uri: &str) -> Option<std::net::SocketAddr> {
 
 async fn recv_until(rx: &mut UnboundedReceiver<Incoming>, deadline: Instant) -> Option<Incoming> {
     timeout_at(deadline, rx.recv()).await.ok().flatten()
+}
+
+/// As [`recv_until`] while a request is out on a connection: `Err` if TLS refuses that
+/// connection first.
+async fn recv_or_refused(
+    rx: &mut UnboundedReceiver<Incoming>,
+    deadline: Instant,
+    refusal: &mut Option<Refusal>,
+) -> Result<Option<Incoming>, FailureReason> {
+    let refused = async {
+        match refusal {
+            Some(r) => r.refused().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        biased;
+        got = recv_until(rx, deadline) => Ok(got),
+        () = refused => Err(FailureReason::Tls),
+    }
+}
+
+/// The reason a send failed: TLS's, or the transport's.
+fn send_failure(e: &std::io::Error) -> FailureReason {
+    if tls_error(e).is_some() {
+        FailureReason::Tls
+    } else {
+        FailureReason::Transport
+    }
 }
 
 /// The state of one established dialog, from our side.
@@ -120,33 +150,44 @@ struct Call {
 
 impl Call {
     async fn send(&self, peer: &Peer, data: Bytes) -> Result<(), FailureReason> {
-        self.ep
-            .send(peer, data)
-            .await
-            .map_err(|_| FailureReason::Transport)
+        self.send_request(peer, data).await.map(drop)
     }
 
-    /// Sends an in-dialog request of `d`. Over TCP, if the connection the dialog came on is
-    /// gone (a UAS whose caller's node died), one is opened to the dialog's next hop (its first
-    /// Route, else its remote target, which must name an IP) and the dialog moves to it.
-    async fn send_in_dialog(&self, d: &mut Dialog, data: Bytes) -> Result<(), FailureReason> {
-        let first = self.send(&d.peer.clone(), data.clone()).await;
+    /// Sends a request whose answer we wait for: returns the [`Refusal`] of the connection
+    /// it went on, for [`recv_or_refused`].
+    async fn send_request(
+        &self,
+        peer: &Peer,
+        data: Bytes,
+    ) -> Result<Option<Refusal>, FailureReason> {
+        self.ep
+            .send_watched(peer, data)
+            .await
+            .map_err(|e| send_failure(&e))
+    }
+
+    /// Sends an in-dialog request of `d`. Over TCP or TLS, if the connection the dialog came
+    /// on is gone (a UAS whose caller's node died), one is opened to the dialog's next hop
+    /// (its first Route, else its remote target, which must name an IP) and the dialog moves
+    /// to it.
+    async fn send_in_dialog(
+        &self,
+        d: &mut Dialog,
+        data: Bytes,
+    ) -> Result<Option<Refusal>, FailureReason> {
+        let first = self.send_request(&d.peer.clone(), data.clone()).await;
         if first.is_ok() || !matches!(d.peer, Peer::Tcp(_)) {
             return first;
         }
         let next = d.route_set.first().unwrap_or(&d.remote_target);
         let addr = uri_addr(next).ok_or(FailureReason::Transport)?;
-        let conn = self
-            .ep
-            .tcp_to(addr)
-            .await
-            .map_err(|_| FailureReason::Transport)?;
+        let conn = self.ep.tcp_to(addr).await.map_err(|e| send_failure(&e))?;
         d.peer = Peer::Tcp(conn);
-        self.send(&d.peer.clone(), data).await
+        self.send_request(&d.peer.clone(), data).await
     }
 
     fn reliable(&self) -> bool {
-        self.ep.transport == Transport::Tcp
+        self.ep.transport != Transport::Udp
     }
 
     /// Answers a message from state if it is a retransmission we know; returns whether it
@@ -281,9 +322,10 @@ impl Call {
         let cseq = d.local_cseq;
         let branch = new_branch();
         let bye = self.request(d, "BYE", cseq, &branch);
-        if let Err(reason) = self.send_in_dialog(d, bye.clone()).await {
-            return End::Failed(reason);
-        }
+        let mut refusal = match self.send_in_dialog(d, bye.clone()).await {
+            Ok(r) => r,
+            Err(reason) => return End::Failed(reason),
+        };
         if !we_hang_up {
             // The peer never hung up: our BYE cleans up, the call has failed anyway.
             return End::Failed(FailureReason::NoBye);
@@ -300,7 +342,11 @@ impl Call {
             } else {
                 next_e.min(timer_f)
             };
-            match recv_until(&mut self.rx, deadline).await {
+            let got = match recv_or_refused(&mut self.rx, deadline, &mut refusal).await {
+                Ok(got) => got,
+                Err(reason) => return End::Failed(reason),
+            };
+            match got {
                 None if Instant::now() >= timer_f => {
                     return if peer_hung_up {
                         End::Completed
@@ -312,8 +358,9 @@ impl Call {
                     interval = (interval * 2).min(self.timers.t2);
                     next_e = Instant::now() + interval;
                     self.ep.stats.retransmitted();
-                    if let Err(reason) = self.send_in_dialog(d, bye.clone()).await {
-                        return End::Failed(reason);
+                    match self.send_in_dialog(d, bye.clone()).await {
+                        Ok(r) => refusal = r,
+                        Err(reason) => return End::Failed(reason),
                     }
                 }
                 Some(inc) => {
@@ -404,9 +451,10 @@ pub(crate) async fn uac_call<D: Send>(uac: UacCall, n: u64, done: D) {
 
     let end = 'call: {
         let t0 = Instant::now();
-        if let Err(r) = call.send(&Peer::Target, invite.clone()).await {
-            break 'call End::Failed(r);
-        }
+        let mut refusal = match call.send_request(&Peer::Target, invite.clone()).await {
+            Ok(r) => r,
+            Err(r) => break 'call End::Failed(r),
+        };
         // Client INVITE transaction: timer A (UDP) until any response, timer B until a
         // provisional one, then the answer timeout.
         let timer_b = t0 + cfg.timers.t1 * 64;
@@ -420,15 +468,20 @@ pub(crate) async fn uac_call<D: Send>(uac: UacCall, n: u64, done: D) {
                 None if call.reliable() => timer_b,
                 None => next_a.min(timer_b),
             };
-            let Some(inc) = recv_until(&mut call.rx, deadline).await else {
+            let got = match recv_or_refused(&mut call.rx, deadline, &mut refusal).await {
+                Ok(got) => got,
+                Err(r) => break 'call End::Failed(r),
+            };
+            let Some(inc) = got else {
                 if answer_deadline.is_some() || Instant::now() >= timer_b {
                     break 'call End::Failed(FailureReason::Timeout);
                 }
                 interval *= 2;
                 next_a = Instant::now() + interval;
                 stats.retransmitted();
-                if let Err(r) = call.send(&Peer::Target, invite.clone()).await {
-                    break 'call End::Failed(r);
+                match call.send_request(&Peer::Target, invite.clone()).await {
+                    Ok(r) => refusal = r,
+                    Err(r) => break 'call End::Failed(r),
                 }
                 continue;
             };

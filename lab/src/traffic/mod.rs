@@ -1,5 +1,5 @@
 //! The lab's SIP traffic generator: a UAC that places calls at a steady rate and a UAS that
-//! answers them, over UDP or TCP, with exact counters.
+//! answers them, over UDP, TCP or TLS ([`TlsSettings`]), with exact counters.
 //!
 //! Both are RFC 3261 endpoints, enough to be judged by SIPp and to drive an SBC: INVITE with a
 //! small SDP offer, 100/180/200, ACK for 2xx (and for non-2xx, in the transaction), BYE after
@@ -60,6 +60,9 @@ pub enum Transport {
     /// TCP: the UAC opens one connection to its target (re-opened when lost) and carries all
     /// its calls on it; the UAS listens and answers on the connection a request came on.
     Tcp,
+    /// TLS over TCP, used as TCP is ([`UacConfig::tls`], [`UasConfig::tls`]): Via
+    /// `SIP/2.0/TLS`, Contact `;transport=tls`.
+    Tls,
 }
 
 impl Transport {
@@ -67,6 +70,17 @@ impl Transport {
         match self {
             Self::Udp => "UDP",
             Self::Tcp => "TCP",
+            Self::Tls => "TLS",
+        }
+    }
+
+    /// The lower-case name (`udp`, `tcp`, `tls`), as in a configuration or `transport=`.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Udp => "udp",
+            Self::Tcp => "tcp",
+            Self::Tls => "tls",
         }
     }
 }
@@ -77,8 +91,62 @@ impl FromStr for Transport {
         match s.to_ascii_lowercase().as_str() {
             "udp" => Ok(Self::Udp),
             "tcp" => Ok(Self::Tcp),
-            _ => Err(format!("unknown transport {s:?} (udp or tcp)")),
+            "tls" => Ok(Self::Tls),
+            _ => Err(format!("unknown transport {s:?} (udp, tcp or tls)")),
         }
+    }
+}
+
+/// TLS of a UAC or UAS with [`Transport::Tls`] (configurations from [`crate::tls`]).
+#[derive(Debug, Clone)]
+pub struct TlsSettings {
+    /// For the connections we open (a UAC to its target; a UAS to the SBC's Contact, for a
+    /// BYE after a failover): the CAs we trust, and the client certificate we present if any.
+    pub client: Arc<rustls::ClientConfig>,
+    /// The name sent as SNI when dialling, which the server's certificate must carry (a DNS
+    /// name or an IP literal); `None`: the IP dialled.
+    pub server_name: Option<String>,
+    /// For the connections we accept (required by a UAS, and by a UAC with `tcp_listen`):
+    /// our certificate, and whether clients must present one.
+    pub server: Option<Arc<rustls::ServerConfig>>,
+}
+
+impl TlsSettings {
+    /// Dialling only, with `client`, verifying the dialled IP (no server configuration).
+    #[must_use]
+    pub fn client(client: Arc<rustls::ClientConfig>) -> Self {
+        Self {
+            client,
+            server_name: None,
+            server: None,
+        }
+    }
+
+    /// With `name` as SNI and the name to verify when dialling.
+    #[must_use]
+    pub fn with_server_name(mut self, name: impl Into<String>) -> Self {
+        self.server_name = Some(name.into());
+        self
+    }
+
+    /// With `server` for the connections we accept.
+    #[must_use]
+    pub fn with_server(mut self, server: Arc<rustls::ServerConfig>) -> Self {
+        self.server = Some(server);
+        self
+    }
+}
+
+/// Settings are equal when they share the same configurations (rustls's are not comparable).
+impl PartialEq for TlsSettings {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.client, &other.client)
+            && self.server_name == other.server_name
+            && match (&self.server, &other.server) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            }
     }
 }
 
@@ -129,7 +197,7 @@ pub struct UacConfig {
     pub target: SocketAddr,
     /// Local address to bind (port 0: any free port). TCP binds its connection's source here.
     pub local: SocketAddr,
-    /// UDP or TCP.
+    /// UDP, TCP or TLS.
     pub transport: Transport,
     /// New calls per second, paced evenly (> 0).
     pub rate: f64,
@@ -162,6 +230,11 @@ pub struct UacConfig {
     /// Contact is the connection's own address, re-established at once when lost.
     #[serde(default)]
     pub tcp_listen: bool,
+    /// TLS (required with [`Transport::Tls`]): the client configuration and server name for
+    /// the connection to the target; the server configuration with `tcp_listen`. A
+    /// connection TLS refuses fails the calls that needed it with [`FailureReason::Tls`].
+    #[serde(skip)]
+    pub tls: Option<TlsSettings>,
 }
 
 impl UacConfig {
@@ -185,6 +258,7 @@ impl UacConfig {
             to_user: "service".into(),
             from_user: "lab".into(),
             tcp_listen: false,
+            tls: None,
         }
     }
 }
@@ -194,7 +268,7 @@ impl UacConfig {
 pub struct UasConfig {
     /// Address to listen on (port 0: any free port, see [`Uas::local_addr`]).
     pub local: SocketAddr,
-    /// UDP or TCP.
+    /// UDP, TCP or TLS.
     pub transport: Transport,
     /// Time between 180 Ringing and the final response; 0 sends no 180.
     pub ring: Duration,
@@ -214,6 +288,11 @@ pub struct UasConfig {
     pub calls: Option<u64>,
     /// ... or after this long (whichever comes first; neither: never, use [`Uas::stop`]).
     pub duration: Option<Duration>,
+    /// TLS (required with [`Transport::Tls`]): the server configuration of the listener
+    /// (with a client CA: callers must present a certificate), and the client configuration
+    /// and server name for a connection the UAS opens to the SBC's Contact.
+    #[serde(skip)]
+    pub tls: Option<TlsSettings>,
 }
 
 impl UasConfig {
@@ -232,6 +311,7 @@ impl UasConfig {
             bye_wait: Duration::from_secs(32),
             calls: None,
             duration: None,
+            tls: None,
         }
     }
 }
@@ -248,8 +328,9 @@ impl Uac {
     /// Binds and starts placing calls.
     ///
     /// # Errors
-    /// If the socket cannot be bound (or, over TCP, the target does not accept a connection),
-    /// or the rate is not positive.
+    /// If the socket cannot be bound (or, over TCP or TLS, the target does not accept a TCP
+    /// connection), the rate is not positive, or TLS lacks its settings. A TLS handshake
+    /// refused is no error here: the calls fail with [`FailureReason::Tls`].
     pub async fn start(cfg: UacConfig) -> io::Result<Self> {
         Self::start_inner(cfg, None).await
     }
@@ -272,7 +353,15 @@ impl Uac {
             ));
         }
         let stats = Arc::new(Stats::new("uac"));
-        let ep = Endpoint::uac(cfg.transport, cfg.local, cfg.target, cfg.tcp_listen, stats).await?;
+        let ep = Endpoint::uac(
+            cfg.transport,
+            cfg.local,
+            cfg.target,
+            cfg.tcp_listen,
+            cfg.tls.as_ref(),
+            stats,
+        )
+        .await?;
         let (stop, mut stop_rx) = watch::channel(false);
         let (release, release_rx) = watch::channel(false);
         let (done_tx, done) = watch::channel(false);
@@ -402,7 +491,7 @@ impl Uas {
     /// Binds and starts answering calls.
     ///
     /// # Errors
-    /// If the socket cannot be bound.
+    /// If the socket cannot be bound, or TLS lacks its settings (a server configuration).
     pub async fn start(cfg: UasConfig) -> io::Result<Self> {
         Self::start_inner(cfg, None).await
     }
@@ -419,7 +508,8 @@ impl Uas {
 
     async fn start_inner(cfg: UasConfig, media: Option<Arc<MediaPlan>>) -> io::Result<Self> {
         let stats = Arc::new(Stats::new("uas"));
-        let (ep, mut new_calls) = Endpoint::uas(cfg.transport, cfg.local, stats).await?;
+        let (ep, mut new_calls) =
+            Endpoint::uas(cfg.transport, cfg.local, cfg.tls.as_ref(), stats).await?;
         let cfg = Arc::new(cfg);
         let (ep2, cfg2) = (ep.clone(), cfg.clone());
         ep.spawn(async move {

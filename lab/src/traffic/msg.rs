@@ -293,8 +293,10 @@ pub(crate) fn reason(code: u16) -> &'static str {
 #[derive(Debug)]
 pub(crate) enum Frame {
     Message(Bytes),
-    /// A CRLF keep-alive.
+    /// A CRLFCRLF keep-alive ping (RFC 5626 section 3.5.1): answered with CRLF.
     Ping,
+    /// A lone CRLF: a keep-alive's answer (or half a ping split across reads), not answered.
+    Pong,
 }
 
 /// Splits a TCP byte stream into messages by Content-Length.
@@ -320,7 +322,7 @@ impl Framer {
         }
         if self.buf.starts_with(b"\r\n") {
             let _ = self.buf.split_to(2);
-            return Ok(Some(Frame::Ping));
+            return Ok(Some(Frame::Pong));
         }
         let Some(head_end) = find_head_end(&self.buf) else {
             return if self.buf.len() > MAX_MESSAGE {
@@ -387,5 +389,7 @@ mod tests {
         assert!(matches!(f.next(), Ok(None)));
         f.push(b"\r\n");
         assert!(matches!(f.next(), Ok(Some(Frame::Message(_)))));
+        f.push(b"\r\n");
+        assert!(matches!(f.next(), Ok(Some(Frame::Pong))));
     }
 }

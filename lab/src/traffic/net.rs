@@ -1,6 +1,13 @@
-//! Sockets and message routing: one UDP socket, or TCP connections (a listener on a UAS, one
-//! outgoing connection on a UAC, re-opened when lost), and a table that hands every received
-//! message to the task of its call, keyed by Call-ID.
+//! Sockets and message routing: one UDP socket, or TCP or TLS connections (a listener on a
+//! UAS, one outgoing connection on a UAC, re-opened when lost), and a table that hands every
+//! received message to the task of its call, keyed by Call-ID.
+//!
+//! TLS is TCP with a `tokio_rustls` stream in between: the same framing, dialling and
+//! re-dialling. A handshake that fails (ours or the peer's verdict) is a transport error
+//! whose reason is TLS ([`tls_error`]); a TLS 1.3 server refuses a client certificate only
+//! after our side of the handshake has completed, with an alert we read once a request is
+//! out, so a connection's [`Refusal`] tells the calls waiting on it. A connection refused
+//! by TLS is not re-opened at once (the next request opens one).
 //!
 //! A lost TCP connection is re-established as an RFC 5626 UA re-establishes its flow: the
 //! UAC's connection to its target is opened again at once (from the same local port, so the
@@ -17,27 +24,97 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpSocket, TcpStream, UdpSocket};
-use tokio::sync::mpsc;
+use rustls_pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpSocket, UdpSocket};
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
+use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 use super::msg::{response_to, Frame, Framer, Message};
 use super::stats::Stats;
-use super::Transport;
+use super::{TlsSettings, Transport};
 
-/// An established TCP connection: a queue to its writer task.
+/// How long a TLS handshake may take, either side.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// An established TCP or TLS connection: a queue to its writer task.
 #[derive(Debug, Clone)]
 pub(crate) struct Conn {
     tx: mpsc::UnboundedSender<Bytes>,
+    refusal: Refusal,
 }
+
+/// Tells whether a connection ended refused by TLS (an alert, or a record that does not
+/// decode): the calls whose requests went out on it fail at once instead of timing out.
+#[derive(Debug, Clone)]
+pub(crate) struct Refusal(watch::Receiver<Option<String>>);
+
+impl Refusal {
+    /// Returns once the connection has ended with a TLS error; never if it ends otherwise.
+    pub(crate) async fn refused(&mut self) {
+        if self.0.wait_for(Option::is_some).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// A TLS failure of ours (the handshake timed out), told apart from TCP's like rustls's.
+#[derive(Debug)]
+struct TlsFailure(String);
+
+impl std::fmt::Display for TlsFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for TlsFailure {}
+
+/// The TLS reason of a transport error, if it is one: a rustls error (handshake, alert,
+/// certificate verification) or a handshake timeout.
+pub(crate) fn tls_error(e: &io::Error) -> Option<String> {
+    let inner = e.get_ref()?;
+    (inner.is::<rustls::Error>() || inner.is::<TlsFailure>()).then(|| inner.to_string())
+}
+
+/// TLS of an endpoint: a connector for the connections it opens, an acceptor for those it
+/// accepts (a UAS, or a UAC listening on its Contact).
+struct Tls {
+    connector: TlsConnector,
+    /// SNI and the name the server's certificate must carry; `None`: the dialled IP.
+    name: Option<ServerName<'static>>,
+    acceptor: Option<TlsAcceptor>,
+}
+
+impl Tls {
+    fn new(settings: &TlsSettings) -> io::Result<Self> {
+        let name = match &settings.server_name {
+            Some(n) => Some(ServerName::try_from(n.clone()).map_err(|e| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("bad TLS server name {n:?}: {e}"),
+                )
+            })?),
+            None => None,
+        };
+        Ok(Self {
+            connector: TlsConnector::from(settings.client.clone()),
+            name,
+            acceptor: settings.server.clone().map(TlsAcceptor::from),
+        })
+    }
+}
+
+type Reader = Box<dyn AsyncRead + Send + Unpin>;
+type Writer = Box<dyn AsyncWrite + Send + Unpin>;
 
 /// Where a message goes.
 #[derive(Debug, Clone)]
 pub(crate) enum Peer {
     /// A UDP address.
     Udp(SocketAddr),
-    /// A TCP connection.
+    /// A TCP or TLS connection.
     Tcp(Conn),
     /// The UAC's target, over its transport (the TCP connection is re-opened when lost).
     Target,
@@ -58,6 +135,7 @@ pub(crate) struct Endpoint {
     pub(crate) stats: Arc<Stats>,
     local: Mutex<SocketAddr>,
     udp: Option<Arc<UdpSocket>>,
+    tls: Option<Tls>,
     target: Option<SocketAddr>,
     tcp_out: tokio::sync::Mutex<Option<Conn>>,
     /// A TCP UAC listening on its Contact address (its connections come from other ports).
@@ -74,22 +152,25 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Endpoint {
-    /// Binds a UAC endpoint: UDP socket on `local`, or (TCP) a first connection from `local` to
-    /// `target` (with `listen`: a listener on `local`, and a first connection from another
-    /// port).
+    /// Binds a UAC endpoint: UDP socket on `local`, or (TCP, TLS) a first connection from
+    /// `local` to `target` (with `listen`: a listener on `local`, and a first connection from
+    /// another port). TLS needs `tls` (with a server configuration when listening); a first
+    /// connection refused by TLS is no error here: the calls fail with the reason.
     pub(crate) async fn uac(
         transport: Transport,
         local: SocketAddr,
         target: SocketAddr,
         listen: bool,
+        tls: Option<&TlsSettings>,
         stats: Arc<Stats>,
     ) -> io::Result<Arc<Self>> {
+        let tls = Self::tls_for(transport, tls, listen)?;
         let udp = match transport {
             Transport::Udp => Some(Arc::new(UdpSocket::bind(local).await?)),
-            Transport::Tcp => None,
+            Transport::Tcp | Transport::Tls => None,
         };
         let listener = match transport {
-            Transport::Tcp if listen => Some(TcpListener::bind(local).await?),
+            Transport::Tcp | Transport::Tls if listen => Some(TcpListener::bind(local).await?),
             _ => None,
         };
         let bound = match (&udp, &listener) {
@@ -97,7 +178,7 @@ impl Endpoint {
             (None, Some(l)) => l.local_addr()?,
             (None, None) => local,
         };
-        let mut ep = Self::new(transport, bound, udp, Some(target), None, stats);
+        let mut ep = Self::new(transport, bound, udp, tls, Some(target), None, stats);
         ep.listening = listener.is_some();
         let ep = Arc::new(ep);
         if let Some(l) = listener {
@@ -108,11 +189,36 @@ impl Endpoint {
             Transport::Tcp => {
                 ep.tcp_target().await?;
             }
+            Transport::Tls => match ep.tcp_target().await {
+                Err(e) if tls_error(&e).is_none() => return Err(e),
+                _ => {}
+            },
         }
         Ok(ep)
     }
 
-    /// Serves the connections accepted on `l` (their messages routed like any other).
+    /// The TLS context of an endpoint of `transport`: required for TLS (with a server
+    /// configuration when the endpoint listens), ignored otherwise.
+    fn tls_for(
+        transport: Transport,
+        tls: Option<&TlsSettings>,
+        listen: bool,
+    ) -> io::Result<Option<Tls>> {
+        if transport != Transport::Tls {
+            return Ok(None);
+        }
+        let invalid = |m: &str| io::Error::new(io::ErrorKind::InvalidInput, m.to_owned());
+        let settings = tls.ok_or_else(|| invalid("transport tls needs TLS settings"))?;
+        if listen && settings.server.is_none() {
+            return Err(invalid(
+                "a TLS listener needs a server configuration (TlsSettings::server)",
+            ));
+        }
+        Tls::new(settings).map(Some)
+    }
+
+    /// Serves the connections accepted on `l` (their messages routed like any other); over
+    /// TLS each completes its handshake in a task of its own first.
     fn accept_loop(self: &Arc<Self>, l: TcpListener) {
         let weak = Arc::downgrade(self);
         self.spawn(async move {
@@ -123,17 +229,38 @@ impl Endpoint {
                 };
                 let Some(ep) = weak.upgrade() else { return };
                 let _ = stream.set_nodelay(true);
-                ep.start_conn(stream, false);
+                let Some(acceptor) = ep.tls.as_ref().and_then(|t| t.acceptor.clone()) else {
+                    let (r, w) = stream.into_split();
+                    ep.start_conn(Box::new(r), Box::new(w), false);
+                    continue;
+                };
+                let weak = weak.clone();
+                ep.spawn(async move {
+                    let accepted =
+                        tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await;
+                    let Some(ep) = weak.upgrade() else { return };
+                    match accepted {
+                        Ok(Ok(tls)) => {
+                            let (r, w) = tokio::io::split(tls);
+                            ep.start_conn(Box::new(r), Box::new(w), false);
+                        }
+                        Ok(Err(e)) => ep.stats.tls_failed(&e.to_string()),
+                        Err(_) => ep.stats.tls_failed("TLS handshake timed out (accepting)"),
+                    }
+                });
             }
         });
     }
 
-    /// Binds a UAS endpoint on `local`; new calls are announced on the returned channel.
+    /// Binds a UAS endpoint on `local`; new calls are announced on the returned channel. TLS
+    /// needs `tls` with a server configuration.
     pub(crate) async fn uas(
         transport: Transport,
         local: SocketAddr,
+        tls: Option<&TlsSettings>,
         stats: Arc<Stats>,
     ) -> io::Result<(Arc<Self>, mpsc::UnboundedReceiver<NewCall>)> {
+        let tls = Self::tls_for(transport, tls, true)?;
         let (tx, rx) = mpsc::unbounded_channel();
         let ep = match transport {
             Transport::Udp => {
@@ -144,16 +271,25 @@ impl Endpoint {
                     bound,
                     Some(Arc::new(s)),
                     None,
+                    None,
                     Some(tx),
                     stats,
                 ));
                 ep.start_udp();
                 ep
             }
-            Transport::Tcp => {
+            Transport::Tcp | Transport::Tls => {
                 let l = TcpListener::bind(local).await?;
                 let bound = l.local_addr()?;
-                let ep = Arc::new(Self::new(transport, bound, None, None, Some(tx), stats));
+                let ep = Arc::new(Self::new(
+                    transport,
+                    bound,
+                    None,
+                    tls,
+                    None,
+                    Some(tx),
+                    stats,
+                ));
                 ep.accept_loop(l);
                 ep
             }
@@ -165,6 +301,7 @@ impl Endpoint {
         transport: Transport,
         local: SocketAddr,
         udp: Option<Arc<UdpSocket>>,
+        tls: Option<Tls>,
         target: Option<SocketAddr>,
         new_calls: Option<mpsc::UnboundedSender<NewCall>>,
         stats: Arc<Stats>,
@@ -174,6 +311,7 @@ impl Endpoint {
             stats,
             local: Mutex::new(local),
             udp,
+            tls,
             target,
             tcp_out: tokio::sync::Mutex::new(None),
             listening: false,
@@ -233,30 +371,38 @@ impl Endpoint {
 
     /// Sends one message; `Err` when the transport failed.
     pub(crate) async fn send(self: &Arc<Self>, peer: &Peer, data: Bytes) -> io::Result<()> {
+        self.send_watched(peer, data).await.map(drop)
+    }
+
+    /// As [`Endpoint::send`], returning the [`Refusal`] of the connection the message went
+    /// on (none over UDP).
+    pub(crate) async fn send_watched(
+        self: &Arc<Self>,
+        peer: &Peer,
+        data: Bytes,
+    ) -> io::Result<Option<Refusal>> {
+        let closed = || io::Error::new(io::ErrorKind::BrokenPipe, "connection closed");
         match peer {
-            Peer::Udp(addr) => self.send_udp(*addr, &data).await,
-            Peer::Tcp(conn) => conn
-                .tx
-                .send(data)
-                .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "TCP connection closed")),
-            Peer::Target => match self.transport {
-                Transport::Udp => {
-                    let target = self.target.ok_or_else(|| io::Error::other("no target"))?;
-                    self.send_udp(target, &data).await
+            Peer::Udp(addr) => self.send_udp(*addr, &data).await.map(|()| None),
+            Peer::Tcp(conn) => {
+                conn.tx.send(data).map_err(|_| closed())?;
+                Ok(Some(conn.refusal.clone()))
+            }
+            Peer::Target if self.transport == Transport::Udp => {
+                let target = self.target.ok_or_else(|| io::Error::other("no target"))?;
+                self.send_udp(target, &data).await.map(|()| None)
+            }
+            Peer::Target => {
+                let conn = self.tcp_target().await?;
+                if conn.tx.send(data.clone()).is_ok() {
+                    return Ok(Some(conn.refusal));
                 }
-                Transport::Tcp => {
-                    let conn = self.tcp_target().await?;
-                    if conn.tx.send(data.clone()).is_ok() {
-                        return Ok(());
-                    }
-                    // The connection just closed: one new connection, one more try.
-                    *self.tcp_out.lock().await = None;
-                    let conn = self.tcp_target().await?;
-                    conn.tx.send(data).map_err(|_| {
-                        io::Error::new(io::ErrorKind::BrokenPipe, "TCP connection closed")
-                    })
-                }
-            },
+                // The connection just closed: one new connection, one more try.
+                *self.tcp_out.lock().await = None;
+                let conn = self.tcp_target().await?;
+                conn.tx.send(data).map_err(|_| closed())?;
+                Ok(Some(conn.refusal))
+            }
         }
     }
 
@@ -274,8 +420,8 @@ impl Endpoint {
         }
     }
 
-    /// The UAC's TCP connection to its target, opened (from the same local port when there
-    /// was one) if absent or closed.
+    /// The UAC's TCP (or TLS) connection to its target, opened (from the same local port when
+    /// there was one) if absent or closed.
     async fn tcp_target(self: &Arc<Self>) -> io::Result<Conn> {
         let mut out = self.tcp_out.lock().await;
         if let Some(conn) = out.as_ref() {
@@ -295,16 +441,52 @@ impl Endpoint {
         } else {
             sock.bind(local)?;
         }
-        let stream = tokio::time::timeout(Duration::from_secs(5), sock.connect(target))
+        let (conn, local) = self.dial(sock, target, !self.listening).await?;
+        if !self.listening {
+            *lock(&self.local) = local;
+        }
+        *out = Some(conn.clone());
+        Ok(conn)
+    }
+
+    /// Connects `sock` to `addr`, completes the TLS handshake over TLS, and starts the
+    /// connection; returns it and its local address. A failed handshake is counted with its
+    /// reason.
+    async fn dial(
+        self: &Arc<Self>,
+        sock: TcpSocket,
+        addr: SocketAddr,
+        redial: bool,
+    ) -> io::Result<(Conn, SocketAddr)> {
+        let stream = tokio::time::timeout(Duration::from_secs(5), sock.connect(addr))
             .await
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TCP connect timed out"))??;
         let _ = stream.set_nodelay(true);
-        if !self.listening {
-            *lock(&self.local) = stream.local_addr()?;
-        }
-        let conn = self.start_conn(stream, !self.listening);
-        *out = Some(conn.clone());
-        Ok(conn)
+        let local = stream.local_addr()?;
+        let Some(tls) = &self.tls else {
+            let (r, w) = stream.into_split();
+            return Ok((self.start_conn(Box::new(r), Box::new(w), redial), local));
+        };
+        let name = tls
+            .name
+            .clone()
+            .unwrap_or_else(|| ServerName::IpAddress(addr.ip().into()));
+        let handshake =
+            tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.connector.connect(name, stream)).await;
+        let stream = match handshake {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                self.stats.tls_failed(&e.to_string());
+                return Err(e);
+            }
+            Err(_) => {
+                let why = format!("TLS handshake with {addr} timed out");
+                self.stats.tls_failed(&why);
+                return Err(io::Error::new(io::ErrorKind::TimedOut, TlsFailure(why)));
+            }
+        };
+        let (r, w) = tokio::io::split(stream);
+        Ok((self.start_conn(Box::new(r), Box::new(w), redial), local))
     }
 
     /// The UAC's target connection closed: open it again, every 100 ms for up to 30 s, until
@@ -333,11 +515,7 @@ impl Endpoint {
             SocketAddr::V6(_) => TcpSocket::new_v6()?,
         };
         sock.bind(SocketAddr::new(self.local().ip(), 0))?;
-        let stream = tokio::time::timeout(Duration::from_secs(5), sock.connect(addr))
-            .await
-            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TCP connect timed out"))??;
-        let _ = stream.set_nodelay(true);
-        let conn = self.start_conn(stream, false);
+        let (conn, _) = self.dial(sock, addr, false).await?;
         dialled.insert(addr, conn.clone());
         Ok(conn)
     }
@@ -361,14 +539,19 @@ impl Endpoint {
         });
     }
 
-    /// Starts the writer and reader of a connection. When the reader sees the connection end,
-    /// the writer stops too (so senders see it closed, instead of writing into a connection
-    /// the peer has closed), and the UAC's target connection (`redial`) is opened again.
-    fn start_conn(self: &Arc<Self>, stream: TcpStream, redial: bool) -> Conn {
-        let (mut read, mut write) = stream.into_split();
+    /// Starts the writer and reader of a connection (TCP halves, or a TLS stream's). When the
+    /// reader sees the connection end, the writer stops too (so senders see it closed,
+    /// instead of writing into a connection the peer has closed), and the UAC's target
+    /// connection (`redial`) is opened again, unless TLS refused it. A CRLFCRLF keep-alive
+    /// is answered with CRLF (RFC 5626).
+    fn start_conn(self: &Arc<Self>, mut read: Reader, mut write: Writer, redial: bool) -> Conn {
         let (tx, mut rx) = mpsc::unbounded_channel::<Bytes>();
         let (ended_tx, mut ended_rx) = tokio::sync::oneshot::channel::<()>();
-        let conn = Conn { tx };
+        let (refused_tx, refused_rx) = watch::channel(None);
+        let conn = Conn {
+            tx,
+            refusal: Refusal(refused_rx),
+        };
         self.spawn(async move {
             loop {
                 let b = tokio::select! {
@@ -378,7 +561,8 @@ impl Endpoint {
                     },
                     _ = &mut ended_rx => break,
                 };
-                if write.write_all(&b).await.is_err() {
+                // A TLS stream may keep what it encrypted until flushed.
+                if write.write_all(&b).await.is_err() || write.flush().await.is_err() {
                     break;
                 }
             }
@@ -389,16 +573,24 @@ impl Endpoint {
             let mut framer = Framer::default();
             let mut buf = vec![0u8; 16_384];
             // Dropping `me` at the end lets the writer finish once every sender is gone.
+            let mut refused = None;
             'read: loop {
                 let n = match read.read(&mut buf).await {
-                    Ok(0) | Err(_) => break,
+                    Ok(0) => break,
+                    Err(e) => {
+                        refused = tls_error(&e);
+                        break;
+                    }
                     Ok(n) => n,
                 };
                 framer.push(&buf[..n]);
                 loop {
                     match framer.next() {
                         Ok(None) => break,
-                        Ok(Some(Frame::Ping)) => {}
+                        Ok(Some(Frame::Ping)) => {
+                            let _ = me.tx.send(Bytes::from_static(b"\r\n"));
+                        }
+                        Ok(Some(Frame::Pong)) => {}
                         Ok(Some(Frame::Message(data))) => {
                             let Some(ep) = weak.upgrade() else {
                                 break 'read;
@@ -413,6 +605,13 @@ impl Endpoint {
                 }
             }
             let _ = ended_tx.send(());
+            if let Some(why) = refused {
+                if let Some(ep) = weak.upgrade() {
+                    ep.stats.tls_failed(&why);
+                }
+                let _ = refused_tx.send(Some(why));
+                return;
+            }
             if redial {
                 if let Some(ep) = weak.upgrade() {
                     ep.spawn(Self::redial(weak));

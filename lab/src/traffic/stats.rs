@@ -26,11 +26,16 @@ pub enum FailureReason {
     Unexpected,
     /// The transport failed (TCP connection refused or closed, send error).
     Transport,
+    /// TLS refused the connection the call's request needed: the handshake failed (the
+    /// peer's certificate not trusted or not for the name, or ours refused), or the peer
+    /// ended the connection with an alert after our request (a TLS 1.3 server refusing our
+    /// client certificate). [`Snapshot::last_tls_error`] says why.
+    Tls,
 }
 
 impl FailureReason {
     /// The key of this reason in [`Snapshot::failures`]: `timeout`, `error_response_486`,
-    /// `bye_timeout`, `bye_rejected_481`, `no_bye`, `unexpected`, `transport`.
+    /// `bye_timeout`, `bye_rejected_481`, `no_bye`, `unexpected`, `transport`, `tls`.
     #[must_use]
     pub fn key(&self) -> String {
         match self {
@@ -41,6 +46,7 @@ impl FailureReason {
             Self::NoBye => "no_bye".into(),
             Self::Unexpected => "unexpected".into(),
             Self::Transport => "transport".into(),
+            Self::Tls => "tls".into(),
         }
     }
 }
@@ -55,6 +61,7 @@ impl std::fmt::Display for FailureReason {
             Self::NoBye => f.write_str("no BYE received"),
             Self::Unexpected => f.write_str("unexpected message"),
             Self::Transport => f.write_str("transport error"),
+            Self::Tls => f.write_str("refused by TLS"),
         }
     }
 }
@@ -211,6 +218,13 @@ pub struct Snapshot {
     pub invite_to_first_response: Latency,
     /// UAC only: INVITE → 200 OK.
     pub invite_to_200: Latency,
+    /// TLS handshakes that failed, either side, and connections ended by a TLS alert.
+    #[serde(default)]
+    pub tls_failures: u64,
+    /// The reason of the last of them (rustls's text, e.g. `invalid peer certificate:
+    /// UnknownIssuer`).
+    #[serde(default)]
+    pub last_tls_error: Option<String>,
 }
 
 impl Snapshot {
@@ -247,6 +261,12 @@ impl Snapshot {
         );
         for (reason, n) in &self.failures {
             s.push_str(&format!("    {reason}: {n}\n"));
+        }
+        if let Some(why) = &self.last_tls_error {
+            s.push_str(&format!(
+                "  TLS failures {} (last: {why})\n",
+                self.tls_failures
+            ));
         }
         if self.role == "uas" {
             s.push_str(&format!(
@@ -302,6 +322,7 @@ pub struct Stats {
     retrans_sent: AtomicU64,
     retrans_received: AtomicU64,
     stray: AtomicU64,
+    tls_failures: AtomicU64,
     slow: Mutex<Slow>,
 }
 
@@ -311,6 +332,7 @@ struct Slow {
     received: Received,
     first: Histogram,
     ok: Histogram,
+    last_tls_error: Option<String>,
 }
 
 fn inc(a: &AtomicU64) {
@@ -333,11 +355,13 @@ impl Stats {
             retrans_sent: AtomicU64::new(0),
             retrans_received: AtomicU64::new(0),
             stray: AtomicU64::new(0),
+            tls_failures: AtomicU64::new(0),
             slow: Mutex::new(Slow {
                 failures: BTreeMap::new(),
                 received: Received::default(),
                 first: Histogram::new(),
                 ok: Histogram::new(),
+                last_tls_error: None,
             }),
         }
     }
@@ -385,6 +409,10 @@ impl Stats {
     }
     pub(crate) fn stray(&self) {
         inc(&self.stray);
+    }
+    pub(crate) fn tls_failed(&self, why: &str) {
+        inc(&self.tls_failures);
+        self.slow().last_tls_error = Some(why.to_owned());
     }
     pub(crate) fn received(&self, method: Option<&str>) {
         let mut s = self.slow();
@@ -435,6 +463,8 @@ impl Stats {
             received: slow.received.clone(),
             invite_to_first_response: slow.first.summary(),
             invite_to_200: slow.ok.summary(),
+            tls_failures: load(&self.tls_failures),
+            last_tls_error: slow.last_tls_error.clone(),
         }
     }
 }

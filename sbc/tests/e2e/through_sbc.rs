@@ -32,6 +32,7 @@ async fn through_sbc(case: Case) {
     config.agent_transport = match case.core {
         Transport::Udp => "udp",
         Transport::Tcp => "tcp",
+        Transport::Tls => "tls",
     };
     let access = config.access;
     let mut node = blocking(move || SbcNode::start_config(&config)).await;
