@@ -17,7 +17,8 @@
 //! | `1.3.6.1.3.3261.0.4`        | `sbcHealthTrap`         | score, previous score, reason, node |
 //! | `1.3.6.1.3.3261.0.5`        | `sbcSourceDeniedTrap`   | source, seconds denied (0: let in again), node |
 //! | `1.3.6.1.3.3261.0.6`        | `sbcMediaPortsLowTrap`  | realm, port pairs free, pairs in all, node |
-//! | `1.3.6.1.3.3261.1.1.1..20`  | `sbcAlarmType` … `sbcMediaPairsTotal` | the objects, sent as instance `.0` |
+//! | `1.3.6.1.3.3261.0.7`        | `sbcTlsCertExpiringTrap` | tls-profile, days left, expiry date, node |
+//! | `1.3.6.1.3.3261.1.1.1..23`  | `sbcAlarmType` … `sbcTlsCertNotAfter` | the objects, sent as instance `.0` |
 //!
 //! Every trap's varbinds are `sysUpTime.0`, `snmpTrapOID.0`, then the notification's objects
 //! in the MIB's order.
@@ -219,6 +220,18 @@ pub enum Trap {
         /// The sending node's hostname.
         node: String,
     },
+    /// `sbcTlsCertExpiringTrap`: a loaded TLS certificate expires within its profile's
+    /// `expiry-warning-days` (or has expired).
+    TlsCertExpiring {
+        /// The `tls-profile`.
+        profile: String,
+        /// Whole days left (negative once expired).
+        days_left: i32,
+        /// Its notAfter, `YYYY-MM-DD`.
+        expires: String,
+        /// The sending node's hostname.
+        node: String,
+    },
 }
 
 impl Trap {
@@ -262,6 +275,7 @@ impl Trap {
             Self::Health { .. } => 4,
             Self::SourceDenied { .. } => 5,
             Self::MediaPortsLow { .. } => 6,
+            Self::TlsCertExpiring { .. } => 7,
         }
     }
 
@@ -348,17 +362,29 @@ impl Trap {
                 (20, Value::Int(i64::from(*total))),
                 (7, Value::Str(node.clone())),
             ],
+            Self::TlsCertExpiring {
+                profile,
+                days_left,
+                expires,
+                node,
+            } => vec![
+                (21, Value::Str(profile.clone())),
+                (22, Value::Int(i64::from(*days_left))),
+                (23, Value::Str(expires.clone())),
+                (7, Value::Str(node.clone())),
+            ],
         }
     }
 }
 
-const NOTIFICATIONS: [&str; 6] = [
+const NOTIFICATIONS: [&str; 7] = [
     "sbcAlarmTrap",
     "sbcAlarmClearTrap",
     "sbcRedundancyTrap",
     "sbcHealthTrap",
     "sbcSourceDeniedTrap",
     "sbcMediaPortsLowTrap",
+    "sbcTlsCertExpiringTrap",
 ];
 
 enum Value {
@@ -381,7 +407,7 @@ const TYPE_NAMES: EnumNames = &[
 const CLEARED_NAMES: EnumNames = &[(1, "operator"), (2, "restart"), (3, "auto")];
 
 /// The objects of `sbcTrapObjects` (`1.3.6.1.3.3261.1.1.n`): name and enumeration, if any.
-const OBJECTS: [(&str, Option<EnumNames>); 20] = [
+const OBJECTS: [(&str, Option<EnumNames>); 23] = [
     ("sbcAlarmType", Some(TYPE_NAMES)),
     ("sbcAlarmValue", None),
     ("sbcAlarmSeverity", Some(SEVERITY_NAMES)),
@@ -402,6 +428,9 @@ const OBJECTS: [(&str, Option<EnumNames>); 20] = [
     ("sbcMediaRealm", None),
     ("sbcMediaPairsFree", None),
     ("sbcMediaPairsTotal", None),
+    ("sbcTlsProfile", None),
+    ("sbcTlsCertDaysLeft", None),
+    ("sbcTlsCertNotAfter", None),
 ];
 
 fn object_oid(n: u32) -> ObjectIdentifier {
@@ -953,6 +982,18 @@ mod tests {
         assert_eq!(dl.get("sbcMediaRealm"), Some("access"));
         assert_eq!(dl.get("sbcMediaPairsFree"), Some("49"));
         assert_eq!(dl.get("sbcMediaPairsTotal"), Some("500"));
+        let cert = Trap::TlsCertExpiring {
+            profile: "edge".into(),
+            days_left: 4,
+            expires: "2026-12-05".into(),
+            node: "sbc-a".into(),
+        };
+        let dc =
+            decode_trap(&encode_trap(&cert, "c", Duration::ZERO, 1).expect("enc")).expect("dec");
+        assert_eq!(dc.trap, "SBC-PAIR-MIB::sbcTlsCertExpiringTrap");
+        assert_eq!(dc.get("sbcTlsProfile"), Some("edge"));
+        assert_eq!(dc.get("sbcTlsCertDaysLeft"), Some("4"));
+        assert_eq!(dc.get("sbcTlsCertNotAfter"), Some("2026-12-05"));
         assert_eq!(d.get("sbcHealthScore"), Some("0"));
         assert_eq!(d.get("sbcHealthPreviousScore"), Some("100"));
         assert!(d

@@ -13,12 +13,13 @@
 //!                             clear-deny <address>,
 //!                             notify berpd force, reboot, save-config, activate-config,
 //!                             verify-config, lab ballast <MB>, exit
-//! sbc(configure)#             system, session-router, sip-interface, redundancy,
+//! sbc(configure)#             system, session-router, sip-interface, redundancy, security,
 //!                             auto-scaling-profile, media-manager, steering-pool, show …, exit
 //! sbc(system)#                system-config
 //! sbc(session-router)#        sip-config, session-router, session-agent, sip-interface,
 //!                             access-control
 //! sbc(redundancy)#            redundancy-config
+//! sbc(security)#              tls-profile
 //! sbc(system-config)#         attributes; alarm-threshold, trap-receiver
 //! sbc(redundancy-config)#     attributes; peer
 //! ```
@@ -29,7 +30,7 @@
 //!   `redundancy-config`, `media-manager`) loads its committed value into a **working copy** (Oracle needs a
 //!   `select` first; here it is implied, and `select` reloads).
 //! - Entering a multi-instance element (`sip-interface`, `session-agent`,
-//!   `auto-scaling-profile`, `access-control`, `steering-pool`, `alarm-threshold`,
+//!   `auto-scaling-profile`, `access-control`, `steering-pool`, `tls-profile`, `alarm-threshold`,
 //!   `trap-receiver`, `peer`) starts a **new
 //!   instance** with defaults, as in Oracle; `select <key>` (or `select <n>`, or bare `select`
 //!   to list them) edits an existing one instead, and `no <key>` (bare `no`: the selected one)
@@ -114,6 +115,8 @@ pub enum OperCommand {
     ShowMedia,
     /// `show access-control`: the sources denied now, the operator's lists, the counters.
     ShowAccessControl,
+    /// `show tls`: the TLS profiles' certificates, their expiry, the TLS connection counters.
+    ShowTls,
     /// `clear-deny <address>`: lift a source's dynamic deny.
     ClearDeny {
         /// The source.
@@ -170,6 +173,7 @@ enum Path {
     System,
     SessionRouter,
     Redundancy,
+    Security,
 }
 
 impl Path {
@@ -178,6 +182,7 @@ impl Path {
             Self::System => "system",
             Self::SessionRouter => "session-router",
             Self::Redundancy => "redundancy",
+            Self::Security => "security",
         }
     }
 
@@ -188,6 +193,7 @@ impl Path {
                 "sip-config, session-router, session-agent, sip-interface, access-control"
             }
             Self::Redundancy => "redundancy-config and its peers",
+            Self::Security => "tls-profile: certificates and peer verification for SIP over TLS",
         }
     }
 
@@ -202,6 +208,7 @@ impl Path {
                 Kind::AccessControl,
             ],
             Self::Redundancy => &[Kind::RedundancyConfig],
+            Self::Security => &[Kind::TlsProfile],
         }
     }
 }
@@ -352,6 +359,10 @@ const SHOW_TOPICS: &[(&str, &str)] = &[
         "access-control",
         "sources denied now, the allow and deny lists, rate counters",
     ),
+    (
+        "tls",
+        "TLS certificates loaded, their expiry, TLS connections and handshakes",
+    ),
     ("running-config", "the configuration the node runs"),
     (
         "configuration",
@@ -370,6 +381,7 @@ fn show_reply(topic: &str) -> Reply {
         "dialogs" => Reply::Operational(OperCommand::ShowDialogs),
         "media" => Reply::Operational(OperCommand::ShowMedia),
         "access-control" => Reply::Operational(OperCommand::ShowAccessControl),
+        "tls" => Reply::Operational(OperCommand::ShowTls),
         "running-config" => Reply::Lifecycle(LifecycleCommand::ShowRunningConfig),
         _ => Reply::Lifecycle(LifecycleCommand::ShowConfiguration),
     }
@@ -677,11 +689,9 @@ impl Session {
                     Kind::SipInterface.help(),
                     Cmd::Element(Kind::SipInterface),
                 ));
-                entries.push(entry(
-                    Path::Redundancy.word(),
-                    Path::Redundancy.help(),
-                    Cmd::Enter(Path::Redundancy),
-                ));
+                for path in [Path::Redundancy, Path::Security] {
+                    entries.push(entry(path.word(), path.help(), Cmd::Enter(path)));
+                }
                 for kind in [
                     Kind::AutoScalingProfile,
                     Kind::MediaManager,

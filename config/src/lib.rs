@@ -8,7 +8,8 @@
 //!   [`SessionAgent`] `session-agent`; [`SessionRouter`] `session-router`;
 //!   [`RedundancyConfig`] `redundancy-config` with its [`Peer`]s; [`AutoScalingProfile`]
 //!   `auto-scaling-profile`; [`AccessControl`] `access-control`; [`MediaManager`]
-//!   `media-manager`; [`SteeringPool`] `steering-pool`), each field with a default.
+//!   `media-manager`; [`SteeringPool`] `steering-pool`; [`TlsProfile`] `tls-profile`), each
+//!   field with a default.
 //! - **The TOML file**: keys are kebab-case ACLI words; an empty file is valid and equals
 //!   [`Config::embedded_default`]; an unknown key or a value of the wrong type is refused with
 //!   the parser's line and column. [`Config::load`] reads a file, [`Config::save_atomic`]
@@ -77,7 +78,7 @@ pub use model::{
     CriticalMemoryAbort, FilterLevel, InDialogSource, MediaManager, MediaManagerState,
     MemorySource, Peer, PeerType, RedundancyConfig, RedundancyState, RestrictedLatching, Route,
     SessionAgent, SessionRouter, Severity, SipConfig, SipInterface, SteeringPool, SystemConfig,
-    Transport, TrapReceiver,
+    TlsProfile, TlsVersion, Transport, TrapReceiver,
 };
 pub use net::{parse_net, IpNet};
 pub use push::{MASK, NODE_LOCAL, SECRET_KEYS};
@@ -93,6 +94,9 @@ pub struct Config {
     pub system: SystemConfig,
     /// `[sip-config]`: SIP timers and limits.
     pub sip_config: SipConfig,
+    /// `[[tls-profile]]`: certificates and peer verification for SIP over TLS.
+    #[serde(rename = "tls-profile")]
+    pub tls_profiles: Vec<TlsProfile>,
     /// `[[sip-interface]]`: where SIP is received, one per realm.
     #[serde(rename = "sip-interface")]
     pub sip_interfaces: Vec<SipInterface>,
@@ -126,6 +130,7 @@ pub struct Config {
 struct RawConfig {
     system_config: SystemConfig,
     sip_config: SipConfig,
+    tls_profile: Vec<TlsProfile>,
     sip_interface: Option<Vec<SipInterface>>,
     session_agent: Option<Vec<SessionAgent>>,
     session_router: SessionRouter,
@@ -156,6 +161,7 @@ impl From<RawConfig> for Config {
         Self {
             system: raw.system_config,
             sip_config: raw.sip_config,
+            tls_profiles: raw.tls_profile,
             sip_interfaces,
             session_agents,
             session_router,
@@ -294,6 +300,12 @@ impl Config {
         self.session_agents.iter().find(|a| a.name == name)
     }
 
+    /// The `tls-profile` named `name`, if any.
+    #[must_use]
+    pub fn tls_profile(&self, name: &str) -> Option<&TlsProfile> {
+        self.tls_profiles.iter().find(|p| p.name == name)
+    }
+
     /// The session-agent a new request arriving on realm `ingress_realm` is routed to: the first
     /// `session-router.route` whose `from-realm` matches, else `default-route` unless that agent
     /// is in the ingress realm itself (no hairpin), else `None`.
@@ -365,6 +377,8 @@ impl Config {
                                 address: next_hop.ip(),
                                 port: next_hop.port(),
                                 transport: Transport::Udp,
+                                tls_profile: None,
+                                tls_server_name: None,
                             });
                             self.session_agents.len() - 1
                         }

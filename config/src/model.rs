@@ -215,6 +215,19 @@ keyword_enum! {
     }
 }
 
+keyword_enum! {
+    /// `tls-profile` `tls-version`: the TLS versions a profile negotiates (Oracle's attribute;
+    /// TLS 1.0 and 1.1 are not offered at all, RFC 8996).
+    TlsVersion, key "tls-version", default Compatibility {
+        /// TLS 1.2 and TLS 1.3, the highest both sides support.
+        Compatibility = "compatibility",
+        /// TLS 1.2 only.
+        Tlsv12 = "tlsv12",
+        /// TLS 1.3 only.
+        Tlsv13 = "tlsv13",
+    }
+}
+
 /// The `system-config` options this build knows, each with its valid values (an empty list
 /// means a flag without value).
 pub(crate) const KNOWN_OPTIONS: &[(&str, &[&str])] = &[(
@@ -736,7 +749,7 @@ impl Default for SipConfig {
     }
 }
 
-/// A SIP transport protocol; spelled `"udp"` or `"tcp"` in the file and in the ACLI.
+/// A SIP transport protocol; spelled `"udp"`, `"tcp"` or `"tls"` in the file and in the ACLI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Transport {
@@ -744,22 +757,31 @@ pub enum Transport {
     Udp,
     /// SIP over TCP.
     Tcp,
+    /// SIP over TLS over TCP (RFC 3261 §26.2, RFC 5630), with a `tls-profile`.
+    Tls,
 }
 
 impl Transport {
     /// Every transport, in the order they are listed in messages.
-    pub const ALL: [Self; 2] = [Self::Udp, Self::Tcp];
+    pub const ALL: [Self; 3] = [Self::Udp, Self::Tcp, Self::Tls];
 
-    /// The lowercase name used in the file and the ACLI: `"udp"` or `"tcp"`.
+    /// The lowercase name used in the file and the ACLI: `"udp"`, `"tcp"` or `"tls"`.
     #[must_use]
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::Udp => "udp",
             Self::Tcp => "tcp",
+            Self::Tls => "tls",
         }
     }
 
-    /// The valid spellings, for error messages: `"udp", "tcp"`.
+    /// Whether it runs over a TCP connection (TCP and TLS).
+    #[must_use]
+    pub const fn is_stream(self) -> bool {
+        matches!(self, Self::Tcp | Self::Tls)
+    }
+
+    /// The valid spellings, for error messages: `"udp", "tcp", "tls"`.
     pub(crate) fn valid_list() -> String {
         crate::error::quoted_list(Self::ALL.iter().map(|t| t.as_str()))
     }
@@ -774,7 +796,7 @@ impl fmt::Display for Transport {
 impl FromStr for Transport {
     type Err = ConfigError;
 
-    /// Parses `udp` or `tcp`, ignoring ASCII case (so the ACLI accepts `UDP`).
+    /// Parses `udp`, `tcp` or `tls`, ignoring ASCII case (so the ACLI accepts `UDP`).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Self::ALL
             .into_iter()
@@ -799,13 +821,21 @@ pub struct SipInterface {
     /// `address`: the local IP address to bind. Default `127.0.0.1`.
     #[serde(default = "default_address")]
     pub address: IpAddr,
-    /// `port`: the local port to bind, for every transport. Default 5060, valid 1..=65535.
+    /// `port`: the local port to bind for UDP and TCP. Default 5060, valid 1..=65535.
     #[serde(default = "default_port")]
     pub port: u16,
-    /// `transports`: which transports listen here; non-empty, no duplicates.
-    /// Default `["udp", "tcp"]`.
+    /// `transports`: which transports listen here; non-empty, no duplicates; `tls` needs a
+    /// `tls-profile`. Default `["udp", "tcp"]`.
     #[serde(default = "default_transports")]
     pub transports: Vec<Transport>,
+    /// `tls-port`: the local port SIP over TLS listens on (when `transports` has `tls`).
+    /// Default 5061 (RFC 3261 §19.1.2), valid 1..=65535, not `port` when TCP listens too.
+    #[serde(default = "default_tls_port")]
+    pub tls_port: u16,
+    /// `tls-profile`: the `tls-profile` of the TLS listener: its certificate, and how clients
+    /// are verified. Required with `tls` in `transports`, refused without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_profile: Option<String>,
     /// `auto-scaling-profile`: name of the `auto-scaling-profile` of this interface's UDP worker
     /// group; must name an existing profile. Default none (the group is fixed at
     /// `sip-config.workers`).
@@ -818,6 +848,29 @@ impl SipInterface {
     #[must_use]
     pub fn socket_addr(&self) -> SocketAddr {
         SocketAddr::new(self.address, self.port)
+    }
+
+    /// Whether `transport` listens here.
+    #[must_use]
+    pub fn has(&self, transport: Transport) -> bool {
+        self.transports.contains(&transport)
+    }
+
+    /// The address and port `transport` listens on here (`tls-port` for TLS).
+    #[must_use]
+    pub fn addr_of(&self, transport: Transport) -> SocketAddr {
+        match transport {
+            Transport::Tls => SocketAddr::new(self.address, self.tls_port),
+            Transport::Udp | Transport::Tcp => self.socket_addr(),
+        }
+    }
+
+    /// The TCP ports this interface listens on (TCP's `port`, TLS's `tls-port`).
+    pub fn stream_addrs(&self) -> impl Iterator<Item = SocketAddr> + '_ {
+        self.transports
+            .iter()
+            .filter(|t| t.is_stream())
+            .map(|t| self.addr_of(*t))
     }
 }
 
@@ -836,9 +889,20 @@ pub struct SessionAgent {
     /// `port`: the agent's port. Default 5060, valid 1..=65535.
     #[serde(default = "default_port")]
     pub port: u16,
-    /// `transport`: the transport used to reach the agent. Default `"udp"`.
+    /// `transport`: the transport used to reach the agent. Default `"udp"`; `tls` needs a
+    /// `tls-profile`, and TLS listening on the agent's realm's interface (where the agent's
+    /// in-dialog requests come back).
     #[serde(default = "default_transport")]
     pub transport: Transport,
+    /// `tls-profile`: with `transport = "tls"`, the `tls-profile` whose trusted CAs verify the
+    /// agent's certificate (and whose certificate is presented, if the agent asks for one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_profile: Option<String>,
+    /// `tls-server-name`: with `transport = "tls"`, the name sent in SNI and which the agent's
+    /// certificate must carry (a DNS name, or an IP address for an IP SubjectAltName).
+    /// Default: the agent's `address`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_server_name: Option<String>,
 }
 
 impl SessionAgent {
@@ -847,6 +911,76 @@ impl SessionAgent {
     pub fn socket_addr(&self) -> SocketAddr {
         SocketAddr::new(self.address, self.port)
     }
+}
+
+/// `tls-profile`: a certificate and how peers are verified, for SIP over TLS (Oracle's element
+/// name). A `sip-interface` listening on TLS names one, as does a `session-agent` reached over
+/// TLS. The files are PEM; they are read (and checked) when the node starts and at every
+/// `activate-config`, so a renewed certificate is taken by new handshakes without a restart.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct TlsProfile {
+    /// `name`: how interfaces and agents refer to the profile; unique and non-empty. Required.
+    pub name: String,
+    /// `end-entity-certificate`: the PEM file of the certificate chain (the node's certificate
+    /// first, then its intermediates). Required for a profile a `sip-interface` listens with;
+    /// optional for one only used to dial (then no client certificate is presented).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub end_entity_certificate: String,
+    /// `private-key`: the PEM file of the certificate's private key (PKCS#8, SEC1 or PKCS#1).
+    /// Required with `end-entity-certificate`; never shown by `show`, only its path.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub private_key: String,
+    /// `trusted-ca-certificates`: PEM files of the CAs that peers' certificates must chain to:
+    /// session-agents' server certificates, and clients' with `mutual-authenticate`. Required
+    /// for both uses.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trusted_ca_certificates: Vec<String>,
+    /// `mutual-authenticate`: clients of a listener with this profile must present a certificate
+    /// that chains to `trusted-ca-certificates` (mutual TLS). Default `false`.
+    #[serde(default)]
+    pub mutual_authenticate: bool,
+    /// `verify-names`: with `mutual-authenticate`, the names (DNS or IP SubjectAltNames) of
+    /// which a client's certificate must carry one. Default none: any certificate of a trusted
+    /// CA is accepted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verify_names: Vec<String>,
+    /// `tls-version`: `compatibility` (TLS 1.2 and 1.3), `tlsv12` or `tlsv13`. Default
+    /// `compatibility`.
+    #[serde(default)]
+    pub tls_version: TlsVersion,
+    /// `expiry-warning-days`: a loaded certificate that expires within this many days raises the
+    /// certificate-expiry alarm (with a trap) until it is replaced; 0 = only once expired.
+    /// Default 30, valid 0..=365.
+    #[serde(default = "default_expiry_warning_days")]
+    pub expiry_warning_days: u32,
+}
+
+impl TlsProfile {
+    /// A profile named `name` with every default (no files yet).
+    #[must_use]
+    pub fn named(name: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            end_entity_certificate: String::new(),
+            private_key: String::new(),
+            trusted_ca_certificates: Vec::new(),
+            mutual_authenticate: false,
+            verify_names: Vec::new(),
+            tls_version: TlsVersion::default(),
+            expiry_warning_days: default_expiry_warning_days(),
+        }
+    }
+
+    /// Whether the profile has a certificate (it can serve a listener).
+    #[must_use]
+    pub fn has_certificate(&self) -> bool {
+        !self.end_entity_certificate.is_empty()
+    }
+}
+
+const fn default_expiry_warning_days() -> u32 {
+    30
 }
 
 /// `access-control`: an operator's allow or deny entry for SIP sources (Oracle's element name).
@@ -983,8 +1117,12 @@ const fn default_port() -> u16 {
     5060
 }
 
-fn default_transports() -> Vec<Transport> {
-    Transport::ALL.to_vec()
+pub(crate) fn default_transports() -> Vec<Transport> {
+    vec![Transport::Udp, Transport::Tcp]
+}
+
+pub(crate) const fn default_tls_port() -> u16 {
+    5061
 }
 
 const fn default_transport() -> Transport {
@@ -999,6 +1137,8 @@ pub(crate) fn default_interfaces() -> Vec<SipInterface> {
             address: default_address(),
             port: 5060,
             transports: default_transports(),
+            tls_port: default_tls_port(),
+            tls_profile: None,
             auto_scaling_profile: None,
         },
         SipInterface {
@@ -1006,6 +1146,8 @@ pub(crate) fn default_interfaces() -> Vec<SipInterface> {
             address: default_address(),
             port: 5062,
             transports: default_transports(),
+            tls_port: default_tls_port(),
+            tls_profile: None,
             auto_scaling_profile: None,
         },
     ]
@@ -1019,6 +1161,8 @@ pub(crate) fn default_agents() -> Vec<SessionAgent> {
         address: default_address(),
         port: 5080,
         transport: Transport::Udp,
+        tls_profile: None,
+        tls_server_name: None,
     }]
 }
 

@@ -17,7 +17,8 @@
 //! thresholds and trap receivers; `sip-config`; `sip-interface`s; `session-agent`s;
 //! `session-router`; `auto-scaling-profile`s; `access-control`; `media-manager`;
 //! `steering-pool`s (addresses included, as for the sip-interfaces: both nodes run the same
-//! interfaces and pools). A push that names a node-local key is refused whole
+//! interfaces and pools); `tls-profile`s (file paths: each node reads its own copy of the
+//! files, which the operator installs on both). A push that names a node-local key is refused whole
 //! (the active never sends one), with the key in the error.
 //!
 //! # Secrets

@@ -185,6 +185,8 @@ fn embedded_default_is_exactly_as_documented() {
                 address: LOCALHOST,
                 port: 5060,
                 transports: vec![Transport::Udp, Transport::Tcp],
+                tls_port: 5061,
+                tls_profile: None,
                 auto_scaling_profile: None,
             },
             SipInterface {
@@ -192,6 +194,8 @@ fn embedded_default_is_exactly_as_documented() {
                 address: LOCALHOST,
                 port: 5062,
                 transports: vec![Transport::Udp, Transport::Tcp],
+                tls_port: 5061,
+                tls_profile: None,
                 auto_scaling_profile: None,
             },
         ]
@@ -204,6 +208,8 @@ fn embedded_default_is_exactly_as_documented() {
             address: LOCALHOST,
             port: 5080,
             transport: Transport::Udp,
+            tls_profile: None,
+            tls_server_name: None,
         }]
     );
     assert_eq!(
@@ -513,7 +519,7 @@ fn interface_port_is_not_zero() {
 fn interface_transports_are_non_empty_and_distinct() {
     assert_eq!(
         refused("[[sip-interface]]\nrealm = \"access\"\ntransports = []\n"),
-        r#"sip-interface[0].transports = []: at least one transport (valid: "udp", "tcp")"#
+        r#"sip-interface[0].transports = []: at least one transport (valid: "udp", "tcp", "tls")"#
     );
     refused_invalid(
         "[[sip-interface]]\nrealm = \"access\"\ntransports = [\"udp\", \"tcp\", \"udp\"]\n",
@@ -1028,6 +1034,160 @@ fn transport_display_and_from_str() {
     let err = "sctp".parse::<Transport>().unwrap_err().to_string();
     assert_eq!(
         err,
-        r#"transport = "sctp": unknown transport (valid: "udp", "tcp")"#
+        r#"transport = "sctp": unknown transport (valid: "udp", "tcp", "tls")"#
+    );
+}
+
+// ---- SIP over TLS ----
+
+/// A profile, an access interface listening on TLS with it, and a core agent reached over TLS.
+const TLS_CONFIG: &str = r#"
+[[tls-profile]]
+name = "edge"
+end-entity-certificate = "/etc/sbc/sbc.pem"
+private-key = "/etc/sbc/sbc-key.pem"
+trusted-ca-certificates = ["/etc/sbc/ca.pem"]
+
+[[sip-interface]]
+realm = "access"
+transports = ["udp", "tcp", "tls"]
+tls-profile = "edge"
+
+[[sip-interface]]
+realm = "core"
+port = 5062
+tls-port = 5063
+transports = ["tls"]
+tls-profile = "edge"
+
+[[session-agent]]
+name = "core"
+realm = "core"
+port = 5081
+transport = "tls"
+tls-profile = "edge"
+tls-server-name = "uas.example.net"
+
+[session-router]
+default-route = "core"
+"#;
+
+#[test]
+fn a_tls_configuration_parses_round_trips_and_defaults_the_port_to_5061() {
+    let c = Config::from_toml_str(TLS_CONFIG).unwrap();
+    let profile = c.tls_profile("edge").unwrap();
+    assert_eq!(profile.tls_version, TlsVersion::Compatibility);
+    assert_eq!(profile.expiry_warning_days, 30);
+    assert!(!profile.mutual_authenticate);
+    assert_eq!(c.sip_interfaces[0].tls_port, 5061);
+    assert_eq!(
+        c.sip_interfaces[0].addr_of(Transport::Tls),
+        "127.0.0.1:5061".parse().unwrap()
+    );
+    let agent = c.session_agent("core").unwrap();
+    assert_eq!(agent.transport, Transport::Tls);
+    assert_eq!(agent.tls_server_name.as_deref(), Some("uas.example.net"));
+    let again = Config::from_toml_str(&c.to_toml_string()).unwrap();
+    assert_eq!(again, c);
+}
+
+#[test]
+fn tls_settings_are_refused_with_the_key_and_what_is_valid() {
+    let with = |from: &str, to: &str| {
+        assert!(TLS_CONFIG.contains(from), "{from}");
+        TLS_CONFIG.replacen(from, to, 1)
+    };
+    refused_invalid(
+        &with(
+            "tls-profile = \"edge\"\n\n[[sip-interface]]",
+            "\n[[sip-interface]]",
+        ),
+        "sip-interface[0].tls-profile",
+        &[
+            "TLS listens here",
+            "a tls-profile with an end-entity-certificate",
+        ],
+    );
+    refused_invalid(
+        &with(
+            "tls-profile = \"edge\"\n\n[[sip-interface]]",
+            "tls-profile = \"edgy\"\n\n[[sip-interface]]",
+        ),
+        "sip-interface[0].tls-profile",
+        &["no tls-profile has this name", "\"edge\""],
+    );
+    refused_invalid(
+        &with(
+            "transports = [\"udp\", \"tcp\", \"tls\"]",
+            "transports = [\"udp\", \"tcp\"]",
+        ),
+        "sip-interface[0].tls-profile",
+        &["no \"tls\""],
+    );
+    refused_invalid(
+        &with(
+            "realm = \"access\"\n",
+            "realm = \"access\"\ntls-port = 5060\n",
+        ),
+        "sip-interface[0].tls-port",
+        &["TCP listens on this port already"],
+    );
+    refused_invalid(
+        &with("tls-port = 5063", "tls-port = 5061"),
+        "sip-interface[1].tls-port",
+        &["sip-interface[0]"],
+    );
+    refused_invalid(
+        &with("private-key = \"/etc/sbc/sbc-key.pem\"\n", ""),
+        "tls-profile[0].private-key",
+        &["a certificate needs its private key"],
+    );
+    refused_invalid(
+        &with(
+            "trusted-ca-certificates",
+            "mutual-authenticate = true\nverify-names = [\"a..b\"]\ntrusted-ca-certificates",
+        ),
+        "tls-profile[0].verify-names",
+        &["not a DNS name or an IP address"],
+    );
+    refused_invalid(
+        &with(
+            "trusted-ca-certificates",
+            "verify-names = [\"uac.example.net\"]\ntrusted-ca-certificates",
+        ),
+        "tls-profile[0].verify-names",
+        &["mutual-authenticate is off"],
+    );
+    refused_invalid(
+        &with(
+            "trusted-ca-certificates = [\"/etc/sbc/ca.pem\"]\n",
+            "mutual-authenticate = true\n",
+        ),
+        "tls-profile[0].trusted-ca-certificates",
+        &["mutual-authenticate needs the CAs"],
+    );
+    refused_invalid(
+        &with("transports = [\"tls\"]", "transports = [\"udp\"]")
+            .replace("tls-port = 5063\n", "")
+            .replacen(
+                "tls-profile = \"edge\"\n\n[[session-agent]]",
+                "\n[[session-agent]]",
+                1,
+            ),
+        "session-agent[0].transport",
+        &["does not listen on TLS"],
+    );
+    refused_invalid(
+        &with(
+            "tls-server-name = \"uas.example.net\"",
+            "tls-server-name = \"uas example\"",
+        ),
+        "session-agent[0].tls-server-name",
+        &["not a DNS name or an IP address"],
+    );
+    refused_invalid(
+        &with("transport = \"tls\"", "transport = \"tcp\""),
+        "session-agent[0].tls-profile",
+        &["reached over tcp"],
     );
 }

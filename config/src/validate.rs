@@ -14,7 +14,7 @@ use crate::error::{quoted, quoted_list, ConfigError};
 use crate::model::{
     split_option, AlarmThreshold, AlarmType, AutoScalingProfile, MediaManager, MemorySource, Peer,
     PeerType, RedundancyConfig, SessionAgent, SessionRouter, SipConfig, SipInterface, SteeringPool,
-    SystemConfig, Transport, TrapReceiver, KNOWN_OPTIONS,
+    SystemConfig, TlsProfile, Transport, TrapReceiver, KNOWN_OPTIONS,
 };
 use crate::Config;
 
@@ -91,8 +91,13 @@ const POOL_PAIRS_MIN: usize = 2;
 pub(crate) fn validate(config: &Config) -> Result<(), ConfigError> {
     system(&config.system)?;
     sip(&config.sip_config)?;
-    interfaces(&config.sip_interfaces)?;
-    agents(&config.session_agents, &config.sip_interfaces)?;
+    tls_profiles(&config.tls_profiles)?;
+    interfaces(&config.sip_interfaces, &config.tls_profiles)?;
+    agents(
+        &config.session_agents,
+        &config.sip_interfaces,
+        &config.tls_profiles,
+    )?;
     router(
         &config.session_router,
         &config.session_agents,
@@ -901,7 +906,140 @@ fn overlaps(a: SocketAddr, b: SocketAddr) -> bool {
             || (a.is_ipv4() == b.is_ipv4() && (a.ip().is_unspecified() || b.ip().is_unspecified())))
 }
 
-fn interfaces(interfaces: &[SipInterface]) -> Result<(), ConfigError> {
+/// Valid `tls-profile.expiry-warning-days`.
+const EXPIRY_WARNING_DAYS: RangeInclusive<u32> = 0..=365;
+
+/// Whether `name` can be a certificate name to verify: an IP address, or a DNS name of
+/// letters, digits, `-` and `.` (at most 253 bytes, labels of 1..=63), optionally a leading
+/// `*.` wildcard.
+fn is_cert_name(name: &str) -> bool {
+    if name.parse::<IpAddr>().is_ok() {
+        return true;
+    }
+    let dns = name.strip_prefix("*.").unwrap_or(name);
+    !dns.is_empty()
+        && name.len() <= 253
+        && dns.split('.').all(|label| {
+            (1..=63).contains(&label.len())
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+}
+
+/// `tls-profile`: unique names; the certificate and its key given together; trusted CAs for
+/// mutual authentication; names to verify only with it, each a DNS name or an IP address.
+fn tls_profiles(profiles: &[TlsProfile]) -> Result<(), ConfigError> {
+    let mut names: HashMap<&str, usize> = HashMap::new();
+    for (i, p) in profiles.iter().enumerate() {
+        let key = |field: &str| format!("tls-profile[{i}].{field}");
+        if p.name.trim().is_empty() {
+            return Err(ConfigError::invalid(
+                key("name"),
+                quoted(&p.name),
+                "must not be empty",
+                "a non-empty name",
+            ));
+        }
+        if let Some(first) = names.insert(&p.name, i) {
+            return Err(ConfigError::invalid(
+                key("name"),
+                quoted(&p.name),
+                format!("duplicate name, already used by tls-profile[{first}]"),
+                "a name not used by another tls-profile",
+            ));
+        }
+        match (
+            p.end_entity_certificate.is_empty(),
+            p.private_key.is_empty(),
+        ) {
+            (false, true) => {
+                return Err(ConfigError::invalid(
+                    key("private-key"),
+                    "\"\"",
+                    "a certificate needs its private key",
+                    "the path of the PEM file of the end-entity-certificate's key",
+                ))
+            }
+            (true, false) => {
+                return Err(ConfigError::invalid(
+                    key("end-entity-certificate"),
+                    "\"\"",
+                    "a private key needs its certificate",
+                    "the path of the PEM file of the certificate chain",
+                ))
+            }
+            _ => {}
+        }
+        if p.mutual_authenticate && p.trusted_ca_certificates.is_empty() {
+            return Err(ConfigError::invalid(
+                key("trusted-ca-certificates"),
+                "[]",
+                "mutual-authenticate needs the CAs that clients' certificates chain to",
+                "one or more paths of PEM CA files",
+            ));
+        }
+        if let Some(path) = p
+            .trusted_ca_certificates
+            .iter()
+            .find(|c| c.trim().is_empty())
+        {
+            return Err(ConfigError::invalid(
+                key("trusted-ca-certificates"),
+                quoted(path),
+                "an empty path",
+                "paths of PEM CA files",
+            ));
+        }
+        if !p.verify_names.is_empty() && !p.mutual_authenticate {
+            return Err(ConfigError::invalid(
+                key("verify-names"),
+                quoted_list(p.verify_names.iter().map(String::as_str)),
+                "names are verified only on client certificates: mutual-authenticate is off",
+                "mutual-authenticate = true, or no verify-names",
+            ));
+        }
+        if let Some(bad) = p.verify_names.iter().find(|n| !is_cert_name(n)) {
+            return Err(ConfigError::invalid(
+                key("verify-names"),
+                quoted(bad),
+                "not a DNS name or an IP address",
+                "DNS names (sip.example.com, *.example.com) or IP addresses",
+            ));
+        }
+        within(
+            key("expiry-warning-days"),
+            p.expiry_warning_days,
+            &EXPIRY_WARNING_DAYS,
+        )?;
+    }
+    Ok(())
+}
+
+/// The profile `name` of `field`, which must exist (and, for a listener, have a certificate;
+/// for dialling, trusted CAs).
+fn profile_ref<'p>(
+    field: String,
+    name: &str,
+    profiles: &'p [TlsProfile],
+) -> Result<&'p TlsProfile, ConfigError> {
+    profiles.iter().find(|p| p.name == name).ok_or_else(|| {
+        ConfigError::invalid(
+            field,
+            quoted(name),
+            "no tls-profile has this name",
+            if profiles.is_empty() {
+                "the name of a [[tls-profile]] (none is configured)".to_owned()
+            } else {
+                quoted_list(profiles.iter().map(|p| p.name.as_str()))
+            },
+        )
+    })
+}
+
+fn interfaces(interfaces: &[SipInterface], profiles: &[TlsProfile]) -> Result<(), ConfigError> {
     if interfaces.is_empty() {
         return Err(ConfigError::invalid(
             "sip-interface",
@@ -948,6 +1086,69 @@ fn interfaces(interfaces: &[SipInterface]) -> Result<(), ConfigError> {
                 ));
             }
         }
+        match (&iface.tls_profile, iface.has(Transport::Tls)) {
+            (None, true) => {
+                return Err(ConfigError::invalid(
+                    key("tls-profile"),
+                    "none",
+                    "TLS listens here: its certificate comes from a tls-profile",
+                    "the name of a tls-profile with an end-entity-certificate",
+                ))
+            }
+            (Some(name), false) => {
+                return Err(ConfigError::invalid(
+                    key("tls-profile"),
+                    quoted(name),
+                    "transports has no \"tls\": the profile would not be used",
+                    "add \"tls\" to transports, or no tls-profile",
+                ))
+            }
+            (Some(name), true) => {
+                port(key("tls-port"), iface.tls_port)?;
+                let profile = profile_ref(key("tls-profile"), name, profiles)?;
+                if !profile.has_certificate() {
+                    return Err(ConfigError::invalid(
+                        key("tls-profile"),
+                        quoted(name),
+                        "the profile has no end-entity-certificate for the listener to present",
+                        "a tls-profile with an end-entity-certificate and private-key",
+                    ));
+                }
+                if iface.has(Transport::Tcp) && iface.tls_port == iface.port {
+                    return Err(ConfigError::invalid(
+                        key("tls-port"),
+                        iface.tls_port.to_string(),
+                        "TCP listens on this port already",
+                        "a port other than the interface's port",
+                    ));
+                }
+            }
+            (None, false) => {}
+        }
+        // A TLS listener shares no TCP port with another interface's TCP or TLS listener,
+        // in either direction.
+        let tls_clash = |other: &SipInterface| {
+            let ours = iface
+                .has(Transport::Tls)
+                .then(|| iface.addr_of(Transport::Tls));
+            let theirs = other
+                .has(Transport::Tls)
+                .then(|| other.addr_of(Transport::Tls));
+            other
+                .stream_addrs()
+                .any(|a| ours.is_some_and(|b| overlaps(a, b)))
+                || iface
+                    .stream_addrs()
+                    .any(|a| theirs.is_some_and(|b| overlaps(a, b)))
+        };
+        if let Some(j) = interfaces[..i].iter().position(tls_clash) {
+            return Err(ConfigError::invalid(
+                key("tls-port"),
+                iface.tls_port.to_string(),
+                format!("a TCP port of sip-interface[{j}] is a TCP port here too (TLS and TCP)"),
+                "TCP and TLS ports not used by another sip-interface on this address",
+            ));
+        }
         if let Some(j) = interfaces[..i]
             .iter()
             .position(|other| overlaps(other.socket_addr(), iface.socket_addr()))
@@ -975,7 +1176,11 @@ fn agent_list(agents: &[SessionAgent]) -> String {
     quoted_list(agents.iter().map(|a| a.name.as_str()))
 }
 
-fn agents(agents: &[SessionAgent], interfaces: &[SipInterface]) -> Result<(), ConfigError> {
+fn agents(
+    agents: &[SessionAgent],
+    interfaces: &[SipInterface],
+    profiles: &[TlsProfile],
+) -> Result<(), ConfigError> {
     let mut names: HashMap<&str, usize> = HashMap::new();
     for (i, agent) in agents.iter().enumerate() {
         let key = |field: &str| format!("session-agent[{i}].{field}");
@@ -1004,6 +1209,84 @@ fn agents(agents: &[SessionAgent], interfaces: &[SipInterface]) -> Result<(), Co
             ));
         }
         port(key("port"), agent.port)?;
+        agent_tls(agent, interfaces, profiles, key)?;
+    }
+    Ok(())
+}
+
+/// A session-agent's TLS settings: with `transport = "tls"` a profile with trusted CAs (its
+/// certificate is verified), TLS listening in its realm (its in-dialog requests come back to
+/// our TLS Contact) and a valid server name; without it, no TLS settings.
+fn agent_tls(
+    agent: &SessionAgent,
+    interfaces: &[SipInterface],
+    profiles: &[TlsProfile],
+    key: impl Fn(&str) -> String,
+) -> Result<(), ConfigError> {
+    if agent.transport != Transport::Tls {
+        if let Some(name) = &agent.tls_profile {
+            return Err(ConfigError::invalid(
+                key("tls-profile"),
+                quoted(name),
+                format!(
+                    "the agent is reached over {}: the profile would not be used",
+                    agent.transport
+                ),
+                "transport = \"tls\", or no tls-profile",
+            ));
+        }
+        if let Some(name) = &agent.tls_server_name {
+            return Err(ConfigError::invalid(
+                key("tls-server-name"),
+                quoted(name),
+                format!(
+                    "the agent is reached over {}: no certificate to verify",
+                    agent.transport
+                ),
+                "transport = \"tls\", or no tls-server-name",
+            ));
+        }
+        return Ok(());
+    }
+    let Some(name) = &agent.tls_profile else {
+        return Err(ConfigError::invalid(
+            key("tls-profile"),
+            "none",
+            "an agent reached over TLS is verified with a tls-profile's trusted CAs",
+            "the name of a tls-profile with trusted-ca-certificates",
+        ));
+    };
+    let profile = profile_ref(key("tls-profile"), name, profiles)?;
+    if profile.trusted_ca_certificates.is_empty() {
+        return Err(ConfigError::invalid(
+            key("tls-profile"),
+            quoted(name),
+            "the profile has no trusted-ca-certificates to verify the agent's certificate with",
+            "a tls-profile with trusted-ca-certificates",
+        ));
+    }
+    if let Some(sn) = agent.tls_server_name.as_ref().filter(|n| !is_cert_name(n)) {
+        return Err(ConfigError::invalid(
+            key("tls-server-name"),
+            quoted(sn),
+            "not a DNS name or an IP address",
+            "a DNS name (sip.example.com) or an IP address",
+        ));
+    }
+    if !interfaces
+        .iter()
+        .any(|i| i.realm == agent.realm && i.has(Transport::Tls))
+    {
+        return Err(ConfigError::invalid(
+            key("transport"),
+            "\"tls\"",
+            format!(
+                "the sip-interface of realm {} does not listen on TLS: the agent's requests \
+                 in its dialogs come back to a TLS Contact",
+                quoted(&agent.realm)
+            ),
+            "\"tls\" in that sip-interface's transports, or another transport",
+        ));
     }
     Ok(())
 }

@@ -173,12 +173,47 @@ async fn apply_pushed_configs(
     }
 }
 
+/// How often a certificate that stays within its expiry warning is trapped again.
+const CERT_TRAP_EVERY: Duration = Duration::from_secs(86_400);
+
 /// Source denies at the SIP edge: logged and trapped (`sbcSourceDeniedTrap`) as they start
-/// and end; steering pools running low (`sbcMediaPortsLowTrap`); checked once a second.
+/// and end; steering pools running low (`sbcMediaPortsLowTrap`); TLS certificates within their
+/// expiry warning (`sbcTlsCertExpiringTrap`, at once and then daily while they stay); checked
+/// once a second.
 async fn report_source_denies(node: Arc<Node>, alarms: Arc<AlarmService>, hostname: String) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
+    // (profile, file, notAfter) -> when last trapped.
+    let mut cert_trapped: std::collections::HashMap<
+        (String, String, String),
+        tokio::time::Instant,
+    > = std::collections::HashMap::new();
     loop {
         tick.tick().await;
+        let now = tokio::time::Instant::now();
+        let certs = node.tls().certificates();
+        cert_trapped.retain(|(p, f, e), _| {
+            certs
+                .iter()
+                .any(|c| c.expiring && &c.profile == p && &c.file == f && &c.expires == e)
+        });
+        for c in certs.iter().filter(|c| c.expiring) {
+            let key = (c.profile.clone(), c.file.clone(), c.expires.clone());
+            if cert_trapped
+                .get(&key)
+                .is_some_and(|at| now.duration_since(*at) < CERT_TRAP_EVERY)
+            {
+                continue;
+            }
+            cert_trapped.insert(key, now);
+            warn!(profile = %c.profile, file = %c.file, expires = %c.expires, days_left = c.days_left,
+                "TLS certificate expires soon: replace the files and activate-config");
+            alarms.sink().send(sbc_alarms::Trap::TlsCertExpiring {
+                profile: c.profile.clone(),
+                days_left: i32::try_from(c.days_left).unwrap_or(i32::MIN),
+                expires: c.expires.clone(),
+                node: hostname.clone(),
+            });
+        }
         for e in node.access_events() {
             let (source, seconds) = match e {
                 sbc_proto::access::AccessEvent::Denied { source, for_ } => {

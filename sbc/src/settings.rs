@@ -55,6 +55,7 @@ pub fn engine_config(cfg: &Config) -> anyhow::Result<EngineConfig> {
         .map(|i| Interface {
             realm: i.realm.clone(),
             addr: i.socket_addr(),
+            tls_addr: i.has(Transport::Tls).then(|| i.addr_of(Transport::Tls)),
         })
         .collect();
     let mut routes = Vec::new();
@@ -191,6 +192,7 @@ pub fn leg_transport(t: Transport) -> LegTransport {
     match t {
         Transport::Udp => LegTransport::Udp,
         Transport::Tcp => LegTransport::Tcp,
+        Transport::Tls => LegTransport::Tls,
     }
 }
 

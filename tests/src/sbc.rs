@@ -82,12 +82,56 @@ pub struct SbcConfig {
     pub core: SocketAddr,
     /// The `core` session-agent, the default route.
     pub agent: SocketAddr,
-    /// The transport to the agent: `"udp"` or `"tcp"`.
+    /// The transport to the agent: `"udp"`, `"tcp"` or `"tls"` (with [`SbcConfig::tls`]).
     pub agent_transport: &'static str,
     /// More `sip-config` lines (`key = value`), e.g. TCP limits.
     pub sip_lines: Vec<String>,
     /// More TOML appended to the file (whole tables, e.g. `[[access-control]]`).
     pub extra_toml: String,
+    /// TLS on both interfaces with one `tls-profile` (and, with `agent_transport = "tls"`,
+    /// toward the agent), if set.
+    pub tls: Option<TlsSetup>,
+}
+
+/// A test node's `tls-profile` `edge` and TLS ports.
+#[derive(Debug, Clone)]
+pub struct TlsSetup {
+    /// `end-entity-certificate`.
+    pub cert: PathBuf,
+    /// `private-key`.
+    pub key: PathBuf,
+    /// `trusted-ca-certificates` (one file).
+    pub ca: PathBuf,
+    /// `mutual-authenticate`.
+    pub mutual: bool,
+    /// `verify-names`.
+    pub verify_names: Vec<String>,
+    /// The agent's `tls-server-name`, if any.
+    pub agent_server_name: Option<String>,
+    /// The access interface's `tls-port`.
+    pub access_port: u16,
+    /// The core interface's `tls-port`.
+    pub core_port: u16,
+    /// More lines of the profile (`key = value`).
+    pub profile_lines: Vec<String>,
+}
+
+impl TlsSetup {
+    /// A profile with these files on fresh TLS ports, no mutual authentication.
+    #[must_use]
+    pub fn new(cert: &Path, key: &Path, ca: &Path) -> Self {
+        Self {
+            cert: cert.to_owned(),
+            key: key.to_owned(),
+            ca: ca.to_owned(),
+            mutual: false,
+            verify_names: Vec::new(),
+            agent_server_name: None,
+            access_port: ports::free_port(),
+            core_port: ports::free_port(),
+            profile_lines: Vec::new(),
+        }
+    }
 }
 
 impl Default for SbcConfig {
@@ -122,6 +166,7 @@ impl SbcConfig {
             agent_transport: "udp",
             sip_lines: Vec::new(),
             extra_toml: String::new(),
+            tls: None,
         }
     }
 
@@ -144,7 +189,21 @@ impl SbcConfig {
             let _ = writeln!(s, "realm = \"{realm}\"");
             let _ = writeln!(s, "address = \"{}\"", addr.ip());
             let _ = writeln!(s, "port = {}", addr.port());
-            let _ = writeln!(s, "transports = [\"udp\", \"tcp\"]");
+            match &self.tls {
+                None => {
+                    let _ = writeln!(s, "transports = [\"udp\", \"tcp\"]");
+                }
+                Some(t) => {
+                    let port = if realm == "access" {
+                        t.access_port
+                    } else {
+                        t.core_port
+                    };
+                    let _ = writeln!(s, "transports = [\"udp\", \"tcp\", \"tls\"]");
+                    let _ = writeln!(s, "tls-port = {port}");
+                    let _ = writeln!(s, "tls-profile = \"edge\"");
+                }
+            }
         }
         let _ = writeln!(s, "\n[[session-agent]]");
         let _ = writeln!(s, "name = \"core\"");
@@ -152,8 +211,30 @@ impl SbcConfig {
         let _ = writeln!(s, "address = \"{}\"", self.agent.ip());
         let _ = writeln!(s, "port = {}", self.agent.port());
         let _ = writeln!(s, "transport = \"{}\"", self.agent_transport);
+        if let (Some(t), "tls") = (&self.tls, self.agent_transport) {
+            let _ = writeln!(s, "tls-profile = \"edge\"");
+            if let Some(n) = &t.agent_server_name {
+                let _ = writeln!(s, "tls-server-name = \"{n}\"");
+            }
+        }
         let _ = writeln!(s, "\n[session-router]");
         let _ = writeln!(s, "default-route = \"core\"");
+        if let Some(t) = &self.tls {
+            let _ = writeln!(s, "\n[[tls-profile]]");
+            let _ = writeln!(s, "name = \"edge\"");
+            let _ = writeln!(s, "end-entity-certificate = \"{}\"", t.cert.display());
+            let _ = writeln!(s, "private-key = \"{}\"", t.key.display());
+            let _ = writeln!(s, "trusted-ca-certificates = [\"{}\"]", t.ca.display());
+            let _ = writeln!(s, "mutual-authenticate = {}", t.mutual);
+            if !t.verify_names.is_empty() {
+                let names: Vec<String> =
+                    t.verify_names.iter().map(|n| format!("\"{n}\"")).collect();
+                let _ = writeln!(s, "verify-names = [{}]", names.join(", "));
+            }
+            for line in &t.profile_lines {
+                let _ = writeln!(s, "{line}");
+            }
+        }
         s.push_str(&self.extra_toml);
         s
     }

@@ -13,7 +13,8 @@ use crate::model::{
     default_address, AccessAction, AccessControl, AlarmThreshold, AlarmType, AutoScalingProfile,
     FilterLevel, InDialogSource, MediaManager, MediaManagerState, MemorySource, Peer, PeerType,
     RedundancyConfig, RedundancyState, RestrictedLatching, SessionAgent, SessionRouter, Severity,
-    SipConfig, SipInterface, SteeringPool, SystemConfig, Transport, TrapReceiver,
+    SipConfig, SipInterface, SteeringPool, SystemConfig, TlsProfile, TlsVersion, Transport,
+    TrapReceiver,
 };
 use crate::Config;
 
@@ -47,6 +48,8 @@ pub enum Element {
     MediaManager(MediaManager),
     /// One `steering-pool`.
     SteeringPool(SteeringPool),
+    /// One `tls-profile`.
+    TlsProfile(TlsProfile),
 }
 
 /// The kinds of [`Element`].
@@ -65,6 +68,7 @@ pub(crate) enum Kind {
     AccessControl,
     MediaManager,
     SteeringPool,
+    TlsProfile,
 }
 
 /// The type of an attribute's value, which decides how the ACLI parses it.
@@ -126,7 +130,7 @@ const I64: u64 = i64::MAX as u64;
 const U32: u64 = u32::MAX as u64;
 const U16: u64 = u16::MAX as u64;
 const U8: u64 = u8::MAX as u64;
-const TRANSPORTS: &[&str] = &["udp", "tcp"];
+const TRANSPORTS: &[&str] = &["udp", "tcp", "tls"];
 
 const SYSTEM_CONFIG: &[Attr] = &[
     attr(
@@ -549,8 +553,20 @@ const SIP_INTERFACE: &[Attr] = &[
     attr(
         "transports",
         Ty::List(&Ty::Words(TRANSPORTS)),
-        "<+udp | -tcp | udp tcp>",
-        "transports listening here",
+        "<+udp | -tcp | +tls | udp tcp tls>",
+        "transports listening here (tls needs tls-profile)",
+    ),
+    attr(
+        "tls-port",
+        Ty::Int(U16),
+        "<1..=65535>",
+        "local port SIP over TLS listens on",
+    ),
+    opt(
+        "tls-profile",
+        Ty::Str,
+        "<tls-profile name | \"\">",
+        "certificate of the TLS listener and how clients are verified",
     ),
     opt(
         "auto-scaling-profile",
@@ -573,8 +589,71 @@ const SESSION_AGENT: &[Attr] = &[
     attr(
         "transport",
         Ty::Words(TRANSPORTS),
-        "<udp | tcp>",
+        "<udp | tcp | tls>",
         "transport to the agent",
+    ),
+    opt(
+        "tls-profile",
+        Ty::Str,
+        "<tls-profile name | \"\">",
+        "with transport tls: the CAs that verify the agent (and our client certificate)",
+    ),
+    opt(
+        "tls-server-name",
+        Ty::Str,
+        "<DNS name or IP address | \"\">",
+        "with transport tls: SNI, and the name the agent's certificate must carry (default its address)",
+    ),
+];
+
+const TLS_PROFILE: &[Attr] = &[
+    attr(
+        "name",
+        Ty::Str,
+        "<name>",
+        "how interfaces and agents refer to the profile",
+    ),
+    attr(
+        "end-entity-certificate",
+        Ty::Str,
+        "<PEM file: certificate, then intermediates>",
+        "the certificate chain this node presents",
+    ),
+    attr(
+        "private-key",
+        Ty::Str,
+        "<PEM file>",
+        "the certificate's private key (only its path is shown)",
+    ),
+    attr(
+        "trusted-ca-certificates",
+        Ty::List(&Ty::Str),
+        "<+file | -file | file ...>",
+        "PEM CA files peers' certificates must chain to",
+    ),
+    attr(
+        "mutual-authenticate",
+        Ty::Bool,
+        "<enabled | disabled>",
+        "clients must present a certificate of a trusted CA",
+    ),
+    attr(
+        "verify-names",
+        Ty::List(&Ty::Str),
+        "<+name | -name | name ...>",
+        "with mutual-authenticate: names a client certificate must carry one of",
+    ),
+    attr(
+        "tls-version",
+        Ty::Words(TlsVersion::WORDS),
+        "<compatibility | tlsv12 | tlsv13>",
+        "TLS versions negotiated (compatibility: 1.2 and 1.3)",
+    ),
+    attr(
+        "expiry-warning-days",
+        Ty::Int(U32),
+        "<0..=365>",
+        "a certificate expiring within this many days raises an alarm",
     ),
 ];
 
@@ -711,6 +790,7 @@ impl Kind {
             Self::AccessControl => "access-control",
             Self::MediaManager => "media-manager",
             Self::SteeringPool => "steering-pool",
+            Self::TlsProfile => "tls-profile",
         }
     }
 
@@ -744,6 +824,9 @@ impl Kind {
             Self::SteeringPool => {
                 "the address and ports a realm's media is anchored on (multi-instance, key: realm-id)"
             }
+            Self::TlsProfile => {
+                "a certificate and how TLS peers are verified (multi-instance, key: name)"
+            }
         }
     }
 
@@ -763,6 +846,7 @@ impl Kind {
             Self::AccessControl => ACCESS_CONTROL,
             Self::MediaManager => MEDIA_MANAGER,
             Self::SteeringPool => STEERING_POOL,
+            Self::TlsProfile => TLS_PROFILE,
         }
     }
 
@@ -803,7 +887,9 @@ impl Kind {
                 realm: String::new(),
                 address: default_address(),
                 port: 5060,
-                transports: Transport::ALL.to_vec(),
+                transports: crate::model::default_transports(),
+                tls_port: crate::model::default_tls_port(),
+                tls_profile: None,
                 auto_scaling_profile: None,
             }),
             Self::SessionAgent => Element::SessionAgent(SessionAgent {
@@ -812,6 +898,8 @@ impl Kind {
                 address: default_address(),
                 port: 5060,
                 transport: Transport::Udp,
+                tls_profile: None,
+                tls_server_name: None,
             }),
             Self::AlarmThreshold => Element::AlarmThreshold(AlarmThreshold::default()),
             Self::TrapReceiver => Element::TrapReceiver(TrapReceiver::default()),
@@ -826,6 +914,7 @@ impl Kind {
                 end_port: 0,
                 realm_id: String::new(),
             }),
+            Self::TlsProfile => Element::TlsProfile(TlsProfile::named("")),
         }
     }
 }
@@ -861,6 +950,7 @@ impl Element {
             Self::AccessControl(_) => Kind::AccessControl,
             Self::MediaManager(_) => Kind::MediaManager,
             Self::SteeringPool(_) => Kind::SteeringPool,
+            Self::TlsProfile(_) => Kind::TlsProfile,
         }
     }
 
@@ -886,6 +976,7 @@ impl Element {
             Self::AccessControl(v) => table_of(v),
             Self::MediaManager(v) => table_of(v),
             Self::SteeringPool(v) => table_of(v),
+            Self::TlsProfile(v) => table_of(v),
         }
     }
 
@@ -906,6 +997,7 @@ impl Element {
             Kind::AccessControl => value.try_into().map(Self::AccessControl),
             Kind::MediaManager => value.try_into().map(Self::MediaManager),
             Kind::SteeringPool => value.try_into().map(Self::SteeringPool),
+            Kind::TlsProfile => value.try_into().map(Self::TlsProfile),
         };
         result.map_err(|err| err.to_string().trim_end().to_owned())
     }
@@ -922,6 +1014,7 @@ impl Element {
             Self::AutoScalingProfile(v) => v.name.clone(),
             Self::AccessControl(v) => v.source_address.clone(),
             Self::SteeringPool(v) => v.realm_id.clone(),
+            Self::TlsProfile(v) => v.name.clone(),
             Self::AlarmThreshold(v) if v.volume.is_empty() => {
                 format!("{} {}", v.kind, v.severity)
             }
@@ -1062,6 +1155,12 @@ pub(crate) fn top_list(config: &Config, kind: Kind) -> Vec<Element> {
             .cloned()
             .map(Element::SteeringPool)
             .collect(),
+        Kind::TlsProfile => config
+            .tls_profiles
+            .iter()
+            .cloned()
+            .map(Element::TlsProfile)
+            .collect(),
         _ => Vec::new(),
     }
 }
@@ -1092,6 +1191,7 @@ pub(crate) fn top_put(config: &mut Config, element: Element, at: Option<&str>) -
         Element::SteeringPool(v) => {
             return put(&mut config.steering_pools, v, at, |p| p.realm_id.clone())
         }
+        Element::TlsProfile(v) => return put(&mut config.tls_profiles, v, at, |p| p.name.clone()),
         other => unreachable!("{} is a sub-element", other.name()),
     }
     0
@@ -1114,6 +1214,9 @@ pub(crate) fn top_remove(config: &mut Config, kind: Kind, index: usize) {
         }
         Kind::SteeringPool => {
             config.steering_pools.remove(index);
+        }
+        Kind::TlsProfile => {
+            config.tls_profiles.remove(index);
         }
         _ => {}
     }
@@ -1217,7 +1320,7 @@ fn render_into(out: &mut String, element: &Element, depth: usize) {
 }
 
 /// Prints a whole configuration in ACLI form, element by element in Oracle's order:
-/// `system-config`, `sip-config`, `session-router`, each `sip-interface`, each
+/// `system-config`, `sip-config`, `session-router`, each `tls-profile`, each `sip-interface`, each
 /// `session-agent`, `redundancy-config`, each `auto-scaling-profile`, each `access-control`,
 /// `media-manager`, each `steering-pool`. (The session-router's `route` list is only in the
 /// TOML form.)
@@ -1228,6 +1331,7 @@ pub fn render_config(config: &Config) -> String {
         top_single(config, Kind::SipConfig),
         top_single(config, Kind::SessionRouter),
     ];
+    elements.extend(top_list(config, Kind::TlsProfile));
     elements.extend(top_list(config, Kind::SipInterface));
     elements.extend(top_list(config, Kind::SessionAgent));
     elements.push(top_single(config, Kind::RedundancyConfig));

@@ -450,7 +450,7 @@ fn unknown_words_name_the_word_and_what_is_valid() {
     assert_eq!(
         sh.err("sytem"),
         "unknown command \"sytem\": valid here: system, session-router, sip-interface, \
-         redundancy, auto-scaling-profile, media-manager, steering-pool, show, exit"
+         redundancy, security, auto-scaling-profile, media-manager, steering-pool, show, exit"
     );
     contains_all(&sh.err("save-config"), &["valid at the top level"]);
     contains_all(
@@ -1232,6 +1232,7 @@ fn every_attribute_exists_in_the_model() {
         Kind::AccessControl,
         Kind::MediaManager,
         Kind::SteeringPool,
+        Kind::TlsProfile,
     ];
     let children = ["alarm-threshold", "trap-receiver", "peer", "route"];
     for kind in kinds {
@@ -1255,6 +1256,17 @@ fn every_attribute_exists_in_the_model() {
         }
         if let Element::SipInterface(i) = &mut fresh {
             i.auto_scaling_profile = Some("x".into());
+            i.tls_profile = Some("x".into());
+        }
+        if let Element::SessionAgent(a) = &mut fresh {
+            a.tls_profile = Some("x".into());
+            a.tls_server_name = Some("x".into());
+        }
+        if let Element::TlsProfile(p) = &mut fresh {
+            p.end_entity_certificate = "x".into();
+            p.private_key = "x".into();
+            p.trusted_ca_certificates = vec!["x".into()];
+            p.verify_names = vec!["x".into()];
         }
         let table = fresh.to_table();
         let attrs: Vec<&str> = kind.attrs().iter().map(|a| a.name).collect();
@@ -1509,4 +1521,57 @@ fn show_media_is_a_topic_everywhere() {
         Reply::Operational(OperCommand::ShowMedia)
     );
     contains_all(SHOW_HELP, &["dialogs | media |"]);
+}
+
+// ---- SIP over TLS ----
+
+#[test]
+fn a_tls_profile_is_configured_under_security_and_used_by_an_interface() {
+    let mut sh = Shell::new();
+    sh.script(&["configure terminal", "security", "tls-profile"]);
+    assert_eq!(sh.prompt(), "sbc(tls-profile)#");
+    contains_all(
+        &sh.ok("?"),
+        &[
+            "end-entity-certificate",
+            "private-key",
+            "mutual-authenticate",
+            "tls-version",
+        ],
+    );
+    contains_all(
+        &sh.err("tls-version tlsv10"),
+        &["\"compatibility\", \"tlsv12\", \"tlsv13\""],
+    );
+    sh.script(&[
+        "name edge",
+        "end-entity-certificate /etc/sbc/sbc.pem",
+        "trusted-ca-certificates /etc/sbc/ca.pem",
+    ]);
+    // The key is missing: `done` names it and commits nothing.
+    contains_all(
+        &sh.err("done"),
+        &["tls-profile[0].private-key", "private key"],
+    );
+    sh.script(&[
+        "private-key /etc/sbc/sbc-key.pem",
+        "tls-version tlsv13",
+        "done",
+    ]);
+    let profile = sh.config.tls_profile("edge").unwrap();
+    assert_eq!(profile.tls_version, crate::TlsVersion::Tlsv13);
+    assert_eq!(profile.trusted_ca_certificates, vec!["/etc/sbc/ca.pem"]);
+    sh.script(&["exit", "exit", "sip-interface", "select access"]);
+    sh.ok("transports +tls");
+    contains_all(
+        &sh.err("done"),
+        &["sip-interface[0].tls-profile", "TLS listens here"],
+    );
+    sh.script(&["tls-profile edge", "done"]);
+    let access = &sh.config.sip_interfaces[0];
+    assert!(access.has(crate::Transport::Tls));
+    assert_eq!(access.tls_profile.as_deref(), Some("edge"));
+    // `show` prints the key's path, and the profile before the interfaces.
+    let shown = sh.ok("show");
+    contains_all(&shown, &["tls-port", "5061", "tls-profile", "edge"]);
 }

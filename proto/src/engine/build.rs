@@ -1,10 +1,12 @@
 //! Message building: responses that echo a request, requests on a leg, ACKs.
 
+use std::net::SocketAddr;
+
 use bytes::Bytes;
 
 use super::transactions::RequestIds;
 use super::Engine;
-use crate::sip::dialog::Leg;
+use crate::sip::dialog::{Leg, LegTransport};
 use crate::sip::message::{param, Header, HeaderName, MessageWriter, Method, SipMessage};
 
 /// The headers a response to a request must echo (a plain type, replicated with a call in
@@ -118,10 +120,28 @@ pub(super) fn empty_message() -> SipMessage {
     }
 }
 
+/// Whether `uri` (bare or in a name-addr) has the `sips` scheme.
+pub(crate) fn is_sips(uri: &str) -> bool {
+    let uri = uri.trim_start();
+    let uri = uri.find('<').map_or(uri, |i| uri[i + 1..].trim_start());
+    uri.get(..5)
+        .is_some_and(|s| s.eq_ignore_ascii_case("sips:"))
+}
+
+/// Our Contact at `addr` over `transport`: `sips:` (TLS implied, RFC 5630 §3.1.2) on a leg whose
+/// peer's URI is `sips:`, else `sip:` with the transport parameter.
+pub(super) fn contact(addr: SocketAddr, transport: LegTransport, sips: bool) -> String {
+    if sips {
+        format!("<sips:sbc@{addr}>")
+    } else {
+        format!("<sip:sbc@{addr};transport={}>", transport.uri_param())
+    }
+}
+
 impl Engine {
     pub(super) fn our_contact(&self, leg: &Leg) -> String {
-        let addr = self.cfg.interfaces[leg.interface].addr;
-        format!("<sip:sbc@{addr};transport={}>", leg.transport.uri_param())
+        let addr = self.cfg.interfaces[leg.interface].addr_for(leg.transport);
+        contact(addr, leg.transport, is_sips(&leg.remote_target))
     }
 
     pub(super) fn build_request(
@@ -133,7 +153,7 @@ impl Engine {
         orig: &SipMessage,
         mf: u32,
     ) -> Bytes {
-        let addr = self.cfg.interfaces[leg.interface].addr;
+        let addr = self.cfg.interfaces[leg.interface].addr_for(leg.transport);
         let mut w = MessageWriter::request(method, &leg.remote_target);
         w.header(
             "Via",

@@ -15,8 +15,28 @@ use crate::sip::transaction::Timers;
 pub struct Interface {
     /// Realm name.
     pub realm: String,
-    /// Listening address (also written in Via and Contact).
+    /// Listening address of UDP and TCP (written in Via and Contact).
     pub addr: SocketAddr,
+    /// Listening address of TLS (`tls-port`), when TLS listens here.
+    pub tls_addr: Option<SocketAddr>,
+}
+
+impl Interface {
+    /// The address written in Via and Contact of a leg over `transport`: the TLS listener's
+    /// for TLS, else [`Interface::addr`].
+    pub fn addr_for(&self, transport: LegTransport) -> SocketAddr {
+        match (transport, self.tls_addr) {
+            (LegTransport::Tls, Some(tls)) => tls,
+            _ => self.addr,
+        }
+    }
+
+    /// Every sent-by this interface writes in a Via.
+    pub(super) fn sent_bys(&self) -> impl Iterator<Item = String> + '_ {
+        std::iter::once(self.addr)
+            .chain(self.tls_addr)
+            .map(|a| a.to_string())
+    }
 }
 
 /// Where new requests from one realm are sent.

@@ -148,7 +148,11 @@ impl Engine {
     /// `seed`.
     #[must_use]
     pub fn new(cfg: EngineConfig, seed: EngineSeed) -> Self {
-        let via_sent_by = cfg.interfaces.iter().map(|i| i.addr.to_string()).collect();
+        let via_sent_by = cfg
+            .interfaces
+            .iter()
+            .flat_map(Interface::sent_bys)
+            .collect();
         Self {
             cfg,
             via_sent_by,
@@ -174,7 +178,11 @@ impl Engine {
     /// change for new transactions; the interfaces must be the same (binding them again needs a
     /// restart), which the caller checks.
     pub fn set_config(&mut self, cfg: EngineConfig) {
-        self.via_sent_by = cfg.interfaces.iter().map(|i| i.addr.to_string()).collect();
+        self.via_sent_by = cfg
+            .interfaces
+            .iter()
+            .flat_map(Interface::sent_bys)
+            .collect();
         self.cfg = cfg;
     }
 

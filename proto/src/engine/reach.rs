@@ -32,7 +32,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use crate::sip::dialog::{Dialog, Leg, LegTransport};
+use crate::sip::dialog::{Dialog, Leg};
 use crate::sip::message::name_addr_uri;
 
 /// The replicated `dialog` as the new active serves it: its TCP caller leg's `peer` moved to
@@ -50,7 +50,7 @@ pub(super) fn after_takeover(mut dialog: Dialog) -> Dialog {
 /// on the IP of the leg's `peer`; `None` for UDP legs and for any other URI.
 #[must_use]
 pub(crate) fn redial_address(leg: &Leg) -> Option<SocketAddr> {
-    if leg.transport != LegTransport::Tcp {
+    if !leg.transport.reliable() {
         return None;
     }
     let next = leg
@@ -110,6 +110,7 @@ pub(crate) fn uri_addr(uri: &str) -> Option<SocketAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sip::dialog::LegTransport;
 
     fn sa(s: &str) -> SocketAddr {
         s.parse().expect("test address")
@@ -247,10 +248,12 @@ mod takeover {
                 Interface {
                     realm: "access".into(),
                     addr: sa(ACCESS),
+                    tls_addr: None,
                 },
                 Interface {
                     realm: "core".into(),
                     addr: sa(CORE),
+                    tls_addr: None,
                 },
             ],
             routes: vec![

@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 use tracing::{debug, trace};
 
-use super::build::{strip_tag, via_sent_by};
+use super::build::{is_sips, strip_tag, via_sent_by};
 use super::call::{Call, Lingering};
 use super::config::{leg_matches, NextHop};
 use super::ids::BRANCH_PREFIX;
@@ -19,7 +19,7 @@ use super::transactions::{
 use super::transmit::{Inbound, Transmit};
 use super::Engine;
 use crate::shard;
-use crate::sip::dialog::{Dialog, DialogState, Leg, Side};
+use crate::sip::dialog::{Dialog, DialogState, Leg, LegTransport, Side};
 use crate::sip::message::{name_addr_uri, param, uri_user, HeaderName, Method, SipMessage};
 use crate::sip::transaction::{ClientInvite, ClientNonInvite, ServerRequest};
 
@@ -177,6 +177,27 @@ impl Engine {
             );
             return;
         };
+        if msg.request_uri().is_some_and(is_sips) {
+            // RFC 3261 §26.2.2, RFC 5630 §3: a `sips:` request travels over TLS on every hop.
+            let refusal = if inbound.transport != LegTransport::Tls {
+                Some((
+                    416,
+                    "399 sbc \"sips: arrived over a transport other than TLS\"",
+                ))
+            } else if hop.transport != LegTransport::Tls {
+                Some((
+                    480,
+                    "399 sbc \"sips: the next hop is not reached over TLS\"",
+                ))
+            } else {
+                None
+            };
+            if let Some((code, warning)) = refusal {
+                self.stats.sips_refused += 1;
+                self.answer(inbound, &msg, code, Some(("Warning", warning.into())));
+                return;
+            }
+        }
         if method == Method::Invite {
             self.new_call(now, inbound, msg, key, hop, mf);
         } else {
@@ -308,9 +329,15 @@ impl Engine {
         invite_cseq: u32,
     ) -> Leg {
         let out_if = &self.cfg.interfaces[hop.interface];
+        // A `sips:` request stays `sips:` (it is only routed over TLS, see `route_new`).
+        let scheme = if msg.request_uri().is_some_and(is_sips) {
+            "sips"
+        } else {
+            "sip"
+        };
         let uri = match msg.request_uri().and_then(uri_user) {
-            Some(user) => format!("sip:{user}@{}", hop.addr),
-            None => format!("sip:{}", hop.addr),
+            Some(user) => format!("{scheme}:{user}@{}", hop.addr),
+            None => format!("{scheme}:{}", hop.addr),
         };
         let from = msg.header(&HeaderName::From).unwrap_or_default();
         let from_user = uri_user(name_addr_uri(from)).unwrap_or("anonymous");
@@ -548,7 +575,7 @@ impl Engine {
     ) -> ClientKey {
         let branch = self.ids.branch();
         let payload = self.build_request(leg, method, cseq, &branch, orig, mf);
-        let addr = self.cfg.interfaces[leg.interface].addr;
+        let addr = self.cfg.interfaces[leg.interface].addr_for(leg.transport);
         let tx = Transmit {
             interface: leg.interface,
             transport: leg.transport,

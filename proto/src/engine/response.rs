@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 use tracing::{debug, trace};
 
-use super::build::{build_ack, copy_end_to_end};
+use super::build::{build_ack, contact, copy_end_to_end, is_sips};
 use super::transactions::{ClientKey, ClientTxn, ServerKey, ServerTxn};
 use super::transmit::{Inbound, Transmit};
 use super::{Engine, MAX_VERIFIED_SOURCES};
@@ -298,9 +298,10 @@ impl Engine {
                 .and_then(|id| self.calls.get(&id))
                 .map(|c| c.dialog.leg(Side::Caller).clone());
             (entry.contact && (101..300).contains(&code)).then(|| {
-                let iface = self.cfg.interfaces[entry.reply.interface].addr;
-                let transport = leg.map_or(entry.reply.transport, |l| l.transport);
-                format!("<sip:sbc@{iface};transport={}>", transport.uri_param())
+                let transport = leg.as_ref().map_or(entry.reply.transport, |l| l.transport);
+                let iface = self.cfg.interfaces[entry.reply.interface].addr_for(transport);
+                let sips = leg.as_ref().is_some_and(|l| is_sips(&l.remote_target));
+                contact(iface, transport, sips)
             })
         };
         let entry = self.server.get_mut(skey)?;

@@ -40,6 +40,9 @@ pub struct Stats {
     /// New requests refused with 503 because the engine held `max-calls` calls or
     /// `max-transactions` transactions.
     pub state_cap_503: u64,
+    /// New `sips:` requests refused: arrived over another transport than TLS (416), or routed
+    /// to a next hop not reached over TLS (480).
+    pub sips_refused: u64,
     /// Calls whose media the SBC anchored (their first SDP opened a media session).
     pub media_anchored: u64,
     /// New calls refused with 503 because a steering pool had no free ports.
@@ -72,6 +75,7 @@ impl std::ops::AddAssign<&Self> for Stats {
             leg_mismatch,
             response_source_mismatch,
             state_cap_503,
+            sips_refused,
             media_anchored,
             media_ports_503,
             media_sdp_refused,
@@ -95,6 +99,7 @@ impl std::ops::AddAssign<&Self> for Stats {
         *leg_mismatch += b.leg_mismatch;
         *response_source_mismatch += b.response_source_mismatch;
         *state_cap_503 += b.state_cap_503;
+        *sips_refused += b.sips_refused;
         *media_anchored += b.media_anchored;
         *media_ports_503 += b.media_ports_503;
         *media_sdp_refused += b.media_sdp_refused;

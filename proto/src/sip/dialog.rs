@@ -35,6 +35,8 @@ pub enum LegTransport {
     Udp,
     /// TCP.
     Tcp,
+    /// TLS over TCP.
+    Tls,
 }
 
 impl LegTransport {
@@ -43,6 +45,7 @@ impl LegTransport {
         match self {
             Self::Udp => "UDP",
             Self::Tcp => "TCP",
+            Self::Tls => "TLS",
         }
     }
 
@@ -51,12 +54,13 @@ impl LegTransport {
         match self {
             Self::Udp => "udp",
             Self::Tcp => "tcp",
+            Self::Tls => "tls",
         }
     }
 
-    /// Whether the transport is reliable (RFC 3261 timers collapse to 0).
+    /// Whether the transport is reliable (RFC 3261 timers collapse to 0): TCP and TLS.
     pub fn reliable(self) -> bool {
-        self == Self::Tcp
+        matches!(self, Self::Tcp | Self::Tls)
     }
 }
 

@@ -576,6 +576,32 @@ pub fn uri_user(uri: &str) -> Option<&str> {
     (!user.is_empty()).then_some(user)
 }
 
+/// The 503 a client transaction receives when its request could not be sent (RFC 3261
+/// §8.1.3.1: a transport error is treated as a 503 Service Unavailable): built from the
+/// request `data` (its Vias, From, To, Call-ID and CSeq), to be handed to the engine as if the
+/// next hop had answered. `None` for a response, an ACK (which has no answer) or a message
+/// that does not parse.
+pub fn transport_failure_response(data: &[u8]) -> Option<Bytes> {
+    let msg = SipMessage::parse(data).ok()?;
+    if matches!(msg.method()?, Method::Ack) {
+        return None;
+    }
+    let mut w = MessageWriter::response(503, "Service Unavailable");
+    for v in msg.header_values(&HeaderName::Via) {
+        w.header("Via", v);
+    }
+    for name in [
+        HeaderName::From,
+        HeaderName::To,
+        HeaderName::CallId,
+        HeaderName::CSeq,
+    ] {
+        w.header(name.as_str(), msg.header(&name)?);
+    }
+    w.header("Warning", "399 sbc \"the next hop could not be reached\"");
+    Some(w.finish(b""))
+}
+
 /// Writes SIP messages into a byte buffer.
 #[derive(Debug, Default)]
 pub struct MessageWriter {

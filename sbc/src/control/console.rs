@@ -261,6 +261,11 @@ impl Console {
         let running = self.snapshot()?.running;
         let restart = restart_needed(&running, &cfg);
         let ecfg = settings::engine_config(&cfg).map_err(|e| e.to_string())?;
+        // Certificates first: files that do not load refuse the whole activation, unchanged.
+        let rotated = self.node.tls().load(&cfg).map_err(|e| e.to_string())?;
+        if !rotated.is_empty() {
+            info!(profiles = ?rotated, "TLS certificates rotated: new handshakes present them");
+        }
         self.node.reconfigure(&ecfg);
         self.node.reconfigure_edge(&cfg);
         self.subsystems.reconfigure(&cfg);
@@ -321,12 +326,20 @@ impl Console {
                     }
                 }
                 let tcp = serde_json::to_value(self.node.tcp_stats()).unwrap_or_default();
-                if let serde_json::Value::Object(m) = &tcp {
+                let tls = serde_json::to_value(self.node.tls_stats()).unwrap_or_default();
+                for (prefix, counters) in [("tcp", &tcp), ("tls", &tls)] {
+                    let serde_json::Value::Object(m) = counters else {
+                        continue;
+                    };
                     for (k, val) in m {
+                        let tls_only = k.starts_with("handshake");
+                        if tls_only && prefix == "tcp" {
+                            continue;
+                        }
                         let _ = writeln!(
                             out,
                             "{:<28} {:>12}",
-                            format!("tcp-{}", k.replace('_', "-")),
+                            format!("{prefix}-{}", k.replace('_', "-")),
                             val
                         );
                     }
@@ -340,6 +353,7 @@ impl Console {
                             "calls_active": calls,
                             "counters": v,
                             "tcp": tcp,
+                            "tls": tls,
                             "media": media.as_ref().map(|m| json!({
                                 "sessions": m.sessions,
                                 "pools": m.pools,
@@ -463,6 +477,39 @@ impl Console {
                 Ok((
                     show_media(&m),
                     json.then(|| json!({"anchored": true, "media": m})),
+                ))
+            }
+            OperCommand::ShowTls => {
+                let certs = self.node.tls().certificates();
+                let stats = self.node.tls_stats();
+                let mut out = String::new();
+                if certs.is_empty() {
+                    out.push_str("no tls-profile with a certificate\n");
+                }
+                for c in &certs {
+                    let _ = writeln!(
+                        out,
+                        "{:<16} expires {} ({} days){}  {}",
+                        c.profile,
+                        c.expires,
+                        c.days_left,
+                        if c.expiring { "  EXPIRING" } else { "" },
+                        c.file
+                    );
+                }
+                let _ = writeln!(
+                    out,
+                    "connections open {}, accepted {}, dialled {}; handshakes {}, refused {}, timed out {}",
+                    stats.open,
+                    stats.accepted,
+                    stats.dialled,
+                    stats.handshakes,
+                    stats.handshake_failed,
+                    stats.handshake_timeout
+                );
+                Ok((
+                    out,
+                    json.then(|| json!({"certificates": certs, "connections": stats})),
                 ))
             }
             OperCommand::ShowAccessControl => {

@@ -43,8 +43,8 @@ pub const MAX_SETUP_MESSAGE: usize = 65_535;
 /// What this node's configuration allows a replicated dialog to name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReplicaRules {
-    /// Per interface (by index): whether it offers UDP, TCP.
-    interfaces: Vec<(bool, bool)>,
+    /// Per interface (by index): whether it offers UDP, TCP, TLS.
+    interfaces: Vec<(bool, bool, bool)>,
     /// Session-agents: address and the index of the interface of their realm.
     agents: Vec<(SocketAddr, usize)>,
     /// Per interface (by index): the index and ports of its realm's steering pool.
@@ -60,8 +60,9 @@ impl ReplicaRules {
             .iter()
             .map(|i| {
                 (
-                    i.transports.contains(&Transport::Udp),
-                    i.transports.contains(&Transport::Tcp),
+                    i.has(Transport::Udp),
+                    i.has(Transport::Tcp),
+                    i.has(Transport::Tls),
                 )
             })
             .collect();
@@ -213,7 +214,7 @@ impl ReplicaRules {
     }
 
     fn leg(&self, side: &str, leg: &Leg) -> Result<(), String> {
-        let Some(&(udp, tcp)) = self.interfaces.get(leg.interface) else {
+        let Some(&(udp, tcp, tls)) = self.interfaces.get(leg.interface) else {
             return Err(format!(
                 "{side} leg names interface {} (this node has {})",
                 leg.interface,
@@ -223,6 +224,7 @@ impl ReplicaRules {
         let offered = match leg.transport {
             LegTransport::Udp => udp,
             LegTransport::Tcp => tcp,
+            LegTransport::Tls => tls,
         };
         if !offered {
             return Err(format!(

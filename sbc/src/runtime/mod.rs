@@ -4,6 +4,9 @@
 //!
 //! - One receive thread per UDP interface (`udp.rs`) reads datagrams and queues each on its
 //!   interface's worker group, on the worker that serves the message's shard.
+//! - TLS is TCP with a handshake first ([`tls`]): its own edge with the same limits, an
+//!   acceptor per TLS interface and a verified connector per next hop; TLS messages also go to
+//!   the TCP worker group.
 //! - TCP runs on tokio ([`tcp`]): an accept loop per interface, a reader and a writer task per
 //!   connection, and an outbound connector for next hops reached over TCP; every TCP message
 //!   goes to the TCP worker group.
@@ -16,6 +19,7 @@
 
 pub(crate) mod media;
 pub mod tcp;
+pub mod tls;
 mod udp;
 
 use std::net::UdpSocket;
@@ -70,6 +74,7 @@ pub struct ShardSnapshot {
 struct Wire {
     udp: RwLock<Vec<Option<Arc<UdpSocket>>>>,
     tcp_out: tmpsc::UnboundedSender<Transmit>,
+    tls_out: tmpsc::UnboundedSender<Transmit>,
     /// Where confirmed-dialog changes go (the HA state sync), if anywhere.
     dialog_sync: Mutex<Option<tmpsc::UnboundedSender<DialogChange>>>,
 }
@@ -91,6 +96,9 @@ impl Outlet for Wire {
             }
             LegTransport::Tcp => {
                 let _ = self.tcp_out.send(t);
+            }
+            LegTransport::Tls => {
+                let _ = self.tls_out.send(t);
             }
         }
     }
@@ -141,7 +149,7 @@ impl Shared {
                 .get(inbound.interface)
                 .and_then(Option::as_ref)
                 .unwrap_or(&self.tcp_group),
-            LegTransport::Tcp => &self.tcp_group,
+            LegTransport::Tcp | LegTransport::Tls => &self.tcp_group,
         };
         group.dispatch(inbound, c, self.wire.as_ref());
     }
@@ -183,6 +191,10 @@ pub struct Node {
     interfaces: Vec<sbc_config::SipInterface>,
     max: usize,
     tcp: Arc<TcpEdge>,
+    /// The TLS edge.
+    tls: Arc<TcpEdge>,
+    /// Its profiles, loaded at start and at every activation.
+    tls_ctx: Arc<tls::TlsContext>,
     bound: tokio::sync::Mutex<Option<Bound>>,
     admission: Mutex<AdmissionState>,
     media: Option<NodeMedia>,
@@ -217,10 +229,14 @@ pub async fn start(cfg: &Config, bind: bool) -> anyhow::Result<Node> {
         alerts: Arc::new(Mutex::new(Vec::new())),
     });
     ecfg.media = media.as_ref().map(NodeMedia::anchoring);
+    let tls_ctx = Arc::new(tls::TlsContext::default());
+    tls_ctx.load(cfg)?;
     let (tcp_tx, tcp_rx) = tmpsc::unbounded_channel();
+    let (tls_tx, tls_rx) = tmpsc::unbounded_channel();
     let wire = Arc::new(Wire {
         udp: RwLock::new(vec![None; cfg.sip_interfaces.len()]),
         tcp_out: tcp_tx,
+        tls_out: tls_tx,
         dialog_sync: Mutex::new(None),
     });
     let ctx = Arc::new(Ctx {
@@ -273,6 +289,8 @@ pub async fn start(cfg: &Config, bind: bool) -> anyhow::Result<Node> {
     };
     let tcp = Arc::new(TcpEdge::new(cfg));
     tokio::spawn(tcp::sender(tcp_rx, tcp.clone(), dispatcher(&shared)));
+    let tls = Arc::new(TcpEdge::new_tls(cfg, tls_ctx.clone()));
+    tokio::spawn(tcp::sender(tls_rx, tls.clone(), dispatcher(&shared)));
     let node = Node {
         shared,
         control: Mutex::new(Some(control)),
@@ -280,6 +298,8 @@ pub async fn start(cfg: &Config, bind: bool) -> anyhow::Result<Node> {
         interfaces: cfg.sip_interfaces.clone(),
         max: cfg.sip_config.max_message_size,
         tcp,
+        tls,
+        tls_ctx,
         bound: tokio::sync::Mutex::new(None),
         media,
         admission: Mutex::new(AdmissionState {
@@ -330,7 +350,12 @@ impl Node {
             .iter()
             .map(|i| {
                 let kinds: Vec<&str> = i.transports.iter().map(|t| t.as_str()).collect();
-                format!("{} {} {}", i.realm, kinds.join("+"), i.socket_addr())
+                let tls = if i.has(Transport::Tls) {
+                    format!(" (tls {})", i.addr_of(Transport::Tls))
+                } else {
+                    String::new()
+                };
+                format!("{} {} {}{tls}", i.realm, kinds.join("+"), i.socket_addr())
             })
             .collect()
     }
@@ -360,7 +385,14 @@ impl Node {
                 let l = TcpListener::bind(addr)
                     .await
                     .with_context(|| format!("binding TCP {addr} for realm {}", iface.realm))?;
-                listeners.push((idx, l));
+                listeners.push((idx, l, self.tcp.clone()));
+            }
+            if iface.has(Transport::Tls) {
+                let tls_addr = iface.addr_of(Transport::Tls);
+                let l = TcpListener::bind(tls_addr)
+                    .await
+                    .with_context(|| format!("binding TLS {tls_addr} for realm {}", iface.realm))?;
+                listeners.push((idx, l, self.tls.clone()));
             }
         }
         // The media ports are bound with the SIP ones, all or none.
@@ -393,13 +425,8 @@ impl Node {
         }
         let accept_tasks = listeners
             .into_iter()
-            .map(|(idx, l)| {
-                tokio::spawn(tcp::accept_loop(
-                    idx,
-                    l,
-                    self.tcp.clone(),
-                    dispatcher(&self.shared),
-                ))
+            .map(|(idx, l, edge)| {
+                tokio::spawn(tcp::accept_loop(idx, l, edge, dispatcher(&self.shared)))
             })
             .collect();
         *guard = Some(Bound {
@@ -587,6 +614,7 @@ impl Node {
     /// and writes), source rates and the access-control lists.
     pub fn reconfigure_edge(&self, cfg: &Config) {
         self.tcp.reconfigure(cfg);
+        self.tls.reconfigure(cfg);
         lock(&self.shared.access).set_settings(crate::settings::access(cfg));
         if let Some(m) = &self.media {
             let (window, sdp_only, inactivity) = crate::settings::media_timing(cfg);
@@ -718,6 +746,16 @@ impl Node {
     /// The TCP counters (connections open, refused, closed and why), for `show sip-stats`.
     pub fn tcp_stats(&self) -> TcpStatsSnapshot {
         self.tcp.stats()
+    }
+
+    /// TLS connection counters (the TCP ones, over TLS, with the handshakes).
+    pub fn tls_stats(&self) -> TcpStatsSnapshot {
+        self.tls.stats()
+    }
+
+    /// The TLS profiles.
+    pub fn tls(&self) -> &Arc<tls::TlsContext> {
+        &self.tls_ctx
     }
 
     /// Sum of the counters of every shard.

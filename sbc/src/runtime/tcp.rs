@@ -49,7 +49,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use sbc_config::Config;
 use serde::Serialize;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc as tmpsc;
 use tokio::time::Instant;
@@ -59,6 +59,9 @@ use tracing::{debug, warn};
 use sbc_proto::engine::{Inbound, Transmit};
 use sbc_proto::sip::dialog::LegTransport;
 use sbc_proto::sip::framer::{Frame, FrameError, TcpFramer};
+use sbc_proto::sip::message::transport_failure_response;
+
+use super::tls::{TlsContext, HANDSHAKE_TIMEOUT};
 
 /// The TCP limits, from `sip-config` (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,6 +144,15 @@ pub struct TcpStatsSnapshot {
     pub closed_ping_flood: u64,
     /// Closed on a message that cannot be framed (too large, bad Content-Length).
     pub closed_bad_framing: u64,
+    /// TLS only: handshakes completed (accepted and dialled).
+    pub handshakes: u64,
+    /// TLS only: handshakes refused or failed (bad certificate, wrong name, protocol error).
+    pub handshake_failed: u64,
+    /// TLS only: handshakes not complete within the handshake timeout.
+    pub handshake_timeout: u64,
+    /// Requests whose next hop could not be reached (connect or handshake failed): each was
+    /// answered 503 locally, as RFC 3261 §8.1.3.1 has a transport error treated.
+    pub unreachable_503: u64,
 }
 
 #[derive(Debug, Default)]
@@ -159,6 +171,10 @@ struct TcpStats {
     closed_write_timeout: AtomicU64,
     closed_ping_flood: AtomicU64,
     closed_bad_framing: AtomicU64,
+    handshakes: AtomicU64,
+    handshake_failed: AtomicU64,
+    handshake_timeout: AtomicU64,
+    unreachable_503: AtomicU64,
 }
 
 fn bump(c: &AtomicU64) {
@@ -217,10 +233,13 @@ impl Conn {
     }
 }
 
-/// The TCP side of a node: its settings, connection table, per-interface and per-source
-/// counts, and counters.
+/// The TCP side of a node (or its TLS side, the same over TLS): its settings, connection
+/// table, per-interface and per-source counts, and counters.
 #[derive(Debug)]
 pub struct TcpEdge {
+    /// TCP, or TLS (then `tls` holds the profiles).
+    transport: LegTransport,
+    tls: Option<Arc<TlsContext>>,
     settings: RwLock<TcpSettings>,
     /// Session-agent addresses: exempt from the per-source cap.
     trusted: RwLock<HashSet<IpAddr>>,
@@ -242,7 +261,19 @@ impl TcpEdge {
     /// The TCP edge of `cfg` (its interfaces, limits and session-agents).
     #[must_use]
     pub fn new(cfg: &Config) -> Self {
+        Self::with_transport(cfg, LegTransport::Tcp, None)
+    }
+
+    /// The TLS edge of `cfg`, with the profiles of `tls`.
+    #[must_use]
+    pub fn new_tls(cfg: &Config, tls: Arc<TlsContext>) -> Self {
+        Self::with_transport(cfg, LegTransport::Tls, Some(tls))
+    }
+
+    fn with_transport(cfg: &Config, transport: LegTransport, tls: Option<Arc<TlsContext>>) -> Self {
         Self {
+            transport,
+            tls,
             settings: RwLock::new(TcpSettings::of(cfg)),
             trusted: RwLock::new(trusted_of(cfg)),
             conns: Mutex::new(HashMap::new()),
@@ -298,6 +329,10 @@ impl TcpEdge {
             closed_write_timeout: g(&s.closed_write_timeout),
             closed_ping_flood: g(&s.closed_ping_flood),
             closed_bad_framing: g(&s.closed_bad_framing),
+            handshakes: g(&s.handshakes),
+            handshake_failed: g(&s.handshake_failed),
+            handshake_timeout: g(&s.handshake_timeout),
+            unreachable_503: g(&s.unreachable_503),
         }
     }
 
@@ -404,14 +439,39 @@ pub async fn accept_loop(
                 };
                 bump(&edge.stats.accepted);
                 let _ = stream.set_nodelay(true);
-                serve(
-                    interface,
-                    stream,
-                    peer,
-                    Some(admitted),
-                    &edge,
-                    dispatch.clone(),
-                );
+                let Some(tls) = &edge.tls else {
+                    serve(
+                        interface,
+                        stream,
+                        peer,
+                        Some(admitted),
+                        &edge,
+                        dispatch.clone(),
+                    );
+                    continue;
+                };
+                let Some(acceptor) = tls.acceptor(interface) else {
+                    drop(stream);
+                    continue;
+                };
+                // The handshake runs on its own task, holding its place in the caps.
+                let (edge, dispatch) = (edge.clone(), dispatch.clone());
+                tokio::spawn(async move {
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                        Ok(Ok(tls_stream)) => {
+                            bump(&edge.stats.handshakes);
+                            serve(interface, tls_stream, peer, Some(admitted), &edge, dispatch);
+                        }
+                        Ok(Err(e)) => {
+                            bump(&edge.stats.handshake_failed);
+                            debug!(%peer, error = %e, "TLS handshake refused");
+                        }
+                        Err(_) => {
+                            bump(&edge.stats.handshake_timeout);
+                            debug!(%peer, "TLS handshake timed out");
+                        }
+                    }
+                });
             }
             Err(e) => {
                 warn!(error = %e, "TCP accept failed");
@@ -421,17 +481,21 @@ pub async fn accept_loop(
     }
 }
 
-/// Starts the reader and writer tasks of one connection and registers it under `peer`.
-fn serve(
+/// Starts the reader and writer tasks of one connection (TCP, or TLS over it) and registers it
+/// under `peer`.
+fn serve<S>(
     interface: usize,
-    stream: TcpStream,
+    stream: S,
     peer: SocketAddr,
     admitted: Option<Admitted>,
     edge: &Arc<TcpEdge>,
     dispatch: Dispatch,
-) -> Conn {
+) -> Conn
+where
+    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
     let settings = edge.settings();
-    let (read, mut write) = stream.into_split();
+    let (read, mut write) = tokio::io::split(stream);
     let (tx, mut rx) = tmpsc::unbounded_channel::<Bytes>();
     let conn = Conn {
         tx,
@@ -463,6 +527,11 @@ fn serve(
                     conn.unanswered.store(0, Ordering::Release);
                     conn.pong_pending.store(false, Ordering::Release);
                 }
+                // TLS buffers records: push them out now.
+                let written = match written {
+                    Ok(Ok(())) => tokio::time::timeout(settings.write_timeout, write.flush()).await,
+                    other => other,
+                };
                 match written {
                     Ok(Ok(())) => {}
                     Ok(Err(_)) => break,
@@ -511,7 +580,7 @@ enum Closed {
 
 async fn read_loop(
     interface: usize,
-    mut read: tokio::net::tcp::OwnedReadHalf,
+    mut read: impl AsyncRead + Unpin,
     peer: SocketAddr,
     conn: &Conn,
     edge: &TcpEdge,
@@ -528,7 +597,7 @@ async fn read_loop(
             match codec.next_frame(&mut buf) {
                 Ok(Some(Frame::Message(data))) => dispatch(Inbound {
                     interface,
-                    transport: LegTransport::Tcp,
+                    transport: edge.transport,
                     source: peer,
                     data,
                 }),
@@ -670,6 +739,70 @@ async fn connect(local: Option<IpAddr>, dest: SocketAddr) -> std::io::Result<Tcp
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "TCP connect timed out"))?
 }
 
+/// Opens a connection to `dest` from `interface` (`local` its IP) and, on a TLS edge, its
+/// handshake (verifying the peer as [`TlsContext::connector`] says), within the timeouts; on
+/// success the connection is served and returned.
+async fn dial(
+    edge: &Arc<TcpEdge>,
+    interface: usize,
+    local: Option<IpAddr>,
+    dest: SocketAddr,
+    place: Admitted,
+    dispatch: &Dispatch,
+) -> Option<Conn> {
+    let stream = match connect(local, dest).await {
+        Ok(stream) => stream,
+        Err(e) => {
+            bump(&edge.stats.dial_failed);
+            debug!(%dest, error = %e, "TCP connect failed");
+            return None;
+        }
+    };
+    let _ = stream.set_nodelay(true);
+    let Some(tls) = &edge.tls else {
+        bump(&edge.stats.dialled);
+        return Some(serve(
+            interface,
+            stream,
+            dest,
+            Some(place),
+            edge,
+            dispatch.clone(),
+        ));
+    };
+    let Some((connector, name)) = tls.connector(interface, dest) else {
+        bump(&edge.stats.dial_failed);
+        warn!(%dest, "no tls-profile with trusted CAs to verify this TLS peer: not dialled");
+        return None;
+    };
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, connector.connect(name, stream)).await {
+        Ok(Ok(tls_stream)) => {
+            bump(&edge.stats.dialled);
+            bump(&edge.stats.handshakes);
+            Some(serve(
+                interface,
+                tls_stream,
+                dest,
+                Some(place),
+                edge,
+                dispatch.clone(),
+            ))
+        }
+        Ok(Err(e)) => {
+            bump(&edge.stats.dial_failed);
+            bump(&edge.stats.handshake_failed);
+            warn!(%dest, error = %e, "TLS handshake with the next hop failed");
+            None
+        }
+        Err(_) => {
+            bump(&edge.stats.dial_failed);
+            bump(&edge.stats.handshake_timeout);
+            warn!(%dest, "TLS handshake with the next hop timed out");
+            None
+        }
+    }
+}
+
 /// Sends TCP transmits, opening a connection to the destination when none exists (a response
 /// whose connection is gone is dropped: the peer's ephemeral port is not dialled). See the
 /// module docs for the bounds on dialling.
@@ -679,7 +812,7 @@ pub async fn sender(
     dispatch: Dispatch,
 ) {
     let mut dialling = Dialling::new(MAX_CONNECTS_IN_FLIGHT);
-    let (done_tx, mut done_rx) = tmpsc::unbounded_channel::<(SocketAddr, Option<Conn>)>();
+    let (done_tx, mut done_rx) = tmpsc::unbounded_channel::<(SocketAddr, usize, Option<Conn>)>();
     loop {
         tokio::select! {
             t = rx.recv() => {
@@ -712,29 +845,32 @@ pub async fn sender(
                 let local = edge.interface_ips.get(interface).copied();
                 let (edge, dispatch, done) = (edge.clone(), dispatch.clone(), done_tx.clone());
                 tokio::spawn(async move {
-                    let conn = match connect(local, dest).await {
-                        Ok(stream) => {
-                            let _ = stream.set_nodelay(true);
-                            bump(&edge.stats.dialled);
-                            Some(serve(interface, stream, dest, Some(place), &edge, dispatch))
-                        }
-                        Err(e) => {
-                            bump(&edge.stats.dial_failed);
-                            debug!(%dest, error = %e, "TCP connect failed");
-                            None
-                        }
-                    };
-                    let _ = done.send((dest, conn));
+                    let conn = dial(&edge, interface, local, dest, place, &dispatch).await;
+                    let _ = done.send((dest, interface, conn));
                 });
             }
             d = done_rx.recv() => {
-                let Some((dest, conn)) = d else { continue };
+                let Some((dest, interface, conn)) = d else { continue };
                 let queued = dialling.finish(dest);
                 if let Some(conn) = conn {
                     let limit = edge.settings().write_queue_bytes;
                     for b in queued {
                         if !conn.send(b, limit, &edge.stats) {
                             break;
+                        }
+                    }
+                } else {
+                    // The next hop is unreachable: each request gets its 503 at once
+                    // (RFC 3261 §8.1.3.1) instead of its transaction's timeout.
+                    for b in queued {
+                        if let Some(data) = transport_failure_response(&b) {
+                            bump(&edge.stats.unreachable_503);
+                            dispatch(Inbound {
+                                interface,
+                                transport: edge.transport,
+                                source: dest,
+                                data,
+                            });
                         }
                     }
                 }

@@ -817,7 +817,7 @@ fn reboot_after_the_binary_was_replaced() {
 }
 
 /// Runs `sbc run --config FILE` expecting it to refuse the file: returns its stderr.
-fn run_refused(dir: &TestDir, file: &std::path::Path) -> String {
+pub(crate) fn run_refused(dir: &TestDir, file: &std::path::Path) -> String {
     let mut child = std::process::Command::new(sbc_e2e::sbc::sbc_binary())
         .arg("run")
         .arg("--config")

@@ -42,4 +42,5 @@ mod retransmission;
 mod scenarios_selfcheck;
 mod tcp_edge;
 mod through_sbc;
+mod tls;
 mod topology_hiding;

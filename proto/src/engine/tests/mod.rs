@@ -38,10 +38,12 @@ fn config() -> EngineConfig {
             Interface {
                 realm: "access".into(),
                 addr: sa(ACCESS),
+                tls_addr: None,
             },
             Interface {
                 realm: "core".into(),
                 addr: sa(CORE),
+                tls_addr: None,
             },
         ],
         routes: vec![
@@ -1463,3 +1465,79 @@ mod media {
 }
 
 mod setup;
+
+#[test]
+fn an_unreachable_next_hop_answers_503_at_once() {
+    // RFC 3261 §8.1.3.1: the runtime turns a failed connect or TLS handshake into a 503 for
+    // the request it could not send, and hands it in as the next hop's answer.
+    let mut w = World::new();
+    w.caller_sends(&invite("z9hG4bKunreach"));
+    let sent = w.raw_to_callee[0].clone();
+    let answer = crate::sip::message::transport_failure_response(&sent).expect("a request");
+    let text = String::from_utf8(answer.to_vec()).expect("text");
+    assert!(text.starts_with("SIP/2.0 503 "), "{text}");
+    w.callee_sends(&text.replace("\r\n", "\n"));
+    assert_eq!(w.codes_to_caller(), vec![100, 503]);
+    assert_eq!(w.engine.call_count(), 0, "the failed call is gone");
+    // An ACK has no answer; a response is not a request.
+    let ack = String::from_utf8(sent.to_vec())
+        .expect("text")
+        .replacen("INVITE ", "ACK ", 1)
+        .replace(" INVITE\r\n", " ACK\r\n");
+    let ack = Bytes::from(ack);
+    assert!(crate::sip::message::transport_failure_response(&ack).is_none());
+    assert!(crate::sip::message::transport_failure_response(&answer).is_none());
+}
+
+#[test]
+fn a_sips_request_travels_only_over_tls() {
+    let sips_invite = |branch: &str| {
+        invite(branch)
+            .replace("INVITE sip:bob@", "INVITE sips:bob@")
+            .replace("SIP/2.0/UDP", "SIP/2.0/TLS")
+    };
+    // Over UDP in, over UDP out: refused, with the reason.
+    let mut w = World::new();
+    w.caller_sends(&sips_invite("z9hG4bKsips1"));
+    assert_eq!(w.codes_to_caller(), vec![416]);
+    assert_eq!(w.engine.stats().sips_refused, 1);
+
+    // Over TLS in, but the next hop is reached over UDP: 480.
+    let mut cfg = config();
+    cfg.interfaces[0].tls_addr = Some(sa("10.0.0.1:5061"));
+    cfg.interfaces[1].tls_addr = Some(sa("10.0.1.1:5061"));
+    let tls_in = |w: &mut World, text: &str| {
+        w.engine.handle_inbound(
+            w.now,
+            Inbound {
+                interface: 0,
+                transport: LegTransport::Tls,
+                source: sa(CALLER),
+                data: Bytes::from(text.replace('\n', "\r\n")),
+            },
+        );
+        w.collect();
+    };
+    let mut w = World::new();
+    w.engine.set_config(cfg.clone());
+    tls_in(&mut w, &sips_invite("z9hG4bKsips2"));
+    assert_eq!(w.codes_to_caller(), vec![480]);
+
+    // TLS on both hops: relayed as sips:, from our TLS listener, with a sips: Contact.
+    for hop in cfg.routes.iter_mut().flatten() {
+        hop.transport = LegTransport::Tls;
+    }
+    let mut w = World::new();
+    w.engine.set_config(cfg);
+    tls_in(&mut w, &sips_invite("z9hG4bKsips3"));
+    assert_eq!(w.codes_to_caller(), vec![100]);
+    let out = w.last_to_callee();
+    assert!(
+        out.request_uri().unwrap_or("").starts_with("sips:"),
+        "{out:?}"
+    );
+    let via = out.header(&HeaderName::Via).unwrap_or("");
+    assert!(via.starts_with("SIP/2.0/TLS 10.0.1.1:5061;"), "{via}");
+    let contact = out.header(&HeaderName::Contact).unwrap_or("");
+    assert_eq!(contact, "<sips:sbc@10.0.1.1:5061>");
+}
