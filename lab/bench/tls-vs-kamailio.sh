@@ -5,7 +5,7 @@
 #
 # Usage (from anywhere inside the repo):
 #   cargo build --release -p sbc -p sbc-lab && lab/bench/tls-vs-kamailio.sh
-#   QUICK=1 lab/bench/tls-vs-kamailio.sh                  # smoke run, about 1.5 minutes
+#   QUICK=1 lab/bench/tls-vs-kamailio.sh                  # smoke run, under a minute
 #   RELAYS=kamailio INTEROP=0 lab/bench/tls-vs-kamailio.sh   # Kamailio alone (no sbc needed)
 #
 #   handshakes: sbc-lab tls-handshakes --target RELAY --ca ca.pem --server-name sbc.lab -c N
@@ -332,9 +332,10 @@ run_handshakes() {   # RELAY CONCURRENCY
   R[hs,$relay,$c,p99]=$(jget "$out" '.handshake_ms.p99 | . * 100 | round / 100')
   R[hs,$relay,$c,negotiated]=$(jq -r '.negotiated | keys | join(", ")' "$out" 2>/dev/null || true)
   R[hs,$relay,$c,failures]=$(jq -r '.failures | to_entries | map("\(.key): \(.value)") | join("; ")' "$out" 2>/dev/null || true)
-  R[hs,$relay,$c,cpu]=$(awk -v d=$(( c1 - c0 )) -v hz="$CLK_TCK" 'BEGIN { printf "%.2f", d / hz }')
+  # A relay that lost processes during the step took their CPU counters with it: no figure.
+  R[hs,$relay,$c,cpu]=$( [[ ${R[hs,$relay,$c,alive]} == yes ]] && awk -v d=$(( c1 - c0 )) -v hz="$CLK_TCK" 'BEGIN { printf "%.2f", d / hz }' || echo n/a)
   R[hs,$relay,$c,driver_cpu]=$(awk -v a="$u0" -v b="$u1" 'BEGIN { printf "%.2f", b - a }')
-  R[hs,$relay,$c,cpu_us]=$(awk -v s="${R[hs,$relay,$c,cpu]}" -v n="${R[hs,$relay,$c,completed]:-0}" 'BEGIN { if (n > 0) printf "%.0f", s * 1e6 / n; else print "n/a" }')
+  R[hs,$relay,$c,cpu_us]=$(awk -v s="${R[hs,$relay,$c,cpu]}" -v n="${R[hs,$relay,$c,completed]:-0}" 'BEGIN { if (n > 0 && s != "n/a") printf "%.0f", s * 1e6 / n; else print "n/a" }')
   R[hs,$relay,$c,critical]=$( [[ $relay == kamailio ]] && kam_critical "$WORK/$tag-kamailio.log" || echo 0)
   log "  $relay c=$c: ${R[hs,$relay,$c,completed]:-?} handshakes (${R[hs,$relay,$c,rate]:-?}/s), failed ${R[hs,$relay,$c,failed]:-?}, relay CPU ${R[hs,$relay,$c,cpu]} s (${R[hs,$relay,$c,cpu_us]} µs each), driver CPU ${R[hs,$relay,$c,driver_cpu]} s"
 }
@@ -375,9 +376,9 @@ run_calls() {   # RELAY RATE
   # completed ÷ the seconds of offered traffic (the run itself also holds the last calls)
   R[calls,$relay,$rate,cps]=$(awk -v n="${R[calls,$relay,$rate,completed]:-0}" -v d="$DURATION" 'BEGIN { printf "%.1f", n / d }')
   R[calls,$relay,$rate,wall]=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
-  R[calls,$relay,$rate,cpu]=$(awk -v d=$(( c1 - c0 )) -v hz="$CLK_TCK" 'BEGIN { printf "%.2f", d / hz }')
+  R[calls,$relay,$rate,cpu]=$( [[ ${R[calls,$relay,$rate,alive]} == yes ]] && awk -v d=$(( c1 - c0 )) -v hz="$CLK_TCK" 'BEGIN { printf "%.2f", d / hz }' || echo n/a)
   R[calls,$relay,$rate,uac_cpu]=$(awk -v a="$u0" -v b="$u1" 'BEGIN { printf "%.2f", b - a }')
-  R[calls,$relay,$rate,cpu_us]=$(awk -v s="${R[calls,$relay,$rate,cpu]}" -v n="${R[calls,$relay,$rate,completed]:-0}" 'BEGIN { if (n > 0) printf "%.0f", s * 1e6 / n; else print "n/a" }')
+  R[calls,$relay,$rate,cpu_us]=$(awk -v s="${R[calls,$relay,$rate,cpu]}" -v n="${R[calls,$relay,$rate,completed]:-0}" 'BEGIN { if (n > 0 && s != "n/a") printf "%.0f", s * 1e6 / n; else print "n/a" }')
   R[calls,$relay,$rate,critical]=$( [[ $relay == kamailio ]] && kam_critical "$WORK/$tag-kamailio.log" || echo 0)
   log "  $relay@$rate: ${R[calls,$relay,$rate,completed]:-?} of ${R[calls,$relay,$rate,attempted]:-?} calls completed, failed ${R[calls,$relay,$rate,failed]:-?}, relay CPU ${R[calls,$relay,$rate,cpu]} s (${R[calls,$relay,$rate,cpu_us]} µs a call)"
 }
@@ -441,7 +442,7 @@ sed -i 's/,n\/a/,/g' "$CSV"
 SVG=$BASE.svg
 "$SBC_LAB" chart bars "$CSV" -o "$SVG" --x step --group relay \
   --title "SIP over TLS: $(echo "$RELAYS" | sed 's/ / vs /g')" \
-  --subtitle "loopback, 2 cores shared with the load generators; handshakes: full TLS 1.3 (ECDSA P-256, X25519), closed loop of c connections, ${HS_DURATION}s; calls: lab UAC -TLS- relay -TLS- lab UAS, ${DURATION}s, held $HOLD ($STAMP)" \
+  --subtitle "loopback, 2 cores shared with the load generators ($STAMP)\\nhandshakes: full handshakes, closed loop of c connections, ${HS_DURATION}s; calls: lab UAC -TLS- relay -TLS- lab UAS, ${DURATION}s, held $HOLD" \
   --panel "Handshakes/s (handshake steps) | calls/s completed (call steps)=value;height=140" \
   --panel "Relay CPU per handshake | per call (µs)=relay_cpu_us;height=140" \
   --panel "Handshake p99 | INVITE to first response p99 (ms)=p99_ms;height=120" \
@@ -483,6 +484,10 @@ CMDLINE="RELAYS=\"$RELAYS\" HS_CONCURRENCY=\"$HS_CONCURRENCY\" HS_DURATION=$HS_D
       [[ -n ${R[hs,$relay,$c,failures]:-} ]] && echo && echo "- $relay, $c at once, failures: ${R[hs,$relay,$c,failures]}"
     done
   done
+  if [[ " $RELAYS " == *" kamailio "* ]] && (( KAM_TCP_CHILDREN == 1 )); then
+    echo
+    echo "Kamailio runs one TLS worker process (\`KAM_TCP_CHILDREN=1\`): with two, Kamailio 5.6.3 on OpenSSL 3 corrupts its shared memory under concurrent handshakes (\`qm_free(): BUG: freeing already freed pointer\` from the tls module, then a worker aborts: kamailio/kamailio#3791, fixed in 5.8 with \`tls_threads_mode\`). Its handshakes/s is therefore one core's worth at most, while the sbc may use both: compare the CPU per handshake."
+  fi
   if both; then
     echo
     echo "| connections at once | handshakes/s, sbc ÷ kamailio | relay CPU per handshake, sbc ÷ kamailio |"
@@ -541,6 +546,6 @@ CMDLINE="RELAYS=\"$RELAYS\" HS_CONCURRENCY=\"$HS_CONCURRENCY\" HS_DURATION=$HS_D
     fi
   fi
   echo
-  echo "Ratios are ours ÷ Kamailio's: below 1 means the sbc needs less CPU per handshake or per call (or completes fewer handshakes per second). On 2 cores the load generator shares the machine with the relay: the handshakes/s of a step is bounded by the driver's own CPU (the driver CPU column), so the relay CPU per handshake is the like-for-like figure. See lab/bench/README.md."
+  echo "Ratios are ours ÷ Kamailio's: a CPU ratio below 1 means the sbc spends less CPU per handshake or per call; a handshakes/s ratio above 1 means it completed more. On 2 cores the load generator shares the machine with the relay, so the handshakes/s of a step is bounded by the driver's own CPU too (its column): the relay CPU per handshake is the like-for-like figure. See lab/bench/README.md."
 } | tee "$MD"
 log "report written to $MD"
