@@ -709,6 +709,10 @@ pub struct SipConfig {
     /// `tcp-write-timeout-ms`: a TCP write that does not complete within this closes the
     /// connection. Default 10000 (Kamailio's `tcp_send_timeout`), valid 100..=600000.
     pub tcp_write_timeout_ms: u64,
+    /// `tls-handshake-timeout-ms`: a TLS handshake (accepted or dialled) not complete within
+    /// this closes the connection; until then it holds its place in the connection caps.
+    /// Default 5000, valid 100..=60000.
+    pub tls_handshake_timeout_ms: u64,
 }
 
 impl Default for SipConfig {
@@ -745,6 +749,7 @@ impl Default for SipConfig {
             tcp_idle_timeout_ms: 120_000,
             tcp_write_queue_bytes: 262_144,
             tcp_write_timeout_ms: 10_000,
+            tls_handshake_timeout_ms: 5000,
         }
     }
 }

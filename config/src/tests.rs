@@ -175,6 +175,7 @@ fn embedded_default_is_exactly_as_documented() {
             tcp_idle_timeout_ms: 120_000,
             tcp_write_queue_bytes: 262_144,
             tcp_write_timeout_ms: 10_000,
+            tls_handshake_timeout_ms: 5000,
         }
     );
     assert_eq!(

@@ -46,6 +46,8 @@ const RETRY_AFTER_MAX: u32 = 3600;
 const TCP_MAX_CONNECTIONS: RangeInclusive<usize> = 1..=1_000_000;
 /// Valid `sip-config.tcp-message-timeout-ms` and `tcp-write-timeout-ms`.
 const TCP_TIMEOUT_MS: RangeInclusive<u64> = 100..=600_000;
+/// Valid `sip-config.tls-handshake-timeout-ms`.
+const TLS_HANDSHAKE_TIMEOUT_MS: RangeInclusive<u64> = 100..=60_000;
 /// Valid `sip-config.tcp-idle-timeout-ms`.
 const TCP_IDLE_TIMEOUT_MS: RangeInclusive<u64> = 1000..=86_400_000;
 /// Upper bound of `sip-config.tcp-write-queue-bytes` (the lower bound is `max-message-size`).
@@ -877,6 +879,11 @@ fn sip(sip: &SipConfig) -> Result<(), ConfigError> {
         "tcp-write-timeout-ms",
         sip.tcp_write_timeout_ms,
         &TCP_TIMEOUT_MS,
+    )?;
+    in_range(
+        "tls-handshake-timeout-ms",
+        sip.tls_handshake_timeout_ms,
+        &TLS_HANDSHAKE_TIMEOUT_MS,
     )
 }
 

@@ -482,12 +482,7 @@ pub async fn handshake(
         .await
         .map_err(|e| format!("{e:#}"))?;
     let ping = async {
-        tls.write_all(
-            b"
-
-",
-        )
-        .await?;
+        tls.write_all(b"\r\n\r\n").await?;
         tls.flush().await?;
         let mut buf = [0u8; 64];
         tls.read(&mut buf).await

@@ -532,6 +532,12 @@ const SIP_CONFIG: &[Attr] = &[
         "<100..=600000>",
         "a TCP write not done within this closes the connection, ms",
     ),
+    attr(
+        "tls-handshake-timeout-ms",
+        Ty::Int(I64),
+        "<100..=60000>",
+        "a TLS handshake not done within this closes the connection, ms",
+    ),
 ];
 
 const SESSION_ROUTER: &[Attr] = &[opt(

@@ -61,7 +61,7 @@ pub(crate) fn redial_address(leg: &Leg) -> Option<SocketAddr> {
 }
 
 /// The address of a SIP URI (or a name-addr holding one) whose host is an IP literal: `sip:`
-/// defaults to port 5060, `sips:` to 5061; `None` for a host name, another scheme or a URI that
+/// defaults to port 5060, `sips:` and `sip:…;transport=tls` to 5061; `None` for a host name, another scheme or a URI that
 /// does not parse.
 #[must_use]
 pub(crate) fn uri_addr(uri: &str) -> Option<SocketAddr> {
@@ -72,9 +72,16 @@ pub(crate) fn uri_addr(uri: &str) -> Option<SocketAddr> {
         uri.trim()
     };
     let (scheme, rest) = uri.split_once(':')?;
-    let default_port = if scheme.eq_ignore_ascii_case("sip") {
+    let tls_param = rest
+        .split(['?', '>'])
+        .next()
+        .unwrap_or(rest)
+        .split(';')
+        .skip(1)
+        .any(|p| p.trim().eq_ignore_ascii_case("transport=tls"));
+    let default_port = if scheme.eq_ignore_ascii_case("sip") && !tls_param {
         5060
-    } else if scheme.eq_ignore_ascii_case("sips") {
+    } else if scheme.eq_ignore_ascii_case("sips") || scheme.eq_ignore_ascii_case("sip") {
         5061
     } else {
         return None;
@@ -118,10 +125,12 @@ mod tests {
 
     #[test]
     fn a_uri_gives_its_address_only_for_an_ip_literal() {
-        let cases: [(&str, Option<&str>); 14] = [
+        let cases: [(&str, Option<&str>); 16] = [
             ("sip:alice@10.1.1.1:5070", Some("10.1.1.1:5070")),
             ("sip:alice@10.1.1.1", Some("10.1.1.1:5060")),
             ("sips:alice@10.1.1.1", Some("10.1.1.1:5061")),
+            ("sip:alice@10.1.1.1;transport=tls", Some("10.1.1.1:5061")),
+            ("<sip:alice@10.1.1.1;transport=TLS>", Some("10.1.1.1:5061")),
             ("SIP:10.1.1.1:5080;transport=tcp", Some("10.1.1.1:5080")),
             ("<sip:10.0.0.9;lr>", Some("10.0.0.9:5060")),
             (

@@ -61,7 +61,7 @@ use sbc_proto::sip::dialog::LegTransport;
 use sbc_proto::sip::framer::{Frame, FrameError, TcpFramer};
 use sbc_proto::sip::message::transport_failure_response;
 
-use super::tls::{TlsContext, HANDSHAKE_TIMEOUT};
+use super::tls::TlsContext;
 
 /// The TCP limits, from `sip-config` (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,6 +80,8 @@ pub struct TcpSettings {
     pub write_queue_bytes: usize,
     /// A write must complete within this.
     pub write_timeout: Duration,
+    /// A TLS handshake must complete within this.
+    pub handshake_timeout: Duration,
 }
 
 impl TcpSettings {
@@ -95,6 +97,7 @@ impl TcpSettings {
             idle_timeout: Duration::from_millis(s.tcp_idle_timeout_ms),
             write_queue_bytes: s.tcp_write_queue_bytes,
             write_timeout: Duration::from_millis(s.tcp_write_timeout_ms),
+            handshake_timeout: Duration::from_millis(s.tls_handshake_timeout_ms),
         }
     }
 }
@@ -148,7 +151,7 @@ pub struct TcpStatsSnapshot {
     pub handshakes: u64,
     /// TLS only: handshakes refused or failed (bad certificate, wrong name, protocol error).
     pub handshake_failed: u64,
-    /// TLS only: handshakes not complete within the handshake timeout.
+    /// TLS only: handshakes not complete within `tls-handshake-timeout-ms`.
     pub handshake_timeout: u64,
     /// Requests whose next hop could not be reached (connect or handshake failed): each was
     /// answered 503 locally, as RFC 3261 §8.1.3.1 has a transport error treated.
@@ -457,7 +460,8 @@ pub async fn accept_loop(
                 // The handshake runs on its own task, holding its place in the caps.
                 let (edge, dispatch) = (edge.clone(), dispatch.clone());
                 tokio::spawn(async move {
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                    let limit = edge.settings().handshake_timeout;
+                    match tokio::time::timeout(limit, acceptor.accept(stream)).await {
                         Ok(Ok(tls_stream)) => {
                             bump(&edge.stats.handshakes);
                             serve(interface, tls_stream, peer, Some(admitted), &edge, dispatch);
@@ -483,19 +487,16 @@ pub async fn accept_loop(
 
 /// Starts the reader and writer tasks of one connection (TCP, or TLS over it) and registers it
 /// under `peer`.
-fn serve<S>(
+fn serve<S: SplitStream>(
     interface: usize,
     stream: S,
     peer: SocketAddr,
     admitted: Option<Admitted>,
     edge: &Arc<TcpEdge>,
     dispatch: Dispatch,
-) -> Conn
-where
-    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
-{
+) -> Conn {
     let settings = edge.settings();
-    let (read, mut write) = tokio::io::split(stream);
+    let (read, mut write) = stream.halves();
     let (tx, mut rx) = tmpsc::unbounded_channel::<Bytes>();
     let conn = Conn {
         tx,
@@ -511,6 +512,7 @@ where
     {
         let (conn, edge) = (conn.clone(), edge.clone());
         tokio::spawn(async move {
+            let mut batch: Vec<Bytes> = Vec::new();
             loop {
                 let b = tokio::select! {
                     () = conn.close.cancelled() => break,
@@ -519,19 +521,33 @@ where
                         None => break,
                     },
                 };
-                let cost = b.len().max(MIN_ITEM_COST);
-                let written =
-                    tokio::time::timeout(settings.write_timeout, write.write_all(&b)).await;
-                conn.queued.fetch_sub(cost, Ordering::AcqRel);
-                if b.as_ref() == PONG {
-                    conn.unanswered.store(0, Ordering::Release);
-                    conn.pong_pending.store(false, Ordering::Release);
+                // What else is queued goes in the same write (one TLS flush for all of it).
+                let mut bytes = b.len();
+                batch.push(b);
+                while bytes < WRITE_BATCH {
+                    match rx.try_recv() {
+                        Ok(b) => {
+                            bytes += b.len();
+                            batch.push(b);
+                        }
+                        Err(_) => break,
+                    }
                 }
-                // TLS buffers records: push them out now.
-                let written = match written {
-                    Ok(Ok(())) => tokio::time::timeout(settings.write_timeout, write.flush()).await,
-                    other => other,
-                };
+                let written = tokio::time::timeout(settings.write_timeout, async {
+                    for b in &batch {
+                        write.write_all(b).await?;
+                    }
+                    write.flush().await
+                })
+                .await;
+                for b in batch.drain(..) {
+                    conn.queued
+                        .fetch_sub(b.len().max(MIN_ITEM_COST), Ordering::AcqRel);
+                    if b.as_ref() == PONG {
+                        conn.unanswered.store(0, Ordering::Release);
+                        conn.pong_pending.store(false, Ordering::Release);
+                    }
+                }
                 match written {
                     Ok(Ok(())) => {}
                     Ok(Err(_)) => break,
@@ -567,6 +583,44 @@ where
         edge.stats.open.fetch_sub(1, Ordering::Relaxed);
     });
     conn
+}
+
+/// Bytes gathered from a write queue into one write (and, over TLS, one flush).
+const WRITE_BATCH: usize = 64 * 1024;
+
+/// A connection's stream split into its reading and writing halves: a TCP stream's own
+/// halves (no lock between them), a TLS stream's through `tokio::io::split`.
+trait SplitStream: Send + 'static {
+    /// The reading half.
+    type Read: AsyncRead + Unpin + Send + 'static;
+    /// The writing half.
+    type Write: AsyncWrite + Unpin + Send + 'static;
+    /// Splits the stream.
+    fn halves(self) -> (Self::Read, Self::Write);
+}
+
+impl SplitStream for TcpStream {
+    type Read = tokio::net::tcp::OwnedReadHalf;
+    type Write = tokio::net::tcp::OwnedWriteHalf;
+    fn halves(self) -> (Self::Read, Self::Write) {
+        self.into_split()
+    }
+}
+
+impl SplitStream for tokio_rustls::server::TlsStream<TcpStream> {
+    type Read = tokio::io::ReadHalf<Self>;
+    type Write = tokio::io::WriteHalf<Self>;
+    fn halves(self) -> (Self::Read, Self::Write) {
+        tokio::io::split(self)
+    }
+}
+
+impl SplitStream for tokio_rustls::client::TlsStream<TcpStream> {
+    type Read = tokio::io::ReadHalf<Self>;
+    type Write = tokio::io::WriteHalf<Self>;
+    fn halves(self) -> (Self::Read, Self::Write) {
+        tokio::io::split(self)
+    }
 }
 
 /// Why a reader stopped.
@@ -775,7 +829,8 @@ async fn dial(
         warn!(%dest, "no tls-profile with trusted CAs to verify this TLS peer: not dialled");
         return None;
     };
-    match tokio::time::timeout(HANDSHAKE_TIMEOUT, connector.connect(name, stream)).await {
+    let limit = edge.settings().handshake_timeout;
+    match tokio::time::timeout(limit, connector.connect(name, stream)).await {
         Ok(Ok(tls_stream)) => {
             bump(&edge.stats.dialled);
             bump(&edge.stats.handshakes);

@@ -3,8 +3,10 @@
 //!
 //! TLS connections are TCP connections of their own edge ([`super::tcp::TcpEdge`] with
 //! [`LegTransport::Tls`]): the same connection caps, message deadline, idle timeout and bounded
-//! write queues, plus a handshake deadline ([`HANDSHAKE_TIMEOUT`]) during which the connection
-//! already holds its place in the caps.
+//! write queues, plus a handshake deadline (`sip-config tls-handshake-timeout-ms`, 5 s by
+//! default: Kamailio's `tls_handshake_timeout` is 30 s, but a handshake holds a place in the
+//! connection caps, so a slow one must not hold it long) during which the connection already
+//! holds its place in the caps.
 //!
 //! # Verification
 //!
@@ -29,7 +31,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerifier};
 use rustls::client::ResolvesClientCert;
@@ -47,10 +49,8 @@ use sbc_config::{Config, TlsProfile, TlsVersion, Transport};
 use serde::Serialize;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
-/// How long a TLS handshake may take, accepted or dialled (Kamailio's `tls_handshake_timeout`
-/// is 30 s; a handshake holds a place in the connection caps, so a slow one must not hold it
-/// for long: 5 s is a hundred round trips of a continental link).
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Sessions a listener remembers for resumption (about 200 bytes each).
+const SESSION_CACHE: usize = 4096;
 
 /// The `ring` provider: no C toolchain beyond a compiler, no CMake.
 fn provider() -> Arc<CryptoProvider> {
@@ -236,6 +236,18 @@ fn load_cert(p: &TlsProfile, now: i64) -> Result<Option<LoadedCert>, LoadError> 
         reason,
     };
     let bytes = std::fs::read(&p.private_key).map_err(|e| key_err(e.to_string()))?;
+    if let Ok(meta) = std::fs::metadata(&p.private_key) {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            tracing::warn!(
+                profile = %p.name,
+                file = %p.private_key,
+                mode = format_args!("{mode:04o}"),
+                "the TLS private key is readable by other users: chmod 600 it"
+            );
+        }
+    }
     let key = PrivateKeyDer::from_pem_slice(&bytes).map_err(|e| {
         key_err(format!(
             "no PKCS#8, SEC1 or PKCS#1 private key in the file ({e})"
@@ -408,7 +420,9 @@ fn build(
             builder.with_no_client_auth()
         };
         let mut config = builder.with_cert_resolver(resolver.clone());
-        config.alpn_protocols.clear();
+        // Resumption for clients that reconnect (phones, PBXs): rustls keeps 256 sessions by
+        // default, which an access interface with thousands of clients outgrows.
+        config.session_storage = rustls::server::ServerSessionMemoryCache::new(SESSION_CACHE);
         Some(Arc::new(config))
     } else {
         None

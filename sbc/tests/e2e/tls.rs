@@ -13,9 +13,17 @@
 //!   are replaced and `activate-config` runs while TLS calls are up: the calls end normally, the
 //!   next handshake presents the new certificate; a broken file refuses the activation and
 //!   the running certificate stays.
-//! - `tls_calls_survive_kill9`: a pair, TLS on both sides; kill -9 of the active with 20
-//!   established TLS calls: every caller's BYE succeeds through the new active (its new TLS
-//!   connection to the agent counted).
+//! - `tls_calls_survive_kill9_*`: a pair, TLS on both sides; kill -9 of the active with 20
+//!   established TLS calls: every BYE succeeds through the new active, the caller's (on its
+//!   new TLS connection to the service address, relayed on a TLS connection the new active
+//!   opens to the agent) and the callee's (the UAS dials the SBC's TLS Contact; the new active
+//!   dials the caller's Contact, verifying the caller's certificate against that IP).
+//! - `a_certificate_near_its_expiry_is_trapped_until_it_is_renewed`: a 5-day certificate sends
+//!   `sbcTlsCertExpiringTrap` to snmptrapd; renewed and activated, `show tls` clears it.
+//! - `strangers_on_the_tls_port_hold_nothing_past_their_handshake_deadline`: silent
+//!   connections fill a source's places and are closed at `tls-handshake-timeout-ms`; the next
+//!   one is refused at once; another source is unaffected; plain text is refused.
+//! - `a_node_refuses_to_start_with_a_key_that_is_not_its_certificates`.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -348,13 +356,19 @@ async fn a_rotated_certificate_is_presented_by_the_next_handshake() {
     blocking(move || drop(node)).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tls_calls_survive_kill9() {
+async fn tls_calls_across_kill9(bye_from: ByeFrom) {
     const CALLS: u64 = 20;
     let _ = sbc_e2e::sbc::sbc_binary();
     let lab = Arc::new(Lab::new("tls-kill9"));
     let hold = Duration::from_secs(8);
-    let uas = tls_uas(&lab, "uas", hold).await;
+    let mut uas_cfg = UasConfig::new(SocketAddr::new(LO, 0));
+    uas_cfg.transport = Transport::Tls;
+    uas_cfg.tls = Some(lab.uas_tls("uas"));
+    uas_cfg.ring = Duration::from_millis(20);
+    uas_cfg.hold = hold;
+    uas_cfg.bye_from = bye_from;
+    uas_cfg.bye_wait = Duration::from_secs(30);
+    let uas = Uas::start(uas_cfg).await.expect("uas");
     let mut config = PairConfig::new();
     config.sip.agent = uas.local_addr();
     config.sip.agent_transport = "tls";
@@ -372,8 +386,15 @@ async fn tls_calls_survive_kill9() {
         "roles: {} active, {} standby",
         NAMES[active], NAMES[standby]
     );
-    let mut cfg = uac_config(target, lab.uac_tls(None), CALLS, hold);
-    cfg.tcp_listen = false;
+    // The caller listens on its Contact over TLS, with a certificate for its IP: the new
+    // active dials it there for the callee's BYE, verifying that IP.
+    let mut tls = lab.uac_tls(None);
+    tls = tls.with_server(
+        server_config(&lab.file("uac.pem"), &lab.file("uac-key.pem"), None).expect("uac server"),
+    );
+    let mut cfg = uac_config(target, tls, CALLS, hold);
+    cfg.bye_from = bye_from;
+    cfg.tcp_listen = true;
     let uac = Uac::start(cfg).await.expect("uac");
     let stats = uac.stats();
     until(Duration::from_secs(5), "all calls established", || {
@@ -393,7 +414,10 @@ async fn tls_calls_survive_kill9() {
     eprintln!("uac: {}\nuas: {}", c.summary(), s.summary());
     assert_all_completed(&c, CALLS);
     assert_all_completed(&s, CALLS);
-    assert_eq!(s.received.bye, CALLS, "every BYE reached the UAS");
+    match bye_from {
+        ByeFrom::Caller => assert_eq!(s.received.bye, CALLS, "every BYE reached the UAS"),
+        ByeFrom::Callee => assert_eq!(c.received.bye, CALLS, "every BYE reached the UAC"),
+    }
     let pair = blocking(move || {
         let mut pair = pair;
         let st = pair
@@ -403,6 +427,7 @@ async fn tls_calls_survive_kill9() {
         eprintln!("new active's TLS counters: {tls}");
         assert!(tls["dialled"].as_u64().unwrap_or(0) >= 1, "{st}");
         assert!(tls["accepted"].as_u64().unwrap_or(0) >= 1, "{st}");
+        assert_eq!(tls["handshake_failed"].as_u64(), Some(0), "{st}");
         pair.nodes[standby].assert_alive();
         pair
     })
@@ -410,6 +435,16 @@ async fn tls_calls_survive_kill9() {
     drop(uac);
     drop(uas);
     blocking(move || drop(pair)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_calls_survive_kill9_caller_hangs_up() {
+    tls_calls_across_kill9(ByeFrom::Caller).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_calls_survive_kill9_callee_hangs_up() {
+    tls_calls_across_kill9(ByeFrom::Callee).await;
 }
 
 #[test]
@@ -490,4 +525,100 @@ fn a_node_refuses_to_start_with_a_key_that_is_not_its_certificates() {
             "{needle:?} not in the refusal:\n{stderr}"
         );
     }
+}
+
+/// One TLS handshake from `local`'s IP to `target`, trusting the lab CA, as `sbc.lab`.
+async fn handshake_from(local: IpAddr, target: SocketAddr, lab: &Lab) -> Result<(), String> {
+    let socket = tokio::net::TcpSocket::new_v4().map_err(|e| e.to_string())?;
+    socket
+        .bind(SocketAddr::new(local, 0))
+        .map_err(|e| e.to_string())?;
+    let tcp = socket.connect(target).await.map_err(|e| e.to_string())?;
+    let cfg = client_config(&[lab.pki.ca_cert()], None).map_err(|e| e.to_string())?;
+    let name = sbc_lab::tls::server_name("sbc.lab").map_err(|e| e.to_string())?;
+    let connect = tokio_rustls::TlsConnector::from(cfg).connect(name, tcp);
+    match tokio::time::timeout(Duration::from_secs(5), connect).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("timed out".into()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strangers_on_the_tls_port_hold_nothing_past_their_handshake_deadline() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let lab = Lab::new("tls-strangers");
+    let mut config = SbcConfig::new();
+    config.tls = Some(lab.sbc_setup());
+    config.sip_lines = vec![
+        "tls-handshake-timeout-ms = 1000".into(),
+        "tcp-max-connections-per-source = 8".into(),
+    ];
+    let node = SbcNode::start_config(&config);
+    let target = access_tls(&config);
+
+    // Eight connections from a stranger (127.0.0.5: not the session-agent's address, which
+    // is exempt) that never say hello fill that source's places.
+    let stranger = IpAddr::from([127, 0, 0, 5]);
+    let from_stranger = || async {
+        let s = tokio::net::TcpSocket::new_v4().expect("socket");
+        s.bind(SocketAddr::new(stranger, 0)).expect("bind");
+        s.connect(target).await.expect("connect")
+    };
+    let mut silent = Vec::new();
+    for _ in 0..8 {
+        silent.push(from_stranger().await);
+    }
+    // A ninth from the same source is closed at once; a plain-text SIP request is no
+    // handshake.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut ninth = from_stranger().await;
+    let mut buf = [0u8; 64];
+    let n = tokio::time::timeout(Duration::from_millis(500), ninth.read(&mut buf))
+        .await
+        .expect("closed at once, not at the handshake deadline");
+    assert!(matches!(n, Ok(0) | Err(_)), "the ninth is closed: {n:?}");
+    // Another source is not affected.
+    handshake_from(IpAddr::from([127, 0, 0, 3]), target, &lab)
+        .await
+        .expect("another source's handshake");
+    let plain = tokio::net::TcpSocket::new_v4().expect("socket");
+    plain
+        .bind(SocketAddr::new(IpAddr::from([127, 0, 0, 4]), 0))
+        .expect("bind");
+    let mut plain = plain.connect(target).await.expect("connect");
+    let _ = plain
+        .write_all(b"OPTIONS sip:sbc@127.0.0.1 SIP/2.0\r\nContent-Length: 0\r\n\r\n")
+        .await;
+    let n = tokio::time::timeout(Duration::from_secs(3), plain.read(&mut buf)).await;
+    assert!(
+        n.is_ok(),
+        "plain text is answered with an alert or closed, not left hanging"
+    );
+
+    // Past the deadline the silent ones are gone and the source connects again.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    for s in &mut silent {
+        let n = tokio::time::timeout(Duration::from_secs(2), s.read(&mut buf))
+            .await
+            .expect("closed by the deadline");
+        assert!(matches!(n, Ok(0) | Err(_)), "{n:?}");
+    }
+    handshake_from(stranger, target, &lab)
+        .await
+        .expect("the source's places are free again");
+    let node = blocking(move || {
+        let tls = tls_counters(&node);
+        eprintln!("TLS counters: {tls}");
+        assert_eq!(tls["handshake_timeout"].as_u64(), Some(8), "{tls}");
+        assert!(tls["handshake_failed"].as_u64().unwrap_or(0) >= 1, "{tls}");
+        assert!(
+            tls["refused_source_cap"].as_u64().unwrap_or(0) >= 1,
+            "{tls}"
+        );
+        assert_eq!(tls["handshakes"].as_u64(), Some(2), "{tls}");
+        node
+    })
+    .await;
+    blocking(move || drop(node)).await;
 }
