@@ -6,6 +6,7 @@
 //! sbc-lab chart lines run.csv -o run.svg --x t --panel "Calls/s=offered_cps,answered_cps"
 //! sbc-lab rtp-load rtpengine 127.0.0.1:2223 --calls 200 --duration 10s
 //! sbc-lab rtp-load sip 127.0.0.1:5060 --uas 127.0.0.1:5080 --calls 200 --duration 10s
+//! sbc-lab tls-handshakes --target 127.0.0.1:5061 --ca ca.pem --server-name sbc.lab -c 8 -d 10s
 //! sbc-lab tls-certs --out /tmp/lab-pki
 //! sbc-lab uas -t tls --tls-ca /tmp/lab-pki/ca.pem --tls-cert /tmp/lab-pki/uas.pem \
 //!     --tls-key /tmp/lab-pki/uas-key.pem --tls-client-ca /tmp/lab-pki/ca.pem
@@ -53,10 +54,71 @@ enum Command {
     /// RTP load through a media relay: N calls, two RTP endpoints each, signalled over NG
     /// (rtpengine) or with SDP-carrying SIP calls through an SBC.
     RtpLoad(RtpLoadArgs),
+    /// TLS handshakes per second against a TLS listener: N connections at once in a closed
+    /// loop (connect, full handshake, optionally one OPTIONS, close); the report as JSON.
+    TlsHandshakes(TlsHandshakesArgs),
     /// Write the lab's TLS certificates into --out: a CA (ca.pem); sbc, uas, uac (DNS
     /// NAME.lab and IP 127.0.0.1) and other (other.lab only) signed by it; an unrelated
     /// rogue-ca with rogue (uac.lab, 127.0.0.1). Keys are NAME-key.pem, mode 0600.
     TlsCerts(TlsCertsArgs),
+}
+
+#[derive(Args)]
+struct TlsHandshakesArgs {
+    /// The TLS listener (IP:PORT).
+    #[arg(long)]
+    target: SocketAddr,
+    /// PEM file of the CA certificates that verify the server.
+    #[arg(long)]
+    ca: PathBuf,
+    /// SNI and the name the server's certificate must carry.
+    #[arg(long)]
+    server_name: String,
+    /// Connections in flight at once.
+    #[arg(long, short = 'c', default_value_t = 8)]
+    concurrency: usize,
+    /// How long to start new connections: 10s, 500ms.
+    #[arg(long, short = 'd', default_value = "10s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Offer session resumption (TLS 1.3 tickets, TLS 1.2 ids); default: full handshakes.
+    #[arg(long)]
+    resume: bool,
+    /// Send one SIP OPTIONS per connection and wait for any final response.
+    #[arg(long)]
+    options: bool,
+    /// Client certificate chain (PEM), for a server that asks for one (with --key).
+    #[arg(long, requires = "key")]
+    cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long, requires = "cert")]
+    key: Option<PathBuf>,
+    /// compatibility (1.2 and 1.3), tlsv12 or tlsv13.
+    #[arg(long, default_value = "compatibility")]
+    tls_version: sbc_lab::tls_load::TlsVersions,
+    /// Limit of each step (connect, handshake, OPTIONS).
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    step_timeout: Duration,
+}
+
+async fn tls_handshakes(a: TlsHandshakesArgs) -> Result<ExitCode, String> {
+    use sbc_lab::tls_load::{HandshakeLoad, LoadConfig};
+    let mut cfg = LoadConfig::new(a.target, &a.server_name, a.ca);
+    cfg.concurrency = a.concurrency;
+    cfg.duration = a.duration;
+    cfg.resume = a.resume;
+    cfg.options = a.options;
+    cfg.client_cert = a.cert.zip(a.key);
+    cfg.versions = a.tls_version;
+    cfg.step_timeout = a.step_timeout;
+    let report = HandshakeLoad::new(&cfg)?.run().await;
+    eprint!("{}", report.summary());
+    let json = serde_json::to_string_pretty(&report).map_err(|e| format!("JSON: {e}"))?;
+    println!("{json}");
+    Ok(if report.failed == 0 && report.completed > 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 #[derive(Args)]
@@ -631,6 +693,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
     match cli.command {
         Command::Chart(a) => chart(&a),
         Command::RtpLoad(a) => rtp_load(a).await,
+        Command::TlsHandshakes(a) => tls_handshakes(a).await,
         Command::TlsCerts(a) => {
             let set = tls::write_lab_set(&a.out).map_err(|e| format!("{e:#}"))?;
             for f in set.files() {
