@@ -187,6 +187,12 @@ const SYSTEM_CONFIG: &[Attr] = &[
         "<enabled | disabled>",
         "allow the lab's memory ballast commands",
     ),
+    opt(
+        "snmp-agent-address",
+        Ty::Addr,
+        "<address:port | none>",
+        "UDP address the SNMP agent answers on (needs an snmp-community)",
+    ),
 ];
 
 const ALARM_THRESHOLD: &[Attr] = &[

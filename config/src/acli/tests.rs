@@ -1234,13 +1234,23 @@ fn every_attribute_exists_in_the_model() {
         Kind::SteeringPool,
         Kind::TlsProfile,
     ];
-    let children = ["alarm-threshold", "trap-receiver", "peer", "route"];
+    // snmp-community is edited in the file only (no ACLI sub-element yet).
+    let children = [
+        "alarm-threshold",
+        "trap-receiver",
+        "peer",
+        "route",
+        "snmp-community",
+    ];
     for kind in kinds {
         let mut fresh = kind.fresh();
         // Fill the optional fields so that they appear in the table.
         if let Element::RedundancyConfig(r) = &mut fresh {
             r.witness = Some("127.0.0.1:1".parse().unwrap());
             r.service_address = Some("127.0.0.1".parse().unwrap());
+        }
+        if let Element::SystemConfig(s) = &mut fresh {
+            s.snmp_agent_address = Some("127.0.0.1:161".parse().unwrap());
         }
         if let Element::AutoScalingProfile(p) = &mut fresh {
             p.scale_up_within = Some(1);
