@@ -16,6 +16,7 @@
 //! - [`threshold`]: the `alarm-threshold` elements and the alarm id scheme.
 //! - [`agent`]: the SNMPv2c agent's logic (the MIB view of a status snapshot, GET, GETNEXT,
 //!   GETBULK), sans IO.
+//! - [`usm`]: SNMPv3 USM key localization and HMAC-SHA-96 (RFC 3414), the start of v3.
 //! - [`trap`]: the SNMPv2c traps of our MIB (`alarms/mib/SBC-PAIR-MIB.txt`, under the
 //!   experimental arc `1.3.6.1.3.3261` until the project has an IANA enterprise number), their
 //!   encoder and decoder, and the [`TrapSink`] that sends them without blocking.
@@ -45,6 +46,7 @@ pub mod sample;
 pub mod table;
 pub mod threshold;
 pub mod trap;
+pub mod usm;
 
 pub use eval::{AlarmEvent, Evaluator, EvaluatorConfig, EvaluatorError};
 pub use health::{Deduction, Health};
