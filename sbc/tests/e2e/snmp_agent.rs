@@ -11,6 +11,10 @@
 //!   `snmpbulkwalk` of the node's whole view ends on `sbcStatusCallsFailed.0` and gives the
 //!   same objects as the walk; a wrong community gets no answer (the tool times out) and
 //!   `snmpInBadCommunityNames.0` counts it; `show running-config` masks the community.
+//! - `alarm_table_follows_display_alarms`: a lab node (process memory against 64 MB, 1 s
+//!   iterations, critical at 80 %) with 56 MB of `lab ballast` raises the critical memory
+//!   alarm; the walk of `sbcAlarmTable` shows its row 131073 (memoryUtilization, critical,
+//!   the value `display-alarms` gives, task sbcd); after `clear-alarm` the table is empty.
 //! - `walks_under_sipp_load`: 20 walks of `sbcPairStatus` while 300 SIPp calls at 50 calls/s
 //!   cross the node: every walk answers, and the calls all succeed (0 failed); afterwards
 //!   `sbcStatusCallsAttempted.0` and `sbcStatusCallsAnswered.0` are 300.
@@ -24,17 +28,24 @@ use sbc_e2e::{calls_through_sbc, ports, Load, SbcConfig, SbcNode, Scenario};
 const COMMUNITY: &str = "s3cret";
 
 fn start() -> (SbcConfig, SbcNode, String) {
+    start_with("", "")
+}
+
+/// A node with the agent, `system` keys added to its `[system-config]` and `tables` (its
+/// sub-elements) after the community.
+fn start_with(system: &str, tables: &str) -> (SbcConfig, SbcNode, String) {
     let config = SbcConfig::new();
     let port = ports::free_port();
     let toml = format!(
         "[system-config]\n\
          hostname = \"snmp-node\"\n\
+         {system}\
          snmp-agent-address = \"127.0.0.1:{port}\"\n\
          \n\
          [[system-config.snmp-community]]\n\
          community-name = \"{COMMUNITY}\"\n\
          ip-addresses = [\"127.0.0.0/8\"]\n\
-         \n{}",
+         {tables}\n{}",
         config.to_toml()
     );
     let node = SbcNode::start(&toml);
@@ -230,5 +241,70 @@ fn walks_under_sipp_load() {
         value(&after, "SBC-PAIR-MIB::sbcStatusCallsFailed.0"),
         "0",
         "{after}"
+    );
+}
+
+#[test]
+fn alarm_table_follows_display_alarms() {
+    let (_config, node, agent) = start_with(
+        "memory-source = \"process\"\n\
+         memory-limit-mb = 64\n\
+         alarm-iteration-ms = 1000\n\
+         alarm-subsamples = 5\n\
+         spike-subsamples = 3\n\
+         lab-mode = true\n",
+        "\n[[system-config.alarm-threshold]]\n\
+         type = \"memory\"\n\
+         severity = \"critical\"\n\
+         value = 80\n",
+    );
+    acli(&node.mgmt_socket(), &["lab ballast 56"]).assert_ok();
+    let table = "SBC-PAIR-MIB::sbcAlarmTable";
+    let mut walk = String::new();
+    // Bounded: 30 walks, 0.5 s apart (the alarm needs two or three 1 s iterations).
+    for _ in 0..30 {
+        walk = ok(v2c("snmpwalk", COMMUNITY, &agent, &[table]));
+        if walk.contains("sbcAlarmEntryType.131073") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    eprintln!("{walk}");
+    assert_eq!(
+        value(&walk, "SBC-PAIR-MIB::sbcAlarmEntryType.131073"),
+        "memoryUtilization(1)"
+    );
+    assert_eq!(
+        value(&walk, "SBC-PAIR-MIB::sbcAlarmEntrySeverity.131073"),
+        "critical(4)"
+    );
+    assert_eq!(
+        value(&walk, "SBC-PAIR-MIB::sbcAlarmEntryTask.131073"),
+        "sbcd"
+    );
+    let shown = sbc_e2e::acli::acli_json(&node.mgmt_socket(), &["display-alarms"])
+        .assert_ok()
+        .json();
+    let reading = shown["alarms"][0]["value"].as_f64().expect("a value");
+    let polled: f64 = value(&walk, "SBC-PAIR-MIB::sbcAlarmEntryValue.131073")
+        .trim_end_matches(" percent")
+        .parse()
+        .expect("a number");
+    // The snapshot may be one iteration older than display-alarms.
+    assert!(
+        (polled - reading).abs() <= 15.0,
+        "{polled} vs {reading}: {walk}"
+    );
+    acli(
+        &node.mgmt_socket(),
+        &["lab ballast 0", "clear-alarm 131073 sbcd"],
+    )
+    .assert_ok();
+    std::thread::sleep(Duration::from_millis(600));
+    let (success, out, complaints) = v2c("snmpwalk", COMMUNITY, &agent, &[table]);
+    assert!(success, "{complaints}");
+    assert!(
+        !out.contains("131073"),
+        "the cleared alarm is still polled: {out}"
     );
 }
