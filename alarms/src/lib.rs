@@ -14,6 +14,9 @@
 //!   them; serialisable for the ACLI's JSON.
 //! - [`health`]: the health score, 0..=100, with the ledger of what took points off.
 //! - [`threshold`]: the `alarm-threshold` elements and the alarm id scheme.
+//! - [`agent`]: the SNMPv2c agent's logic (the MIB view of a status snapshot, GET, GETNEXT,
+//!   GETBULK), sans IO.
+//! - [`usm`]: SNMPv3 USM key localization and HMAC-SHA-96 (RFC 3414), the start of v3.
 //! - [`trap`]: the SNMPv2c traps of our MIB (`alarms/mib/SBC-PAIR-MIB.txt`, under the
 //!   experimental arc `1.3.6.1.3.3261` until the project has an IANA enterprise number), their
 //!   encoder and decoder, and the [`TrapSink`] that sends them without blocking.
@@ -36,12 +39,14 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod agent;
 pub mod eval;
 pub mod health;
 pub mod sample;
 pub mod table;
 pub mod threshold;
 pub mod trap;
+pub mod usm;
 
 pub use eval::{AlarmEvent, Evaluator, EvaluatorConfig, EvaluatorError};
 pub use health::{Deduction, Health};

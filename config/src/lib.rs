@@ -77,8 +77,8 @@ pub use model::{
     split_option, AccessAction, AccessControl, AlarmThreshold, AlarmType, AutoScalingProfile,
     CriticalMemoryAbort, FilterLevel, InDialogSource, MediaManager, MediaManagerState,
     MemorySource, Peer, PeerType, RedundancyConfig, RedundancyState, RestrictedLatching, Route,
-    SessionAgent, SessionRouter, Severity, SipConfig, SipInterface, SteeringPool, SystemConfig,
-    TlsProfile, TlsVersion, Transport, TrapReceiver,
+    SessionAgent, SessionRouter, Severity, SipConfig, SipInterface, SnmpCommunity, SteeringPool,
+    SystemConfig, TlsProfile, TlsVersion, Transport, TrapReceiver,
 };
 pub use net::{parse_net, IpNet};
 pub use push::{MASK, NODE_LOCAL, SECRET_KEYS};

@@ -281,6 +281,14 @@ pub struct SystemConfig {
     /// `trap-receiver` (`[[system-config.trap-receiver]]`): SNMP trap receivers. Default none.
     #[serde(rename = "trap-receiver")]
     pub trap_receivers: Vec<TrapReceiver>,
+    /// `snmp-agent-address`: the UDP `address:port` the SNMP agent answers GET, GETNEXT and
+    /// GETBULK on (161 is the standard port). Default none: no agent. Needs at least one
+    /// `snmp-community`.
+    pub snmp_agent_address: Option<SocketAddr>,
+    /// `snmp-community` (`[[system-config.snmp-community]]`): the agent's read-only SNMPv2c
+    /// communities. Default none (there is no default community).
+    #[serde(rename = "snmp-community")]
+    pub snmp_communities: Vec<SnmpCommunity>,
 }
 
 impl Default for SystemConfig {
@@ -297,6 +305,8 @@ impl Default for SystemConfig {
             lab_mode: false,
             alarm_thresholds: Vec::new(),
             trap_receivers: Vec::new(),
+            snmp_agent_address: None,
+            snmp_communities: Vec::new(),
         }
     }
 }
@@ -357,6 +367,17 @@ impl Default for AlarmThreshold {
             health_penalty: 0,
         }
     }
+}
+
+/// `snmp-community`: a read-only SNMPv2c community of the agent.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct SnmpCommunity {
+    /// `community-name`: the community string (a secret: `show` masks it). Required, unique.
+    pub community_name: String,
+    /// `ip-addresses`: the sources allowed to use it, addresses or networks (`10.0.0.0/8`).
+    /// Default none: any source.
+    pub ip_addresses: Vec<String>,
 }
 
 /// `trap-receiver`: where SNMP traps are sent.

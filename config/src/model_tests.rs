@@ -395,6 +395,47 @@ fn trap_receivers_are_validated() {
 }
 
 #[test]
+fn snmp_agent_and_communities_are_validated() {
+    let key = |i: usize, f: &str| format!("system-config.snmp-community[{i}].{f}");
+    refused_invalid(
+        "[system-config]\nsnmp-agent-address = \"127.0.0.1:1161\"\n",
+        "system-config.snmp-agent-address",
+        &["no snmp-community", "no default community"],
+    );
+    refused_invalid(
+        "[[system-config.snmp-community]]\n",
+        &key(0, "community-name"),
+        &["must not be empty"],
+    );
+    let two = "[[system-config.snmp-community]]\ncommunity-name = \"nms\"\n";
+    refused_invalid(
+        &format!("{two}{two}"),
+        &key(1, "community-name"),
+        &["snmp-community[0]"],
+    );
+    refused_invalid(
+        "[[system-config.snmp-community]]\ncommunity-name = \"nms\"\nip-addresses = [\"10.0.0.0/33\"]\n",
+        "system-config.snmp-community[0].ip-addresses[0]",
+        &["0..=32"],
+    );
+    let ok = Config::from_toml_str(
+        "[system-config]\nsnmp-agent-address = \"127.0.0.1:1161\"\n\
+         [[system-config.snmp-community]]\ncommunity-name = \"nms\"\n\
+         ip-addresses = [\"10.0.0.0/8\", \"::1\"]\n",
+    )
+    .unwrap();
+    assert_eq!(
+        ok.system.snmp_agent_address,
+        Some("127.0.0.1:1161".parse().unwrap())
+    );
+    assert_eq!(ok.system.snmp_communities[0].ip_addresses.len(), 2);
+    // The community name is a secret.
+    let shown = ok.to_masked_json().to_string();
+    assert!(!shown.contains("\"nms\""), "{shown}");
+    assert_eq!(Config::default().system.snmp_agent_address, None);
+}
+
+#[test]
 fn redundancy_config_is_validated() {
     let cases: &[(&str, &str, &[&str])] = &[
         ("port = 0", "port", &["1..=65535"]),

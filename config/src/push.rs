@@ -43,7 +43,7 @@ pub const NODE_LOCAL: &[(&str, Option<&str>)] = &[
 pub const MASK: &str = "********";
 
 /// The names of the keys that hold secrets, wherever they are.
-pub const SECRET_KEYS: &[&str] = &["shared-key", "community"];
+pub const SECRET_KEYS: &[&str] = &["shared-key", "community", "community-name"];
 
 impl Config {
     /// The part of this configuration that the active pushes to its standby: everything but the

@@ -314,7 +314,56 @@ fn system(system: &SystemConfig) -> Result<(), ConfigError> {
         ));
     }
     thresholds(&system.alarm_thresholds)?;
-    receivers(&system.trap_receivers)
+    receivers(&system.trap_receivers)?;
+    communities(system)
+}
+
+fn communities(system: &SystemConfig) -> Result<(), ConfigError> {
+    let list = &system.snmp_communities;
+    for (i, c) in list.iter().enumerate() {
+        let key = |field: &str| format!("system-config.snmp-community[{i}].{field}");
+        if c.community_name.is_empty() {
+            return Err(ConfigError::invalid(
+                key("community-name"),
+                "\"\"",
+                "must not be empty",
+                "a community string known to the SNMP managers",
+            ));
+        }
+        if let Some(j) = list[..i]
+            .iter()
+            .position(|o| o.community_name == c.community_name)
+        {
+            return Err(ConfigError::invalid(
+                key("community-name"),
+                "(masked)",
+                format!("the same as snmp-community[{j}]"),
+                "a community name used once",
+            ));
+        }
+        for (k, a) in c.ip_addresses.iter().enumerate() {
+            crate::net::parse_net(a).map_err(|why| {
+                ConfigError::invalid(
+                    format!("system-config.snmp-community[{i}].ip-addresses[{k}]"),
+                    quoted(a),
+                    why,
+                    "an IP address or network, e.g. 10.0.0.0/8",
+                )
+            })?;
+        }
+    }
+    if let Some(addr) = system.snmp_agent_address {
+        port("system-config.snmp-agent-address".to_owned(), addr.port())?;
+        if list.is_empty() {
+            return Err(ConfigError::invalid(
+                "system-config.snmp-agent-address",
+                quoted(&addr.to_string()),
+                "the agent has no snmp-community to answer (there is no default community)",
+                "at least one [[system-config.snmp-community]] with a community-name",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The valid option names, for messages.

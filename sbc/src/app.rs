@@ -104,6 +104,9 @@ pub async fn run(launch: Launch, shutdown: impl Future<Output = ()>) -> anyhow::
         alarms.clone(),
         cfg.system.hostname.clone(),
     ));
+    if let Some(address) = cfg.system.snmp_agent_address {
+        crate::snmp_agent::start(address, console.clone()).await?;
+    }
     let listener = crate::control::mgmt::bind(&mgmt_socket)?;
     let mgmt = tokio::spawn(crate::control::mgmt::serve(
         listener,

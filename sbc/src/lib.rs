@@ -31,4 +31,5 @@ pub mod heap_gate;
 pub mod pair;
 pub mod runtime;
 pub mod settings;
+pub mod snmp_agent;
 pub mod workers;

@@ -243,3 +243,30 @@ pub fn snmptranslate(args: &[&str]) -> (bool, String, String) {
         net_snmp_complaints(&String::from_utf8_lossy(&out.stderr)),
     )
 }
+
+/// Runs a net-snmp command-line tool (`snmpwalk`, `snmpget`, `snmpbulkwalk`...) with our MIB
+/// loaded (`-M +<mib dir> -m SNMPv2-MIB:SBC-PAIR-MIB`) and net-snmp isolated in a fresh
+/// directory; returns `(success, stdout, complaints)` as [`snmptranslate`] does.
+///
+/// # Panics
+/// If the tool is missing.
+#[must_use]
+pub fn snmp_tool(tool: &str, args: &[&str]) -> (bool, String, String) {
+    let binary = find_tool(tool);
+    let dir = TestDir::new(tool);
+    let mut cmd = Command::new(&binary);
+    isolate_net_snmp(&mut cmd, dir.path());
+    let out = cmd
+        .arg("-M")
+        .arg(format!("+{}:/usr/share/snmp/mibs", mib_dir().display()))
+        .args(["-m", "SNMPv2-MIB:SBC-PAIR-MIB"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", binary.display()));
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).trim().to_owned(),
+        net_snmp_complaints(&String::from_utf8_lossy(&out.stderr)),
+    )
+}

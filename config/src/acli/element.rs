@@ -13,8 +13,8 @@ use crate::model::{
     default_address, AccessAction, AccessControl, AlarmThreshold, AlarmType, AutoScalingProfile,
     FilterLevel, InDialogSource, MediaManager, MediaManagerState, MemorySource, Peer, PeerType,
     RedundancyConfig, RedundancyState, RestrictedLatching, SessionAgent, SessionRouter, Severity,
-    SipConfig, SipInterface, SteeringPool, SystemConfig, TlsProfile, TlsVersion, Transport,
-    TrapReceiver,
+    SipConfig, SipInterface, SnmpCommunity, SteeringPool, SystemConfig, TlsProfile, TlsVersion,
+    Transport, TrapReceiver,
 };
 use crate::Config;
 
@@ -38,6 +38,8 @@ pub enum Element {
     AlarmThreshold(AlarmThreshold),
     /// One `trap-receiver` of `system-config`.
     TrapReceiver(TrapReceiver),
+    /// One `snmp-community` of `system-config`.
+    SnmpCommunity(SnmpCommunity),
     /// One `peer` of `redundancy-config`.
     Peer(Peer),
     /// One `auto-scaling-profile`.
@@ -63,6 +65,7 @@ pub(crate) enum Kind {
     SessionAgent,
     AlarmThreshold,
     TrapReceiver,
+    SnmpCommunity,
     Peer,
     AutoScalingProfile,
     AccessControl,
@@ -187,6 +190,12 @@ const SYSTEM_CONFIG: &[Attr] = &[
         "<enabled | disabled>",
         "allow the lab's memory ballast commands",
     ),
+    opt(
+        "snmp-agent-address",
+        Ty::Addr,
+        "<address:port | none>",
+        "UDP address the SNMP agent answers on (needs an snmp-community)",
+    ),
 ];
 
 const ALARM_THRESHOLD: &[Attr] = &[
@@ -241,6 +250,21 @@ const TRAP_RECEIVER: &[Attr] = &[
         Ty::Words(FilterLevel::WORDS),
         "<all | minor | major | critical | none>",
         "lowest severity sent",
+    ),
+];
+
+const SNMP_COMMUNITY: &[Attr] = &[
+    attr(
+        "community-name",
+        Ty::Str,
+        "<community>",
+        "read-only SNMPv2c community of the agent (a secret)",
+    ),
+    attr(
+        "ip-addresses",
+        Ty::List(&Ty::Str),
+        "<+address | -address | address/prefix ...>",
+        "sources allowed to use it; none: any",
     ),
 ];
 
@@ -791,6 +815,7 @@ impl Kind {
             Self::SessionAgent => "session-agent",
             Self::AlarmThreshold => "alarm-threshold",
             Self::TrapReceiver => "trap-receiver",
+            Self::SnmpCommunity => "snmp-community",
             Self::Peer => "peer",
             Self::AutoScalingProfile => "auto-scaling-profile",
             Self::AccessControl => "access-control",
@@ -821,6 +846,9 @@ impl Kind {
                 "an alarm threshold (multi-instance, key: type severity [volume])"
             }
             Self::TrapReceiver => "an SNMP trap receiver (multi-instance, key: ip-address[:port])",
+            Self::SnmpCommunity => {
+                "a community of the SNMP agent (multi-instance, key: community-name)"
+            }
             Self::Peer => "one node of the pair (multi-instance, key: name)",
             Self::AutoScalingProfile => "worker-group scaling rules (multi-instance, key: name)",
             Self::AccessControl => {
@@ -847,6 +875,7 @@ impl Kind {
             Self::SessionAgent => SESSION_AGENT,
             Self::AlarmThreshold => ALARM_THRESHOLD,
             Self::TrapReceiver => TRAP_RECEIVER,
+            Self::SnmpCommunity => SNMP_COMMUNITY,
             Self::Peer => PEER,
             Self::AutoScalingProfile => AUTO_SCALING_PROFILE,
             Self::AccessControl => ACCESS_CONTROL,
@@ -859,7 +888,11 @@ impl Kind {
     /// Its sub-elements.
     pub(crate) const fn children(self) -> &'static [Self] {
         match self {
-            Self::SystemConfig => &[Self::AlarmThreshold, Self::TrapReceiver],
+            Self::SystemConfig => &[
+                Self::AlarmThreshold,
+                Self::TrapReceiver,
+                Self::SnmpCommunity,
+            ],
             Self::RedundancyConfig => &[Self::Peer],
             _ => &[],
         }
@@ -909,6 +942,7 @@ impl Kind {
             }),
             Self::AlarmThreshold => Element::AlarmThreshold(AlarmThreshold::default()),
             Self::TrapReceiver => Element::TrapReceiver(TrapReceiver::default()),
+            Self::SnmpCommunity => Element::SnmpCommunity(SnmpCommunity::default()),
             Self::Peer => Element::Peer(Peer::default()),
             Self::AutoScalingProfile => Element::AutoScalingProfile(AutoScalingProfile::default()),
             Self::AccessControl => Element::AccessControl(AccessControl::default()),
@@ -951,6 +985,7 @@ impl Element {
             Self::SessionAgent(_) => Kind::SessionAgent,
             Self::AlarmThreshold(_) => Kind::AlarmThreshold,
             Self::TrapReceiver(_) => Kind::TrapReceiver,
+            Self::SnmpCommunity(_) => Kind::SnmpCommunity,
             Self::Peer(_) => Kind::Peer,
             Self::AutoScalingProfile(_) => Kind::AutoScalingProfile,
             Self::AccessControl(_) => Kind::AccessControl,
@@ -977,6 +1012,7 @@ impl Element {
             Self::SessionAgent(v) => table_of(v),
             Self::AlarmThreshold(v) => table_of(v),
             Self::TrapReceiver(v) => table_of(v),
+            Self::SnmpCommunity(v) => table_of(v),
             Self::Peer(v) => table_of(v),
             Self::AutoScalingProfile(v) => table_of(v),
             Self::AccessControl(v) => table_of(v),
@@ -998,6 +1034,7 @@ impl Element {
             Kind::SessionAgent => value.try_into().map(Self::SessionAgent),
             Kind::AlarmThreshold => value.try_into().map(Self::AlarmThreshold),
             Kind::TrapReceiver => value.try_into().map(Self::TrapReceiver),
+            Kind::SnmpCommunity => value.try_into().map(Self::SnmpCommunity),
             Kind::Peer => value.try_into().map(Self::Peer),
             Kind::AutoScalingProfile => value.try_into().map(Self::AutoScalingProfile),
             Kind::AccessControl => value.try_into().map(Self::AccessControl),
@@ -1026,6 +1063,7 @@ impl Element {
             }
             Self::AlarmThreshold(v) => format!("{} {} {}", v.kind, v.severity, v.volume),
             Self::TrapReceiver(v) => v.socket_addr().to_string(),
+            Self::SnmpCommunity(v) => v.community_name.clone(),
             _ => String::new(),
         }
     }
@@ -1055,6 +1093,12 @@ impl Element {
                 .cloned()
                 .map(Self::TrapReceiver)
                 .collect(),
+            (Self::SystemConfig(v), Kind::SnmpCommunity) => v
+                .snmp_communities
+                .iter()
+                .cloned()
+                .map(Self::SnmpCommunity)
+                .collect(),
             (Self::RedundancyConfig(v), Kind::Peer) => {
                 v.peers.iter().cloned().map(Self::Peer).collect()
             }
@@ -1070,6 +1114,9 @@ impl Element {
                 put(&mut v.alarm_thresholds, c, at, |t| {
                     Self::AlarmThreshold(t.clone()).key()
                 })
+            }
+            (Self::SystemConfig(v), Self::SnmpCommunity(c)) => {
+                put(&mut v.snmp_communities, c, at, |t| t.community_name.clone())
             }
             (Self::SystemConfig(v), Self::TrapReceiver(c)) => {
                 put(&mut v.trap_receivers, c, at, |t| {
@@ -1093,6 +1140,9 @@ impl Element {
             }
             (Self::SystemConfig(v), Kind::TrapReceiver) => {
                 v.trap_receivers.remove(index);
+            }
+            (Self::SystemConfig(v), Kind::SnmpCommunity) => {
+                v.snmp_communities.remove(index);
             }
             (Self::RedundancyConfig(v), Kind::Peer) => {
                 v.peers.remove(index);

@@ -722,6 +722,32 @@ fn alarm_thresholds_are_keyed_by_type_and_severity() {
 }
 
 #[test]
+fn snmp_agent_address_and_communities() {
+    let mut sh = options_shell();
+    sh.script(&[
+        "snmp-community",
+        "community-name n0c-secret",
+        "ip-addresses 10.0.0.0/8 127.0.0.1",
+        "done",
+        "exit",
+        "snmp-agent-address 127.0.0.1:1161",
+        "done",
+        "exit",
+        "exit",
+    ]);
+    let system = &sh.config.system;
+    assert_eq!(
+        system.snmp_agent_address,
+        Some("127.0.0.1:1161".parse().unwrap())
+    );
+    assert_eq!(system.snmp_communities[0].community_name, "n0c-secret");
+    assert_eq!(
+        system.snmp_communities[0].ip_addresses,
+        ["10.0.0.0/8", "127.0.0.1"]
+    );
+}
+
+#[test]
 fn trap_receivers_and_peers() {
     let mut sh = options_shell();
     sh.script(&[
@@ -1227,6 +1253,7 @@ fn every_attribute_exists_in_the_model() {
         Kind::SessionAgent,
         Kind::AlarmThreshold,
         Kind::TrapReceiver,
+        Kind::SnmpCommunity,
         Kind::Peer,
         Kind::AutoScalingProfile,
         Kind::AccessControl,
@@ -1234,13 +1261,22 @@ fn every_attribute_exists_in_the_model() {
         Kind::SteeringPool,
         Kind::TlsProfile,
     ];
-    let children = ["alarm-threshold", "trap-receiver", "peer", "route"];
+    let children = [
+        "alarm-threshold",
+        "trap-receiver",
+        "peer",
+        "route",
+        "snmp-community",
+    ];
     for kind in kinds {
         let mut fresh = kind.fresh();
         // Fill the optional fields so that they appear in the table.
         if let Element::RedundancyConfig(r) = &mut fresh {
             r.witness = Some("127.0.0.1:1".parse().unwrap());
             r.service_address = Some("127.0.0.1".parse().unwrap());
+        }
+        if let Element::SystemConfig(s) = &mut fresh {
+            s.snmp_agent_address = Some("127.0.0.1:161".parse().unwrap());
         }
         if let Element::AutoScalingProfile(p) = &mut fresh {
             p.scale_up_within = Some(1);

@@ -586,6 +586,9 @@ pub fn restart_needed(running: &Config, saved: &Config) -> Vec<String> {
     if running.sip_interfaces != saved.sip_interfaces {
         out.push("sip-interface: addresses, ports and transports are bound at start".to_owned());
     }
+    if running.system.snmp_agent_address != saved.system.snmp_agent_address {
+        out.push("system-config snmp-agent-address: the SNMP agent is bound at start".to_owned());
+    }
     if running.steering_pools != saved.steering_pools {
         out.push("steering-pool: media addresses and ports are bound at start".to_owned());
     }

@@ -40,6 +40,7 @@ mod pair_tcp_failover;
 mod reinvite;
 mod retransmission;
 mod scenarios_selfcheck;
+mod snmp_agent;
 mod tcp_edge;
 mod through_sbc;
 mod tls;

@@ -1,0 +1,849 @@
+//! The SNMPv2c agent's logic, sans IO: the MIB view built from a [`StatusSnapshot`] of the
+//! node, and [`Agent::handle`], which turns one request datagram into at most one response
+//! (GetRequest, GetNextRequest, GetBulkRequest; SetRequest is refused with `notWritable`).
+//!
+//! # The view
+//!
+//! | OID                               | object |
+//! |-----------------------------------|--------|
+//! | `1.3.6.1.2.1.1.{1,2,3,5}.0`        | `sysDescr`, `sysObjectID`, `sysUpTime`, `sysName` |
+//! | `1.3.6.1.2.1.11.{1,3,4,5,6}.0`     | `snmpInPkts`, `snmpInBadVersions`, `snmpInBadCommunityNames`, `snmpInBadCommunityUses`, `snmpInASNParseErrs` |
+//! | `1.3.6.1.3.3261.1.2.1..11.0`       | `sbcPairStatus` scalars: health, redundancy, memory, heap, calls |
+//! | `1.3.6.1.3.3261.1.2.12.1.c.id`     | `sbcAlarmTable`, indexed by the alarm id |
+//!
+//! GETNEXT and GETBULK walk the view in lexicographic OID order (the order of `Vec<u32>`).
+//!
+//! # Limits
+//!
+//! Requests longer than [`MAX_REQUEST`] bytes or with more than [`MAX_VARBINDS`] varbinds are
+//! dropped (counted as parse errors); `max-repetitions` is capped at [`AgentConfig::max_repetitions`];
+//! a response larger than [`AgentConfig::max_response`] bytes is `tooBig` (GET, GETNEXT) or
+//! truncated at the end (GETBULK, RFC 3416 §4.2.3). A community that is unknown, or known but
+//! not allowed from the source address, gets no answer and is counted
+//! (`snmpInBadCommunityNames`, RFC 3584 §5).
+
+use std::borrow::Cow;
+use std::net::IpAddr;
+use std::time::{Duration, SystemTime};
+
+use ipnet::IpNet;
+use rasn::types::{Integer, ObjectIdentifier, OctetString};
+use rasn_smi::v1::{Counter, Gauge, TimeTicks};
+use rasn_smi::v2::{ApplicationSyntax, Counter64, ObjectSyntax, SimpleSyntax};
+use rasn_snmp::v2::{Pdu, Pdus, Response, VarBind, VarBindValue};
+use rasn_snmp::v2c::Message;
+
+use crate::threshold::{AlarmKind, Severity};
+use crate::trap::{RedundancyRole, TransitionState, ENTERPRISE_ARC};
+
+/// Requests longer than this are dropped unread.
+pub const MAX_REQUEST: usize = 4096;
+/// Requests with more varbinds than this are dropped.
+pub const MAX_VARBINDS: usize = 128;
+/// `sbcPairStatus`: `1.3.6.1.3.3261.1.2`.
+pub const STATUS_ARC: [u32; 8] = [1, 3, 6, 1, 3, 3261, 1, 2];
+
+const SYSTEM: [u32; 7] = [1, 3, 6, 1, 2, 1, 1];
+const SNMP: [u32; 7] = [1, 3, 6, 1, 2, 1, 11];
+const ALARM_ENTRY: u32 = 12;
+const ERR_TOO_BIG: u32 = 1;
+const ERR_NOT_WRITABLE: u32 = 17;
+
+/// What the node's redundancy machine says, for `sbcPairStatus`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedundancyStatus {
+    /// This node's state.
+    pub state: TransitionState,
+    /// The epoch (`show redundancy` epoch).
+    pub epoch: u64,
+    /// Whether the peer is heard.
+    pub peer_alive: bool,
+    /// The peer's last known state, if any heard.
+    pub peer_state: Option<TransitionState>,
+}
+
+/// One raised alarm, for `sbcAlarmTable`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlarmEntry {
+    /// The alarm id (the table's index).
+    pub id: u32,
+    /// What it measures.
+    pub kind: AlarmKind,
+    /// Its severity.
+    pub severity: Severity,
+    /// The reading, whole percent.
+    pub value: u32,
+    /// The owning task.
+    pub task: String,
+    /// When it was raised.
+    pub raised_at: SystemTime,
+}
+
+/// The node's figures at request time: what the shell reads from its subsystems.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct StatusSnapshot {
+    /// `sysDescr.0`.
+    pub sys_descr: String,
+    /// `sysName.0` (the hostname).
+    pub sys_name: String,
+    /// Time since the node started (`sysUpTime.0`).
+    pub uptime: Duration,
+    /// Health score, 0..=100.
+    pub health_score: u8,
+    /// `None` when the node runs alone (redundancy disabled).
+    pub redundancy: Option<RedundancyStatus>,
+    /// Memory utilisation, whole percent, when sampled.
+    pub memory_percent: Option<u32>,
+    /// Heap utilisation, whole percent, when sampled.
+    pub heap_percent: Option<u32>,
+    /// Calls up now.
+    pub calls_active: u64,
+    /// Calls attempted since start.
+    pub calls_attempted: u64,
+    /// Calls answered since start.
+    pub calls_answered: u64,
+    /// Calls failed since start.
+    pub calls_failed: u64,
+    /// The raised alarms.
+    pub alarms: Vec<AlarmEntry>,
+}
+
+/// One community: its name and the sources it is allowed from (empty: any).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Community {
+    /// The community string.
+    pub name: String,
+    /// Allowed sources; empty allows every source.
+    pub sources: Vec<IpNet>,
+}
+
+/// What an [`Agent`] answers and how much.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentConfig {
+    /// The read-only communities.
+    pub communities: Vec<Community>,
+    /// Cap on a GETBULK's `max-repetitions`. Default 64.
+    pub max_repetitions: u32,
+    /// Largest response, bytes. Default 1472 (an Ethernet frame's UDP payload).
+    pub max_response: usize,
+}
+
+impl AgentConfig {
+    /// Default limits for `communities`.
+    #[must_use]
+    pub const fn new(communities: Vec<Community>) -> Self {
+        Self {
+            communities,
+            max_repetitions: 64,
+            max_response: 1472,
+        }
+    }
+}
+
+/// The agent's counters (the `snmp` group of SNMPv2-MIB).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AgentStats {
+    /// Datagrams received (`snmpInPkts`).
+    pub in_pkts: u32,
+    /// Not SNMPv2c (`snmpInBadVersions`).
+    pub bad_versions: u32,
+    /// Unknown community or source not allowed (`snmpInBadCommunityNames`).
+    pub bad_community_names: u32,
+    /// Operations the community does not allow: SetRequest (`snmpInBadCommunityUses`).
+    pub bad_community_uses: u32,
+    /// Undecodable or over-limit requests (`snmpInASNParseErrs`).
+    pub asn_parse_errs: u32,
+    /// Responses produced.
+    pub responses: u64,
+}
+
+/// The agent: configuration and counters; feed it datagrams.
+#[derive(Debug, Clone)]
+pub struct Agent {
+    config: AgentConfig,
+    stats: AgentStats,
+}
+
+type Row = (Vec<u32>, ObjectSyntax);
+
+fn int(i: i64) -> ObjectSyntax {
+    ObjectSyntax::Simple(SimpleSyntax::Integer(Integer::from(i)))
+}
+fn text(s: &str) -> ObjectSyntax {
+    ObjectSyntax::Simple(SimpleSyntax::String(OctetString::from(
+        s.as_bytes().to_vec(),
+    )))
+}
+fn gauge(u: u64) -> ObjectSyntax {
+    ObjectSyntax::ApplicationWide(ApplicationSyntax::Unsigned(Gauge(
+        u32::try_from(u).unwrap_or(u32::MAX),
+    )))
+}
+fn counter32(u: u32) -> ObjectSyntax {
+    ObjectSyntax::ApplicationWide(ApplicationSyntax::Counter(Counter(u)))
+}
+fn counter64(u: u64) -> ObjectSyntax {
+    ObjectSyntax::ApplicationWide(ApplicationSyntax::BigCounter(Counter64(u)))
+}
+fn with(prefix: &[u32], tail: &[u32]) -> Vec<u32> {
+    let mut v = prefix.to_vec();
+    v.extend_from_slice(tail);
+    v
+}
+
+const fn state_code(s: TransitionState) -> i64 {
+    match s {
+        TransitionState::Initial => 1,
+        TransitionState::BecomingActive => 2,
+        TransitionState::Active => 3,
+        TransitionState::BecomingStandby => 4,
+        TransitionState::Standby => 5,
+        TransitionState::RelinquishingActive => 6,
+        TransitionState::OutOfService => 7,
+    }
+}
+
+/// The role a state means: active while serving or about to, standby while ready, out of
+/// service otherwise.
+#[must_use]
+pub const fn role_of(s: TransitionState) -> RedundancyRole {
+    match s {
+        TransitionState::Active
+        | TransitionState::BecomingActive
+        | TransitionState::RelinquishingActive => RedundancyRole::Active,
+        TransitionState::Initial | TransitionState::BecomingStandby | TransitionState::Standby => {
+            RedundancyRole::Standby
+        }
+        TransitionState::OutOfService => RedundancyRole::OutOfService,
+    }
+}
+
+const fn role_code(r: RedundancyRole) -> i64 {
+    match r {
+        RedundancyRole::Active => 1,
+        RedundancyRole::Standby => 2,
+        RedundancyRole::OutOfService => 3,
+    }
+}
+
+/// `standalone(8)` in `sbcStatusRedundancyState`, `standalone(4)` in `sbcStatusRedundancyRole`.
+const STANDALONE_STATE: i64 = 8;
+const STANDALONE_ROLE: i64 = 4;
+
+/// The object OIDs of the view (scalars without their `.0`, table columns), sorted: a GET
+/// under one of them that names no instance is `noSuchInstance`, anything else
+/// `noSuchObject`.
+fn objects() -> Vec<Vec<u32>> {
+    let mut v: Vec<Vec<u32>> = [1, 2, 3, 5].iter().map(|n| with(&SYSTEM, &[*n])).collect();
+    v.extend([1, 3, 4, 5, 6].iter().map(|n| with(&SNMP, &[*n])));
+    v.extend((1..=11).map(|n| with(&STATUS_ARC, &[n])));
+    v.push(with(&STATUS_ARC, &[13]));
+    v.extend((1..=6).map(|c| with(&STATUS_ARC, &[ALARM_ENTRY, 1, c])));
+    v
+}
+
+/// The view: every instance with its value, sorted by OID.
+#[must_use]
+fn view(s: &StatusSnapshot, stats: &AgentStats) -> Vec<Row> {
+    let mut rows: Vec<Row> = vec![
+        (with(&SYSTEM, &[1, 0]), text(&s.sys_descr)),
+        (
+            with(&SYSTEM, &[2, 0]),
+            ObjectSyntax::Simple(SimpleSyntax::ObjectId(ObjectIdentifier::new_unchecked(
+                Cow::Owned(ENTERPRISE_ARC.to_vec()),
+            ))),
+        ),
+        (
+            with(&SYSTEM, &[3, 0]),
+            ObjectSyntax::ApplicationWide(ApplicationSyntax::Ticks(TimeTicks(
+                (s.uptime.as_millis() / 10 % (1u128 << 32)) as u32,
+            ))),
+        ),
+        (with(&SYSTEM, &[5, 0]), text(&s.sys_name)),
+        (with(&SNMP, &[1, 0]), counter32(stats.in_pkts)),
+        (with(&SNMP, &[3, 0]), counter32(stats.bad_versions)),
+        (with(&SNMP, &[4, 0]), counter32(stats.bad_community_names)),
+        (with(&SNMP, &[5, 0]), counter32(stats.bad_community_uses)),
+        (with(&SNMP, &[6, 0]), counter32(stats.asn_parse_errs)),
+    ];
+    let (role, state, epoch, peer_alive, peer_state) = match &s.redundancy {
+        None => (STANDALONE_ROLE, STANDALONE_STATE, 0, false, 0),
+        Some(r) => (
+            role_code(role_of(r.state)),
+            state_code(r.state),
+            r.epoch,
+            r.peer_alive,
+            r.peer_state.map_or(0, state_code),
+        ),
+    };
+    let status: [ObjectSyntax; 11] = [
+        int(i64::from(s.health_score)),
+        int(role),
+        int(state),
+        gauge(epoch),
+        // TruthValue: true(1), false(2).
+        int(if peer_alive { 1 } else { 2 }),
+        int(peer_state),
+        int(s.memory_percent.map_or(-1, i64::from)),
+        int(s.heap_percent.map_or(-1, i64::from)),
+        gauge(s.calls_active),
+        counter64(s.calls_attempted),
+        counter64(s.calls_answered),
+    ];
+    let mut n = 0;
+    for value in status {
+        n += 1;
+        rows.push((with(&STATUS_ARC, &[n, 0]), value));
+    }
+    // sbcStatusCallsFailed is column 13 (12 is the table), keeping the table's arc fixed.
+    rows.push((with(&STATUS_ARC, &[13, 0]), counter64(s.calls_failed)));
+    let mut alarms: Vec<&AlarmEntry> = s.alarms.iter().collect();
+    alarms.sort_by_key(|a| a.id);
+    for a in &alarms {
+        let raised = a
+            .raised_at
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let cols = [
+            gauge(u64::from(a.id)),
+            int(i64::from(a.kind.code())),
+            int(i64::from(a.severity.code())),
+            int(i64::from(a.value)),
+            text(&a.task),
+            gauge(raised),
+        ];
+        for (c, value) in (1u32..).zip(cols) {
+            rows.push((with(&STATUS_ARC, &[ALARM_ENTRY, 1, c, a.id]), value));
+        }
+    }
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    rows
+}
+
+fn get(rows: &[Row], objects: &[Vec<u32>], oid: &[u32]) -> VarBindValue {
+    match rows.binary_search_by(|r| r.0.as_slice().cmp(oid)) {
+        Ok(i) => VarBindValue::Value(rows[i].1.clone()),
+        Err(_)
+            if objects
+                .iter()
+                .any(|o| oid.len() > o.len() && oid.starts_with(o)) =>
+        {
+            VarBindValue::NoSuchInstance
+        }
+        Err(_) => VarBindValue::NoSuchObject,
+    }
+}
+
+fn next(rows: &[Row], oid: &[u32]) -> VarBind {
+    let i = rows.partition_point(|r| r.0.as_slice() <= oid);
+    rows.get(i).map_or_else(
+        || VarBind {
+            name: ObjectIdentifier::new_unchecked(Cow::Owned(oid.to_vec())),
+            value: VarBindValue::EndOfMibView,
+        },
+        |(name, value)| VarBind {
+            name: ObjectIdentifier::new_unchecked(Cow::Owned(name.clone())),
+            value: VarBindValue::Value(value.clone()),
+        },
+    )
+}
+
+fn encode(
+    community: &[u8],
+    request_id: i32,
+    status: u32,
+    index: u32,
+    vbs: Vec<VarBind>,
+) -> Vec<u8> {
+    let message = Message {
+        version: Integer::from(1),
+        community: OctetString::from(community.to_vec()),
+        data: Pdus::Response(Response(Pdu {
+            request_id,
+            error_status: status,
+            error_index: index,
+            variable_bindings: vbs,
+        })),
+    };
+    // A Response of well-formed OIDs and values always encodes.
+    rasn::ber::encode(&message).unwrap_or_default()
+}
+
+impl Agent {
+    /// An agent with `config` and zeroed counters.
+    #[must_use]
+    pub fn new(config: AgentConfig) -> Self {
+        Self {
+            config,
+            stats: AgentStats::default(),
+        }
+    }
+
+    /// Replaces the configuration (after `activate-config`); the counters stay.
+    pub fn set_config(&mut self, config: AgentConfig) {
+        self.config = config;
+    }
+
+    /// The counters.
+    #[must_use]
+    pub const fn stats(&self) -> AgentStats {
+        self.stats
+    }
+
+    fn allowed(&self, community: &[u8], source: IpAddr) -> bool {
+        self.config.communities.iter().any(|c| {
+            c.name.as_bytes() == community
+                && (c.sources.is_empty() || c.sources.iter().any(|n| n.contains(&source)))
+        })
+    }
+
+    /// Handles one request datagram from `source`; returns the response to send back, or
+    /// `None` when the request gets no answer (counted).
+    pub fn handle(
+        &mut self,
+        request: &[u8],
+        source: IpAddr,
+        snapshot: &StatusSnapshot,
+    ) -> Option<Vec<u8>> {
+        self.stats.in_pkts = self.stats.in_pkts.wrapping_add(1);
+        if request.len() > MAX_REQUEST {
+            self.stats.asn_parse_errs += 1;
+            return None;
+        }
+        let Ok(message) = rasn::ber::decode::<Message<Pdus>>(request) else {
+            self.stats.asn_parse_errs += 1;
+            return None;
+        };
+        if message.version != Integer::from(1) {
+            self.stats.bad_versions += 1;
+            return None;
+        }
+        if !self.allowed(&message.community, source) {
+            self.stats.bad_community_names += 1;
+            return None;
+        }
+        let count = |n: usize| n > MAX_VARBINDS;
+        let (request_id, kind, non_repeaters, max_repetitions, vbs) = match message.data {
+            Pdus::GetRequest(p) => (p.0.request_id, Kind::Get, 0, 0, p.0.variable_bindings),
+            Pdus::GetNextRequest(p) => (p.0.request_id, Kind::Next, 0, 0, p.0.variable_bindings),
+            Pdus::GetBulkRequest(p) => (
+                p.0.request_id,
+                Kind::Bulk,
+                p.0.non_repeaters,
+                p.0.max_repetitions,
+                p.0.variable_bindings,
+            ),
+            Pdus::SetRequest(p) => {
+                self.stats.bad_community_uses += 1;
+                self.stats.responses += 1;
+                let vbs = p.0.variable_bindings;
+                return Some(encode(
+                    &message.community,
+                    p.0.request_id,
+                    ERR_NOT_WRITABLE,
+                    1,
+                    vbs,
+                ));
+            }
+            // Not requests an agent answers.
+            _ => return None,
+        };
+        if count(vbs.len()) {
+            self.stats.asn_parse_errs += 1;
+            return None;
+        }
+        let rows = view(snapshot, &self.stats);
+        let objects = objects();
+        let out: Vec<VarBind> = match kind {
+            Kind::Get => vbs
+                .iter()
+                .map(|vb| VarBind {
+                    name: vb.name.clone(),
+                    value: get(&rows, &objects, &vb.name),
+                })
+                .collect(),
+            Kind::Next => vbs.iter().map(|vb| next(&rows, &vb.name)).collect(),
+            Kind::Bulk => self.bulk(&rows, &vbs, non_repeaters, max_repetitions),
+        };
+        self.stats.responses += 1;
+        let bytes = encode(&message.community, request_id, 0, 0, out.clone());
+        if bytes.len() <= self.config.max_response {
+            return Some(bytes);
+        }
+        if kind != Kind::Bulk {
+            return Some(encode(
+                &message.community,
+                request_id,
+                ERR_TOO_BIG,
+                0,
+                Vec::new(),
+            ));
+        }
+        // GETBULK: as many varbinds as fit, dropped from the end (RFC 3416 §4.2.3).
+        let mut keep = out.len();
+        while keep > 0 {
+            keep = keep * 3 / 4;
+            let b = encode(&message.community, request_id, 0, 0, out[..keep].to_vec());
+            if b.len() <= self.config.max_response {
+                // Grow back one at a time while it still fits.
+                let mut best = b;
+                while keep < out.len() {
+                    let b = encode(&message.community, request_id, 0, 0, out[..=keep].to_vec());
+                    if b.len() > self.config.max_response {
+                        break;
+                    }
+                    best = b;
+                    keep += 1;
+                }
+                return Some(best);
+            }
+        }
+        Some(encode(
+            &message.community,
+            request_id,
+            ERR_TOO_BIG,
+            0,
+            Vec::new(),
+        ))
+    }
+
+    fn bulk(
+        &self,
+        rows: &[Row],
+        vbs: &[VarBind],
+        non_repeaters: u32,
+        max_rep: u32,
+    ) -> Vec<VarBind> {
+        let n = (non_repeaters as usize).min(vbs.len());
+        let m = max_rep.min(self.config.max_repetitions);
+        let mut out: Vec<VarBind> = vbs[..n].iter().map(|vb| next(rows, &vb.name)).collect();
+        let mut last: Vec<Vec<u32>> = vbs[n..].iter().map(|vb| vb.name.to_vec()).collect();
+        for _ in 0..m {
+            if last.is_empty() {
+                break;
+            }
+            let mut all_end = true;
+            for l in &mut last {
+                let vb = next(rows, l);
+                if !matches!(vb.value, VarBindValue::EndOfMibView) {
+                    all_end = false;
+                }
+                *l = vb.name.to_vec();
+                out.push(vb);
+            }
+            if all_end {
+                break;
+            }
+        }
+        out
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Get,
+    Next,
+    Bulk,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rasn_snmp::v2::{BulkPdu, GetBulkRequest, GetNextRequest, GetRequest, SetRequest};
+
+    const LO: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
+    fn snapshot() -> StatusSnapshot {
+        StatusSnapshot {
+            sys_descr: "sbc-pair 0.1.0".into(),
+            sys_name: "sbc-a".into(),
+            uptime: Duration::from_millis(12_340),
+            health_score: 90,
+            redundancy: Some(RedundancyStatus {
+                state: TransitionState::Active,
+                epoch: 7,
+                peer_alive: true,
+                peer_state: Some(TransitionState::Standby),
+            }),
+            memory_percent: Some(41),
+            heap_percent: Some(3),
+            calls_active: 2,
+            calls_attempted: 10,
+            calls_answered: 8,
+            calls_failed: 1,
+            alarms: vec![
+                AlarmEntry {
+                    id: 131_074,
+                    kind: AlarmKind::Heap,
+                    severity: Severity::Major,
+                    value: 75,
+                    task: "sbcd".into(),
+                    raised_at: SystemTime::UNIX_EPOCH + Duration::from_secs(1_000),
+                },
+                AlarmEntry {
+                    id: 131_073,
+                    kind: AlarmKind::Memory,
+                    severity: Severity::Critical,
+                    value: 91,
+                    task: "sbcd".into(),
+                    raised_at: SystemTime::UNIX_EPOCH + Duration::from_secs(2_000),
+                },
+            ],
+        }
+    }
+
+    fn agent() -> Agent {
+        Agent::new(AgentConfig::new(vec![
+            Community {
+                name: "public".into(),
+                sources: Vec::new(),
+            },
+            Community {
+                name: "lan".into(),
+                sources: vec!["10.0.0.0/8".parse().expect("net")],
+            },
+        ]))
+    }
+
+    fn oid(v: &[u32]) -> ObjectIdentifier {
+        ObjectIdentifier::new_unchecked(Cow::Owned(v.to_vec()))
+    }
+
+    fn vbs(oids: &[&[u32]]) -> Vec<VarBind> {
+        oids.iter()
+            .map(|o| VarBind {
+                name: oid(o),
+                value: VarBindValue::Unspecified,
+            })
+            .collect()
+    }
+
+    fn pdu(oids: &[&[u32]]) -> Pdu {
+        Pdu {
+            request_id: 42,
+            error_status: 0,
+            error_index: 0,
+            variable_bindings: vbs(oids),
+        }
+    }
+
+    fn request(community: &str, data: Pdus) -> Vec<u8> {
+        rasn::ber::encode(&Message {
+            version: Integer::from(1),
+            community: OctetString::from(community.as_bytes().to_vec()),
+            data,
+        })
+        .expect("encode")
+    }
+
+    fn response(bytes: &[u8]) -> Pdu {
+        let m: Message<Pdus> = rasn::ber::decode(bytes).expect("decode");
+        match m.data {
+            Pdus::Response(Response(p)) => p,
+            other => panic!("not a response: {other:?}"),
+        }
+    }
+
+    fn ask(agent: &mut Agent, data: Pdus) -> Pdu {
+        let bytes = agent
+            .handle(&request("public", data), LO, &snapshot())
+            .expect("answered");
+        response(&bytes)
+    }
+
+    fn names(p: &Pdu) -> Vec<Vec<u32>> {
+        p.variable_bindings
+            .iter()
+            .map(|v| v.name.to_vec())
+            .collect()
+    }
+
+    #[test]
+    fn get_scalars_and_missing_ones() {
+        let mut a = agent();
+        let uptime = with(&SYSTEM, &[3, 0]);
+        let health = with(&STATUS_ARC, &[1, 0]);
+        let no_instance = with(&STATUS_ARC, &[1, 1]);
+        let no_object = with(&STATUS_ARC, &[99, 0]);
+        let p = ask(
+            &mut a,
+            Pdus::GetRequest(GetRequest(pdu(&[
+                &uptime,
+                &health,
+                &no_instance,
+                &no_object,
+            ]))),
+        );
+        assert_eq!(p.request_id, 42);
+        assert_eq!(p.error_status, 0);
+        let v: Vec<_> = p
+            .variable_bindings
+            .iter()
+            .map(|v| v.value.clone())
+            .collect();
+        assert_eq!(
+            v[0],
+            VarBindValue::Value(ObjectSyntax::ApplicationWide(ApplicationSyntax::Ticks(
+                TimeTicks(1234)
+            )))
+        );
+        assert_eq!(v[1], VarBindValue::Value(int(90)));
+        assert_eq!(v[2], VarBindValue::NoSuchInstance);
+        assert_eq!(v[3], VarBindValue::NoSuchObject);
+        // An alarm row that does not exist under an existing column.
+        let p = ask(
+            &mut a,
+            Pdus::GetRequest(GetRequest(pdu(&[&with(&STATUS_ARC, &[12, 1, 4, 5])]))),
+        );
+        assert_eq!(p.variable_bindings[0].value, VarBindValue::NoSuchInstance);
+    }
+
+    #[test]
+    fn walk_is_lexicographic_and_ends_with_end_of_mib_view() {
+        let mut a = agent();
+        let mut at = vec![1, 3];
+        let mut seen = Vec::new();
+        for _ in 0..200 {
+            let p = ask(&mut a, Pdus::GetNextRequest(GetNextRequest(pdu(&[&at]))));
+            let vb = &p.variable_bindings[0];
+            if vb.value == VarBindValue::EndOfMibView {
+                break;
+            }
+            assert!(vb.name.to_vec() > at, "GETNEXT goes forward");
+            at = vb.name.to_vec();
+            seen.push(at.clone());
+        }
+        // 4 system + 5 snmp + 12 status scalars + 6 columns of 2 rows.
+        assert_eq!(seen.len(), 4 + 5 + 12 + 12);
+        assert_eq!(seen[0], with(&SYSTEM, &[1, 0]));
+        // The table's columns, rows by id within each column (131073 before 131074).
+        let type_col = with(&STATUS_ARC, &[12, 1, 2]);
+        let rows: Vec<_> = seen.iter().filter(|o| o.starts_with(&type_col)).collect();
+        assert_eq!(
+            rows,
+            [&with(&type_col, &[131_073]), &with(&type_col, &[131_074])]
+        );
+        assert_eq!(seen.last(), Some(&with(&STATUS_ARC, &[13, 0])));
+        let p = ask(&mut a, Pdus::GetNextRequest(GetNextRequest(pdu(&[&at]))));
+        assert_eq!(p.variable_bindings[0].value, VarBindValue::EndOfMibView);
+        assert_eq!(p.variable_bindings[0].name.to_vec(), at);
+    }
+
+    fn bulk(non_repeaters: u32, max_repetitions: u32, oids: &[&[u32]]) -> Pdus {
+        Pdus::GetBulkRequest(GetBulkRequest(BulkPdu {
+            request_id: 9,
+            non_repeaters,
+            max_repetitions,
+            variable_bindings: vbs(oids),
+        }))
+    }
+
+    #[test]
+    fn bulk_repeats_and_stops_at_the_end() {
+        let mut a = agent();
+        let p = ask(&mut a, bulk(1, 3, &[&SYSTEM, &STATUS_ARC]));
+        let n = names(&p);
+        assert_eq!(n.len(), 1 + 3);
+        assert_eq!(n[0], with(&SYSTEM, &[1, 0]));
+        assert_eq!(
+            n[1..],
+            [
+                with(&STATUS_ARC, &[1, 0]),
+                with(&STATUS_ARC, &[2, 0]),
+                with(&STATUS_ARC, &[3, 0])
+            ]
+        );
+        // Past the end: one repetition of endOfMibView, then it stops.
+        let last = with(&STATUS_ARC, &[13, 0]);
+        let p = ask(&mut a, bulk(0, 50, &[&last]));
+        assert_eq!(p.variable_bindings.len(), 1);
+        assert_eq!(p.variable_bindings[0].value, VarBindValue::EndOfMibView);
+    }
+
+    #[test]
+    fn bulk_is_capped_and_fits_the_response_size() {
+        let mut a = agent();
+        a.config.max_repetitions = 5;
+        let p = ask(&mut a, bulk(0, 1000, &[&[1, 3]]));
+        assert_eq!(p.variable_bindings.len(), 5);
+        a.config.max_repetitions = 64;
+        a.config.max_response = 300;
+        let bytes = a
+            .handle(&request("public", bulk(0, 64, &[&[1, 3]])), LO, &snapshot())
+            .expect("answered");
+        assert!(bytes.len() <= 300, "{} bytes", bytes.len());
+        let p = response(&bytes);
+        assert_eq!(p.error_status, 0);
+        assert!(p.variable_bindings.len() > 3, "as many as fit");
+        assert_eq!(p.variable_bindings[0].name.to_vec(), with(&SYSTEM, &[1, 0]));
+        // A GET that does not fit is tooBig with no varbinds.
+        a.config.max_response = 40;
+        let p = ask(
+            &mut a,
+            Pdus::GetRequest(GetRequest(pdu(&[&with(&SYSTEM, &[1, 0])]))),
+        );
+        assert_eq!(p.error_status, ERR_TOO_BIG);
+        assert!(p.variable_bindings.is_empty());
+    }
+
+    #[test]
+    fn bad_communities_get_no_answer_and_are_counted() {
+        let mut a = agent();
+        let get = || Pdus::GetRequest(GetRequest(pdu(&[&with(&SYSTEM, &[1, 0])])));
+        assert!(a
+            .handle(&request("private", get()), LO, &snapshot())
+            .is_none());
+        // Known, but not from this source.
+        assert!(a.handle(&request("lan", get()), LO, &snapshot()).is_none());
+        let ten: IpAddr = "10.1.2.3".parse().expect("ip");
+        assert!(a.handle(&request("lan", get()), ten, &snapshot()).is_some());
+        assert!(a.handle(b"garbage", LO, &snapshot()).is_none());
+        let s = a.stats();
+        assert_eq!(s.bad_community_names, 2);
+        assert_eq!(s.asn_parse_errs, 1);
+        assert_eq!(s.in_pkts, 4);
+        // The counters are in the view.
+        let p = ask(
+            &mut a,
+            Pdus::GetRequest(GetRequest(pdu(&[&with(&SNMP, &[4, 0])]))),
+        );
+        assert_eq!(
+            p.variable_bindings[0].value,
+            VarBindValue::Value(counter32(2))
+        );
+    }
+
+    #[test]
+    fn set_is_refused_and_other_versions_dropped() {
+        let mut a = agent();
+        let p = ask(
+            &mut a,
+            Pdus::SetRequest(SetRequest(pdu(&[&with(&SYSTEM, &[5, 0])]))),
+        );
+        assert_eq!(p.error_status, ERR_NOT_WRITABLE);
+        assert_eq!(p.error_index, 1);
+        let v1 = rasn::ber::encode(&Message {
+            version: Integer::from(0),
+            community: OctetString::from(b"public".to_vec()),
+            data: Pdus::GetRequest(GetRequest(pdu(&[&with(&SYSTEM, &[1, 0])]))),
+        })
+        .expect("encode");
+        assert!(a.handle(&v1, LO, &snapshot()).is_none());
+        assert_eq!(a.stats().bad_versions, 1);
+        let huge = vec![0u8; MAX_REQUEST + 1];
+        assert!(a.handle(&huge, LO, &snapshot()).is_none());
+    }
+
+    #[test]
+    fn standalone_and_unsampled_values() {
+        let mut s = snapshot();
+        s.redundancy = None;
+        s.memory_percent = None;
+        let rows = view(&s, &AgentStats::default());
+        let objects = objects();
+        let at = |n: u32| get(&rows, &objects, &with(&STATUS_ARC, &[n, 0]));
+        assert_eq!(at(2), VarBindValue::Value(int(STANDALONE_ROLE)));
+        assert_eq!(at(3), VarBindValue::Value(int(STANDALONE_STATE)));
+        assert_eq!(at(7), VarBindValue::Value(int(-1)));
+    }
+}

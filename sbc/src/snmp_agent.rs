@@ -1,0 +1,164 @@
+//! The SNMP agent's shell: a UDP socket on `system-config` `snmp-agent-address`, the
+//! [`sbc_alarms::agent::Agent`] deciding every answer, and a [`StatusSnapshot`] of the node
+//! read when a request comes (at most every 500 ms: a walk of the whole view is about thirty
+//! requests, and the SIP figures are gathered from every shard).
+//!
+//! The communities are read from the running configuration at each request, so an
+//! `activate-config` changes them at once; the address is bound at start.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use sbc_alarms::agent::{
+    Agent, AgentConfig, AlarmEntry, Community, RedundancyStatus, StatusSnapshot,
+};
+use sbc_alarms::TransitionState;
+use sbc_config::{parse_net, SnmpCommunity};
+use tokio::net::UdpSocket;
+use tracing::{debug, info};
+
+use crate::control::console::Console;
+
+/// How long a snapshot of the node answers requests.
+const SNAPSHOT_FOR: Duration = Duration::from_millis(500);
+
+/// The agent's communities from the configuration (addresses that do not parse were refused
+/// by validation; any left are skipped).
+fn communities(list: &[SnmpCommunity]) -> Vec<Community> {
+    list.iter()
+        .map(|c| Community {
+            name: c.community_name.clone(),
+            sources: c
+                .ip_addresses
+                .iter()
+                .filter_map(|a| parse_net(a).ok())
+                .collect(),
+        })
+        .collect()
+}
+
+const fn transition(s: sbc_ha::State) -> TransitionState {
+    match s {
+        sbc_ha::State::Initial => TransitionState::Initial,
+        sbc_ha::State::BecomingActive => TransitionState::BecomingActive,
+        sbc_ha::State::Active => TransitionState::Active,
+        sbc_ha::State::RelinquishingActive => TransitionState::RelinquishingActive,
+        sbc_ha::State::BecomingStandby => TransitionState::BecomingStandby,
+        sbc_ha::State::Standby => TransitionState::Standby,
+        sbc_ha::State::OutOfService => TransitionState::OutOfService,
+    }
+}
+
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+fn whole(p: f64) -> u32 {
+    p.round().clamp(0.0, f64::from(u32::MAX)) as u32
+}
+
+/// The node's figures now: the same sources as `show health`, `show redundancy`, `show
+/// memory`, `display-alarms` and `show sip-stats`.
+async fn snapshot(console: &Console) -> StatusSnapshot {
+    let subsystems = &console.subsystems;
+    let shards = console.node.snapshots(false).await;
+    let mut stats = sbc_proto::engine::Stats::default();
+    for s in &shards {
+        stats += &s.stats;
+    }
+    let calls: usize = shards.iter().map(|s| s.calls).sum();
+    let (score, _, _) = subsystems.alarms.health_report();
+    let readings = subsystems.alarms.readings();
+    let redundancy = subsystems.pair.as_ref().map(|p| {
+        let s = p.status();
+        RedundancyStatus {
+            state: transition(s.state),
+            epoch: s.epoch,
+            peer_alive: s.peer_alive,
+            peer_state: s.peer.as_ref().map(|v| transition(v.state)),
+        }
+    });
+    let alarms = subsystems
+        .alarms
+        .rows()
+        .iter()
+        .map(|r| AlarmEntry {
+            id: r.id,
+            kind: r.kind,
+            severity: r.severity,
+            value: whole(r.value),
+            task: r.task.clone(),
+            raised_at: r.first_seen,
+        })
+        .collect();
+    StatusSnapshot {
+        sys_descr: format!(
+            "sbc-pair {}: high-availability SIP session border controller",
+            env!("CARGO_PKG_VERSION")
+        ),
+        sys_name: subsystems.alarms.hostname(),
+        uptime: console.started.elapsed(),
+        health_score: score,
+        redundancy,
+        memory_percent: readings.memory_percent.map(whole),
+        heap_percent: readings.heap_percent.map(whole),
+        calls_active: calls as u64,
+        calls_attempted: stats.calls_attempted,
+        calls_answered: stats.calls_answered,
+        calls_failed: stats.calls_failed,
+        alarms,
+    }
+}
+
+/// Binds `address` and serves the agent until the process ends.
+///
+/// # Errors
+/// The address cannot be bound.
+pub async fn start(address: SocketAddr, console: Arc<Console>) -> anyhow::Result<()> {
+    let socket = UdpSocket::bind(address)
+        .await
+        .with_context(|| format!("cannot bind snmp-agent-address {address}"))?;
+    info!(%address, "SNMP agent listening");
+    tokio::spawn(serve(socket, console));
+    Ok(())
+}
+
+fn running_communities(console: &Console) -> Vec<Community> {
+    console
+        .config
+        .lock()
+        .map(|c| communities(&c.running.system.snmp_communities))
+        .unwrap_or_default()
+}
+
+async fn serve(socket: UdpSocket, console: Arc<Console>) {
+    let mut agent = Agent::new(AgentConfig::new(running_communities(&console)));
+    let mut cached: Option<(Instant, StatusSnapshot)> = None;
+    // One byte more than the agent takes, so that an over-long request is seen as such.
+    let mut buf = vec![0u8; sbc_alarms::agent::MAX_REQUEST + 1];
+    loop {
+        let (n, from) = match socket.recv_from(&mut buf).await {
+            Ok(r) => r,
+            Err(e) => {
+                debug!(error = %e, "SNMP agent receive error");
+                continue;
+            }
+        };
+        agent.set_config(AgentConfig::new(running_communities(&console)));
+        let fresh = cached
+            .as_ref()
+            .is_some_and(|(at, _)| at.elapsed() < SNAPSHOT_FOR);
+        if !fresh {
+            cached = Some((Instant::now(), snapshot(&console).await));
+        }
+        let Some((_, snap)) = cached.as_ref() else {
+            continue;
+        };
+        if let Some(reply) = agent.handle(&buf[..n], from.ip(), snap) {
+            if let Err(e) = socket.send_to(&reply, from).await {
+                debug!(%from, error = %e, "SNMP response not sent");
+            }
+        } else {
+            debug!(%from, stats = ?agent.stats(), "SNMP request not answered");
+        }
+    }
+}

@@ -1,0 +1,310 @@
+//! The SNMP agent with net-snmp's own tools (`snmpwalk`, `snmpget`, `snmpbulkwalk`), our MIB
+//! loaded from the repository.
+//!
+//! Each test starts a node with `snmp-agent-address` on a fresh loopback port and one
+//! community, `s3cret`, allowed from 127.0.0.0/8.
+//!
+//! Asserts:
+//! - `walk_get_and_bulk`: `snmpwalk SBC-PAIR-MIB::sbcPairStatus` prints our objects by name,
+//!   health and redundancy agreeing with `show health` (score 100) and `show redundancy`
+//!   (standalone); `snmpget` of `sysUpTime.0`, `sysDescr.0`, `sysName.0` (the hostname);
+//!   `snmpbulkwalk` of the node's whole view ends on `sbcStatusCallsFailed.0` and gives the
+//!   same objects as the walk; a wrong community gets no answer (the tool times out) and
+//!   `snmpInBadCommunityNames.0` counts it; `show running-config` masks the community.
+//! - `alarm_table_follows_display_alarms`: a lab node (process memory against 64 MB, 1 s
+//!   iterations, critical at 80 %) with 56 MB of `lab ballast` raises the critical memory
+//!   alarm; the walk of `sbcAlarmTable` shows its row 131073 (memoryUtilization, critical,
+//!   the value `display-alarms` gives, task sbcd); after `clear-alarm` the table is empty.
+//! - `walks_under_sipp_load`: 20 walks of `sbcPairStatus` while 300 SIPp calls at 50 calls/s
+//!   cross the node: every walk answers, and the calls all succeed (0 failed); afterwards
+//!   `sbcStatusCallsAttempted.0` and `sbcStatusCallsAnswered.0` are 300.
+
+use std::time::Duration;
+
+use sbc_e2e::acli::acli;
+use sbc_e2e::snmp::snmp_tool;
+use sbc_e2e::{calls_through_sbc, ports, Load, SbcConfig, SbcNode, Scenario};
+
+const COMMUNITY: &str = "s3cret";
+
+fn start() -> (SbcConfig, SbcNode, String) {
+    start_with("", "")
+}
+
+/// A node with the agent, `system` keys added to its `[system-config]` and `tables` (its
+/// sub-elements) after the community.
+fn start_with(system: &str, tables: &str) -> (SbcConfig, SbcNode, String) {
+    let config = SbcConfig::new();
+    let port = ports::free_port();
+    let toml = format!(
+        "[system-config]\n\
+         hostname = \"snmp-node\"\n\
+         {system}\
+         snmp-agent-address = \"127.0.0.1:{port}\"\n\
+         \n\
+         [[system-config.snmp-community]]\n\
+         community-name = \"{COMMUNITY}\"\n\
+         ip-addresses = [\"127.0.0.0/8\"]\n\
+         {tables}\n{}",
+        config.to_toml()
+    );
+    let node = SbcNode::start(&toml);
+    (config, node, format!("127.0.0.1:{port}"))
+}
+
+/// `tool -v2c -c COMMUNITY -t 1 -r 1 AGENT ARGS...`: (success, stdout, complaints).
+fn v2c(tool: &str, community: &str, agent: &str, args: &[&str]) -> (bool, String, String) {
+    let mut all = vec!["-v2c", "-c", community, "-t", "1", "-r", "1", agent];
+    all.extend_from_slice(args);
+    snmp_tool(tool, &all)
+}
+
+/// The objects a walk printed: its lines without net-snmp's end-of-view note (printed when
+/// the walked subtree is the last of the view).
+fn objects(out: &str) -> usize {
+    out.lines()
+        .filter(|l| !l.contains("No more variables left"))
+        .count()
+}
+
+#[track_caller]
+fn ok(result: (bool, String, String)) -> String {
+    let (success, out, complaints) = result;
+    assert!(
+        success && complaints.is_empty(),
+        "failed: {complaints}\n{out}"
+    );
+    out
+}
+
+/// The value after `= TYPE: ` on the line of `name`.
+fn value<'a>(out: &'a str, name: &str) -> &'a str {
+    out.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(" = "))
+        .map(|v| v.split_once(": ").map_or(v, |(_, v)| v))
+        .unwrap_or_else(|| panic!("{name} missing from:\n{out}"))
+}
+
+#[test]
+fn walk_get_and_bulk() {
+    let (_config, node, agent) = start();
+    let walk = ok(v2c(
+        "snmpwalk",
+        COMMUNITY,
+        &agent,
+        &["SBC-PAIR-MIB::sbcPairStatus"],
+    ));
+    eprintln!("{walk}");
+    let health = acli(&node.mgmt_socket(), &["show health"]);
+    health.assert_ok();
+    assert!(
+        health.stdout.contains("health-score             100"),
+        "{}",
+        health.describe()
+    );
+    assert_eq!(value(&walk, "SBC-PAIR-MIB::sbcStatusHealthScore.0"), "100");
+    let redundancy = acli(&node.mgmt_socket(), &["show redundancy"]);
+    assert!(
+        redundancy.stdout.contains("runs alone"),
+        "{}",
+        redundancy.describe()
+    );
+    assert_eq!(
+        value(&walk, "SBC-PAIR-MIB::sbcStatusRedundancyRole.0"),
+        "standalone(4)"
+    );
+    assert_eq!(
+        value(&walk, "SBC-PAIR-MIB::sbcStatusRedundancyState.0"),
+        "standalone(8)"
+    );
+    assert_eq!(value(&walk, "SBC-PAIR-MIB::sbcStatusCallsActive.0"), "0");
+    assert_eq!(value(&walk, "SBC-PAIR-MIB::sbcStatusCallsAttempted.0"), "0");
+    assert_eq!(value(&walk, "SBC-PAIR-MIB::sbcStatusCallsFailed.0"), "0");
+    let memory: i64 = value(&walk, "SBC-PAIR-MIB::sbcStatusMemoryUtilization.0")
+        .trim_end_matches(" percent")
+        .parse()
+        .expect("a number");
+    assert!((-1..=100).contains(&memory), "{walk}");
+    assert_eq!(objects(&walk), 12, "12 scalars and no alarm row:\n{walk}");
+
+    let get = ok(v2c(
+        "snmpget",
+        COMMUNITY,
+        &agent,
+        &[
+            "SNMPv2-MIB::sysUpTime.0",
+            "SNMPv2-MIB::sysDescr.0",
+            "SNMPv2-MIB::sysName.0",
+        ],
+    ));
+    assert!(
+        value(&get, "SNMPv2-MIB::sysUpTime.0").starts_with('('),
+        "{get}"
+    );
+    assert!(
+        value(&get, "SNMPv2-MIB::sysDescr.0").starts_with("sbc-pair "),
+        "{get}"
+    );
+    assert_eq!(value(&get, "SNMPv2-MIB::sysName.0"), "snmp-node");
+
+    let bulk = ok(v2c("snmpbulkwalk", COMMUNITY, &agent, &["-Cr20", ".1.3"]));
+    assert!(
+        bulk.contains("SNMPv2-MIB::sysObjectID.0 = OID: SBC-PAIR-MIB::sbcPairMIB"),
+        "{bulk}"
+    );
+    let status: Vec<&str> = bulk
+        .lines()
+        .filter(|l| l.starts_with("SBC-PAIR-MIB::") && !l.contains("No more variables"))
+        .collect();
+    assert_eq!(status.len(), 12, "{bulk}");
+    assert!(
+        status
+            .last()
+            .is_some_and(|l| l.starts_with("SBC-PAIR-MIB::sbcStatusCallsFailed.0")),
+        "{bulk}"
+    );
+
+    let (success, out, complaints) = v2c("snmpget", "wrong", &agent, &["SNMPv2-MIB::sysName.0"]);
+    assert!(!success, "a wrong community is answered: {out}");
+    assert!(complaints.contains("Timeout"), "{complaints}");
+    let counted = ok(v2c(
+        "snmpget",
+        COMMUNITY,
+        &agent,
+        &["SNMPv2-MIB::snmpInBadCommunityNames.0"],
+    ));
+    // net-snmp retries once (-r 1): two datagrams.
+    assert_eq!(
+        value(&counted, "SNMPv2-MIB::snmpInBadCommunityNames.0"),
+        "2",
+        "{counted}"
+    );
+
+    let shown = acli(&node.mgmt_socket(), &["show running-config"]);
+    shown.assert_ok();
+    assert!(!shown.stdout.contains(COMMUNITY), "{}", shown.describe());
+}
+
+#[test]
+fn walks_under_sipp_load() {
+    let (config, mut node, agent) = start();
+    let walker = std::thread::spawn(move || {
+        let mut answered = 0;
+        for _ in 0..20 {
+            let out = ok(v2c(
+                "snmpwalk",
+                COMMUNITY,
+                &agent,
+                &["SBC-PAIR-MIB::sbcPairStatus"],
+            ));
+            assert_eq!(objects(&out), 12, "{out}");
+            answered += 1;
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        (answered, agent)
+    });
+    let (uac, uas) = calls_through_sbc(
+        &mut node,
+        &config,
+        Scenario::Builtin("uac"),
+        Scenario::Builtin("uas"),
+        Load {
+            calls: 300,
+            rate: 50,
+            tcp: false,
+            timeout: Duration::from_secs(60),
+        },
+    );
+    let (answered, agent) = walker.join().expect("walker");
+    uac.assert_success(300);
+    uas.assert_success(300);
+    assert_eq!(answered, 20);
+    // The snapshot is at most 500 ms old.
+    std::thread::sleep(Duration::from_millis(600));
+    let after = ok(v2c(
+        "snmpwalk",
+        COMMUNITY,
+        &agent,
+        &["SBC-PAIR-MIB::sbcPairStatus"],
+    ));
+    assert_eq!(
+        value(&after, "SBC-PAIR-MIB::sbcStatusCallsAttempted.0"),
+        "300",
+        "{after}"
+    );
+    assert_eq!(
+        value(&after, "SBC-PAIR-MIB::sbcStatusCallsAnswered.0"),
+        "300",
+        "{after}"
+    );
+    assert_eq!(
+        value(&after, "SBC-PAIR-MIB::sbcStatusCallsFailed.0"),
+        "0",
+        "{after}"
+    );
+}
+
+#[test]
+fn alarm_table_follows_display_alarms() {
+    let (_config, node, agent) = start_with(
+        "memory-source = \"process\"\n\
+         memory-limit-mb = 64\n\
+         alarm-iteration-ms = 1000\n\
+         alarm-subsamples = 5\n\
+         spike-subsamples = 3\n\
+         lab-mode = true\n",
+        "\n[[system-config.alarm-threshold]]\n\
+         type = \"memory\"\n\
+         severity = \"critical\"\n\
+         value = 80\n",
+    );
+    acli(&node.mgmt_socket(), &["lab ballast 56"]).assert_ok();
+    let table = "SBC-PAIR-MIB::sbcAlarmTable";
+    let mut walk = String::new();
+    // Bounded: 30 walks, 0.5 s apart (the alarm needs two or three 1 s iterations).
+    for _ in 0..30 {
+        walk = ok(v2c("snmpwalk", COMMUNITY, &agent, &[table]));
+        if walk.contains("sbcAlarmEntryType.131073") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    eprintln!("{walk}");
+    assert_eq!(
+        value(&walk, "SBC-PAIR-MIB::sbcAlarmEntryType.131073"),
+        "memoryUtilization(1)"
+    );
+    assert_eq!(
+        value(&walk, "SBC-PAIR-MIB::sbcAlarmEntrySeverity.131073"),
+        "critical(4)"
+    );
+    assert_eq!(
+        value(&walk, "SBC-PAIR-MIB::sbcAlarmEntryTask.131073"),
+        "sbcd"
+    );
+    let shown = sbc_e2e::acli::acli_json(&node.mgmt_socket(), &["display-alarms"])
+        .assert_ok()
+        .json();
+    let reading = shown["alarms"][0]["value"].as_f64().expect("a value");
+    let polled: f64 = value(&walk, "SBC-PAIR-MIB::sbcAlarmEntryValue.131073")
+        .trim_end_matches(" percent")
+        .parse()
+        .expect("a number");
+    // The snapshot may be one iteration older than display-alarms.
+    assert!(
+        (polled - reading).abs() <= 15.0,
+        "{polled} vs {reading}: {walk}"
+    );
+    acli(
+        &node.mgmt_socket(),
+        &["lab ballast 0", "clear-alarm 131073 sbcd"],
+    )
+    .assert_ok();
+    std::thread::sleep(Duration::from_millis(600));
+    let (success, out, complaints) = v2c("snmpwalk", COMMUNITY, &agent, &[table]);
+    assert!(success, "{complaints}");
+    assert!(
+        !out.contains("131073"),
+        "the cleared alarm is still polled: {out}"
+    );
+}
