@@ -281,6 +281,10 @@ pub struct SystemConfig {
     /// `trap-receiver` (`[[system-config.trap-receiver]]`): SNMP trap receivers. Default none.
     #[serde(rename = "trap-receiver")]
     pub trap_receivers: Vec<TrapReceiver>,
+    /// `metrics-address`: where the Prometheus `/metrics` HTTP listener binds (`address:port`,
+    /// port not 0). Default none: no listener.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics_address: Option<SocketAddr>,
 }
 
 impl Default for SystemConfig {
@@ -297,6 +301,7 @@ impl Default for SystemConfig {
             lab_mode: false,
             alarm_thresholds: Vec::new(),
             trap_receivers: Vec::new(),
+            metrics_address: None,
         }
     }
 }

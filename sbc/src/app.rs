@@ -104,6 +104,7 @@ pub async fn run(launch: Launch, shutdown: impl Future<Output = ()>) -> anyhow::
         alarms.clone(),
         cfg.system.hostname.clone(),
     ));
+    tokio::spawn(crate::metrics::run(console.clone()));
     let listener = crate::control::mgmt::bind(&mgmt_socket)?;
     let mgmt = tokio::spawn(crate::control::mgmt::serve(
         listener,

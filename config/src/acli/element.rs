@@ -187,6 +187,12 @@ const SYSTEM_CONFIG: &[Attr] = &[
         "<enabled | disabled>",
         "allow the lab's memory ballast commands",
     ),
+    opt(
+        "metrics-address",
+        Ty::Addr,
+        "<address:port | none>",
+        "where the Prometheus /metrics HTTP listener binds (none: no listener)",
+    ),
 ];
 
 const ALARM_THRESHOLD: &[Attr] = &[
