@@ -289,6 +289,10 @@ pub struct SystemConfig {
     /// communities. Default none (there is no default community).
     #[serde(rename = "snmp-community")]
     pub snmp_communities: Vec<SnmpCommunity>,
+    /// `metrics-address`: where the Prometheus `/metrics` HTTP listener binds (`address:port`,
+    /// port not 0). Default none: no listener.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics_address: Option<SocketAddr>,
 }
 
 impl Default for SystemConfig {
@@ -307,6 +311,7 @@ impl Default for SystemConfig {
             trap_receivers: Vec::new(),
             snmp_agent_address: None,
             snmp_communities: Vec::new(),
+            metrics_address: None,
         }
     }
 }

@@ -1218,3 +1218,19 @@ fn steering_pools_leave_the_sip_ports_of_their_address_free() {
     // Another address is fine.
     Config::from_toml_str(&pools(&[("access", "127.0.0.2", 5000, 5099)], "")).unwrap();
 }
+
+#[test]
+fn system_config_metrics_address_is_off_by_default_and_refuses_port_0() {
+    assert_eq!(Config::embedded_default().system.metrics_address, None);
+    let cfg =
+        Config::from_toml_str("[system-config]\nmetrics-address = \"127.0.0.1:9464\"\n").unwrap();
+    assert_eq!(
+        cfg.system.metrics_address,
+        Some("127.0.0.1:9464".parse().unwrap())
+    );
+    refused_invalid(
+        "[system-config]\nmetrics-address = \"127.0.0.1:0\"\n",
+        "system-config.metrics-address",
+        &["port 0"],
+    );
+}

@@ -313,6 +313,16 @@ fn system(system: &SystemConfig) -> Result<(), ConfigError> {
             format!("1..={}", system.alarm_subsamples),
         ));
     }
+    if let Some(addr) = system.metrics_address {
+        if addr.port() == 0 {
+            return Err(ConfigError::invalid(
+                key("metrics-address"),
+                quoted(&addr.to_string()),
+                "port 0 is not allowed",
+                "an address:port with a port in 1..=65535",
+            ));
+        }
+    }
     thresholds(&system.alarm_thresholds)?;
     receivers(&system.trap_receivers)?;
     communities(system)

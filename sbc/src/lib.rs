@@ -28,6 +28,7 @@ pub mod alarm_service;
 pub mod app;
 pub mod control;
 pub mod heap_gate;
+pub mod metrics;
 pub mod pair;
 pub mod runtime;
 pub mod settings;

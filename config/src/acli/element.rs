@@ -196,6 +196,12 @@ const SYSTEM_CONFIG: &[Attr] = &[
         "<address:port | none>",
         "UDP address the SNMP agent answers on (needs an snmp-community)",
     ),
+    opt(
+        "metrics-address",
+        Ty::Addr,
+        "<address:port | none>",
+        "where the Prometheus /metrics HTTP listener binds (none: no listener)",
+    ),
 ];
 
 const ALARM_THRESHOLD: &[Attr] = &[

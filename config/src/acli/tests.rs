@@ -1611,3 +1611,30 @@ fn a_tls_profile_is_configured_under_security_and_used_by_an_interface() {
     let shown = sh.ok("show");
     contains_all(&shown, &["tls-port", "5061", "tls-profile", "edge"]);
 }
+
+#[test]
+fn system_config_metrics_address_set_refused_and_cleared() {
+    let mut sh = Shell::new();
+    sh.script(&[
+        "configure terminal",
+        "system",
+        "system-config",
+        "metrics-address 127.0.0.1:9464",
+        "done",
+    ]);
+    assert_eq!(
+        sh.config.system.metrics_address,
+        Some("127.0.0.1:9464".parse().unwrap())
+    );
+    // The result round-trips through the file (a value after the tables of system-config).
+    let text = sh.config.to_toml_string();
+    assert!(
+        text.contains("metrics-address = \"127.0.0.1:9464\""),
+        "{text}"
+    );
+    assert_eq!(Config::from_toml_str(&text).unwrap(), sh.config);
+    contains_all(&sh.err("metrics-address 127.0.0.1:0"), &["port 0"]);
+    contains_all(&sh.err("metrics-address 9464"), &["metrics-address"]);
+    sh.script(&["metrics-address none", "done"]);
+    assert_eq!(sh.config.system.metrics_address, None);
+}

@@ -275,7 +275,9 @@ impl Console {
         Ok(restart)
     }
 
-    async fn operational(&self, cmd: OperCommand, json: bool) -> Outcome {
+    /// Executes an operational command (`show ...`), as a session does; the metrics
+    /// listener reads the same JSON at scrape time.
+    pub async fn operational(&self, cmd: OperCommand, json: bool) -> Outcome {
         match cmd {
             OperCommand::ShowSipStats => {
                 let snaps = self.node.snapshots(false).await;
@@ -572,7 +574,8 @@ impl Console {
         }
     }
 
-    fn running(&self) -> Config {
+    /// The running configuration.
+    pub fn running(&self) -> Config {
         self.config
             .lock()
             .map(|c| c.running.clone())

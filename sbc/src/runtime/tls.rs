@@ -483,6 +483,8 @@ pub struct CertStatus {
     pub file: String,
     /// notAfter, `YYYY-MM-DD`.
     pub expires: String,
+    /// notAfter, Unix seconds (the metrics' expiry timestamp).
+    pub expires_unix: i64,
     /// Whole days left (negative once expired).
     pub days_left: i64,
     /// Within the profile's `expiry-warning-days`.
@@ -634,6 +636,7 @@ impl TlsContext {
                     profile: p.settings.name.clone(),
                     file: c.path.clone(),
                     expires: date(c.validity.not_after),
+                    expires_unix: c.validity.not_after,
                     days_left,
                     expiring: days_left < i64::from(p.settings.expiry_warning_days)
                         || c.validity.not_after <= now,

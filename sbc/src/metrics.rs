@@ -1,0 +1,956 @@
+//! Prometheus `/metrics` (issue 17): an HTTP/1.1 listener on `system-config metrics-address`
+//! (off by default) that answers `GET /metrics` in the OpenMetrics text format.
+//!
+//! Nothing is counted twice: at each scrape the listener runs the same operational commands an
+//! operator runs (`show sip-stats`, `show workers`, `show redundancy`, `show health`,
+//! `show memory`, `display-alarms`, `show tls`, all `--json`) and [`encode`], a pure function,
+//! maps their JSON to metric families. The numbers a scrape shows are therefore the numbers
+//! the console shows.
+//!
+//! Limits, as on every listener of the node: at most [`MAX_CONNECTIONS`] connections (more are
+//! closed at once), the request head within [`HEADER_TIMEOUT`] and [`MAX_HEAD_BYTES`], one
+//! request per connection (keep-alive off), each connection done within [`CONNECTION_TIMEOUT`].
+//! The listener follows the running configuration: a changed or removed `metrics-address`
+//! rebinds or closes it within [`CONFIG_POLL`], without a restart.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::{Method, Request, Response, StatusCode};
+use prometheus_client::encoding::text::encode as encode_text;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use sbc_config::acli::OperCommand;
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tracing::{info, warn};
+
+use crate::control::console::Console;
+
+/// Connections served at once; more are closed on accept.
+pub const MAX_CONNECTIONS: usize = 16;
+/// The request head must arrive within this.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(2);
+/// A whole connection (head, collection, response) must finish within this.
+pub const CONNECTION_TIMEOUT: Duration = Duration::from_secs(10);
+/// The read buffer, hence the largest request head (hyper's minimum).
+pub const MAX_HEAD_BYTES: usize = 8192;
+/// How often the listener looks at the running configuration's `metrics-address`.
+pub const CONFIG_POLL: Duration = Duration::from_secs(1);
+/// The content type of the OpenMetrics text format.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// What one scrape reads: the `--json` data of the operational commands.
+#[derive(Debug, Clone, Default)]
+pub struct Sources {
+    /// The node's name (`system-config hostname`).
+    pub hostname: String,
+    /// `show sip-stats --json`.
+    pub sip_stats: Value,
+    /// `show workers --json`.
+    pub workers: Value,
+    /// `show redundancy --json`.
+    pub redundancy: Value,
+    /// `show health --json`.
+    pub health: Value,
+    /// `show memory --json`.
+    pub memory: Value,
+    /// `display-alarms --json`.
+    pub alarms: Value,
+    /// `show tls --json`.
+    pub tls: Value,
+    /// Seconds the collection took (exported as `sbc_metrics_collection_seconds`).
+    pub collection_seconds: f64,
+}
+
+type Labels = Vec<(String, String)>;
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// Builds one scrape's registry: families are created on first use.
+struct Builder {
+    registry: Registry,
+    counters: BTreeMap<String, Family<Labels, Counter<u64>>>,
+    gauges: BTreeMap<String, Family<Labels, FloatGauge>>,
+    /// Metrics without labels (a family would print `name{} value`).
+    plain_counters: BTreeMap<String, Counter<u64>>,
+    plain_gauges: BTreeMap<String, FloatGauge>,
+}
+
+fn labels(l: &[(&str, &str)]) -> Labels {
+    l.iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+impl Builder {
+    fn new() -> Self {
+        Self {
+            registry: Registry::default(),
+            counters: BTreeMap::new(),
+            gauges: BTreeMap::new(),
+            plain_counters: BTreeMap::new(),
+            plain_gauges: BTreeMap::new(),
+        }
+    }
+
+    /// A counter sample; `name` without `_total` (the encoder appends it).
+    fn counter(&mut self, name: &str, help: &str, l: &[(&str, &str)], v: u64) {
+        if l.is_empty() {
+            let c = self
+                .plain_counters
+                .entry(name.to_owned())
+                .or_insert_with(|| {
+                    let c = Counter::<u64>::default();
+                    self.registry.register(name, help, c.clone());
+                    c
+                });
+            c.inc_by(v);
+            return;
+        }
+        let family = self.counters.entry(name.to_owned()).or_insert_with(|| {
+            let f = Family::<Labels, Counter<u64>>::default();
+            self.registry.register(name, help, f.clone());
+            f
+        });
+        family.get_or_create(&labels(l)).inc_by(v);
+    }
+
+    fn gauge(&mut self, name: &str, help: &str, l: &[(&str, &str)], v: f64) {
+        if l.is_empty() {
+            let g = self.plain_gauges.entry(name.to_owned()).or_insert_with(|| {
+                let g = FloatGauge::default();
+                self.registry.register(name, help, g.clone());
+                g
+            });
+            g.set(v);
+            return;
+        }
+        let family = self.gauges.entry(name.to_owned()).or_insert_with(|| {
+            let f = Family::<Labels, FloatGauge>::default();
+            self.registry.register(name, help, f.clone());
+            f
+        });
+        family.get_or_create(&labels(l)).set(v);
+    }
+
+    fn finish(self) -> String {
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = encode_text(&mut out, &self.registry);
+        out
+    }
+}
+
+fn u(v: &Value, pointer: &str) -> u64 {
+    v.pointer(pointer).and_then(Value::as_u64).unwrap_or(0)
+}
+
+fn f(v: &Value, pointer: &str) -> Option<f64> {
+    v.pointer(pointer).and_then(Value::as_f64)
+}
+
+fn b(v: &Value, pointer: &str) -> f64 {
+    f64::from(u8::from(
+        v.pointer(pointer).and_then(Value::as_bool).unwrap_or(false),
+    ))
+}
+
+fn s<'a>(v: &'a Value, pointer: &str) -> &'a str {
+    v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+fn obj<'a>(v: &'a Value, pointer: &str) -> impl Iterator<Item = (&'a String, &'a Value)> {
+    v.pointer(pointer)
+        .and_then(Value::as_object)
+        .into_iter()
+        .flat_map(|m| m.iter())
+}
+
+fn arr<'a>(v: &'a Value, pointer: &str) -> impl Iterator<Item = &'a Value> {
+    v.pointer(pointer)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flat_map(|a| a.iter())
+}
+
+/// The redundancy states, for `sbc_redundancy_role{role}` (one is 1, the others 0).
+pub const ROLES: &[&str] = &[
+    "initial",
+    "becoming-active",
+    "active",
+    "relinquishing-active",
+    "becoming-standby",
+    "standby",
+    "out-of-service",
+];
+
+/// How a `show sip-stats` counter is exported: (metric without `_total`, label, help).
+fn sip_counter(
+    key: &str,
+) -> (
+    &'static str,
+    Option<(&'static str, &'static str)>,
+    &'static str,
+) {
+    const REFUSED: &str = "sbc_sip_refused";
+    const REFUSED_HELP: &str = "SIP requests refused by the SBC, by reason";
+    const DROPPED: &str = "sbc_sip_dropped";
+    const DROPPED_HELP: &str = "SIP messages dropped unanswered, by reason";
+    match key {
+        "calls_attempted" => (
+            "sbc_sip_calls_attempted",
+            None,
+            "New INVITEs accepted as calls",
+        ),
+        "calls_answered" => ("sbc_sip_calls_answered", None, "Calls answered with 2xx"),
+        "calls_failed" => (
+            "sbc_sip_calls_failed",
+            None,
+            "Calls ended by a final non-2xx",
+        ),
+        "requests_in" => (
+            "sbc_sip_requests_received",
+            None,
+            "SIP requests received (parsed)",
+        ),
+        "responses_in" => (
+            "sbc_sip_responses_received",
+            None,
+            "SIP responses received (parsed)",
+        ),
+        "routed_new" => (
+            "sbc_sip_transactions_routed",
+            None,
+            "New requests (new calls and out-of-dialog requests) routed to a next hop",
+        ),
+        "timeouts" => (
+            "sbc_sip_timeouts",
+            None,
+            "408s sent: the next hop did not answer",
+        ),
+        "retransmissions_absorbed" => (
+            "sbc_sip_retransmissions",
+            Some(("direction", "absorbed")),
+            "SIP retransmissions absorbed from peers or sent by the SBC",
+        ),
+        "retransmissions_sent" => (
+            "sbc_sip_retransmissions",
+            Some(("direction", "sent")),
+            "SIP retransmissions absorbed from peers or sent by the SBC",
+        ),
+        "malformed_answered" => (REFUSED, Some(("reason", "malformed")), REFUSED_HELP),
+        "rejected_503" => (REFUSED, Some(("reason", "admission")), REFUSED_HELP),
+        "state_cap_503" => (REFUSED, Some(("reason", "state_cap")), REFUSED_HELP),
+        "leg_mismatch" => (REFUSED, Some(("reason", "leg_mismatch")), REFUSED_HELP),
+        "sips_refused" => (REFUSED, Some(("reason", "sips")), REFUSED_HELP),
+        "media_ports_503" => (REFUSED, Some(("reason", "media_ports")), REFUSED_HELP),
+        "media_sdp_refused" => (REFUSED, Some(("reason", "media_sdp")), REFUSED_HELP),
+        "malformed_dropped" => (DROPPED, Some(("reason", "malformed")), DROPPED_HELP),
+        "stray_responses" => (DROPPED, Some(("reason", "stray_response")), DROPPED_HELP),
+        "handover_dropped" => (DROPPED, Some(("reason", "handover")), DROPPED_HELP),
+        "response_source_mismatch" => (
+            DROPPED,
+            Some(("reason", "response_source_mismatch")),
+            DROPPED_HELP,
+        ),
+        "media_anchored" => (
+            "sbc_media_calls_anchored",
+            None,
+            "Calls whose media was anchored",
+        ),
+        "media_inactive_ended" => (
+            "sbc_media_calls_inactive_ended",
+            None,
+            "Calls ended after rtp-inactivity without RTP",
+        ),
+        _ => ("", None, ""),
+    }
+}
+
+/// Maps one scrape's sources to the OpenMetrics text (pure: the unit tests call it).
+#[must_use]
+pub fn encode(src: &Sources) -> String {
+    let mut m = Builder::new();
+    m.gauge(
+        "sbc_node_info",
+        "The node's name (value 1)",
+        &[
+            ("hostname", &src.hostname),
+            ("version", env!("CARGO_PKG_VERSION")),
+        ],
+        1.0,
+    );
+    m.gauge(
+        "sbc_metrics_collection_seconds",
+        "Time this scrape took to collect its sources",
+        &[],
+        src.collection_seconds,
+    );
+    sip(&mut m, &src.sip_stats);
+    workers(&mut m, &src.workers);
+    redundancy(&mut m, &src.redundancy);
+    health(&mut m, &src.health);
+    memory(&mut m, &src.memory);
+    alarms(&mut m, &src.alarms);
+    tls(&mut m, &src.tls);
+    m.finish()
+}
+
+fn sip(m: &mut Builder, v: &Value) {
+    m.gauge(
+        "sbc_sip_calls_active",
+        "Calls held by the engine",
+        &[],
+        u(v, "/calls_active") as f64,
+    );
+    let open = s(v, "/admission") == "accepting";
+    m.gauge(
+        "sbc_sip_admission_open",
+        "1 while new requests are admitted, 0 while they are refused with 503",
+        &[],
+        f64::from(u8::from(open)),
+    );
+    for reason in arr(v, "/admission_reasons") {
+        m.gauge(
+            "sbc_sip_admission_closed_reason",
+            "Why admission is closed (value 1 per reason)",
+            &[("reason", reason.as_str().unwrap_or(""))],
+            1.0,
+        );
+    }
+    for (key, val) in obj(v, "/counters") {
+        let n = val.as_u64().unwrap_or(0);
+        match sip_counter(key) {
+            ("", _, _) => {
+                let name = format!("sbc_sip_{key}");
+                m.counter(&name, "A show sip-stats counter", &[], n);
+            }
+            (name, None, help) => m.counter(name, help, &[], n),
+            (name, Some(l), help) => m.counter(name, help, &[l], n),
+        }
+    }
+    if let Some(media) = v.pointer("/media").filter(|x| !x.is_null()) {
+        m.gauge(
+            "sbc_media_sessions",
+            "Media sessions anchored now",
+            &[],
+            u(media, "/sessions") as f64,
+        );
+        for p in arr(media, "/pools") {
+            let realm = s(p, "/realm");
+            m.gauge(
+                "sbc_media_port_pairs_free",
+                "Free port pairs of a steering pool",
+                &[("realm", realm)],
+                u(p, "/free_pairs") as f64,
+            );
+            m.gauge(
+                "sbc_media_port_pairs",
+                "Port pairs of a steering pool",
+                &[("realm", realm)],
+                u(p, "/total_pairs") as f64,
+            );
+        }
+        m.counter(
+            "sbc_media_forwarded_packets",
+            "RTP/RTCP packets relayed",
+            &[],
+            u(media, "/forwarded"),
+        );
+        m.counter(
+            "sbc_media_forwarded_bytes",
+            "RTP/RTCP bytes relayed",
+            &[],
+            u(media, "/forwarded_bytes"),
+        );
+        for (key, reason) in [
+            ("dropped_unknown_port", "unknown_port"),
+            ("dropped_stranger", "stranger"),
+            ("dropped_no_destination", "no_destination"),
+            ("send_errors", "send_error"),
+        ] {
+            m.counter(
+                "sbc_media_dropped_packets",
+                "Media packets dropped, by reason",
+                &[("reason", reason)],
+                u(media, &format!("/{key}")),
+            );
+        }
+        m.counter(
+            "sbc_media_latched",
+            "Media streams latched to a source",
+            &[],
+            u(media, "/latched"),
+        );
+    }
+    for transport in ["tcp", "tls"] {
+        for (key, val) in obj(v, &format!("/{transport}")) {
+            let n = val.as_u64().unwrap_or(0);
+            if key.starts_with("handshake") {
+                if transport == "tls" {
+                    let result = match key.as_str() {
+                        "handshakes" => "completed",
+                        "handshake_failed" => "failed",
+                        "handshake_timeout" => "timeout",
+                        other => other,
+                    };
+                    m.counter(
+                        "sbc_tls_handshakes",
+                        "TLS handshakes, by result",
+                        &[("result", result)],
+                        n,
+                    );
+                }
+            } else if key == "open" {
+                m.gauge(
+                    &format!("sbc_{transport}_connections_open"),
+                    "Connections open now",
+                    &[],
+                    n as f64,
+                );
+            } else if let Some(reason) = key.strip_prefix("closed_") {
+                m.counter(
+                    &format!("sbc_{transport}_connections_closed"),
+                    "Connections closed by the SBC, by reason",
+                    &[("reason", reason)],
+                    n,
+                );
+            } else if let Some(reason) = key.strip_prefix("refused_") {
+                m.counter(
+                    &format!("sbc_{transport}_connections_refused"),
+                    "Connections refused, by reason",
+                    &[("reason", reason)],
+                    n,
+                );
+            } else {
+                m.counter(
+                    &format!("sbc_{transport}_connections_{key}"),
+                    "A connection counter of show sip-stats",
+                    &[],
+                    n,
+                );
+            }
+        }
+    }
+}
+
+fn workers(m: &mut Builder, v: &Value) {
+    for g in arr(v, "/groups") {
+        let group = s(g, "/name");
+        let l = [("group", group)];
+        m.gauge(
+            "sbc_worker_group_workers",
+            "Workers of a group",
+            &l,
+            u(g, "/workers") as f64,
+        );
+        for (key, name) in [
+            ("/load_percent", "sbc_worker_group_load_ratio"),
+            ("/demand_percent", "sbc_worker_group_demand_ratio"),
+        ] {
+            m.gauge(
+                name,
+                "A worker group's load or demand (1 = all workers busy)",
+                &l,
+                f(g, key).unwrap_or(0.0) / 100.0,
+            );
+        }
+        m.gauge(
+            "sbc_prsm_queued",
+            "Messages queued to a group's workers",
+            &l,
+            u(g, "/queued") as f64,
+        );
+        for (key, name, help) in [
+            (
+                "/removed_retransmissions",
+                "sbc_prsm_retransmissions_removed",
+                "Queued retransmissions removed",
+            ),
+            (
+                "/answered_from_state",
+                "sbc_prsm_answered_from_state",
+                "Requests answered from state without a worker",
+            ),
+            (
+                "/secondary_served",
+                "sbc_prsm_secondary_served",
+                "Messages served from the secondary queue",
+            ),
+        ] {
+            m.counter(name, help, &l, u(g, key));
+        }
+        for (key, reason) in [
+            ("/rejected_queue_full", "queue_full"),
+            ("/rejected_queue_delay", "queue_delay"),
+        ] {
+            m.counter(
+                "sbc_prsm_refused",
+                "New requests refused with 503 by the queues, by reason",
+                &[("group", group), ("reason", reason)],
+                u(g, key),
+            );
+        }
+        m.counter(
+            "sbc_prsm_dropped",
+            "Messages dropped for a full queue",
+            &l,
+            u(g, "/dropped_queue_full"),
+        );
+        m.gauge(
+            "sbc_worker_group_scale_down_guard_cycles",
+            "Cycles left before the group may scale down",
+            &l,
+            u(g, "/guard_cycles") as f64,
+        );
+        let decisions: Vec<&Value> = arr(g, "/decisions").collect();
+        m.gauge(
+            "sbc_worker_group_scaling_decisions",
+            "Recent autoscaling decisions listed by show workers",
+            &l,
+            decisions.len() as f64,
+        );
+        if let Some(last) = decisions.iter().max_by_key(|d| u(d, "/cycle")) {
+            m.gauge(
+                "sbc_worker_group_last_scaling_cycle",
+                "Cycle of the last autoscaling decision",
+                &l,
+                u(last, "/cycle") as f64,
+            );
+            m.gauge(
+                "sbc_worker_group_last_scaling_age_seconds",
+                "Seconds since the last autoscaling decision",
+                &l,
+                f(last, "/seconds_ago").unwrap_or(0.0),
+            );
+        }
+        for w in arr(g, "/members") {
+            let id = w
+                .pointer("/id")
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            let wl = [("group", group), ("worker", id.as_str())];
+            m.gauge(
+                "sbc_worker_load_ratio",
+                "A worker's load (1 = busy all the time)",
+                &wl,
+                f(w, "/load_percent").unwrap_or(0.0) / 100.0,
+            );
+            for (key, queue) in [
+                ("/queued_primary", "primary"),
+                ("/queued_secondary", "secondary"),
+            ] {
+                m.gauge(
+                    "sbc_worker_queued",
+                    "Messages queued to a worker",
+                    &[("group", group), ("worker", id.as_str()), ("queue", queue)],
+                    u(w, key) as f64,
+                );
+            }
+        }
+    }
+}
+
+fn redundancy(m: &mut Builder, v: &Value) {
+    let enabled = !v.is_null() && s(v, "/state") != "standalone";
+    m.gauge(
+        "sbc_redundancy_enabled",
+        "1 when the node is one of a pair",
+        &[],
+        f64::from(u8::from(enabled)),
+    );
+    if !enabled {
+        return;
+    }
+    let state = s(v, "/state");
+    for role in ROLES {
+        m.gauge(
+            "sbc_redundancy_role",
+            "The node's redundancy state (1 for the current one)",
+            &[("role", role)],
+            f64::from(u8::from(*role == state)),
+        );
+    }
+    m.gauge(
+        "sbc_redundancy_epoch",
+        "The pair's epoch as this node knows it",
+        &[],
+        u(v, "/epoch") as f64,
+    );
+    m.gauge(
+        "sbc_redundancy_health_score",
+        "Health score the node advertises to its peer",
+        &[],
+        u(v, "/health") as f64,
+    );
+    for (key, name, help) in [
+        (
+            "/synchronized",
+            "sbc_redundancy_synchronized",
+            "1 when the standby holds the active's state",
+        ),
+        (
+            "/peer_alive",
+            "sbc_redundancy_peer_alive",
+            "1 while the peer's heartbeats arrive",
+        ),
+        (
+            "/peer_suspected",
+            "sbc_redundancy_peer_suspected",
+            "1 while the sync link broke and the peer is suspected",
+        ),
+    ] {
+        m.gauge(name, help, &[], b(v, key));
+    }
+    for (i, up) in arr(v, "/paths_up").enumerate() {
+        let path = i.to_string();
+        m.gauge(
+            "sbc_redundancy_heartbeat_path_up",
+            "1 while a heartbeat path is up",
+            &[("path", path.as_str())],
+            f64::from(u8::from(up.as_bool().unwrap_or(false))),
+        );
+    }
+    m.gauge(
+        "sbc_redundancy_replicated_dialogs",
+        "Dialogs replicated between the nodes",
+        &[],
+        u(v, "/replicated_dialogs") as f64,
+    );
+    if let Some(w) = v.pointer("/witness").and_then(Value::as_bool) {
+        m.gauge(
+            "sbc_redundancy_witness_reachable",
+            "1 while the witness answers",
+            &[],
+            f64::from(u8::from(w)),
+        );
+    }
+    for (key, val) in obj(v, "/counters") {
+        let n = val.as_u64().unwrap_or(0);
+        match key.as_str() {
+            "received" | "accepted" | "sent" => m.counter(
+                &format!("sbc_ha_heartbeats_{key}"),
+                "Heartbeats received, accepted or sent",
+                &[],
+                n,
+            ),
+            k if k.starts_with("witness_") => m.counter(
+                &format!("sbc_ha_{k}"),
+                "Witness probes, answers, drops and challenges",
+                &[],
+                n,
+            ),
+            reason => m.counter(
+                "sbc_ha_heartbeats_refused",
+                "Heartbeats refused, by reason",
+                &[("reason", reason)],
+                n,
+            ),
+        }
+    }
+    for (key, val) in obj(v, "/sync") {
+        let n = val.as_u64().unwrap_or(0);
+        if let Some(reason) = key.strip_prefix("refused_") {
+            m.counter(
+                "sbc_ha_sync_sessions_refused",
+                "State sync sessions refused, by reason",
+                &[("reason", reason)],
+                n,
+            );
+        } else {
+            m.counter(
+                &format!("sbc_ha_sync_{key}"),
+                "State sync channel counters",
+                &[],
+                n,
+            );
+        }
+    }
+    m.counter(
+        "sbc_ha_config_pushes_refused",
+        "Configuration pushes from the peer refused",
+        &[],
+        u(v, "/config_pushes_refused"),
+    );
+}
+
+fn health(m: &mut Builder, v: &Value) {
+    m.gauge(
+        "sbc_health_score",
+        "Health score (100 = healthy)",
+        &[],
+        u(v, "/score") as f64,
+    );
+    let mut by_source: BTreeMap<&str, u64> = BTreeMap::new();
+    for d in arr(v, "/deductions") {
+        *by_source.entry(s(d, "/source")).or_default() += u(d, "/points");
+    }
+    for (source, points) in by_source {
+        m.gauge(
+            "sbc_health_deduction_points",
+            "Points deducted from the health score, by source",
+            &[("source", source)],
+            points as f64,
+        );
+    }
+    m.gauge(
+        "sbc_health_ineligible_until_restart",
+        "1 when the node may not become active until restarted",
+        &[],
+        b(v, "/ineligible_until_restart"),
+    );
+    m.gauge(
+        "sbc_health_admission_closed",
+        "1 while critical memory refuses new requests",
+        &[],
+        b(v, "/admission_closed"),
+    );
+}
+
+fn memory(m: &mut Builder, v: &Value) {
+    let r = |k: &str| format!("/readings/{k}");
+    if let Some(p) = f(v, &r("memory_percent")) {
+        m.gauge(
+            "sbc_memory_utilisation_ratio",
+            "Memory utilisation against the memory source",
+            &[("source", s(v, &r("memory_source")))],
+            p / 100.0,
+        );
+    }
+    if let (Some(used), Some(limit)) = (
+        v.pointer(&r("memory_bytes/0")).and_then(Value::as_u64),
+        v.pointer(&r("memory_bytes/1")).and_then(Value::as_u64),
+    ) {
+        m.gauge("sbc_memory_used_bytes", "Memory used", &[], used as f64);
+        m.gauge("sbc_memory_limit_bytes", "Memory limit", &[], limit as f64);
+    }
+    for (key, name, help) in [
+        (
+            "heap_allocated",
+            "sbc_heap_allocated_bytes",
+            "Heap allocated (jemalloc)",
+        ),
+        (
+            "heap_resident",
+            "sbc_heap_resident_bytes",
+            "Heap resident (jemalloc)",
+        ),
+    ] {
+        if let Some(n) = f(v, &r(key)) {
+            m.gauge(name, help, &[], n);
+        }
+    }
+    for (key, name, help) in [
+        (
+            "heap_percent",
+            "sbc_heap_utilisation_ratio",
+            "Heap against heap-limit-mb",
+        ),
+        (
+            "cpu_percent",
+            "sbc_cpu_utilisation_ratio",
+            "CPU utilisation",
+        ),
+    ] {
+        if let Some(p) = f(v, &r(key)) {
+            m.gauge(name, help, &[], p / 100.0);
+        }
+    }
+    m.gauge(
+        "sbc_process_resident_memory_bytes",
+        "Resident memory of the process",
+        &[],
+        u(v, "/process_resident_bytes") as f64,
+    );
+    m.gauge(
+        "sbc_lab_ballast_bytes",
+        "Lab memory ballast held",
+        &[],
+        (u(v, "/ballast_mb") << 20) as f64,
+    );
+}
+
+fn alarms(m: &mut Builder, v: &Value) {
+    let rows: Vec<&Value> = arr(v, "/alarms").collect();
+    m.gauge(
+        "sbc_alarms_active",
+        "Alarms raised now",
+        &[],
+        rows.len() as f64,
+    );
+    for row in rows {
+        let kind = s(row, "/type");
+        let severity = s(row, "/severity");
+        m.gauge(
+            "sbc_alarm_active",
+            "An alarm raised now (value 1)",
+            &[("type", kind), ("severity", severity)],
+            1.0,
+        );
+        m.gauge(
+            "sbc_alarm_raised_count",
+            "Times an alarm was raised since it was first seen",
+            &[("type", kind), ("severity", severity)],
+            u(row, "/count") as f64,
+        );
+    }
+}
+
+fn tls(m: &mut Builder, v: &Value) {
+    for c in arr(v, "/certificates") {
+        let profile = s(c, "/profile");
+        let at = v
+            .pointer("/expires_unix")
+            .or_else(|| c.pointer("/expires_unix"))
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        m.gauge(
+            "sbc_tls_certificate_expiry_timestamp_seconds",
+            "notAfter of a tls-profile's certificate, Unix seconds",
+            &[("profile", profile)],
+            at as f64,
+        );
+        m.gauge(
+            "sbc_tls_certificate_expiring",
+            "1 within the profile's expiry-warning-days",
+            &[("profile", profile)],
+            b(c, "/expiring"),
+        );
+    }
+}
+
+/// Runs every operational command a scrape reads.
+pub async fn collect(console: &Console) -> Sources {
+    let started = Instant::now();
+    let json = |r: Result<(String, Option<Value>), String>| r.ok().and_then(|(_, j)| j);
+    let get = |cmd| async move { json(console.operational(cmd, true).await).unwrap_or_default() };
+    let mut src = Sources {
+        hostname: console.running().system.hostname,
+        sip_stats: get(OperCommand::ShowSipStats).await,
+        workers: get(OperCommand::ShowWorkers).await,
+        redundancy: get(OperCommand::ShowRedundancy).await,
+        health: get(OperCommand::ShowHealth).await,
+        memory: get(OperCommand::ShowMemory).await,
+        alarms: get(OperCommand::DisplayAlarms).await,
+        tls: get(OperCommand::ShowTls).await,
+        collection_seconds: 0.0,
+    };
+    src.collection_seconds = started.elapsed().as_secs_f64();
+    src
+}
+
+/// The answer to one request: `GET /metrics`, 404 elsewhere, 405 for other methods.
+async fn answer(console: Arc<Console>, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let plain = |status: StatusCode, text: &'static str| {
+        let mut r = Response::new(Full::new(Bytes::from_static(text.as_bytes())));
+        *r.status_mut() = status;
+        r.headers_mut().insert(
+            hyper::header::CONTENT_TYPE,
+            hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        r
+    };
+    if req.uri().path() != "/metrics" {
+        return plain(StatusCode::NOT_FOUND, "not found: try /metrics\n");
+    }
+    if req.method() != Method::GET {
+        let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "GET only\n");
+        r.headers_mut().insert(
+            hyper::header::ALLOW,
+            hyper::header::HeaderValue::from_static("GET"),
+        );
+        return r;
+    }
+    let text = encode(&collect(&console).await);
+    let mut r = Response::new(Full::new(Bytes::from(text)));
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static(CONTENT_TYPE),
+    );
+    r
+}
+
+/// Serves one listener until `stop` says the address changed.
+async fn serve(
+    listener: TcpListener,
+    console: Arc<Console>,
+    mut stop: tokio::sync::watch::Receiver<Option<SocketAddr>>,
+) {
+    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let here = listener.local_addr().ok();
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = stop.changed() => {
+                if *stop.borrow() != here { return; }
+                continue;
+            }
+        };
+        let Ok((stream, _peer)) = accepted else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        // Over the cap: closed at once (dropped).
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            continue;
+        };
+        let console = console.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let service = hyper::service::service_fn(move |req| {
+                let console = console.clone();
+                async move { Ok::<_, Infallible>(answer(console, req).await) }
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .keep_alive(false)
+                .max_buf_size(MAX_HEAD_BYTES)
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            let _ = tokio::time::timeout(CONNECTION_TIMEOUT, conn).await;
+        });
+    }
+}
+
+/// The metrics listener: follows `system-config metrics-address` of the running
+/// configuration, (re)binding when it changes; never returns.
+pub async fn run(console: Arc<Console>) {
+    let (tx, _) = tokio::sync::watch::channel(None::<SocketAddr>);
+    let mut bound: Option<SocketAddr> = None;
+    let mut failed: Option<SocketAddr> = None;
+    loop {
+        let wanted = console.running().system.metrics_address;
+        if wanted != bound {
+            // Stops the current listener (if any).
+            let _ = tx.send(wanted);
+            bound = None;
+            if let Some(addr) = wanted.filter(|a| Some(*a) != failed) {
+                match TcpListener::bind(addr).await {
+                    Ok(l) => {
+                        info!(%addr, "metrics: serving GET /metrics");
+                        bound = Some(addr);
+                        failed = None;
+                        tokio::spawn(serve(l, console.clone(), tx.subscribe()));
+                    }
+                    Err(e) => {
+                        warn!(%addr, error = %e, "metrics: cannot bind metrics-address");
+                        failed = Some(addr);
+                    }
+                }
+            }
+        }
+        tokio::time::sleep(CONFIG_POLL).await;
+    }
+}
+
+#[cfg(test)]
+mod tests;

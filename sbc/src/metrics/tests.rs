@@ -1,0 +1,181 @@
+use super::*;
+use serde_json::json;
+
+fn sample() -> Sources {
+    Sources {
+        hostname: "sbc1".into(),
+        sip_stats: json!({
+            "admission": "503",
+            "admission_reasons": ["heap"],
+            "calls_active": 3,
+            "counters": {"calls_attempted": 10, "calls_answered": 7, "calls_failed": 2,
+                         "rejected_503": 4, "leg_mismatch": 1, "retransmissions_sent": 5,
+                         "brand_new_counter": 9, "routed_new": 1},
+            "tcp": {"open": 2, "accepted": 6, "closed_idle": 1, "refused_source_cap": 3,
+                    "handshakes": 0},
+            "tls": {"open": 1, "handshakes": 8, "handshake_failed": 2, "handshake_timeout": 1},
+            "media": null,
+        }),
+        workers: json!({"groups": [{"name": "udp", "workers": 2, "load_percent": 50.0,
+            "demand_percent": 25.0, "queued": 4, "rejected_queue_full": 6,
+            "rejected_queue_delay": 1, "decisions": [{"cycle": 3, "seconds_ago": 2.5}],
+            "members": [{"id": 0, "load_percent": 10.0, "queued_primary": 1,
+                         "queued_secondary": 0}]}]}),
+        redundancy: json!({"state": "standby", "epoch": 7, "health": 100,
+            "synchronized": true, "peer_alive": true, "paths_up": [true, false],
+            "replicated_dialogs": 12,
+            "counters": {"received": 20, "accepted": 18, "bad_mac": 2, "sent": 21},
+            "sync": {"sessions": 1, "refused_busy": 4}}),
+        health: json!({"score": 90, "deductions": [{"source": "memory", "points": 10}]}),
+        memory: json!({"readings": {"memory_percent": 42.0, "memory_source": "host",
+            "heap_allocated": 1_048_576, "heap_resident": 2_097_152, "heap_percent": 1.5, "cpu_percent": 3.0}, "process_resident_bytes": 4096,
+            "ballast_mb": 2}),
+        alarms: json!({"alarms": [{"type": "memory", "severity": "major", "count": 2}]}),
+        tls: json!({"certificates": [{"profile": "edge", "expires_unix": 1_900_000_000_i64,
+            "expiring": false}]}),
+        collection_seconds: 0.001,
+    }
+}
+
+/// The sample line (`name{labels} value`) of a scrape, value parsed.
+pub(crate) fn value(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[test]
+fn snapshots_map_to_conventional_families() {
+    let text = encode(&sample());
+    let checks: &[(&str, f64)] = &[
+        ("sbc_sip_calls_attempted_total", 10.0),
+        ("sbc_sip_calls_answered_total", 7.0),
+        ("sbc_sip_calls_failed_total", 2.0),
+        ("sbc_sip_calls_active", 3.0),
+        ("sbc_sip_refused_total{reason=\"admission\"}", 4.0),
+        ("sbc_sip_refused_total{reason=\"leg_mismatch\"}", 1.0),
+        ("sbc_sip_retransmissions_total{direction=\"sent\"}", 5.0),
+        ("sbc_sip_brand_new_counter_total", 9.0),
+        ("sbc_sip_admission_open", 0.0),
+        ("sbc_sip_admission_closed_reason{reason=\"heap\"}", 1.0),
+        ("sbc_tcp_connections_open", 2.0),
+        ("sbc_tcp_connections_closed_total{reason=\"idle\"}", 1.0),
+        (
+            "sbc_tcp_connections_refused_total{reason=\"source_cap\"}",
+            3.0,
+        ),
+        ("sbc_tls_handshakes_total{result=\"completed\"}", 8.0),
+        ("sbc_tls_handshakes_total{result=\"failed\"}", 2.0),
+        ("sbc_tls_handshakes_total{result=\"timeout\"}", 1.0),
+        ("sbc_worker_group_workers{group=\"udp\"}", 2.0),
+        ("sbc_worker_group_load_ratio{group=\"udp\"}", 0.5),
+        ("sbc_prsm_queued{group=\"udp\"}", 4.0),
+        (
+            "sbc_prsm_refused_total{group=\"udp\",reason=\"queue_full\"}",
+            6.0,
+        ),
+        ("sbc_worker_group_last_scaling_cycle{group=\"udp\"}", 3.0),
+        (
+            "sbc_worker_queued{group=\"udp\",worker=\"0\",queue=\"primary\"}",
+            1.0,
+        ),
+        ("sbc_redundancy_enabled", 1.0),
+        ("sbc_redundancy_role{role=\"standby\"}", 1.0),
+        ("sbc_redundancy_role{role=\"active\"}", 0.0),
+        ("sbc_redundancy_epoch", 7.0),
+        ("sbc_redundancy_heartbeat_path_up{path=\"1\"}", 0.0),
+        ("sbc_redundancy_replicated_dialogs", 12.0),
+        ("sbc_ha_heartbeats_received_total", 20.0),
+        ("sbc_ha_heartbeats_accepted_total", 18.0),
+        ("sbc_ha_heartbeats_refused_total{reason=\"bad_mac\"}", 2.0),
+        ("sbc_ha_sync_sessions_total", 1.0),
+        ("sbc_ha_sync_sessions_refused_total{reason=\"busy\"}", 4.0),
+        ("sbc_health_score", 90.0),
+        ("sbc_health_deduction_points{source=\"memory\"}", 10.0),
+        ("sbc_memory_utilisation_ratio{source=\"host\"}", 0.42),
+        ("sbc_heap_allocated_bytes", 1_048_576.0),
+        ("sbc_heap_utilisation_ratio", 0.015),
+        ("sbc_lab_ballast_bytes", 2_097_152.0),
+        ("sbc_alarms_active", 1.0),
+        ("sbc_alarm_active{type=\"memory\",severity=\"major\"}", 1.0),
+        (
+            "sbc_tls_certificate_expiry_timestamp_seconds{profile=\"edge\"}",
+            1.9e9,
+        ),
+    ];
+    for (series, want) in checks {
+        let got = value(&text, series).unwrap_or_else(|| panic!("{series} missing in\n{text}"));
+        assert!((got - want).abs() < 1e-9, "{series} = {got}, want {want}");
+    }
+    // Counters are typed as counters, the text ends as OpenMetrics requires.
+    assert!(text.contains("# TYPE sbc_sip_calls_attempted counter\n"));
+    assert!(text.contains("# TYPE sbc_health_score gauge\n"));
+    assert!(text.ends_with("# EOF\n"));
+    // A TCP "handshakes" key (TLS only) is not exported for TCP.
+    assert!(!text.contains("sbc_tcp_connections_handshakes"));
+}
+
+#[test]
+fn standalone_node_exports_no_roles_and_no_media() {
+    let mut src = sample();
+    src.redundancy = json!({"state": "standalone"});
+    let text = encode(&src);
+    assert_eq!(value(&text, "sbc_redundancy_enabled"), Some(0.0));
+    assert!(!text.contains("sbc_redundancy_role"));
+    assert!(!text.contains("sbc_media_sessions"));
+    // Empty sources (a command that failed) still give a valid page.
+    let text = encode(&Sources::default());
+    assert!(text.ends_with("# EOF\n"));
+    assert_eq!(value(&text, "sbc_sip_admission_open"), Some(0.0));
+}
+
+/// Every metric the Grafana dashboard (docs/grafana-sbc-pair.json) queries is one this exporter
+/// emits (a name, or a name with `_total`, `_bucket`... suffixes is not accepted: exact names).
+#[test]
+fn grafana_dashboard_is_json_and_names_exported_metrics() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/grafana-sbc-pair.json");
+    let text = std::fs::read_to_string(path).expect("dashboard file");
+    let dash: Value = serde_json::from_str(&text).expect("dashboard is JSON");
+    let exported = exported_names();
+    let mut exprs = Vec::new();
+    collect_exprs(&dash, &mut exprs);
+    assert!(exprs.len() >= 12, "{} expressions", exprs.len());
+    for e in &exprs {
+        let names = metric_names(e);
+        assert!(!names.is_empty(), "no metric in {e}");
+        for n in names {
+            assert!(exported.contains(&n), "{n} (in {e}) is not exported");
+        }
+    }
+    assert!(dash.pointer("/templating/list").is_some());
+}
+
+fn exported_names() -> std::collections::BTreeSet<String> {
+    let text = encode(&sample());
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| l.split(['{', ' ']).next().map(str::to_owned))
+        .collect()
+}
+
+fn collect_exprs(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                match (k.as_str(), x) {
+                    ("expr", Value::String(s)) => out.push(s.clone()),
+                    _ => collect_exprs(x, out),
+                }
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|x| collect_exprs(x, out)),
+        _ => {}
+    }
+}
+
+/// The identifiers of a PromQL expression that start with `sbc_`.
+fn metric_names(expr: &str) -> Vec<String> {
+    expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| w.starts_with("sbc_"))
+        .map(str::to_owned)
+        .collect()
+}
