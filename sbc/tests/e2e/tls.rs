@@ -280,6 +280,8 @@ async fn an_agent_whose_certificate_names_another_host_gets_503() {
         eprintln!("TLS counters: {tls}");
         assert!(tls["handshake_failed"].as_u64().unwrap_or(0) >= 1, "{tls}");
         assert!(tls["unreachable_503"].as_u64().unwrap_or(0) >= 5, "{tls}");
+        // The engine's ACK of each 503 is not dialled toward the agent that just failed.
+        assert_eq!(tls["unreachable_ack_dropped"].as_u64(), Some(5), "{tls}");
         node
     })
     .await;
