@@ -1151,6 +1151,25 @@ fn tls_settings_are_refused_with_the_key_and_what_is_valid() {
         "tls-profile[0].verify-names",
         &["not a DNS name or an IP address"],
     );
+    // Names rustls would refuse at load: the node would not start on a "valid" config.
+    for bad in ["*.example.net", "1.2.3", "sip.0x1f"] {
+        refused_invalid(
+            &with(
+                "trusted-ca-certificates",
+                &format!("mutual-authenticate = true\nverify-names = [\"{bad}\"]\ntrusted-ca-certificates"),
+            ),
+            "tls-profile[0].verify-names",
+            &["not a DNS name or an IP address", "no *. wildcard"],
+        );
+        refused_invalid(
+            &with(
+                "tls-server-name = \"uas.example.net\"",
+                &format!("tls-server-name = \"{bad}\""),
+            ),
+            "session-agent[0].tls-server-name",
+            &["not a DNS name or an IP address"],
+        );
+    }
     refused_invalid(
         &with(
             "trusted-ca-certificates",

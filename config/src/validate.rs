@@ -976,15 +976,26 @@ fn overlaps(a: SocketAddr, b: SocketAddr) -> bool {
 const EXPIRY_WARNING_DAYS: RangeInclusive<u32> = 0..=365;
 
 /// Whether `name` can be a certificate name to verify: an IP address, or a DNS name of
-/// letters, digits, `-` and `.` (at most 253 bytes, labels of 1..=63), optionally a leading
-/// `*.` wildcard.
+/// letters, digits, `-` and `.` (at most 253 bytes, labels of 1..=63) whose last label is not
+/// a number (`1.2.3` is neither a name nor an address). The rules of the name the TLS stack
+/// takes (rustls' `ServerName`), so a valid configuration also loads: no `*.` wildcard (a
+/// name to verify is a reference identity, RFC 6125 §6.4.3: only a certificate carries
+/// wildcards).
 fn is_cert_name(name: &str) -> bool {
     if name.parse::<IpAddr>().is_ok() {
         return true;
     }
-    let dns = name.strip_prefix("*.").unwrap_or(name);
+    let dns = name.strip_suffix('.').unwrap_or(name);
+    let numeric = |label: &str| {
+        label.bytes().all(|b| b.is_ascii_digit())
+            || label
+                .strip_prefix("0x")
+                .or_else(|| label.strip_prefix("0X"))
+                .is_some_and(|hex| hex.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
     !dns.is_empty()
         && name.len() <= 253
+        && dns.rsplit('.').next().is_some_and(|last| !numeric(last))
         && dns.split('.').all(|label| {
             (1..=63).contains(&label.len())
                 && label
@@ -1072,7 +1083,7 @@ fn tls_profiles(profiles: &[TlsProfile]) -> Result<(), ConfigError> {
                 key("verify-names"),
                 quoted(bad),
                 "not a DNS name or an IP address",
-                "DNS names (sip.example.com, *.example.com) or IP addresses",
+                "DNS names (sip.example.com, no *. wildcard) or IP addresses",
             ));
         }
         within(

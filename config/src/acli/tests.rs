@@ -1277,6 +1277,7 @@ fn every_attribute_exists_in_the_model() {
         }
         if let Element::SystemConfig(s) = &mut fresh {
             s.snmp_agent_address = Some("127.0.0.1:161".parse().unwrap());
+            s.metrics_address = Some("127.0.0.1:9464".parse().unwrap());
         }
         if let Element::AutoScalingProfile(p) = &mut fresh {
             p.scale_up_within = Some(1);

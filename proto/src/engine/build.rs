@@ -128,10 +128,11 @@ pub(crate) fn is_sips(uri: &str) -> bool {
         .is_some_and(|s| s.eq_ignore_ascii_case("sips:"))
 }
 
-/// Our Contact at `addr` over `transport`: `sips:` (TLS implied, RFC 5630 §3.1.2) on a leg whose
-/// peer's URI is `sips:`, else `sip:` with the transport parameter.
+/// Our Contact at `addr` over `transport`: `sips:` (TLS implied, RFC 5630 §3.1.2) on a TLS leg
+/// whose peer's URI is `sips:`, else `sip:` with the transport parameter (a `sips:` URI from a
+/// peer over UDP or TCP must not make us name TLS at an address where only those listen).
 pub(super) fn contact(addr: SocketAddr, transport: LegTransport, sips: bool) -> String {
-    if sips {
+    if sips && transport == LegTransport::Tls {
         format!("<sips:sbc@{addr}>")
     } else {
         format!("<sip:sbc@{addr};transport={}>", transport.uri_param())

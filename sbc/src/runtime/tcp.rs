@@ -30,7 +30,8 @@
 //!   does not fit is dropped and counted; the transaction's timer then answers 408. A connect
 //!   (or TLS handshake) that fails answers each request waiting for it 503 at once (RFC 3261
 //!   §8.1.3.1), and the destination is not dialled again for [`DIAL_BACKOFF`] (its requests
-//!   meanwhile answered 503 at once too).
+//!   meanwhile answered 503 at once too); the ACK the engine sends for such a 503 to an INVITE
+//!   is not dialled (a transport error needs no ACK).
 //! - **Reads**: the read buffer starts at 4 KiB and grows only as bytes arrive, never beyond the
 //!   largest message (`max-message-size`); the framer remembers how far it scanned, so a
 //!   trickled header block is not rescanned from its start at every read; an emptied buffer that
@@ -62,7 +63,7 @@ use tracing::{debug, warn};
 use sbc_proto::engine::{Inbound, Transmit};
 use sbc_proto::sip::dialog::LegTransport;
 use sbc_proto::sip::framer::{Frame, FrameError, TcpFramer};
-use sbc_proto::sip::message::transport_failure_response;
+use sbc_proto::sip::message::{transport_failure_response, SipMessage};
 
 use super::tls::TlsContext;
 
@@ -162,6 +163,10 @@ pub struct TcpStatsSnapshot {
     /// Messages not dialled for: their destination's last connect failed less than
     /// [`DIAL_BACKOFF`] ago (requests answered 503, ACKs dropped).
     pub dial_backoff: u64,
+    /// ACKs of those 503s, not dialled: the engine ACKs the 503 as if the next hop had sent
+    /// it, but a transport error ends the transaction without an ACK (RFC 3261 §17.1.1.2), and
+    /// dialling the next hop that just failed again would only fail again.
+    pub unreachable_ack_dropped: u64,
 }
 
 #[derive(Debug, Default)]
@@ -185,6 +190,7 @@ struct TcpStats {
     handshake_timeout: AtomicU64,
     unreachable_503: AtomicU64,
     dial_backoff: AtomicU64,
+    unreachable_ack_dropped: AtomicU64,
 }
 
 fn bump(c: &AtomicU64) {
@@ -344,6 +350,7 @@ impl TcpEdge {
             handshake_timeout: g(&s.handshake_timeout),
             unreachable_503: g(&s.unreachable_503),
             dial_backoff: g(&s.dial_backoff),
+            unreachable_ack_dropped: g(&s.unreachable_ack_dropped),
         }
     }
 
@@ -830,6 +837,50 @@ impl Dialling {
     }
 }
 
+/// How long the branch of an INVITE answered 503 locally is remembered: the engine sends the
+/// 503's ACK at once (microseconds to milliseconds later, through a worker's queue).
+const LOCAL_503_MEMORY: Duration = Duration::from_secs(4);
+/// Branches remembered at most; beyond, an ACK is dialled as before (a wasted connect only).
+const LOCAL_503_MAX: usize = 4096;
+
+/// The INVITEs answered 503 here because their next hop could not be reached, by branch, so
+/// that the ACK the engine sends for each (RFC 3261 §17.1.1.3: same branch as the INVITE) is
+/// not dialled toward the next hop that just failed. Pure bookkeeping with time passed in.
+#[derive(Debug, Default)]
+struct Local503s {
+    at: HashMap<String, Instant>,
+}
+
+impl Local503s {
+    /// The INVITE with top Via branch `branch` was answered 503 at `now`.
+    fn note(&mut self, branch: &str, now: Instant) {
+        if self.at.len() >= LOCAL_503_MAX {
+            self.at
+                .retain(|_, at| now.saturating_duration_since(*at) < LOCAL_503_MEMORY);
+        }
+        if self.at.len() < LOCAL_503_MAX {
+            self.at.insert(branch.to_owned(), now);
+        }
+    }
+
+    /// Whether `payload` is the ACK of a 503 noted within [`LOCAL_503_MEMORY`] of `now` (then
+    /// forgotten: one ACK each).
+    fn is_ack_of_one(&mut self, payload: &[u8], now: Instant) -> bool {
+        if !payload.starts_with(b"ACK ") || self.at.is_empty() {
+            return false;
+        }
+        let Ok(msg) = SipMessage::parse(payload) else {
+            return false;
+        };
+        let Some(branch) = msg.top_via_branch() else {
+            return false;
+        };
+        self.at
+            .remove(branch)
+            .is_some_and(|at| now.saturating_duration_since(at) < LOCAL_503_MEMORY)
+    }
+}
+
 /// Opens a connection from `interface`'s IP (any port) to `dest`, within [`CONNECT_TIMEOUT`].
 async fn connect(local: Option<IpAddr>, dest: SocketAddr) -> std::io::Result<TcpStream> {
     let socket = match dest {
@@ -847,8 +898,24 @@ async fn connect(local: Option<IpAddr>, dest: SocketAddr) -> std::io::Result<Tcp
 /// A request that could not be sent to `dest` gets its 503 at once (RFC 3261 §8.1.3.1: a
 /// transport error is a 503), handed to the engine as the next hop's answer, instead of its
 /// transaction's timeout; an ACK is dropped (it has no answer).
-fn unreachable(edge: &TcpEdge, dispatch: &Dispatch, interface: usize, dest: SocketAddr, b: &[u8]) {
+fn unreachable(
+    edge: &TcpEdge,
+    dispatch: &Dispatch,
+    local_503s: &mut Local503s,
+    interface: usize,
+    dest: SocketAddr,
+    b: &[u8],
+) {
     if let Some(data) = transport_failure_response(b) {
+        if b.starts_with(b"INVITE ") {
+            if let Some(branch) = SipMessage::parse(b)
+                .ok()
+                .as_ref()
+                .and_then(SipMessage::top_via_branch)
+            {
+                local_503s.note(branch, Instant::now());
+            }
+        }
         bump(&edge.stats.unreachable_503);
         dispatch(Inbound {
             interface,
@@ -933,6 +1000,7 @@ pub async fn sender(
     dispatch: Dispatch,
 ) {
     let mut dialling = Dialling::new(MAX_CONNECTS_IN_FLIGHT);
+    let mut local_503s = Local503s::default();
     let (done_tx, mut done_rx) = tmpsc::unbounded_channel::<(SocketAddr, usize, Option<Conn>)>();
     loop {
         tokio::select! {
@@ -948,9 +1016,14 @@ pub async fn sender(
                     debug!(dest = %t.dest, "TCP connection gone; response dropped");
                     continue;
                 }
+                if local_503s.is_ack_of_one(&t.payload, Instant::now()) {
+                    bump(&edge.stats.unreachable_ack_dropped);
+                    debug!(dest = %t.dest, "ACK of a 503 answered for an unreachable next hop: not dialled");
+                    continue;
+                }
                 if dialling.backing_off(t.dest, Instant::now()) {
                     bump(&edge.stats.dial_backoff);
-                    unreachable(&edge, &dispatch, t.interface, t.dest, &t.payload);
+                    unreachable(&edge, &dispatch, &mut local_503s, t.interface, t.dest, &t.payload);
                     continue;
                 }
                 match dialling.push(t.dest, t.payload, limit) {
@@ -986,9 +1059,10 @@ pub async fn sender(
                         }
                     }
                 } else {
-                    dialling.failed(dest, Instant::now());
+                    let now = Instant::now();
+                    dialling.failed(dest, now);
                     for b in queued {
-                        unreachable(&edge, &dispatch, interface, dest, &b);
+                        unreachable(&edge, &dispatch, &mut local_503s, interface, dest, &b);
                     }
                 }
             }
@@ -1057,6 +1131,52 @@ mod tests {
         let big = Bytes::from(vec![b'x'; limit + 1]);
         assert_eq!(d.push(dest, big, limit), Queued::QueueFull);
         assert!(d.pending.is_empty());
+    }
+
+    fn ack_of(branch: &str) -> Bytes {
+        Bytes::from(format!(
+            "ACK sip:bob@127.0.0.1:5061 SIP/2.0\r\nVia: SIP/2.0/TLS 127.0.0.2:5061;branch={branch}\r\n\
+             From: <sip:a@127.0.0.1>;tag=1\r\nTo: <sip:bob@127.0.0.1>;tag=2\r\nCall-ID: c1\r\n\
+             CSeq: 1 ACK\r\nMax-Forwards: 70\r\nContent-Length: 0\r\n\r\n"
+        ))
+    }
+
+    #[test]
+    fn the_ack_of_a_local_503_is_not_dialled_and_other_acks_are() {
+        let t0 = Instant::now();
+        let mut l = Local503s::default();
+        l.note("z9hG4bKfailed", t0);
+        // Another branch (a 2xx ACK, another call): dialled.
+        assert!(!l.is_ack_of_one(&ack_of("z9hG4bKother"), t0));
+        // A request of the same branch that is not an ACK: dialled.
+        let bye = Bytes::from(
+            String::from_utf8(ack_of("z9hG4bKfailed").to_vec())
+                .expect("text")
+                .replacen("ACK ", "BYE ", 1),
+        );
+        assert!(!l.is_ack_of_one(&bye, t0));
+        // The 503's ACK: not dialled, once.
+        assert!(l.is_ack_of_one(&ack_of("z9hG4bKfailed"), t0));
+        assert!(!l.is_ack_of_one(&ack_of("z9hG4bKfailed"), t0));
+        // Remembered for LOCAL_503_MEMORY only.
+        l.note("z9hG4bKlate", t0);
+        assert!(!l.is_ack_of_one(&ack_of("z9hG4bKlate"), t0 + LOCAL_503_MEMORY));
+    }
+
+    #[test]
+    fn local_503s_are_bounded() {
+        let t0 = Instant::now();
+        let mut l = Local503s::default();
+        for i in 0..LOCAL_503_MAX + 10 {
+            l.note(&format!("z9hG4bK{i}"), t0);
+        }
+        assert_eq!(l.at.len(), LOCAL_503_MAX);
+        // Full of fresh entries: the newest is not remembered (its ACK dials, as before).
+        assert!(!l.is_ack_of_one(&ack_of(&format!("z9hG4bK{LOCAL_503_MAX}")), t0));
+        // Once they are old, a new one evicts them.
+        l.note("z9hG4bKnew", t0 + LOCAL_503_MEMORY);
+        assert_eq!(l.at.len(), 1);
+        assert!(l.is_ack_of_one(&ack_of("z9hG4bKnew"), t0 + LOCAL_503_MEMORY));
     }
 
     #[test]

@@ -24,7 +24,8 @@
 //! Each profile's certificate is served through a [`RotatingCert`] resolver. At every
 //! `activate-config` the files are read again; a profile whose certificate changed swaps its
 //! key in place (new handshakes present it; connections already up keep theirs), and one whose
-//! verification settings changed gets new configurations. Files that do not load refuse the
+//! verification settings or trusted CA files (their content: a bundle replaced at the same
+//! path counts) changed gets new configurations. Files that do not load refuse the
 //! whole activation, with the file and the reason, and nothing changes.
 
 use std::collections::HashMap;
@@ -271,18 +272,28 @@ fn load_cert(p: &TlsProfile, now: i64) -> Result<Option<LoadedCert>, LoadError> 
     }))
 }
 
-/// Loads the profile's trusted CAs into a root store.
-fn load_roots(p: &TlsProfile, now: i64) -> Result<RootCertStore, LoadError> {
-    let mut roots = RootCertStore::empty();
+/// The profile's trusted CA certificates, in order, each with the file it came from.
+type Cas = Vec<(String, CertificateDer<'static>)>;
+
+/// Reads the profile's trusted CA files (checked as [`read_chain`] does).
+fn read_cas(p: &TlsProfile, now: i64) -> Result<Cas, LoadError> {
+    let mut cas = Vec::new();
     for path in &p.trusted_ca_certificates {
         let (certs, _) = read_chain(&p.name, "trusted-ca-certificates", path, now)?;
-        for c in certs {
-            roots.add(c).map_err(|e| LoadError {
-                profile: p.name.clone(),
-                file: format!("trusted-ca-certificates {path}"),
-                reason: format!("not a usable CA certificate: {e}"),
-            })?;
-        }
+        cas.extend(certs.into_iter().map(|c| (path.clone(), c)));
+    }
+    Ok(cas)
+}
+
+/// The root store of the profile's trusted CAs `cas` (from [`read_cas`]).
+fn load_roots(p: &TlsProfile, cas: &Cas) -> Result<RootCertStore, LoadError> {
+    let mut roots = RootCertStore::empty();
+    for (path, c) in cas {
+        roots.add(c.clone()).map_err(|e| LoadError {
+            profile: p.name.clone(),
+            file: format!("trusted-ca-certificates {path}"),
+            reason: format!("not a usable CA certificate: {e}"),
+        })?;
     }
     Ok(roots)
 }
@@ -367,9 +378,13 @@ struct Loaded {
     acceptor: Option<Arc<ServerConfig>>,
     /// `None` for a profile without trusted CAs (it cannot verify a server).
     connector: Option<Arc<ClientConfig>>,
+    /// The trusted CAs the configurations were built with: a file whose content changed
+    /// (same path) rebuilds them.
+    cas: Cas,
 }
 
-/// What a profile's configurations depend on besides its certificate: a change rebuilds them.
+/// What a profile's configurations depend on besides its certificate and the content of its
+/// CA files: a change rebuilds them.
 fn same_verification(a: &TlsProfile, b: &TlsProfile) -> bool {
     a.trusted_ca_certificates == b.trusted_ca_certificates
         && a.mutual_authenticate == b.mutual_authenticate
@@ -381,14 +396,14 @@ fn build(
     p: &TlsProfile,
     cert: Option<LoadedCert>,
     resolver: Arc<RotatingCert>,
-    now: i64,
+    cas: Cas,
 ) -> Result<Loaded, LoadError> {
     let err = |file: &str, reason: String| LoadError {
         profile: p.name.clone(),
         file: file.to_owned(),
         reason,
     };
-    let roots = Arc::new(load_roots(p, now)?);
+    let roots = Arc::new(load_roots(p, &cas)?);
     let provider = provider();
     let acceptor = if cert.is_some() {
         let builder = ServerConfig::builder_with_provider(provider.clone())
@@ -448,6 +463,7 @@ fn build(
         resolver,
         acceptor,
         connector,
+        cas,
     })
 }
 
@@ -517,13 +533,15 @@ impl TlsContext {
         let mut swaps = Vec::new();
         for p in &cfg.tls_profiles {
             let cert = load_cert(p, now)?;
+            let cas = read_cas(p, now)?;
             let loaded = match old.get(&p.name) {
                 Some(prev)
                     if same_verification(&prev.settings, p)
+                        && prev.cas == cas
                         && prev.acceptor.is_some() == cert.is_some() =>
                 {
-                    // Verification unchanged: the configurations stay, the key is swapped.
-                    load_roots(p, now)?;
+                    // Verification unchanged (settings and CA files' content): the
+                    // configurations stay, the key is swapped.
                     let changed = prev.cert.as_ref().map(|c| &c.key.cert)
                         != cert.as_ref().map(|c| &c.key.cert);
                     if changed {
@@ -536,6 +554,7 @@ impl TlsContext {
                         resolver: prev.resolver.clone(),
                         acceptor: prev.acceptor.clone(),
                         connector: prev.connector.clone(),
+                        cas,
                     })
                 }
                 prev => {
@@ -544,7 +563,7 @@ impl TlsContext {
                     }
                     let resolver =
                         Arc::new(RotatingCert::new(cert.as_ref().map(|c| c.key.clone())));
-                    Arc::new(build(p, cert, resolver, now)?)
+                    Arc::new(build(p, cert, resolver, cas)?)
                 }
             };
             profiles.insert(p.name.clone(), loaded);
@@ -663,5 +682,120 @@ mod tests {
         assert_eq!(date(0), "1970-01-01");
         assert_eq!(date(951_782_400), "2000-02-29");
         assert_eq!(date(1_796_083_200), "2026-12-01");
+    }
+
+    use std::path::{Path, PathBuf};
+
+    use sbc_lab::tls::{Issued, Pki};
+
+    /// A fresh directory for one test's files.
+    fn test_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("sbc-tls-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("test dir");
+        dir
+    }
+
+    /// A node whose core realm dials the TLS agent `peer.lab` at 127.0.0.1:5061, verified
+    /// with the CAs of `bundle`.
+    fn dialling_config(sbc: &Issued, bundle: &Path) -> Config {
+        let toml = format!(
+            r#"
+[[sip-interface]]
+realm = "core"
+address = "127.0.0.1"
+port = 5070
+transports = ["udp", "tls"]
+tls-port = 5071
+tls-profile = "edge"
+
+[[session-agent]]
+name = "peer"
+realm = "core"
+address = "127.0.0.1"
+port = 5061
+transport = "tls"
+tls-profile = "edge"
+tls-server-name = "peer.lab"
+
+[[tls-profile]]
+name = "edge"
+end-entity-certificate = "{}"
+private-key = "{}"
+trusted-ca-certificates = ["{}"]
+"#,
+            sbc.cert.display(),
+            sbc.key.display(),
+            bundle.display()
+        );
+        Config::from_toml_str(&toml).expect("test config")
+    }
+
+    /// One in-memory handshake of the connector toward the agent with a server presenting
+    /// `peer`: whether the node accepted the peer's certificate.
+    fn dial_verifies(ctx: &TlsContext, peer: &Issued) -> bool {
+        let (connector, name) = ctx
+            .connector(0, "127.0.0.1:5061".parse().expect("addr"))
+            .expect("a connector for the agent");
+        let server = sbc_lab::tls::server_config(&peer.cert, &peer.key, None).expect("server");
+        let mut client =
+            rustls::ClientConnection::new(connector.config().clone(), name).expect("client");
+        let mut server = rustls::ServerConnection::new(server).expect("server");
+        let mut buf = Vec::new();
+        for _ in 0..10 {
+            buf.clear();
+            let _ = client.write_tls(&mut buf);
+            let _ = server.read_tls(&mut buf.as_slice());
+            if server.process_new_packets().is_err() {
+                return false;
+            }
+            buf.clear();
+            let _ = server.write_tls(&mut buf);
+            let _ = client.read_tls(&mut buf.as_slice());
+            if client.process_new_packets().is_err() {
+                return false;
+            }
+            if !client.is_handshaking() {
+                return true;
+            }
+        }
+        false
+    }
+
+    #[test]
+    fn a_ca_file_rewritten_in_place_is_trusted_from_the_next_load() {
+        let dir = test_dir("ca-in-place");
+        let lab = Pki::create(&dir).expect("lab CA");
+        let other = Pki::create_named(&dir, "other-ca").expect("other CA");
+        let sbc = lab.issue("sbc", &["sbc.lab"], &[]).expect("sbc");
+        let lab_peer = lab.issue("peer", &["peer.lab"], &[]).expect("peer");
+        let other_peer = other.issue("other-peer", &["peer.lab"], &[]).expect("peer");
+        let bundle = dir.join("bundle.pem");
+        std::fs::copy(lab.ca_cert(), &bundle).expect("bundle");
+        let cfg = dialling_config(&sbc, &bundle);
+        let ctx = TlsContext::default();
+        ctx.load(&cfg).expect("load");
+        assert!(dial_verifies(&ctx, &lab_peer));
+        assert!(!dial_verifies(&ctx, &other_peer));
+
+        // The same config again: nothing is rebuilt (the resumption cache survives).
+        let before = ctx.acceptor(0).expect("acceptor");
+        ctx.load(&cfg).expect("load");
+        let after = ctx.acceptor(0).expect("acceptor");
+        assert!(Arc::ptr_eq(before.config(), after.config()));
+
+        // The bundle replaced at the same path (the other CA instead): the next load trusts
+        // what the file now holds, and only that.
+        std::fs::copy(other.ca_cert(), &bundle).expect("bundle");
+        ctx.load(&cfg).expect("load");
+        assert!(
+            !dial_verifies(&ctx, &lab_peer),
+            "the removed CA is still trusted"
+        );
+        assert!(
+            dial_verifies(&ctx, &other_peer),
+            "the added CA is not trusted"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -283,6 +283,8 @@ async fn an_agent_whose_certificate_names_another_host_gets_503() {
         // One attempt per back-off, not one handshake per call and per ACK.
         assert!(tls["dial_failed"].as_u64().unwrap_or(0) < 5, "{tls}");
         assert!(tls["dial_backoff"].as_u64().unwrap_or(0) >= 1, "{tls}");
+        // The engine's ACK of each 503 is not dialled toward the agent that just failed.
+        assert_eq!(tls["unreachable_ack_dropped"].as_u64(), Some(5), "{tls}");
         node
     })
     .await;

@@ -1541,3 +1541,22 @@ fn a_sips_request_travels_only_over_tls() {
     let contact = out.header(&HeaderName::Contact).unwrap_or("");
     assert_eq!(contact, "<sips:sbc@10.0.1.1:5061>");
 }
+
+#[test]
+fn a_sips_contact_on_a_leg_not_over_tls_gets_a_sip_contact() {
+    // A UDP caller whose Contact is `sips:` (RFC 3261 only requires one when the
+    // Request-URI is `sips:`): our Contact toward it must name the transport it can reach us
+    // on, not `sips:` (TLS) at our UDP address, where no TLS listens.
+    let mut w = World::new();
+    w.caller_sends(
+        &invite("z9hG4bKsipsct").replace("Contact: <sip:alice@", "Contact: <sips:alice@"),
+    );
+    w.callee_answers(200, "b1");
+    let ok = w
+        .to_caller
+        .iter()
+        .find(|m| m.status() == Some(200))
+        .expect("the 200 relayed to the caller");
+    let contact = ok.header(&HeaderName::Contact).unwrap_or("");
+    assert_eq!(contact, format!("<sip:sbc@{ACCESS};transport=udp>"));
+}
