@@ -225,23 +225,7 @@ impl Drop for Trapd {
 /// If `snmptranslate` is missing.
 #[must_use]
 pub fn snmptranslate(args: &[&str]) -> (bool, String, String) {
-    let binary = find_tool("snmptranslate");
-    let dir = TestDir::new("snmptranslate");
-    let mut cmd = Command::new(&binary);
-    isolate_net_snmp(&mut cmd, dir.path());
-    let out = cmd
-        .arg("-M")
-        .arg(format!("+{}", mib_dir().display()))
-        .args(["-m", "SNMPv2-MIB:SBC-PAIR-MIB"])
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", binary.display()));
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).trim().to_owned(),
-        net_snmp_complaints(&String::from_utf8_lossy(&out.stderr)),
-    )
+    snmp_tool("snmptranslate", args)
 }
 
 /// Runs a net-snmp command-line tool (`snmpwalk`, `snmpget`, `snmpbulkwalk`...) with our MIB
