@@ -74,14 +74,16 @@ pub const MAX_WORKERS: usize = 64;
 /// (`sbc_ha::crypto::MIN_SHARED_KEY_LEN`, checked to agree by the `sbc` crate's tests).
 pub const MIN_SHARED_KEY_LEN: usize = 16;
 pub use model::{
-    split_option, AccessAction, AccessControl, AlarmThreshold, AlarmType, AutoScalingProfile,
-    CriticalMemoryAbort, FilterLevel, InDialogSource, MediaManager, MediaManagerState,
-    MemorySource, Peer, PeerType, RedundancyConfig, RedundancyState, RestrictedLatching, Route,
-    SessionAgent, SessionRouter, Severity, SipConfig, SipInterface, SnmpCommunity, SteeringPool,
+    parse_engine_id, split_option, AccessAction, AccessControl, AlarmThreshold, AlarmType,
+    AutoScalingProfile, CriticalMemoryAbort, FilterLevel, InDialogSource, MediaManager,
+    MediaManagerState, MemorySource, Peer, PeerType, RedundancyConfig, RedundancyState,
+    RestrictedLatching, Route, SessionAgent, SessionRouter, Severity, SipConfig, SipInterface,
+    SnmpAuthProtocol, SnmpCommunity, SnmpPrivProtocol, SnmpUserEntry, SnmpVersion, SteeringPool,
     SystemConfig, TlsProfile, TlsVersion, Transport, TrapReceiver,
 };
 pub use net::{parse_net, IpNet};
 pub use push::{MASK, NODE_LOCAL, SECRET_KEYS};
+pub use validate::MIN_SNMP_PASSWORD;
 
 use model::{ACCESS_REALM, CORE};
 

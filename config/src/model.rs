@@ -216,6 +216,35 @@ keyword_enum! {
 }
 
 keyword_enum! {
+    /// `snmp-user-entry` `auth-protocol`: the USM authentication protocol. SHA (HMAC-SHA-96,
+    /// RFC 3414) only: MD5 is refused on purpose (broken as a hash, and net-snmp's default
+    /// only for old habits).
+    SnmpAuthProtocol, key "auth-protocol", default Sha {
+        /// HMAC-SHA-96 (usmHMACSHAAuthProtocol).
+        Sha = "sha",
+    }
+}
+
+keyword_enum! {
+    /// `snmp-user-entry` `priv-protocol`: the USM privacy protocol. AES-128-CFB (RFC 3826)
+    /// only: DES is refused on purpose.
+    SnmpPrivProtocol, key "priv-protocol", default Aes128 {
+        /// AES-128 in CFB mode (usmAesCfb128Protocol).
+        Aes128 = "aes128",
+    }
+}
+
+keyword_enum! {
+    /// `trap-receiver` `version`: the SNMP version of its traps.
+    SnmpVersion, key "version", default V2c {
+        /// SNMPv2c with the receiver's `community`.
+        V2c = "v2c",
+        /// SNMPv3 authPriv as the receiver's `user-name` (a `snmp-user-entry`).
+        V3 = "v3",
+    }
+}
+
+keyword_enum! {
     /// `tls-profile` `tls-version`: the TLS versions a profile negotiates (Oracle's attribute;
     /// TLS 1.0 and 1.1 are not offered at all, RFC 8996).
     TlsVersion, key "tls-version", default Compatibility {
@@ -289,6 +318,17 @@ pub struct SystemConfig {
     /// communities. Default none (there is no default community).
     #[serde(rename = "snmp-community")]
     pub snmp_communities: Vec<SnmpCommunity>,
+    /// `snmp-user-entry` (`[[system-config.snmp-user-entry]]`): the SNMPv3 USM users of the
+    /// agent and of v3 trap receivers (authPriv, SHA and AES-128 only). Default none.
+    #[serde(rename = "snmp-user-entry")]
+    pub snmp_users: Vec<SnmpUserEntry>,
+    /// `snmp-engine-id`: this node's SNMPv3 `snmpEngineID`, hex (`0x` optional), 5 to 32
+    /// octets. Node-local (never pushed: each node is its own engine). Default none: derived
+    /// from the hostname, RFC 3411 format 4 (text): `80 00 0C BD 04` (enterprise 3261, the
+    /// MIB's experimental arc, with the top bit set; then format 4) followed by the hostname's
+    /// first 27 octets; the two nodes of a pair have different hostnames, hence engine IDs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snmp_engine_id: Option<String>,
     /// `metrics-address`: where the Prometheus `/metrics` HTTP listener binds (`address:port`,
     /// port not 0). Default none: no listener.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -311,6 +351,8 @@ impl Default for SystemConfig {
             trap_receivers: Vec::new(),
             snmp_agent_address: None,
             snmp_communities: Vec::new(),
+            snmp_users: Vec::new(),
+            snmp_engine_id: None,
             metrics_address: None,
         }
     }
@@ -337,10 +379,58 @@ impl SystemConfig {
             })
     }
 
+    /// This node's SNMPv3 `snmpEngineID`: `snmp-engine-id` when set (and valid, which
+    /// [`crate::Config::validate`] checks), else derived from the hostname (RFC 3411 format 4,
+    /// text: `80 00 0C BD 04` then the hostname's first 27 octets).
+    #[must_use]
+    pub fn engine_id(&self) -> Vec<u8> {
+        if let Some(id) = self
+            .snmp_engine_id
+            .as_deref()
+            .and_then(|h| parse_engine_id(h).ok())
+        {
+            return id;
+        }
+        let mut id = vec![0x80, 0x00, 0x0C, 0xBD, 0x04];
+        let name = if self.hostname.is_empty() {
+            "sbc"
+        } else {
+            &self.hostname
+        };
+        id.extend(name.as_bytes().iter().take(27));
+        id
+    }
+
     /// The thresholds of `kind`, in file order.
     pub fn thresholds(&self, kind: AlarmType) -> impl Iterator<Item = &AlarmThreshold> {
         self.alarm_thresholds.iter().filter(move |t| t.kind == kind)
     }
+}
+
+/// Parses an `snmp-engine-id`: hex digits (an optional `0x`, `:` between octets allowed),
+/// 5 to 32 octets (RFC 3411 `SnmpEngineID`).
+///
+/// # Errors
+/// Why the text is not one, for the validation message.
+pub fn parse_engine_id(text: &str) -> Result<Vec<u8>, String> {
+    let hex: String = text
+        .strip_prefix("0x")
+        .or_else(|| text.strip_prefix("0X"))
+        .unwrap_or(text)
+        .chars()
+        .filter(|c| *c != ':')
+        .collect();
+    if !hex.len().is_multiple_of(2) || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Err("not an even number of hex digits".to_owned());
+    }
+    let octets: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .filter_map(|i| u8::from_str_radix(&hex[i..i + 2], 16).ok())
+        .collect();
+    if !(5..=32).contains(&octets.len()) {
+        return Err(format!("{} octets", octets.len()));
+    }
+    Ok(octets)
 }
 
 /// `alarm-threshold`: raise an alarm of `severity` when `type` usage exceeds `value` percent.
@@ -385,6 +475,27 @@ pub struct SnmpCommunity {
     pub ip_addresses: Vec<String>,
 }
 
+/// `snmp-user-entry`: an SNMPv3 USM user (Oracle's element of that name), authPriv only.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct SnmpUserEntry {
+    /// `user-name`: the USM `msgUserName`. Required, unique, at most 32 octets.
+    pub user_name: String,
+    /// `auth-protocol`: `sha` (HMAC-SHA-96). Default `sha`; MD5 is refused on purpose.
+    pub auth_protocol: SnmpAuthProtocol,
+    /// `auth-password`: the authentication password (a secret: `show` masks it), at least
+    /// 8 characters (RFC 3414 section 11.2).
+    pub auth_password: String,
+    /// `priv-protocol`: `aes128` (AES-128-CFB, RFC 3826). Default `aes128`.
+    pub priv_protocol: SnmpPrivProtocol,
+    /// `priv-password`: the privacy password (a secret: `show` masks it), at least 8
+    /// characters.
+    pub priv_password: String,
+    /// `ip-addresses`: the sources allowed to use it for requests, addresses or networks.
+    /// Default none: any source.
+    pub ip_addresses: Vec<String>,
+}
+
 /// `trap-receiver`: where SNMP traps are sent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
@@ -397,6 +508,12 @@ pub struct TrapReceiver {
     pub community: String,
     /// `filter-level`: the lowest severity sent. Default `all`.
     pub filter_level: FilterLevel,
+    /// `version`: `v2c` (with `community`) or `v3` (authPriv as `user-name`). Default `v2c`.
+    pub version: SnmpVersion,
+    /// `user-name`: the `snmp-user-entry` whose keys secure the v3 traps; required with
+    /// `version = "v3"` (the community is unused then). Default none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_name: Option<String>,
 }
 
 impl Default for TrapReceiver {
@@ -406,6 +523,8 @@ impl Default for TrapReceiver {
             port: 162,
             community: "public".to_owned(),
             filter_level: FilterLevel::All,
+            version: SnmpVersion::V2c,
+            user_name: None,
         }
     }
 }

@@ -436,6 +436,105 @@ fn snmp_agent_and_communities_are_validated() {
 }
 
 #[test]
+fn snmp_users_engine_id_and_v3_receivers_are_validated() {
+    let key = |i: usize, f: &str| format!("system-config.snmp-user-entry[{i}].{f}");
+    let user = |name: &str, auth: &str, privacy: &str| {
+        format!(
+            "[[system-config.snmp-user-entry]]\nuser-name = \"{name}\"\n\
+             auth-password = \"{auth}\"\npriv-password = \"{privacy}\"\n"
+        )
+    };
+    refused_invalid(
+        &user("", "authpass1", "privpass1"),
+        &key(0, "user-name"),
+        &["1 to 32 octets"],
+    );
+    refused_invalid(
+        &user("nms", "short", "privpass1"),
+        &key(0, "auth-password"),
+        &["5 characters", "RFC 3414"],
+    );
+    refused_invalid(
+        &user("nms", "authpass1", "1234567"),
+        &key(0, "priv-password"),
+        &["fewer than 8"],
+    );
+    let nms = user("nms", "authpass1", "privpass1");
+    refused_invalid(
+        &format!("{nms}{nms}"),
+        &key(1, "user-name"),
+        &["snmp-user-entry[0]"],
+    );
+    refused_invalid(
+        &format!("{nms}ip-addresses = [\"300.0.0.1\"]\n"),
+        &key(0, "ip-addresses[0]"),
+        &[],
+    );
+    // MD5 and DES are refused by the parser, with the valid words.
+    for (field, word, valid) in [
+        ("auth-protocol", "md5", "`sha`"),
+        ("priv-protocol", "des", "`aes128`"),
+    ] {
+        let err = Config::from_toml_str(&format!("{nms}{field} = \"{word}\"\n")).unwrap_err();
+        assert!(err.to_string().contains(valid), "{err}");
+    }
+    for bad in [
+        "0x1234",
+        "zz00000000",
+        "0x800000000102030405060708091011121314151617181920212223242526272829",
+    ] {
+        refused_invalid(
+            &format!("[system-config]\nsnmp-engine-id = \"{bad}\"\n"),
+            "system-config.snmp-engine-id",
+            &[],
+        );
+    }
+    // A v3 receiver names a user.
+    let receiver =
+        |extra: &str| format!("[[system-config.trap-receiver]]\nversion = \"v3\"\n{extra}");
+    refused_invalid(
+        &format!("{nms}{}", receiver("")),
+        "system-config.trap-receiver[0].user-name",
+        &["needs a user"],
+    );
+    refused_invalid(
+        &format!("{nms}{}", receiver("user-name = \"other\"\n")),
+        "system-config.trap-receiver[0].user-name",
+        &["names no snmp-user-entry", "\"nms\""],
+    );
+    let ok = Config::from_toml_str(&format!(
+        "[system-config]\nhostname = \"sbc-a\"\nsnmp-agent-address = \"127.0.0.1:1161\"\n\
+         {nms}{}",
+        receiver("user-name = \"nms\"\n")
+    ))
+    .unwrap();
+    assert_eq!(ok.system.snmp_users[0].auth_protocol, SnmpAuthProtocol::Sha);
+    assert_eq!(ok.system.trap_receivers[0].version, SnmpVersion::V3);
+    // Both passwords are secrets.
+    let shown = ok.to_masked_json().to_string();
+    assert!(
+        !shown.contains("authpass1") && !shown.contains("privpass1"),
+        "{shown}"
+    );
+    // The default engine ID: format 4 (text) under enterprise 3261, stable, from the hostname.
+    let id = ok.system.engine_id();
+    assert_eq!(id[..5], [0x80, 0x00, 0x0C, 0xBD, 0x04]);
+    assert_eq!(&id[5..], b"sbc-a");
+    assert_eq!(ok.system.engine_id(), id);
+    let mut long = ok.system.clone();
+    long.hostname = "x".repeat(40);
+    assert_eq!(long.engine_id().len(), 32);
+    long.snmp_engine_id = Some("0x80:00:1f:88:80:01:02:03".into());
+    assert_eq!(long.engine_id(), [0x80, 0, 0x1f, 0x88, 0x80, 1, 2, 3]);
+    // The engine ID is node-local: not pushed; the users are.
+    let mut config = ok.clone();
+    config.system = long;
+    let pushed = config.pushable_toml();
+    assert!(!pushed.contains("snmp-engine-id"), "{pushed}");
+    assert!(pushed.contains("snmp-user-entry"), "{pushed}");
+}
+
+#[test]
 fn redundancy_config_is_validated() {
     let cases: &[(&str, &str, &[&str])] = &[
         ("port = 0", "port", &["1..=65535"]),

@@ -12,6 +12,7 @@
 //!   a command on it; each node's pair settings are set on that node by its operator.
 //! - `system-config.hostname`: each node's own name.
 //! - `system-config.lab-mode`: lab commands on the management socket (the memory ballast).
+//! - `system-config.snmp-engine-id`: each node is its own SNMPv3 engine.
 //!
 //! Everything else is pushed: `system-config` options, memory sources and limits, alarm
 //! thresholds and trap receivers; `sip-config`; `sip-interface`s; `session-agent`s;
@@ -23,7 +24,9 @@
 //!
 //! # Secrets
 //!
-//! `redundancy-config.shared-key` and each `trap-receiver`'s SNMP `community` are secrets:
+//! `redundancy-config.shared-key`, each `trap-receiver`'s SNMP `community`, each
+//! `snmp-community`'s `community-name` and each `snmp-user-entry`'s `auth-password` and
+//! `priv-password` are secrets:
 //! [`Config::to_masked_json`] and the ACLI's `show` print them as `********` (empty stays
 //! empty). Only the file itself (mode 0600) holds them.
 
@@ -37,13 +40,20 @@ pub const NODE_LOCAL: &[(&str, Option<&str>)] = &[
     ("redundancy-config", None),
     ("system-config", Some("hostname")),
     ("system-config", Some("lab-mode")),
+    ("system-config", Some("snmp-engine-id")),
 ];
 
 /// How a secret prints.
 pub const MASK: &str = "********";
 
 /// The names of the keys that hold secrets, wherever they are.
-pub const SECRET_KEYS: &[&str] = &["shared-key", "community", "community-name"];
+pub const SECRET_KEYS: &[&str] = &[
+    "shared-key",
+    "community",
+    "community-name",
+    "auth-password",
+    "priv-password",
+];
 
 impl Config {
     /// The part of this configuration that the active pushes to its standby: everything but the

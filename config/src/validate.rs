@@ -13,8 +13,8 @@ use std::ops::RangeInclusive;
 use crate::error::{quoted, quoted_list, ConfigError};
 use crate::model::{
     split_option, AlarmThreshold, AlarmType, AutoScalingProfile, MediaManager, MemorySource, Peer,
-    PeerType, RedundancyConfig, SessionAgent, SessionRouter, SipConfig, SipInterface, SteeringPool,
-    SystemConfig, TlsProfile, Transport, TrapReceiver, KNOWN_OPTIONS,
+    PeerType, RedundancyConfig, SessionAgent, SessionRouter, SipConfig, SipInterface, SnmpVersion,
+    SteeringPool, SystemConfig, TlsProfile, Transport, TrapReceiver, KNOWN_OPTIONS,
 };
 use crate::Config;
 
@@ -325,7 +325,97 @@ fn system(system: &SystemConfig) -> Result<(), ConfigError> {
     }
     thresholds(&system.alarm_thresholds)?;
     receivers(&system.trap_receivers)?;
-    communities(system)
+    communities(system)?;
+    users(system)
+}
+
+/// The shortest USM password (RFC 3414 section 11.2); `sbc_alarms::usm::MIN_PASSWORD` is the
+/// same (the `sbc` crate's tests check that they agree).
+pub const MIN_SNMP_PASSWORD: usize = 8;
+
+fn users(system: &SystemConfig) -> Result<(), ConfigError> {
+    if let Some(id) = &system.snmp_engine_id {
+        crate::model::parse_engine_id(id).map_err(|why| {
+            ConfigError::invalid(
+                "system-config.snmp-engine-id",
+                quoted(id),
+                why,
+                "5 to 32 octets in hex, e.g. 0x80000cbd0473626361",
+            )
+        })?;
+    }
+    let list = &system.snmp_users;
+    for (i, u) in list.iter().enumerate() {
+        let key = |field: &str| format!("system-config.snmp-user-entry[{i}].{field}");
+        if u.user_name.is_empty() || u.user_name.len() > 32 {
+            return Err(ConfigError::invalid(
+                key("user-name"),
+                quoted(&u.user_name),
+                "must be 1 to 32 octets",
+                "a USM user name, e.g. \"nms\"",
+            ));
+        }
+        if let Some(j) = list[..i].iter().position(|o| o.user_name == u.user_name) {
+            return Err(ConfigError::invalid(
+                key("user-name"),
+                quoted(&u.user_name),
+                format!("the same as snmp-user-entry[{j}]"),
+                "a user name used once",
+            ));
+        }
+        for (field, password) in [
+            ("auth-password", &u.auth_password),
+            ("priv-password", &u.priv_password),
+        ] {
+            if password.chars().count() < MIN_SNMP_PASSWORD {
+                return Err(ConfigError::invalid(
+                    key(field),
+                    "(masked)",
+                    format!(
+                        "{} characters, fewer than {MIN_SNMP_PASSWORD} (RFC 3414 section 11.2)",
+                        password.chars().count()
+                    ),
+                    "a password of at least 8 characters",
+                ));
+            }
+        }
+        for (k, a) in u.ip_addresses.iter().enumerate() {
+            crate::net::parse_net(a).map_err(|why| {
+                ConfigError::invalid(
+                    key(&format!("ip-addresses[{k}]")),
+                    quoted(a),
+                    why,
+                    "an IP address or network, e.g. 10.0.0.0/8",
+                )
+            })?;
+        }
+    }
+    for (i, r) in system.trap_receivers.iter().enumerate() {
+        if r.version != SnmpVersion::V3 {
+            continue;
+        }
+        let key = format!("system-config.trap-receiver[{i}].user-name");
+        match &r.user_name {
+            None => {
+                return Err(ConfigError::invalid(
+                    key,
+                    "none",
+                    "a v3 trap-receiver needs a user",
+                    "the user-name of a [[system-config.snmp-user-entry]]",
+                ))
+            }
+            Some(name) if !list.iter().any(|u| &u.user_name == name) => {
+                return Err(ConfigError::invalid(
+                    key,
+                    quoted(name),
+                    "names no snmp-user-entry",
+                    quoted_list(list.iter().map(|u| u.user_name.as_str())),
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
 }
 
 fn communities(system: &SystemConfig) -> Result<(), ConfigError> {
@@ -364,12 +454,13 @@ fn communities(system: &SystemConfig) -> Result<(), ConfigError> {
     }
     if let Some(addr) = system.snmp_agent_address {
         port("system-config.snmp-agent-address".to_owned(), addr.port())?;
-        if list.is_empty() {
+        if list.is_empty() && system.snmp_users.is_empty() {
             return Err(ConfigError::invalid(
                 "system-config.snmp-agent-address",
                 quoted(&addr.to_string()),
-                "the agent has no snmp-community to answer (there is no default community)",
-                "at least one [[system-config.snmp-community]] with a community-name",
+                "the agent has no snmp-community nor snmp-user-entry to answer (there is no \
+                 default community)",
+                "at least one [[system-config.snmp-community]] or [[system-config.snmp-user-entry]]",
             ));
         }
     }

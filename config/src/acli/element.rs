@@ -13,8 +13,8 @@ use crate::model::{
     default_address, AccessAction, AccessControl, AlarmThreshold, AlarmType, AutoScalingProfile,
     FilterLevel, InDialogSource, MediaManager, MediaManagerState, MemorySource, Peer, PeerType,
     RedundancyConfig, RedundancyState, RestrictedLatching, SessionAgent, SessionRouter, Severity,
-    SipConfig, SipInterface, SnmpCommunity, SteeringPool, SystemConfig, TlsProfile, TlsVersion,
-    Transport, TrapReceiver,
+    SipConfig, SipInterface, SnmpAuthProtocol, SnmpCommunity, SnmpPrivProtocol, SnmpUserEntry,
+    SnmpVersion, SteeringPool, SystemConfig, TlsProfile, TlsVersion, Transport, TrapReceiver,
 };
 use crate::Config;
 
@@ -40,6 +40,8 @@ pub enum Element {
     TrapReceiver(TrapReceiver),
     /// One `snmp-community` of `system-config`.
     SnmpCommunity(SnmpCommunity),
+    /// One `snmp-user-entry` of `system-config`.
+    SnmpUserEntry(SnmpUserEntry),
     /// One `peer` of `redundancy-config`.
     Peer(Peer),
     /// One `auto-scaling-profile`.
@@ -66,6 +68,7 @@ pub(crate) enum Kind {
     AlarmThreshold,
     TrapReceiver,
     SnmpCommunity,
+    SnmpUserEntry,
     Peer,
     AutoScalingProfile,
     AccessControl,
@@ -194,7 +197,13 @@ const SYSTEM_CONFIG: &[Attr] = &[
         "snmp-agent-address",
         Ty::Addr,
         "<address:port | none>",
-        "UDP address the SNMP agent answers on (needs an snmp-community)",
+        "UDP address the SNMP agent answers on (needs an snmp-community or snmp-user-entry)",
+    ),
+    opt(
+        "snmp-engine-id",
+        Ty::Str,
+        "<hex, 5..=32 octets | none>",
+        "this node's SNMPv3 engine ID (none: derived from the hostname)",
     ),
     opt(
         "metrics-address",
@@ -256,6 +265,52 @@ const TRAP_RECEIVER: &[Attr] = &[
         Ty::Words(FilterLevel::WORDS),
         "<all | minor | major | critical | none>",
         "lowest severity sent",
+    ),
+    attr(
+        "version",
+        Ty::Words(SnmpVersion::WORDS),
+        "<v2c | v3>",
+        "SNMP version of the traps",
+    ),
+    opt(
+        "user-name",
+        Ty::Str,
+        "<snmp-user-entry user-name | none>",
+        "the v3 user whose keys secure the traps",
+    ),
+];
+
+const SNMP_USER_ENTRY: &[Attr] = &[
+    attr("user-name", Ty::Str, "<name>", "SNMPv3 USM user name"),
+    attr(
+        "auth-protocol",
+        Ty::Words(SnmpAuthProtocol::WORDS),
+        "<sha>",
+        "authentication protocol (HMAC-SHA-96; MD5 refused)",
+    ),
+    attr(
+        "auth-password",
+        Ty::Str,
+        "<8 characters or more>",
+        "authentication password (a secret)",
+    ),
+    attr(
+        "priv-protocol",
+        Ty::Words(SnmpPrivProtocol::WORDS),
+        "<aes128>",
+        "privacy protocol (AES-128-CFB; DES refused)",
+    ),
+    attr(
+        "priv-password",
+        Ty::Str,
+        "<8 characters or more>",
+        "privacy password (a secret)",
+    ),
+    attr(
+        "ip-addresses",
+        Ty::List(&Ty::Str),
+        "<+address | -address | address/prefix ...>",
+        "sources allowed to use it; none: any",
     ),
 ];
 
@@ -822,6 +877,7 @@ impl Kind {
             Self::AlarmThreshold => "alarm-threshold",
             Self::TrapReceiver => "trap-receiver",
             Self::SnmpCommunity => "snmp-community",
+            Self::SnmpUserEntry => "snmp-user-entry",
             Self::Peer => "peer",
             Self::AutoScalingProfile => "auto-scaling-profile",
             Self::AccessControl => "access-control",
@@ -855,6 +911,9 @@ impl Kind {
             Self::SnmpCommunity => {
                 "a community of the SNMP agent (multi-instance, key: community-name)"
             }
+            Self::SnmpUserEntry => {
+                "an SNMPv3 user, authPriv SHA + AES-128 (multi-instance, key: user-name)"
+            }
             Self::Peer => "one node of the pair (multi-instance, key: name)",
             Self::AutoScalingProfile => "worker-group scaling rules (multi-instance, key: name)",
             Self::AccessControl => {
@@ -882,6 +941,7 @@ impl Kind {
             Self::AlarmThreshold => ALARM_THRESHOLD,
             Self::TrapReceiver => TRAP_RECEIVER,
             Self::SnmpCommunity => SNMP_COMMUNITY,
+            Self::SnmpUserEntry => SNMP_USER_ENTRY,
             Self::Peer => PEER,
             Self::AutoScalingProfile => AUTO_SCALING_PROFILE,
             Self::AccessControl => ACCESS_CONTROL,
@@ -898,6 +958,7 @@ impl Kind {
                 Self::AlarmThreshold,
                 Self::TrapReceiver,
                 Self::SnmpCommunity,
+                Self::SnmpUserEntry,
             ],
             Self::RedundancyConfig => &[Self::Peer],
             _ => &[],
@@ -949,6 +1010,7 @@ impl Kind {
             Self::AlarmThreshold => Element::AlarmThreshold(AlarmThreshold::default()),
             Self::TrapReceiver => Element::TrapReceiver(TrapReceiver::default()),
             Self::SnmpCommunity => Element::SnmpCommunity(SnmpCommunity::default()),
+            Self::SnmpUserEntry => Element::SnmpUserEntry(SnmpUserEntry::default()),
             Self::Peer => Element::Peer(Peer::default()),
             Self::AutoScalingProfile => Element::AutoScalingProfile(AutoScalingProfile::default()),
             Self::AccessControl => Element::AccessControl(AccessControl::default()),
@@ -992,6 +1054,7 @@ impl Element {
             Self::AlarmThreshold(_) => Kind::AlarmThreshold,
             Self::TrapReceiver(_) => Kind::TrapReceiver,
             Self::SnmpCommunity(_) => Kind::SnmpCommunity,
+            Self::SnmpUserEntry(_) => Kind::SnmpUserEntry,
             Self::Peer(_) => Kind::Peer,
             Self::AutoScalingProfile(_) => Kind::AutoScalingProfile,
             Self::AccessControl(_) => Kind::AccessControl,
@@ -1019,6 +1082,7 @@ impl Element {
             Self::AlarmThreshold(v) => table_of(v),
             Self::TrapReceiver(v) => table_of(v),
             Self::SnmpCommunity(v) => table_of(v),
+            Self::SnmpUserEntry(v) => table_of(v),
             Self::Peer(v) => table_of(v),
             Self::AutoScalingProfile(v) => table_of(v),
             Self::AccessControl(v) => table_of(v),
@@ -1041,6 +1105,7 @@ impl Element {
             Kind::AlarmThreshold => value.try_into().map(Self::AlarmThreshold),
             Kind::TrapReceiver => value.try_into().map(Self::TrapReceiver),
             Kind::SnmpCommunity => value.try_into().map(Self::SnmpCommunity),
+            Kind::SnmpUserEntry => value.try_into().map(Self::SnmpUserEntry),
             Kind::Peer => value.try_into().map(Self::Peer),
             Kind::AutoScalingProfile => value.try_into().map(Self::AutoScalingProfile),
             Kind::AccessControl => value.try_into().map(Self::AccessControl),
@@ -1070,6 +1135,7 @@ impl Element {
             Self::AlarmThreshold(v) => format!("{} {} {}", v.kind, v.severity, v.volume),
             Self::TrapReceiver(v) => v.socket_addr().to_string(),
             Self::SnmpCommunity(v) => v.community_name.clone(),
+            Self::SnmpUserEntry(v) => v.user_name.clone(),
             _ => String::new(),
         }
     }
@@ -1105,6 +1171,12 @@ impl Element {
                 .cloned()
                 .map(Self::SnmpCommunity)
                 .collect(),
+            (Self::SystemConfig(v), Kind::SnmpUserEntry) => v
+                .snmp_users
+                .iter()
+                .cloned()
+                .map(Self::SnmpUserEntry)
+                .collect(),
             (Self::RedundancyConfig(v), Kind::Peer) => {
                 v.peers.iter().cloned().map(Self::Peer).collect()
             }
@@ -1123,6 +1195,9 @@ impl Element {
             }
             (Self::SystemConfig(v), Self::SnmpCommunity(c)) => {
                 put(&mut v.snmp_communities, c, at, |t| t.community_name.clone())
+            }
+            (Self::SystemConfig(v), Self::SnmpUserEntry(c)) => {
+                put(&mut v.snmp_users, c, at, |t| t.user_name.clone())
             }
             (Self::SystemConfig(v), Self::TrapReceiver(c)) => {
                 put(&mut v.trap_receivers, c, at, |t| {
@@ -1149,6 +1224,9 @@ impl Element {
             }
             (Self::SystemConfig(v), Kind::SnmpCommunity) => {
                 v.snmp_communities.remove(index);
+            }
+            (Self::SystemConfig(v), Kind::SnmpUserEntry) => {
+                v.snmp_users.remove(index);
             }
             (Self::RedundancyConfig(v), Kind::Peer) => {
                 v.peers.remove(index);

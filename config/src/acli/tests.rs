@@ -748,6 +748,53 @@ fn snmp_agent_address_and_communities() {
 }
 
 #[test]
+fn snmp_user_entries_and_v3_receivers() {
+    let mut sh = options_shell();
+    sh.script(&[
+        "snmp-user-entry",
+        "user-name nms",
+        "auth-password authpass1",
+        "priv-password privpass1",
+        "ip-addresses 127.0.0.1",
+    ]);
+    // Both passwords print masked inside the element.
+    let shown = sh.ok("show");
+    assert!(
+        !shown.contains("authpass1") && !shown.contains("privpass1"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("auth-password                   ********\n"),
+        "{shown}"
+    );
+    contains_all(&sh.err("auth-protocol md5"), &["sha"]);
+    sh.script(&[
+        "done",
+        "exit",
+        "trap-receiver",
+        "ip-address 127.0.0.1",
+        "port 1162",
+        "version v3",
+        "user-name nms",
+        "done",
+        "exit",
+        "snmp-engine-id 0x80000cbd0401020304",
+        "done",
+        "exit",
+        "exit",
+    ]);
+    let system = &sh.config.system;
+    assert_eq!(system.snmp_users[0].user_name, "nms");
+    assert_eq!(system.snmp_users[0].priv_password, "privpass1");
+    assert_eq!(system.trap_receivers[0].version, crate::SnmpVersion::V3);
+    assert_eq!(system.trap_receivers[0].user_name.as_deref(), Some("nms"));
+    assert_eq!(
+        system.snmp_engine_id.as_deref(),
+        Some("0x80000cbd0401020304")
+    );
+}
+
+#[test]
 fn trap_receivers_and_peers() {
     let mut sh = options_shell();
     sh.script(&[
@@ -1254,6 +1301,7 @@ fn every_attribute_exists_in_the_model() {
         Kind::AlarmThreshold,
         Kind::TrapReceiver,
         Kind::SnmpCommunity,
+        Kind::SnmpUserEntry,
         Kind::Peer,
         Kind::AutoScalingProfile,
         Kind::AccessControl,
@@ -1267,6 +1315,7 @@ fn every_attribute_exists_in_the_model() {
         "peer",
         "route",
         "snmp-community",
+        "snmp-user-entry",
     ];
     for kind in kinds {
         let mut fresh = kind.fresh();
@@ -1278,6 +1327,10 @@ fn every_attribute_exists_in_the_model() {
         if let Element::SystemConfig(s) = &mut fresh {
             s.snmp_agent_address = Some("127.0.0.1:161".parse().unwrap());
             s.metrics_address = Some("127.0.0.1:9464".parse().unwrap());
+            s.snmp_engine_id = Some("0x8000000001".into());
+        }
+        if let Element::TrapReceiver(t) = &mut fresh {
+            t.user_name = Some("x".into());
         }
         if let Element::AutoScalingProfile(p) = &mut fresh {
             p.scale_up_within = Some(1);
