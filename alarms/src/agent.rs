@@ -1,6 +1,18 @@
-//! The SNMPv2c agent's logic, sans IO: the MIB view built from a [`StatusSnapshot`] of the
-//! node, and [`Agent::handle`], which turns one request datagram into at most one response
-//! (GetRequest, GetNextRequest, GetBulkRequest; SetRequest is refused with `notWritable`).
+//! The SNMP agent's logic, sans IO: the MIB view built from a [`StatusSnapshot`] of the
+//! node, and [`Agent::handle_at`], which turns one request datagram into at most one response
+//! (GetRequest, GetNextRequest, GetBulkRequest; SetRequest is refused with `notWritable`),
+//! SNMPv2c with a community or SNMPv3 with a USM user (authPriv, SHA and AES-128: the message
+//! is checked and opened by [`crate::usm::open`], the scoped PDU answered by the same logic
+//! as v2c on the same view, the response encrypted and authenticated with the user's keys).
+//!
+//! # SNMPv3
+//!
+//! Discovery (an empty or foreign engine ID) gets a `usmStatsUnknownEngineIDs` report with our
+//! engine ID, boots and time. An unknown user (or one not allowed from the source), a security
+//! level other than authPriv, a wrong digest or an undecryptable PDU gets its `usmStats`
+//! report in clear; a message outside the 150 s time window gets an authenticated
+//! `usmStatsNotInTimeWindows` report (so that the manager may trust our time). Reports go
+//! only to reportable requests; every refusal is counted.
 //!
 //! # The view
 //!
@@ -10,6 +22,8 @@
 //! | `1.3.6.1.2.1.11.{1,3,4,5,6}.0`     | `snmpInPkts`, `snmpInBadVersions`, `snmpInBadCommunityNames`, `snmpInBadCommunityUses`, `snmpInASNParseErrs` |
 //! | `1.3.6.1.3.3261.1.2.1..11.0`       | `sbcPairStatus` scalars: health, redundancy, memory, heap, calls |
 //! | `1.3.6.1.3.3261.1.2.12.1.c.id`     | `sbcAlarmTable`, indexed by the alarm id |
+//! | `1.3.6.1.6.3.10.2.1.{1,2,3,4}.0`   | `snmpEngineID`, `snmpEngineBoots`, `snmpEngineTime`, `snmpEngineMaxMessageSize` (with v3) |
+//! | `1.3.6.1.6.3.15.1.1.{1..6}.0`      | `usmStats` counters (with v3) |
 //!
 //! GETNEXT and GETBULK walk the view in lexicographic OID order (the order of `Vec<u32>`).
 //!
@@ -30,8 +44,10 @@ use ipnet::IpNet;
 use rasn::types::{Integer, ObjectIdentifier, OctetString};
 use rasn_smi::v1::{Counter, Gauge, TimeTicks};
 use rasn_smi::v2::{ApplicationSyntax, Counter64, ObjectSyntax, SimpleSyntax};
-use rasn_snmp::v2::{Pdu, Pdus, Response, VarBind, VarBindValue};
+use rasn_snmp::v2::{Pdu, Pdus, Report, Response, VarBind, VarBindValue};
 use rasn_snmp::v2c::Message;
+
+use crate::usm::{self, Engine, Refusal, UsmStats, UsmUser, SNMP_ENGINE_ARC, USM_STATS_ARC};
 
 use crate::threshold::{AlarmKind, Severity};
 use crate::trap::{RedundancyRole, TransitionState, ENTERPRISE_ARC};
@@ -117,11 +133,22 @@ pub struct Community {
     pub sources: Vec<IpNet>,
 }
 
+/// The agent's SNMPv3 side: its engine and its users (keys localized to the engine).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct V3Config {
+    /// This engine.
+    pub engine: Engine,
+    /// The USM users.
+    pub users: Vec<UsmUser>,
+}
+
 /// What an [`Agent`] answers and how much.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentConfig {
     /// The read-only communities.
     pub communities: Vec<Community>,
+    /// SNMPv3, when configured (else v3 messages count as bad versions).
+    pub v3: Option<V3Config>,
     /// Cap on a GETBULK's `max-repetitions`. Default 64.
     pub max_repetitions: u32,
     /// Largest response, bytes. Default 1472 (an Ethernet frame's UDP payload).
@@ -134,6 +161,7 @@ impl AgentConfig {
     pub const fn new(communities: Vec<Community>) -> Self {
         Self {
             communities,
+            v3: None,
             max_repetitions: 64,
             max_response: 1472,
         }
@@ -162,6 +190,16 @@ pub struct AgentStats {
 pub struct Agent {
     config: AgentConfig,
     stats: AgentStats,
+    usm_stats: UsmStats,
+    /// The next AES salt (RFC 3826 §3.1.2.1: a counter from a random start).
+    salt: u64,
+}
+
+/// What the view shows of the v3 engine.
+struct EngineView<'a> {
+    engine: &'a Engine,
+    time: u32,
+    stats: UsmStats,
 }
 
 type Row = (Vec<u32>, ObjectSyntax);
@@ -242,9 +280,35 @@ fn objects() -> Vec<Vec<u32>> {
     v
 }
 
+/// The v3 objects: `snmpEngine` and `usmStats`.
+fn engine_objects() -> Vec<Vec<u32>> {
+    let mut v: Vec<Vec<u32>> = (1..=4).map(|n| with(&SNMP_ENGINE_ARC, &[n])).collect();
+    v.extend((1..=6).map(|n| with(&USM_STATS_ARC, &[n])));
+    v
+}
+
+fn engine_rows(e: &EngineView<'_>) -> Vec<Row> {
+    let mut rows: Vec<Row> = vec![
+        (
+            with(&SNMP_ENGINE_ARC, &[1, 0]),
+            ObjectSyntax::Simple(SimpleSyntax::String(OctetString::from(e.engine.id.clone()))),
+        ),
+        (with(&SNMP_ENGINE_ARC, &[2, 0]), int(i64::from(e.engine.boots))),
+        (with(&SNMP_ENGINE_ARC, &[3, 0]), int(i64::from(e.time))),
+        (
+            with(&SNMP_ENGINE_ARC, &[4, 0]),
+            int(i64::try_from(MAX_REQUEST).unwrap_or(i64::MAX)),
+        ),
+    ];
+    for (n, value) in (1u32..).zip(e.stats.columns()) {
+        rows.push((with(&USM_STATS_ARC, &[n, 0]), counter32(value)));
+    }
+    rows
+}
+
 /// The view: every instance with its value, sorted by OID.
 #[must_use]
-fn view(s: &StatusSnapshot, stats: &AgentStats) -> Vec<Row> {
+fn view(s: &StatusSnapshot, stats: &AgentStats, engine: Option<&EngineView<'_>>) -> Vec<Row> {
     let mut rows: Vec<Row> = vec![
         (with(&SYSTEM, &[1, 0]), text(&s.sys_descr)),
         (
@@ -316,6 +380,9 @@ fn view(s: &StatusSnapshot, stats: &AgentStats) -> Vec<Row> {
             rows.push((with(&STATUS_ARC, &[ALARM_ENTRY, 1, c, a.id]), value));
         }
     }
+    if let Some(e) = engine {
+        rows.extend(engine_rows(e));
+    }
     rows.sort_by(|a, b| a.0.cmp(&b.0));
     rows
 }
@@ -376,6 +443,8 @@ impl Agent {
         Self {
             config,
             stats: AgentStats::default(),
+            usm_stats: UsmStats::default(),
+            salt: 0,
         }
     }
 
@@ -397,18 +466,49 @@ impl Agent {
         })
     }
 
-    /// Handles one request datagram from `source`; returns the response to send back, or
-    /// `None` when the request gets no answer (counted).
+    /// The `usmStats` counters.
+    #[must_use]
+    pub const fn usm_stats(&self) -> UsmStats {
+        self.usm_stats
+    }
+
+    /// Starts the AES salt counter at `seed` (pass randomness: RFC 3826 §3.1.2.1 wants salts
+    /// that do not repeat under one key, across restarts too).
+    pub const fn seed_salt(&mut self, seed: u64) {
+        self.salt = seed;
+    }
+
+    /// [`Self::handle_at`] with the snapshot's uptime as the engine's clock.
     pub fn handle(
         &mut self,
         request: &[u8],
         source: IpAddr,
         snapshot: &StatusSnapshot,
     ) -> Option<Vec<u8>> {
+        self.handle_at(request, source, snapshot, snapshot.uptime)
+    }
+
+    /// Handles one request datagram from `source`; returns the response to send back, or
+    /// `None` when the request gets no answer (counted). `elapsed` is the time since the
+    /// engine started (`snmpEngineTime`; the boots are the configuration's).
+    pub fn handle_at(
+        &mut self,
+        request: &[u8],
+        source: IpAddr,
+        snapshot: &StatusSnapshot,
+        elapsed: Duration,
+    ) -> Option<Vec<u8>> {
         self.stats.in_pkts = self.stats.in_pkts.wrapping_add(1);
         if request.len() > MAX_REQUEST {
             self.stats.asn_parse_errs += 1;
             return None;
+        }
+        if usm::message_version(request) == Some(3) {
+            let Some(v3) = self.config.v3.clone() else {
+                self.stats.bad_versions += 1;
+                return None;
+            };
+            return self.handle_v3(request, source, snapshot, elapsed, &v3);
         }
         let Ok(message) = rasn::ber::decode::<Message<Pdus>>(request) else {
             self.stats.asn_parse_errs += 1;
@@ -422,8 +522,130 @@ impl Agent {
             self.stats.bad_community_names += 1;
             return None;
         }
+        let community = message.community.to_vec();
+        let max = self.config.max_response;
+        self.answer(message.data, snapshot, None, max, &mut |id, status, index, vbs| {
+            encode(&community, id, status, index, vbs)
+        })
+    }
+
+    fn handle_v3(
+        &mut self,
+        request: &[u8],
+        source: IpAddr,
+        snapshot: &StatusSnapshot,
+        elapsed: Duration,
+        v3: &V3Config,
+    ) -> Option<Vec<u8>> {
+        let engine = &v3.engine;
+        let time = Engine::time(elapsed);
+        let our_max = i32::try_from(MAX_REQUEST).unwrap_or(i32::MAX);
+        let opened = usm::open(
+            request,
+            source,
+            engine,
+            elapsed,
+            &v3.users,
+            &mut self.usm_stats,
+        );
+        match opened {
+            Err(Refusal::Parse) => {
+                self.stats.asn_parse_errs += 1;
+                None
+            }
+            Err(Refusal::Report {
+                error,
+                message_id,
+                user_name,
+                request_id,
+                reportable,
+                user,
+                ..
+            }) => {
+                if !reportable {
+                    return None;
+                }
+                let column = error.column();
+                let counter = self.usm_stats.columns()[column as usize - 1];
+                let report = Pdus::Report(Report(Pdu {
+                    request_id,
+                    error_status: 0,
+                    error_index: 0,
+                    variable_bindings: vec![VarBind {
+                        name: ObjectIdentifier::new_unchecked(Cow::Owned(with(
+                            &USM_STATS_ARC,
+                            &[column, 0],
+                        ))),
+                        value: VarBindValue::Value(counter32(counter)),
+                    }],
+                }));
+                self.stats.responses += 1;
+                let bytes = match user {
+                    Some(u) => {
+                        let salt = self.next_salt();
+                        usm::encode_auth_priv(
+                            engine, time, u, message_id, our_max, salt, report, true,
+                        )
+                    }
+                    None => usm::encode_plain_report(
+                        engine, time, &user_name, message_id, our_max, report,
+                    ),
+                };
+                bytes.ok()
+            }
+            Ok(opened) => {
+                let max = self
+                    .config
+                    .max_response
+                    .min(usize::try_from(opened.max_size).unwrap_or(0).max(484));
+                let salt = self.next_salt();
+                let user = opened.user;
+                let message_id = opened.message_id;
+                let view = EngineView {
+                    engine,
+                    time,
+                    stats: self.usm_stats,
+                };
+                self.answer(
+                    opened.scoped.data,
+                    snapshot,
+                    Some(&view),
+                    max,
+                    &mut |id, status, index, vbs| {
+                        let pdu = Pdus::Response(Response(Pdu {
+                            request_id: id,
+                            error_status: status,
+                            error_index: index,
+                            variable_bindings: vbs,
+                        }));
+                        usm::encode_auth_priv(
+                            engine, time, user, message_id, our_max, salt, pdu, false,
+                        )
+                        .unwrap_or_default()
+                    },
+                )
+            }
+        }
+    }
+
+    const fn next_salt(&mut self) -> u64 {
+        let salt = self.salt;
+        self.salt = self.salt.wrapping_add(1);
+        salt
+    }
+
+    /// Answers one request PDU; `encode` makes the response message of (request-id,
+    /// error-status, error-index, varbinds), whose size is held to `max_response`.
+    fn answer(
+        &mut self,
+        data: Pdus,
+        snapshot: &StatusSnapshot,
+        engine: Option<&EngineView<'_>>,
+        max_response: usize,
+        encode: &mut dyn FnMut(i32, u32, u32, Vec<VarBind>) -> Vec<u8>,
+    ) -> Option<Vec<u8>> {
         let count = |n: usize| n > MAX_VARBINDS;
-        let (request_id, kind, non_repeaters, max_repetitions, vbs) = match message.data {
+        let (request_id, kind, non_repeaters, max_repetitions, vbs) = match data {
             Pdus::GetRequest(p) => (p.0.request_id, Kind::Get, 0, 0, p.0.variable_bindings),
             Pdus::GetNextRequest(p) => (p.0.request_id, Kind::Next, 0, 0, p.0.variable_bindings),
             Pdus::GetBulkRequest(p) => (
@@ -437,13 +659,7 @@ impl Agent {
                 self.stats.bad_community_uses += 1;
                 self.stats.responses += 1;
                 let vbs = p.0.variable_bindings;
-                return Some(encode(
-                    &message.community,
-                    p.0.request_id,
-                    ERR_NOT_WRITABLE,
-                    1,
-                    vbs,
-                ));
+                return Some(encode(p.0.request_id, ERR_NOT_WRITABLE, 1, vbs));
             }
             // Not requests an agent answers.
             _ => return None,
@@ -452,8 +668,11 @@ impl Agent {
             self.stats.asn_parse_errs += 1;
             return None;
         }
-        let rows = view(snapshot, &self.stats);
-        let objects = objects();
+        let rows = view(snapshot, &self.stats, engine);
+        let mut objects = objects();
+        if engine.is_some() {
+            objects.extend(engine_objects());
+        }
         let out: Vec<VarBind> = match kind {
             Kind::Get => vbs
                 .iter()
@@ -466,30 +685,24 @@ impl Agent {
             Kind::Bulk => self.bulk(&rows, &vbs, non_repeaters, max_repetitions),
         };
         self.stats.responses += 1;
-        let bytes = encode(&message.community, request_id, 0, 0, out.clone());
-        if bytes.len() <= self.config.max_response {
+        let bytes = encode(request_id, 0, 0, out.clone());
+        if bytes.len() <= max_response {
             return Some(bytes);
         }
         if kind != Kind::Bulk {
-            return Some(encode(
-                &message.community,
-                request_id,
-                ERR_TOO_BIG,
-                0,
-                Vec::new(),
-            ));
+            return Some(encode(request_id, ERR_TOO_BIG, 0, Vec::new()));
         }
         // GETBULK: as many varbinds as fit, dropped from the end (RFC 3416 §4.2.3).
         let mut keep = out.len();
         while keep > 0 {
             keep = keep * 3 / 4;
-            let b = encode(&message.community, request_id, 0, 0, out[..keep].to_vec());
-            if b.len() <= self.config.max_response {
+            let b = encode(request_id, 0, 0, out[..keep].to_vec());
+            if b.len() <= max_response {
                 // Grow back one at a time while it still fits.
                 let mut best = b;
                 while keep < out.len() {
-                    let b = encode(&message.community, request_id, 0, 0, out[..=keep].to_vec());
-                    if b.len() > self.config.max_response {
+                    let b = encode(request_id, 0, 0, out[..=keep].to_vec());
+                    if b.len() > max_response {
                         break;
                     }
                     best = b;
@@ -498,13 +711,7 @@ impl Agent {
                 return Some(best);
             }
         }
-        Some(encode(
-            &message.community,
-            request_id,
-            ERR_TOO_BIG,
-            0,
-            Vec::new(),
-        ))
+        Some(encode(request_id, ERR_TOO_BIG, 0, Vec::new()))
     }
 
     fn bulk(
@@ -839,7 +1046,7 @@ mod tests {
         let mut s = snapshot();
         s.redundancy = None;
         s.memory_percent = None;
-        let rows = view(&s, &AgentStats::default());
+        let rows = view(&s, &AgentStats::default(), None);
         let objects = objects();
         let at = |n: u32| get(&rows, &objects, &with(&STATUS_ARC, &[n, 0]));
         assert_eq!(at(2), VarBindValue::Value(int(STANDALONE_ROLE)));
