@@ -293,7 +293,10 @@ fn engine_rows(e: &EngineView<'_>) -> Vec<Row> {
             with(&SNMP_ENGINE_ARC, &[1, 0]),
             ObjectSyntax::Simple(SimpleSyntax::String(OctetString::from(e.engine.id.clone()))),
         ),
-        (with(&SNMP_ENGINE_ARC, &[2, 0]), int(i64::from(e.engine.boots))),
+        (
+            with(&SNMP_ENGINE_ARC, &[2, 0]),
+            int(i64::from(e.engine.boots)),
+        ),
         (with(&SNMP_ENGINE_ARC, &[3, 0]), int(i64::from(e.time))),
         (
             with(&SNMP_ENGINE_ARC, &[4, 0]),
@@ -524,9 +527,13 @@ impl Agent {
         }
         let community = message.community.to_vec();
         let max = self.config.max_response;
-        self.answer(message.data, snapshot, None, max, &mut |id, status, index, vbs| {
-            encode(&community, id, status, index, vbs)
-        })
+        self.answer(
+            message.data,
+            snapshot,
+            None,
+            max,
+            &mut |id, status, index, vbs| encode(&community, id, status, index, vbs),
+        )
     }
 
     fn handle_v3(
@@ -1039,6 +1046,419 @@ mod tests {
         assert_eq!(a.stats().bad_versions, 1);
         let huge = vec![0u8; MAX_REQUEST + 1];
         assert!(a.handle(&huge, LO, &snapshot()).is_none());
+    }
+
+    mod v3 {
+        use super::*;
+        use crate::usm::{
+            decrypt, encode_authenticated, encode_plain, encrypt, verify, UsmError, FLAG_AUTH,
+            FLAG_PRIV, FLAG_REPORTABLE,
+        };
+        use rasn_snmp::v3::{
+            Message as V3Message, ScopedPdu, ScopedPduData, USMSecurityParameters,
+        };
+        use std::sync::OnceLock;
+
+        const ID: &[u8] = b"\x80\x00\x0c\xbd\x04sbc-a";
+
+        fn engine() -> Engine {
+            Engine {
+                id: ID.to_vec(),
+                boots: 4,
+            }
+        }
+
+        /// `nms` (allowed from anywhere) and `lan` (10/8 only); `rogue` is `nms` with other
+        /// passwords, as a manager with a wrong password has it.
+        fn users() -> &'static (UsmUser, UsmUser, UsmUser) {
+            static USERS: OnceLock<(UsmUser, UsmUser, UsmUser)> = OnceLock::new();
+            USERS.get_or_init(|| {
+                let u = |n: &str, a: &[u8], p: &[u8], nets: &[&str]| {
+                    UsmUser::new(
+                        n,
+                        a,
+                        p,
+                        ID,
+                        nets.iter().map(|x| x.parse().expect("net")).collect(),
+                    )
+                    .expect("user")
+                };
+                (
+                    u("nms", b"authpass1", b"privpass1", &[]),
+                    u("lan", b"authpass2", b"privpass2", &["10.0.0.0/8"]),
+                    u("nms", b"wrongpass", b"privpass1", &[]),
+                )
+            })
+        }
+
+        fn agent3() -> Agent {
+            let (nms, lan, _) = users();
+            let mut config = AgentConfig::new(Vec::new());
+            config.v3 = Some(V3Config {
+                engine: engine(),
+                users: vec![nms.clone(), lan.clone()],
+            });
+            let mut a = Agent::new(config);
+            a.seed_salt(0x1234_5678_9abc_def0);
+            a
+        }
+
+        /// A manager's request: `flags` as given, encrypted and authenticated as `user` when
+        /// they say so, with the engine's `boots` and `time` as the manager believes them.
+        fn request3(user: &UsmUser, flags: u8, time: u32, data: Pdus) -> Vec<u8> {
+            let e = engine();
+            let scoped = ScopedPdu {
+                engine_id: OctetString::from(ID.to_vec()),
+                name: OctetString::from(Vec::new()),
+                data,
+            };
+            if flags & FLAG_AUTH == 0 {
+                return encode_plain(
+                    &e,
+                    time,
+                    user.name.as_bytes(),
+                    5,
+                    65_507,
+                    flags,
+                    scoped.data,
+                )
+                .expect("encode");
+            }
+            let salt = [9u8; 8];
+            let (data, privacy) = if flags & FLAG_PRIV != 0 {
+                let plain = rasn::ber::encode(&scoped).expect("encode");
+                (
+                    ScopedPduData::EncryptedPdu(OctetString::from(encrypt(
+                        user.priv_key(),
+                        e.boots,
+                        time,
+                        &salt,
+                        &plain,
+                    ))),
+                    salt.to_vec(),
+                )
+            } else {
+                (ScopedPduData::CleartextPdu(scoped), Vec::new())
+            };
+            encode_authenticated(&e, time, user, 5, 65_507, flags, data, privacy).expect("encode")
+        }
+
+        fn get_sys_name() -> Pdus {
+            Pdus::GetRequest(GetRequest(pdu(&[&with(&SYSTEM, &[5, 0])])))
+        }
+
+        const AUTH_PRIV: u8 = FLAG_AUTH | FLAG_PRIV | FLAG_REPORTABLE;
+        const AT: Duration = Duration::from_secs(500);
+
+        /// What came back: its security parameters, and its PDU (decrypted and its digest
+        /// checked with `user`'s keys when the flags say so).
+        fn open3(bytes: &[u8], user: &UsmUser) -> (u8, USMSecurityParameters, Pdus) {
+            let m: V3Message = rasn::ber::decode(bytes).expect("decode");
+            let flags = m.global_data.flags[0];
+            assert_eq!(m.global_data.message_id, Integer::from(5));
+            let p: USMSecurityParameters = m
+                .decode_security_parameters(rasn::Codec::Ber)
+                .unwrap_or_else(|e| panic!("usm: {e}"));
+            if flags & FLAG_AUTH != 0 {
+                let range = usm::auth_params_range(bytes).expect("auth");
+                let mut zeroed = bytes.to_vec();
+                zeroed[range].fill(0);
+                assert!(verify(
+                    user.auth_key(),
+                    &zeroed,
+                    &p.authentication_parameters
+                ));
+            }
+            let scoped = match &m.scoped_data {
+                ScopedPduData::CleartextPdu(s) => s.clone(),
+                ScopedPduData::EncryptedPdu(c) => {
+                    let boots = u32::try_from(&p.authoritative_engine_boots).expect("boots");
+                    let time = u32::try_from(&p.authoritative_engine_time).expect("time");
+                    let plain =
+                        decrypt(user.priv_key(), boots, time, &p.privacy_parameters, c).expect("8");
+                    rasn::ber::decode(&plain).expect("scoped")
+                }
+            };
+            assert_eq!(scoped.engine_id.as_ref(), ID);
+            (flags, p, scoped.data)
+        }
+
+        fn report_of(pdus: &Pdus) -> (Vec<u32>, VarBindValue) {
+            let Pdus::Report(r) = pdus else {
+                panic!("not a report: {pdus:?}")
+            };
+            let vb = &r.0.variable_bindings[0];
+            (vb.name.to_vec(), vb.value.clone())
+        }
+
+        #[test]
+        fn a_request_round_trips_encrypted_both_ways() {
+            let (nms, _, _) = users();
+            let mut a = agent3();
+            let req = request3(nms, AUTH_PRIV, 500, get_sys_name());
+            let bytes = a.handle_at(&req, LO, &snapshot(), AT).expect("answered");
+            let (flags, p, data) = open3(&bytes, nms);
+            assert_eq!(flags, FLAG_AUTH | FLAG_PRIV);
+            assert_eq!(p.authoritative_engine_id.as_ref(), ID);
+            assert_eq!(p.authoritative_engine_boots, Integer::from(4));
+            assert_eq!(p.authoritative_engine_time, Integer::from(500));
+            assert_eq!(p.user_name.as_ref(), b"nms");
+            assert_eq!(
+                p.privacy_parameters.as_ref(),
+                0x1234_5678_9abc_def0u64.to_be_bytes()
+            );
+            let Pdus::Response(r) = data else {
+                panic!("not a response")
+            };
+            assert_eq!(r.0.request_id, 42);
+            assert_eq!(
+                r.0.variable_bindings[0].value,
+                VarBindValue::Value(text("sbc-a"))
+            );
+            // The value's encoding is nowhere in the datagram (the engine ID, in clear, also
+            // ends in the hostname, but with another length octet).
+            assert!(!bytes.windows(7).any(|w| w == b"\x04\x05sbc-a"));
+            // The next response has the next salt; a GETBULK walks the same view with the
+            // snmpEngine and usmStats objects at its end.
+            let walk = request3(nms, AUTH_PRIV, 501, bulk(0, 64, &[&[1, 3, 6, 1, 6, 3]]));
+            let bytes = a.handle_at(&walk, LO, &snapshot(), AT).expect("answered");
+            let (_, p, data) = open3(&bytes, nms);
+            assert_eq!(
+                p.privacy_parameters.as_ref(),
+                0x1234_5678_9abc_def1u64.to_be_bytes()
+            );
+            let Pdus::Response(r) = data else {
+                panic!("not a response")
+            };
+            let names: Vec<Vec<u32>> =
+                r.0.variable_bindings
+                    .iter()
+                    .map(|v| v.name.to_vec())
+                    .collect();
+            assert_eq!(names[0], with(&SNMP_ENGINE_ARC, &[1, 0]));
+            assert_eq!(names[2], with(&SNMP_ENGINE_ARC, &[3, 0]));
+            assert_eq!(
+                r.0.variable_bindings[2].value,
+                VarBindValue::Value(int(500))
+            );
+            assert_eq!(
+                names[4..10],
+                (1..=6)
+                    .map(|n| with(&USM_STATS_ARC, &[n, 0]))
+                    .collect::<Vec<_>>()[..]
+            );
+            // A SET is refused as in v2c.
+            let set = request3(
+                nms,
+                AUTH_PRIV,
+                500,
+                Pdus::SetRequest(SetRequest(pdu(&[&with(&SYSTEM, &[5, 0])]))),
+            );
+            let (_, _, data) = open3(
+                &a.handle_at(&set, LO, &snapshot(), AT).expect("answered"),
+                nms,
+            );
+            let Pdus::Response(r) = data else {
+                panic!("not a response")
+            };
+            assert_eq!(r.0.error_status, ERR_NOT_WRITABLE);
+        }
+
+        #[test]
+        fn discovery_reports_the_engine_id_boots_and_time() {
+            let (nms, _, _) = users();
+            let mut a = agent3();
+            // net-snmp's probe: no engine ID, no user, noAuthNoPriv, reportable.
+            let e = Engine {
+                id: Vec::new(),
+                boots: 0,
+            };
+            let probe = encode_plain(
+                &e,
+                0,
+                b"",
+                5,
+                65_507,
+                FLAG_REPORTABLE,
+                Pdus::GetRequest(GetRequest(pdu(&[]))),
+            )
+            .expect("encode");
+            let bytes = a.handle_at(&probe, LO, &snapshot(), AT).expect("report");
+            let (flags, p, data) = open3(&bytes, nms);
+            assert_eq!(flags, 0, "a discovery report is noAuthNoPriv");
+            assert_eq!(p.authoritative_engine_id.as_ref(), ID);
+            assert_eq!(p.authoritative_engine_boots, Integer::from(4));
+            assert_eq!(p.authoritative_engine_time, Integer::from(500));
+            let (name, value) = report_of(&data);
+            assert_eq!(name, with(&USM_STATS_ARC, &[4, 0]));
+            assert_eq!(value, VarBindValue::Value(counter32(1)));
+            assert_eq!(a.usm_stats().unknown_engine_ids, 1);
+            // Not reportable: counted, no answer.
+            let quiet = encode_plain(
+                &e,
+                0,
+                b"",
+                5,
+                65_507,
+                0,
+                Pdus::GetRequest(GetRequest(pdu(&[]))),
+            )
+            .expect("encode");
+            assert!(a.handle_at(&quiet, LO, &snapshot(), AT).is_none());
+            assert_eq!(a.usm_stats().unknown_engine_ids, 2);
+        }
+
+        /// Each refusal: its report's counter, its flags, and the counter in `usmStats`.
+        #[test]
+        fn each_refusal_is_reported_and_counted() {
+            let (nms, lan, rogue) = users();
+            let ten: IpAddr = "10.1.2.3".parse().expect("ip");
+            let stranger =
+                UsmUser::new("who", b"authpass1", b"privpass1", ID, Vec::new()).expect("user");
+            let mut bad_salt = request3(nms, AUTH_PRIV, 500, get_sys_name());
+            // Same message, decrypted with another key: garbage, not a scoped PDU.
+            let other_priv =
+                UsmUser::new("nms", b"authpass1", b"otherpriv", ID, Vec::new()).expect("user");
+            let undecryptable = request3(&other_priv, AUTH_PRIV, 500, get_sys_name());
+            // One octet of the ciphertext flipped: the digest is wrong.
+            let last = bad_salt.len() - 1;
+            bad_salt[last] ^= 1;
+            let cases: Vec<(&str, Vec<u8>, IpAddr, UsmError, u8)> = vec![
+                (
+                    "unknown user",
+                    request3(&stranger, AUTH_PRIV, 500, get_sys_name()),
+                    LO,
+                    UsmError::UnknownUserName,
+                    0,
+                ),
+                (
+                    "not from this source",
+                    request3(lan, AUTH_PRIV, 500, get_sys_name()),
+                    LO,
+                    UsmError::UnknownUserName,
+                    0,
+                ),
+                (
+                    "noAuthNoPriv",
+                    request3(nms, FLAG_REPORTABLE, 500, get_sys_name()),
+                    LO,
+                    UsmError::UnsupportedSecLevel,
+                    0,
+                ),
+                (
+                    "authNoPriv",
+                    request3(nms, FLAG_AUTH | FLAG_REPORTABLE, 500, get_sys_name()),
+                    LO,
+                    UsmError::UnsupportedSecLevel,
+                    0,
+                ),
+                (
+                    "wrong password",
+                    request3(rogue, AUTH_PRIV, 500, get_sys_name()),
+                    LO,
+                    UsmError::WrongDigest,
+                    0,
+                ),
+                ("tampered", bad_salt, LO, UsmError::WrongDigest, 0),
+                (
+                    "late",
+                    request3(nms, AUTH_PRIV, 349, get_sys_name()),
+                    LO,
+                    UsmError::NotInTimeWindow,
+                    FLAG_AUTH,
+                ),
+                (
+                    "early",
+                    request3(nms, AUTH_PRIV, 651, get_sys_name()),
+                    LO,
+                    UsmError::NotInTimeWindow,
+                    FLAG_AUTH,
+                ),
+                (
+                    "undecryptable",
+                    undecryptable,
+                    LO,
+                    UsmError::DecryptionError,
+                    0,
+                ),
+            ];
+            let mut a = agent3();
+            let mut expected = UsmStats::default();
+            for (what, req, from, error, flags) in cases {
+                let bytes = a
+                    .handle_at(&req, from, &snapshot(), AT)
+                    .unwrap_or_else(|| panic!("{what}: no report"));
+                let (got_flags, p, data) = open3(&bytes, nms);
+                assert_eq!(got_flags, flags, "{what}");
+                assert_eq!(p.authoritative_engine_time, Integer::from(500), "{what}");
+                let (name, value) = report_of(&data);
+                let n = expected.count(error);
+                assert_eq!(name, with(&USM_STATS_ARC, &[error.column(), 0]), "{what}");
+                assert_eq!(value, VarBindValue::Value(counter32(n)), "{what}");
+            }
+            assert_eq!(a.usm_stats(), expected);
+            assert_eq!(expected.columns(), [2, 2, 2, 0, 2, 1]);
+            // lan from its network is served; the counters answer GET.
+            let usm = with(&USM_STATS_ARC, &[5, 0]);
+            let req = request3(
+                lan,
+                AUTH_PRIV,
+                500,
+                Pdus::GetRequest(GetRequest(pdu(&[&usm]))),
+            );
+            let (_, _, data) = open3(
+                &a.handle_at(&req, ten, &snapshot(), AT).expect("answered"),
+                lan,
+            );
+            let Pdus::Response(r) = data else {
+                panic!("not a response")
+            };
+            assert_eq!(
+                r.0.variable_bindings[0].value,
+                VarBindValue::Value(counter32(2))
+            );
+        }
+
+        #[test]
+        fn the_time_window_follows_the_engine_clock() {
+            let (nms, _, _) = users();
+            let mut a = agent3();
+            let req = request3(nms, AUTH_PRIV, 500, get_sys_name());
+            for (secs, answered) in [
+                (500, true),
+                (650, true),
+                (651, false),
+                (350, true),
+                (349, false),
+            ] {
+                let bytes = a
+                    .handle_at(&req, LO, &snapshot(), Duration::from_secs(secs))
+                    .expect("answer or report");
+                let (_, _, data) = open3(&bytes, nms);
+                assert_eq!(matches!(data, Pdus::Response(_)), answered, "at {secs} s");
+            }
+        }
+
+        #[test]
+        fn v3_without_users_is_a_bad_version() {
+            let (nms, _, _) = users();
+            let mut a = agent();
+            assert!(a
+                .handle_at(
+                    &request3(nms, AUTH_PRIV, 500, get_sys_name()),
+                    LO,
+                    &snapshot(),
+                    AT
+                )
+                .is_none());
+            assert_eq!(a.stats().bad_versions, 1);
+            // And v2c still works beside v3.
+            let mut b = agent3();
+            b.config.communities = agent().config.communities;
+            assert!(b
+                .handle(&request("public", get_sys_name()), LO, &snapshot())
+                .is_some());
+        }
     }
 
     #[test]

@@ -124,7 +124,13 @@ pub fn verify(localized: &[u8; 20], zeroed: &[u8], received: &[u8]) -> bool {
 /// of the localized privacy key, the IV `boots ‖ time ‖ salt` (4 + 4 + 8 octets, big endian);
 /// the salt is the message's `msgPrivacyParameters`.
 #[must_use]
-pub fn encrypt(priv_key: &[u8; 16], boots: u32, time: u32, salt: &[u8; 8], plain: &[u8]) -> Vec<u8> {
+pub fn encrypt(
+    priv_key: &[u8; 16],
+    boots: u32,
+    time: u32,
+    salt: &[u8; 8],
+    plain: &[u8],
+) -> Vec<u8> {
     let mut buf = plain.to_vec();
     Aes128CfbEnc::new(priv_key.into(), &iv(boots, time, salt).into()).encrypt(&mut buf);
     buf
@@ -348,7 +354,10 @@ fn tlv(buf: &[u8], at: usize) -> Option<Tlv> {
             return None;
         }
         let bytes = buf.get(at + 2..at + 2 + n)?;
-        (bytes.iter().fold(0usize, |l, b| (l << 8) | usize::from(*b)), at + 2 + n)
+        (
+            bytes.iter().fold(0usize, |l, b| (l << 8) | usize::from(*b)),
+            at + 2 + n,
+        )
     };
     (start.checked_add(len)? <= buf.len()).then_some(Tlv { tag, start, len })
 }
@@ -379,7 +388,11 @@ pub fn message_version(raw: &[u8]) -> Option<i64> {
     let version = tlv(raw, outer.start).filter(|t| t.tag == 0x02 && (1..=8).contains(&t.len))?;
     let bytes = &raw[version.start..version.end()];
     let first = i64::from(i8::from_ne_bytes([bytes[0]]));
-    Some(bytes[1..].iter().fold(first, |v, b| (v << 8) | i64::from(*b)))
+    Some(
+        bytes[1..]
+            .iter()
+            .fold(first, |v, b| (v << 8) | i64::from(*b)),
+    )
 }
 
 /// Builds an authPriv SNMPv3 message (RFC 3414 §3.1) from `engine` (authoritative: an agent's
@@ -660,8 +673,14 @@ pub fn open<'a>(
     let ScopedPduData::EncryptedPdu(cipher) = &message.scoped_data else {
         return Err(refuse(UsmError::DecryptionError, None));
     };
-    let scoped = decrypt(user.priv_key(), boots, time, &params.privacy_parameters, cipher)
-        .and_then(|plain| rasn::ber::decode::<ScopedPdu>(&plain).ok());
+    let scoped = decrypt(
+        user.priv_key(),
+        boots,
+        time,
+        &params.privacy_parameters,
+        cipher,
+    )
+    .and_then(|plain| rasn::ber::decode::<ScopedPdu>(&plain).ok());
     let Some(scoped) = scoped else {
         return Err(refuse(UsmError::DecryptionError, None));
     };
@@ -704,7 +723,9 @@ mod tests {
     /// ‖ salt; and a round trip of a message that is not a whole number of blocks.
     #[test]
     fn aes_cfb_matches_the_nist_vector_and_round_trips() {
-        let key: [u8; 16] = hex("2b7e151628aed2a6abf7158809cf4f3c").try_into().expect("16");
+        let key: [u8; 16] = hex("2b7e151628aed2a6abf7158809cf4f3c")
+            .try_into()
+            .expect("16");
         let salt: [u8; 8] = hex("08090a0b0c0d0e0f").try_into().expect("8");
         let plain = hex("6bc1bee22e409f96e93d7e117393172aae2d8a571e03ac9c9eb76fac45af8e51");
         let cipher = encrypt(&key, 0x0001_0203, 0x0405_0607, &salt, &plain);
@@ -753,7 +774,8 @@ mod tests {
             id: hex("80000cbd0473626361"),
             boots: 3,
         };
-        let user = UsmUser::new("nms", b"authpass1", b"privpass1", &e.id, Vec::new()).expect("user");
+        let user =
+            UsmUser::new("nms", b"authpass1", b"privpass1", &e.id, Vec::new()).expect("user");
         assert!(format!("{user:?}").contains("nms"));
         let pdu = Pdus::Report(rasn_snmp::v2::Report(rasn_snmp::v2::Pdu {
             request_id: 1,
