@@ -51,6 +51,7 @@ use tracing::{debug, warn};
 use crate::eval::AlarmEvent;
 use crate::table::{AlarmRow, ClearedBy};
 use crate::threshold::{AlarmKind, Severity};
+use crate::usm::{Engine, UsmUser};
 
 /// The module's arc: `1.3.6.1.3.3261` (experimental; no PEN yet).
 pub const ENTERPRISE_ARC: [u32; 6] = [1, 3, 6, 1, 3, 3261];
@@ -463,12 +464,61 @@ fn ticks(uptime: Duration) -> u32 {
 
 /// Encodes `trap` as an SNMPv2c message (BER) for `community`, with `uptime` as
 /// `sysUpTime.0` and `request_id` as the PDU's request id.
+///
+/// # Errors
+/// The BER encoder's.
 pub fn encode_trap(
     trap: &Trap,
     community: &str,
     uptime: Duration,
     request_id: i32,
 ) -> Result<Vec<u8>, TrapError> {
+    let message = Message {
+        version: Integer::from(1),
+        community: OctetString::from(community.as_bytes().to_vec()),
+        data: trap_pdu(trap, uptime, request_id),
+    };
+    rasn::ber::encode(&message).map_err(|e| TrapError::Encode(e.to_string()))
+}
+
+/// The security of a v3 trap receiver: our engine (we are authoritative for the traps we
+/// originate) and the user whose localized keys secure them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrapSecurity {
+    /// This engine (ID and boots).
+    pub engine: Engine,
+    /// The user, keys localized to `engine`.
+    pub user: UsmUser,
+}
+
+/// Encodes `trap` as an SNMPv3 authPriv message (the same SNMPv2-Trap-PDU as
+/// [`encode_trap`]): `msgID` and request id `request_id`, our engine ID and boots, engine time
+/// from `engine_elapsed`, encrypted under `salt` with the user's keys.
+///
+/// # Errors
+/// The BER encoder's.
+pub fn encode_trap_v3(
+    trap: &Trap,
+    security: &TrapSecurity,
+    uptime: Duration,
+    engine_elapsed: Duration,
+    request_id: i32,
+    salt: u64,
+) -> Result<Vec<u8>, TrapError> {
+    crate::usm::encode_auth_priv(
+        &security.engine,
+        Engine::time(engine_elapsed),
+        &security.user,
+        request_id,
+        i32::try_from(crate::agent::MAX_REQUEST).unwrap_or(i32::MAX),
+        salt,
+        trap_pdu(trap, uptime, request_id),
+        false,
+    )
+    .map_err(TrapError::Encode)
+}
+
+fn trap_pdu(trap: &Trap, uptime: Duration, request_id: i32) -> Pdus {
     let mut varbinds = vec![
         VarBind {
             name: ObjectIdentifier::new_unchecked(Cow::Borrowed(&SYS_UPTIME_0)),
@@ -498,17 +548,12 @@ pub fn encode_trap(
             value: VarBindValue::Value(syntax),
         });
     }
-    let message = Message {
-        version: Integer::from(1),
-        community: OctetString::from(community.as_bytes().to_vec()),
-        data: Pdus::Trap(TrapPdu(Pdu {
-            request_id,
-            error_status: Pdu::ERROR_STATUS_NO_ERROR,
-            error_index: 0,
-            variable_bindings: varbinds,
-        })),
-    };
-    rasn::ber::encode(&message).map_err(|e| TrapError::Encode(e.to_string()))
+    Pdus::Trap(TrapPdu(Pdu {
+        request_id,
+        error_status: Pdu::ERROR_STATUS_NO_ERROR,
+        error_index: 0,
+        variable_bindings: varbinds,
+    }))
 }
 
 /// One varbind of a decoded trap, in readable form.
@@ -719,6 +764,10 @@ pub struct TrapReceiver {
     /// Which traps it gets. Default `all`.
     #[serde(default)]
     pub filter_level: FilterLevel,
+    /// SNMPv3 (authPriv) instead of v2c, with this engine and user (the community is then
+    /// unused). Not serialized: the keys are derived from the configuration.
+    #[serde(skip)]
+    pub v3: Option<Arc<TrapSecurity>>,
 }
 
 fn default_community() -> String {
@@ -732,8 +781,11 @@ pub struct TrapSinkConfig {
     pub receivers: Vec<TrapReceiver>,
     /// Traps that may wait to be sent; more are dropped (and counted). Default 256.
     pub queue_capacity: usize,
-    /// When the node started: `sysUpTime.0` is the time since.
+    /// When the node started: `sysUpTime.0` is the time since, and so is the v3
+    /// `snmpEngineTime` (the engine's boots count starts).
     pub started: Instant,
+    /// The first AES salt of v3 traps (a counter from there, RFC 3826 §3.1.2.1).
+    pub salt_seed: u64,
 }
 
 impl TrapSinkConfig {
@@ -744,8 +796,17 @@ impl TrapSinkConfig {
             receivers,
             queue_capacity: 256,
             started: Instant::now(),
+            salt_seed: random_seed(),
         }
     }
+}
+
+/// 64 bits from the OS's randomness, as std's hasher keys take it.
+fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish()
 }
 
 /// Counters of a [`TrapSink`].
@@ -792,7 +853,12 @@ impl TrapSink {
             receivers: RwLock::new(config.receivers),
             ..Shared::default()
         });
-        let task = tokio::spawn(run(rx, Arc::clone(&shared), config.started));
+        let task = tokio::spawn(run(
+            rx,
+            Arc::clone(&shared),
+            config.started,
+            config.salt_seed,
+        ));
         (Self { tx, shared }, task)
     }
 
@@ -839,7 +905,8 @@ async fn bind(v6: bool) -> std::io::Result<UdpSocket> {
     UdpSocket::bind(if v6 { "[::]:0" } else { "0.0.0.0:0" }).await
 }
 
-async fn run(mut rx: mpsc::Receiver<Trap>, shared: Arc<Shared>, started: Instant) {
+async fn run(mut rx: mpsc::Receiver<Trap>, shared: Arc<Shared>, started: Instant, seed: u64) {
+    let mut salt = seed;
     let mut v4: Option<UdpSocket> = None;
     let mut v6: Option<UdpSocket> = None;
     let mut request_id: i32 = 0;
@@ -852,7 +919,14 @@ async fn run(mut rx: mpsc::Receiver<Trap>, shared: Arc<Shared>, started: Instant
         let uptime = started.elapsed();
         for receiver in receivers.iter().filter(|r| r.filter_level.passes(&trap)) {
             request_id = request_id.wrapping_add(1) & i32::MAX;
-            let bytes = match encode_trap(&trap, &receiver.community, uptime, request_id) {
+            let encoded = match &receiver.v3 {
+                None => encode_trap(&trap, &receiver.community, uptime, request_id),
+                Some(security) => {
+                    salt = salt.wrapping_add(1);
+                    encode_trap_v3(&trap, security, uptime, uptime, request_id, salt)
+                }
+            };
+            let bytes = match encoded {
                 Ok(b) => b,
                 Err(e) => {
                     shared.failed.fetch_add(1, Ordering::Relaxed);
@@ -1051,11 +1125,13 @@ mod tests {
                 address: "[100::1]:9".parse().expect("addr"),
                 community: "x".into(),
                 filter_level: FilterLevel::All,
+                v3: None,
             },
             TrapReceiver {
                 address: addr,
                 community: "secret".into(),
                 filter_level: FilterLevel::Critical,
+                v3: None,
             },
         ];
         let (sink, task) = TrapSink::spawn(TrapSinkConfig::new(receivers));

@@ -104,14 +104,17 @@ fn free_udp_port() -> u16 {
 }
 
 fn start_trapd(port: u16) -> Trapd {
+    start_trapd_with(
+        port,
+        "authCommunity log,execute,net public\ndisableAuthorization no\n",
+    )
+}
+
+fn start_trapd_with(port: u16, config: &str) -> Trapd {
     let binary = find_snmptrapd();
     let dir = temp_dir("trapd");
     let conf = dir.join("snmptrapd.conf");
-    fs::write(
-        &conf,
-        "authCommunity log,execute,net public\ndisableAuthorization no\n",
-    )
-    .expect("write conf");
+    fs::write(&conf, config).expect("write conf");
     let out = dir.join("snmptrapd.out");
     let stdout = fs::File::create(&out).expect("create output file");
     let mibs = Path::new(env!("CARGO_MANIFEST_DIR")).join("mib");
@@ -179,6 +182,7 @@ async fn snmptrapd_prints_our_traps_with_mib_names() {
         address: format!("127.0.0.1:{port}").parse().expect("addr"),
         community: "public".to_owned(),
         filter_level: FilterLevel::Major,
+        v3: None,
     };
     let (sink, task) = TrapSink::spawn(TrapSinkConfig::new(vec![receiver]));
     // A minor alarm first: filter-level major keeps it from this receiver.
@@ -232,6 +236,65 @@ async fn snmptrapd_prints_our_traps_with_mib_names() {
     assert!(
         !out.contains("Cannot find module") && !out.contains("Unlinked OID"),
         "net-snmp loaded our MIB with errors:\n{out}"
+    );
+    drop(trapd);
+}
+
+/// An SNMPv3 authPriv trap (SHA, AES-128) from our engine, received by snmptrapd that knows
+/// the user under our engine ID; and one with the wrong password is not printed.
+#[tokio::test]
+async fn snmptrapd_receives_our_v3_traps() {
+    use sbc_alarms::trap::TrapSecurity;
+    use sbc_alarms::usm::{Engine, UsmUser};
+    use std::sync::Arc;
+
+    let port = free_udp_port();
+    let engine = Engine {
+        id: b"\x80\x00\x0c\xbd\x04sbc-a".to_vec(),
+        boots: 3,
+    };
+    let hex: String = engine.id.iter().map(|b| format!("{b:02x}")).collect();
+    let trapd = start_trapd_with(
+        port,
+        &format!("createUser -e 0x{hex} nms SHA authpass1 AES privpass1\nauthUser log nms\n"),
+    );
+    let receiver = |auth: &[u8]| TrapReceiver {
+        address: format!("127.0.0.1:{port}").parse().expect("addr"),
+        community: "unused".to_owned(),
+        filter_level: FilterLevel::All,
+        v3: Some(Arc::new(TrapSecurity {
+            engine: engine.clone(),
+            user: UsmUser::new("nms", auth, b"privpass1", &engine.id, Vec::new()).expect("user"),
+        })),
+    };
+    let alarm = |value: u32| {
+        Trap::Alarm(AlarmInfo {
+            kind: AlarmKind::Memory,
+            value,
+            severity: Severity::Critical,
+            threshold: 80,
+            alarm_id: 131_073,
+            task: "sbcd".to_owned(),
+            node: "sbc-a".to_owned(),
+        })
+    };
+    // The wrong password first (its own sink, drained), then the right one.
+    for (auth, value) in [(&b"wrongpass"[..], 77), (&b"authpass1"[..], 93)] {
+        let (sink, task) = TrapSink::spawn(TrapSinkConfig::new(vec![receiver(auth)]));
+        assert!(sink.send(alarm(value)));
+        drop(sink);
+        tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .expect("sink drains")
+            .expect("no panic");
+    }
+    let out = trapd.wait_for(&[
+        "SNMPv2-MIB::snmpTrapOID.0 = OID: SBC-PAIR-MIB::sbcAlarmTrap",
+        "SBC-PAIR-MIB::sbcAlarmValue.0 = INTEGER: 93",
+    ]);
+    assert!(
+        !out.contains("INTEGER: 77"),
+        "the wrongly authenticated trap was printed:\n{out}"
     );
     drop(trapd);
 }

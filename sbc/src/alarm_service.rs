@@ -26,6 +26,7 @@ use tracing::{error, info, warn};
 
 use crate::runtime::Node;
 use crate::settings;
+use crate::snmp_v3::SnmpV3;
 
 /// What the redundancy machinery needs to know about this node's health.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -127,6 +128,7 @@ struct Inner {
 pub struct AlarmService {
     inner: Mutex<Inner>,
     sink: TrapSink,
+    snmp: Arc<SnmpV3>,
     health_tx: watch::Sender<HealthStatus>,
     node: Arc<Node>,
 }
@@ -134,11 +136,22 @@ pub struct AlarmService {
 impl AlarmService {
     /// Starts the subsystem for `cfg`; `has_peer` says whether a redundancy peer exists (it
     /// decides what `critical-memory-abort=switchover` does). Must run inside tokio.
-    pub fn spawn(cfg: &Config, node: Arc<Node>, has_peer: bool) -> anyhow::Result<Arc<Self>> {
+    ///
+    /// `snmp` is the node's SNMPv3 engine: v3 trap receivers get its engine ID, boots and
+    /// time, and their user's keys (computed here, once, before the first trap).
+    pub fn spawn(
+        cfg: &Config,
+        node: Arc<Node>,
+        has_peer: bool,
+        snmp: Arc<SnmpV3>,
+    ) -> anyhow::Result<Arc<Self>> {
         let s = &cfg.system;
         let (evaluator, memory, heap) = build(cfg)?;
         let cpu = CpuSampler::new().ok();
-        let (sink, _task) = TrapSink::spawn(TrapSinkConfig::new(settings::trap_receivers(cfg)));
+        let users = snmp.users_now(cfg);
+        let mut sink_config = TrapSinkConfig::new(snmp.trap_receivers(cfg, &users));
+        sink_config.started = snmp.started();
+        let (sink, _task) = TrapSink::spawn(sink_config);
         let (health_tx, _) = watch::channel(HealthStatus {
             score: 100,
             ineligible_until_restart: false,
@@ -164,6 +177,7 @@ impl AlarmService {
                 ),
             }),
             sink,
+            snmp,
             health_tx,
             node,
         });
@@ -174,6 +188,11 @@ impl AlarmService {
     /// Health changes, for the redundancy machinery.
     pub fn health(&self) -> watch::Receiver<HealthStatus> {
         self.health_tx.subscribe()
+    }
+
+    /// The node's SNMPv3 engine (the agent answers v3 with it).
+    pub fn snmp_v3(&self) -> &Arc<SnmpV3> {
+        &self.snmp
     }
 
     /// The trap sink (the HA machinery sends its redundancy traps through it).
@@ -194,8 +213,24 @@ impl AlarmService {
     /// samplers. Raised alarms are then forgotten (an alarm whose condition still holds is
     /// raised again, with its trap, at the next reading); the critical-memory deduction and the
     /// "ineligible until restart" flag carry over: only a restart gives them back.
+    ///
+    /// New SNMPv3 users' keys are computed on a blocking thread: the receivers change once
+    /// they are ready (at once when the users did not change).
     pub fn reconfigure(&self, cfg: &Config) {
-        self.sink.set_receivers(settings::trap_receivers(cfg));
+        if let Some(users) = self.snmp.users_if_ready(cfg) {
+            self.sink
+                .set_receivers(self.snmp.trap_receivers(cfg, &users));
+        } else if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let (snmp, sink, cfg) = (self.snmp.clone(), self.sink.clone(), cfg.clone());
+            runtime.spawn(async move {
+                let users = snmp.users(&cfg).await;
+                sink.set_receivers(snmp.trap_receivers(&cfg, &users));
+            });
+        } else {
+            let users = self.snmp.users_now(cfg);
+            self.sink
+                .set_receivers(self.snmp.trap_receivers(cfg, &users));
+        }
         let Ok(mut i) = self.inner.lock() else {
             return;
         };

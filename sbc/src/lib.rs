@@ -33,4 +33,5 @@ pub mod pair;
 pub mod runtime;
 pub mod settings;
 pub mod snmp_agent;
+pub mod snmp_v3;
 pub mod workers;

@@ -310,7 +310,8 @@ pub fn thresholds(cfg: &Config) -> anyhow::Result<Thresholds> {
     Ok(Thresholds::new(out)?)
 }
 
-/// The configuration's trap receivers as the sink takes them.
+/// The configuration's trap receivers as the sink takes them, all v2c (the v3 ones get their
+/// engine and keys from [`crate::snmp_v3::SnmpV3::trap_receivers`]).
 pub fn trap_receivers(cfg: &Config) -> Vec<TrapReceiver> {
     cfg.system
         .trap_receivers
@@ -325,6 +326,7 @@ pub fn trap_receivers(cfg: &Config) -> Vec<TrapReceiver> {
                 sbc_config::FilterLevel::Critical => sbc_alarms::FilterLevel::Critical,
                 sbc_config::FilterLevel::None => sbc_alarms::FilterLevel::None,
             },
+            v3: None,
         })
         .collect()
 }

@@ -3,8 +3,10 @@
 //! read when a request comes (at most every 500 ms: a walk of the whole view is about thirty
 //! requests, and the SIP figures are gathered from every shard).
 //!
-//! The communities are read from the running configuration at each request, so an
-//! `activate-config` changes them at once; the address is bound at start.
+//! The communities and SNMPv3 users are read from the running configuration at each request,
+//! so an `activate-config` changes them at once (new users' keys are computed on a blocking
+//! thread, once, then cached); the address is bound at start. The agent tells v1/v2c from v3
+//! by the message's version: v3 is served with the node's engine ([`crate::snmp_v3`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use sbc_alarms::agent::{
-    Agent, AgentConfig, AlarmEntry, Community, RedundancyStatus, StatusSnapshot,
+    Agent, AgentConfig, AlarmEntry, Community, RedundancyStatus, StatusSnapshot, V3Config,
 };
 use sbc_alarms::TransitionState;
 use sbc_config::{parse_net, SnmpCommunity};
@@ -122,16 +124,35 @@ pub async fn start(address: SocketAddr, console: Arc<Console>) -> anyhow::Result
     Ok(())
 }
 
-fn running_communities(console: &Console) -> Vec<Community> {
-    console
-        .config
-        .lock()
-        .map(|c| communities(&c.running.system.snmp_communities))
-        .unwrap_or_default()
+/// The agent's configuration from the running configuration: its communities, and its v3
+/// engine and users when there are users.
+async fn running_config(console: &Console) -> AgentConfig {
+    let Ok(running) = console.config.lock().map(|c| c.running.clone()) else {
+        return AgentConfig::new(Vec::new());
+    };
+    let mut config = AgentConfig::new(communities(&running.system.snmp_communities));
+    if !running.system.snmp_users.is_empty() {
+        let snmp = console.subsystems.alarms.snmp_v3();
+        let users = snmp.users(&running).await;
+        config.v3 = Some(V3Config {
+            engine: snmp.engine(&running),
+            users: users.to_vec(),
+        });
+    }
+    config
+}
+
+fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish()
 }
 
 async fn serve(socket: UdpSocket, console: Arc<Console>) {
-    let mut agent = Agent::new(AgentConfig::new(running_communities(&console)));
+    let mut agent = Agent::new(running_config(&console).await);
+    agent.seed_salt(random_seed());
+    let engine_clock = console.subsystems.alarms.snmp_v3().clone();
     let mut cached: Option<(Instant, StatusSnapshot)> = None;
     // One byte more than the agent takes, so that an over-long request is seen as such.
     let mut buf = vec![0u8; sbc_alarms::agent::MAX_REQUEST + 1];
@@ -143,7 +164,7 @@ async fn serve(socket: UdpSocket, console: Arc<Console>) {
                 continue;
             }
         };
-        agent.set_config(AgentConfig::new(running_communities(&console)));
+        agent.set_config(running_config(&console).await);
         let fresh = cached
             .as_ref()
             .is_some_and(|(at, _)| at.elapsed() < SNAPSHOT_FOR);
@@ -153,12 +174,13 @@ async fn serve(socket: UdpSocket, console: Arc<Console>) {
         let Some((_, snap)) = cached.as_ref() else {
             continue;
         };
-        if let Some(reply) = agent.handle(&buf[..n], from.ip(), snap) {
+        if let Some(reply) = agent.handle_at(&buf[..n], from.ip(), snap, engine_clock.elapsed()) {
             if let Err(e) = socket.send_to(&reply, from).await {
                 debug!(%from, error = %e, "SNMP response not sent");
             }
         } else {
-            debug!(%from, stats = ?agent.stats(), "SNMP request not answered");
+            debug!(%from, stats = ?agent.stats(), usm = ?agent.usm_stats(),
+                "SNMP request not answered");
         }
     }
 }
