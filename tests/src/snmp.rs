@@ -1,5 +1,7 @@
 //! A real SNMP trap receiver for the alarm tests: Debian's `snmptrapd`, started on a loopback
-//! port with our MIB loaded so that traps print with names, and `snmptranslate`.
+//! port with our MIB loaded so that traps print with names (v2c with community `public`, or
+//! v3 with one USM user: [`Trapd::start_v3`]), and `snmptranslate`, `snmpwalk` and friends
+//! ([`snmp_tool`], [`snmp_v3`]).
 //!
 //! Missing tools are a panic with the command that installs them: the tests never skip.
 
@@ -107,14 +109,29 @@ impl Trapd {
     /// If `snmptrapd` is missing or does not come up within 10 s.
     #[must_use]
     pub fn start(dir: &TestDir) -> Self {
+        Self::start_with(dir, "authCommunity log public\ndisableAuthorization yes\n")
+    }
+
+    /// Starts snmptrapd as [`Self::start`] does, but for SNMPv3 only: its configuration knows
+    /// one user of the engine `engine_id` (hex, no `0x`), SHA and AES with these passwords
+    /// (`createUser -e 0x<engine_id> USER SHA AUTH AES PRIV`, `authUser log USER`), and no
+    /// community: a v2c trap, or a v3 one that does not authenticate, is not printed.
+    ///
+    /// # Panics
+    /// As [`Self::start`].
+    #[must_use]
+    pub fn start_v3(dir: &TestDir, engine_id: &str, user: &str, auth: &str, privacy: &str) -> Self {
+        Self::start_with(
+            dir,
+            &format!("createUser -e 0x{engine_id} {user} SHA {auth} AES {privacy}\nauthUser log {user}\n"),
+        )
+    }
+
+    fn start_with(dir: &TestDir, config: &str) -> Self {
         let binary = find_tool("snmptrapd");
         let port = ports::free_port();
         let conf = dir.file("snmptrapd.conf");
-        std::fs::write(
-            &conf,
-            "authCommunity log public\ndisableAuthorization yes\n",
-        )
-        .expect("write snmptrapd.conf");
+        std::fs::write(&conf, config).expect("write snmptrapd.conf");
         let out = dir.file("snmptrapd.out");
         let stdout = std::fs::File::create(&out).expect("create snmptrapd.out");
         let stderr = std::fs::File::create(dir.file("snmptrapd.err")).expect("snmptrapd.err");
@@ -253,4 +270,24 @@ pub fn snmp_tool(tool: &str, args: &[&str]) -> (bool, String, String) {
         String::from_utf8_lossy(&out.stdout).trim().to_owned(),
         net_snmp_complaints(&String::from_utf8_lossy(&out.stderr)),
     )
+}
+
+/// Runs a net-snmp tool as [`snmp_tool`] does, as SNMPv3 user `user` at authPriv with SHA and
+/// AES (`-v3 -l authPriv -u USER -a SHA -A AUTH -x AES -X PRIV -t 1 -r 1 AGENT ARGS...`).
+///
+/// # Panics
+/// If the tool is missing.
+#[must_use]
+pub fn snmp_v3(
+    tool: &str,
+    agent: &str,
+    (user, auth, privacy): (&str, &str, &str),
+    args: &[&str],
+) -> (bool, String, String) {
+    let mut all = vec![
+        "-v3", "-l", "authPriv", "-u", user, "-a", "SHA", "-A", auth, "-x", "AES", "-X", privacy,
+        "-t", "1", "-r", "1", agent,
+    ];
+    all.extend_from_slice(args);
+    snmp_tool(tool, &all)
 }

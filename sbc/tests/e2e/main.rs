@@ -41,6 +41,7 @@ mod reinvite;
 mod retransmission;
 mod scenarios_selfcheck;
 mod snmp_agent;
+mod snmp_v3;
 mod tcp_edge;
 mod through_sbc;
 mod tls;
