@@ -132,6 +132,7 @@ fn v3_walk_and_refusals() {
         (USER, "wrong-pass-v3", PRIV),
         &["SBC-PAIR-MIB::sbcPairStatus"],
     );
+    eprintln!("wrong password: {complaints}");
     assert!(!success, "a wrong password got data:\n{out}");
     assert!(!out.contains("sbcStatusHealthScore"), "{out}");
     assert!(
@@ -153,6 +154,7 @@ fn v3_walk_and_refusals() {
         ("intruder", AUTH, PRIV),
         &["SBC-PAIR-MIB::sbcPairStatus"],
     );
+    eprintln!("unknown user: {complaints}");
     assert!(!success, "an unknown user got data:\n{out}");
     assert!(
         complaints.contains("Unknown user name"),
