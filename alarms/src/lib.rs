@@ -14,10 +14,11 @@
 //!   them; serialisable for the ACLI's JSON.
 //! - [`health`]: the health score, 0..=100, with the ledger of what took points off.
 //! - [`threshold`]: the `alarm-threshold` elements and the alarm id scheme.
-//! - [`agent`]: the SNMPv2c agent's logic (the MIB view of a status snapshot, GET, GETNEXT,
-//!   GETBULK), sans IO.
-//! - [`usm`]: SNMPv3 USM key localization and HMAC-SHA-96 (RFC 3414), the start of v3.
-//! - [`trap`]: the SNMPv2c traps of our MIB (`alarms/mib/SBC-PAIR-MIB.txt`, under the
+//! - [`agent`]: the SNMP agent's logic (the MIB view of a status snapshot, GET, GETNEXT,
+//!   GETBULK; v2c communities and v3 USM users), sans IO.
+//! - [`usm`]: the SNMPv3 User-based Security Model (RFC 3414: keys, HMAC-SHA-96, the engine's
+//!   boots and time window, reports) with AES-128-CFB privacy (RFC 3826), sans IO.
+//! - [`trap`]: the SNMPv2c and SNMPv3 traps of our MIB (`alarms/mib/SBC-PAIR-MIB.txt`, under the
 //!   experimental arc `1.3.6.1.3.3261` until the project has an IANA enterprise number), their
 //!   encoder and decoder, and the [`TrapSink`] that sends them without blocking.
 //!

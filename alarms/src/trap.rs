@@ -1,6 +1,7 @@
-//! SNMP traps: SNMPv2c Trap-PDUs of `SBC-PAIR-MIB` (encoding, decoding) and the
+//! SNMP traps: SNMPv2-Trap-PDUs of `SBC-PAIR-MIB` (encoding, decoding) and the
 //! [`TrapSink`] that sends them to every configured `trap-receiver` without ever blocking its
-//! caller.
+//! caller, as SNMPv2c with the receiver's community or, for a receiver with a
+//! [`TrapSecurity`], as SNMPv3 authPriv from our engine ([`encode_trap_v3`]: the same PDU).
 //!
 //! # The MIB
 //!
@@ -1113,6 +1114,58 @@ mod tests {
         assert_eq!(passes(FilterLevel::Major), [false, true, true, true]);
         assert_eq!(passes(FilterLevel::Critical), [false, false, true, true]);
         assert_eq!(passes(FilterLevel::None), [false, false, false, false]);
+    }
+
+    /// A v3 trap carries, encrypted, the same Trap-PDU as the v2c one; it authenticates with
+    /// the user's key and decrypts with the salt it carries.
+    #[test]
+    fn v3_traps_carry_the_v2c_pdu_encrypted() {
+        use crate::usm::{auth_params_range, decrypt, verify};
+        use rasn_snmp::v3::{Message as V3, ScopedPdu, ScopedPduData, USMSecurityParameters};
+        let engine = Engine {
+            id: b"\x80\x00\x0c\xbd\x04sbc-a".to_vec(),
+            boots: 2,
+        };
+        let user =
+            UsmUser::new("nms", b"authpass1", b"privpass1", &engine.id, Vec::new()).expect("user");
+        let security = TrapSecurity { engine, user };
+        let trap = Trap::Alarm(alarm());
+        let uptime = Duration::from_secs(7);
+        let bytes = encode_trap_v3(&trap, &security, uptime, Duration::from_secs(65), 11, 5)
+            .expect("encode");
+        let m: V3 = rasn::ber::decode(&bytes).expect("v3");
+        assert_eq!(
+            m.global_data.flags.as_ref(),
+            [0x03],
+            "authPriv, not reportable"
+        );
+        let p: USMSecurityParameters = m
+            .decode_security_parameters(rasn::Codec::Ber)
+            .unwrap_or_else(|e| panic!("usm: {e}"));
+        assert_eq!(p.authoritative_engine_time, Integer::from(65));
+        assert_eq!(p.authoritative_engine_boots, Integer::from(2));
+        let range = auth_params_range(&bytes).expect("auth");
+        let mut zeroed = bytes.clone();
+        zeroed[range].fill(0);
+        assert!(verify(
+            security.user.auth_key(),
+            &zeroed,
+            &p.authentication_parameters
+        ));
+        let ScopedPduData::EncryptedPdu(cipher) = m.scoped_data else {
+            panic!("not encrypted")
+        };
+        let plain = decrypt(
+            security.user.priv_key(),
+            2,
+            65,
+            &p.privacy_parameters,
+            &cipher,
+        )
+        .expect("salt");
+        let scoped: ScopedPdu = rasn::ber::decode(&plain).expect("scoped");
+        assert_eq!(scoped.data, trap_pdu(&trap, uptime, 11));
+        assert_eq!(scoped.engine_id.as_ref(), security.engine.id.as_slice());
     }
 
     #[tokio::test]
