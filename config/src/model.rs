@@ -475,8 +475,9 @@ pub struct SnmpCommunity {
     pub ip_addresses: Vec<String>,
 }
 
-/// `snmp-user-entry`: an SNMPv3 USM user (Oracle's element of that name), authPriv only.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+/// `snmp-user-entry`: an SNMPv3 USM user (Oracle's element of that name), authPriv only. Its
+/// `Debug` masks both passwords.
+#[derive(Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct SnmpUserEntry {
     /// `user-name`: the USM `msgUserName`. Required, unique, at most 32 octets.
@@ -494,6 +495,20 @@ pub struct SnmpUserEntry {
     /// `ip-addresses`: the sources allowed to use it for requests, addresses or networks.
     /// Default none: any source.
     pub ip_addresses: Vec<String>,
+}
+
+impl fmt::Debug for SnmpUserEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mask = |p: &str| if p.is_empty() { "" } else { crate::MASK };
+        f.debug_struct("SnmpUserEntry")
+            .field("user_name", &self.user_name)
+            .field("auth_protocol", &self.auth_protocol)
+            .field("auth_password", &mask(&self.auth_password))
+            .field("priv_protocol", &self.priv_protocol)
+            .field("priv_password", &mask(&self.priv_password))
+            .field("ip_addresses", &self.ip_addresses)
+            .finish()
+    }
 }
 
 /// `trap-receiver`: where SNMP traps are sent.

@@ -510,7 +510,12 @@ fn snmp_users_engine_id_and_v3_receivers_are_validated() {
     .unwrap();
     assert_eq!(ok.system.snmp_users[0].auth_protocol, SnmpAuthProtocol::Sha);
     assert_eq!(ok.system.trap_receivers[0].version, SnmpVersion::V3);
-    // Both passwords are secrets.
+    // Both passwords are secrets, in Debug too.
+    let debug = format!("{:?}", ok.system);
+    assert!(
+        !debug.contains("authpass1") && !debug.contains("privpass1"),
+        "{debug}"
+    );
     let shown = ok.to_masked_json().to_string();
     assert!(
         !shown.contains("authpass1") && !shown.contains("privpass1"),
