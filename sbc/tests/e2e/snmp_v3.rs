@@ -12,7 +12,8 @@
 //!   password gets no data (net-snmp prints its authentication failure) and
 //!   `usmStatsWrongDigests.0` counts it; an unknown user is refused ("Unknown user name") and
 //!   `usmStatsUnknownUserNames.0` counts it; a v2c walk gets nothing (no community);
-//!   `show running-config` masks both passwords.
+//!   a second user added with the ACLI and `activate-config` walks at once; `show
+//!   running-config` masks every password.
 //! - `v3_trap_reaches_snmptrapd`: a node with a v3 `trap-receiver` for user `nms` and a
 //!   minor memory threshold at 1 % (host memory: raised at the first 1 s iteration); the
 //!   `sbcAlarmTrap` is printed by snmptrapd configured with `createUser -e 0x<engine ID> nms
@@ -182,10 +183,41 @@ fn v3_walk_and_refusals() {
     );
     assert!(!success && !out.contains("sbcStatusHealthScore"), "{out}");
 
+    // A user added with the ACLI and activated is served at once (its keys computed then).
+    let out = acli(
+        &node.mgmt_socket(),
+        &[
+            "configure terminal",
+            "system",
+            "system-config",
+            "snmp-user-entry",
+            "user-name ops",
+            "auth-password ops-auth-pass",
+            "priv-password ops-priv-pass",
+            "done",
+            "exit",
+            "exit",
+            "exit",
+            "exit",
+            "save-config",
+            "activate-config",
+        ],
+    );
+    out.assert_ok();
+    let walk = ok(snmp_v3(
+        "snmpwalk",
+        &agent,
+        ("ops", "ops-auth-pass", "ops-priv-pass"),
+        &["SBC-PAIR-MIB::sbcPairStatus"],
+    ));
+    assert_eq!(value(&walk, "SBC-PAIR-MIB::sbcStatusHealthScore.0"), "100");
+
     let running = acli(&node.mgmt_socket(), &["show running-config"]);
     running.assert_ok();
     assert!(
-        !running.stdout.contains(AUTH) && !running.stdout.contains(PRIV),
+        !running.stdout.contains(AUTH)
+            && !running.stdout.contains(PRIV)
+            && !running.stdout.contains("ops-auth-pass"),
         "{}",
         running.describe()
     );
