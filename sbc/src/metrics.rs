@@ -657,8 +657,25 @@ fn redundancy(m: &mut Builder, v: &Value) {
             ),
         }
     }
+    m.gauge(
+        "sbc_ha_sync_revision",
+        "The replicated table's revision (a Lamport clock; active minus standby = the standby's lag in changes)",
+        &[],
+        u(v, "/sync_revision") as f64,
+    );
+    if let Some(lag) = v.pointer("/sync_lag_changes").and_then(Value::as_u64) {
+        m.gauge(
+            "sbc_ha_sync_lag_changes",
+            "On the active: dialog changes not yet written to the standby",
+            &[],
+            lag as f64,
+        );
+    }
     for (key, val) in obj(v, "/sync") {
         let n = val.as_u64().unwrap_or(0);
+        if key == "streamed_revision" {
+            continue;
+        }
         if let Some(reason) = key.strip_prefix("refused_") {
             m.counter(
                 "sbc_ha_sync_sessions_refused",
