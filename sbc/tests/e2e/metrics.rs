@@ -12,12 +12,18 @@
 //!   heartbeat counters agree with `show redundancy`. After `notify berpd force` the role
 //!   gauges swap on both nodes, the epoch moved on both, the new active's sync lag returns to
 //!   0 once the former active has joined as its standby, and the calls all end (0 failed).
+//! - `prometheus_scrapes_the_pair_and_the_dashboard_answers`: a real Prometheus (Debian's)
+//!   scrapes both nodes every second: both targets up; it sees the active's instance as
+//!   `sbc_redundancy_role{role="active"} == 1`, and the other one within 10 s of `notify berpd
+//!   force`; 100 SIPp calls across it all succeed and the two nodes' attempted counters sum
+//!   to 100; every expression of `docs/grafana-sbc-pair.json` is valid PromQL and has data,
+//!   but for what this pair has none of (admission refusals, alarms, TLS certificates).
 //! - `strangers_on_the_metrics_port`: 16 silent connections fill the listener: a 17th is
 //!   closed unanswered; the silent ones are closed at the 2 s head deadline and a scrape is
 //!   served again; another path gets 404, `POST` 405 with `Allow: GET`, a 16 KiB head 431
 //!   (or a close), bytes that are not HTTP 400 (or a close); nothing stops the listener.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -25,35 +31,12 @@ use std::time::{Duration, Instant};
 
 use sbc_e2e::acli::acli_json;
 use sbc_e2e::pair::{lo, Pair, PairConfig, NAMES};
+use sbc_e2e::prometheus::{http_exchange, HttpAnswer, Prometheus};
 use sbc_e2e::{calls_through_sbc, ports, Load, SbcConfig, SbcNode, Scenario};
 use serde_json::Value;
 
-/// An HTTP answer: status code, head (lower-cased), body.
-struct Answer {
-    status: u16,
-    head: String,
-    body: String,
-}
-
-/// Sends `request` as is on a new connection to `addr` and reads the answer to the end (the
-/// listener closes every connection after one answer); `None` when the connection is closed
-/// without an answer or nothing comes within 5 s.
-fn send(addr: SocketAddr, request: &[u8]) -> Option<Answer> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    s.set_write_timeout(Some(Duration::from_secs(2))).ok()?;
-    s.write_all(request).ok()?;
-    let mut raw = Vec::new();
-    // A reset after a partial answer still leaves what was read.
-    let _ = s.read_to_end(&mut raw);
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    let status = head.split_whitespace().nth(1)?.parse().ok()?;
-    Some(Answer {
-        status,
-        head: head.to_ascii_lowercase(),
-        body: body.to_owned(),
-    })
+fn send(addr: SocketAddr, request: &[u8]) -> Option<HttpAnswer> {
+    http_exchange(addr, request)
 }
 
 /// `GET /metrics`: the exposition text; panics unless it is a 200 in the OpenMetrics type.
@@ -383,4 +366,101 @@ fn strangers_on_the_metrics_port() {
     }
     let text = scrape(metrics);
     assert_eq!(must(&text, "sbc_sip_calls_attempted_total"), 0.0);
+}
+
+/// The expressions of the Grafana dashboard, `$instance` matching every instance.
+fn dashboard_expressions() -> Vec<(String, String)> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/grafana-sbc-pair.json");
+    let text = std::fs::read_to_string(path).expect("docs/grafana-sbc-pair.json");
+    let doc: Value = serde_json::from_str(&text).expect("the dashboard is JSON");
+    let mut out = Vec::new();
+    for panel in doc["panels"].as_array().into_iter().flatten() {
+        let title = panel["title"].as_str().unwrap_or("?");
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            if let Some(expr) = target["expr"].as_str() {
+                out.push((title.to_owned(), expr.replace("$instance", ".*")));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn prometheus_scrapes_the_pair_and_the_dashboard_answers() {
+    let mut config = PairConfig::new();
+    let metrics = [
+        SocketAddr::new(lo(11), ports::free_port()),
+        SocketAddr::new(lo(12), ports::free_port()),
+    ];
+    for (i, addr) in metrics.iter().enumerate() {
+        config.node_system_lines[i].push(format!("metrics-address = \"{addr}\""));
+    }
+    let pair = Pair::start(config);
+    let (active, standby) = pair.wait_roles(Duration::from_secs(15));
+    let prometheus = Prometheus::start(pair.dir(), &metrics);
+    prometheus.wait_targets_up(2, Duration::from_secs(20));
+
+    let uas = pair.spawn_uas("uas", 100, Duration::from_secs(60));
+    let uac = pair
+        .uac("uac", 100, 20, 3_000, Duration::from_secs(40))
+        .spawn();
+    std::thread::sleep(Duration::from_secs(3));
+    let is_active = "sbc_redundancy_role{role=\"active\"} == 1";
+    let actives = prometheus.samples(is_active);
+    assert_eq!(
+        actives,
+        vec![(metrics[active].to_string(), 1.0)],
+        "Prometheus' view of the active"
+    );
+    pair.exec(active, "notify berpd force")
+        .expect("the active answers");
+    // Bounded: 40 queries 250 ms apart (scrapes are 1 s apart).
+    let mut seen = Vec::new();
+    for _ in 0..40 {
+        seen = prometheus.samples(is_active);
+        if seen == vec![(metrics[standby].to_string(), 1.0)] {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert_eq!(
+        seen,
+        vec![(metrics[standby].to_string(), 1.0)],
+        "Prometheus never saw the new active"
+    );
+    let uac = uac.wait();
+    let uas = uas.wait_at_most(Duration::from_secs(20));
+    uac.assert_success(100);
+    uas.assert_success(100);
+    // Two more scrapes after the last call.
+    std::thread::sleep(Duration::from_secs(2));
+    let attempted: f64 = prometheus
+        .samples("sbc_sip_calls_attempted_total")
+        .iter()
+        .map(|(_, v)| v)
+        .sum();
+    assert_eq!(
+        attempted, 100.0,
+        "calls attempted on the two nodes together"
+    );
+
+    // Every expression of the dashboard is valid PromQL over what the pair exports.
+    let mut empty = Vec::new();
+    for (title, expr) in dashboard_expressions() {
+        let answer = prometheus.query(&expr);
+        assert_eq!(
+            answer["status"], "success",
+            "panel {title}: {expr}: {answer}"
+        );
+        if answer["data"]["result"]
+            .as_array()
+            .is_none_or(Vec::is_empty)
+        {
+            empty.push(format!("{title}: {expr}"));
+        }
+    }
+    eprintln!(
+        "dashboard expressions without data here:\n{}",
+        empty.join("\n")
+    );
 }
