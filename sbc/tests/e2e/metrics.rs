@@ -249,6 +249,17 @@ fn both_nodes_follow_a_switchover() {
         value(t, "sbc_ha_sync_lag_changes") == Some(0.0)
     });
     let a = agrees_with_show_redundancy(&pair, active, metrics[active]);
+    eprintln!(
+        "the active with 60 calls up:\n{}",
+        a.lines()
+            .filter(|l| l.starts_with("sbc_sip_calls")
+                || l.starts_with("sbc_redundancy_role{role=\"active\"}")
+                || l.starts_with("sbc_redundancy_role{role=\"standby\"}")
+                || l.starts_with("sbc_ha_sync_rev")
+                || l.starts_with("sbc_ha_sync_lag"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
     let s = agrees_with_show_redundancy(&pair, standby, metrics[standby]);
     assert_eq!(must(&a, "sbc_sip_calls_active"), 60.0, "{a}");
     assert_eq!(must(&s, "sbc_redundancy_role{role=\"active\"}"), 0.0);
