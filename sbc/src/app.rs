@@ -88,6 +88,7 @@ pub async fn run(launch: Launch, shutdown: impl Future<Output = ()>) -> anyhow::
         subsystems: subsystems.clone(),
         started: Instant::now(),
         control: control_tx,
+        activation: Mutex::new(()),
     });
     tokio::spawn(crate::heap_gate::run_heap_gate(
         node.clone(),
