@@ -77,13 +77,14 @@ pub struct Prometheus {
 
 impl Prometheus {
     /// Starts `prometheus` on a fresh loopback port with one job, `sbc`, scraping `targets`'
-    /// `/metrics` every second, and waits until it is ready.
+    /// `/metrics` every second and evaluating `rules` (a rule file) every second, and waits
+    /// until it is ready.
     ///
     /// # Panics
     /// If `prometheus` is missing (run-tests.sh installs Debian's `prometheus`) or is not
     /// ready within 30 s.
     #[must_use]
-    pub fn start(dir: &TestDir, targets: &[SocketAddr]) -> Self {
+    pub fn start(dir: &TestDir, targets: &[SocketAddr], rules: Option<&std::path::Path>) -> Self {
         let binary = ["/usr/bin/prometheus", "/usr/local/bin/prometheus"]
             .into_iter()
             .map(PathBuf::from)
@@ -102,8 +103,10 @@ impl Prometheus {
         std::fs::write(
             &conf,
             format!(
-                "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n\
-                 scrape_configs:\n  - job_name: sbc\n    static_configs:\n      - targets: [{list}]\n"
+                "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n  evaluation_interval: 1s\n\
+                 rule_files: [{}]\n\
+                 scrape_configs:\n  - job_name: sbc\n    static_configs:\n      - targets: [{list}]\n",
+                rules.map_or(String::new(), |r| format!("'{}'", r.display()))
             ),
         )
         .expect("write prometheus.yml");
@@ -175,6 +178,23 @@ impl Prometheus {
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// The alerts as (name, state: `pending` or `firing`, labels).
+    #[must_use]
+    pub fn alerts(&self) -> Vec<(String, String, Value)> {
+        self.api("alerts")
+            .and_then(|v| v["data"]["alerts"].as_array().cloned())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|a| {
+                (
+                    a["labels"]["alertname"].as_str().unwrap_or("").to_owned(),
+                    a["state"].as_str().unwrap_or("").to_owned(),
+                    a["labels"].clone(),
+                )
+            })
+            .collect()
     }
 
     /// Waits (bounded by `timeout`, polling every 250 ms) until every target is `up`.

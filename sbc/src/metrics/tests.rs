@@ -155,8 +155,27 @@ fn grafana_dashboard_is_json_and_names_exported_metrics() {
     assert!(dash.pointer("/templating/list").is_some());
 }
 
+/// Every metric the alerting rules (docs/prometheus-alerts.yml) name is one this exporter emits.
+#[test]
+fn alert_rules_name_exported_metrics() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/prometheus-alerts.yml");
+    let text = std::fs::read_to_string(path).expect("rules file");
+    let exported = exported_names();
+    let mut named = 0;
+    for line in text.lines().filter(|l| !l.trim_start().starts_with('#')) {
+        for n in metric_names(line).into_iter().filter(|n| n.len() > 4) {
+            assert!(exported.contains(&n), "{n} (in {line}) is not exported");
+            named += 1;
+        }
+    }
+    assert!(named >= 16, "{named} names");
+}
+
 fn exported_names() -> std::collections::BTreeSet<String> {
-    let text = encode(&sample());
+    let mut src = sample();
+    src.sip_stats["media"] = json!({"sessions": 1, "forwarded": 10, "latched": 2,
+        "pools": [{"realm": "access", "free_pairs": 499, "total_pairs": 500}]});
+    let text = encode(&src);
     text.lines()
         .filter(|l| !l.starts_with('#') && !l.is_empty())
         .filter_map(|l| l.split(['{', ' ']).next().map(str::to_owned))

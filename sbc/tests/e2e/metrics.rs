@@ -17,7 +17,11 @@
 //!   `sbc_redundancy_role{role="active"} == 1`, and the other one within 10 s of `notify berpd
 //!   force`; 100 SIPp calls across it all succeed and the two nodes' attempted counters sum
 //!   to 100; every expression of `docs/grafana-sbc-pair.json` is valid PromQL and has data,
-//!   but for what this pair has none of (admission refusals, alarms, TLS certificates).
+//!   but for what this pair has none of (admission refusals, alarms, TLS certificates); with
+//!   docs/prometheus-alerts.yml loaded, SbcSwitchover fires after the switchover and no other
+//!   alert fires on the healthy pair.
+//! - `alert_rules_pass_promtool`: `promtool check rules` and `promtool test rules` (the rules
+//!   on promtool's virtual clock: split brain, a standby out of sync, a standing sync lag).
 //! - `strangers_on_the_metrics_port`: 16 silent connections fill the listener: a 17th is
 //!   closed unanswered; the silent ones are closed at the 2 s head deadline and a scrape is
 //!   served again; another path gets 404, `POST` 405 with `Allow: GET`, a 16 KiB head 431
@@ -408,7 +412,8 @@ fn prometheus_scrapes_the_pair_and_the_dashboard_answers() {
     }
     let pair = Pair::start(config);
     let (active, standby) = pair.wait_roles(Duration::from_secs(15));
-    let prometheus = Prometheus::start(pair.dir(), &metrics);
+    let rules = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/prometheus-alerts.yml");
+    let prometheus = Prometheus::start(pair.dir(), &metrics, Some(std::path::Path::new(rules)));
     prometheus.wait_targets_up(2, Duration::from_secs(20));
 
     let uas = pair.spawn_uas("uas", 100, Duration::from_secs(60));
@@ -438,6 +443,24 @@ fn prometheus_scrapes_the_pair_and_the_dashboard_answers() {
         seen,
         vec![(metrics[standby].to_string(), 1.0)],
         "Prometheus never saw the new active"
+    );
+    // The switchover moved the epoch on: SbcSwitchover fires (bounded: 40 × 250 ms).
+    let switchover_firing = |alerts: &[(String, String, Value)]| {
+        alerts
+            .iter()
+            .any(|(name, state, _)| name == "SbcSwitchover" && state == "firing")
+    };
+    let mut alerts = Vec::new();
+    for _ in 0..40 {
+        alerts = prometheus.alerts();
+        if switchover_firing(&alerts) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert!(
+        switchover_firing(&alerts),
+        "SbcSwitchover not firing: {alerts:?}"
     );
     let uac = uac.wait();
     let uas = uas.wait_at_most(Duration::from_secs(20));
@@ -474,4 +497,49 @@ fn prometheus_scrapes_the_pair_and_the_dashboard_answers() {
         "dashboard expressions without data here:\n{}",
         empty.join("\n")
     );
+    // Only what this pair has none of: no admission refusal, no alarm, no TLS certificate.
+    let none_here = [
+        "sbc_sip_admission_closed_reason",
+        "sbc_alarm_active",
+        "sbc_tls_certificate_expiry_timestamp_seconds",
+    ];
+    let unexpected: Vec<&String> = empty
+        .iter()
+        .filter(|e| !none_here.iter().any(|n| e.contains(n)))
+        .collect();
+    assert!(
+        unexpected.is_empty(),
+        "dashboard expressions without data: {unexpected:?}"
+    );
+    // A healthy pair again: nothing but the switchover's own alert.
+    let others: Vec<_> = prometheus
+        .alerts()
+        .into_iter()
+        .filter(|(name, _, _)| name != "SbcSwitchover")
+        .collect();
+    assert!(others.is_empty(), "alerts on a healthy pair: {others:?}");
+}
+
+/// `promtool` (Debian's prometheus package) checks the alerting rules and runs their unit
+/// tests on its virtual clock (docs/prometheus-alerts.test.yml).
+#[test]
+fn alert_rules_pass_promtool() {
+    let docs = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs");
+    for args in [
+        ["check", "rules", "prometheus-alerts.yml"],
+        ["test", "rules", "prometheus-alerts.test.yml"],
+    ] {
+        let out = std::process::Command::new("/usr/bin/promtool")
+            .args(args)
+            .current_dir(docs)
+            .output()
+            .expect("promtool (apt-get install --no-install-recommends prometheus)");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "promtool {}: {text}", args.join(" "));
+        assert!(text.contains("SUCCESS"), "{text}");
+    }
 }
