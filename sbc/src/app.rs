@@ -108,7 +108,8 @@ pub async fn run(launch: Launch, shutdown: impl Future<Output = ()>) -> anyhow::
     if let Some(address) = cfg.system.snmp_agent_address {
         crate::snmp_agent::start(address, console.clone()).await?;
     }
-    tokio::spawn(crate::metrics::run(console.clone()));
+    let metrics = crate::metrics::bind_at_start(&console).await?;
+    tokio::spawn(crate::metrics::run(console.clone(), metrics));
     let listener = crate::control::mgmt::bind(&mgmt_socket)?;
     let mgmt = tokio::spawn(crate::control::mgmt::serve(
         listener,

@@ -22,6 +22,9 @@
 //!   alert fires on the healthy pair.
 //! - `alert_rules_pass_promtool`: `promtool check rules` and `promtool test rules` (the rules
 //!   on promtool's virtual clock: split brain, a standby out of sync, a standing sync lag).
+//! - `a_busy_metrics_address_refuses_to_start`: the listener is bound before the ready line
+//!   (a scrape right after it is answered); an address another process holds stops the start
+//!   with the address in the error.
 //! - `strangers_on_the_metrics_port`: 16 silent connections fill the listener: a 17th is
 //!   closed unanswered; the silent ones are closed at the 2 s head deadline and a scrape is
 //!   served again; another path gets 404, `POST` 405 with `Allow: GET`, a 16 KiB head 431
@@ -542,4 +545,26 @@ fn alert_rules_pass_promtool() {
         assert!(out.status.success(), "promtool {}: {text}", args.join(" "));
         assert!(text.contains("SUCCESS"), "{text}");
     }
+}
+
+/// A metrics-address another process holds: the node refuses to start, naming it.
+#[test]
+fn a_busy_metrics_address_refuses_to_start() {
+    let holder = std::net::TcpListener::bind((lo(1), 0)).expect("a port");
+    let busy = holder.local_addr().expect("its address");
+    let dir = sbc_e2e::TestDir::for_current_test();
+    let file = dir.file("busy.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[system-config]\nmetrics-address = \"{busy}\"\n\n{}",
+            SbcConfig::new().to_toml()
+        ),
+    )
+    .expect("write config");
+    let stderr = crate::acli::run_refused(&dir, &file);
+    assert!(
+        stderr.contains(&format!("cannot bind metrics-address {busy}")),
+        "{stderr}"
+    );
 }
