@@ -12,6 +12,9 @@
 //!   a command on it; each node's pair settings are set on that node by its operator.
 //! - `system-config.hostname`: each node's own name.
 //! - `system-config.lab-mode`: lab commands on the management socket (the memory ballast).
+//! - `system-config.metrics-address` and `system-config.snmp-agent-address`: the management
+//!   listeners bind the node's own addresses (its management interface), which differ between
+//!   the two nodes; the communities and SNMPv3 users they accept are pushed.
 //! - `system-config.snmp-engine-id`: each node is its own SNMPv3 engine.
 //!
 //! Everything else is pushed: `system-config` options, memory sources and limits, alarm
@@ -40,6 +43,10 @@ pub const NODE_LOCAL: &[(&str, Option<&str>)] = &[
     ("redundancy-config", None),
     ("system-config", Some("hostname")),
     ("system-config", Some("lab-mode")),
+    // Management listeners bind this node's own addresses.
+    ("system-config", Some("metrics-address")),
+    ("system-config", Some("snmp-agent-address")),
+    // Each node is its own SNMPv3 engine.
     ("system-config", Some("snmp-engine-id")),
 ];
 
@@ -197,11 +204,14 @@ mod tests {
         let mut changed = a.clone();
         changed.sip_config.t1_ms = 400;
         changed.system.lab_mode = false;
-        let b = pair_node("sbc-b", "hook-b");
+        changed.system.metrics_address = Some("192.0.2.1:9464".parse().expect("an address"));
+        let mut b = pair_node("sbc-b", "hook-b");
+        b.system.metrics_address = Some("192.0.2.2:9464".parse().expect("an address"));
         let merged = b.with_push(&changed.pushable_toml()).expect("applies");
         assert_eq!(merged.sip_config.t1_ms, 400);
         assert_eq!(merged.system.hostname, "sbc-b");
         assert!(merged.system.lab_mode, "lab-mode is the standby's own");
+        assert_eq!(merged.system.metrics_address, b.system.metrics_address);
         assert_eq!(merged.redundancy, b.redundancy);
         assert_eq!(merged.redundancy.notify_active, "hook-b");
         // Both now agree on what is pushable.

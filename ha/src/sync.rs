@@ -238,6 +238,14 @@ impl SyncTable {
         }
     }
 
+    /// The table's revision: the largest revision written or seen (its Lamport clock). The
+    /// active's and the standby's are comparable: their difference is the standby's lag in
+    /// changes.
+    #[must_use]
+    pub fn revision(&self) -> u64 {
+        self.clock
+    }
+
     /// Tombstones held (at most [`MAX_TOMBSTONES`]).
     #[must_use]
     pub fn tombstone_count(&self) -> usize {
@@ -510,6 +518,28 @@ mod tests {
         assert_eq!(ab.len(), 3);
         ab.compact();
         assert_eq!(ab.snapshot().len(), 3);
+    }
+
+    #[test]
+    fn revision_is_comparable_between_active_and_standby() {
+        let mut active = SyncTable::new();
+        let mut standby = SyncTable::new();
+        let a = active.upsert(b"d1".to_vec(), b"v".to_vec());
+        let b = active.upsert(b"d2".to_vec(), b"v".to_vec());
+        let c = active.delete(b"d1".to_vec());
+        assert_eq!(active.revision(), 3);
+        standby.replace(vec![a]);
+        assert_eq!(
+            active.revision() - standby.revision(),
+            2,
+            "two changes behind"
+        );
+        standby.apply(b);
+        standby.apply(c.clone());
+        assert_eq!(standby.revision(), active.revision(), "caught up");
+        // A stale change does not move it back.
+        standby.apply(SyncEntry { rev: 1, ..c });
+        assert_eq!(standby.revision(), 3);
     }
 
     #[test]

@@ -89,6 +89,7 @@ pub async fn run(launch: Launch, shutdown: impl Future<Output = ()>) -> anyhow::
         subsystems: subsystems.clone(),
         started: Instant::now(),
         control: control_tx,
+        activation: Mutex::new(()),
     });
     tokio::spawn(crate::heap_gate::run_heap_gate(
         node.clone(),
@@ -108,7 +109,8 @@ pub async fn run(launch: Launch, shutdown: impl Future<Output = ()>) -> anyhow::
     if let Some(address) = cfg.system.snmp_agent_address {
         crate::snmp_agent::start(address, console.clone()).await?;
     }
-    tokio::spawn(crate::metrics::run(console.clone()));
+    let metrics = crate::metrics::bind_at_start(&console).await?;
+    tokio::spawn(crate::metrics::run(console.clone(), metrics));
     let listener = crate::control::mgmt::bind(&mgmt_socket)?;
     let mgmt = tokio::spawn(crate::control::mgmt::serve(
         listener,

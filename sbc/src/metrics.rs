@@ -657,8 +657,25 @@ fn redundancy(m: &mut Builder, v: &Value) {
             ),
         }
     }
+    m.gauge(
+        "sbc_ha_sync_revision",
+        "The replicated table's revision (a Lamport clock; active minus standby = the standby's lag in changes)",
+        &[],
+        u(v, "/sync_revision") as f64,
+    );
+    if let Some(lag) = v.pointer("/sync_lag_changes").and_then(Value::as_u64) {
+        m.gauge(
+            "sbc_ha_sync_lag_changes",
+            "On the active: dialog changes not yet written to the standby",
+            &[],
+            lag as f64,
+        );
+    }
     for (key, val) in obj(v, "/sync") {
         let n = val.as_u64().unwrap_or(0);
+        if key == "streamed_revision" {
+            continue;
+        }
         if let Some(reason) = key.strip_prefix("refused_") {
             m.counter(
                 "sbc_ha_sync_sessions_refused",
@@ -921,12 +938,33 @@ async fn serve(
     }
 }
 
-/// The metrics listener: follows `system-config metrics-address` of the running
-/// configuration, (re)binding when it changes; never returns.
-pub async fn run(console: Arc<Console>) {
+/// Binds `system-config metrics-address` of the running configuration, if set, before the node
+/// says it is ready (a scrape right after the ready line is answered).
+///
+/// # Errors
+/// The address cannot be bound: the node does not start, as for a SIP interface.
+pub async fn bind_at_start(console: &Console) -> std::io::Result<Option<TcpListener>> {
+    let Some(addr) = console.running().system.metrics_address else {
+        return Ok(None);
+    };
+    TcpListener::bind(addr).await.map(Some).map_err(|e| {
+        std::io::Error::new(e.kind(), format!("cannot bind metrics-address {addr}: {e}"))
+    })
+}
+
+/// The metrics listener: serves `first` (from [`bind_at_start`]) and follows
+/// `system-config metrics-address` of the running configuration, (re)binding when it changes;
+/// never returns.
+pub async fn run(console: Arc<Console>, first: Option<TcpListener>) {
     let (tx, _) = tokio::sync::watch::channel(None::<SocketAddr>);
     let mut bound: Option<SocketAddr> = None;
     let mut failed: Option<SocketAddr> = None;
+    if let Some(l) = first {
+        bound = l.local_addr().ok();
+        let _ = tx.send(bound);
+        info!(addr = ?bound, "metrics: serving GET /metrics");
+        tokio::spawn(serve(l, console.clone(), tx.subscribe()));
+    }
     loop {
         let wanted = console.running().system.metrics_address;
         if wanted != bound {

@@ -14,6 +14,7 @@
 //! - [`acli`]: `sbc acli` in one-shot and script form with a hard timeout, and a raw client of
 //!   the management socket's JSON-lines protocol ([`acli::Mgmt`]);
 //! - [`snmp`]: a real `snmptrapd` on a loopback port with our MIB loaded, and `snmptranslate`;
+//! - [`prometheus`]: a real Prometheus server scraping nodes, and a minimal HTTP client;
 //! - [`hog`]: a CPU hog of busy-looping child processes, killed by PID when dropped;
 //! - [`raw`]: tiny UDP and TCP SIP clients for malformed input and precise checks, and a lenient
 //!   SIP message parser ([`raw::SipMsg`]) to judge what came back.
@@ -26,6 +27,7 @@ pub mod dir;
 pub mod hog;
 pub mod pair;
 pub mod ports;
+pub mod prometheus;
 pub mod raw;
 pub mod sbc;
 pub mod sipp;

@@ -77,6 +77,8 @@ pub struct PairConfig {
     pub witness: Option<SocketAddr>,
     /// Extra lines of `[system-config]` (both nodes).
     pub system_lines: Vec<String>,
+    /// Extra lines of `[system-config]` of node `i` only (its node-local keys).
+    pub node_system_lines: [Vec<String>; 2],
     /// Extra TOML appended to both files (whole tables).
     pub extra_toml: String,
 }
@@ -105,6 +107,7 @@ impl PairConfig {
             config_sync_port: ports::free_port(),
             witness: None,
             system_lines: Vec::new(),
+            node_system_lines: [Vec::new(), Vec::new()],
             extra_toml: String::new(),
         }
     }
@@ -150,7 +153,7 @@ impl PairConfig {
         let mut s = self.sip.to_toml();
         let _ = writeln!(s, "\n[system-config]");
         let _ = writeln!(s, "hostname = \"{}\"", NAMES[i]);
-        for line in &self.system_lines {
+        for line in self.system_lines.iter().chain(&self.node_system_lines[i]) {
             let _ = writeln!(s, "{line}");
         }
         let _ = writeln!(s, "\n[redundancy-config]");

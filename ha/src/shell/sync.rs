@@ -82,6 +82,8 @@ pub struct SyncCounters {
     refused_node: AtomicU64,
     refused_frame: AtomicU64,
     invalid_entries: AtomicU64,
+    streamed_revision: AtomicU64,
+    resyncs: AtomicU64,
 }
 
 /// A copy of [`SyncCounters`] (for `show redundancy`).
@@ -105,6 +107,11 @@ pub struct SyncCountersSnapshot {
     pub refused_frame: u64,
     /// Entries from the peer refused by the owner's check, not installed.
     pub invalid_entries: u64,
+    /// On the active: the largest table revision written to a standby's connection (a
+    /// snapshot counts for the table's revision when it was taken).
+    pub streamed_revision: u64,
+    /// On the active: fresh snapshots sent because a standby fell more than the buffer behind.
+    pub resyncs: u64,
 }
 
 impl SyncCounters {
@@ -122,6 +129,8 @@ impl SyncCounters {
             refused_node: g(&self.refused_node),
             refused_frame: g(&self.refused_frame),
             invalid_entries: g(&self.invalid_entries),
+            streamed_revision: g(&self.streamed_revision),
+            resyncs: g(&self.resyncs),
         }
     }
 }
@@ -391,6 +400,12 @@ struct Inner {
     config: Option<(u64, String)>,
 }
 
+/// A copy of the active's table for a standby, with the revision it is at.
+struct Snapshot {
+    items: Vec<SyncEntry>,
+    revision: u64,
+}
+
 /// The active's replicated table and the broadcast of its changes. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct SyncPublisher {
@@ -458,15 +473,30 @@ impl SyncPublisher {
         self.lock().table.clone()
     }
 
+    /// The table's revision (see [`SyncTable::revision`]).
+    #[must_use]
+    pub fn revision(&self) -> u64 {
+        self.lock().table.revision()
+    }
+
+    /// The table (with its revision), the configuration and a receiver of the changes after
+    /// them, taken together.
     fn subscribe(
         &self,
     ) -> (
-        Vec<SyncEntry>,
+        Snapshot,
         Option<(u64, String)>,
         broadcast::Receiver<SyncFrame>,
     ) {
         let g = self.lock();
-        (g.table.snapshot(), g.config.clone(), self.tx.subscribe())
+        (
+            Snapshot {
+                items: g.table.snapshot(),
+                revision: g.table.revision(),
+            },
+            g.config.clone(),
+            self.tx.subscribe(),
+        )
     }
 }
 
@@ -590,7 +620,7 @@ async fn serve_session(
         }
         info!(merged, "merged the peer's table (split-brain exchange)");
     }
-    let (items, config, mut rx) = publisher.subscribe();
+    let (snapshot, config, mut rx) = publisher.subscribe();
     let config_version = config.as_ref().map_or(0, |c| c.0);
     ch.send(&SyncFrame::Hello {
         node: ctx.node,
@@ -599,21 +629,33 @@ async fn serve_session(
         exchange: false,
     })
     .await?;
-    ch.send_snapshot(items).await?;
+    let streamed = &ctx.counters.streamed_revision;
+    ch.send_snapshot(snapshot.items).await?;
+    streamed.fetch_max(snapshot.revision, Ordering::Relaxed);
     if let Some((version, toml)) = config {
         ch.send(&SyncFrame::ConfigPush { version, toml }).await?;
     }
+    let resync = |rx: &mut broadcast::Receiver<SyncFrame>| {
+        ctx.counters.resyncs.fetch_add(1, Ordering::Relaxed);
+        let (snapshot, _, fresh) = publisher.subscribe();
+        *rx = fresh;
+        snapshot
+    };
     loop {
         tokio::select! {
             change = rx.recv() => match change {
                 Ok(frame) => {
                     // The changes already queued go in the same write (one flush, one
                     // syscall, one wake-up of the standby for a burst of them), bounded.
+                    let mut fed = frame_revision(&frame);
                     ch.feed(&frame).await?;
                     let mut lagged = false;
                     for _ in 0..STREAM_BATCH {
                         match rx.try_recv() {
-                            Ok(frame) => ch.feed(&frame).await?,
+                            Ok(frame) => {
+                                fed = fed.max(frame_revision(&frame));
+                                ch.feed(&frame).await?;
+                            }
                             Err(broadcast::error::TryRecvError::Lagged(_)) => {
                                 lagged = true;
                                 break;
@@ -622,18 +664,19 @@ async fn serve_session(
                         }
                     }
                     SinkExt::<Bytes>::flush(&mut ch.conn).await?;
+                    streamed.fetch_max(fed, Ordering::Relaxed);
                     if lagged {
                         warn!("standby fell behind: sending a fresh snapshot");
-                        let (items, _, fresh) = publisher.subscribe();
-                        rx = fresh;
-                        ch.send_snapshot(items).await?;
+                        let snapshot = resync(&mut rx);
+                        ch.send_snapshot(snapshot.items).await?;
+                        streamed.fetch_max(snapshot.revision, Ordering::Relaxed);
                     }
                 }
                 Err(broadcast::error::RecvError::Lagged(n)) => {
                     warn!(lost = n, "standby fell behind: sending a fresh snapshot");
-                    let (items, _, fresh) = publisher.subscribe();
-                    rx = fresh;
-                    ch.send_snapshot(items).await?;
+                    let snapshot = resync(&mut rx);
+                    ch.send_snapshot(snapshot.items).await?;
+                    streamed.fetch_max(snapshot.revision, Ordering::Relaxed);
                 }
                 Err(broadcast::error::RecvError::Closed) => return Ok(()),
             },
@@ -643,6 +686,14 @@ async fn serve_session(
                 None => return Ok(()),
             },
         }
+    }
+}
+
+/// The table revision a streamed frame carries (0 for frames that carry none).
+fn frame_revision(frame: &SyncFrame) -> u64 {
+    match frame {
+        SyncFrame::Upsert { rev, .. } | SyncFrame::Delete { rev, .. } => *rev,
+        _ => 0,
     }
 }
 

@@ -56,6 +56,9 @@ pub struct Console {
     pub started: Instant,
     /// Where control requests go.
     pub control: mpsc::UnboundedSender<Control>,
+    /// Held while a configuration is made the running one: two activations (two operators, or
+    /// one and a push from the active) apply one after the other, never interleaved.
+    pub activation: Mutex<()>,
 }
 
 impl mgmt::SessionFactory for Console {
@@ -258,6 +261,10 @@ impl Console {
 
     /// Makes `cfg` the running configuration; returns the changes that need a restart.
     fn apply(&self, cfg: Config) -> Result<Vec<String>, String> {
+        let _one_at_a_time = self
+            .activation
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let running = self.snapshot()?.running;
         let restart = restart_needed(&running, &cfg);
         let ecfg = settings::engine_config(&cfg).map_err(|e| e.to_string())?;

@@ -263,6 +263,16 @@ impl Subsystems {
         }
         let _ = writeln!(out, "{:<22} {:?}", "counters", s.counters);
         let sync = pair.sync_counters();
+        let (revision, lag) = (pair.sync_revision(), pair.sync_lag());
+        let _ = match lag {
+            Some(lag) => writeln!(
+                out,
+                "{:<22} revision {revision}, {lag} changes not yet sent to the standby; \
+                 resyncs {}",
+                "sync-lag", sync.resyncs
+            ),
+            None => writeln!(out, "{:<22} revision {revision}", "sync-lag"),
+        };
         let _ = writeln!(
             out,
             "{:<22} sessions {}, replaced {}; refused: address {}, busy {}, handshake {}, \
@@ -323,6 +333,8 @@ impl Subsystems {
                     "witness_challenges": s.counters.witness_challenges,
                 },
                 "sync": sync,
+                "sync_revision": revision,
+                "sync_lag_changes": lag,
                 "config_pushes_refused": pushes_refused,
                 "last_config_push_refusal": last_refusal,
                 "last_transition": s.last_transition.map(|(f, t, r)| json!({

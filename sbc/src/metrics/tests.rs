@@ -25,7 +25,8 @@ fn sample() -> Sources {
             "synchronized": true, "peer_alive": true, "paths_up": [true, false],
             "replicated_dialogs": 12,
             "counters": {"received": 20, "accepted": 18, "bad_mac": 2, "sent": 21},
-            "sync": {"sessions": 1, "refused_busy": 4}}),
+            "sync": {"sessions": 1, "refused_busy": 4, "streamed_revision": 40, "resyncs": 1},
+            "sync_revision": 41, "sync_lag_changes": 1}),
         health: json!({"score": 90, "deductions": [{"source": "memory", "points": 10}]}),
         memory: json!({"readings": {"memory_percent": 42.0, "memory_source": "host",
             "heap_allocated": 1_048_576, "heap_resident": 2_097_152, "heap_percent": 1.5, "cpu_percent": 3.0}, "process_resident_bytes": 4096,
@@ -89,6 +90,9 @@ fn snapshots_map_to_conventional_families() {
         ("sbc_ha_heartbeats_refused_total{reason=\"bad_mac\"}", 2.0),
         ("sbc_ha_sync_sessions_total", 1.0),
         ("sbc_ha_sync_sessions_refused_total{reason=\"busy\"}", 4.0),
+        ("sbc_ha_sync_revision", 41.0),
+        ("sbc_ha_sync_lag_changes", 1.0),
+        ("sbc_ha_sync_resyncs_total", 1.0),
         ("sbc_health_score", 90.0),
         ("sbc_health_deduction_points{source=\"memory\"}", 10.0),
         ("sbc_memory_utilisation_ratio{source=\"host\"}", 0.42),
@@ -112,6 +116,8 @@ fn snapshots_map_to_conventional_families() {
     assert!(text.ends_with("# EOF\n"));
     // A TCP "handshakes" key (TLS only) is not exported for TCP.
     assert!(!text.contains("sbc_tcp_connections_handshakes"));
+    // The streamed revision is the lag's operand, not a counter of its own.
+    assert!(!text.contains("streamed_revision"));
 }
 
 #[test]
@@ -149,8 +155,27 @@ fn grafana_dashboard_is_json_and_names_exported_metrics() {
     assert!(dash.pointer("/templating/list").is_some());
 }
 
+/// Every metric the alerting rules (docs/prometheus-alerts.yml) name is one this exporter emits.
+#[test]
+fn alert_rules_name_exported_metrics() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/prometheus-alerts.yml");
+    let text = std::fs::read_to_string(path).expect("rules file");
+    let exported = exported_names();
+    let mut named = 0;
+    for line in text.lines().filter(|l| !l.trim_start().starts_with('#')) {
+        for n in metric_names(line).into_iter().filter(|n| n.len() > 4) {
+            assert!(exported.contains(&n), "{n} (in {line}) is not exported");
+            named += 1;
+        }
+    }
+    assert!(named >= 16, "{named} names");
+}
+
 fn exported_names() -> std::collections::BTreeSet<String> {
-    let text = encode(&sample());
+    let mut src = sample();
+    src.sip_stats["media"] = json!({"sessions": 1, "forwarded": 10, "latched": 2,
+        "pools": [{"realm": "access", "free_pairs": 499, "total_pairs": 500}]});
+    let text = encode(&src);
     text.lines()
         .filter(|l| !l.starts_with('#') && !l.is_empty())
         .filter_map(|l| l.split(['{', ' ']).next().map(str::to_owned))

@@ -279,6 +279,26 @@ impl Pair {
         self.table.lock().map(|t| t.len()).unwrap_or(0)
     }
 
+    /// The replicated table's revision (its Lamport clock): on the active its publisher's, on
+    /// the standby its replica's. The active's minus the standby's is how many changes the
+    /// standby lacks.
+    pub fn sync_revision(&self) -> u64 {
+        if let Some(p) = self.publisher.lock().ok().and_then(|p| p.clone()) {
+            return p.revision();
+        }
+        self.table.lock().map(|t| t.revision()).unwrap_or(0)
+    }
+
+    /// On the active: changes made but not yet written to a standby's connection (all of them
+    /// while no standby is connected); `None` on the standby.
+    pub fn sync_lag(&self) -> Option<u64> {
+        let p = self.publisher.lock().ok().and_then(|p| p.clone())?;
+        Some(
+            p.revision()
+                .saturating_sub(self.sync.counters().streamed_revision),
+        )
+    }
+
     /// A configuration was activated on this node: announce its version and, when active,
     /// push its pushable part to the standby.
     pub fn set_config(&self, cfg: &Config) {

@@ -23,6 +23,7 @@ mod edge_legs;
 mod malformed;
 mod max_forwards;
 mod media_anchoring;
+mod metrics;
 mod mgmt_socket;
 mod no_answer;
 mod overload_heap_gate;
