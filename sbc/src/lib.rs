@@ -30,5 +30,6 @@ pub mod control;
 pub mod heap_gate;
 pub mod pair;
 pub mod runtime;
+pub mod service;
 pub mod settings;
 pub mod workers;
