@@ -142,6 +142,8 @@ pub async fn run(launch: Launch, shutdown: impl Future<Output = ()>) -> anyhow::
         routes.join(", "),
         mgmt_socket.display()
     );
+    // systemd (`Type=notify`): READY=1 now, or once the pair has settled.
+    crate::service::notify_ready(pair.clone());
     let reboot = tokio::select! {
         () = shutdown => false,
         c = control_rx.recv() => c == Some(Control::Reboot),
@@ -151,6 +153,7 @@ pub async fn run(launch: Launch, shutdown: impl Future<Output = ()>) -> anyhow::
     } else {
         info!("shutting down: refusing new requests, finishing transactions");
     }
+    crate::service::notify_stopping();
     node.shutdown().await;
     alarms.clear_for_restart();
     // Give the trap sink a moment to send the clear traps.

@@ -31,6 +31,7 @@ pub mod heap_gate;
 pub mod metrics;
 pub mod pair;
 pub mod runtime;
+pub mod service;
 pub mod settings;
 pub mod snmp_agent;
 pub mod workers;
