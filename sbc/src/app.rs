@@ -150,10 +150,11 @@ pub async fn run(launch: Launch, shutdown: impl Future<Output = ()>) -> anyhow::
     };
     if reboot {
         warn!("rebooting: draining, then restarting the process");
+        crate::service::notify_rebooting();
     } else {
         info!("shutting down: refusing new requests, finishing transactions");
+        crate::service::notify_stopping();
     }
-    crate::service::notify_stopping();
     node.shutdown().await;
     alarms.clear_for_restart();
     // Give the trap sink a moment to send the clear traps.

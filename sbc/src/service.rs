@@ -52,9 +52,17 @@ pub fn notify_ready(pair: Option<Arc<Pair>>) {
     });
 }
 
-/// Sends `STOPPING=1` (the node is draining).
+/// Sends `STOPPING=1` (the node is draining before it exits).
 pub fn notify_stopping() {
     send(&[NotifyState::Stopping]);
+}
+
+/// Sends only `STATUS=rebooting` before the ACLI's `reboot` re-executes the process in place
+/// (same PID). Not `STOPPING=1`: systemd would then wait `TimeoutStopSec` for an exit that never
+/// comes and kill the new process; the re-executed node sends `READY=1` again, which systemd
+/// takes as a no-op for a running service.
+pub fn notify_rebooting() {
+    send(&[NotifyState::Status("rebooting")]);
 }
 
 fn send(states: &[NotifyState<'_>]) {
