@@ -159,6 +159,8 @@ for p in "$access" "$core" "$next" "$pool1" "$pool2"; do
     [ -n "$p" ] || fail "no free loopback port"
 done
 conf=$R/etc/sbc/sbc.toml
+"$R/usr/bin/sbc" verify-config "$conf" > /dev/null 2> "$tmp/verify" \
+    || fail "verify-config of the installed configuration: $(cat "$tmp/verify")"
 # The operator's edit: the interfaces, the next hop and the media pools on free ports (the same
 # file, so the same owner and mode).
 sed -e "s/^port = 5060\b/port = $access/" -e "s/^port = 5062\b/port = $core/" \
@@ -246,7 +248,10 @@ pid=
 wait "$reader" || true
 reader=
 grep -q STOPPING=1 "$tmp/notified" || fail "no STOPPING=1: $(cat "$tmp/notified")"
-echo "test-deb: the installed node ran as uid $uid on port $access: READY=1, ACLI, ExecReload, save-config, reboot, SIGTERM"
+unpriv=$(cat /proc/sys/net/ipv4/ip_unprivileged_port_start 2>/dev/null || echo 1024)
+if [ "$access" -lt "$unpriv" ]; then how="by CAP_NET_BIND_SERVICE"; else how="(unprivileged here)"; fi
+echo "test-deb: the installed node ran as uid $uid, bound port $access $how: READY=1, ACLI," \
+    "ExecReload, save-config, reboot, SIGTERM"
 
 # --- Reinstall (an upgrade's path), remove, purge ---
 saved=$(md5sum < "$conf")
