@@ -35,7 +35,8 @@ install -D -m 0644 packaging/sbc.service "$root/usr/lib/systemd/system/sbc.servi
 install -D -m 0644 packaging/debian/sysusers.conf "$root/usr/lib/sysusers.d/sbc.conf"
 install -D -m 0644 alarms/mib/SBC-PAIR-MIB.txt "$root/usr/share/snmp/mibs/SBC-PAIR-MIB.txt"
 # Root's until postinst hands it to the user sbc (0600: the file holds the pair's key once set).
-install -D -m 0600 config/sbc.example.toml "$root/etc/sbc/sbc.toml"
+install -d -m 0750 "$root/etc/sbc" # postinst makes it root:sbc 0770
+install -m 0600 config/sbc.example.toml "$root/etc/sbc/sbc.toml"
 install -d -m 0755 "$root/usr/share/man/man1"
 "$root/usr/bin/sbc" man | gzip -9n > "$root/usr/share/man/man1/sbc.1.gz"
 chmod 0644 "$root/usr/share/man/man1/sbc.1.gz"

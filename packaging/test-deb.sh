@@ -67,7 +67,7 @@ awk '$2 != "root/root" { print; bad = 1 } END { exit bad }' "$tmp/contents" \
     || fail "files not owned by root"
 for f in ./usr/bin/sbc:-rwxr-xr-x ./usr/lib/systemd/system/sbc.service:-rw-r--r-- \
     ./usr/lib/sysusers.d/sbc.conf:-rw-r--r-- ./usr/share/snmp/mibs/SBC-PAIR-MIB.txt:-rw-r--r-- \
-    ./etc/sbc/sbc.toml:-rw------- ./usr/share/man/man1/sbc.1.gz:-rw-r--r-- \
+    ./etc/sbc/:drwxr-x--- ./etc/sbc/sbc.toml:-rw------- ./usr/share/man/man1/sbc.1.gz:-rw-r--r-- \
     ./usr/share/doc/sbc/README.md:-rw-r--r-- ./usr/share/doc/sbc/copyright:-rw-r--r--; do
     p=${f%%:*}
     m=${f#*:}
@@ -258,6 +258,7 @@ saved=$(md5sum < "$conf")
 dpkg_root -i "$deb" > "$tmp/reinstall.out" 2>&1 || { cat "$tmp/reinstall.out"; fail "reinstall"; }
 [ "$(md5sum < "$conf")" = "$saved" ] || fail "reinstall replaced the saved configuration"
 [ "$(stat -c %a:%u "$conf")" = "600:$uid" ] || fail "reinstall changed the saved file's owner"
+[ "$(stat -c %a:%u:%g "$R/etc/sbc")" = "770:0:$gid" ] || fail "reinstall: /etc/sbc not 770 root:sbc"
 dpkg_root --remove sbc > "$tmp/remove.out" 2>&1 || { cat "$tmp/remove.out"; fail "dpkg --remove"; }
 [ ! -e "$R/usr/bin/sbc" ] || fail "remove left /usr/bin/sbc"
 [ -f "$conf" ] || fail "remove took the conffile"
