@@ -4,7 +4,8 @@
 #
 # The end-to-end tests need SIPp (Debian package `sip-tester`) and net-snmp's trap receiver and
 # tools (`snmptrapd`, `snmp`); the lab's media tests and lab/bench/media-vs-rtpengine.sh need
-# rtpengine (`rtpengine-daemon`). As root this script installs what is missing; otherwise it
+# rtpengine (`rtpengine-daemon`); the package test needs `systemd`, `man-db`, `python3` and
+# `dpkg-dev`. As root this script installs what is missing; otherwise it
 # stops and prints the exact apt-get line to run.
 #
 # rtpengine-daemon's package enables a systemd service (rtpengine-daemon.service, NG on
@@ -20,6 +21,12 @@ command -v sipp >/dev/null 2>&1 || missing+=(sip-tester)
 command -v snmptrapd >/dev/null 2>&1 || missing+=(snmptrapd)
 command -v snmptranslate >/dev/null 2>&1 || missing+=(snmp)
 command -v rtpengine >/dev/null 2>&1 || missing+=(rtpengine-daemon)
+# The package test (packaging/test-deb.sh): systemd-analyze and systemd-sysusers, man, the
+# notify socket's reader, dpkg-shlibdeps for the package's Depends.
+command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
+command -v man >/dev/null 2>&1 || missing+=(man-db)
+command -v python3 >/dev/null 2>&1 || missing+=(python3)
+command -v dpkg-shlibdeps >/dev/null 2>&1 || missing+=(dpkg-dev)
 # A real Prometheus scrapes a pair and evaluates the Grafana dashboard's expressions; installed
 # without its recommended node exporter.
 lean=()
@@ -55,4 +62,8 @@ cargo test --locked --workspace --no-fail-fast "$@"
 # when the run above was given arguments (a filter).
 if [ $# -eq 0 ]; then
     cargo test --locked -p sbc --test e2e pair_cpu_hog -- --ignored
+    # The .deb (issue 17), built around the debug binary built above (SBC_BIN: not the minutes
+    # of a release build; packaging/build-deb.sh alone builds the release one), installed with
+    # dpkg into a private root, its node run as the unit runs it, then purged. Bounded.
+    SBC_BIN=target/debug/sbc timeout 300 packaging/test-deb.sh
 fi

@@ -145,14 +145,18 @@ pub async fn run(launch: Launch, shutdown: impl Future<Output = ()>) -> anyhow::
         routes.join(", "),
         mgmt_socket.display()
     );
+    // systemd (`Type=notify`): READY=1 now, or once the pair has settled.
+    crate::service::notify_ready(pair.clone());
     let reboot = tokio::select! {
         () = shutdown => false,
         c = control_rx.recv() => c == Some(Control::Reboot),
     };
     if reboot {
         warn!("rebooting: draining, then restarting the process");
+        crate::service::notify_rebooting();
     } else {
         info!("shutting down: refusing new requests, finishing transactions");
+        crate::service::notify_stopping();
     }
     node.shutdown().await;
     alarms.clear_for_restart();

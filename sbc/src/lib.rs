@@ -21,16 +21,19 @@
 //! - [`workers`]: worker groups, shards, PRSM queues, hand-over, the timer thread;
 //! - [`control`]: the management socket, ACLI sessions, operational commands, `sbc acli`;
 //! - [`pair`]: the pair's glue (health, service address, dialog and config sync, hooks);
-//! - [`alarm_service`], [`heap_gate`]: the alarm subsystem's and the heap gate's tasks.
+//! - [`alarm_service`], [`heap_gate`]: the alarm subsystem's and the heap gate's tasks;
+//! - [`service`], [`manpage`]: systemd readiness and the manual page sbc(1).
 #![warn(missing_docs)]
 
 pub mod alarm_service;
 pub mod app;
 pub mod control;
 pub mod heap_gate;
+pub mod manpage;
 pub mod metrics;
 pub mod pair;
 pub mod runtime;
+pub mod service;
 pub mod settings;
 pub mod snmp_agent;
 pub mod snmp_v3;

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, Parser, Subcommand};
 use sbc::app::{shutdown_signal, Exit, Launch};
 use sbc_config::Config;
 use tracing::info;
@@ -15,8 +15,13 @@ use tracing::info;
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// A high-availability SIP session border controller (B2BUA) for active/standby pairs.
+///
+/// `sbc run` runs one node (alone, or one of a pair); `sbc acli` is the operator's shell of a
+/// running node, through its management socket; `sbc witness` arbitrates a pair's active
+/// lease. The packaged service runs `sbc run --config /etc/sbc/sbc.toml --mgmt-socket
+/// /run/sbc/sbc.sock` as the user sbc (see sbc(1) and `systemctl status sbc`).
 #[derive(Debug, Parser)]
-#[command(name = "sbc", version, about, long_about = None)]
+#[command(name = "sbc", version)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -24,45 +29,60 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run one SBC node. Without options it uses the embedded default configuration: access
-    /// realm on 127.0.0.1:5060 (UDP and TCP), core realm on 127.0.0.1:5062, calls routed to the
-    /// core next hop 127.0.0.1:5080.
+    /// Run one SBC node (alone, or one node of an active/standby pair).
+    ///
+    /// Without options it uses the embedded default configuration (`sbc default-config`):
+    /// access realm on 127.0.0.1:5060 (UDP and TCP), core realm on 127.0.0.1:5062, calls
+    /// routed to the core next hop 127.0.0.1:5080. It prints one line starting `sbc ready:`
+    /// on standard output once it serves, tells systemd READY=1 when started by it
+    /// (`Type=notify`), logs to standard error (filter: RUST_LOG, default info), and on SIGTERM
+    /// or SIGINT refuses new requests with 503 and lets transactions finish (sip-config
+    /// shutdown-grace-ms) before it exits.
     Run {
         /// Configuration file (TOML). Every key has a default; an empty file is valid. A file
-        /// that does not exist yet starts the node on the defaults and is created by save-config.
-        #[arg(long, short)]
+        /// that does not exist yet starts the node on the defaults and is created by
+        /// save-config.
+        #[arg(long, short, value_name = "FILE")]
         config: Option<PathBuf>,
-        /// Override the access interface's address and port.
+        /// Override the access interface's (sip-interface realm access) address and port.
         #[arg(long, value_name = "ADDR:PORT")]
         listen: Option<SocketAddr>,
-        /// Override the default route's next hop.
+        /// Override the default route's next hop (session-router default-route).
         #[arg(long, value_name = "ADDR:PORT")]
         next_hop: Option<SocketAddr>,
-        /// Override the number of SIP worker threads.
-        #[arg(long)]
+        /// Override sip-config workers: the initial (or fixed) number of worker threads of
+        /// each UDP worker group, 1..=64.
+        #[arg(long, value_name = "N")]
         workers: Option<usize>,
         /// The management socket the ACLI connects to. Default: $XDG_RUNTIME_DIR/sbc/sbc.sock,
         /// /run/sbc/sbc.sock for root, else /tmp/sbc-<uid>/sbc.sock; its directory is created
         /// 0700 and must not be writable by anyone else.
-        #[arg(long, env = "SBC_MGMT_SOCKET")]
+        #[arg(long, env = "SBC_MGMT_SOCKET", value_name = "PATH")]
         mgmt_socket: Option<PathBuf>,
     },
-    /// The operator's shell (ACLI) of a running node: interactive on a terminal, one-shot with
-    /// -c, or a script read from stdin (stops at the first error, exit code 1).
+    /// The operator's shell (ACLI) of a running node.
+    ///
+    /// Interactive on a terminal (line editing, history, tab completion, `?` for what is valid
+    /// here), one-shot with -c, or a script read from standard input, which stops at the first
+    /// error with exit code 1. Only the node's own user and root are served.
     Acli {
-        /// The management socket of the node (default as for `sbc run`).
-        #[arg(long, env = "SBC_MGMT_SOCKET")]
+        /// The management socket of the node (default as for `sbc run`; the packaged service's
+        /// is /run/sbc/sbc.sock, the default for root).
+        #[arg(long, env = "SBC_MGMT_SOCKET", value_name = "PATH")]
         mgmt_socket: Option<PathBuf>,
-        /// A command to run (repeat for several lines of one session).
-        #[arg(short = 'c', long = "command")]
+        /// A command line to run, e.g. -c "show health" (repeat for several lines of one
+        /// session); exit code 1 at the first one refused.
+        #[arg(short = 'c', long = "command", value_name = "LINE")]
         commands: Vec<String>,
-        /// Machine-readable output of show/display commands.
+        /// Machine-readable output (JSON) of show and display commands.
         #[arg(long)]
         json: bool,
     },
-    /// Run the split-brain witness of a pair (`redundancy-config witness`): it grants the
-    /// active lease to one node at a time, and a node may only be active while it holds it.
-    /// It must run with the pair's shared key.
+    /// Run the split-brain witness of a pair (redundancy-config witness).
+    ///
+    /// It grants the active lease to one node at a time, and a node may only be active while
+    /// it holds it. It must run with the pair's shared key: --key-file, --config, or the
+    /// environment variable SBC_SHARED_KEY.
     Witness {
         /// UDP address to listen on.
         #[arg(long, value_name = "ADDR:PORT")]
@@ -73,22 +93,36 @@ enum Command {
         #[arg(long, value_name = "FILE", conflicts_with = "config")]
         key_file: Option<PathBuf>,
         /// A node's configuration file to read redundancy-config shared-key from.
-        #[arg(long, short)]
+        #[arg(long, short, value_name = "FILE")]
         config: Option<PathBuf>,
     },
     /// Check a configuration file and print it with every default filled in.
+    ///
+    /// Exit code 0 and the whole configuration on standard output when it is valid; otherwise
+    /// the error names the key, the value and what is valid.
     VerifyConfig {
         /// The file to check.
+        #[arg(value_name = "FILE")]
         config: PathBuf,
     },
     /// Print the embedded default configuration as TOML.
+    ///
+    /// What a node runs without a file, and what an empty file means: every key with its
+    /// default (config/sbc.example.toml, installed as /etc/sbc/sbc.toml, is the same with
+    /// comments).
     DefaultConfig,
-    /// The demo: an active/standby pair on loopback (child processes of this binary), calls
-    /// through it, critical memory on the active, the alarm, its traps and the switchover,
-    /// narrated; ends with a summary and a chart (about a minute; --quick: about 25 s).
-    /// Built with the default `demo` feature (the lab); a packaged binary may leave it out.
+    /// The demo: an active/standby pair on loopback, calls, critical memory, the switchover.
+    ///
+    /// The pair runs as child processes of this binary, calls go through it, memory goes
+    /// critical on the active, the alarm, its traps and the switchover follow, narrated; it
+    /// ends with a summary and a chart (about a minute; --quick: about 25 s). Built with the
+    /// default `demo` feature (the lab); the packaged binary leaves it out.
     #[cfg(feature = "demo")]
     Demo(sbc_lab::demo::DemoArgs),
+    /// Print the manual page sbc(1) as roff, generated from these definitions (`sbc man |
+    /// man -l -`); the package installs it.
+    #[command(hide = true)]
+    Man,
 }
 
 /// The first line of a key file that only its owner can read.
@@ -238,6 +272,15 @@ fn main() -> anyhow::Result<ExitCode> {
         }
         #[cfg(feature = "demo")]
         Command::Demo(args) => sbc_lab::demo::main(args),
+        Command::Man => {
+            use std::io::Write as _;
+            let page = sbc::manpage::render(Cli::command())?;
+            std::io::stdout()
+                .lock()
+                .write_all(&page)
+                .context("writing the manual page")?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 
