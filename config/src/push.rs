@@ -146,9 +146,41 @@ impl Config {
         v
     }
 
+    /// The configuration as TOML with every secret masked ([`SECRET_KEYS`]): what
+    /// `sbc verify-config` prints.
+    #[must_use]
+    pub fn to_masked_toml_string(&self) -> String {
+        let mut doc = Value::Table(self.to_toml_value());
+        mask_toml(&mut doc);
+        toml::to_string(&doc)
+            .unwrap_or_else(|e| unreachable!("a TOML table always serializes: {e}"))
+    }
+
     fn to_toml_value(&self) -> toml::Table {
         toml::Table::try_from(self)
             .unwrap_or_else(|e| unreachable!("the configuration model always serializes: {e}"))
+    }
+}
+
+fn is_secret(key: &str) -> bool {
+    SECRET_KEYS
+        .iter()
+        .any(|s| key == *s || key.replace('_', "-") == *s)
+}
+
+/// Replaces the value of every secret key in `v` (any depth) by [`MASK`], unless empty.
+fn mask_toml(v: &mut Value) {
+    match v {
+        Value::Table(map) => {
+            for (k, val) in map.iter_mut() {
+                match val {
+                    Value::String(s) if is_secret(k) && !s.is_empty() => *s = MASK.to_owned(),
+                    _ => mask_toml(val),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(mask_toml),
+        _ => {}
     }
 }
 
@@ -157,11 +189,8 @@ fn mask_json(v: &mut Json) {
     match v {
         Json::Object(map) => {
             for (k, val) in map.iter_mut() {
-                let secret = SECRET_KEYS
-                    .iter()
-                    .any(|s| k == s || k.replace('_', "-") == *s);
                 match val {
-                    Json::String(s) if secret && !s.is_empty() => *s = MASK.to_owned(),
+                    Json::String(s) if is_secret(k) && !s.is_empty() => *s = MASK.to_owned(),
                     _ => mask_json(val),
                 }
             }
@@ -196,6 +225,21 @@ mod tests {
         assert!(!text.contains("hostname"), "{text}");
         assert!(!text.contains("lab-mode"), "{text}");
         assert!(text.contains("trap-receiver"), "trap receivers are pushed");
+    }
+
+    #[test]
+    fn the_masked_toml_shows_no_secret() {
+        let mut a = pair_node("sbc-a", "hook-a");
+        a.system.snmp_communities.push(crate::SnmpCommunity {
+            community_name: "poll-secret".into(),
+            ..Default::default()
+        });
+        let text = a.to_masked_toml_string();
+        for secret in ["the-pair-secret", "trap-secret", "poll-secret"] {
+            assert!(!text.contains(secret), "{secret} printed:\n{text}");
+        }
+        assert!(text.contains(MASK), "{text}");
+        assert!(text.contains("hostname = \"sbc-a\""), "the rest is printed");
     }
 
     #[test]

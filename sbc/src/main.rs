@@ -98,8 +98,9 @@ enum Command {
     },
     /// Check a configuration file and print it with every default filled in.
     ///
-    /// Exit code 0 and the whole configuration on standard output when it is valid; otherwise
-    /// the error names the key, the value and what is valid.
+    /// Exit code 0 and the whole configuration on standard output when it is valid, its secrets
+    /// (shared key, communities, SNMPv3 passwords) printed as ********; otherwise the error
+    /// names the key, the value and what is valid.
     VerifyConfig {
         /// The file to check.
         #[arg(value_name = "FILE")]
@@ -262,8 +263,12 @@ fn main() -> anyhow::Result<ExitCode> {
         }
         Command::VerifyConfig { config } => {
             let cfg = load(Some(&config))?;
-            print!("{}", cfg.to_toml_string());
-            eprintln!("{}: valid", config.display());
+            print!("{}", cfg.to_masked_toml_string());
+            eprintln!(
+                "{}: valid (secrets print as {})",
+                config.display(),
+                sbc_config::MASK
+            );
             Ok(ExitCode::SUCCESS)
         }
         Command::DefaultConfig => {
