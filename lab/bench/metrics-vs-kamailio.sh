@@ -4,7 +4,7 @@
 #
 # Usage (from anywhere inside the repo):
 #   cargo build --release -p sbc -p sbc-lab && lab/bench/metrics-vs-kamailio.sh
-#   QUICK=1 lab/bench/metrics-vs-kamailio.sh                  # smoke run, about a minute
+#   QUICK=1 lab/bench/metrics-vs-kamailio.sh                  # smoke run, under 2 minutes
 #   RELAYS=sbc SCRAPE_RATES="10 100" lab/bench/metrics-vs-kamailio.sh
 #
 # For each relay in turn (never both at once), under one steady SIPp call load through it
