@@ -90,6 +90,7 @@ pub async fn run(launch: Launch, shutdown: impl Future<Output = ()>) -> anyhow::
         started: Instant::now(),
         control: control_tx,
         activation: Mutex::new(()),
+        started_config: cfg.clone(),
     });
     tokio::spawn(crate::heap_gate::run_heap_gate(
         node.clone(),

@@ -59,6 +59,9 @@ pub struct Console {
     /// Held while a configuration is made the running one: two activations (two operators, or
     /// one and a push from the active) apply one after the other, never interleaved.
     pub activation: Mutex<()>,
+    /// The configuration the node started on: what is bound (interfaces, pools, the pair's
+    /// channels, the worker groups) until a restart.
+    pub started_config: Config,
 }
 
 impl mgmt::SessionFactory for Console {
@@ -260,22 +263,30 @@ impl Console {
     }
 
     /// Makes `cfg` the running configuration; returns the changes that need a restart.
+    ///
+    /// What is bound at start stays as it is: the engine keeps addressing the SIP interfaces
+    /// it listens on (its Via, Contact and Record-Route ports), so a changed `sip-interface`
+    /// waits for a restart instead of being advertised while nothing listens there.
     fn apply(&self, cfg: Config) -> Result<Vec<String>, String> {
         let _one_at_a_time = self
             .activation
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let running = self.snapshot()?.running;
-        let restart = restart_needed(&running, &cfg);
-        let ecfg = settings::engine_config(&cfg).map_err(|e| e.to_string())?;
+        let restart = restart_needed(&self.started_config, &cfg);
+        let effective = on_bound_interfaces(&self.started_config, &cfg)?;
+        let ecfg = settings::engine_config(&effective).map_err(|e| e.to_string())?;
         // Certificates first: files that do not load refuse the whole activation, unchanged.
-        let rotated = self.node.tls().load(&cfg).map_err(|e| e.to_string())?;
+        let rotated = self
+            .node
+            .tls()
+            .load(&effective)
+            .map_err(|e| e.to_string())?;
         if !rotated.is_empty() {
             info!(profiles = ?rotated, "TLS certificates rotated: new handshakes present them");
         }
         self.node.reconfigure(&ecfg);
-        self.node.reconfigure_edge(&cfg);
-        self.subsystems.reconfigure(&cfg);
+        self.node.reconfigure_edge(&effective);
+        self.subsystems.reconfigure(&effective);
         if let Ok(mut st) = self.config.lock() {
             st.running = cfg;
         }
@@ -590,12 +601,56 @@ impl Console {
     }
 }
 
-/// The changes between `running` and `saved` that only a restart applies.
-pub fn restart_needed(running: &Config, saved: &Config) -> Vec<String> {
-    let mut out = Vec::new();
-    if running.sip_interfaces != saved.sip_interfaces {
-        out.push("sip-interface: addresses, ports and transports are bound at start".to_owned());
+/// `cfg` as this node can run it before a restart: with the SIP interfaces it bound at start
+/// (`started`'s). An interface that is still configured with the same realm, address,
+/// transports and ports takes its live attribute (`tls-profile`) from `cfg`.
+///
+/// # Errors
+/// `cfg` does not hold together with the bound interfaces (a session agent in a realm that
+/// is not bound yet, a TLS listener whose profile was removed): the activation is refused
+/// whole, naming why.
+pub fn on_bound_interfaces(started: &Config, cfg: &Config) -> Result<Config, String> {
+    if started.sip_interfaces == cfg.sip_interfaces {
+        return Ok(cfg.clone());
     }
+    let same_binding = |a: &sbc_config::SipInterface, b: &sbc_config::SipInterface| {
+        a.realm == b.realm
+            && a.address == b.address
+            && a.port == b.port
+            && a.transports == b.transports
+            && a.tls_port == b.tls_port
+    };
+    let mut effective = cfg.clone();
+    effective.sip_interfaces = started
+        .sip_interfaces
+        .iter()
+        .map(|bound| {
+            let mut i = bound.clone();
+            if let Some(new) = cfg.sip_interfaces.iter().find(|n| same_binding(bound, n)) {
+                i.tls_profile.clone_from(&new.tls_profile);
+            }
+            i
+        })
+        .collect();
+    effective.validate().map_err(|e| {
+        format!(
+            "this configuration changes the sip-interfaces, which are bound at start, and cannot \
+             run on the bound ones until a restart: {e}; it is saved: reboot to run it"
+        )
+    })?;
+    Ok(effective)
+}
+
+/// The changes between `started` (the configuration the node started on) and `saved` that
+/// only a restart applies; compared with the start, not the running configuration, so a
+/// pending change stays reported until the restart, and one undone is no longer reported.
+pub fn restart_needed(started: &Config, saved: &Config) -> Vec<String> {
+    let running = started;
+    let mut out = Vec::new();
+    out.extend(interface_changes(
+        &running.sip_interfaces,
+        &saved.sip_interfaces,
+    ));
     if running.system.snmp_agent_address != saved.system.snmp_agent_address {
         out.push("system-config snmp-agent-address: the SNMP agent is bound at start".to_owned());
     }
@@ -660,6 +715,78 @@ pub fn restart_needed(running: &Config, saved: &Config) -> Vec<String> {
     }
     if running.redundancy != saved.redundancy {
         out.push("redundancy-config: the pair's channels are set up at start".to_owned());
+    }
+    out
+}
+
+/// Each `sip-interface` change a restart applies, by realm: added, removed, or what of its
+/// binding (address, port, transports, tls-port, auto-scaling-profile) changed.
+fn interface_changes(
+    bound: &[sbc_config::SipInterface],
+    saved: &[sbc_config::SipInterface],
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for b in bound {
+        let Some(n) = saved.iter().find(|n| n.realm == b.realm) else {
+            out.push(format!(
+                "sip-interface {}: removed; it listens until a restart",
+                b.realm
+            ));
+            continue;
+        };
+        let mut what = Vec::new();
+        if n.address != b.address {
+            what.push(format!("address {} -> {}", b.address, n.address));
+        }
+        if n.port != b.port {
+            what.push(format!("port {} -> {}", b.port, n.port));
+        }
+        if n.transports != b.transports {
+            let list = |t: &[sbc_config::Transport]| {
+                t.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            };
+            what.push(format!(
+                "transports {} -> {}",
+                list(&b.transports),
+                list(&n.transports)
+            ));
+        }
+        if n.tls_port != b.tls_port
+            && (n.has(sbc_config::Transport::Tls) || b.has(sbc_config::Transport::Tls))
+        {
+            what.push(format!("tls-port {} -> {}", b.tls_port, n.tls_port));
+        }
+        if n.auto_scaling_profile != b.auto_scaling_profile {
+            what.push(format!(
+                "auto-scaling-profile {} -> {}",
+                b.auto_scaling_profile.as_deref().unwrap_or("none"),
+                n.auto_scaling_profile.as_deref().unwrap_or("none")
+            ));
+        }
+        if !what.is_empty() {
+            out.push(format!(
+                "sip-interface {}: {}: listeners are bound at start",
+                b.realm,
+                what.join(", ")
+            ));
+        }
+    }
+    for n in saved {
+        if !bound.iter().any(|b| b.realm == n.realm) {
+            out.push(format!(
+                "sip-interface {}: added; it listens after a restart",
+                n.realm
+            ));
+        }
+    }
+    let realms =
+        |l: &[sbc_config::SipInterface]| l.iter().map(|i| i.realm.clone()).collect::<Vec<_>>();
+    if out.is_empty() && realms(bound) != realms(saved) {
+        // Same interfaces in another order: the engine numbers them by position.
+        out.push("sip-interface: reordered; the order is fixed at start".to_owned());
     }
     out
 }
@@ -741,4 +868,92 @@ fn show_media(m: &crate::runtime::MediaReport) -> String {
         out.push_str("... (first 200 shown; --json gives all)\n");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{on_bound_interfaces, restart_needed};
+    use sbc_config::{Config, SessionAgent};
+
+    fn with_access_port(port: u16) -> Config {
+        let mut c = Config::embedded_default();
+        if let Some(i) = c.sip_interfaces.iter_mut().find(|i| i.realm == "access") {
+            i.port = port;
+        }
+        c
+    }
+
+    #[test]
+    fn a_changed_port_is_reported_and_the_engine_keeps_the_bound_one() {
+        let started = Config::embedded_default();
+        let saved = with_access_port(5070);
+        let restart = restart_needed(&started, &saved);
+        assert_eq!(
+            restart,
+            ["sip-interface access: port 5060 -> 5070: listeners are bound at start"]
+        );
+        let effective = on_bound_interfaces(&started, &saved).expect("runs on the bound ones");
+        assert_eq!(effective.sip_interfaces, started.sip_interfaces);
+    }
+
+    #[test]
+    fn a_pending_change_stays_reported_and_an_undone_one_is_not() {
+        let started = Config::embedded_default();
+        let once = with_access_port(5070);
+        let mut twice = once.clone();
+        twice.sip_config.timer_c_ms += 1000;
+        // A second activation of another (live) change still reports the port.
+        assert_eq!(restart_needed(&started, &twice).len(), 1);
+        // The port set back: nothing waits for a restart.
+        assert!(restart_needed(&started, &with_access_port(5060)).is_empty());
+    }
+
+    #[test]
+    fn added_and_removed_interfaces_are_named() {
+        let started = Config::embedded_default();
+        let mut saved = started.clone();
+        let mut extra = saved.sip_interfaces[0].clone();
+        extra.realm = "peering".into();
+        extra.port = 5090;
+        saved.sip_interfaces.push(extra);
+        assert_eq!(
+            restart_needed(&started, &saved),
+            ["sip-interface peering: added; it listens after a restart"]
+        );
+        assert_eq!(
+            restart_needed(&saved, &started),
+            ["sip-interface peering: removed; it listens until a restart"]
+        );
+        // Until then the engine knows only the bound two.
+        let effective = on_bound_interfaces(&started, &saved).expect("runs");
+        assert_eq!(effective.sip_interfaces.len(), 2);
+    }
+
+    #[test]
+    fn a_configuration_that_needs_an_unbound_interface_is_refused() {
+        let started = Config::embedded_default();
+        let mut saved = started.clone();
+        let mut extra = saved.sip_interfaces[0].clone();
+        extra.realm = "peering".into();
+        extra.port = 5090;
+        saved.sip_interfaces.push(extra);
+        let mut agent: SessionAgent = saved.session_agents[0].clone();
+        agent.name = "carrier".into();
+        agent.realm = "peering".into();
+        agent.port = 5098;
+        saved.session_agents.push(agent);
+        saved.validate().expect("valid after a restart");
+        let err = on_bound_interfaces(&started, &saved).expect_err("refused before one");
+        assert!(err.contains("reboot to run it"), "{err}");
+        assert!(err.contains("peering"), "{err}");
+    }
+
+    #[test]
+    fn unchanged_interfaces_pass_through() {
+        let started = Config::embedded_default();
+        let mut saved = started.clone();
+        saved.sip_config.timer_c_ms += 1000;
+        assert!(restart_needed(&started, &saved).is_empty());
+        assert_eq!(on_bound_interfaces(&started, &saved).expect("runs"), saved);
+    }
 }

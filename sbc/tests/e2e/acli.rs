@@ -27,6 +27,10 @@
 //!   `activate-config` (exit 1, naming key and reason or line) and keeps its running config.
 //! - `reboot_after_the_binary_was_replaced`: `reboot` after the node's binary was replaced on
 //!   disk (renamed over) brings the node back.
+//! - `an_interface_change_waits_for_a_restart`: a `sip-interface` port changed and activated is
+//!   reported as waiting for a restart (also by a second activation), the engine keeps
+//!   advertising the bound port in its Via until then (the agent's answer reaches the caller),
+//!   and after `reboot` the new port is bound and advertised.
 //! - `reboot_restarts_the_node`: after calls, `reboot` re-executes the process (same PID, a
 //!   second `sbc ready`), the socket answers again, every counter is back to zero, health is
 //!   100, and a new call succeeds.
@@ -933,4 +937,127 @@ fn bad_config_files_are_refused() {
     std::fs::write(node.config_path(), &good).expect("restore");
     acli(&sock, &["activate-config"]).assert_ok();
     assert_eq!(running(&node), before);
+}
+
+/// The port in the top Via's sent-by of `msg` (`SIP/2.0/UDP host:port;...`).
+fn top_via_port(msg: &sbc_e2e::raw::SipMsg) -> Option<u16> {
+    let via = msg.header_all("via").into_iter().next()?;
+    let sent_by = via.split_whitespace().nth(1)?.split(';').next()?;
+    sent_by.rsplit(':').next()?.parse().ok()
+}
+
+/// One INVITE from a raw caller to the access interface, answered 486 by a raw agent to the
+/// top Via's sent-by as RFC 3261 §18.2.2 has it: returns the Via port the agent saw and
+/// whether the caller got the 486.
+fn invite_answered_by_via(config: &SbcConfig, call_id: &str) -> (Option<u16>, bool) {
+    use sbc_e2e::raw::{ack_for, request, response_to, RawUdp};
+    let agent = RawUdp::bind_addr(config.agent);
+    let caller = RawUdp::bind(config.access.ip());
+    let invite = request(
+        "INVITE",
+        caller.local_addr(),
+        config.access,
+        "UDP",
+        call_id,
+        &format!("z9hG4bK-{call_id}"),
+        &[],
+    );
+    caller.send_to(&invite, config.access);
+    let mut skipped = Vec::new();
+    let Some((got, _)) = agent.recv_sip_until(
+        Duration::from_secs(5),
+        |m| m.method() == Some("INVITE"),
+        &mut skipped,
+    ) else {
+        return (None, false);
+    };
+    let port = top_via_port(&got);
+    let via = got.header_all("via").into_iter().next().unwrap_or_default();
+    let sent_by = via
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.split(';').next())
+        .and_then(|s| s.parse::<std::net::SocketAddr>().ok());
+    if let Some(to) = sent_by {
+        agent.send_to(&response_to(&got, 486, "Busy Here", "agent"), to);
+    }
+    let answered = caller.recv_sip_until(
+        Duration::from_secs(5),
+        |m| m.status() == Some(486),
+        &mut skipped,
+    );
+    if let Some((resp, _)) = &answered {
+        caller.send_to(&ack_for(&invite, resp), config.access);
+    }
+    (port, answered.is_some())
+}
+
+/// A `sip-interface` port changed in the saved file and activated: `activate-config` says
+/// it waits for a restart, naming the interface and the ports, and until then the node keeps
+/// advertising the port it listens on (the agent's answer sent to the Via arrives; before,
+/// the engine put the new port in its Via at once while nothing listened there). A second
+/// activation still reports it; after `reboot` the new port is bound and advertised.
+#[test]
+fn an_interface_change_waits_for_a_restart() {
+    let config = SbcConfig::new();
+    let node = SbcNode::start_private(&config.to_toml());
+    let sock = node.mgmt_socket();
+    let (port, answered) = invite_answered_by_via(&config, "before-change");
+    assert_eq!(port, Some(config.core.port()), "Via of the core leg");
+    assert!(answered, "the caller never got the agent's 486");
+
+    let new_port = ports::free_port();
+    let mut file = file_toml(&node);
+    let interfaces = file["sip-interface"]
+        .as_array_mut()
+        .expect("sip-interface array");
+    for i in interfaces {
+        if i["realm"].as_str() == Some("core") {
+            i["port"] = toml::Value::Integer(i64::from(new_port));
+        }
+    }
+    std::fs::write(
+        node.config_path(),
+        toml::to_string(&file).expect("serialise"),
+    )
+    .expect("write the saved file");
+    let expected = format!(
+        "sip-interface core: port {} -> {new_port}: listeners are bound at start",
+        config.core.port()
+    );
+    for _ in 0..2 {
+        let act = acli_json(&sock, &["activate-config"]).assert_ok().json();
+        assert_eq!(act["restart_needed"], json!([expected]), "{act}");
+    }
+    let text = acli(&sock, &["activate-config"]).assert_ok().stdout.clone();
+    assert!(
+        text.contains("take effect after a restart") && text.contains(&expected),
+        "{text}"
+    );
+    let (port, answered) = invite_answered_by_via(&config, "after-activate");
+    assert_eq!(
+        port,
+        Some(config.core.port()),
+        "the engine advertises the bound port until a restart"
+    );
+    assert!(answered, "the answer to the advertised Via was lost");
+
+    acli_json(&sock, &["reboot"]).assert_ok();
+    assert!(
+        node.wait_ready_count(2, Duration::from_secs(20)),
+        "no second `sbc ready` within 20 s of reboot\n--- stderr ---\n{}",
+        sbc_e2e::tail_of_file(node.stderr_path(), 40)
+    );
+    assert!(
+        sbc_e2e::acli::wait_socket_answers(&sock, Duration::from_secs(10)),
+        "the management socket does not answer after reboot"
+    );
+    let (port, answered) = invite_answered_by_via(&config, "after-reboot");
+    assert_eq!(port, Some(new_port), "the new port after the restart");
+    assert!(
+        answered,
+        "the caller never got the agent's 486 after the restart"
+    );
+    let act = acli_json(&sock, &["activate-config"]).assert_ok().json();
+    assert_eq!(act["restart_needed"], json!([]), "{act}");
 }
