@@ -91,6 +91,7 @@ pub async fn run(launch: Launch, shutdown: impl Future<Output = ()>) -> anyhow::
         control: control_tx,
         activation: Mutex::new(()),
         started_config: cfg.clone(),
+        prebound: Mutex::new(crate::control::console::Prebound::default()),
     });
     tokio::spawn(crate::heap_gate::run_heap_gate(
         node.clone(),
@@ -107,9 +108,8 @@ pub async fn run(launch: Launch, shutdown: impl Future<Output = ()>) -> anyhow::
         alarms.clone(),
         cfg.system.hostname.clone(),
     ));
-    if let Some(address) = cfg.system.snmp_agent_address {
-        crate::snmp_agent::start(address, console.clone()).await?;
-    }
+    let snmp_agent = crate::snmp_agent::bind_at_start(&console).await?;
+    tokio::spawn(crate::snmp_agent::run(console.clone(), snmp_agent));
     let metrics = crate::metrics::bind_at_start(&console).await?;
     tokio::spawn(crate::metrics::run(console.clone(), metrics));
     let listener = crate::control::mgmt::bind(&mgmt_socket)?;

@@ -972,7 +972,15 @@ pub async fn run(console: Arc<Console>, first: Option<TcpListener>) {
             let _ = tx.send(wanted);
             bound = None;
             if let Some(addr) = wanted.filter(|a| Some(*a) != failed) {
-                match TcpListener::bind(addr).await {
+                let prebound = console.take_prebound_metrics(addr).and_then(|l| {
+                    l.set_nonblocking(true).ok()?;
+                    TcpListener::from_std(l).ok()
+                });
+                let listener = match prebound {
+                    Some(l) => Ok(l),
+                    None => TcpListener::bind(addr).await,
+                };
+                match listener {
                     Ok(l) => {
                         info!(%addr, "metrics: serving GET /metrics");
                         bound = Some(addr);

@@ -5,8 +5,11 @@
 //!
 //! The communities and SNMPv3 users are read from the running configuration at each request,
 //! so an `activate-config` changes them at once (new users' keys are computed on a blocking
-//! thread, once, then cached); the address is bound at start. The agent tells v1/v2c from v3
-//! by the message's version: v3 is served with the node's engine ([`crate::snmp_v3`]).
+//! thread, once, then cached). The address is bound before the node is ready (one that
+//! cannot be bound stops the start) and followed live: `activate-config` binds a new address
+//! first (refused if it is taken) and the agent moves to it within [`crate::metrics::CONFIG_POLL`];
+//! removing the address stops it. The agent tells v1/v2c from v3 by the message's version: v3
+//! is served with the node's engine ([`crate::snmp_v3`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,7 +22,7 @@ use sbc_alarms::agent::{
 use sbc_alarms::TransitionState;
 use sbc_config::{parse_net, SnmpCommunity};
 use tokio::net::UdpSocket;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use crate::control::console::Console;
 
@@ -111,17 +114,65 @@ async fn snapshot(console: &Console) -> StatusSnapshot {
     }
 }
 
-/// Binds `address` and serves the agent until the process ends.
+/// Binds `system-config snmp-agent-address` of the running configuration, if set, before the
+/// node says it is ready.
 ///
 /// # Errors
-/// The address cannot be bound.
-pub async fn start(address: SocketAddr, console: Arc<Console>) -> anyhow::Result<()> {
+/// The address cannot be bound: the node does not start.
+pub async fn bind_at_start(console: &Console) -> anyhow::Result<Option<UdpSocket>> {
+    let Some(address) = console.running().system.snmp_agent_address else {
+        return Ok(None);
+    };
     let socket = UdpSocket::bind(address)
         .await
         .with_context(|| format!("cannot bind snmp-agent-address {address}"))?;
-    info!(%address, "SNMP agent listening");
-    tokio::spawn(serve(socket, console));
-    Ok(())
+    Ok(Some(socket))
+}
+
+/// The agent: serves `first` (from [`bind_at_start`]) and follows `snmp-agent-address` of the
+/// running configuration, taking the socket `activate-config` bound for a new address;
+/// never returns.
+pub async fn run(console: Arc<Console>, first: Option<UdpSocket>) {
+    let (tx, _) = tokio::sync::watch::channel(None::<SocketAddr>);
+    let mut bound: Option<SocketAddr> = None;
+    let mut failed: Option<SocketAddr> = None;
+    if let Some(socket) = first {
+        bound = socket.local_addr().ok();
+        let _ = tx.send(bound);
+        info!(address = ?bound, "SNMP agent listening");
+        tokio::spawn(serve(socket, console.clone(), tx.subscribe()));
+    }
+    loop {
+        let wanted = console.running().system.snmp_agent_address;
+        if wanted != bound {
+            // Stops the current agent (if any).
+            let _ = tx.send(wanted);
+            bound = None;
+            if let Some(address) = wanted.filter(|a| Some(*a) != failed) {
+                let prebound = console.take_prebound_snmp_agent(address).and_then(|s| {
+                    s.set_nonblocking(true).ok()?;
+                    UdpSocket::from_std(s).ok()
+                });
+                let socket = match prebound {
+                    Some(s) => Ok(s),
+                    None => UdpSocket::bind(address).await,
+                };
+                match socket {
+                    Ok(s) => {
+                        info!(%address, "SNMP agent listening");
+                        bound = Some(address);
+                        failed = None;
+                        tokio::spawn(serve(s, console.clone(), tx.subscribe()));
+                    }
+                    Err(e) => {
+                        warn!(%address, error = %e, "SNMP agent: cannot bind snmp-agent-address");
+                        failed = Some(address);
+                    }
+                }
+            }
+        }
+        tokio::time::sleep(crate::metrics::CONFIG_POLL).await;
+    }
 }
 
 /// The agent's configuration from the running configuration: its communities, and its v3
@@ -149,7 +200,12 @@ fn random_seed() -> u64 {
         .finish()
 }
 
-async fn serve(socket: UdpSocket, console: Arc<Console>) {
+async fn serve(
+    socket: UdpSocket,
+    console: Arc<Console>,
+    mut stop: tokio::sync::watch::Receiver<Option<SocketAddr>>,
+) {
+    let here = socket.local_addr().ok();
     let mut agent = Agent::new(running_config(&console).await);
     agent.seed_salt(random_seed());
     let engine_clock = console.subsystems.alarms.snmp_v3().clone();
@@ -157,7 +213,17 @@ async fn serve(socket: UdpSocket, console: Arc<Console>) {
     // One byte more than the agent takes, so that an over-long request is seen as such.
     let mut buf = vec![0u8; sbc_alarms::agent::MAX_REQUEST + 1];
     loop {
-        let (n, from) = match socket.recv_from(&mut buf).await {
+        let received = tokio::select! {
+            r = socket.recv_from(&mut buf) => r,
+            _ = stop.changed() => {
+                if *stop.borrow() != here {
+                    info!(address = ?here, "SNMP agent stopped");
+                    return;
+                }
+                continue;
+            }
+        };
+        let (n, from) = match received {
             Ok(r) => r,
             Err(e) => {
                 debug!(error = %e, "SNMP agent receive error");

@@ -10,6 +10,7 @@
 //!   restart.
 
 use std::fmt::Write as _;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -62,6 +63,48 @@ pub struct Console {
     /// The configuration the node started on: what is bound (interfaces, pools, the pair's
     /// channels, the worker groups) until a restart.
     pub started_config: Config,
+    /// Management listeners an activation bound for a new address, until the metrics and
+    /// SNMP tasks take them over.
+    pub prebound: Mutex<Prebound>,
+}
+
+/// Sockets bound by `activate-config` for a changed `metrics-address` or
+/// `snmp-agent-address`: the activation is refused if the address cannot be bound, and the
+/// listener's task takes the socket from here.
+#[derive(Debug, Default)]
+pub struct Prebound {
+    /// The new `metrics-address`'s listener.
+    pub metrics: Option<std::net::TcpListener>,
+    /// The new `snmp-agent-address`'s socket.
+    pub snmp_agent: Option<std::net::UdpSocket>,
+}
+
+impl Prebound {
+    /// Binds what `cfg` changes from `running`.
+    ///
+    /// # Errors
+    /// An address that cannot be bound, named with the key and the reason.
+    fn bind(running: &Config, cfg: &Config) -> Result<Self, String> {
+        let (old, new) = (&running.system, &cfg.system);
+        let metrics = match new.metrics_address {
+            Some(a) if new.metrics_address != old.metrics_address => Some(
+                std::net::TcpListener::bind(a)
+                    .map_err(|e| format!("cannot bind metrics-address {a}: {e}"))?,
+            ),
+            _ => None,
+        };
+        let snmp_agent = match new.snmp_agent_address {
+            Some(a) if new.snmp_agent_address != old.snmp_agent_address => Some(
+                std::net::UdpSocket::bind(a)
+                    .map_err(|e| format!("cannot bind snmp-agent-address {a}: {e}"))?,
+            ),
+            _ => None,
+        };
+        Ok(Self {
+            metrics,
+            snmp_agent,
+        })
+    }
 }
 
 impl mgmt::SessionFactory for Console {
@@ -275,6 +318,9 @@ impl Console {
         let restart = restart_needed(&self.started_config, &cfg);
         let effective = on_bound_interfaces(&self.started_config, &cfg)?;
         let ecfg = settings::engine_config(&effective).map_err(|e| e.to_string())?;
+        // New management addresses are bound before anything changes: one that is taken
+        // refuses the activation.
+        let prebound = Prebound::bind(&self.snapshot()?.running, &cfg)?;
         // Certificates first: files that do not load refuse the whole activation, unchanged.
         let rotated = self
             .node
@@ -287,6 +333,14 @@ impl Console {
         self.node.reconfigure(&ecfg);
         self.node.reconfigure_edge(&effective);
         self.subsystems.reconfigure(&effective);
+        if let Ok(mut p) = self.prebound.lock() {
+            if prebound.metrics.is_some() {
+                p.metrics = prebound.metrics;
+            }
+            if prebound.snmp_agent.is_some() {
+                p.snmp_agent = prebound.snmp_agent;
+            }
+        }
         if let Ok(mut st) = self.config.lock() {
             st.running = cfg;
         }
@@ -592,6 +646,22 @@ impl Console {
         }
     }
 
+    /// The metrics listener an activation bound for `addr`, if any.
+    #[must_use]
+    pub fn take_prebound_metrics(&self, addr: SocketAddr) -> Option<std::net::TcpListener> {
+        let mut p = self.prebound.lock().ok()?;
+        let l = p.metrics.take()?;
+        (l.local_addr().ok() == Some(addr)).then_some(l)
+    }
+
+    /// The SNMP agent's socket an activation bound for `addr`, if any.
+    #[must_use]
+    pub fn take_prebound_snmp_agent(&self, addr: SocketAddr) -> Option<std::net::UdpSocket> {
+        let mut p = self.prebound.lock().ok()?;
+        let s = p.snmp_agent.take()?;
+        (s.local_addr().ok() == Some(addr)).then_some(s)
+    }
+
     /// The running configuration.
     pub fn running(&self) -> Config {
         self.config
@@ -651,9 +721,6 @@ pub fn restart_needed(started: &Config, saved: &Config) -> Vec<String> {
         &running.sip_interfaces,
         &saved.sip_interfaces,
     ));
-    if running.system.snmp_agent_address != saved.system.snmp_agent_address {
-        out.push("system-config snmp-agent-address: the SNMP agent is bound at start".to_owned());
-    }
     if running.steering_pools != saved.steering_pools {
         out.push("steering-pool: media addresses and ports are bound at start".to_owned());
     }

@@ -18,6 +18,12 @@
 //! - `walks_under_sipp_load`: 20 walks of `sbcPairStatus` while 300 SIPp calls at 50 calls/s
 //!   cross the node: every walk answers, and the calls all succeed (0 failed); afterwards
 //!   `sbcStatusCallsAttempted.0` and `sbcStatusCallsAnswered.0` are 300.
+//! - `management_addresses_follow_activate_config`: `snmp-agent-address` and
+//!   `metrics-address` changed in the saved file and activated need no restart: within 3 s
+//!   the agent answers and `/metrics` is served on the new addresses, and nothing on the old
+//!   ones; an address held by another socket refuses the activation naming the key and the
+//!   address, the running configuration keeps the current one and it still answers; both
+//!   removed, neither answers.
 
 use std::time::Duration;
 
@@ -306,5 +312,134 @@ fn alarm_table_follows_display_alarms() {
     assert!(
         !out.contains("131073"),
         "the cleared alarm is still polled: {out}"
+    );
+}
+
+/// `sysName.0` from `agent`, if it answers within a second.
+fn sys_name(agent: &str) -> Option<String> {
+    let (ok, out, _) = v2c(
+        "snmpget",
+        COMMUNITY,
+        agent,
+        &["-Oqv", "SNMPv2-MIB::sysName.0"],
+    );
+    ok.then(|| out.trim().to_owned())
+}
+
+/// Whether `GET /metrics` at `addr` is answered 200.
+fn metrics_served(addr: std::net::SocketAddr) -> bool {
+    sbc_e2e::prometheus::http_exchange(addr, b"GET /metrics HTTP/1.0\r\n\r\n")
+        .is_some_and(|a| a.status == 200)
+}
+
+/// Polls `done` every 100 ms for up to 3 s (the listeners follow the running configuration
+/// within a second).
+fn within_3s(mut done: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    while std::time::Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    done()
+}
+
+/// Sets (or, with `None`, removes) `key` of `[system-config]` in the node's saved file.
+fn set_system_key(node: &SbcNode, key: &str, value: Option<String>) {
+    let path = node.config_path();
+    let text = std::fs::read_to_string(&path).expect("read the saved file");
+    let mut file: toml::Value = toml::from_str(&text).expect("the saved file parses");
+    let system = file
+        .get_mut("system-config")
+        .and_then(toml::Value::as_table_mut)
+        .expect("[system-config]");
+    match value {
+        Some(v) => {
+            system.insert(key.to_owned(), toml::Value::String(v));
+        }
+        None => {
+            system.remove(key);
+        }
+    }
+    std::fs::write(&path, toml::to_string(&file).expect("serialise")).expect("write");
+}
+
+#[test]
+fn management_addresses_follow_activate_config() {
+    use sbc_e2e::acli::acli_json;
+    let metrics_a = std::net::SocketAddr::from(([127, 0, 0, 1], ports::free_port()));
+    let (_config, node, agent_a) = start_with(&format!("metrics-address = \"{metrics_a}\"\n"), "");
+    let sock = node.mgmt_socket();
+    assert_eq!(sys_name(&agent_a).as_deref(), Some("snmp-node"));
+    assert!(metrics_served(metrics_a));
+
+    // Both moved: live, no restart.
+    let agent_b = format!("127.0.0.1:{}", ports::free_port());
+    let metrics_b = std::net::SocketAddr::from(([127, 0, 0, 1], ports::free_port()));
+    set_system_key(&node, "snmp-agent-address", Some(agent_b.clone()));
+    set_system_key(&node, "metrics-address", Some(metrics_b.to_string()));
+    let act = acli_json(&sock, &["activate-config"]).assert_ok().json();
+    assert_eq!(act["restart_needed"], serde_json::json!([]), "{act}");
+    assert!(
+        within_3s(|| sys_name(&agent_b).is_some() && metrics_served(metrics_b)),
+        "the agent and /metrics are not served on the new addresses"
+    );
+    assert_eq!(
+        sys_name(&agent_a),
+        None,
+        "the old agent address still answers"
+    );
+    assert!(
+        !metrics_served(metrics_a),
+        "the old metrics address still serves"
+    );
+
+    // Taken addresses: the activation is refused, naming them; nothing moves.
+    let squatter = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind a UDP squatter");
+    let taken = squatter.local_addr().expect("addr").to_string();
+    set_system_key(&node, "snmp-agent-address", Some(taken.clone()));
+    let out = acli_json(&sock, &["activate-config"]);
+    out.assert_failed();
+    let said = format!("{}{}", out.stdout, out.stderr);
+    assert!(
+        said.contains(&format!("cannot bind snmp-agent-address {taken}")),
+        "{}",
+        out.describe()
+    );
+    let tcp_squatter = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a TCP squatter");
+    let taken_tcp = tcp_squatter.local_addr().expect("addr").to_string();
+    set_system_key(&node, "snmp-agent-address", Some(agent_b.clone()));
+    set_system_key(&node, "metrics-address", Some(taken_tcp.clone()));
+    let out = acli_json(&sock, &["activate-config"]);
+    out.assert_failed();
+    let said = format!("{}{}", out.stdout, out.stderr);
+    assert!(
+        said.contains(&format!("cannot bind metrics-address {taken_tcp}")),
+        "{}",
+        out.describe()
+    );
+    let running = acli_json(&sock, &["show running-config"])
+        .assert_ok()
+        .json();
+    let system = &running["system-config"];
+    assert_eq!(system["snmp-agent-address"], agent_b.as_str(), "{system:#}");
+    assert_eq!(
+        system["metrics-address"],
+        metrics_b.to_string().as_str(),
+        "{system:#}"
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(sys_name(&agent_b).as_deref(), Some("snmp-node"));
+    assert!(metrics_served(metrics_b));
+    drop((squatter, tcp_squatter));
+
+    // Both removed: neither answers.
+    set_system_key(&node, "snmp-agent-address", None);
+    set_system_key(&node, "metrics-address", None);
+    acli_json(&sock, &["activate-config"]).assert_ok();
+    assert!(
+        within_3s(|| sys_name(&agent_b).is_none() && !metrics_served(metrics_b)),
+        "the agent or /metrics still answers after their addresses were removed"
     );
 }
