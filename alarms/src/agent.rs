@@ -76,6 +76,11 @@ pub struct RedundancyStatus {
     pub peer_alive: bool,
     /// The peer's last known state, if any heard.
     pub peer_state: Option<TransitionState>,
+    /// On the active: dialog changes not yet sent to a standby (all of them while none is
+    /// connected); `None` on a standby.
+    pub sync_lag: Option<u64>,
+    /// Dialogs in the replicated table.
+    pub replicated_dialogs: u64,
 }
 
 /// One raised alarm, for `sbcAlarmTable`.
@@ -275,7 +280,7 @@ fn objects() -> Vec<Vec<u32>> {
     let mut v: Vec<Vec<u32>> = [1, 2, 3, 5].iter().map(|n| with(&SYSTEM, &[*n])).collect();
     v.extend([1, 3, 4, 5, 6].iter().map(|n| with(&SNMP, &[*n])));
     v.extend((1..=11).map(|n| with(&STATUS_ARC, &[n])));
-    v.push(with(&STATUS_ARC, &[13]));
+    v.extend((13..=15).map(|n| with(&STATUS_ARC, &[n])));
     v.extend((1..=6).map(|c| with(&STATUS_ARC, &[ALARM_ENTRY, 1, c])));
     v
 }
@@ -364,6 +369,16 @@ fn view(s: &StatusSnapshot, stats: &AgentStats, engine: Option<&EngineView<'_>>)
     }
     // sbcStatusCallsFailed is column 13 (12 is the table), keeping the table's arc fixed.
     rows.push((with(&STATUS_ARC, &[13, 0]), counter64(s.calls_failed)));
+    // sbcStatusSyncLag: -1 where it does not apply (a standby, a node alone).
+    let (lag, replicated) = s.redundancy.as_ref().map_or((-1, 0), |r| {
+        (
+            r.sync_lag
+                .map_or(-1, |l| i64::try_from(l.min(i32::MAX as u64)).unwrap_or(-1)),
+            r.replicated_dialogs,
+        )
+    });
+    rows.push((with(&STATUS_ARC, &[14, 0]), int(lag)));
+    rows.push((with(&STATUS_ARC, &[15, 0]), gauge(replicated)));
     let mut alarms: Vec<&AlarmEntry> = s.alarms.iter().collect();
     alarms.sort_by_key(|a| a.id);
     for a in &alarms {
@@ -778,6 +793,8 @@ mod tests {
                 epoch: 7,
                 peer_alive: true,
                 peer_state: Some(TransitionState::Standby),
+                sync_lag: Some(3),
+                replicated_dialogs: 2,
             }),
             memory_percent: Some(41),
             heap_percent: Some(3),
@@ -927,8 +944,8 @@ mod tests {
             at = vb.name.to_vec();
             seen.push(at.clone());
         }
-        // 4 system + 5 snmp + 12 status scalars + 6 columns of 2 rows.
-        assert_eq!(seen.len(), 4 + 5 + 12 + 12);
+        // 4 system + 5 snmp + 14 status scalars + 6 columns of 2 rows.
+        assert_eq!(seen.len(), 4 + 5 + 14 + 12);
         assert_eq!(seen[0], with(&SYSTEM, &[1, 0]));
         // The table's columns, rows by id within each column (131073 before 131074).
         let type_col = with(&STATUS_ARC, &[12, 1, 2]);
@@ -937,7 +954,7 @@ mod tests {
             rows,
             [&with(&type_col, &[131_073]), &with(&type_col, &[131_074])]
         );
-        assert_eq!(seen.last(), Some(&with(&STATUS_ARC, &[13, 0])));
+        assert_eq!(seen.last(), Some(&with(&STATUS_ARC, &[15, 0])));
         let p = ask(&mut a, Pdus::GetNextRequest(GetNextRequest(pdu(&[&at]))));
         assert_eq!(p.variable_bindings[0].value, VarBindValue::EndOfMibView);
         assert_eq!(p.variable_bindings[0].name.to_vec(), at);
@@ -968,7 +985,7 @@ mod tests {
             ]
         );
         // Past the end: one repetition of endOfMibView, then it stops.
-        let last = with(&STATUS_ARC, &[13, 0]);
+        let last = with(&STATUS_ARC, &[15, 0]);
         let p = ask(&mut a, bulk(0, 50, &[&last]));
         assert_eq!(p.variable_bindings.len(), 1);
         assert_eq!(p.variable_bindings[0].value, VarBindValue::EndOfMibView);

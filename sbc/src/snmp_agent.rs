@@ -80,6 +80,8 @@ async fn snapshot(console: &Console) -> StatusSnapshot {
             epoch: s.epoch,
             peer_alive: s.peer_alive,
             peer_state: s.peer.as_ref().map(|v| transition(v.state)),
+            sync_lag: p.sync_lag(),
+            replicated_dialogs: p.replicated_dialogs() as u64,
         }
     });
     let alarms = subsystems

@@ -8,7 +8,7 @@
 //! - `walk_get_and_bulk`: `snmpwalk SBC-PAIR-MIB::sbcPairStatus` prints our objects by name,
 //!   health and redundancy agreeing with `show health` (score 100) and `show redundancy`
 //!   (standalone); `snmpget` of `sysUpTime.0`, `sysDescr.0`, `sysName.0` (the hostname);
-//!   `snmpbulkwalk` of the node's whole view ends on `sbcStatusCallsFailed.0` and gives the
+//!   `snmpbulkwalk` of the node's whole view ends on `sbcStatusReplicatedDialogs.0` and gives the
 //!   same objects as the walk; a wrong community gets no answer (the tool times out) and
 //!   `snmpInBadCommunityNames.0` counts it; `show running-config` masks the community.
 //! - `alarm_table_follows_display_alarms`: a lab node (process memory against 64 MB, 1 s
@@ -18,6 +18,12 @@
 //! - `walks_under_sipp_load`: 20 walks of `sbcPairStatus` while 300 SIPp calls at 50 calls/s
 //!   cross the node: every walk answers, and the calls all succeed (0 failed); afterwards
 //!   `sbcStatusCallsAttempted.0` and `sbcStatusCallsAnswered.0` are 300.
+//! - `a_pair_walked_on_both_nodes_across_a_switchover`: a pair with an agent on each node
+//!   (node-local addresses) and 20 calls up: on the active the walk says active(1)/active(3),
+//!   the peer heard and standby(5), the epoch of `show redundancy`, 20 calls active and, once
+//!   the standby is current, `sbcStatusSyncLag.0` 0; on the standby standby(2)/standby(5), the
+//!   peer active(3), `sbcStatusSyncLag.0` -1 and `sbcStatusReplicatedDialogs.0` 20; after
+//!   `notify berpd force` the two walks swap, with the new epoch on both; every call ends.
 //! - `management_addresses_follow_activate_config`: `snmp-agent-address` and
 //!   `metrics-address` changed in the saved file and activated need no restart: within 3 s
 //!   the agent answers and `/metrics` is served on the new addresses, and nothing on the old
@@ -126,12 +132,18 @@ fn walk_get_and_bulk() {
     assert_eq!(value(&walk, "SBC-PAIR-MIB::sbcStatusCallsActive.0"), "0");
     assert_eq!(value(&walk, "SBC-PAIR-MIB::sbcStatusCallsAttempted.0"), "0");
     assert_eq!(value(&walk, "SBC-PAIR-MIB::sbcStatusCallsFailed.0"), "0");
+    // Alone: no replica, nothing to lag.
+    assert_eq!(value(&walk, "SBC-PAIR-MIB::sbcStatusSyncLag.0"), "-1");
+    assert_eq!(
+        value(&walk, "SBC-PAIR-MIB::sbcStatusReplicatedDialogs.0"),
+        "0"
+    );
     let memory: i64 = value(&walk, "SBC-PAIR-MIB::sbcStatusMemoryUtilization.0")
         .trim_end_matches(" percent")
         .parse()
         .expect("a number");
     assert!((-1..=100).contains(&memory), "{walk}");
-    assert_eq!(objects(&walk), 12, "12 scalars and no alarm row:\n{walk}");
+    assert_eq!(objects(&walk), 14, "14 scalars and no alarm row:\n{walk}");
 
     let get = ok(v2c(
         "snmpget",
@@ -162,11 +174,11 @@ fn walk_get_and_bulk() {
         .lines()
         .filter(|l| l.starts_with("SBC-PAIR-MIB::") && !l.contains("No more variables"))
         .collect();
-    assert_eq!(status.len(), 12, "{bulk}");
+    assert_eq!(status.len(), 14, "{bulk}");
     assert!(
         status
             .last()
-            .is_some_and(|l| l.starts_with("SBC-PAIR-MIB::sbcStatusCallsFailed.0")),
+            .is_some_and(|l| l.starts_with("SBC-PAIR-MIB::sbcStatusReplicatedDialogs.0")),
         "{bulk}"
     );
 
@@ -203,7 +215,7 @@ fn walks_under_sipp_load() {
                 &agent,
                 &["SBC-PAIR-MIB::sbcPairStatus"],
             ));
-            assert_eq!(objects(&out), 12, "{out}");
+            assert_eq!(objects(&out), 14, "{out}");
             answered += 1;
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -442,4 +454,142 @@ fn management_addresses_follow_activate_config() {
         within_3s(|| sys_name(&agent_b).is_none() && !metrics_served(metrics_b)),
         "the agent or /metrics still answers after their addresses were removed"
     );
+}
+
+/// The walk of `sbcPairStatus` on `agent`.
+fn walk(agent: &str) -> String {
+    ok(v2c(
+        "snmpwalk",
+        COMMUNITY,
+        agent,
+        &["SBC-PAIR-MIB::sbcPairStatus"],
+    ))
+}
+
+/// Walks `agent` every 200 ms for up to 10 s until `done`; panics naming `what` otherwise.
+fn walk_until(agent: &str, what: &str, done: impl Fn(&str) -> bool) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let w = walk(agent);
+        if done(&w) {
+            return w;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: not within 10 s; last walk:\n{w}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_pair_walked_on_both_nodes_across_a_switchover() {
+    use sbc_e2e::pair::{lo, Pair, PairConfig};
+    let mut config = PairConfig::new();
+    let agents = [
+        format!("{}:{}", lo(11), ports::free_port()),
+        format!("{}:{}", lo(12), ports::free_port()),
+    ];
+    for (i, a) in agents.iter().enumerate() {
+        config.node_system_lines[i].push(format!("snmp-agent-address = \"{a}\""));
+    }
+    config.extra_toml = format!(
+        "\n[[system-config.snmp-community]]\ncommunity-name = \"{COMMUNITY}\"\n\
+         ip-addresses = [\"127.0.0.0/8\"]\n"
+    );
+    let pair = Pair::start(config);
+    let (active, standby) = pair.wait_roles(Duration::from_secs(15));
+    pair.wait_redundancy(standby, Duration::from_secs(10), "synchronized", |r| {
+        r.synchronized
+    });
+    let uas = pair.spawn_uas("uas", 20, Duration::from_secs(60));
+    let uac = pair
+        .uac("uac", 20, 10, 10_000, Duration::from_secs(40))
+        .spawn();
+    pair.wait_replicated(standby, 20, Duration::from_secs(10));
+
+    let on_active = walk_until(&agents[active], "the standby current", |w| {
+        value(w, "SBC-PAIR-MIB::sbcStatusSyncLag.0") == "0"
+    });
+    let r = pair.redundancy(active).expect("the active answers");
+    assert_eq!(
+        value(&on_active, "SBC-PAIR-MIB::sbcStatusRedundancyRole.0"),
+        "active(1)"
+    );
+    assert_eq!(
+        value(&on_active, "SBC-PAIR-MIB::sbcStatusRedundancyState.0"),
+        "active(3)"
+    );
+    assert_eq!(
+        value(&on_active, "SBC-PAIR-MIB::sbcStatusPeerAlive.0"),
+        "true(1)"
+    );
+    assert_eq!(
+        value(&on_active, "SBC-PAIR-MIB::sbcStatusPeerState.0"),
+        "standby(5)"
+    );
+    assert_eq!(
+        value(&on_active, "SBC-PAIR-MIB::sbcStatusRedundancyEpoch.0"),
+        r.epoch.to_string()
+    );
+    assert_eq!(
+        value(&on_active, "SBC-PAIR-MIB::sbcStatusCallsActive.0"),
+        "20"
+    );
+    let on_standby = walk(&agents[standby]);
+    eprintln!("active:\n{on_active}\nstandby:\n{on_standby}");
+    assert_eq!(
+        value(&on_standby, "SBC-PAIR-MIB::sbcStatusRedundancyRole.0"),
+        "standby(2)"
+    );
+    assert_eq!(
+        value(&on_standby, "SBC-PAIR-MIB::sbcStatusRedundancyState.0"),
+        "standby(5)"
+    );
+    assert_eq!(
+        value(&on_standby, "SBC-PAIR-MIB::sbcStatusPeerState.0"),
+        "active(3)"
+    );
+    assert_eq!(value(&on_standby, "SBC-PAIR-MIB::sbcStatusSyncLag.0"), "-1");
+    assert_eq!(
+        value(&on_standby, "SBC-PAIR-MIB::sbcStatusReplicatedDialogs.0"),
+        "20"
+    );
+
+    let reply = pair
+        .exec(active, "notify berpd force")
+        .expect("the active answers");
+    assert_eq!(reply["ok"], serde_json::Value::Bool(true), "{reply}");
+    pair.wait_redundancy(standby, Duration::from_secs(10), "active", |r| {
+        r.is_active()
+    });
+    pair.wait_redundancy(active, Duration::from_secs(10), "standby", |r| {
+        r.is_standby()
+    });
+    let epoch = pair
+        .redundancy(standby)
+        .expect("the new active answers")
+        .epoch;
+    assert!(epoch > r.epoch, "the switchover raised the epoch");
+    let new_active = walk_until(&agents[standby], "the new active's walk", |w| {
+        value(w, "SBC-PAIR-MIB::sbcStatusRedundancyRole.0") == "active(1)"
+            && value(w, "SBC-PAIR-MIB::sbcStatusPeerState.0") == "standby(5)"
+    });
+    assert_eq!(
+        value(&new_active, "SBC-PAIR-MIB::sbcStatusRedundancyEpoch.0"),
+        epoch.to_string()
+    );
+    let new_standby = walk_until(&agents[active], "the new standby's walk", |w| {
+        value(w, "SBC-PAIR-MIB::sbcStatusRedundancyRole.0") == "standby(2)"
+    });
+    assert_eq!(
+        value(&new_standby, "SBC-PAIR-MIB::sbcStatusRedundancyEpoch.0"),
+        epoch.to_string()
+    );
+    assert_eq!(
+        value(&new_standby, "SBC-PAIR-MIB::sbcStatusSyncLag.0"),
+        "-1"
+    );
+    uac.wait().assert_success(20);
+    uas.wait_at_most(Duration::from_secs(20)).assert_success(20);
 }
