@@ -31,6 +31,8 @@ command -v dpkg-shlibdeps >/dev/null 2>&1 || missing+=(dpkg-dev)
 # without its recommended node exporter.
 lean=()
 [ -x /usr/bin/prometheus ] || lean+=(prometheus)
+# Lintian judges the package (packaging/test-deb.sh).
+command -v lintian >/dev/null 2>&1 || lean+=(lintian)
 if ((${#missing[@]} + ${#lean[@]})); then
     if [ "$(id -u)" = 0 ]; then
         echo "installing ${missing[*]} ${lean[*]} (needed by the end-to-end tests)"
