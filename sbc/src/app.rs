@@ -91,7 +91,7 @@ pub async fn run(launch: Launch, shutdown: impl Future<Output = ()>) -> anyhow::
         control: control_tx,
         activation: Mutex::new(()),
         started_config: cfg.clone(),
-        prebound: Mutex::new(crate::control::console::Prebound::default()),
+        management: Mutex::new(crate::control::console::ManagementSockets::default()),
     });
     tokio::spawn(crate::heap_gate::run_heap_gate(
         node.clone(),

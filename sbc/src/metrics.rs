@@ -965,34 +965,40 @@ pub async fn run(console: Arc<Console>, first: Option<TcpListener>) {
         info!(addr = ?bound, "metrics: serving GET /metrics");
         tokio::spawn(serve(l, console.clone(), tx.subscribe()));
     }
+    console.metrics_served_at(bound);
     loop {
         let wanted = console.running().system.metrics_address;
         if wanted != bound {
             // Stops the current listener (if any).
             let _ = tx.send(wanted);
             bound = None;
-            if let Some(addr) = wanted.filter(|a| Some(*a) != failed) {
+            if let Some(addr) = wanted {
+                // The socket the activation bound, else one bound here (not again after a
+                // failure, until an activation binds it).
                 let prebound = console.take_prebound_metrics(addr).and_then(|l| {
                     l.set_nonblocking(true).ok()?;
                     TcpListener::from_std(l).ok()
                 });
                 let listener = match prebound {
-                    Some(l) => Ok(l),
-                    None => TcpListener::bind(addr).await,
+                    Some(l) => Some(Ok(l)),
+                    None if Some(addr) != failed => Some(TcpListener::bind(addr).await),
+                    None => None,
                 };
                 match listener {
-                    Ok(l) => {
+                    Some(Ok(l)) => {
                         info!(%addr, "metrics: serving GET /metrics");
                         bound = Some(addr);
                         failed = None;
                         tokio::spawn(serve(l, console.clone(), tx.subscribe()));
                     }
-                    Err(e) => {
+                    Some(Err(e)) => {
                         warn!(%addr, error = %e, "metrics: cannot bind metrics-address");
                         failed = Some(addr);
                     }
+                    None => {}
                 }
             }
+            console.metrics_served_at(bound);
         }
         tokio::time::sleep(CONFIG_POLL).await;
     }

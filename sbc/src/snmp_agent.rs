@@ -144,34 +144,40 @@ pub async fn run(console: Arc<Console>, first: Option<UdpSocket>) {
         info!(address = ?bound, "SNMP agent listening");
         tokio::spawn(serve(socket, console.clone(), tx.subscribe()));
     }
+    console.snmp_agent_served_at(bound);
     loop {
         let wanted = console.running().system.snmp_agent_address;
         if wanted != bound {
             // Stops the current agent (if any).
             let _ = tx.send(wanted);
             bound = None;
-            if let Some(address) = wanted.filter(|a| Some(*a) != failed) {
+            if let Some(address) = wanted {
+                // The socket the activation bound, else one bound here (not again after a
+                // failure, until an activation binds it).
                 let prebound = console.take_prebound_snmp_agent(address).and_then(|s| {
                     s.set_nonblocking(true).ok()?;
                     UdpSocket::from_std(s).ok()
                 });
                 let socket = match prebound {
-                    Some(s) => Ok(s),
-                    None => UdpSocket::bind(address).await,
+                    Some(s) => Some(Ok(s)),
+                    None if Some(address) != failed => Some(UdpSocket::bind(address).await),
+                    None => None,
                 };
                 match socket {
-                    Ok(s) => {
+                    Some(Ok(s)) => {
                         info!(%address, "SNMP agent listening");
                         bound = Some(address);
                         failed = None;
                         tokio::spawn(serve(s, console.clone(), tx.subscribe()));
                     }
-                    Err(e) => {
+                    Some(Err(e)) => {
                         warn!(%address, error = %e, "SNMP agent: cannot bind snmp-agent-address");
                         failed = Some(address);
                     }
+                    None => {}
                 }
             }
+            console.snmp_agent_served_at(bound);
         }
         tokio::time::sleep(crate::metrics::CONFIG_POLL).await;
     }

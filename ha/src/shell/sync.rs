@@ -473,6 +473,18 @@ impl SyncPublisher {
         self.lock().table.clone()
     }
 
+    /// Dialogs (live keys) in the table.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.lock().table.len()
+    }
+
+    /// Whether the table holds no live key.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// The table's revision (see [`SyncTable::revision`]).
     #[must_use]
     pub fn revision(&self) -> u64 {

@@ -63,47 +63,53 @@ pub struct Console {
     /// The configuration the node started on: what is bound (interfaces, pools, the pair's
     /// channels, the worker groups) until a restart.
     pub started_config: Config,
-    /// Management listeners an activation bound for a new address, until the metrics and
-    /// SNMP tasks take them over.
-    pub prebound: Mutex<Prebound>,
+    /// The management listeners' sockets: where each is served, and those an activation
+    /// bound for a new address until the listener's task takes them.
+    pub management: Mutex<ManagementSockets>,
 }
 
-/// Sockets bound by `activate-config` for a changed `metrics-address` or
-/// `snmp-agent-address`: the activation is refused if the address cannot be bound, and the
-/// listener's task takes the socket from here.
+/// The metrics listener's and the SNMP agent's sockets between `activate-config` and their
+/// tasks. An activation binds a new `metrics-address` or `snmp-agent-address` itself (so a
+/// taken address refuses it) unless that address is the one served now; each activation
+/// replaces both slots, so a socket for an address given up again is closed, never left
+/// bound.
 #[derive(Debug, Default)]
-pub struct Prebound {
-    /// The new `metrics-address`'s listener.
+pub struct ManagementSockets {
+    /// Where the metrics listener serves now (its task says).
+    pub metrics_served: Option<SocketAddr>,
+    /// Where the SNMP agent serves now (its task says).
+    pub snmp_agent_served: Option<SocketAddr>,
+    /// Bound for the new `metrics-address`, not yet taken.
     pub metrics: Option<std::net::TcpListener>,
-    /// The new `snmp-agent-address`'s socket.
+    /// Bound for the new `snmp-agent-address`, not yet taken.
     pub snmp_agent: Option<std::net::UdpSocket>,
 }
 
-impl Prebound {
-    /// Binds what `cfg` changes from `running`.
+impl ManagementSockets {
+    /// Binds the addresses of `cfg` that are not served now.
     ///
     /// # Errors
     /// An address that cannot be bound, named with the key and the reason.
-    fn bind(running: &Config, cfg: &Config) -> Result<Self, String> {
-        let (old, new) = (&running.system, &cfg.system);
-        let metrics = match new.metrics_address {
-            Some(a) if new.metrics_address != old.metrics_address => Some(
+    fn bind_new(
+        &self,
+        cfg: &Config,
+    ) -> Result<(Option<std::net::TcpListener>, Option<std::net::UdpSocket>), String> {
+        let system = &cfg.system;
+        let metrics = match system.metrics_address {
+            Some(a) if Some(a) != self.metrics_served => Some(
                 std::net::TcpListener::bind(a)
                     .map_err(|e| format!("cannot bind metrics-address {a}: {e}"))?,
             ),
             _ => None,
         };
-        let snmp_agent = match new.snmp_agent_address {
-            Some(a) if new.snmp_agent_address != old.snmp_agent_address => Some(
+        let snmp_agent = match system.snmp_agent_address {
+            Some(a) if Some(a) != self.snmp_agent_served => Some(
                 std::net::UdpSocket::bind(a)
                     .map_err(|e| format!("cannot bind snmp-agent-address {a}: {e}"))?,
             ),
             _ => None,
         };
-        Ok(Self {
-            metrics,
-            snmp_agent,
-        })
+        Ok((metrics, snmp_agent))
     }
 }
 
@@ -265,6 +271,9 @@ impl Console {
     /// # Errors
     /// Why the push was refused; nothing was changed.
     pub async fn apply_pushed(&self, toml: &str) -> Result<(), String> {
+        // Read, merged, saved and applied under the lock: an operator's activation on this
+        // node in the meantime is neither undone nor overwritten in the file.
+        let _one_at_a_time = self.one_activation_at_a_time();
         let c = self.snapshot()?;
         let cfg = c.running.with_push(toml).map_err(|e| e.to_string())?;
         if let Some(path) = &c.path {
@@ -273,7 +282,7 @@ impl Console {
         if let Ok(mut st) = self.config.lock() {
             st.editing = cfg.clone();
         }
-        self.apply(cfg).map(|restart| {
+        self.apply_locked(cfg).map(|restart| {
             info!(
                 ?restart,
                 "configuration from the active saved and activated"
@@ -281,14 +290,22 @@ impl Console {
         })
     }
 
+    /// Holds [`Console::activation`].
+    fn one_activation_at_a_time(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.activation
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// `activate-config`: the saved file becomes the running configuration.
     async fn activate(&self, json: bool) -> Outcome {
+        let _one_at_a_time = self.one_activation_at_a_time();
         let c = self.snapshot()?;
         let path = c
             .path
             .ok_or("no configuration file: nothing saved to activate (start with --config FILE)")?;
         let saved = Config::load(&path).map_err(|e| e.to_string())?;
-        let restart = self.apply(saved)?;
+        let restart = self.apply_locked(saved)?;
         info!(restart_needed = ?restart, "configuration activated");
         let mut out = String::from("configuration activated\n");
         if restart.is_empty() {
@@ -310,17 +327,18 @@ impl Console {
     /// What is bound at start stays as it is: the engine keeps addressing the SIP interfaces
     /// it listens on (its Via, Contact and Record-Route ports), so a changed `sip-interface`
     /// waits for a restart instead of being advertised while nothing listens there.
-    fn apply(&self, cfg: Config) -> Result<Vec<String>, String> {
-        let _one_at_a_time = self
-            .activation
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+    /// The caller holds [`Console::activation`].
+    fn apply_locked(&self, cfg: Config) -> Result<Vec<String>, String> {
         let restart = restart_needed(&self.started_config, &cfg);
         let effective = on_bound_interfaces(&self.started_config, &cfg)?;
         let ecfg = settings::engine_config(&effective).map_err(|e| e.to_string())?;
         // New management addresses are bound before anything changes: one that is taken
         // refuses the activation.
-        let prebound = Prebound::bind(&self.snapshot()?.running, &cfg)?;
+        let (metrics, snmp_agent) = self
+            .management
+            .lock()
+            .map_err(|_| "management sockets lock poisoned")?
+            .bind_new(&cfg)?;
         // Certificates first: files that do not load refuse the whole activation, unchanged.
         let rotated = self
             .node
@@ -332,14 +350,12 @@ impl Console {
         }
         self.node.reconfigure(&ecfg);
         self.node.reconfigure_edge(&effective);
-        self.subsystems.reconfigure(&effective);
-        if let Ok(mut p) = self.prebound.lock() {
-            if prebound.metrics.is_some() {
-                p.metrics = prebound.metrics;
-            }
-            if prebound.snmp_agent.is_some() {
-                p.snmp_agent = prebound.snmp_agent;
-            }
+        self.subsystems.reconfigure(&effective, &cfg);
+        if let Ok(mut m) = self.management.lock() {
+            // Both replaced, None included: a socket bound for an address given up since is
+            // closed here.
+            m.metrics = metrics;
+            m.snmp_agent = snmp_agent;
         }
         if let Ok(mut st) = self.config.lock() {
             st.running = cfg;
@@ -646,20 +662,37 @@ impl Console {
         }
     }
 
-    /// The metrics listener an activation bound for `addr`, if any.
+    /// The metrics listener an activation bound for `addr`, if that is the one waiting (a
+    /// socket for another address stays for its own turn).
     #[must_use]
     pub fn take_prebound_metrics(&self, addr: SocketAddr) -> Option<std::net::TcpListener> {
-        let mut p = self.prebound.lock().ok()?;
-        let l = p.metrics.take()?;
-        (l.local_addr().ok() == Some(addr)).then_some(l)
+        let mut m = self.management.lock().ok()?;
+        let waiting = m.metrics.as_ref().and_then(|l| l.local_addr().ok());
+        (waiting == Some(addr)).then(|| m.metrics.take()).flatten()
     }
 
-    /// The SNMP agent's socket an activation bound for `addr`, if any.
+    /// The SNMP agent's socket an activation bound for `addr`, if that is the one waiting.
     #[must_use]
     pub fn take_prebound_snmp_agent(&self, addr: SocketAddr) -> Option<std::net::UdpSocket> {
-        let mut p = self.prebound.lock().ok()?;
-        let s = p.snmp_agent.take()?;
-        (s.local_addr().ok() == Some(addr)).then_some(s)
+        let mut m = self.management.lock().ok()?;
+        let waiting = m.snmp_agent.as_ref().and_then(|s| s.local_addr().ok());
+        (waiting == Some(addr))
+            .then(|| m.snmp_agent.take())
+            .flatten()
+    }
+
+    /// The metrics listener's task serves at `addr` now (`None`: nowhere).
+    pub fn metrics_served_at(&self, addr: Option<SocketAddr>) {
+        if let Ok(mut m) = self.management.lock() {
+            m.metrics_served = addr;
+        }
+    }
+
+    /// The SNMP agent's task serves at `addr` now (`None`: nowhere).
+    pub fn snmp_agent_served_at(&self, addr: Option<SocketAddr>) {
+        if let Ok(mut m) = self.management.lock() {
+            m.snmp_agent_served = addr;
+        }
     }
 
     /// The running configuration.
@@ -672,8 +705,9 @@ impl Console {
 }
 
 /// `cfg` as this node can run it before a restart: with the SIP interfaces it bound at start
-/// (`started`'s). An interface that is still configured with the same realm, address,
-/// transports and ports takes its live attribute (`tls-profile`) from `cfg`.
+/// (`started`'s), and their steering pools. An interface that is still configured with the
+/// same realm, address, transports and ports takes its live attribute (`tls-profile`) from
+/// `cfg`.
 ///
 /// # Errors
 /// `cfg` does not hold together with the bound interfaces (a session agent in a realm that
@@ -699,9 +733,19 @@ pub fn on_bound_interfaces(started: &Config, cfg: &Config) -> Result<Config, Str
             if let Some(new) = cfg.sip_interfaces.iter().find(|n| same_binding(bound, n)) {
                 i.tls_profile.clone_from(&new.tls_profile);
             }
+            // The worker groups keep the profiles they started with whatever this says; the
+            // reference is only checked, so it is the new one (or none).
+            i.auto_scaling_profile = cfg
+                .sip_interfaces
+                .iter()
+                .find(|n| n.realm == bound.realm)
+                .and_then(|n| n.auto_scaling_profile.clone());
             i
         })
         .collect();
+    // Media anchoring stays as it was set up at start: its pools, for the bound realms.
+    effective.steering_pools.clone_from(&started.steering_pools);
+    effective.media_manager.state = started.media_manager.state;
     effective.validate().map_err(|e| {
         format!(
             "this configuration changes the sip-interfaces, which are bound at start, and cannot \
@@ -1013,6 +1057,54 @@ mod tests {
         let err = on_bound_interfaces(&started, &saved).expect_err("refused before one");
         assert!(err.contains("reboot to run it"), "{err}");
         assert!(err.contains("peering"), "{err}");
+    }
+
+    #[test]
+    fn a_profile_detached_and_deleted_waits_for_the_restart() {
+        let mut started = Config::embedded_default();
+        started
+            .auto_scaling_profiles
+            .push(sbc_config::AutoScalingProfile {
+                name: "burst".into(),
+                ..Default::default()
+            });
+        started.sip_interfaces[0].auto_scaling_profile = Some("burst".into());
+        started.validate().expect("valid start");
+        let mut saved = started.clone();
+        saved.sip_interfaces[0].auto_scaling_profile = None;
+        saved.sip_interfaces[0].port = 5070;
+        saved.auto_scaling_profiles.clear();
+        saved.validate().expect("valid after a restart");
+        let effective = on_bound_interfaces(&started, &saved).expect("not refused");
+        assert_eq!(
+            effective.sip_interfaces[0].port,
+            started.sip_interfaces[0].port
+        );
+        let restart = restart_needed(&started, &saved);
+        assert!(
+            restart
+                .iter()
+                .any(|r| r.contains("auto-scaling-profile burst -> none")),
+            "{restart:?}"
+        );
+    }
+
+    #[test]
+    fn a_pool_for_an_added_realm_waits_for_the_restart() {
+        let started = Config::embedded_default();
+        let mut saved = started.clone();
+        let mut extra = saved.sip_interfaces[0].clone();
+        extra.realm = "peering".into();
+        extra.port = 5090;
+        saved.sip_interfaces.push(extra);
+        let mut pool = saved.steering_pools[0].clone();
+        pool.realm_id = "peering".into();
+        pool.start_port = 30_000;
+        pool.end_port = 30_999;
+        saved.steering_pools.push(pool);
+        saved.validate().expect("valid after a restart");
+        let effective = on_bound_interfaces(&started, &saved).expect("not refused");
+        assert_eq!(effective.steering_pools, started.steering_pools);
     }
 
     #[test]

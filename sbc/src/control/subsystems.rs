@@ -44,12 +44,13 @@ impl Subsystems {
         }
     }
 
-    /// Applies an activated configuration.
-    pub fn reconfigure(&self, cfg: &Config) {
-        self.alarms.reconfigure(cfg);
-        let _ = self.heap_gate.send(crate::settings::heap_gate(cfg));
+    /// Applies an activated configuration: `running` as this node runs it (on the interfaces
+    /// bound at start), `activated` as it was activated (what the pair pushes to the standby).
+    pub fn reconfigure(&self, running: &Config, activated: &Config) {
+        self.alarms.reconfigure(running);
+        let _ = self.heap_gate.send(crate::settings::heap_gate(running));
         if let Some(p) = &self.pair {
-            p.set_config(cfg);
+            p.set_config(running, activated);
         }
     }
 

@@ -274,8 +274,12 @@ impl Pair {
         self.status.borrow().clone()
     }
 
-    /// Dialogs held in the replica table.
+    /// Dialogs replicated: on the active those its publisher streams (its table changes with
+    /// every call), on the standby those its replica holds.
     pub fn replicated_dialogs(&self) -> usize {
+        if let Some(p) = self.publisher.lock().ok().and_then(|p| p.clone()) {
+            return p.len();
+        }
         self.table.lock().map(|t| t.len()).unwrap_or(0)
     }
 
@@ -300,10 +304,12 @@ impl Pair {
     }
 
     /// A configuration was activated on this node: announce its version and, when active,
-    /// push its pushable part to the standby.
-    pub fn set_config(&self, cfg: &Config) {
+    /// push its pushable part to the standby. `running` is what this node runs of it (the SIP
+    /// interfaces it bound at start, which the replica's rules index); `cfg` is what was
+    /// activated, whole, and what the standby saves.
+    pub fn set_config(&self, running: &Config, cfg: &Config) {
         if let Ok(mut r) = self.rules.write() {
-            *r = ReplicaRules::of(cfg);
+            *r = ReplicaRules::of(running);
         }
         let v = config_version(cfg);
         let text = cfg.pushable_toml();

@@ -11,6 +11,12 @@
 //!    configuration keep their own pair settings;
 //! 2. one that turns on `system-config lab-mode` (management commands): refused the same way;
 //! 3. a legitimate one (the pushable part only, with `t1-ms` changed): applied.
+//!
+//! `an_activation_on_the_active_reaches_the_standby_whole`: a real pair; the active's saved
+//! file gets a new access port (which waits for a restart) and a new `t1-ms`; after its
+//! `activate-config` the standby runs and saves both (the push carries what was activated,
+//! not the interfaces the active still listens on until its restart), and `show health`
+//! says the configurations are synchronized on both nodes.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -180,4 +186,63 @@ fn a_push_of_redundancy_config_hooks_or_lab_mode_is_refused_by_the_standby() {
     assert!(!marker.exists(), "the pushed hook ran");
     drop(b);
     drop(rogue);
+}
+
+#[test]
+fn an_activation_on_the_active_reaches_the_standby_whole() {
+    use sbc_e2e::pair::Pair;
+    let pair = Pair::start(PairConfig::new());
+    let (active, standby) = pair.wait_roles(Duration::from_secs(15));
+    let path = pair.nodes[active].config_path();
+    let text = std::fs::read_to_string(&path).expect("the active's file");
+    let mut file: toml::Value = toml::from_str(&text).expect("parses");
+    let new_port = sbc_e2e::ports::free_port();
+    let mut old_port = 0;
+    for i in file["sip-interface"].as_array_mut().expect("interfaces") {
+        if i["realm"].as_str() == Some("access") {
+            old_port = i["port"].as_integer().unwrap_or(0);
+            i["port"] = toml::Value::Integer(i64::from(new_port));
+        }
+    }
+    let sip = file
+        .get_mut("sip-config")
+        .and_then(toml::Value::as_table_mut)
+        .expect("[sip-config]");
+    sip.insert("t1-ms".into(), toml::Value::Integer(650));
+    std::fs::write(&path, toml::to_string(&file).expect("serialise")).expect("write");
+    let act = pair
+        .exec(active, "activate-config")
+        .expect("the active answers");
+    assert_eq!(act["ok"], Value::Bool(true), "{act}");
+    assert!(
+        act["data"]["restart_needed"].to_string().contains(&format!(
+            "sip-interface access: port {old_port} -> {new_port}"
+        )),
+        "{act}"
+    );
+
+    let running = wait_json(
+        "the standby runs the activated configuration",
+        Duration::from_secs(10),
+        || pair.exec(standby, "show running-config"),
+        |v| v["data"]["sip-config"]["t1-ms"] == 650,
+    );
+    let access = running["data"]["sip-interface"]
+        .as_array()
+        .and_then(|l| l.iter().find(|i| i["realm"] == "access").cloned())
+        .unwrap_or(Value::Null);
+    assert_eq!(access["port"], i64::from(new_port), "{running}");
+    let saved = std::fs::read_to_string(pair.nodes[standby].config_path()).expect("read");
+    assert!(
+        saved.contains(&format!("port = {new_port}")),
+        "the standby's file:\n{saved}"
+    );
+    for i in [active, standby] {
+        wait_json(
+            "config-sync synchronized",
+            Duration::from_secs(10),
+            || pair.health(i),
+            |h| h["config_sync"] == "synchronized",
+        );
+    }
 }

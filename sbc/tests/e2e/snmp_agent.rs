@@ -27,7 +27,8 @@
 //! - `management_addresses_follow_activate_config`: `snmp-agent-address` and
 //!   `metrics-address` changed in the saved file and activated need no restart: within 3 s
 //!   the agent answers and `/metrics` is served on the new addresses, and nothing on the old
-//!   ones; an address held by another socket refuses the activation naming the key and the
+//!   ones; moved and moved back (or moved and removed) within the listeners' poll, every
+//!   activation is accepted and the address given up is free again; an address held by another socket refuses the activation naming the key and the
 //!   address, the running configuration keeps the current one and it still answers; both
 //!   removed, neither answers.
 
@@ -407,6 +408,40 @@ fn management_addresses_follow_activate_config() {
         "the old metrics address still serves"
     );
 
+    // Moved and moved back, or moved and removed, faster than the listeners follow: both
+    // activations are accepted, the served addresses stay, and nothing is left bound at the
+    // address given up.
+    let agent_c = format!("127.0.0.1:{}", ports::free_port());
+    let metrics_c = std::net::SocketAddr::from(([127, 0, 0, 1], ports::free_port()));
+    set_system_key(&node, "snmp-agent-address", Some(agent_c.clone()));
+    set_system_key(&node, "metrics-address", Some(metrics_c.to_string()));
+    acli_json(&sock, &["activate-config"]).assert_ok();
+    set_system_key(&node, "snmp-agent-address", Some(agent_b.clone()));
+    set_system_key(&node, "metrics-address", Some(metrics_b.to_string()));
+    acli_json(&sock, &["activate-config"]).assert_ok();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(sys_name(&agent_b).as_deref(), Some("snmp-node"));
+    assert!(metrics_served(metrics_b));
+    std::net::UdpSocket::bind(&agent_c).expect("the address given up is free again");
+    std::net::TcpListener::bind(metrics_c).expect("the address given up is free again");
+    let metrics_d = std::net::SocketAddr::from(([127, 0, 0, 1], ports::free_port()));
+    set_system_key(&node, "metrics-address", Some(metrics_d.to_string()));
+    acli_json(&sock, &["activate-config"]).assert_ok();
+    set_system_key(&node, "metrics-address", None);
+    acli_json(&sock, &["activate-config"]).assert_ok();
+    std::thread::sleep(Duration::from_millis(1500));
+    std::net::TcpListener::bind(metrics_d).expect("a removed address is not left bound");
+    assert!(
+        !metrics_served(metrics_b),
+        "a removed metrics address still serves"
+    );
+    set_system_key(&node, "metrics-address", Some(metrics_b.to_string()));
+    acli_json(&sock, &["activate-config"]).assert_ok();
+    assert!(
+        within_3s(|| metrics_served(metrics_b)),
+        "metrics-address set again"
+    );
+
     // Taken addresses: the activation is refused, naming them; nothing moves.
     let squatter = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind a UDP squatter");
     let taken = squatter.local_addr().expect("addr").to_string();
@@ -536,6 +571,12 @@ fn a_pair_walked_on_both_nodes_across_a_switchover() {
         value(&on_active, "SBC-PAIR-MIB::sbcStatusCallsActive.0"),
         "20"
     );
+    assert_eq!(
+        value(&on_active, "SBC-PAIR-MIB::sbcStatusReplicatedDialogs.0"),
+        "20",
+        "the dialogs the active streams"
+    );
+    assert_eq!(r.replicated_dialogs, 20, "show redundancy on the active");
     let on_standby = walk(&agents[standby]);
     eprintln!("active:\n{on_active}\nstandby:\n{on_standby}");
     assert_eq!(
