@@ -731,6 +731,12 @@ fn health(m: &mut Builder, v: &Value) {
         &[],
         b(v, "/admission_closed"),
     );
+    m.gauge(
+        "sbc_config_restart_pending_changes",
+        "Activated configuration changes that wait for a reboot (show health restart-needed)",
+        &[],
+        arr(v, "/restart_needed").count() as f64,
+    );
 }
 
 fn memory(m: &mut Builder, v: &Value) {

@@ -654,6 +654,32 @@ impl Console {
                     json.then(|| json!({"rebooting": true})),
                 ))
             }
+            OperCommand::ShowHealth => {
+                let running = self.running();
+                let (mut text, mut data) = self
+                    .subsystems
+                    .operational(OperCommand::ShowHealth, json, &running)
+                    .await?;
+                // What was activated but waits for a reboot: easy to forget after a change.
+                let pending = restart_needed(&self.started_config, &running);
+                if pending.is_empty() {
+                    let _ = writeln!(text, "{:<24} none", "restart-needed");
+                } else {
+                    let _ = writeln!(
+                        text,
+                        "{:<24} {} activated change(s) wait for a reboot:",
+                        "restart-needed",
+                        pending.len()
+                    );
+                    for p in &pending {
+                        let _ = writeln!(text, "  {p}");
+                    }
+                }
+                if let Some(serde_json::Value::Object(o)) = data.as_mut() {
+                    o.insert("restart_needed".into(), json!(pending));
+                }
+                Ok((text, data))
+            }
             other => {
                 self.subsystems
                     .operational(other, json, &self.running())

@@ -30,7 +30,8 @@
 //! - `an_interface_change_waits_for_a_restart`: a `sip-interface` port changed and activated is
 //!   reported as waiting for a restart (also by a second activation), the engine keeps
 //!   advertising the bound port in its Via until then (the agent's answer reaches the caller),
-//!   and after `reboot` the new port is bound and advertised.
+//!   `show health` names the pending change (text and JSON), and after `reboot` the new port
+//!   is bound and advertised and nothing is pending.
 //! - `reboot_restarts_the_node`: after calls, `reboot` re-executes the process (same PID, a
 //!   second `sbc ready`), the socket answers again, every counter is back to zero, health is
 //!   100, and a new call succeeds.
@@ -1034,6 +1035,14 @@ fn an_interface_change_waits_for_a_restart() {
         text.contains("take effect after a restart") && text.contains(&expected),
         "{text}"
     );
+    // show health names what waits for the reboot, in text and JSON.
+    let health = acli_json(&sock, &["show health"]).assert_ok().json();
+    assert_eq!(health["restart_needed"], json!([expected]), "{health}");
+    let text = acli(&sock, &["show health"]).assert_ok().stdout.clone();
+    assert!(
+        text.contains("restart-needed") && text.contains(&expected),
+        "{text}"
+    );
     let (port, answered) = invite_answered_by_via(&config, "after-activate");
     assert_eq!(
         port,
@@ -1060,4 +1069,6 @@ fn an_interface_change_waits_for_a_restart() {
     );
     let act = acli_json(&sock, &["activate-config"]).assert_ok().json();
     assert_eq!(act["restart_needed"], json!([]), "{act}");
+    let health = acli_json(&sock, &["show health"]).assert_ok().json();
+    assert_eq!(health["restart_needed"], json!([]), "{health}");
 }
