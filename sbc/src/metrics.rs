@@ -11,7 +11,7 @@
 //! closed at once), the request head within [`HEADER_TIMEOUT`] and [`MAX_HEAD_BYTES`], one
 //! request per connection (keep-alive off), each connection done within [`CONNECTION_TIMEOUT`].
 //! The listener follows the running configuration: a changed or removed `metrics-address`
-//! rebinds or closes it within [`CONFIG_POLL`], without a restart.
+//! rebinds or closes it within [`crate::control::follow::CONFIG_POLL`], without a restart.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -32,7 +32,6 @@ use sbc_config::acli::OperCommand;
 use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
-use tracing::{info, warn};
 
 use crate::control::console::Console;
 
@@ -44,8 +43,6 @@ pub const HEADER_TIMEOUT: Duration = Duration::from_secs(2);
 pub const CONNECTION_TIMEOUT: Duration = Duration::from_secs(10);
 /// The read buffer, hence the largest request head (hyper's minimum).
 pub const MAX_HEAD_BYTES: usize = 8192;
-/// How often the listener looks at the running configuration's `metrics-address`.
-pub const CONFIG_POLL: Duration = Duration::from_secs(1);
 /// The content type of the OpenMetrics text format.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
@@ -962,52 +959,23 @@ pub async fn bind_at_start(console: &Console) -> std::io::Result<Option<TcpListe
 /// `system-config metrics-address` of the running configuration, (re)binding when it changes;
 /// never returns.
 pub async fn run(console: Arc<Console>, first: Option<TcpListener>) {
-    let (tx, _) = tokio::sync::watch::channel(None::<SocketAddr>);
-    let mut bound: Option<SocketAddr> = None;
-    let mut failed: Option<SocketAddr> = None;
-    if let Some(l) = first {
-        bound = l.local_addr().ok();
-        let _ = tx.send(bound);
-        info!(addr = ?bound, "metrics: serving GET /metrics");
-        tokio::spawn(serve(l, console.clone(), tx.subscribe()));
-    }
-    console.metrics_served_at(bound);
-    loop {
-        let wanted = console.running().system.metrics_address;
-        if wanted != bound {
-            // Stops the current listener (if any).
-            let _ = tx.send(wanted);
-            bound = None;
-            if let Some(addr) = wanted {
-                // The socket the activation bound, else one bound here (not again after a
-                // failure, until an activation binds it).
-                let prebound = console.take_prebound_metrics(addr).and_then(|l| {
-                    l.set_nonblocking(true).ok()?;
-                    TcpListener::from_std(l).ok()
-                });
-                let listener = match prebound {
-                    Some(l) => Some(Ok(l)),
-                    None if Some(addr) != failed => Some(TcpListener::bind(addr).await),
-                    None => None,
-                };
-                match listener {
-                    Some(Ok(l)) => {
-                        info!(%addr, "metrics: serving GET /metrics");
-                        bound = Some(addr);
-                        failed = None;
-                        tokio::spawn(serve(l, console.clone(), tx.subscribe()));
-                    }
-                    Some(Err(e)) => {
-                        warn!(%addr, error = %e, "metrics: cannot bind metrics-address");
-                        failed = Some(addr);
-                    }
-                    None => {}
-                }
-            }
-            console.metrics_served_at(bound);
-        }
-        tokio::time::sleep(CONFIG_POLL).await;
-    }
+    let first = first.and_then(|l| l.local_addr().ok().map(|a| (l, a)));
+    crate::control::follow::run(
+        "metrics-address",
+        first,
+        || console.running().system.metrics_address,
+        |addr| {
+            let l = console.take_prebound_metrics(addr)?;
+            l.set_nonblocking(true).ok()?;
+            TcpListener::from_std(l).ok()
+        },
+        TcpListener::bind,
+        |at| console.metrics_served_at(at),
+        |l, stop| {
+            tokio::spawn(serve(l, console.clone(), stop));
+        },
+    )
+    .await;
 }
 
 #[cfg(test)]

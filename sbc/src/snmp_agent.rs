@@ -7,7 +7,7 @@
 //! so an `activate-config` changes them at once (new users' keys are computed on a blocking
 //! thread, once, then cached). The address is bound before the node is ready (one that
 //! cannot be bound stops the start) and followed live: `activate-config` binds a new address
-//! first (refused if it is taken) and the agent moves to it within [`crate::metrics::CONFIG_POLL`];
+//! first (refused if it is taken) and the agent moves to it within [`crate::control::follow::CONFIG_POLL`];
 //! removing the address stops it. The agent tells v1/v2c from v3 by the message's version: v3
 //! is served with the node's engine ([`crate::snmp_v3`]).
 
@@ -22,7 +22,7 @@ use sbc_alarms::agent::{
 use sbc_alarms::TransitionState;
 use sbc_config::{parse_net, SnmpCommunity};
 use tokio::net::UdpSocket;
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use crate::control::console::Console;
 
@@ -135,52 +135,23 @@ pub async fn bind_at_start(console: &Console) -> anyhow::Result<Option<UdpSocket
 /// running configuration, taking the socket `activate-config` bound for a new address;
 /// never returns.
 pub async fn run(console: Arc<Console>, first: Option<UdpSocket>) {
-    let (tx, _) = tokio::sync::watch::channel(None::<SocketAddr>);
-    let mut bound: Option<SocketAddr> = None;
-    let mut failed: Option<SocketAddr> = None;
-    if let Some(socket) = first {
-        bound = socket.local_addr().ok();
-        let _ = tx.send(bound);
-        info!(address = ?bound, "SNMP agent listening");
-        tokio::spawn(serve(socket, console.clone(), tx.subscribe()));
-    }
-    console.snmp_agent_served_at(bound);
-    loop {
-        let wanted = console.running().system.snmp_agent_address;
-        if wanted != bound {
-            // Stops the current agent (if any).
-            let _ = tx.send(wanted);
-            bound = None;
-            if let Some(address) = wanted {
-                // The socket the activation bound, else one bound here (not again after a
-                // failure, until an activation binds it).
-                let prebound = console.take_prebound_snmp_agent(address).and_then(|s| {
-                    s.set_nonblocking(true).ok()?;
-                    UdpSocket::from_std(s).ok()
-                });
-                let socket = match prebound {
-                    Some(s) => Some(Ok(s)),
-                    None if Some(address) != failed => Some(UdpSocket::bind(address).await),
-                    None => None,
-                };
-                match socket {
-                    Some(Ok(s)) => {
-                        info!(%address, "SNMP agent listening");
-                        bound = Some(address);
-                        failed = None;
-                        tokio::spawn(serve(s, console.clone(), tx.subscribe()));
-                    }
-                    Some(Err(e)) => {
-                        warn!(%address, error = %e, "SNMP agent: cannot bind snmp-agent-address");
-                        failed = Some(address);
-                    }
-                    None => {}
-                }
-            }
-            console.snmp_agent_served_at(bound);
-        }
-        tokio::time::sleep(crate::metrics::CONFIG_POLL).await;
-    }
+    let first = first.and_then(|s| s.local_addr().ok().map(|a| (s, a)));
+    crate::control::follow::run(
+        "snmp-agent-address",
+        first,
+        || console.running().system.snmp_agent_address,
+        |addr| {
+            let s = console.take_prebound_snmp_agent(addr)?;
+            s.set_nonblocking(true).ok()?;
+            UdpSocket::from_std(s).ok()
+        },
+        UdpSocket::bind,
+        |at| console.snmp_agent_served_at(at),
+        |s, stop| {
+            tokio::spawn(serve(s, console.clone(), stop));
+        },
+    )
+    .await;
 }
 
 /// The agent's configuration from the running configuration: its communities, and its v3

@@ -1020,6 +1020,14 @@ mod tests {
         c
     }
 
+    /// Adds an interface in realm `peering` (port 5090) beside the default two.
+    fn add_peering_interface(cfg: &mut Config) {
+        let mut extra = cfg.sip_interfaces[0].clone();
+        extra.realm = "peering".into();
+        extra.port = 5090;
+        cfg.sip_interfaces.push(extra);
+    }
+
     #[test]
     fn a_changed_port_is_reported_and_the_engine_keeps_the_bound_one() {
         let started = Config::embedded_default();
@@ -1049,10 +1057,7 @@ mod tests {
     fn added_and_removed_interfaces_are_named() {
         let started = Config::embedded_default();
         let mut saved = started.clone();
-        let mut extra = saved.sip_interfaces[0].clone();
-        extra.realm = "peering".into();
-        extra.port = 5090;
-        saved.sip_interfaces.push(extra);
+        add_peering_interface(&mut saved);
         assert_eq!(
             restart_needed(&started, &saved),
             ["sip-interface peering: added; it listens after a restart"]
@@ -1070,10 +1075,7 @@ mod tests {
     fn a_configuration_that_needs_an_unbound_interface_is_refused() {
         let started = Config::embedded_default();
         let mut saved = started.clone();
-        let mut extra = saved.sip_interfaces[0].clone();
-        extra.realm = "peering".into();
-        extra.port = 5090;
-        saved.sip_interfaces.push(extra);
+        add_peering_interface(&mut saved);
         let mut agent: SessionAgent = saved.session_agents[0].clone();
         agent.name = "carrier".into();
         agent.realm = "peering".into();
@@ -1119,10 +1121,7 @@ mod tests {
     fn a_pool_for_an_added_realm_waits_for_the_restart() {
         let started = Config::embedded_default();
         let mut saved = started.clone();
-        let mut extra = saved.sip_interfaces[0].clone();
-        extra.realm = "peering".into();
-        extra.port = 5090;
-        saved.sip_interfaces.push(extra);
+        add_peering_interface(&mut saved);
         let mut pool = saved.steering_pools[0].clone();
         pool.realm_id = "peering".into();
         pool.start_port = 30_000;

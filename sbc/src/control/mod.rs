@@ -4,5 +4,6 @@
 
 pub mod acli_client;
 pub mod console;
+pub mod follow;
 pub mod mgmt;
 pub mod subsystems;

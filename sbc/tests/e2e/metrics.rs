@@ -217,8 +217,8 @@ fn agrees_with_show_redundancy(pair: &Pair, i: usize, addr: SocketAddr) -> Strin
     text
 }
 
-#[test]
-fn both_nodes_follow_a_switchover() {
+/// A pair whose nodes serve `/metrics` on their own (node-local) addresses.
+fn pair_with_metrics() -> (Pair, [SocketAddr; 2]) {
     let mut config = PairConfig::new();
     let metrics = [
         SocketAddr::new(lo(11), ports::free_port()),
@@ -227,7 +227,12 @@ fn both_nodes_follow_a_switchover() {
     for (i, addr) in metrics.iter().enumerate() {
         config.node_system_lines[i].push(format!("metrics-address = \"{addr}\""));
     }
-    let pair = Pair::start(config);
+    (Pair::start(config), metrics)
+}
+
+#[test]
+fn both_nodes_follow_a_switchover() {
+    let (pair, metrics) = pair_with_metrics();
     let (active, standby) = pair.wait_roles(Duration::from_secs(15));
     pair.wait_redundancy(standby, Duration::from_secs(10), "synchronized", |r| {
         r.synchronized
@@ -405,15 +410,7 @@ fn dashboard_expressions() -> Vec<(String, String)> {
 
 #[test]
 fn prometheus_scrapes_the_pair_and_the_dashboard_answers() {
-    let mut config = PairConfig::new();
-    let metrics = [
-        SocketAddr::new(lo(11), ports::free_port()),
-        SocketAddr::new(lo(12), ports::free_port()),
-    ];
-    for (i, addr) in metrics.iter().enumerate() {
-        config.node_system_lines[i].push(format!("metrics-address = \"{addr}\""));
-    }
-    let pair = Pair::start(config);
+    let (pair, metrics) = pair_with_metrics();
     let (active, standby) = pair.wait_roles(Duration::from_secs(15));
     let rules = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/prometheus-alerts.yml");
     let prometheus = Prometheus::start(pair.dir(), &metrics, Some(std::path::Path::new(rules)));
