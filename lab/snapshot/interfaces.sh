@@ -66,7 +66,7 @@ def text_shape(s):
     s = re.sub(r"\b[0-9a-f]{16}\b", "HEX", s)
     s = re.sub(r"\S+@\S+", "CALLID", s)
     s = re.sub(r"\d{4}-\d\d-\d\dT\S+", "TIME", s)
-    return num.sub("N", s)
+    return re.sub(r"[ \t]+", " ", num.sub("N", s))
 def json_shape(v, path=""):
     if isinstance(v, dict):
         for k in sorted(v):
