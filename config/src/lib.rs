@@ -48,6 +48,7 @@
 #![forbid(unsafe_code)]
 
 pub mod acli;
+pub mod diff;
 mod error;
 mod file;
 mod model;

@@ -37,4 +37,5 @@ pub mod service;
 pub mod settings;
 pub mod snmp_agent;
 pub mod snmp_v3;
+pub mod status;
 pub mod workers;

@@ -1,11 +1,11 @@
 //! Prometheus `/metrics` (issue 17): an HTTP/1.1 listener on `system-config metrics-address`
 //! (off by default) that answers `GET /metrics` in the OpenMetrics text format.
 //!
-//! Nothing is counted twice: at each scrape the listener runs the same operational commands an
-//! operator runs (`show sip-stats`, `show workers`, `show redundancy`, `show health`,
-//! `show memory`, `display-alarms`, `show tls`, all `--json`) and [`encode`], a pure function,
-//! maps their JSON to metric families. The numbers a scrape shows are therefore the numbers
-//! the console shows.
+//! Nothing is counted twice: each scrape takes the node's typed status ([`NodeStatus`], the
+//! snapshots the console's `show sip-stats`, `show workers`, `show redundancy`, `show health`,
+//! `show memory`, `display-alarms` and `show tls` format) live from the cores' counters, and
+//! [`encode`], a pure function, maps it to metric families. The numbers a scrape shows are
+//! therefore the numbers the console shows.
 //!
 //! Limits, as on every listener of the node: at most [`MAX_CONNECTIONS`] connections (more are
 //! closed at once), the request head within [`HEADER_TIMEOUT`] and [`MAX_HEAD_BYTES`], one
@@ -28,12 +28,15 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use sbc_config::acli::OperCommand;
-use serde_json::Value;
+use sbc_alarms::AlarmRow;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use crate::control::console::Console;
+use crate::status::{
+    HealthReport, MemoryReport, NodeStatus, RedundancyReport, SipStatus, TlsReport,
+};
+use crate::workers::GroupReport;
 
 /// Connections served at once; more are closed on accept.
 pub const MAX_CONNECTIONS: usize = 16;
@@ -46,25 +49,11 @@ pub const MAX_HEAD_BYTES: usize = 8192;
 /// The content type of the OpenMetrics text format.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// What one scrape reads: the `--json` data of the operational commands.
+/// What one scrape reads: the node's status and how long taking it took.
 #[derive(Debug, Clone, Default)]
 pub struct Sources {
-    /// The node's name (`system-config hostname`).
-    pub hostname: String,
-    /// `show sip-stats --json`.
-    pub sip_stats: Value,
-    /// `show workers --json`.
-    pub workers: Value,
-    /// `show redundancy --json`.
-    pub redundancy: Value,
-    /// `show health --json`.
-    pub health: Value,
-    /// `show memory --json`.
-    pub memory: Value,
-    /// `display-alarms --json`.
-    pub alarms: Value,
-    /// `show tls --json`.
-    pub tls: Value,
+    /// The node's status, taken for this scrape.
+    pub status: NodeStatus,
     /// Seconds the collection took (exported as `sbc_metrics_collection_seconds`).
     pub collection_seconds: f64,
 }
@@ -145,38 +134,6 @@ impl Builder {
         let _ = encode_text(&mut out, &self.registry);
         out
     }
-}
-
-fn u(v: &Value, pointer: &str) -> u64 {
-    v.pointer(pointer).and_then(Value::as_u64).unwrap_or(0)
-}
-
-fn f(v: &Value, pointer: &str) -> Option<f64> {
-    v.pointer(pointer).and_then(Value::as_f64)
-}
-
-fn b(v: &Value, pointer: &str) -> f64 {
-    f64::from(u8::from(
-        v.pointer(pointer).and_then(Value::as_bool).unwrap_or(false),
-    ))
-}
-
-fn s<'a>(v: &'a Value, pointer: &str) -> &'a str {
-    v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
-}
-
-fn obj<'a>(v: &'a Value, pointer: &str) -> impl Iterator<Item = (&'a String, &'a Value)> {
-    v.pointer(pointer)
-        .and_then(Value::as_object)
-        .into_iter()
-        .flat_map(|m| m.iter())
-}
-
-fn arr<'a>(v: &'a Value, pointer: &str) -> impl Iterator<Item = &'a Value> {
-    v.pointer(pointer)
-        .and_then(Value::as_array)
-        .into_iter()
-        .flat_map(|a| a.iter())
 }
 
 /// The redundancy states, for `sbc_redundancy_role{role}` (one is 1, the others 0).
@@ -273,15 +230,16 @@ fn sip_counter(
     }
 }
 
-/// Maps one scrape's sources to the OpenMetrics text (pure: the unit tests call it).
+/// Maps one scrape's status to the OpenMetrics text (pure: the unit tests call it).
 #[must_use]
 pub fn encode(src: &Sources) -> String {
+    let status = &src.status;
     let mut m = Builder::new();
     m.gauge(
         "sbc_node_info",
         "The node's name (value 1)",
         &[
-            ("hostname", &src.hostname),
+            ("hostname", &status.hostname),
             ("version", env!("CARGO_PKG_VERSION")),
         ],
         1.0,
@@ -292,40 +250,42 @@ pub fn encode(src: &Sources) -> String {
         &[],
         src.collection_seconds,
     );
-    sip(&mut m, &src.sip_stats);
-    workers(&mut m, &src.workers);
-    redundancy(&mut m, &src.redundancy);
-    health(&mut m, &src.health);
-    memory(&mut m, &src.memory);
-    alarms(&mut m, &src.alarms);
-    tls(&mut m, &src.tls);
+    sip(&mut m, &status.sip);
+    workers(&mut m, &status.workers);
+    redundancy(&mut m, status.redundancy.as_ref());
+    health(&mut m, &status.health);
+    memory(&mut m, &status.memory);
+    alarms(&mut m, &status.alarms);
+    tls(&mut m, &status.tls);
     m.finish()
 }
 
-fn sip(m: &mut Builder, v: &Value) {
+fn flag(b: bool) -> f64 {
+    f64::from(u8::from(b))
+}
+
+fn sip(m: &mut Builder, s: &SipStatus) {
     m.gauge(
         "sbc_sip_calls_active",
         "Calls held by the engine",
         &[],
-        u(v, "/calls_active") as f64,
+        s.calls_active as f64,
     );
-    let open = s(v, "/admission") == "accepting";
     m.gauge(
         "sbc_sip_admission_open",
         "1 while new requests are admitted, 0 while they are refused with 503",
         &[],
-        f64::from(u8::from(open)),
+        flag(s.admission_open()),
     );
-    for reason in arr(v, "/admission_reasons") {
+    for reason in &s.admission_reasons {
         m.gauge(
             "sbc_sip_admission_closed_reason",
             "Why admission is closed (value 1 per reason)",
-            &[("reason", reason.as_str().unwrap_or(""))],
+            &[("reason", reason)],
             1.0,
         );
     }
-    for (key, val) in obj(v, "/counters") {
-        let n = val.as_u64().unwrap_or(0);
+    for (key, n) in s.counters.fields() {
         match sip_counter(key) {
             ("", _, _) => {
                 let name = format!("sbc_sip_{key}");
@@ -335,66 +295,65 @@ fn sip(m: &mut Builder, v: &Value) {
             (name, Some(l), help) => m.counter(name, help, &[l], n),
         }
     }
-    if let Some(media) = v.pointer("/media").filter(|x| !x.is_null()) {
+    if let Some(media) = &s.media {
         m.gauge(
             "sbc_media_sessions",
             "Media sessions anchored now",
             &[],
-            u(media, "/sessions") as f64,
+            media.sessions as f64,
         );
-        for p in arr(media, "/pools") {
-            let realm = s(p, "/realm");
+        for p in &media.pools {
+            let realm = p.realm.as_str();
             m.gauge(
                 "sbc_media_port_pairs_free",
                 "Free port pairs of a steering pool",
                 &[("realm", realm)],
-                u(p, "/free_pairs") as f64,
+                p.free_pairs as f64,
             );
             m.gauge(
                 "sbc_media_port_pairs",
                 "Port pairs of a steering pool",
                 &[("realm", realm)],
-                u(p, "/total_pairs") as f64,
+                p.total_pairs as f64,
             );
         }
         m.counter(
             "sbc_media_forwarded_packets",
             "RTP/RTCP packets relayed",
             &[],
-            u(media, "/forwarded"),
+            media.forwarded,
         );
         m.counter(
             "sbc_media_forwarded_bytes",
             "RTP/RTCP bytes relayed",
             &[],
-            u(media, "/forwarded_bytes"),
+            media.forwarded_bytes,
         );
-        for (key, reason) in [
-            ("dropped_unknown_port", "unknown_port"),
-            ("dropped_stranger", "stranger"),
-            ("dropped_no_destination", "no_destination"),
-            ("send_errors", "send_error"),
+        for (n, reason) in [
+            (media.dropped_unknown_port, "unknown_port"),
+            (media.dropped_stranger, "stranger"),
+            (media.dropped_no_destination, "no_destination"),
+            (media.send_errors, "send_error"),
         ] {
             m.counter(
                 "sbc_media_dropped_packets",
                 "Media packets dropped, by reason",
                 &[("reason", reason)],
-                u(media, &format!("/{key}")),
+                n,
             );
         }
         m.counter(
             "sbc_media_latched",
             "Media streams latched to a source",
             &[],
-            u(media, "/latched"),
+            media.latched,
         );
     }
-    for transport in ["tcp", "tls"] {
-        for (key, val) in obj(v, &format!("/{transport}")) {
-            let n = val.as_u64().unwrap_or(0);
+    for (transport, counters) in [("tcp", &s.tcp), ("tls", &s.tls)] {
+        for (key, n) in counters.fields() {
             if key.starts_with("handshake") {
                 if transport == "tls" {
-                    let result = match key.as_str() {
+                    let result = match key {
                         "handshakes" => "completed",
                         "handshake_failed" => "failed",
                         "handshake_timeout" => "timeout",
@@ -440,200 +399,195 @@ fn sip(m: &mut Builder, v: &Value) {
     }
 }
 
-fn workers(m: &mut Builder, v: &Value) {
-    for g in arr(v, "/groups") {
-        let group = s(g, "/name");
+fn workers(m: &mut Builder, groups: &[GroupReport]) {
+    for g in groups {
+        let group = g.name.as_str();
         let l = [("group", group)];
         m.gauge(
             "sbc_worker_group_workers",
             "Workers of a group",
             &l,
-            u(g, "/workers") as f64,
+            g.workers as f64,
         );
-        for (key, name) in [
-            ("/load_percent", "sbc_worker_group_load_ratio"),
-            ("/demand_percent", "sbc_worker_group_demand_ratio"),
+        for (percent, name) in [
+            (g.load_percent, "sbc_worker_group_load_ratio"),
+            (g.demand_percent, "sbc_worker_group_demand_ratio"),
         ] {
             m.gauge(
                 name,
                 "A worker group's load or demand (1 = all workers busy)",
                 &l,
-                f(g, key).unwrap_or(0.0) / 100.0,
+                percent / 100.0,
             );
         }
         m.gauge(
             "sbc_prsm_queued",
             "Messages queued to a group's workers",
             &l,
-            u(g, "/queued") as f64,
+            g.queued as f64,
         );
-        for (key, name, help) in [
+        for (n, name, help) in [
             (
-                "/removed_retransmissions",
+                g.removed_retransmissions,
                 "sbc_prsm_retransmissions_removed",
                 "Queued retransmissions removed",
             ),
             (
-                "/answered_from_state",
+                g.answered_from_state,
                 "sbc_prsm_answered_from_state",
                 "Requests answered from state without a worker",
             ),
             (
-                "/secondary_served",
+                g.secondary_served,
                 "sbc_prsm_secondary_served",
                 "Messages served from the secondary queue",
             ),
         ] {
-            m.counter(name, help, &l, u(g, key));
+            m.counter(name, help, &l, n);
         }
-        for (key, reason) in [
-            ("/rejected_queue_full", "queue_full"),
-            ("/rejected_queue_delay", "queue_delay"),
+        for (n, reason) in [
+            (g.rejected_queue_full, "queue_full"),
+            (g.rejected_queue_delay, "queue_delay"),
         ] {
             m.counter(
                 "sbc_prsm_refused",
                 "New requests refused with 503 by the queues, by reason",
                 &[("group", group), ("reason", reason)],
-                u(g, key),
+                n,
             );
         }
         m.counter(
             "sbc_prsm_dropped",
             "Messages dropped for a full queue",
             &l,
-            u(g, "/dropped_queue_full"),
+            g.dropped_queue_full,
         );
         m.gauge(
             "sbc_worker_group_scale_down_guard_cycles",
             "Cycles left before the group may scale down",
             &l,
-            u(g, "/guard_cycles") as f64,
+            g.guard_cycles as f64,
         );
-        let decisions: Vec<&Value> = arr(g, "/decisions").collect();
         m.gauge(
             "sbc_worker_group_scaling_decisions",
             "Recent autoscaling decisions listed by show workers",
             &l,
-            decisions.len() as f64,
+            g.decisions.len() as f64,
         );
-        if let Some(last) = decisions.iter().max_by_key(|d| u(d, "/cycle")) {
+        if let Some(last) = g.decisions.iter().max_by_key(|d| d.cycle) {
             m.gauge(
                 "sbc_worker_group_last_scaling_cycle",
                 "Cycle of the last autoscaling decision",
                 &l,
-                u(last, "/cycle") as f64,
+                last.cycle as f64,
             );
             m.gauge(
                 "sbc_worker_group_last_scaling_age_seconds",
                 "Seconds since the last autoscaling decision",
                 &l,
-                f(last, "/seconds_ago").unwrap_or(0.0),
+                last.seconds_ago,
             );
         }
-        for w in arr(g, "/members") {
-            let id = w
-                .pointer("/id")
-                .map(ToString::to_string)
-                .unwrap_or_default();
+        for w in &g.members {
+            let id = w.id.to_string();
             let wl = [("group", group), ("worker", id.as_str())];
             m.gauge(
                 "sbc_worker_load_ratio",
                 "A worker's load (1 = busy all the time)",
                 &wl,
-                f(w, "/load_percent").unwrap_or(0.0) / 100.0,
+                w.load_percent / 100.0,
             );
-            for (key, queue) in [
-                ("/queued_primary", "primary"),
-                ("/queued_secondary", "secondary"),
+            for (n, queue) in [
+                (w.queued_primary, "primary"),
+                (w.queued_secondary, "secondary"),
             ] {
                 m.gauge(
                     "sbc_worker_queued",
                     "Messages queued to a worker",
                     &[("group", group), ("worker", id.as_str()), ("queue", queue)],
-                    u(w, key) as f64,
+                    n as f64,
                 );
             }
         }
     }
 }
 
-fn redundancy(m: &mut Builder, v: &Value) {
-    let enabled = !v.is_null() && s(v, "/state") != "standalone";
+fn redundancy(m: &mut Builder, r: Option<&RedundancyReport>) {
     m.gauge(
         "sbc_redundancy_enabled",
         "1 when the node is one of a pair",
         &[],
-        f64::from(u8::from(enabled)),
+        flag(r.is_some()),
     );
-    if !enabled {
+    let Some(r) = r else {
         return;
-    }
-    let state = s(v, "/state");
+    };
+    let s = &r.status;
+    let state = s.state.as_str();
     for role in ROLES {
         m.gauge(
             "sbc_redundancy_role",
             "The node's redundancy state (1 for the current one)",
             &[("role", role)],
-            f64::from(u8::from(*role == state)),
+            flag(*role == state),
         );
     }
     m.gauge(
         "sbc_redundancy_epoch",
         "The pair's epoch as this node knows it",
         &[],
-        u(v, "/epoch") as f64,
+        s.epoch as f64,
     );
     m.gauge(
         "sbc_redundancy_health_score",
         "Health score the node advertises to its peer",
         &[],
-        u(v, "/health") as f64,
+        f64::from(s.health.score),
     );
-    for (key, name, help) in [
+    for (b, name, help) in [
         (
-            "/synchronized",
+            s.synced,
             "sbc_redundancy_synchronized",
             "1 when the standby holds the active's state",
         ),
         (
-            "/peer_alive",
+            s.peer_alive,
             "sbc_redundancy_peer_alive",
             "1 while the peer's heartbeats arrive",
         ),
         (
-            "/peer_suspected",
+            s.peer_suspected,
             "sbc_redundancy_peer_suspected",
             "1 while the sync link broke and the peer is suspected",
         ),
     ] {
-        m.gauge(name, help, &[], b(v, key));
+        m.gauge(name, help, &[], flag(b));
     }
-    for (i, up) in arr(v, "/paths_up").enumerate() {
+    for (i, up) in s.paths_up.iter().enumerate() {
         let path = i.to_string();
         m.gauge(
             "sbc_redundancy_heartbeat_path_up",
             "1 while a heartbeat path is up",
             &[("path", path.as_str())],
-            f64::from(u8::from(up.as_bool().unwrap_or(false))),
+            flag(*up),
         );
     }
     m.gauge(
         "sbc_redundancy_replicated_dialogs",
         "Dialogs replicated between the nodes",
         &[],
-        u(v, "/replicated_dialogs") as f64,
+        r.replicated_dialogs as f64,
     );
-    if let Some(w) = v.pointer("/witness").and_then(Value::as_bool) {
+    if let Some(w) = s.witness {
         m.gauge(
             "sbc_redundancy_witness_reachable",
             "1 while the witness answers",
             &[],
-            f64::from(u8::from(w)),
+            flag(w),
         );
     }
-    for (key, val) in obj(v, "/counters") {
-        let n = val.as_u64().unwrap_or(0);
-        match key.as_str() {
+    for (key, n) in r.heartbeat_counters() {
+        match key {
             "received" | "accepted" | "sent" => m.counter(
                 &format!("sbc_ha_heartbeats_{key}"),
                 "Heartbeats received, accepted or sent",
@@ -658,9 +612,9 @@ fn redundancy(m: &mut Builder, v: &Value) {
         "sbc_ha_sync_revision",
         "The replicated table's revision (a Lamport clock; active minus standby = the standby's lag in changes)",
         &[],
-        u(v, "/sync_revision") as f64,
+        r.sync_revision as f64,
     );
-    if let Some(lag) = v.pointer("/sync_lag_changes").and_then(Value::as_u64) {
+    if let Some(lag) = r.sync_lag {
         m.gauge(
             "sbc_ha_sync_lag_changes",
             "On the active: dialog changes not yet written to the standby",
@@ -668,11 +622,7 @@ fn redundancy(m: &mut Builder, v: &Value) {
             lag as f64,
         );
     }
-    for (key, val) in obj(v, "/sync") {
-        let n = val.as_u64().unwrap_or(0);
-        if key == "streamed_revision" {
-            continue;
-        }
+    for (key, n) in r.sync_counters() {
         if let Some(reason) = key.strip_prefix("refused_") {
             m.counter(
                 "sbc_ha_sync_sessions_refused",
@@ -693,20 +643,20 @@ fn redundancy(m: &mut Builder, v: &Value) {
         "sbc_ha_config_pushes_refused",
         "Configuration pushes from the peer refused",
         &[],
-        u(v, "/config_pushes_refused"),
+        r.config_pushes_refused,
     );
 }
 
-fn health(m: &mut Builder, v: &Value) {
+fn health(m: &mut Builder, h: &HealthReport) {
     m.gauge(
         "sbc_health_score",
         "Health score (100 = healthy)",
         &[],
-        u(v, "/score") as f64,
+        f64::from(h.score),
     );
     let mut by_source: BTreeMap<&str, u64> = BTreeMap::new();
-    for d in arr(v, "/deductions") {
-        *by_source.entry(s(d, "/source")).or_default() += u(d, "/points");
+    for d in &h.deductions {
+        *by_source.entry(d.source.as_str()).or_default() += u64::from(d.points);
     }
     for (source, points) in by_source {
         m.gauge(
@@ -720,68 +670,65 @@ fn health(m: &mut Builder, v: &Value) {
         "sbc_health_ineligible_until_restart",
         "1 when the node may not become active until restarted",
         &[],
-        b(v, "/ineligible_until_restart"),
+        flag(h.ineligible_until_restart),
     );
     m.gauge(
         "sbc_health_admission_closed",
         "1 while critical memory refuses new requests",
         &[],
-        b(v, "/admission_closed"),
+        flag(h.admission_closed),
     );
     m.gauge(
         "sbc_config_restart_pending_changes",
         "Activated configuration changes that wait for a reboot (show health restart-needed)",
         &[],
-        arr(v, "/restart_needed").count() as f64,
+        h.restart_needed.len() as f64,
     );
 }
 
-fn memory(m: &mut Builder, v: &Value) {
-    let r = |k: &str| format!("/readings/{k}");
-    if let Some(p) = f(v, &r("memory_percent")) {
+fn memory(m: &mut Builder, mem: &MemoryReport) {
+    let r = &mem.readings;
+    if let Some(p) = r.memory_percent {
         m.gauge(
             "sbc_memory_utilisation_ratio",
             "Memory utilisation against the memory source",
-            &[("source", s(v, &r("memory_source")))],
+            &[("source", r.memory_source.as_str())],
             p / 100.0,
         );
     }
-    if let (Some(used), Some(limit)) = (
-        v.pointer(&r("memory_bytes/0")).and_then(Value::as_u64),
-        v.pointer(&r("memory_bytes/1")).and_then(Value::as_u64),
-    ) {
+    if let Some((used, limit)) = r.memory_bytes {
         m.gauge("sbc_memory_used_bytes", "Memory used", &[], used as f64);
         m.gauge("sbc_memory_limit_bytes", "Memory limit", &[], limit as f64);
     }
-    for (key, name, help) in [
+    for (n, name, help) in [
         (
-            "heap_allocated",
+            r.heap_allocated,
             "sbc_heap_allocated_bytes",
             "Heap allocated (jemalloc)",
         ),
         (
-            "heap_resident",
+            r.heap_resident,
             "sbc_heap_resident_bytes",
             "Heap resident (jemalloc)",
         ),
     ] {
-        if let Some(n) = f(v, &r(key)) {
-            m.gauge(name, help, &[], n);
+        if let Some(n) = n {
+            m.gauge(name, help, &[], n as f64);
         }
     }
-    for (key, name, help) in [
+    for (p, name, help) in [
         (
-            "heap_percent",
+            r.heap_percent,
             "sbc_heap_utilisation_ratio",
             "Heap against heap-limit-mb",
         ),
         (
-            "cpu_percent",
+            r.cpu_percent,
             "sbc_cpu_utilisation_ratio",
             "CPU utilisation",
         ),
     ] {
-        if let Some(p) = f(v, &r(key)) {
+        if let Some(p) = p {
             m.gauge(name, help, &[], p / 100.0);
         }
     }
@@ -789,18 +736,17 @@ fn memory(m: &mut Builder, v: &Value) {
         "sbc_process_resident_memory_bytes",
         "Resident memory of the process",
         &[],
-        u(v, "/process_resident_bytes") as f64,
+        mem.process_resident_bytes as f64,
     );
     m.gauge(
         "sbc_lab_ballast_bytes",
         "Lab memory ballast held",
         &[],
-        (u(v, "/ballast_mb") << 20) as f64,
+        (mem.ballast_mb << 20) as f64,
     );
 }
 
-fn alarms(m: &mut Builder, v: &Value) {
-    let rows: Vec<&Value> = arr(v, "/alarms").collect();
+fn alarms(m: &mut Builder, rows: &[AlarmRow]) {
     m.gauge(
         "sbc_alarms_active",
         "Alarms raised now",
@@ -808,64 +754,46 @@ fn alarms(m: &mut Builder, v: &Value) {
         rows.len() as f64,
     );
     for row in rows {
-        let kind = s(row, "/type");
-        let severity = s(row, "/severity");
-        m.gauge(
-            "sbc_alarm_active",
-            "An alarm raised now (value 1)",
-            &[("type", kind), ("severity", severity)],
-            1.0,
-        );
+        let l = [
+            ("type", row.kind.as_str()),
+            ("severity", row.severity.as_str()),
+        ];
+        m.gauge("sbc_alarm_active", "An alarm raised now (value 1)", &l, 1.0);
         m.gauge(
             "sbc_alarm_raised_count",
             "Times an alarm was raised since it was first seen",
-            &[("type", kind), ("severity", severity)],
-            u(row, "/count") as f64,
+            &l,
+            f64::from(row.count),
         );
     }
 }
 
-fn tls(m: &mut Builder, v: &Value) {
-    for c in arr(v, "/certificates") {
-        let profile = s(c, "/profile");
-        let at = v
-            .pointer("/expires_unix")
-            .or_else(|| c.pointer("/expires_unix"))
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
+fn tls(m: &mut Builder, t: &TlsReport) {
+    for c in &t.certificates {
+        let profile = c.profile.as_str();
         m.gauge(
             "sbc_tls_certificate_expiry_timestamp_seconds",
             "notAfter of a tls-profile's certificate, Unix seconds",
             &[("profile", profile)],
-            at as f64,
+            c.expires_unix as f64,
         );
         m.gauge(
             "sbc_tls_certificate_expiring",
             "1 within the profile's expiry-warning-days",
             &[("profile", profile)],
-            b(c, "/expiring"),
+            flag(c.expiring),
         );
     }
 }
 
-/// Runs every operational command a scrape reads.
+/// Takes the status a scrape reads, live: nothing is cached between scrapes.
 pub async fn collect(console: &Console) -> Sources {
     let started = Instant::now();
-    let json = |r: Result<(String, Option<Value>), String>| r.ok().and_then(|(_, j)| j);
-    let get = |cmd| async move { json(console.operational(cmd, true).await).unwrap_or_default() };
-    let mut src = Sources {
-        hostname: console.running().system.hostname,
-        sip_stats: get(OperCommand::ShowSipStats).await,
-        workers: get(OperCommand::ShowWorkers).await,
-        redundancy: get(OperCommand::ShowRedundancy).await,
-        health: get(OperCommand::ShowHealth).await,
-        memory: get(OperCommand::ShowMemory).await,
-        alarms: get(OperCommand::DisplayAlarms).await,
-        tls: get(OperCommand::ShowTls).await,
-        collection_seconds: 0.0,
-    };
-    src.collection_seconds = started.elapsed().as_secs_f64();
-    src
+    let status = console.status().await;
+    Sources {
+        status,
+        collection_seconds: started.elapsed().as_secs_f64(),
+    }
 }
 
 /// The answer to one request: `GET /metrics`, 404 elsewhere, 405 for other methods.

@@ -57,6 +57,19 @@ pub struct Stats {
 impl std::ops::AddAssign<&Self> for Stats {
     /// Adds another engine's counters, field by field (`show sip-stats` sums the shards).
     fn add_assign(&mut self, b: &Self) {
+        let mut other = b.clone();
+        for ((_, mine), (_, theirs)) in self.counters_mut().into_iter().zip(other.counters_mut()) {
+            *mine += *theirs;
+        }
+    }
+}
+
+impl Stats {
+    /// The number of counters.
+    pub const COUNT: usize = 22;
+
+    /// Every counter with its name (the serialised field name), in declaration order.
+    fn counters_mut(&mut self) -> [(&'static str, &mut u64); Self::COUNT] {
         let Self {
             requests_in,
             responses_in,
@@ -81,28 +94,77 @@ impl std::ops::AddAssign<&Self> for Stats {
             media_sdp_refused,
             media_inactive_ended,
         } = self;
-        // Destructured, so a new counter that is not summed here does not compile.
-        *requests_in += b.requests_in;
-        *responses_in += b.responses_in;
-        *calls_attempted += b.calls_attempted;
-        *calls_answered += b.calls_answered;
-        *calls_failed += b.calls_failed;
-        *retransmissions_absorbed += b.retransmissions_absorbed;
-        *retransmissions_sent += b.retransmissions_sent;
-        *malformed_answered += b.malformed_answered;
-        *malformed_dropped += b.malformed_dropped;
-        *stray_responses += b.stray_responses;
-        *rejected_503 += b.rejected_503;
-        *timeouts += b.timeouts;
-        *handover_dropped += b.handover_dropped;
-        *routed_new += b.routed_new;
-        *leg_mismatch += b.leg_mismatch;
-        *response_source_mismatch += b.response_source_mismatch;
-        *state_cap_503 += b.state_cap_503;
-        *sips_refused += b.sips_refused;
-        *media_anchored += b.media_anchored;
-        *media_ports_503 += b.media_ports_503;
-        *media_sdp_refused += b.media_sdp_refused;
-        *media_inactive_ended += b.media_inactive_ended;
+        // Destructured, so a new counter that is not listed here does not compile.
+        [
+            ("requests_in", requests_in),
+            ("responses_in", responses_in),
+            ("calls_attempted", calls_attempted),
+            ("calls_answered", calls_answered),
+            ("calls_failed", calls_failed),
+            ("retransmissions_absorbed", retransmissions_absorbed),
+            ("retransmissions_sent", retransmissions_sent),
+            ("malformed_answered", malformed_answered),
+            ("malformed_dropped", malformed_dropped),
+            ("stray_responses", stray_responses),
+            ("rejected_503", rejected_503),
+            ("timeouts", timeouts),
+            ("handover_dropped", handover_dropped),
+            ("routed_new", routed_new),
+            ("leg_mismatch", leg_mismatch),
+            ("response_source_mismatch", response_source_mismatch),
+            ("state_cap_503", state_cap_503),
+            ("sips_refused", sips_refused),
+            ("media_anchored", media_anchored),
+            ("media_ports_503", media_ports_503),
+            ("media_sdp_refused", media_sdp_refused),
+            ("media_inactive_ended", media_inactive_ended),
+        ]
+    }
+
+    /// Every counter with its name (the serialised field name), sorted by name: what
+    /// `show sip-stats` lists and `/metrics` exports.
+    #[must_use]
+    pub fn fields(&self) -> [(&'static str, u64); Self::COUNT] {
+        let mut copy = self.clone();
+        let mut all = copy.counters_mut().map(|(name, n)| (name, *n));
+        all.sort_unstable_by_key(|(name, _)| *name);
+        all
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Stats;
+
+    #[test]
+    fn counters_add_field_by_field() {
+        let mut a = Stats {
+            calls_failed: 3,
+            timeouts: 1,
+            ..Stats::default()
+        };
+        a += &Stats {
+            calls_failed: 2,
+            media_inactive_ended: 5,
+            ..Stats::default()
+        };
+        assert_eq!(
+            (a.calls_failed, a.timeouts, a.media_inactive_ended),
+            (5, 1, 5)
+        );
+    }
+
+    #[test]
+    fn fields_are_the_serialised_counters_in_order() {
+        let stats = Stats {
+            calls_failed: 3,
+            ..Stats::default()
+        };
+        let names: Vec<&str> = stats.fields().iter().map(|(n, _)| *n).collect();
+        let mut sorted = names.clone();
+        sorted.sort_unstable();
+        assert_eq!(names, sorted);
+        assert!(stats.fields().contains(&("calls_failed", 3)));
+        assert_eq!(stats.fields().len(), Stats::COUNT);
     }
 }

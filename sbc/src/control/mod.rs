@@ -6,4 +6,5 @@ pub mod acli_client;
 pub mod console;
 pub mod follow;
 pub mod mgmt;
+pub mod show;
 pub mod subsystems;

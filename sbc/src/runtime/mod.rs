@@ -824,7 +824,7 @@ impl Node {
 }
 
 /// `show media`: the relay, its pools and its sessions.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct MediaReport {
     /// Whether the relay runs (its ports are bound: a single node, or the active).
     pub relaying: bool,

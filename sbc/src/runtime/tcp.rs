@@ -169,6 +169,61 @@ pub struct TcpStatsSnapshot {
     pub unreachable_ack_dropped: u64,
 }
 
+impl TcpStatsSnapshot {
+    /// Every counter with its name (the serialised field name), sorted by name: what
+    /// `show sip-stats` lists and `/metrics` exports.
+    #[must_use]
+    pub fn fields(&self) -> [(&'static str, u64); 20] {
+        let Self {
+            open,
+            accepted,
+            dialled,
+            dial_failed,
+            refused_dial_cap,
+            dial_dropped,
+            refused_interface_cap,
+            refused_source_cap,
+            closed_idle,
+            closed_message_timeout,
+            closed_write_queue_full,
+            closed_write_timeout,
+            closed_ping_flood,
+            closed_bad_framing,
+            handshakes,
+            handshake_failed,
+            handshake_timeout,
+            unreachable_503,
+            dial_backoff,
+            unreachable_ack_dropped,
+        } = *self;
+        // Destructured, so a new counter that is not listed here does not compile.
+        let mut all = [
+            ("open", open),
+            ("accepted", accepted),
+            ("dialled", dialled),
+            ("dial_failed", dial_failed),
+            ("refused_dial_cap", refused_dial_cap),
+            ("dial_dropped", dial_dropped),
+            ("refused_interface_cap", refused_interface_cap),
+            ("refused_source_cap", refused_source_cap),
+            ("closed_idle", closed_idle),
+            ("closed_message_timeout", closed_message_timeout),
+            ("closed_write_queue_full", closed_write_queue_full),
+            ("closed_write_timeout", closed_write_timeout),
+            ("closed_ping_flood", closed_ping_flood),
+            ("closed_bad_framing", closed_bad_framing),
+            ("handshakes", handshakes),
+            ("handshake_failed", handshake_failed),
+            ("handshake_timeout", handshake_timeout),
+            ("unreachable_503", unreachable_503),
+            ("dial_backoff", dial_backoff),
+            ("unreachable_ack_dropped", unreachable_ack_dropped),
+        ];
+        all.sort_unstable_by_key(|(name, _)| *name);
+        all
+    }
+}
+
 #[derive(Debug, Default)]
 struct TcpStats {
     open: AtomicU64,

@@ -1,0 +1,74 @@
+//! The node actions of the ACLI: `clear-alarm`, `clear-deny`, `notify berpd force`, `reboot`
+//! and the lab's `lab ballast`.
+
+use serde_json::json;
+use tracing::{info, warn};
+
+use super::Outcome;
+use crate::control::console::{Console, Control};
+
+/// `clear-alarm <id> <task>`: clears one alarm and sends its clear trap.
+pub(crate) fn clear_alarm(console: &Console, id: u32, task: &str, json: bool) -> Outcome {
+    let row = console.subsystems.alarms.clear_alarm(id, task)?;
+    Ok((
+        format!(
+            "alarm {id} ({}) cleared; clear trap sent\n",
+            row.description
+        ),
+        json.then(|| json!({ "cleared": row })),
+    ))
+}
+
+/// `clear-deny <address>`: lifts a source's dynamic deny.
+pub(crate) fn clear_deny(console: &Console, address: std::net::IpAddr, json: bool) -> Outcome {
+    if console.node.clear_deny(address) {
+        info!(%address, "source deny cleared by an operator");
+        Ok((
+            format!("{address} is no longer denied\n"),
+            json.then(|| json!({"cleared": address})),
+        ))
+    } else {
+        Err(format!(
+            "{address} is not denied (show access-control lists the denied sources)"
+        ))
+    }
+}
+
+/// `notify berpd force`: asks the redundancy machine for a switchover.
+pub(crate) async fn force_switchover(console: &Console, json: bool) -> Outcome {
+    let Some(p) = &console.subsystems.pair else {
+        return Err(
+            "redundancy-config state is disabled: this node has no peer to switch over to".into(),
+        );
+    };
+    p.force_switchover().await?;
+    Ok((
+        "switchover requested\n".into(),
+        json.then(|| json!({"switchover": "requested"})),
+    ))
+}
+
+/// `reboot`: the node's main task restarts the process.
+pub(crate) fn reboot(console: &Console, json: bool) -> Outcome {
+    warn!("reboot requested from the ACLI");
+    let _ = console.control.send(Control::Reboot);
+    Ok((
+        "rebooting: the node restarts now (alarms and health are cleared)\n".into(),
+        json.then(|| json!({"rebooting": true})),
+    ))
+}
+
+/// `lab ballast <MB>`: only with `lab-mode` in the running configuration.
+pub(crate) fn lab_ballast(console: &Console, mb: u64, json: bool) -> Outcome {
+    if !console.running().system.lab_mode {
+        return Err("lab ballast needs system-config lab-mode enabled in the \
+                    running configuration"
+            .into());
+    }
+    console.subsystems.set_ballast(mb)?;
+    info!(mb, "lab ballast set");
+    Ok((
+        format!("lab ballast now {mb} MB\n"),
+        json.then(|| json!({"ballast_mb": mb})),
+    ))
+}

@@ -1,0 +1,145 @@
+//! The operational commands: one file per group of `show` commands, each formatting a typed
+//! status snapshot ([`crate::status`]) as text and as JSON; the node actions (`reboot`,
+//! `clear-alarm`, `clear-deny`, `notify berpd force`, `lab ballast`) in [`actions`].
+//!
+//! Every view reads a snapshot taken for it; none reads another view's output.
+
+mod access;
+pub mod actions;
+mod alarms;
+mod dialogs;
+mod health;
+mod media;
+mod memory;
+mod redundancy;
+mod sip_stats;
+mod tls;
+mod workers;
+
+use sbc_config::acli::OperCommand;
+use serde_json::Value;
+
+use crate::control::console::Console;
+use crate::status;
+
+/// The outcome of a command: text and, when asked for, JSON; or why it was refused.
+pub type Outcome = Result<(String, Option<Value>), String>;
+
+/// Text and, when `json`, the JSON view of the same snapshot.
+fn view<T: ?Sized>(
+    snapshot: &T,
+    json: bool,
+    text: fn(&T) -> String,
+    to_json: fn(&T) -> Value,
+) -> Outcome {
+    Ok((text(snapshot), json.then(|| to_json(snapshot))))
+}
+
+impl Console {
+    /// Executes an operational command (`show ...`, `display-alarms`, the node actions) as a
+    /// session asked for it.
+    pub async fn operational(&self, cmd: OperCommand, json: bool) -> Outcome {
+        let subsystems = &self.subsystems;
+        match cmd {
+            OperCommand::ShowSipStats => {
+                let s = status::sip(&self.node).await;
+                view(&s, json, sip_stats::text, sip_stats::json)
+            }
+            OperCommand::ShowWorkers => {
+                let groups = self.node.worker_groups();
+                view(groups.as_slice(), json, workers::text, workers::json)
+            }
+            OperCommand::ShowDialogs => {
+                let dialogs = self
+                    .node
+                    .snapshots(true)
+                    .await
+                    .into_iter()
+                    .flat_map(|s| s.dialogs)
+                    .collect();
+                let calls = self
+                    .node
+                    .media_report()
+                    .map(|m| m.calls)
+                    .unwrap_or_default();
+                let v = dialogs::DialogsView::new(dialogs, calls);
+                view(&v, json, dialogs::text, dialogs::json)
+            }
+            OperCommand::ShowMedia => {
+                let m = self.node.media_report();
+                let text = m
+                    .as_ref()
+                    .map_or(media::NOT_ANCHORED.to_owned(), media::text);
+                Ok((text, json.then(|| media::json(m.as_ref()))))
+            }
+            OperCommand::ShowTls => {
+                let t = status::tls(&self.node);
+                view(&t, json, tls::text, tls::json)
+            }
+            OperCommand::ShowAccessControl => {
+                let (denied, counters) = self.node.access_report();
+                let running = self.running();
+                let v = access::AccessView {
+                    denied: &denied,
+                    counters: &counters,
+                    running: &running,
+                };
+                view(&v, json, access::text, access::json)
+            }
+            OperCommand::ShowHealth => {
+                let h = self.health();
+                view(&h, json, health::text, health::json)
+            }
+            OperCommand::ShowRedundancy => match &subsystems.pair {
+                None => Ok((
+                    redundancy::text_standalone(self.running().redundancy.state),
+                    json.then(redundancy::json_standalone),
+                )),
+                Some(pair) => {
+                    let r = status::redundancy(pair);
+                    view(&r, json, redundancy::text, redundancy::json)
+                }
+            },
+            OperCommand::ShowMemory => {
+                let m = status::memory(&subsystems.alarms, subsystems.ballast_mb());
+                view(&m, json, memory::text, memory::json)
+            }
+            OperCommand::DisplayAlarms => {
+                let rows = subsystems.alarms.rows();
+                view(rows.as_slice(), json, alarms::text, alarms::json)
+            }
+            OperCommand::ClearAlarm { id, task } => actions::clear_alarm(self, id, &task, json),
+            OperCommand::ClearDeny { address } => actions::clear_deny(self, address, json),
+            OperCommand::NotifyBerpdForce => actions::force_switchover(self, json).await,
+            OperCommand::Reboot => actions::reboot(self, json),
+            OperCommand::LabBallast { mb } => actions::lab_ballast(self, mb, json),
+        }
+    }
+
+    /// `show health`'s snapshot: the alarm service's score, the pair's sync, and what the
+    /// running configuration changed that waits for a reboot.
+    pub fn health(&self) -> status::HealthReport {
+        let restart = sbc_config::diff::restart_needed(&self.started_config, &self.running());
+        status::health(
+            &self.subsystems.alarms,
+            self.subsystems.pair.as_deref(),
+            restart,
+        )
+    }
+
+    /// Every part of the status a scrape reads, taken now.
+    pub async fn status(&self) -> status::NodeStatus {
+        let subsystems = &self.subsystems;
+        status::NodeStatus {
+            hostname: self.running().system.hostname,
+            uptime: self.started.elapsed(),
+            sip: status::sip(&self.node).await,
+            workers: self.node.worker_groups(),
+            redundancy: subsystems.pair.as_deref().map(status::redundancy),
+            health: self.health(),
+            memory: status::memory(&subsystems.alarms, subsystems.ballast_mb()),
+            alarms: subsystems.alarms.rows(),
+            tls: status::tls(&self.node),
+        }
+    }
+}

@@ -1,0 +1,321 @@
+//! The node's status as typed snapshots, read from the cores' counters without formatting.
+//!
+//! One status, four views: the console's `show` commands format these snapshots as text or
+//! JSON ([`crate::control::show`]), `/metrics` encodes them ([`crate::metrics`]) and the SNMP
+//! agent answers from them ([`crate::snmp_agent`]). Nothing reads back what another view
+//! wrote, so a renamed field is a compile error, not a silent zero.
+//!
+//! Each snapshot is taken from its sources at the moment it is asked for: the engines' counters
+//! (one pass over the shards), the TCP and TLS edges' atomics, the media relay, the alarm
+//! service, the pair. [`NodeStatus`] gathers every part a scrape reads.
+
+use std::time::Duration;
+
+use sbc_alarms::{AlarmRow, Deduction};
+use sbc_ha::shell::sync::SyncCountersSnapshot;
+use sbc_proto::engine::Stats;
+
+use crate::alarm_service::{AlarmService, Readings};
+use crate::pair::Pair;
+use crate::runtime::tcp::TcpStatsSnapshot;
+use crate::runtime::tls::CertStatus;
+use crate::runtime::{MediaReport, Node};
+use crate::workers::GroupReport;
+
+/// `show sip-stats`: admission, calls, the engines' counters, the TCP and TLS edges, media.
+#[derive(Debug, Clone, Default)]
+pub struct SipStatus {
+    /// Why new requests are refused with 503 now (empty: admitted).
+    pub admission_reasons: Vec<&'static str>,
+    /// Calls held by the engines.
+    pub calls_active: usize,
+    /// The engines' counters, summed over the shards.
+    pub counters: Stats,
+    /// The TCP edge's counters.
+    pub tcp: TcpStatsSnapshot,
+    /// The TLS edge's counters.
+    pub tls: TcpStatsSnapshot,
+    /// The media relay's report, when media is anchored.
+    pub media: Option<MediaReport>,
+}
+
+impl SipStatus {
+    /// Whether new requests are admitted.
+    #[must_use]
+    pub fn admission_open(&self) -> bool {
+        self.admission_reasons.is_empty()
+    }
+}
+
+/// `show health`: the score and what took points off it, sync states, pending restarts.
+#[derive(Debug, Clone, Default)]
+pub struct HealthReport {
+    /// Health score, 0..=100.
+    pub score: u8,
+    /// What took points off it.
+    pub deductions: Vec<Deduction>,
+    /// Critical memory took 100 points: ineligible to become active until restarted.
+    pub ineligible_until_restart: bool,
+    /// New requests refused with 503 for critical memory.
+    pub admission_closed: bool,
+    /// The dialog sync's state, as a sentence.
+    pub sip_sync: String,
+    /// Whether the standby holds the active's dialogs (`None`: redundancy disabled).
+    pub synced: Option<bool>,
+    /// The configuration sync's state, as a sentence.
+    pub config_sync: &'static str,
+    /// Configuration pushes from the peer refused.
+    pub config_pushes_refused: u64,
+    /// Why the last one was.
+    pub last_config_push_refusal: Option<String>,
+    /// Activated changes that wait for a reboot.
+    pub restart_needed: Vec<String>,
+}
+
+/// `show redundancy` of a node in a pair.
+#[derive(Debug, Clone)]
+pub struct RedundancyReport {
+    /// The redundancy machine's status.
+    pub status: sbc_ha::Status,
+    /// Dialogs replicated (streamed by the active, held by the standby).
+    pub replicated_dialogs: usize,
+    /// The sync channel's counters.
+    pub sync: SyncCountersSnapshot,
+    /// The replicated table's revision.
+    pub sync_revision: u64,
+    /// On the active: changes not yet sent to the standby; `None` on the standby.
+    pub sync_lag: Option<u64>,
+    /// Configuration pushes from the peer refused.
+    pub config_pushes_refused: u64,
+    /// Why the last one was.
+    pub last_config_push_refusal: Option<String>,
+}
+
+/// `show memory`: the alarm service's latest readings and the process.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryReport {
+    /// The latest samples (memory, heap, CPU).
+    pub readings: Readings,
+    /// Resident memory of the process, bytes.
+    pub process_resident_bytes: u64,
+    /// The lab ballast held, MiB.
+    pub ballast_mb: u64,
+}
+
+/// `show tls`: certificates and the TLS edge's counters.
+#[derive(Debug, Clone, Default)]
+pub struct TlsReport {
+    /// Each tls-profile's certificate with its expiry.
+    pub certificates: Vec<CertStatus>,
+    /// The TLS edge's counters.
+    pub connections: TcpStatsSnapshot,
+}
+
+/// Every part of the status a scrape reads, taken at one moment.
+#[derive(Debug, Clone, Default)]
+pub struct NodeStatus {
+    /// `system-config hostname`.
+    pub hostname: String,
+    /// Time since the node started.
+    pub uptime: Duration,
+    /// `show sip-stats`.
+    pub sip: SipStatus,
+    /// `show workers`.
+    pub workers: Vec<GroupReport>,
+    /// `show redundancy`; `None` when the node runs alone.
+    pub redundancy: Option<RedundancyReport>,
+    /// `show health`.
+    pub health: HealthReport,
+    /// `show memory`.
+    pub memory: MemoryReport,
+    /// `display-alarms`.
+    pub alarms: Vec<AlarmRow>,
+    /// `show tls`.
+    pub tls: TlsReport,
+}
+
+/// `show sip-stats` of `node`: one pass over the shards.
+pub async fn sip(node: &Node) -> SipStatus {
+    let snaps = node.snapshots(false).await;
+    let mut counters = Stats::default();
+    for s in &snaps {
+        counters += &s.stats;
+    }
+    SipStatus {
+        admission_reasons: node.admission_reasons(),
+        calls_active: snaps.iter().map(|s| s.calls).sum(),
+        counters,
+        tcp: node.tcp_stats(),
+        tls: node.tls_stats(),
+        media: node.media_report(),
+    }
+}
+
+/// `show health` from the alarm service and the pair; `restart_needed` from the console, which
+/// knows what the node started on.
+#[must_use]
+pub fn health(
+    alarms: &AlarmService,
+    pair: Option<&Pair>,
+    restart_needed: Vec<String>,
+) -> HealthReport {
+    let (score, deductions, ineligible_until_restart) = alarms.health_report();
+    let (sip_sync, synced) = match pair {
+        None => ("not applicable (redundancy disabled)".to_owned(), None),
+        Some(p) => {
+            let s = p.status();
+            let text = match s.state {
+                sbc_ha::State::Active => format!(
+                    "active: streaming {} dialogs to the standby",
+                    p.replicated_dialogs()
+                ),
+                _ if s.synced => format!("synchronized ({} dialogs)", p.replicated_dialogs()),
+                _ => "not synchronized".to_owned(),
+            };
+            (text, Some(s.synced))
+        }
+    };
+    let config_sync = match pair.map(Pair::config_synchronized) {
+        None => "not applicable (redundancy disabled)",
+        Some(None) => "unknown (no peer heard)",
+        Some(Some(true)) => "synchronized",
+        Some(Some(false)) => "not synchronized (the peer runs another configuration)",
+    };
+    let (config_pushes_refused, last_config_push_refusal) =
+        pair.map_or((0, None), Pair::push_refusals);
+    HealthReport {
+        score,
+        deductions,
+        ineligible_until_restart,
+        admission_closed: alarms.admission_closed(),
+        sip_sync,
+        synced,
+        config_sync,
+        config_pushes_refused,
+        last_config_push_refusal,
+        restart_needed,
+    }
+}
+
+/// `show redundancy` of a node in a pair.
+#[must_use]
+pub fn redundancy(pair: &Pair) -> RedundancyReport {
+    let (config_pushes_refused, last_config_push_refusal) = pair.push_refusals();
+    RedundancyReport {
+        status: pair.status(),
+        replicated_dialogs: pair.replicated_dialogs(),
+        sync: pair.sync_counters(),
+        sync_revision: pair.sync_revision(),
+        sync_lag: pair.sync_lag(),
+        config_pushes_refused,
+        last_config_push_refusal,
+    }
+}
+
+/// `show memory`.
+#[must_use]
+pub fn memory(alarms: &AlarmService, ballast_mb: u64) -> MemoryReport {
+    MemoryReport {
+        readings: alarms.readings(),
+        process_resident_bytes: process_rss_bytes().unwrap_or(0),
+        ballast_mb,
+    }
+}
+
+/// `show tls`.
+#[must_use]
+pub fn tls(node: &Node) -> TlsReport {
+    TlsReport {
+        certificates: node.tls().certificates(),
+        connections: node.tls_stats(),
+    }
+}
+
+/// Resident memory of this process, from /proc/self/statm.
+#[must_use]
+pub fn process_rss_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}
+
+impl RedundancyReport {
+    /// The heartbeat and witness counters by name, as `show redundancy` lists them (the
+    /// longest gap between heartbeats is not a counter and is left out).
+    #[must_use]
+    pub fn heartbeat_counters(&self) -> [(&'static str, u64); 18] {
+        let sbc_ha::Counters {
+            received,
+            accepted,
+            bad_length,
+            bad_magic,
+            bad_version,
+            bad_mac,
+            malformed,
+            unknown_node,
+            own_node,
+            path_mismatch,
+            stale,
+            replayed,
+            unverified,
+            sent,
+            max_gap_ms: _,
+            witness_probes,
+            witness_answers,
+            witness_dropped,
+            witness_challenges,
+        } = self.status.counters;
+        // Destructured, so a new counter that is not listed here does not compile.
+        [
+            ("received", received),
+            ("accepted", accepted),
+            ("bad_mac", bad_mac),
+            ("bad_magic", bad_magic),
+            ("bad_length", bad_length),
+            ("bad_version", bad_version),
+            ("malformed", malformed),
+            ("stale", stale),
+            ("replayed", replayed),
+            ("unverified", unverified),
+            ("unknown_node", unknown_node),
+            ("own_node", own_node),
+            ("path_mismatch", path_mismatch),
+            ("sent", sent),
+            ("witness_probes", witness_probes),
+            ("witness_answers", witness_answers),
+            ("witness_dropped", witness_dropped),
+            ("witness_challenges", witness_challenges),
+        ]
+    }
+
+    /// The sync channel's counters by name (the streamed revision is a position, not a
+    /// counter, and is left out).
+    #[must_use]
+    pub fn sync_counters(&self) -> [(&'static str, u64); 10] {
+        let SyncCountersSnapshot {
+            sessions,
+            replaced,
+            refused_address,
+            refused_busy,
+            refused_handshake,
+            refused_timeout,
+            refused_node,
+            refused_frame,
+            invalid_entries,
+            streamed_revision: _,
+            resyncs,
+        } = self.sync;
+        [
+            ("sessions", sessions),
+            ("replaced", replaced),
+            ("refused_address", refused_address),
+            ("refused_busy", refused_busy),
+            ("refused_handshake", refused_handshake),
+            ("refused_timeout", refused_timeout),
+            ("refused_node", refused_node),
+            ("refused_frame", refused_frame),
+            ("invalid_entries", invalid_entries),
+            ("resyncs", resyncs),
+        ]
+    }
+}
