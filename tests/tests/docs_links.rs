@@ -57,7 +57,9 @@ fn prose_lines(text: &str) -> Vec<(usize, String)> {
             }
             continue;
         }
-        if marker.len() >= 3 && (marker.chars().all(|c| c == '`') || marker.chars().all(|c| c == '~')) {
+        if marker.len() >= 3
+            && (marker.chars().all(|c| c == '`') || marker.chars().all(|c| c == '~'))
+        {
             fence = Some(marker);
             continue;
         }
@@ -155,8 +157,12 @@ fn slug(heading: &str) -> String {
     let mut rest = heading;
     // [text](url) -> text
     while let Some(open) = rest.find('[') {
-        let Some(mid) = rest[open..].find("](") else { break };
-        let Some(close) = rest[open + mid..].find(')') else { break };
+        let Some(mid) = rest[open..].find("](") else {
+            break;
+        };
+        let Some(close) = rest[open + mid..].find(')') else {
+            break;
+        };
         text.push_str(&rest[..open]);
         text.push_str(&rest[open + 1..open + mid]);
         rest = &rest[open + mid + close + 1..];
@@ -203,7 +209,11 @@ fn anchors(text: &str) -> HashSet<String> {
 
 /// Every broken relative link of `file` (whose text is `text`), as `file:line: target: why`.
 fn broken_links(root: &Path, file: &Path, text: &str) -> Vec<String> {
-    let shown = file.strip_prefix(root).unwrap_or(file).display().to_string();
+    let shown = file
+        .strip_prefix(root)
+        .unwrap_or(file)
+        .display()
+        .to_string();
     let dir = file.parent().unwrap_or(root);
     let mut broken = Vec::new();
     for (number, line) in prose_lines(text) {
@@ -245,7 +255,9 @@ fn broken_links(root: &Path, file: &Path, text: &str) -> Vec<String> {
                 }
             };
             if !anchors(&target_text).contains(fragment) {
-                broken.push(format!("{shown}:{number}: {target}: no heading #{fragment}"));
+                broken.push(format!(
+                    "{shown}:{number}: {target}: no heading #{fragment}"
+                ));
             }
         }
     }
@@ -263,8 +275,7 @@ fn every_relative_link_of_the_readme_and_the_manual_resolves() {
     );
     let mut broken = Vec::new();
     for file in &files {
-        let text =
-            fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let text = fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
         broken.extend(broken_links(&root, file, &text));
     }
     assert!(
@@ -280,8 +291,11 @@ fn the_checker_finds_a_broken_file_a_broken_anchor_and_skips_code() {
     let root = std::env::temp_dir().join(format!("sbc-docs-links-{}", std::process::id()));
     let docs = root.join("docs");
     fs::create_dir_all(&docs).unwrap_or_else(|e| panic!("{}: {e}", docs.display()));
-    fs::write(docs.join("a.md"), "# A title\n## The `sbc` crate: what it owns\n## Twice\n## Twice\n")
-        .unwrap_or_else(|e| panic!("{e}"));
+    fs::write(
+        docs.join("a.md"),
+        "# A title\n## The `sbc` crate: what it owns\n## Twice\n## Twice\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let text = "see [a](a.md#a-title) and [b](a.md#the-sbc-crate-what-it-owns) [c](a.md#twice-1)\n\
                 ![img](missing.svg) and [gone](a.md#nowhere)\n\
                 `[not a link](nowhere.md)` [ext](https://example.invalid/x)\n\
@@ -304,8 +318,17 @@ fn the_checker_finds_a_broken_file_a_broken_anchor_and_skips_code() {
 fn slugs_follow_github() {
     assert_eq!(slug("Failover, measured"), "failover-measured");
     assert_eq!(slug("SIP over TLS"), "sip-over-tls");
-    assert_eq!(slug("The PRSM experiment, against Kamailio"), "the-prsm-experiment-against-kamailio");
+    assert_eq!(
+        slug("The PRSM experiment, against Kamailio"),
+        "the-prsm-experiment-against-kamailio"
+    );
     assert_eq!(slug("`sbc-proto`: the core"), "sbc-proto-the-core");
-    assert_eq!(slug("Media vs [rtpengine](https://x)"), "media-vs-rtpengine");
-    assert_eq!(slug("Install as a service (.deb, systemd)"), "install-as-a-service-deb-systemd");
+    assert_eq!(
+        slug("Media vs [rtpengine](https://x)"),
+        "media-vs-rtpengine"
+    );
+    assert_eq!(
+        slug("Install as a service (.deb, systemd)"),
+        "install-as-a-service-deb-systemd"
+    );
 }
