@@ -91,7 +91,7 @@ pub async fn run(launch: Launch, shutdown: impl Future<Output = ()>) -> anyhow::
         control: control_tx,
         activation: Mutex::new(()),
         started_config: cfg.clone(),
-        management: Mutex::new(crate::control::console::ManagementSockets::default()),
+        management: Mutex::new(crate::control::management::ManagementSockets::default()),
     });
     tokio::spawn(crate::heap_gate::run_heap_gate(
         node.clone(),
