@@ -67,13 +67,21 @@ pub async fn run(launch: Launch, shutdown: impl Future<Output = ()>) -> anyhow::
         }
     });
     // In a pair the redundancy machine decides who binds the service address.
-    let node = Arc::new(crate::runtime::start(&cfg, !paired).await?);
+    let node = Arc::new(crate::runtime::start(&crate::settings::runtime(&cfg)?, !paired).await?);
     let (control_tx, mut control_rx) = mpsc::unbounded_channel();
     let snmp = crate::snmp_v3::SnmpV3::start(path.as_deref());
     let alarms = AlarmService::spawn(&cfg, node.clone(), cfg.redundancy.is_enabled(), snmp)?;
     let (pushed_tx, pushed_rx) = mpsc::unbounded_channel::<String>();
     let pair = if paired {
-        Some(Pair::spawn(&cfg, node.clone(), alarms.clone(), pushed_tx).await?)
+        Some(
+            Pair::spawn(
+                crate::settings::pair(&cfg),
+                node.clone(),
+                alarms.clone(),
+                pushed_tx,
+            )
+            .await?,
+        )
     } else {
         None
     };

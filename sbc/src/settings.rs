@@ -4,7 +4,6 @@
 //! machine; `sbc-alarms`) takes a plain struct of its own, never the serde model, so it does
 //! not change when the file format does and is tested without a configuration.
 
-use std::net::IpAddr;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -19,7 +18,12 @@ use sbc_proto::sip::dialog::LegTransport;
 use sbc_proto::sip::transaction::Timers;
 
 use crate::heap_gate::HeapGateSettings;
+use crate::pair::replica::ReplicaRules;
+use crate::pair::{ActivatedConfig, Hooks, PairSettings};
 use crate::runtime::media::PoolBinding;
+use crate::runtime::tcp::{EdgeSettings, TcpSettings};
+use crate::runtime::tls::{TlsAgent, TlsProfile, TlsSettings, TlsVersion};
+use crate::runtime::{Listener, LiveSettings, MediaPlan, MediaTiming, RuntimeSettings};
 use crate::workers::{WorkSettings, SHARDS};
 
 /// Per-source protection: `sip-config source-rate`, `source-burst` and
@@ -44,6 +48,128 @@ pub fn access(cfg: &Config) -> AccessSettings {
         allow,
         deny,
         trusted: cfg.session_agents.iter().map(|a| a.address).collect(),
+    }
+}
+
+/// Everything the SIP runtime starts with: the engines, media anchoring, the interfaces, the
+/// worker groups, the edge's live settings and TLS.
+///
+/// # Errors
+/// The engine's view or an autoscaling profile cannot be built (a validated configuration
+/// builds).
+pub fn runtime(cfg: &Config) -> anyhow::Result<RuntimeSettings> {
+    let s = &cfg.sip_config;
+    Ok(RuntimeSettings {
+        engine: engine_config(cfg)?,
+        media: media_plan(cfg),
+        listeners: cfg
+            .sip_interfaces
+            .iter()
+            .map(|i| Listener {
+                realm: i.realm.clone(),
+                address: i.socket_addr(),
+                udp: i.transports.contains(&Transport::Udp),
+                tcp: i.transports.contains(&Transport::Tcp),
+                tls: i.has(Transport::Tls).then(|| i.addr_of(Transport::Tls)),
+                transports: i
+                    .transports
+                    .iter()
+                    .map(|t| t.as_str())
+                    .collect::<Vec<_>>()
+                    .join("+"),
+            })
+            .collect(),
+        work: work_settings(cfg),
+        autoscale_cycle: Duration::from_millis(s.auto_scaling_cycle_ms.max(1)),
+        udp_workers: s.workers,
+        udp_profiles: cfg
+            .sip_interfaces
+            .iter()
+            .map(|i| profile_named(cfg, i.auto_scaling_profile.as_deref()))
+            .collect::<anyhow::Result<_>>()?,
+        tcp_workers: s.tcp_workers,
+        tcp_profile: profile_named(cfg, s.tcp_auto_scaling_profile.as_deref())?,
+        live: live(cfg),
+        tls: tls(cfg),
+        shutdown_grace: Duration::from_millis(s.shutdown_grace_ms),
+        max_message_size: s.max_message_size,
+        retry_after: (s.retry_after_min, s.retry_after_max),
+    })
+}
+
+/// What `activate-config` changes at the edge without a restart: TCP and TLS limits, source
+/// rates and access-control lists, the media manager's timing.
+#[must_use]
+pub fn live(cfg: &Config) -> LiveSettings {
+    LiveSettings {
+        edge: tcp_edge(cfg),
+        access: access(cfg),
+        media_timing: media_timing(cfg),
+    }
+}
+
+/// The TCP and TLS edges' limits (`sip-config` `tcp-*`, `max-message-size`,
+/// `tls-handshake-timeout-ms`) and the session agents, exempt from the per-source cap.
+#[must_use]
+pub fn tcp_edge(cfg: &Config) -> EdgeSettings {
+    let s = &cfg.sip_config;
+    EdgeSettings {
+        limits: TcpSettings {
+            max_message: s.max_message_size,
+            max_connections: s.tcp_max_connections,
+            max_per_source: s.tcp_max_connections_per_source,
+            message_timeout: Duration::from_millis(s.tcp_message_timeout_ms),
+            idle_timeout: Duration::from_millis(s.tcp_idle_timeout_ms),
+            write_queue_bytes: s.tcp_write_queue_bytes,
+            write_timeout: Duration::from_millis(s.tcp_write_timeout_ms),
+            handshake_timeout: Duration::from_millis(s.tls_handshake_timeout_ms),
+        },
+        trusted: cfg.session_agents.iter().map(|a| a.address).collect(),
+    }
+}
+
+/// The TLS profiles, each interface's listener profile and the TLS session agents.
+#[must_use]
+pub fn tls(cfg: &Config) -> TlsSettings {
+    TlsSettings {
+        profiles: cfg
+            .tls_profiles
+            .iter()
+            .map(|p| TlsProfile {
+                name: p.name.clone(),
+                end_entity_certificate: p.end_entity_certificate.clone(),
+                private_key: p.private_key.clone(),
+                trusted_ca_certificates: p.trusted_ca_certificates.clone(),
+                mutual_authenticate: p.mutual_authenticate,
+                verify_names: p.verify_names.clone(),
+                tls_version: match p.tls_version {
+                    sbc_config::TlsVersion::Compatibility => TlsVersion::Compatibility,
+                    sbc_config::TlsVersion::Tlsv12 => TlsVersion::Tlsv12,
+                    sbc_config::TlsVersion::Tlsv13 => TlsVersion::Tlsv13,
+                },
+                expiry_warning_days: p.expiry_warning_days,
+            })
+            .collect(),
+        interfaces: cfg
+            .sip_interfaces
+            .iter()
+            .map(|i| {
+                i.has(Transport::Tls)
+                    .then(|| i.tls_profile.clone())
+                    .flatten()
+            })
+            .collect(),
+        agents: cfg
+            .session_agents
+            .iter()
+            .filter(|a| a.transport == Transport::Tls)
+            .map(|a| TlsAgent {
+                name: a.name.clone(),
+                address: a.socket_addr(),
+                profile: a.tls_profile.clone().unwrap_or_default(),
+                server_name: a.tls_server_name.clone(),
+            })
+            .collect(),
     }
 }
 
@@ -114,26 +240,18 @@ pub fn engine_config(cfg: &Config) -> anyhow::Result<EngineConfig> {
     })
 }
 
-/// Media anchoring as the node runs it: the media table's settings, the pools the relay binds,
-/// and each interface's pool and media address.
-#[derive(Debug, Clone)]
-pub(crate) struct MediaPlan {
-    /// The media table's settings (a pool per `steering-pool`, by index).
-    pub table: MediaSettings,
-    /// What the relay binds, by pool index.
-    pub bindings: Vec<PoolBinding>,
-    /// For each `sip-interface` (by index): its realm's pool and media address.
-    pub realms: Vec<Option<(usize, IpAddr)>>,
-}
-
 /// Media anchoring (`media-manager`, `steering-pool`): `None` when the media manager is
 /// disabled or no realm has a steering pool (SDP then passes unchanged).
 #[must_use]
-pub(crate) fn media_plan(cfg: &Config) -> Option<MediaPlan> {
+pub fn media_plan(cfg: &Config) -> Option<MediaPlan> {
     if cfg.media_manager.state == MediaManagerState::Disabled || cfg.steering_pools.is_empty() {
         return None;
     }
-    let (latch_window, latch_signalled_ip_only, inactivity) = media_timing(cfg);
+    let MediaTiming {
+        latch_window,
+        latch_signalled_ip_only,
+        inactivity,
+    } = media_timing(cfg);
     let realms = cfg
         .sip_interfaces
         .iter()
@@ -172,19 +290,17 @@ pub(crate) fn media_plan(cfg: &Config) -> Option<MediaPlan> {
 /// with `latching = false`), whether latching is held to the signalled IP
 /// (`restricted-latching = sdp`), and `rtp-inactivity` (`None`: off).
 #[must_use]
-pub(crate) fn media_timing(cfg: &Config) -> (Duration, bool, Option<Duration>) {
+pub fn media_timing(cfg: &Config) -> MediaTiming {
     let m = &cfg.media_manager;
-    let window = if m.latching {
-        Duration::from_millis(m.latching_window_ms)
-    } else {
-        Duration::ZERO
-    };
-    let inactivity = (m.rtp_inactivity > 0).then(|| Duration::from_secs(m.rtp_inactivity));
-    (
-        window,
-        m.restricted_latching == RestrictedLatching::Sdp,
-        inactivity,
-    )
+    MediaTiming {
+        latch_window: if m.latching {
+            Duration::from_millis(m.latching_window_ms)
+        } else {
+            Duration::ZERO
+        },
+        latch_signalled_ip_only: m.restricted_latching == RestrictedLatching::Sdp,
+        inactivity: (m.rtp_inactivity > 0).then(|| Duration::from_secs(m.rtp_inactivity)),
+    }
 }
 
 /// The engine's name for a configured transport.
@@ -218,7 +334,7 @@ pub fn profile_named(cfg: &Config, name: Option<&str>) -> anyhow::Result<Option<
 }
 
 /// The worker settings of `cfg`'s `sip-config`.
-pub(crate) fn work_settings(cfg: &Config) -> WorkSettings {
+pub fn work_settings(cfg: &Config) -> WorkSettings {
     let s = &cfg.sip_config;
     let mut prsm = if s.prsm {
         PrsmConfig::default()
@@ -269,6 +385,71 @@ pub fn redundancy(cfg: &Config) -> sbc_ha::RedundancySettings {
         sip_sync_port: r.sip_sync_port,
         witness: r.witness,
         shared_key: r.shared_key.clone(),
+    }
+}
+
+/// Everything the pair's machinery starts with: the redundancy machine's settings, this
+/// node's name, the replica rules, the configuration it starts on and the transition hooks.
+#[must_use]
+pub fn pair(cfg: &Config) -> PairSettings {
+    PairSettings {
+        ha: redundancy(cfg),
+        name: cfg.system.hostname.clone(),
+        rules: replica_rules(cfg),
+        config: activated(cfg),
+        hooks: Hooks {
+            active: cfg.redundancy.notify_active.clone(),
+            standby: cfg.redundancy.notify_standby.clone(),
+            fault: cfg.redundancy.notify_fault.clone(),
+        },
+    }
+}
+
+/// The pushable part of `cfg` and its version, as the pair compares and pushes it.
+#[must_use]
+pub fn activated(cfg: &Config) -> ActivatedConfig {
+    ActivatedConfig::new(cfg.pushable_toml())
+}
+
+/// What `cfg` allows a replicated dialog to name: its interfaces' transports, its session
+/// agents' interfaces, its realms' steering pools.
+#[must_use]
+pub fn replica_rules(cfg: &Config) -> ReplicaRules {
+    let interfaces = cfg
+        .sip_interfaces
+        .iter()
+        .map(|i| {
+            (
+                i.has(Transport::Udp),
+                i.has(Transport::Tcp),
+                i.has(Transport::Tls),
+            )
+        })
+        .collect();
+    let agents = cfg
+        .session_agents
+        .iter()
+        .filter_map(|a| {
+            let iface = cfg.sip_interfaces.iter().position(|i| i.realm == a.realm)?;
+            Some((a.socket_addr(), iface))
+        })
+        .collect();
+    let pools = cfg
+        .sip_interfaces
+        .iter()
+        .map(|i| {
+            let k = cfg
+                .steering_pools
+                .iter()
+                .position(|p| p.realm_id == i.realm)?;
+            let p = &cfg.steering_pools[k];
+            Some((k, p.start_port..=p.end_port))
+        })
+        .collect();
+    ReplicaRules {
+        interfaces,
+        agents,
+        pools,
     }
 }
 

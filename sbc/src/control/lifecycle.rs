@@ -150,13 +150,13 @@ impl Console {
         let rotated = self
             .node
             .tls()
-            .load(&effective)
+            .load(&settings::tls(&effective))
             .map_err(|e| e.to_string())?;
         if !rotated.is_empty() {
             info!(profiles = ?rotated, "TLS certificates rotated: new handshakes present them");
         }
         self.node.reconfigure(&ecfg);
-        self.node.reconfigure_edge(&effective);
+        self.node.reconfigure_edge(&settings::live(&effective));
         self.subsystems.reconfigure(&effective, &cfg);
         if let Ok(mut m) = self.management.lock() {
             // Both replaced, None included: a socket bound for an address given up since is

@@ -43,7 +43,10 @@ impl Subsystems {
         self.alarms.reconfigure(running);
         let _ = self.heap_gate.send(crate::settings::heap_gate(running));
         if let Some(p) = &self.pair {
-            p.set_config(running, activated);
+            p.set_config(
+                crate::settings::replica_rules(running),
+                crate::settings::activated(activated),
+            );
         }
     }
 

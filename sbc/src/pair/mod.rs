@@ -15,8 +15,8 @@
 //!   snapshot when the standby (re)joins; the standby checks every dialog against its own
 //!   configuration ([`ReplicaRules`]) before keeping it, and reports "synchronized".
 //! - **Configuration pushes**: the active pushes what is pushable of each activated
-//!   configuration ([`Config::pushable_toml`]: never `redundancy-config`, hooks, hostname or
-//!   lab mode); the standby applies it keeping its own node-local settings, refuses one that
+//!   configuration (`sbc_config::Config::pushable_toml`: never `redundancy-config`, hooks, hostname
+//!   or lab mode; its version is [`ActivatedConfig::version`]); the standby applies it keeping its own node-local settings, refuses one that
 //!   names them, and says so in `show health` and `show redundancy`.
 //! - **Peer death, fast**: when the standby's sync connection is closed or reset by the
 //!   active's side ([`SyncEvent::LinkLost`]: a process that dies has its sockets closed by its
@@ -34,7 +34,6 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sbc_alarms::{RedundancyRole, TransitionState, Trap};
-use sbc_config::Config;
 use sbc_ha::shell::sync::{EntryCheck, SyncContext, SyncCountersSnapshot};
 use sbc_ha::shell::{Command, HaHandle, SyncEvent, SyncPublisher};
 use sbc_ha::{HaEvent, Redundancy, State, Status, SyncTable};
@@ -84,14 +83,6 @@ pub struct Pair {
     hooks: Hooks,
 }
 
-/// `notify-active`, `notify-standby`, `notify-fault`: shell commands run at role changes.
-#[derive(Debug, Clone, Default)]
-struct Hooks {
-    active: String,
-    standby: String,
-    fault: String,
-}
-
 /// Runs a hook command with `sh -c`, bounded to 10 s; its failure is logged, not fatal.
 async fn run_hook(which: &str, command: &str) {
     if command.trim().is_empty() {
@@ -115,17 +106,55 @@ async fn run_hook(which: &str, command: &str) {
     }
 }
 
-/// The version of a configuration as the pair compares it: a hash of what the active pushes
-/// ([`Config::pushable_toml`]: node-local settings such as the hostname and
-/// `redundancy-config` left out), so two nodes that run the same pushable configuration agree.
-pub fn config_version(cfg: &Config) -> u64 {
-    let text = cfg.pushable_toml();
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in text.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
+/// What the pair knows of an activated configuration: the part the active pushes (node-local
+/// settings such as the hostname and `redundancy-config` left out, as TOML) and its version, a
+/// hash of that text, so two nodes that run the same pushable configuration agree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActivatedConfig {
+    /// The version (FNV-1a 64 of `toml`).
+    pub version: u64,
+    /// The pushable part, as the standby saves it.
+    pub toml: String,
+}
+
+impl ActivatedConfig {
+    /// The activated configuration whose pushable part is `toml`.
+    #[must_use]
+    pub fn new(toml: String) -> Self {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in toml.bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        Self { version: h, toml }
     }
-    h
+}
+
+/// The commands run on the pair's transitions (`notify-active`, `notify-standby`,
+/// `notify-fault`; empty: none).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Hooks {
+    /// Run on becoming active.
+    pub active: String,
+    /// Run on becoming standby.
+    pub standby: String,
+    /// Run on a fault.
+    pub fault: String,
+}
+
+/// Everything [`Pair::spawn`] needs.
+#[derive(Debug, Clone)]
+pub struct PairSettings {
+    /// The redundancy machine's settings.
+    pub ha: sbc_ha::RedundancySettings,
+    /// This node's name (`system-config hostname`), one of the peers.
+    pub name: String,
+    /// What a replicated dialog may name on this node.
+    pub rules: ReplicaRules,
+    /// The configuration the node starts on.
+    pub config: ActivatedConfig,
+    /// The transition hooks.
+    pub hooks: Hooks,
 }
 
 #[derive(Default)]
@@ -141,13 +170,18 @@ impl Pair {
     /// Configurations pushed by the active arrive on `pushed` (as TOML) for the node to save
     /// and activate.
     pub async fn spawn(
-        cfg: &Config,
+        settings: PairSettings,
         node: Arc<Node>,
         alarms: Arc<AlarmService>,
         pushed: mpsc::UnboundedSender<String>,
     ) -> anyhow::Result<Arc<Self>> {
-        let ha = crate::settings::redundancy(cfg);
-        let name = cfg.system.hostname.clone();
+        let PairSettings {
+            ha,
+            name,
+            rules,
+            config,
+            hooks,
+        } = settings;
         let me = ha.peer(&name).ok_or_else(|| {
             anyhow::anyhow!(
                 "system-config hostname {name:?} is not one of the redundancy-config peers ({})",
@@ -174,7 +208,7 @@ impl Pair {
             .map(|d| d.as_micros() as u64)
             .unwrap_or(1);
         let machine = Redundancy::new(&ha, &name, incarnation, Instant::now())?;
-        let rules = Arc::new(RwLock::new(ReplicaRules::of(cfg)));
+        let rules = Arc::new(RwLock::new(rules));
         let check: EntryCheck = {
             let rules = rules.clone();
             Arc::new(move |key: &[u8], value: &[u8]| {
@@ -218,17 +252,11 @@ impl Pair {
             mate_sync,
             sync_events: sync_tx,
             took_over_at: Mutex::new(None),
-            config: Mutex::new((config_version(cfg), cfg.pushable_toml())),
+            config: Mutex::new((config.version, config.toml.clone())),
             pushed,
-            hooks: Hooks {
-                active: cfg.redundancy.notify_active.clone(),
-                standby: cfg.redundancy.notify_standby.clone(),
-                fault: cfg.redundancy.notify_fault.clone(),
-            },
+            hooks,
         });
-        let _ = pair
-            .commands
-            .send(Command::ConfigVersion(config_version(cfg)));
+        let _ = pair.commands.send(Command::ConfigVersion(config.version));
 
         // Health in.
         let mut health = alarms.health();
@@ -304,15 +332,17 @@ impl Pair {
     }
 
     /// A configuration was activated on this node: announce its version and, when active,
-    /// push its pushable part to the standby. `running` is what this node runs of it (the SIP
-    /// interfaces it bound at start, which the replica's rules index); `cfg` is what was
-    /// activated, whole, and what the standby saves.
-    pub fn set_config(&self, running: &Config, cfg: &Config) {
+    /// push its pushable part to the standby. `rules` are those of what this node runs of it
+    /// (the SIP interfaces it bound at start, which the replica's rules index); `activated` is
+    /// what was activated, whole, and what the standby saves.
+    pub fn set_config(&self, rules: ReplicaRules, activated: ActivatedConfig) {
         if let Ok(mut r) = self.rules.write() {
-            *r = ReplicaRules::of(running);
+            *r = rules;
         }
-        let v = config_version(cfg);
-        let text = cfg.pushable_toml();
+        let ActivatedConfig {
+            version: v,
+            toml: text,
+        } = activated;
         if let Ok(mut c) = self.config.lock() {
             *c = (v, text.clone());
         }

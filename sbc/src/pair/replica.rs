@@ -26,8 +26,6 @@
 
 use std::net::SocketAddr;
 
-use sbc_config::{Config, Transport};
-
 use sbc_proto::shard;
 use sbc_proto::sip::dialog::{Dialog, DialogState, Leg, LegTransport};
 
@@ -44,55 +42,14 @@ pub const MAX_SETUP_MESSAGE: usize = 65_535;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReplicaRules {
     /// Per interface (by index): whether it offers UDP, TCP, TLS.
-    interfaces: Vec<(bool, bool, bool)>,
+    pub interfaces: Vec<(bool, bool, bool)>,
     /// Session-agents: address and the index of the interface of their realm.
-    agents: Vec<(SocketAddr, usize)>,
+    pub agents: Vec<(SocketAddr, usize)>,
     /// Per interface (by index): the index and ports of its realm's steering pool.
-    pools: Vec<Option<(usize, std::ops::RangeInclusive<u16>)>>,
+    pub pools: Vec<Option<(usize, std::ops::RangeInclusive<u16>)>>,
 }
 
 impl ReplicaRules {
-    /// The rules of `cfg`.
-    #[must_use]
-    pub fn of(cfg: &Config) -> Self {
-        let interfaces = cfg
-            .sip_interfaces
-            .iter()
-            .map(|i| {
-                (
-                    i.has(Transport::Udp),
-                    i.has(Transport::Tcp),
-                    i.has(Transport::Tls),
-                )
-            })
-            .collect();
-        let agents = cfg
-            .session_agents
-            .iter()
-            .filter_map(|a| {
-                let iface = cfg.sip_interfaces.iter().position(|i| i.realm == a.realm)?;
-                Some((a.socket_addr(), iface))
-            })
-            .collect();
-        let pools = cfg
-            .sip_interfaces
-            .iter()
-            .map(|i| {
-                let k = cfg
-                    .steering_pools
-                    .iter()
-                    .position(|p| p.realm_id == i.realm)?;
-                let p = &cfg.steering_pools[k];
-                Some((k, p.start_port..=p.end_port))
-            })
-            .collect();
-        Self {
-            interfaces,
-            agents,
-            pools,
-        }
-    }
-
     fn media(&self, d: &Dialog) -> Result<(), String> {
         let Some(m) = &d.media else {
             return Ok(());
@@ -264,6 +221,7 @@ impl ReplicaRules {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sbc_config::{Config, Transport};
 
     fn leg(interface: usize, peer: &str, call_id: &str) -> Leg {
         Leg {
@@ -306,7 +264,7 @@ mod tests {
 
     #[test]
     fn a_dialog_of_this_configuration_passes_and_forgeries_do_not() {
-        let rules = ReplicaRules::of(&Config::embedded_default());
+        let rules = crate::settings::replica_rules(&Config::embedded_default());
         let d = dialog();
         assert_eq!(rules.check(&42u64.to_be_bytes(), &enc(&d)), Ok(d.clone()));
         let refused = |d: &Dialog, key: u64| rules.check(&key.to_be_bytes(), &enc(d)).is_err();
@@ -383,7 +341,7 @@ mod tests {
     #[test]
     fn a_set_up_passes_only_with_its_state_and_within_bounds() {
         use sbc_proto::sip::dialog::{CallSetup, RequestEcho, ResponseEcho};
-        let rules = ReplicaRules::of(&Config::embedded_default());
+        let rules = crate::settings::replica_rules(&Config::embedded_default());
         let mut d = dialog();
         d.state = DialogState::Early;
         d.callee.remote_tag = None;
@@ -439,7 +397,7 @@ mod tests {
     fn a_transport_the_interface_does_not_offer_is_refused() {
         let mut cfg = Config::embedded_default();
         cfg.sip_interfaces[0].transports = vec![Transport::Udp];
-        let rules = ReplicaRules::of(&cfg);
+        let rules = crate::settings::replica_rules(&cfg);
         let mut d = dialog();
         d.caller.transport = LegTransport::Tcp;
         assert!(rules.check(&42u64.to_be_bytes(), &enc(&d)).is_err());

@@ -45,7 +45,7 @@ const TICK: Duration = Duration::from_millis(250);
 
 /// One steering pool as the relay binds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct PoolBinding {
+pub struct PoolBinding {
     /// The realm (for messages).
     pub realm: String,
     /// The media address.

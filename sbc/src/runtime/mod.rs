@@ -17,19 +17,19 @@
 //! 503, transactions in progress finish), the node waits until all are idle or the grace period
 //! ends, then stops the threads.
 
-pub(crate) mod media;
+pub mod media;
+pub mod plan;
 pub mod tcp;
 pub mod tls;
 mod udp;
 
-use std::net::UdpSocket;
+use std::net::{IpAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use sbc_config::{Config, Transport};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc as tmpsc;
 use tracing::{debug, info, warn};
@@ -46,6 +46,7 @@ use sbc_proto::sip::classify::classify;
 use sbc_proto::sip::dialog::LegTransport;
 
 use self::media::{MediaRelay, PoolBinding, RelayCounters};
+pub use self::plan::{Listener, LiveSettings, MediaPlan, MediaTiming, RuntimeSettings};
 use self::tcp::{TcpEdge, TcpStatsSnapshot};
 use crate::workers::{
     lock, total_stats, Ctx, Group, GroupReport, Outlet, Shards, TimerThread, SHARDS,
@@ -166,7 +167,7 @@ impl Shared {
 /// relay while the node serves.
 struct NodeMedia {
     table: SharedMediaTable,
-    realms: Vec<Option<(usize, std::net::IpAddr)>>,
+    realms: Vec<Option<(usize, IpAddr)>>,
     bindings: Vec<PoolBinding>,
     relay: Mutex<Option<MediaRelay>>,
     counters: Arc<RelayCounters>,
@@ -188,7 +189,7 @@ pub struct Node {
     shared: Arc<Shared>,
     control: Mutex<Option<thread::JoinHandle<()>>>,
     grace: Duration,
-    interfaces: Vec<sbc_config::SipInterface>,
+    interfaces: Vec<Listener>,
     max: usize,
     tcp: Arc<TcpEdge>,
     /// The TLS edge.
@@ -215,12 +216,12 @@ struct Bound {
     accept_tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
-/// Starts the worker groups; binds every interface of `cfg` at once when `bind` is true (a
-/// single node, or the active of a pair), else later with [`Node::bind_interfaces`]. Must be
-/// called inside a tokio runtime.
-pub async fn start(cfg: &Config, bind: bool) -> anyhow::Result<Node> {
-    let mut ecfg = crate::settings::engine_config(cfg)?;
-    let media = crate::settings::media_plan(cfg).map(|plan| NodeMedia {
+/// Starts the worker groups; binds every interface at once when `bind` is true (a single node,
+/// or the active of a pair), else later with [`Node::bind_interfaces`]. Must be called inside
+/// a tokio runtime.
+pub async fn start(settings: &RuntimeSettings, bind: bool) -> anyhow::Result<Node> {
+    let mut ecfg = settings.engine.clone();
+    let media = settings.media.clone().map(|plan| NodeMedia {
         table: Arc::new(Mutex::new(MediaTable::new(plan.table))),
         realms: plan.realms,
         bindings: plan.bindings,
@@ -230,11 +231,12 @@ pub async fn start(cfg: &Config, bind: bool) -> anyhow::Result<Node> {
     });
     ecfg.media = media.as_ref().map(NodeMedia::anchoring);
     let tls_ctx = Arc::new(tls::TlsContext::default());
-    tls_ctx.load(cfg)?;
+    tls_ctx.load(&settings.tls)?;
     let (tcp_tx, tcp_rx) = tmpsc::unbounded_channel();
     let (tls_tx, tls_rx) = tmpsc::unbounded_channel();
+    let listeners = &settings.listeners;
     let wire = Arc::new(Wire {
-        udp: RwLock::new(vec![None; cfg.sip_interfaces.len()]),
+        udp: RwLock::new(vec![None; listeners.len()]),
         tcp_out: tcp_tx,
         tls_out: tls_tx,
         dialog_sync: Mutex::new(None),
@@ -243,32 +245,28 @@ pub async fn start(cfg: &Config, bind: bool) -> anyhow::Result<Node> {
         shards: Arc::new(Shards::new(&ecfg)),
         out: wire.clone(),
     });
-    let settings = crate::settings::work_settings(cfg);
-    let cycle = Duration::from_millis(cfg.sip_config.auto_scaling_cycle_ms.max(1));
+    let cycle = settings.autoscale_cycle;
     let mut udp_groups = Vec::new();
-    for iface in &cfg.sip_interfaces {
-        if !iface.transports.contains(&Transport::Udp) {
+    for (listener, profile) in listeners.iter().zip(&settings.udp_profiles) {
+        if !listener.udp {
             udp_groups.push(None);
             continue;
         }
-        let profile = crate::settings::profile_named(cfg, iface.auto_scaling_profile.as_deref())?;
         udp_groups.push(Some(Group::start(
-            format!("udp:{}", iface.realm),
-            cfg.sip_config.workers,
-            profile,
+            format!("udp:{}", listener.realm),
+            settings.udp_workers,
+            profile.clone(),
             cycle,
-            settings,
+            settings.work,
             &ctx,
         )?));
     }
-    let tcp_profile =
-        crate::settings::profile_named(cfg, cfg.sip_config.tcp_auto_scaling_profile.as_deref())?;
     let tcp_group = Group::start(
         "tcp".into(),
-        cfg.sip_config.tcp_workers,
-        tcp_profile,
+        settings.tcp_workers,
+        settings.tcp_profile.clone(),
         cycle,
-        settings,
+        settings.work,
         &ctx,
     )?;
     let timers = TimerThread::start(&ctx)?;
@@ -279,7 +277,7 @@ pub async fn start(cfg: &Config, bind: bool) -> anyhow::Result<Node> {
         tcp_group,
         timers,
         stopping: AtomicBool::new(false),
-        access: Mutex::new(AccessControl::new(crate::settings::access(cfg))),
+        access: Mutex::new(AccessControl::new(settings.live.access.clone())),
     });
     let control = {
         let shared = shared.clone();
@@ -287,16 +285,21 @@ pub async fn start(cfg: &Config, bind: bool) -> anyhow::Result<Node> {
             .name("autoscaler".into())
             .spawn(move || control_loop(&shared, cycle))?
     };
-    let tcp = Arc::new(TcpEdge::new(cfg));
+    let interface_ips: Vec<IpAddr> = listeners.iter().map(Listener::ip).collect();
+    let tcp = Arc::new(TcpEdge::new(&settings.live.edge, &interface_ips));
     tokio::spawn(tcp::sender(tcp_rx, tcp.clone(), dispatcher(&shared)));
-    let tls = Arc::new(TcpEdge::new_tls(cfg, tls_ctx.clone()));
+    let tls = Arc::new(TcpEdge::new_tls(
+        &settings.live.edge,
+        &interface_ips,
+        tls_ctx.clone(),
+    ));
     tokio::spawn(tcp::sender(tls_rx, tls.clone(), dispatcher(&shared)));
     let node = Node {
         shared,
         control: Mutex::new(Some(control)),
-        grace: Duration::from_millis(cfg.sip_config.shutdown_grace_ms),
-        interfaces: cfg.sip_interfaces.clone(),
-        max: cfg.sip_config.max_message_size,
+        grace: settings.shutdown_grace,
+        interfaces: listeners.clone(),
+        max: settings.max_message_size,
         tcp,
         tls,
         tls_ctx,
@@ -304,10 +307,7 @@ pub async fn start(cfg: &Config, bind: bool) -> anyhow::Result<Node> {
         media,
         admission: Mutex::new(AdmissionState {
             reasons: std::collections::BTreeSet::new(),
-            retry_after: (
-                cfg.sip_config.retry_after_min,
-                cfg.sip_config.retry_after_max,
-            ),
+            retry_after: settings.retry_after,
         }),
     };
     if bind {
@@ -346,18 +346,7 @@ fn control_loop(shared: &Shared, cycle: Duration) {
 impl Node {
     /// The interfaces as `realm udp+tcp addr`, for the ready line and `show` commands.
     pub fn describe_interfaces(&self) -> Vec<String> {
-        self.interfaces
-            .iter()
-            .map(|i| {
-                let kinds: Vec<&str> = i.transports.iter().map(|t| t.as_str()).collect();
-                let tls = if i.has(Transport::Tls) {
-                    format!(" (tls {})", i.addr_of(Transport::Tls))
-                } else {
-                    String::new()
-                };
-                format!("{} {} {}{tls}", i.realm, kinds.join("+"), i.socket_addr())
-            })
-            .collect()
+        self.interfaces.iter().map(Listener::describe).collect()
     }
 
     /// Whether the SIP interfaces are bound (this node serves SIP).
@@ -375,20 +364,19 @@ impl Node {
         let mut udp = vec![None; self.interfaces.len()];
         let mut listeners = Vec::new();
         for (idx, iface) in self.interfaces.iter().enumerate() {
-            let addr = iface.socket_addr();
-            if iface.transports.contains(&Transport::Udp) {
+            let addr = iface.address;
+            if iface.udp {
                 let sock = udp::bind(addr)
                     .with_context(|| format!("binding UDP {addr} for realm {}", iface.realm))?;
                 udp[idx] = Some(Arc::new(sock));
             }
-            if iface.transports.contains(&Transport::Tcp) {
+            if iface.tcp {
                 let l = TcpListener::bind(addr)
                     .await
                     .with_context(|| format!("binding TCP {addr} for realm {}", iface.realm))?;
                 listeners.push((idx, l, self.tcp.clone()));
             }
-            if iface.has(Transport::Tls) {
-                let tls_addr = iface.addr_of(Transport::Tls);
+            if let Some(tls_addr) = iface.tls {
                 let l = TcpListener::bind(tls_addr)
                     .await
                     .with_context(|| format!("binding TLS {tls_addr} for realm {}", iface.realm))?;
@@ -610,15 +598,15 @@ impl Node {
             .each(self.shared.wire.as_ref(), |_, e| e.set_config(cfg.clone()));
     }
 
-    /// Applies an activated configuration's edge settings: TCP limits (for new connections
-    /// and writes), source rates and the access-control lists.
-    pub fn reconfigure_edge(&self, cfg: &Config) {
-        self.tcp.reconfigure(cfg);
-        self.tls.reconfigure(cfg);
-        lock(&self.shared.access).set_settings(crate::settings::access(cfg));
+    /// Applies an activation's live settings: TCP limits (for new connections and writes),
+    /// source rates and the access-control lists, the media manager's timing.
+    pub fn reconfigure_edge(&self, live: &LiveSettings) {
+        self.tcp.reconfigure(&live.edge);
+        self.tls.reconfigure(&live.edge);
+        lock(&self.shared.access).set_settings(live.access.clone());
         if let Some(m) = &self.media {
-            let (window, sdp_only, inactivity) = crate::settings::media_timing(cfg);
-            lock(&m.table).set_timing(window, sdp_only, inactivity);
+            let t = live.media_timing;
+            lock(&m.table).set_timing(t.latch_window, t.latch_signalled_ip_only, t.inactivity);
         }
     }
 
@@ -739,7 +727,7 @@ impl Node {
     }
 
     /// `clear-deny`: lifts a source's dynamic deny; false if it was not denied.
-    pub fn clear_deny(&self, source: std::net::IpAddr) -> bool {
+    pub fn clear_deny(&self, source: IpAddr) -> bool {
         lock(&self.shared.access).clear_deny(source)
     }
 
@@ -866,7 +854,7 @@ pub struct PoolReport {
     /// Its realm.
     pub realm: String,
     /// Its media address.
-    pub address: std::net::IpAddr,
+    pub address: IpAddr,
     /// Its port range.
     pub ports: String,
     /// RTP/RTCP pairs free.

@@ -51,7 +51,6 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use sbc_config::Config;
 use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
@@ -88,22 +87,14 @@ pub struct TcpSettings {
     pub handshake_timeout: Duration,
 }
 
-impl TcpSettings {
-    /// The settings of `cfg`'s `sip-config`.
-    #[must_use]
-    pub fn of(cfg: &Config) -> Self {
-        let s = &cfg.sip_config;
-        Self {
-            max_message: s.max_message_size,
-            max_connections: s.tcp_max_connections,
-            max_per_source: s.tcp_max_connections_per_source,
-            message_timeout: Duration::from_millis(s.tcp_message_timeout_ms),
-            idle_timeout: Duration::from_millis(s.tcp_idle_timeout_ms),
-            write_queue_bytes: s.tcp_write_queue_bytes,
-            write_timeout: Duration::from_millis(s.tcp_write_timeout_ms),
-            handshake_timeout: Duration::from_millis(s.tls_handshake_timeout_ms),
-        }
-    }
+/// What a TCP (or TLS) edge follows live: its limits and the addresses exempt from the
+/// per-source cap (the session agents').
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EdgeSettings {
+    /// The limits.
+    pub limits: TcpSettings,
+    /// Session-agent addresses: exempt from the per-source cap.
+    pub trusted: HashSet<IpAddr>,
 }
 
 /// The smallest cost of one queued write: bounds the number of queued items too.
@@ -324,50 +315,52 @@ pub struct TcpEdge {
     stats: TcpStats,
 }
 
-fn trusted_of(cfg: &Config) -> HashSet<IpAddr> {
-    cfg.session_agents.iter().map(|a| a.address).collect()
-}
-
 impl TcpEdge {
-    /// The TCP edge of `cfg` (its interfaces, limits and session-agents).
+    /// The TCP edge of the interfaces whose IPs are `interface_ips` (in the engine's order).
     #[must_use]
-    pub fn new(cfg: &Config) -> Self {
-        Self::with_transport(cfg, LegTransport::Tcp, None)
+    pub fn new(settings: &EdgeSettings, interface_ips: &[IpAddr]) -> Self {
+        Self::with_transport(settings, interface_ips, LegTransport::Tcp, None)
     }
 
-    /// The TLS edge of `cfg`, with the profiles of `tls`.
+    /// The TLS edge of the interfaces whose IPs are `interface_ips`, with the profiles of
+    /// `tls`.
     #[must_use]
-    pub fn new_tls(cfg: &Config, tls: Arc<TlsContext>) -> Self {
-        Self::with_transport(cfg, LegTransport::Tls, Some(tls))
+    pub fn new_tls(
+        settings: &EdgeSettings,
+        interface_ips: &[IpAddr],
+        tls: Arc<TlsContext>,
+    ) -> Self {
+        Self::with_transport(settings, interface_ips, LegTransport::Tls, Some(tls))
     }
 
-    fn with_transport(cfg: &Config, transport: LegTransport, tls: Option<Arc<TlsContext>>) -> Self {
+    fn with_transport(
+        settings: &EdgeSettings,
+        interface_ips: &[IpAddr],
+        transport: LegTransport,
+        tls: Option<Arc<TlsContext>>,
+    ) -> Self {
         Self {
             transport,
             tls,
-            settings: RwLock::new(TcpSettings::of(cfg)),
-            trusted: RwLock::new(trusted_of(cfg)),
+            settings: RwLock::new(settings.limits),
+            trusted: RwLock::new(settings.trusted.clone()),
             conns: Mutex::new(HashMap::new()),
-            per_interface: (0..cfg.sip_interfaces.len())
-                .map(|_| AtomicUsize::new(0))
-                .collect(),
-            dialled_per_interface: (0..cfg.sip_interfaces.len())
-                .map(|_| AtomicUsize::new(0))
-                .collect(),
-            interface_ips: cfg.sip_interfaces.iter().map(|i| i.address).collect(),
+            per_interface: interface_ips.iter().map(|_| AtomicUsize::new(0)).collect(),
+            dialled_per_interface: interface_ips.iter().map(|_| AtomicUsize::new(0)).collect(),
+            interface_ips: interface_ips.to_vec(),
             per_source: Mutex::new(HashMap::new()),
             stats: TcpStats::default(),
         }
     }
 
-    /// Applies an activated configuration: new limits hold for new connections and new
-    /// writes; existing connections keep their deadlines until their next message.
-    pub fn reconfigure(&self, cfg: &Config) {
+    /// Applies activated settings: new limits hold for new connections and new writes;
+    /// existing connections keep their deadlines until their next message.
+    pub fn reconfigure(&self, settings: &EdgeSettings) {
         if let Ok(mut s) = self.settings.write() {
-            *s = TcpSettings::of(cfg);
+            *s = settings.limits;
         }
         if let Ok(mut t) = self.trusted.write() {
-            *t = trusted_of(cfg);
+            t.clone_from(&settings.trusted);
         }
     }
 

@@ -46,7 +46,6 @@ use rustls::{
     ClientConfig, DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig,
     SignatureScheme, SupportedProtocolVersion,
 };
-use sbc_config::{Config, TlsProfile, TlsVersion, Transport};
 use serde::Serialize;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
@@ -218,6 +217,71 @@ fn read_chain(
         validity_of(c).map_err(|e| err(format!("certificate {} of the chain: {e}", i + 1)))?;
     }
     Ok((certs, validity))
+}
+
+/// A `tls-profile` as the TLS context loads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsProfile {
+    /// The profile's name.
+    pub name: String,
+    /// The certificate chain file (PEM); empty: the profile only dials.
+    pub end_entity_certificate: String,
+    /// The certificate's private key file (PEM).
+    pub private_key: String,
+    /// The CA files peers are verified against.
+    pub trusted_ca_certificates: Vec<String>,
+    /// Clients must present a certificate of those CAs.
+    pub mutual_authenticate: bool,
+    /// With mutual authentication, the names a client certificate must carry one of.
+    pub verify_names: Vec<String>,
+    /// The TLS versions offered.
+    pub tls_version: TlsVersion,
+    /// Days before expiry from which the certificate is reported as expiring.
+    pub expiry_warning_days: u32,
+}
+
+impl TlsProfile {
+    /// Whether the profile has a certificate to present.
+    #[must_use]
+    pub fn has_certificate(&self) -> bool {
+        !self.end_entity_certificate.is_empty()
+    }
+}
+
+/// The TLS versions a profile offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsVersion {
+    /// TLS 1.2 and 1.3.
+    Compatibility,
+    /// TLS 1.2 only.
+    Tlsv12,
+    /// TLS 1.3 only.
+    Tlsv13,
+}
+
+/// A session agent reached over TLS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsAgent {
+    /// The agent's name (for messages).
+    pub name: String,
+    /// Where it is dialled.
+    pub address: SocketAddr,
+    /// The profile it is dialled with.
+    pub profile: String,
+    /// The name sent as SNI and verified (`None`: its IP address).
+    pub server_name: Option<String>,
+}
+
+/// Every profile, which profile each interface listens with, and how each TLS session agent is
+/// dialled.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsSettings {
+    /// The profiles.
+    pub profiles: Vec<TlsProfile>,
+    /// Per interface (by index): its TLS listener's profile, when it listens on TLS.
+    pub interfaces: Vec<Option<String>>,
+    /// The session agents reached over TLS.
+    pub agents: Vec<TlsAgent>,
 }
 
 /// Loads the certificate and key of `p`, checked to match.
@@ -515,12 +579,12 @@ fn server_name_of(agent_name: Option<&str>, ip: IpAddr) -> Result<ServerName<'st
 }
 
 impl TlsContext {
-    /// Loads every profile of `cfg` (checked), replacing what was loaded: see the module docs
-    /// on rotation. Returns the profiles whose certificate changed.
+    /// Loads every profile of `settings` (checked), replacing what was loaded: see the module
+    /// docs on rotation. Returns the profiles whose certificate changed.
     ///
     /// # Errors
     /// The first file that does not load; nothing was changed then.
-    pub fn load(&self, cfg: &Config) -> Result<Vec<String>, LoadError> {
+    pub fn load(&self, settings: &TlsSettings) -> Result<Vec<String>, LoadError> {
         let now = unix_now();
         let old = self
             .state
@@ -531,7 +595,7 @@ impl TlsContext {
         let mut rotated = Vec::new();
         // Everything loads first; only then does anything change.
         let mut swaps = Vec::new();
-        for p in &cfg.tls_profiles {
+        for p in &settings.profiles {
             let cert = load_cert(p, now)?;
             let cas = read_cas(p, now)?;
             let loaded = match old.get(&p.name) {
@@ -569,31 +633,24 @@ impl TlsContext {
             profiles.insert(p.name.clone(), loaded);
         }
         let mut agents = HashMap::new();
-        for a in cfg
-            .session_agents
-            .iter()
-            .filter(|a| a.transport == Transport::Tls)
-        {
-            let profile = a.tls_profile.clone().unwrap_or_default();
+        for a in &settings.agents {
             let name =
-                server_name_of(a.tls_server_name.as_deref(), a.address).map_err(|reason| {
+                server_name_of(a.server_name.as_deref(), a.address.ip()).map_err(|reason| {
                     LoadError {
-                        profile: profile.clone(),
+                        profile: a.profile.clone(),
                         file: format!("session-agent {} tls-server-name", a.name),
                         reason,
                     }
                 })?;
-            agents.insert(a.socket_addr(), DialTarget { profile, name });
+            agents.insert(
+                a.address,
+                DialTarget {
+                    profile: a.profile.clone(),
+                    name,
+                },
+            );
         }
-        let interfaces = cfg
-            .sip_interfaces
-            .iter()
-            .map(|i| {
-                i.has(Transport::Tls)
-                    .then(|| i.tls_profile.clone())
-                    .flatten()
-            })
-            .collect();
+        let interfaces = settings.interfaces.clone();
         for (resolver, key) in swaps {
             resolver.set(key);
         }
@@ -676,6 +733,7 @@ impl TlsContext {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sbc_config::Config;
 
     #[test]
     fn dates_print_as_utc_days() {
@@ -698,7 +756,7 @@ mod tests {
 
     /// A node whose core realm dials the TLS agent `peer.lab` at 127.0.0.1:5061, verified
     /// with the CAs of `bundle`.
-    fn dialling_config(sbc: &Issued, bundle: &Path) -> Config {
+    fn dialling_config(sbc: &Issued, bundle: &Path) -> TlsSettings {
         let toml = format!(
             r#"
 [[sip-interface]]
@@ -728,7 +786,7 @@ trusted-ca-certificates = ["{}"]
             sbc.key.display(),
             bundle.display()
         );
-        Config::from_toml_str(&toml).expect("test config")
+        crate::settings::tls(&Config::from_toml_str(&toml).expect("test config"))
     }
 
     /// One in-memory handshake of the connector toward the agent with a server presenting

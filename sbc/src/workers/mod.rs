@@ -75,7 +75,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Settings shared by the workers of every group.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct WorkSettings {
+pub struct WorkSettings {
     /// PRSM or FIFO, and the queue sizes.
     pub prsm: PrsmConfig,
     /// A new request that waited longer than this is refused (PRSM mode; zero: never).
