@@ -67,7 +67,8 @@ use crate::error::{quoted, ConfigError};
 use crate::model::{split_option, KNOWN_OPTIONS};
 use crate::Config;
 
-use element::{parse_scalar, top_list, top_put, top_remove, top_single, Attr, Kind, Ty};
+use crate::keys::Ty;
+use element::{parse_scalar, top_list, top_put, top_remove, top_single, Attr, Kind};
 pub use element::{render_config, render_element, Element};
 
 /// What the node does with a line.
@@ -483,10 +484,7 @@ const REALM_ATTRS: &[&str] = &["realm-id"];
 
 /// The `valid` part of a message from an attribute's hint: `<1..=100>` → `1..=100`.
 fn hint_valid(attr: &Attr) -> String {
-    attr.hint
-        .trim_start_matches('<')
-        .trim_end_matches('>')
-        .to_owned()
+    attr.valid()
 }
 
 /// How an item of a list is identified for `+` (replace) and `-` (remove): an option by its
@@ -1398,7 +1396,7 @@ impl Session {
             match ty {
                 Ty::Words(words) => words.iter().map(|w| pair((*w).to_owned(), "")).collect(),
                 Ty::Bool => vec![pair("enabled".into(), ""), pair("disabled".into(), "")],
-                _ => vec![pair(attr.hint.to_owned(), attr.help)],
+                _ => vec![pair(attr.hint_text(), attr.help)],
             }
         };
         match attr.ty {

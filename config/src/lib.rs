@@ -51,6 +51,7 @@ pub mod acli;
 pub mod diff;
 mod error;
 mod file;
+pub mod keys;
 mod model;
 pub mod net;
 mod push;

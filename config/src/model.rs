@@ -1,12 +1,16 @@
 //! The configuration elements, their TOML spelling and their defaults.
 
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{quoted, ConfigError};
+use crate::keys::{
+    alarm_threshold, auto_scaling_profile, media_manager, redundancy_config, session_agent,
+    sip_config, sip_interface, system_config, tls_profile, trap_receiver,
+};
 
 /// Declares a keyword enum: the lowercase words the file and the ACLI spell it with, `ALL`,
 /// `as_str`, `Display`, `Default` and a case-insensitive `FromStr` whose error names the key,
@@ -28,8 +32,11 @@ macro_rules! keyword_enum {
             /// Every value, in the order they are listed in messages.
             pub const ALL: &'static [Self] = &[$(Self::$variant),+];
 
-            /// The words of [`Self::ALL`], for the ACLI's completion and help.
-            #[allow(dead_code, reason = "not every keyword enum is an ACLI attribute")]
+            /// The default, which the key tables ([`crate::keys`]) read.
+            pub const DEFAULT: Self = Self::$default;
+
+            /// The words of [`Self::ALL`], for the key tables, the ACLI's completion and help.
+            #[allow(dead_code, reason = "not every keyword enum is a key of its own")]
             pub(crate) const WORDS: &'static [&'static str] = &[$($word),+];
 
             /// The lowercase word used in the file and the ACLI.
@@ -49,7 +56,7 @@ macro_rules! keyword_enum {
 
         impl Default for $name {
             fn default() -> Self {
-                Self::$default
+                Self::DEFAULT
             }
         }
 
@@ -338,15 +345,15 @@ pub struct SystemConfig {
 impl Default for SystemConfig {
     fn default() -> Self {
         Self {
-            hostname: "sbc".to_owned(),
+            hostname: system_config::HOSTNAME.text().to_owned(),
             options: Vec::new(),
-            memory_source: MemorySource::Host,
-            memory_limit_mb: 0,
-            heap_limit_mb: 1024,
-            alarm_iteration_ms: 15_000,
-            alarm_subsamples: 15,
-            spike_subsamples: 3,
-            lab_mode: false,
+            memory_source: MemorySource::DEFAULT,
+            memory_limit_mb: const { system_config::MEMORY_LIMIT_MB.int() },
+            heap_limit_mb: const { system_config::HEAP_LIMIT_MB.int() },
+            alarm_iteration_ms: const { system_config::ALARM_ITERATION_MS.int() },
+            alarm_subsamples: const { system_config::ALARM_SUBSAMPLES.u32() },
+            spike_subsamples: const { system_config::SPIKE_SUBSAMPLES.u32() },
+            lab_mode: const { system_config::LAB_MODE.flag() },
             alarm_thresholds: Vec::new(),
             trap_receivers: Vec::new(),
             snmp_agent_address: None,
@@ -455,11 +462,11 @@ pub struct AlarmThreshold {
 impl Default for AlarmThreshold {
     fn default() -> Self {
         Self {
-            kind: AlarmType::Memory,
-            volume: String::new(),
-            severity: Severity::Minor,
-            value: 0,
-            health_penalty: 0,
+            kind: AlarmType::DEFAULT,
+            volume: alarm_threshold::VOLUME.text().to_owned(),
+            severity: Severity::DEFAULT,
+            value: const { alarm_threshold::VALUE.u8() },
+            health_penalty: const { alarm_threshold::HEALTH_PENALTY.u8() },
         }
     }
 }
@@ -534,11 +541,11 @@ pub struct TrapReceiver {
 impl Default for TrapReceiver {
     fn default() -> Self {
         Self {
-            ip_address: default_address(),
-            port: 162,
-            community: "public".to_owned(),
-            filter_level: FilterLevel::All,
-            version: SnmpVersion::V2c,
+            ip_address: const { trap_receiver::IP_ADDRESS.ip() },
+            port: const { trap_receiver::PORT.u16() },
+            community: trap_receiver::COMMUNITY.text().to_owned(),
+            filter_level: FilterLevel::DEFAULT,
+            version: SnmpVersion::DEFAULT,
             user_name: None,
         }
     }
@@ -629,23 +636,23 @@ pub struct RedundancyConfig {
 impl Default for RedundancyConfig {
     fn default() -> Self {
         Self {
-            state: RedundancyState::Disabled,
-            port: 9090,
-            advertisement_time: 200,
-            percent_drift: 300,
-            initial_time: 1250,
-            becoming_active_time: 50,
-            becoming_standby_time: 180_000,
-            health_threshold: 75,
-            emergency_threshold: 50,
-            config_sync_port: 1987,
-            sip_sync_port: 1988,
+            state: RedundancyState::DEFAULT,
+            port: const { redundancy_config::PORT.u16() },
+            advertisement_time: const { redundancy_config::ADVERTISEMENT_TIME.int() },
+            percent_drift: const { redundancy_config::PERCENT_DRIFT.u32() },
+            initial_time: const { redundancy_config::INITIAL_TIME.int() },
+            becoming_active_time: const { redundancy_config::BECOMING_ACTIVE_TIME.int() },
+            becoming_standby_time: const { redundancy_config::BECOMING_STANDBY_TIME.int() },
+            health_threshold: const { redundancy_config::HEALTH_THRESHOLD.u8() },
+            emergency_threshold: const { redundancy_config::EMERGENCY_THRESHOLD.u8() },
+            config_sync_port: const { redundancy_config::CONFIG_SYNC_PORT.u16() },
+            sip_sync_port: const { redundancy_config::SIP_SYNC_PORT.u16() },
             witness: None,
-            shared_key: String::new(),
+            shared_key: redundancy_config::SHARED_KEY.text().to_owned(),
             service_address: None,
-            notify_active: String::new(),
-            notify_standby: String::new(),
-            notify_fault: String::new(),
+            notify_active: redundancy_config::NOTIFY_ACTIVE.text().to_owned(),
+            notify_standby: redundancy_config::NOTIFY_STANDBY.text().to_owned(),
+            notify_fault: redundancy_config::NOTIFY_FAULT.text().to_owned(),
             peers: Vec::new(),
         }
     }
@@ -725,9 +732,9 @@ impl Default for AutoScalingProfile {
     fn default() -> Self {
         Self {
             name: String::new(),
-            scale_up_to: 6,
-            scale_up_on: 70,
-            scale_up_for: 4,
+            scale_up_to: const { auto_scaling_profile::SCALE_UP_TO.u32() },
+            scale_up_on: const { auto_scaling_profile::SCALE_UP_ON.u8() },
+            scale_up_for: const { auto_scaling_profile::SCALE_UP_FOR.u32() },
             scale_up_within: None,
             scale_down_to: None,
             scale_down_on: None,
@@ -878,38 +885,38 @@ pub struct SipConfig {
 impl Default for SipConfig {
     fn default() -> Self {
         Self {
-            t1_ms: 500,
-            t2_ms: 4000,
-            t4_ms: 5000,
-            timer_c_ms: 180_000,
-            max_message_size: 65_535,
-            workers: 2,
-            tcp_workers: 1,
+            t1_ms: const { sip_config::T1_MS.int() },
+            t2_ms: const { sip_config::T2_MS.int() },
+            t4_ms: const { sip_config::T4_MS.int() },
+            timer_c_ms: const { sip_config::TIMER_C_MS.int() },
+            max_message_size: const { sip_config::MAX_MESSAGE_SIZE.usize() },
+            workers: const { sip_config::WORKERS.usize() },
+            tcp_workers: const { sip_config::TCP_WORKERS.usize() },
             tcp_auto_scaling_profile: None,
-            prsm: true,
-            queue_size: 1024,
-            max_queue_delay_ms: 100,
-            routing_cost_us: 0,
-            shutdown_grace_ms: 5000,
-            heap_reject_threshold: 90,
-            heap_resume_threshold: 80,
-            retry_after_min: 5,
-            retry_after_max: 15,
-            auto_scaling_cycle_ms: 1000,
-            source_rate: 15,
-            source_burst: 30,
-            source_deny_seconds: 120,
-            max_calls: 100_000,
-            max_transactions: 200_000,
-            in_dialog_source: InDialogSource::Address,
-            max_header_size: 8192,
-            tcp_max_connections: 2048,
-            tcp_max_connections_per_source: 64,
-            tcp_message_timeout_ms: 20_000,
-            tcp_idle_timeout_ms: 120_000,
-            tcp_write_queue_bytes: 262_144,
-            tcp_write_timeout_ms: 10_000,
-            tls_handshake_timeout_ms: 5000,
+            prsm: const { sip_config::PRSM.flag() },
+            queue_size: const { sip_config::QUEUE_SIZE.usize() },
+            max_queue_delay_ms: const { sip_config::MAX_QUEUE_DELAY_MS.int() },
+            routing_cost_us: const { sip_config::ROUTING_COST_US.int() },
+            shutdown_grace_ms: const { sip_config::SHUTDOWN_GRACE_MS.int() },
+            heap_reject_threshold: const { sip_config::HEAP_REJECT_THRESHOLD.u8() },
+            heap_resume_threshold: const { sip_config::HEAP_RESUME_THRESHOLD.u8() },
+            retry_after_min: const { sip_config::RETRY_AFTER_MIN.u32() },
+            retry_after_max: const { sip_config::RETRY_AFTER_MAX.u32() },
+            auto_scaling_cycle_ms: const { sip_config::AUTO_SCALING_CYCLE_MS.int() },
+            source_rate: const { sip_config::SOURCE_RATE.u32() },
+            source_burst: const { sip_config::SOURCE_BURST.u32() },
+            source_deny_seconds: const { sip_config::SOURCE_DENY_SECONDS.int() },
+            max_calls: const { sip_config::MAX_CALLS.usize() },
+            max_transactions: const { sip_config::MAX_TRANSACTIONS.usize() },
+            in_dialog_source: InDialogSource::DEFAULT,
+            max_header_size: const { sip_config::MAX_HEADER_SIZE.usize() },
+            tcp_max_connections: const { sip_config::TCP_MAX_CONNECTIONS.usize() },
+            tcp_max_connections_per_source: const { sip_config::TCP_MAX_CONNECTIONS_PER_SOURCE.usize() },
+            tcp_message_timeout_ms: const { sip_config::TCP_MESSAGE_TIMEOUT_MS.int() },
+            tcp_idle_timeout_ms: const { sip_config::TCP_IDLE_TIMEOUT_MS.int() },
+            tcp_write_queue_bytes: const { sip_config::TCP_WRITE_QUEUE_BYTES.usize() },
+            tcp_write_timeout_ms: const { sip_config::TCP_WRITE_TIMEOUT_MS.int() },
+            tls_handshake_timeout_ms: const { sip_config::TLS_HANDSHAKE_TIMEOUT_MS.int() },
         }
     }
 }
@@ -1052,7 +1059,7 @@ pub struct SessionAgent {
     #[serde(default = "default_address")]
     pub address: IpAddr,
     /// `port`: the agent's port. Default 5060, valid 1..=65535.
-    #[serde(default = "default_port")]
+    #[serde(default = "default_agent_port")]
     pub port: u16,
     /// `transport`: the transport used to reach the agent. Default `"udp"`; `tls` needs a
     /// `tls-profile`, and TLS listening on the agent's realm's interface (where the agent's
@@ -1130,9 +1137,9 @@ impl TlsProfile {
             end_entity_certificate: String::new(),
             private_key: String::new(),
             trusted_ca_certificates: Vec::new(),
-            mutual_authenticate: false,
+            mutual_authenticate: const { tls_profile::MUTUAL_AUTHENTICATE.flag() },
             verify_names: Vec::new(),
-            tls_version: TlsVersion::default(),
+            tls_version: TlsVersion::DEFAULT,
             expiry_warning_days: default_expiry_warning_days(),
         }
     }
@@ -1145,7 +1152,7 @@ impl TlsProfile {
 }
 
 const fn default_expiry_warning_days() -> u32 {
-    30
+    tls_profile::EXPIRY_WARNING_DAYS.u32()
 }
 
 /// `access-control`: an operator's allow or deny entry for SIP sources (Oracle's element name).
@@ -1184,11 +1191,11 @@ pub struct MediaManager {
 impl Default for MediaManager {
     fn default() -> Self {
         Self {
-            state: MediaManagerState::Enabled,
-            latching: true,
-            restricted_latching: RestrictedLatching::None,
-            latching_window_ms: 5000,
-            rtp_inactivity: 0,
+            state: MediaManagerState::DEFAULT,
+            latching: const { media_manager::LATCHING.flag() },
+            restricted_latching: RestrictedLatching::DEFAULT,
+            latching_window_ms: const { media_manager::LATCHING_WINDOW_MS.int() },
+            rtp_inactivity: const { media_manager::RTP_INACTIVITY.int() },
         }
     }
 }
@@ -1274,24 +1281,39 @@ pub(crate) const ACCESS_REALM: &str = "access";
 /// The realm, and name, of the default core-side interface and session-agent.
 pub(crate) const CORE: &str = "core";
 
-pub(crate) fn default_address() -> IpAddr {
-    IpAddr::V4(Ipv4Addr::LOCALHOST)
+/// The default of an interface's and an agent's `address`.
+pub(crate) const fn default_address() -> IpAddr {
+    sip_interface::ADDRESS.ip()
 }
 
-const fn default_port() -> u16 {
-    5060
+/// The default `port` of an interface.
+pub(crate) const fn default_port() -> u16 {
+    sip_interface::PORT.u16()
 }
 
+/// The default `port` of a session-agent.
+pub(crate) const fn default_agent_port() -> u16 {
+    session_agent::PORT.u16()
+}
+
+/// The default `transports` of an interface, from its key table.
 pub(crate) fn default_transports() -> Vec<Transport> {
-    vec![Transport::Udp, Transport::Tcp]
+    sip_interface::TRANSPORTS
+        .list()
+        .iter()
+        .filter_map(|word| word.parse().ok())
+        .collect()
 }
 
 pub(crate) const fn default_tls_port() -> u16 {
-    5061
+    sip_interface::TLS_PORT.u16()
 }
 
+/// The default `transport` of a session-agent, which its key table reads.
+pub(crate) const DEFAULT_TRANSPORT: Transport = Transport::Udp;
+
 const fn default_transport() -> Transport {
-    Transport::Udp
+    DEFAULT_TRANSPORT
 }
 
 /// The interfaces used when the file has no `[[sip-interface]]`: access on 5060, core on 5062.
