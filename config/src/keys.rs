@@ -841,3 +841,184 @@ pub const ELEMENTS: &[ElementSpec] = &[
     media_manager::ELEMENT,
     steering_pool::ELEMENT,
 ];
+
+#[cfg(test)]
+mod tests {
+    use toml::value::{Table, Value};
+
+    use super::{Bound, Dflt, ElementSpec, Ty, ELEMENTS};
+    use crate::model::{
+        AccessControl, AlarmThreshold, AutoScalingProfile, MediaManager, Peer, RedundancyConfig,
+        SessionRouter, SipConfig, SnmpCommunity, SnmpUserEntry, SystemConfig, TlsProfile,
+        TrapReceiver,
+    };
+    use crate::{Config, ConfigError};
+
+    fn table<T: serde::Serialize>(value: &T) -> Table {
+        Table::try_from(value).unwrap_or_default()
+    }
+
+    /// The model's default instance of each element, as TOML.
+    fn model_default(element: &str) -> Option<Table> {
+        Some(match element {
+            "system-config" => table(&SystemConfig::default()),
+            "alarm-threshold" => table(&AlarmThreshold::default()),
+            "trap-receiver" => table(&TrapReceiver::default()),
+            "snmp-community" => table(&SnmpCommunity::default()),
+            "snmp-user-entry" => table(&SnmpUserEntry::default()),
+            "sip-config" => table(&SipConfig::default()),
+            "session-router" => table(&SessionRouter::default()),
+            "tls-profile" => table(&TlsProfile::named("")),
+            "redundancy-config" => table(&RedundancyConfig::default()),
+            "peer" => table(&Peer::default()),
+            "auto-scaling-profile" => table(&AutoScalingProfile::default()),
+            "access-control" => table(&AccessControl::default()),
+            "media-manager" => table(&MediaManager::default()),
+            "sip-interface" => table(&toml::from_str::<crate::SipInterface>("realm = \"a\"").ok()?),
+            "session-agent" => {
+                table(&toml::from_str::<crate::SessionAgent>("name = \"a\"\nrealm = \"a\"").ok()?)
+            }
+            _ => return None,
+        })
+    }
+
+    /// The sub-element lists of an element, which are tables of their own.
+    const LISTS: &[&str] = &[
+        "alarm-threshold",
+        "trap-receiver",
+        "snmp-community",
+        "snmp-user-entry",
+        "peer",
+        "route",
+    ];
+
+    #[test]
+    fn the_model_defaults_are_the_declared_ones_and_every_key_is_declared() {
+        for spec in ELEMENTS {
+            let Some(model) = model_default(spec.name) else {
+                continue;
+            };
+            for key in model.keys() {
+                assert!(
+                    spec.key(key).is_some() || LISTS.contains(&key.as_str()),
+                    "{}: key {key} is in the model but not in the key table",
+                    spec.name
+                );
+            }
+            for key in spec.keys {
+                let have = model.get(key.name);
+                let quote = |s: &str| Some(Value::String(s.to_owned()));
+                let want = match key.default {
+                    Dflt::Int(n) => Some(Value::Integer(i64::try_from(n).unwrap_or(i64::MAX))),
+                    Dflt::Bool(b) => Some(Value::Boolean(b)),
+                    Dflt::Str(s) => quote(s),
+                    Dflt::Ip(ip) => quote(&ip.to_string()),
+                    Dflt::List(items) => Some(Value::Array(
+                        items
+                            .iter()
+                            .map(|i| Value::String((*i).to_owned()))
+                            .collect(),
+                    )),
+                    Dflt::Unset => None,
+                    Dflt::Required => continue,
+                };
+                let empty =
+                    |v: &Value| v.as_str() == Some("") || v.as_array().is_some_and(Vec::is_empty);
+                let same =
+                    have == want.as_ref() || (have.is_none() && want.as_ref().is_some_and(empty));
+                assert!(
+                    same,
+                    "{}.{}: the model's default is {have:?}, the table declares {want:?}",
+                    spec.name, key.name
+                );
+            }
+        }
+    }
+
+    /// A configuration with one key of an element set to `value`, and the key's path.
+    fn with(spec: &ElementSpec, key: &str, value: u64) -> Option<(String, String)> {
+        let line = format!("{key} = {value}\n");
+        Some(match spec.name {
+            "system-config" | "sip-config" | "redundancy-config" | "media-manager" => (
+                format!("{}\n{line}", spec.table),
+                format!("{}.{key}", spec.name),
+            ),
+            "alarm-threshold" => (
+                format!(
+                    "[[system-config.alarm-threshold]]\n{}{line}",
+                    if key == "value" { "" } else { "value = 50\n" }
+                ),
+                format!("system-config.alarm-threshold[0].{key}"),
+            ),
+            "trap-receiver" => (
+                format!("[[system-config.trap-receiver]]\n{line}"),
+                format!("system-config.trap-receiver[0].{key}"),
+            ),
+            "tls-profile" => (
+                format!("[[tls-profile]]\nname = \"t\"\n{line}"),
+                format!("tls-profile[0].{key}"),
+            ),
+            "auto-scaling-profile" => (
+                format!("[[auto-scaling-profile]]\nname = \"p\"\n{line}"),
+                format!("auto-scaling-profile[0].{key}"),
+            ),
+            _ => return None,
+        })
+    }
+
+    #[test]
+    fn every_declared_literal_bound_is_enforced_by_validation() {
+        let mut checked = 0;
+        for spec in ELEMENTS {
+            for key in spec.keys.iter().filter(|k| !k.optional) {
+                let (Some((low, high)), Ty::Int(storage)) = (key.range, key.ty) else {
+                    continue;
+                };
+                let mut outside = Vec::new();
+                if let Bound::Value(n) = low {
+                    outside.extend(n.checked_sub(1));
+                }
+                if let Bound::Value(n) = high {
+                    outside.extend(Some(n + 1).filter(|v| *v <= storage));
+                }
+                for value in outside {
+                    let Some((text, path)) = with(spec, key.name, value) else {
+                        continue;
+                    };
+                    match Config::from_toml_str(&text) {
+                        Err(ConfigError::Invalid { key: bad, .. }) => {
+                            assert_eq!(bad, path, "{text}");
+                        }
+                        other => panic!("{text}: expected an error about {path}, got {other:?}"),
+                    }
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 60, "only {checked} bounds checked");
+    }
+
+    #[test]
+    fn the_acli_hints_follow_from_the_declarations() {
+        use super::{redundancy_config, sip_config, system_config};
+        assert_eq!(sip_config::T1_MS.hint_text(), "<10..=10000>");
+        assert_eq!(sip_config::T2_MS.hint_text(), "<t1-ms..=60000>");
+        assert_eq!(
+            sip_config::MAX_QUEUE_DELAY_MS.hint_text(),
+            "<0..=32000, 0 = off>"
+        );
+        assert_eq!(
+            redundancy_config::EMERGENCY_THRESHOLD.hint_text(),
+            "<0..health-threshold>"
+        );
+        assert_eq!(
+            super::auto_scaling_profile::SCALE_DOWN_TO.hint_text(),
+            "<1..scale-up-to | none>"
+        );
+        assert_eq!(
+            system_config::MEMORY_SOURCE.hint_text(),
+            "<host | cgroup | process>"
+        );
+        assert_eq!(system_config::LAB_MODE.hint_text(), "<enabled | disabled>");
+    }
+}

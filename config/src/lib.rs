@@ -49,6 +49,7 @@
 
 pub mod acli;
 pub mod diff;
+pub mod docs;
 mod error;
 mod file;
 pub mod keys;
