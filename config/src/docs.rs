@@ -2,7 +2,7 @@
 //! ([`crate::keys`]).
 //!
 //! Both are committed (`config/sbc.example.toml`, `docs/configuration-reference.md`); a unit
-//! test compares them with what [`example_file`] and [`reference`] make and fails, naming the
+//! test compares them with what [`example_file`] and [`reference()`] make and fails, naming the
 //! file and the first line that differs, when a table changed and they were not regenerated.
 //! The test never writes them: `cargo test -p sbc-config -- --ignored regenerate_config_docs`
 //! does.
