@@ -59,6 +59,7 @@ mod element;
 #[cfg(test)]
 mod tests;
 
+use std::borrow::Cow;
 use std::mem;
 
 use toml::value::Value;
@@ -67,7 +68,8 @@ use crate::error::{quoted, ConfigError};
 use crate::model::{split_option, KNOWN_OPTIONS};
 use crate::Config;
 
-use element::{parse_scalar, top_list, top_put, top_remove, top_single, Attr, Kind, Ty};
+use crate::keys::Ty;
+use element::{parse_scalar, top_list, top_put, top_remove, top_single, Attr, Kind};
 pub use element::{render_config, render_element, Element};
 
 /// What the node does with a line.
@@ -78,60 +80,58 @@ pub enum Reply {
     /// The line was refused; the message names the wrong word and what is valid. Nothing
     /// changed.
     Error(String),
-    /// An operational command for the node to execute.
-    Operational(OperCommand),
+    /// An operational command for the node to parse and execute.
+    Operational(OperLine),
     /// A configuration lifecycle command for the node to execute.
     Lifecycle(LifecycleCommand),
     /// `exit` at the top level: close the session.
     Exit,
 }
 
-/// The operational commands, which the node carries out and answers.
+/// An operational line for the node to parse and carry out: the command word, resolved to the
+/// spelling of the node's [`Operations`] table, and the words after it as typed. A `show` of a
+/// topic the node answers is `show` with the topic, resolved, as its one argument.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OperCommand {
-    /// `show health`: the health score, what took points off it, sync state.
-    ShowHealth,
-    /// `show redundancy`: role, state, peer, epochs.
-    ShowRedundancy,
-    /// `show memory`: memory and heap utilisation against their limits.
-    ShowMemory,
-    /// `display-alarms` (also `show alarms`): the alarm table.
-    DisplayAlarms,
-    /// `clear-alarm <id> <task>`: clear one alarm.
-    ClearAlarm {
-        /// The alarm id, as `display-alarms` shows it.
-        id: u32,
-        /// The task that raised it, as `display-alarms` shows it.
-        task: String,
-    },
-    /// `show sip-stats`: SIP counters.
-    ShowSipStats,
-    /// `show workers`: worker groups and their loads.
-    ShowWorkers,
-    /// `show dialogs`: the dialog table.
-    ShowDialogs,
-    /// `show media`: the media sessions (anchored calls, their ports and latching) and the
-    /// steering pools.
-    ShowMedia,
-    /// `show access-control`: the sources denied now, the operator's lists, the counters.
-    ShowAccessControl,
-    /// `show tls`: the TLS profiles' certificates, their expiry, the TLS connection counters.
-    ShowTls,
-    /// `clear-deny <address>`: lift a source's dynamic deny.
-    ClearDeny {
-        /// The source.
-        address: std::net::IpAddr,
-    },
-    /// `notify berpd force`: force a switchover.
-    NotifyBerpdForce,
-    /// `reboot`: restart the node process.
-    Reboot,
-    /// `lab ballast <MB>`: set the lab memory ballast to this size. Only given when the editing
-    /// config has `lab-mode` enabled; the node must also check its running config.
-    LabBallast {
-        /// The ballast size in MiB (0 releases it).
-        mb: u64,
-    },
+pub struct OperLine {
+    /// The command's word: `"show"`, `"display-alarms"`, `"clear-alarm"`, …
+    pub command: &'static str,
+    /// The words after it (for `show`, the full topic word).
+    pub args: Vec<String>,
+}
+
+/// One operational command of the node: the interpreter lists it in `?`, resolves its word
+/// (any case, any unique prefix) and completes its arguments; the node parses the arguments.
+#[derive(Debug)]
+pub struct OperSpec {
+    /// The command word.
+    pub word: &'static str,
+    /// One line of help for `?`.
+    pub help: &'static str,
+    /// What `?` and completion offer for each argument, in order: a word, or a `<placeholder>`
+    /// (shown by `?`, never completed), with its help.
+    pub args: &'static [&'static [(&'static str, &'static str)]],
+    /// Listed after the configuration lifecycle commands (the lab's commands) rather than
+    /// before them.
+    pub late: bool,
+}
+
+/// The node's operational grammar, which each [`Session`] is given: the configuration crate
+/// knows the words, the node knows what they mean.
+#[derive(Debug)]
+pub struct Operations {
+    /// The top-level operational commands, in `?` order.
+    pub commands: &'static [OperSpec],
+    /// The `show` topics the node answers, in `?` order, before the configuration's own
+    /// (`running-config`, `configuration`).
+    pub show_topics: &'static [(&'static str, &'static str)],
+}
+
+impl Operations {
+    /// No operational command at all (a session that only edits configuration).
+    pub const NONE: Self = Self {
+        commands: &[],
+        show_topics: &[],
+    };
 }
 
 /// The configuration lifecycle commands.
@@ -150,10 +150,12 @@ pub enum LifecycleCommand {
 }
 
 /// One management connection's place in the tree and its working copies.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Session {
     /// From the outermost level in: empty at the top level (`sbc#`).
     stack: Vec<Frame>,
+    /// The node's operational commands.
+    operations: &'static Operations,
 }
 
 /// One level below the top.
@@ -244,15 +246,10 @@ impl Edit {
 enum Cmd {
     Configure,
     Show,
-    DisplayAlarms,
-    ClearAlarm,
-    ClearDeny,
-    Notify,
-    Reboot,
+    Oper(&'static OperSpec),
     SaveConfig,
     ActivateConfig,
     VerifyConfig,
-    Lab,
     Exit,
     Enter(Path),
     Element(Kind),
@@ -263,10 +260,10 @@ enum Cmd {
 }
 
 /// A command valid at the current level.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Entry {
     word: &'static str,
-    help: &'static str,
+    help: Cow<'static, str>,
     cmd: Cmd,
     /// An alias that works but is not listed.
     hidden: bool,
@@ -275,45 +272,22 @@ struct Entry {
 const fn entry(word: &'static str, help: &'static str, cmd: Cmd) -> Entry {
     Entry {
         word,
-        help,
+        help: Cow::Borrowed(help),
         cmd,
         hidden: false,
     }
 }
 
-/// The top-level commands.
-const TOP: &[Entry] = &[
-    entry(
-        "configure",
-        "configure terminal: enter configuration mode",
-        Cmd::Configure,
-    ),
-    entry("show", SHOW_HELP, Cmd::Show),
-    entry(
-        "display-alarms",
-        "list raised alarms: id, task, severity, count, first and last time",
-        Cmd::DisplayAlarms,
-    ),
-    entry(
-        "clear-alarm",
-        "clear-alarm <id> <task>: clear a raised alarm",
-        Cmd::ClearAlarm,
-    ),
-    entry(
-        "clear-deny",
-        "clear-deny <address>: let a source denied for its rate in again",
-        Cmd::ClearDeny,
-    ),
-    entry(
-        "notify",
-        "notify berpd force: force a switchover to the standby",
-        Cmd::Notify,
-    ),
-    entry(
-        "reboot",
-        "restart the node process (clears its alarms and health)",
-        Cmd::Reboot,
-    ),
+/// The top-level commands before the operational ones.
+const TOP_FIRST: &[Entry] = &[entry(
+    "configure",
+    "configure terminal: enter configuration mode",
+    Cmd::Configure,
+)];
+
+/// The configuration lifecycle commands at the top level, between the node's operational
+/// commands and its late (lab) ones.
+const TOP_LIFECYCLE: &[Entry] = &[
     entry(
         "save-config",
         "write the editing configuration to the file (atomic, keeps a backup)",
@@ -329,63 +303,16 @@ const TOP: &[Entry] = &[
         "check the editing configuration",
         Cmd::VerifyConfig,
     ),
-    entry(
-        "lab",
-        "lab ballast <MB>: set the memory ballast (lab-mode only)",
-        Cmd::Lab,
-    ),
-    entry("exit", "close the session", Cmd::Exit),
 ];
 
-const SHOW_HELP: &str = "show health | redundancy | memory | alarms | sip-stats | workers | dialogs | media | access-control | running-config | configuration";
-
-/// The `show` topics and what they answer.
-const SHOW_TOPICS: &[(&str, &str)] = &[
-    (
-        "health",
-        "health score, what took points off it, sync state",
-    ),
-    ("redundancy", "role, state and peer of the pair"),
-    ("memory", "memory and heap utilisation"),
-    ("alarms", "the alarm table (as display-alarms)"),
-    ("sip-stats", "SIP counters"),
-    ("workers", "worker groups and their loads"),
-    ("dialogs", "the dialog table"),
-    (
-        "media",
-        "anchored media sessions, their ports and latching, the steering pools",
-    ),
-    (
-        "access-control",
-        "sources denied now, the allow and deny lists, rate counters",
-    ),
-    (
-        "tls",
-        "TLS certificates loaded, their expiry, TLS connections and handshakes",
-    ),
+/// The `show` topics the configuration answers itself, after the node's.
+const CONFIG_TOPICS: &[(&str, &str)] = &[
     ("running-config", "the configuration the node runs"),
     (
         "configuration",
         "the editing configuration (saved, not yet active)",
     ),
 ];
-
-fn show_reply(topic: &str) -> Reply {
-    match topic {
-        "health" => Reply::Operational(OperCommand::ShowHealth),
-        "redundancy" => Reply::Operational(OperCommand::ShowRedundancy),
-        "memory" => Reply::Operational(OperCommand::ShowMemory),
-        "alarms" => Reply::Operational(OperCommand::DisplayAlarms),
-        "sip-stats" => Reply::Operational(OperCommand::ShowSipStats),
-        "workers" => Reply::Operational(OperCommand::ShowWorkers),
-        "dialogs" => Reply::Operational(OperCommand::ShowDialogs),
-        "media" => Reply::Operational(OperCommand::ShowMedia),
-        "access-control" => Reply::Operational(OperCommand::ShowAccessControl),
-        "tls" => Reply::Operational(OperCommand::ShowTls),
-        "running-config" => Reply::Lifecycle(LifecycleCommand::ShowRunningConfig),
-        _ => Reply::Lifecycle(LifecycleCommand::ShowConfiguration),
-    }
-}
 
 /// Why a word did not resolve.
 enum Unresolved {
@@ -413,7 +340,14 @@ fn resolve_word(word: &str, words: &[&'static str]) -> Result<usize, Unresolved>
 }
 
 /// Resolves the word after `after`, e.g. the topic of `show`; the error lists what is valid.
-fn resolve_arg(after: &str, word: &str, words: &[&'static str]) -> Result<&'static str, String> {
+///
+/// # Errors
+/// `unknown word "x" after "show": valid: …` or `ambiguous word "me" after "show": could be …`.
+pub fn resolve_arg(
+    after: &str,
+    word: &str,
+    words: &[&'static str],
+) -> Result<&'static str, String> {
     match resolve_word(word, words) {
         Ok(i) => Ok(words[i]),
         Err(Unresolved::Unknown) => Err(format!(
@@ -465,7 +399,10 @@ const UNTERMINATED: &str =
     "unterminated quote: write a value with spaces as \"like this\" (\\\" for a quote)";
 
 /// `Err(message)` when a command that takes no argument got some.
-fn no_args(word: &str, args: &[String]) -> Result<(), String> {
+///
+/// # Errors
+/// `unexpected word "x" after "reboot": "reboot" takes no argument`.
+pub fn no_args(word: &str, args: &[String]) -> Result<(), String> {
     match args.first() {
         None => Ok(()),
         Some(first) => Err(format!(
@@ -483,10 +420,7 @@ const REALM_ATTRS: &[&str] = &["realm-id"];
 
 /// The `valid` part of a message from an attribute's hint: `<1..=100>` → `1..=100`.
 fn hint_valid(attr: &Attr) -> String {
-    attr.hint
-        .trim_start_matches('<')
-        .trim_end_matches('>')
-        .to_owned()
+    attr.valid()
 }
 
 /// How an item of a list is identified for `+` (replace) and `-` (remove): an option by its
@@ -578,10 +512,47 @@ fn edit_list(
 }
 
 impl Session {
-    /// A session at the top level (`sbc#`).
+    /// A session at the top level (`sbc#`) of a node whose operational commands are
+    /// `operations`.
     #[must_use]
-    pub fn new() -> Self {
-        Self::default()
+    pub const fn new(operations: &'static Operations) -> Self {
+        Self {
+            stack: Vec::new(),
+            operations,
+        }
+    }
+
+    /// The top-level commands: `configure`, `show`, the node's operational commands, the
+    /// lifecycle ones, the node's late ones, `exit`.
+    fn top(&self) -> Vec<Entry> {
+        let oper = |late: bool| {
+            self.operations
+                .commands
+                .iter()
+                .filter(move |c| c.late == late)
+                .map(|c| entry(c.word, c.help, Cmd::Oper(c)))
+        };
+        let mut entries = TOP_FIRST.to_vec();
+        entries.push(self.show_entry());
+        entries.extend(oper(false));
+        entries.extend_from_slice(TOP_LIFECYCLE);
+        entries.extend(oper(true));
+        entries.push(entry("exit", "close the session", Cmd::Exit));
+        entries
+    }
+
+    /// Every `show` topic: the node's, then the configuration's.
+    fn show_topics(&self) -> impl Iterator<Item = &'static (&'static str, &'static str)> {
+        self.operations.show_topics.iter().chain(CONFIG_TOPICS)
+    }
+
+    /// `show` with its help: `show health | redundancy | … | configuration`.
+    fn show_entry(&self) -> Entry {
+        let topics: Vec<&str> = self.show_topics().map(|(t, _)| *t).collect();
+        Entry {
+            help: Cow::Owned(format!("show {}", topics.join(" | "))),
+            ..entry("show", "", Cmd::Show)
+        }
     }
 
     /// The prompt for the current level: `sbc#`, `sbc(configure)#`, `sbc(system)#`,
@@ -648,7 +619,7 @@ impl Session {
         self.entries()
             .iter()
             .filter(|e| !e.hidden)
-            .map(|e| (e.word.to_owned(), e.help.to_owned()))
+            .map(|e| (e.word.to_owned(), e.help.to_string()))
             .collect()
     }
 
@@ -675,10 +646,10 @@ impl Session {
 
     /// The commands valid at the current level.
     fn entries(&self) -> Vec<Entry> {
-        let show = entry("show", SHOW_HELP, Cmd::Show);
+        let show = self.show_entry();
         let exit = entry("exit", "leave this level", Cmd::Exit);
         match self.stack.last() {
-            None => TOP.to_vec(),
+            None => self.top(),
             Some(Frame::Configure) => {
                 let mut entries: Vec<Entry> = [Path::System, Path::SessionRouter]
                     .iter()
@@ -767,7 +738,7 @@ impl Session {
         let entries = self.entries();
         let words: Vec<&'static str> = entries.iter().map(|e| e.word).collect();
         match resolve_word(word, &words) {
-            Ok(i) => Ok(entries[i]),
+            Ok(i) => Ok(entries[i].clone()),
             Err(Unresolved::Ambiguous(many)) => Err(format!(
                 "ambiguous command {}: could be {}",
                 quoted(word),
@@ -779,11 +750,12 @@ impl Session {
                     .filter(|e| !e.hidden)
                     .map(|e| e.word)
                     .collect();
-                let top: Vec<&'static str> = TOP.iter().map(|e| e.word).collect();
+                let top_entries = self.top();
+                let top: Vec<&'static str> = top_entries.iter().map(|e| e.word).collect();
                 // A top-level command typed deeper in the tree (spelled out, or a clear
                 // abbreviation of one) gets a hint instead of only a list.
                 let top_level_only = !self.stack.is_empty()
-                    && (TOP.iter().any(|e| e.word.eq_ignore_ascii_case(word))
+                    && (top.iter().any(|w| w.eq_ignore_ascii_case(word))
                         || (word.len() > 3 && resolve_word(word, &top).is_ok()));
                 let hint = if top_level_only {
                     " (that command is valid at the top level: \"exit\" to go up)"
@@ -818,51 +790,10 @@ impl Session {
                 done(Reply::Text(String::new()))
             }
             Cmd::Show => self.show(args),
-            Cmd::DisplayAlarms => {
-                no_args(word, args)?;
-                done(Reply::Operational(OperCommand::DisplayAlarms))
-            }
-            Cmd::ClearAlarm => {
-                let usage = "clear-alarm <id> <task> (both as display-alarms shows them)";
-                let [id, task] = args else {
-                    return Err(format!(
-                        "\"clear-alarm\" takes an alarm id and a task, got {} word(s): valid: {usage}",
-                        args.len()
-                    ));
-                };
-                let id = id
-                    .parse::<u32>()
-                    .map_err(|_| format!("{} is not an alarm id: valid: {usage}", quoted(id)))?;
-                done(Reply::Operational(OperCommand::ClearAlarm {
-                    id,
-                    task: task.clone(),
-                }))
-            }
-            Cmd::ClearDeny => {
-                let usage = "clear-deny <address> (as show access-control lists it)";
-                let [addr] = args else {
-                    return Err(format!(
-                        "\"clear-deny\" takes one address, got {} word(s): valid: {usage}",
-                        args.len()
-                    ));
-                };
-                let address = addr.parse().map_err(|_| {
-                    format!("{} is not an IP address: valid: {usage}", quoted(addr))
-                })?;
-                done(Reply::Operational(OperCommand::ClearDeny { address }))
-            }
-            Cmd::Notify => {
-                let [berpd, force] = args else {
-                    return Err("\"notify\" takes two words: valid: notify berpd force".to_owned());
-                };
-                resolve_arg("notify", berpd, &["berpd"])?;
-                resolve_arg("notify berpd", force, &["force"])?;
-                done(Reply::Operational(OperCommand::NotifyBerpdForce))
-            }
-            Cmd::Reboot => {
-                no_args(word, args)?;
-                done(Reply::Operational(OperCommand::Reboot))
-            }
+            Cmd::Oper(spec) => done(Reply::Operational(OperLine {
+                command: spec.word,
+                args: args.to_vec(),
+            })),
             Cmd::SaveConfig => {
                 no_args(word, args)?;
                 done(Reply::Lifecycle(LifecycleCommand::SaveConfig))
@@ -874,25 +805,6 @@ impl Session {
             Cmd::VerifyConfig => {
                 no_args(word, args)?;
                 done(Reply::Lifecycle(LifecycleCommand::VerifyConfig))
-            }
-            Cmd::Lab => {
-                let [ballast, mb] = args else {
-                    return Err("\"lab\" takes two words: valid: lab ballast <MB>".to_owned());
-                };
-                resolve_arg("lab", ballast, &["ballast"])?;
-                let mb = mb.parse::<u64>().map_err(|_| {
-                    format!(
-                        "{} is not a size: valid: lab ballast <MB> (0 releases it)",
-                        quoted(mb)
-                    )
-                })?;
-                if !editing.system.lab_mode {
-                    return Err(
-                        "\"lab\" is refused: system-config lab-mode is disabled (valid only with lab-mode enabled)"
-                            .to_owned(),
-                    );
-                }
-                done(Reply::Operational(OperCommand::LabBallast { mb }))
             }
             Cmd::Exit => {
                 no_args(word, args)?;
@@ -938,7 +850,7 @@ impl Session {
     }
 
     fn show(&self, args: &[String]) -> Result<Reply, String> {
-        let topics: Vec<&'static str> = SHOW_TOPICS.iter().map(|(t, _)| *t).collect();
+        let topics: Vec<&'static str> = self.show_topics().map(|(t, _)| *t).collect();
         let Some((topic, rest)) = args.split_first() else {
             return match self.current_edit() {
                 Some(edit) => Ok(Reply::Text(render_element(&edit.working))),
@@ -950,7 +862,14 @@ impl Session {
         };
         let topic = resolve_arg("show", topic, &topics)?;
         no_args(&format!("show {topic}"), rest)?;
-        Ok(show_reply(topic))
+        Ok(match topic {
+            "running-config" => Reply::Lifecycle(LifecycleCommand::ShowRunningConfig),
+            "configuration" => Reply::Lifecycle(LifecycleCommand::ShowConfiguration),
+            topic => Reply::Operational(OperLine {
+                command: "show",
+                args: vec![topic.to_owned()],
+            }),
+        })
     }
 
     /// The editing config with every working copy applied, innermost into its parent and the
@@ -1343,19 +1262,15 @@ impl Session {
         let list = match (entry.cmd, args.len()) {
             (Cmd::Configure, 0) => vec![pair("terminal", "enter configuration mode")],
             (Cmd::Show, 0) => {
-                let mut list: Vec<_> = SHOW_TOPICS.iter().map(|(t, h)| pair(t, h)).collect();
+                let mut list: Vec<_> = self.show_topics().map(|(t, h)| pair(t, h)).collect();
                 if self.current_edit().is_some() {
                     list.insert(0, pair("<enter>", "show the element being edited"));
                 }
                 list
             }
-            (Cmd::ClearAlarm, 0) => vec![pair("<id>", "alarm id, as display-alarms shows it")],
-            (Cmd::ClearAlarm, 1) => vec![pair("<task>", "task, as display-alarms shows it")],
-            (Cmd::ClearDeny, 0) => vec![pair("<address>", "a source show access-control lists")],
-            (Cmd::Notify, 0) => vec![pair("berpd", "the redundancy process")],
-            (Cmd::Notify, 1) => vec![pair("force", "force a switchover")],
-            (Cmd::Lab, 0) => vec![pair("ballast", "the memory ballast")],
-            (Cmd::Lab, 1) => vec![pair("<MB>", "ballast size in MiB (0 releases it)")],
+            (Cmd::Oper(spec), n) if n < spec.args.len() => {
+                spec.args[n].iter().map(|(w, h)| pair(w, h)).collect()
+            }
             (Cmd::Attr(attr), n) => Self::value_candidates(attr, n, editing, self.current_edit()),
             (Cmd::Select | Cmd::No, _) => {
                 let Some(edit) = self.current_edit() else {
@@ -1398,7 +1313,7 @@ impl Session {
             match ty {
                 Ty::Words(words) => words.iter().map(|w| pair((*w).to_owned(), "")).collect(),
                 Ty::Bool => vec![pair("enabled".into(), ""), pair("disabled".into(), "")],
-                _ => vec![pair(attr.hint.to_owned(), attr.help)],
+                _ => vec![pair(attr.hint_text(), attr.help)],
             }
         };
         match attr.ty {

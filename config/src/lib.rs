@@ -1,7 +1,11 @@
 //! sbc-config: the configuration of an SBC node.
 //!
-//! This crate owns four things and nothing else:
+//! This crate owns these things and nothing else:
 //!
+//! - **The key tables** ([`keys`]): every key of every element declared once (name, type,
+//!   default, range or words, one line of help). The model's defaults, validation's ranges, the
+//!   ACLI's help, hints and completion, the commented example file and the configuration
+//!   reference ([`docs`], both committed and checked by a test) follow from them.
 //! - **The model**: [`Config`] and its elements, named after Oracle ACLI words
 //!   ([`SystemConfig`] `system-config` with its `options`, [`AlarmThreshold`]s and
 //!   [`TrapReceiver`]s; [`SipConfig`] `sip-config`; [`SipInterface`] `sip-interface`;
@@ -20,7 +24,9 @@
 //!   scaling rules). Every [`ConfigError`] names the full dotted key, the bad value and what is
 //!   valid, e.g. `sip-config.t1-ms = 0: out of range (valid: 10..=10000)`.
 //! - **The ACLI grammar** ([`acli`]): a pure interpreter of Oracle's command tree that edits a
-//!   `Config` one line at a time and hands operational commands back to the node.
+//!   `Config` one line at a time. The node's operational commands are the node's: it gives each
+//!   session their words ([`acli::Operations`]) and gets a line naming one back
+//!   ([`acli::OperLine`]) to parse and carry out.
 //!
 //! It does not open sockets, run timers or talk SIP: the `sbc` crate reads a validated
 //! [`Config`] and acts on it, and serves the ACLI over its management socket. Data flows one
@@ -49,8 +55,10 @@
 
 pub mod acli;
 pub mod diff;
+pub mod docs;
 mod error;
 mod file;
+pub mod keys;
 mod model;
 pub mod net;
 mod push;

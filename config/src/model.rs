@@ -1,12 +1,18 @@
-//! The configuration elements, their TOML spelling and their defaults.
+//! The configuration elements and their TOML spelling. Each key's type, default, range and
+//! help are declared once, in its element's table in [`crate::keys`]; the `Default` impls
+//! below read them, and the field docs say what a key means and why.
 
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{quoted, ConfigError};
+use crate::keys::{
+    alarm_threshold, auto_scaling_profile, media_manager, redundancy_config, session_agent,
+    sip_config, sip_interface, system_config, tls_profile, trap_receiver,
+};
 
 /// Declares a keyword enum: the lowercase words the file and the ACLI spell it with, `ALL`,
 /// `as_str`, `Display`, `Default` and a case-insensitive `FromStr` whose error names the key,
@@ -28,8 +34,11 @@ macro_rules! keyword_enum {
             /// Every value, in the order they are listed in messages.
             pub const ALL: &'static [Self] = &[$(Self::$variant),+];
 
-            /// The words of [`Self::ALL`], for the ACLI's completion and help.
-            #[allow(dead_code, reason = "not every keyword enum is an ACLI attribute")]
+            /// The default, which the key tables ([`crate::keys`]) read.
+            pub const DEFAULT: Self = Self::$default;
+
+            /// The words of [`Self::ALL`], for the key tables, the ACLI's completion and help.
+            #[allow(dead_code, reason = "not every keyword enum is a key of its own")]
             pub(crate) const WORDS: &'static [&'static str] = &[$($word),+];
 
             /// The lowercase word used in the file and the ACLI.
@@ -49,7 +58,7 @@ macro_rules! keyword_enum {
 
         impl Default for $name {
             fn default() -> Self {
-                Self::$default
+                Self::DEFAULT
             }
         }
 
@@ -280,29 +289,27 @@ pub fn split_option(option: &str) -> (&str, Option<&str>) {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct SystemConfig {
-    /// `hostname`: the node's name, used in logs, traps and `show` output. Default `"sbc"`.
+    /// `hostname`: the node's name, used in logs, traps and `show` output.
     pub hostname: String,
     /// `options`: Oracle-style options, `"name=value"` or `"name"`; known names only, each at
     /// most once. Known: `critical-memory-abort` = `enabled` | `disabled` | `switchover`
     /// (absent: `disabled`). Default none.
     pub options: Vec<String>,
-    /// `memory-source`: what memory utilisation is measured against. Default `host`.
+    /// `memory-source`: what memory utilisation is measured against.
     pub memory_source: MemorySource,
-    /// `memory-limit-mb`: the limit of the `process` memory source, in MiB; 0 = unset. Required
-    /// (> 0) when `memory-source = "process"`. Default 0.
+    /// `memory-limit-mb`: the limit of the `process` memory source, in MiB; 0 = unset. Required (>
+    /// 0) when `memory-source = "process"`.
     pub memory_limit_mb: u64,
-    /// `heap-limit-mb`: the heap size that heap percentages refer to, in MiB. Default 1024,
-    /// valid 1..=1048576.
+    /// `heap-limit-mb`: the heap size that heap percentages refer to, in MiB.
     pub heap_limit_mb: u64,
-    /// `alarm-iteration-ms`: length of one alarm iteration, in ms. Default 15000, valid
-    /// 100..=600000.
+    /// `alarm-iteration-ms`: length of one alarm iteration, in ms.
     pub alarm_iteration_ms: u64,
-    /// `alarm-subsamples`: sub-samples taken per alarm iteration. Default 15, valid 1..=60.
+    /// `alarm-subsamples`: sub-samples taken per alarm iteration.
     pub alarm_subsamples: u32,
     /// `spike-subsamples`: how many consecutive sub-samples above a threshold make a reading
-    /// (shorter is a transient spike). Default 3, valid 1..=`alarm-subsamples`.
+    /// (shorter is a transient spike).
     pub spike_subsamples: u32,
-    /// `lab-mode`: enables the lab's memory ballast commands. Default `false`.
+    /// `lab-mode`: enables the lab's memory ballast commands.
     pub lab_mode: bool,
     /// `alarm-threshold` (`[[system-config.alarm-threshold]]`): alarm thresholds. Default none.
     #[serde(rename = "alarm-threshold")]
@@ -338,15 +345,15 @@ pub struct SystemConfig {
 impl Default for SystemConfig {
     fn default() -> Self {
         Self {
-            hostname: "sbc".to_owned(),
+            hostname: system_config::HOSTNAME.text().to_owned(),
             options: Vec::new(),
-            memory_source: MemorySource::Host,
-            memory_limit_mb: 0,
-            heap_limit_mb: 1024,
-            alarm_iteration_ms: 15_000,
-            alarm_subsamples: 15,
-            spike_subsamples: 3,
-            lab_mode: false,
+            memory_source: MemorySource::DEFAULT,
+            memory_limit_mb: const { system_config::MEMORY_LIMIT_MB.int() },
+            heap_limit_mb: const { system_config::HEAP_LIMIT_MB.int() },
+            alarm_iteration_ms: const { system_config::ALARM_ITERATION_MS.int() },
+            alarm_subsamples: const { system_config::ALARM_SUBSAMPLES.u32() },
+            spike_subsamples: const { system_config::SPIKE_SUBSAMPLES.u32() },
+            lab_mode: const { system_config::LAB_MODE.flag() },
             alarm_thresholds: Vec::new(),
             trap_receivers: Vec::new(),
             snmp_agent_address: None,
@@ -437,29 +444,28 @@ pub fn parse_engine_id(text: &str) -> Result<Vec<u8>, String> {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct AlarmThreshold {
-    /// `type`: what is measured. Default `memory`.
+    /// `type`: what is measured.
     #[serde(rename = "type")]
     pub kind: AlarmType,
     /// `volume`: the mount point, for `type = "space"` only (required there). Default empty.
     pub volume: String,
-    /// `severity`: the alarm's severity when crossed. Default `minor`.
+    /// `severity`: the alarm's severity when crossed.
     pub severity: Severity,
-    /// `value`: the threshold in percent; usage above it raises the alarm. Default 0 (unset),
-    /// valid 1..=100; a higher severity of the same type needs a higher value.
+    /// `value`: the threshold in percent; usage above it raises the alarm (the default: unset); a
+    /// higher severity of the same type needs a higher value.
     pub value: u8,
-    /// `health-penalty`: points taken off the health score while raised. Default 0,
-    /// valid 0..=100.
+    /// `health-penalty`: points taken off the health score while raised.
     pub health_penalty: u8,
 }
 
 impl Default for AlarmThreshold {
     fn default() -> Self {
         Self {
-            kind: AlarmType::Memory,
-            volume: String::new(),
-            severity: Severity::Minor,
-            value: 0,
-            health_penalty: 0,
+            kind: AlarmType::DEFAULT,
+            volume: alarm_threshold::VOLUME.text().to_owned(),
+            severity: Severity::DEFAULT,
+            value: const { alarm_threshold::VALUE.u8() },
+            health_penalty: const { alarm_threshold::HEALTH_PENALTY.u8() },
         }
     }
 }
@@ -482,12 +488,12 @@ pub struct SnmpCommunity {
 pub struct SnmpUserEntry {
     /// `user-name`: the USM `msgUserName`. Required, unique, at most 32 octets.
     pub user_name: String,
-    /// `auth-protocol`: `sha` (HMAC-SHA-96). Default `sha`; MD5 is refused on purpose.
+    /// `auth-protocol`: `sha` (HMAC-SHA-96); MD5 is refused on purpose.
     pub auth_protocol: SnmpAuthProtocol,
     /// `auth-password`: the authentication password (a secret: `show` masks it), at least
     /// 8 characters (RFC 3414 section 11.2).
     pub auth_password: String,
-    /// `priv-protocol`: `aes128` (AES-128-CFB, RFC 3826). Default `aes128`.
+    /// `priv-protocol`: `aes128` (AES-128-CFB, RFC 3826).
     pub priv_protocol: SnmpPrivProtocol,
     /// `priv-password`: the privacy password (a secret: `show` masks it), at least 8
     /// characters.
@@ -515,15 +521,15 @@ impl fmt::Debug for SnmpUserEntry {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct TrapReceiver {
-    /// `ip-address`: the receiver's address. Default `127.0.0.1`.
+    /// `ip-address`: the receiver's address.
     pub ip_address: IpAddr,
-    /// `port`: the receiver's UDP port. Default 162, valid 1..=65535.
+    /// `port`: the receiver's UDP port.
     pub port: u16,
-    /// `community`: the SNMPv2c community. Default `"public"`, non-empty.
+    /// `community`: the SNMPv2c community, non-empty.
     pub community: String,
-    /// `filter-level`: the lowest severity sent. Default `all`.
+    /// `filter-level`: the lowest severity sent.
     pub filter_level: FilterLevel,
-    /// `version`: `v2c` (with `community`) or `v3` (authPriv as `user-name`). Default `v2c`.
+    /// `version`: `v2c` (with `community`) or `v3` (authPriv as `user-name`).
     pub version: SnmpVersion,
     /// `user-name`: the `snmp-user-entry` whose keys secure the v3 traps; required with
     /// `version = "v3"` (the community is unused then). Default none.
@@ -534,11 +540,11 @@ pub struct TrapReceiver {
 impl Default for TrapReceiver {
     fn default() -> Self {
         Self {
-            ip_address: default_address(),
-            port: 162,
-            community: "public".to_owned(),
-            filter_level: FilterLevel::All,
-            version: SnmpVersion::V2c,
+            ip_address: const { trap_receiver::IP_ADDRESS.ip() },
+            port: const { trap_receiver::PORT.u16() },
+            community: trap_receiver::COMMUNITY.text().to_owned(),
+            filter_level: FilterLevel::DEFAULT,
+            version: SnmpVersion::DEFAULT,
             user_name: None,
         }
     }
@@ -575,33 +581,28 @@ impl TrapReceiver {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct RedundancyConfig {
-    /// `state`: whether this node runs in a pair. Default `disabled` (the node runs alone).
+    /// `state`: whether this node runs in a pair (the default: the node runs alone).
     pub state: RedundancyState,
-    /// `port`: the heartbeat UDP port. Default 9090.
+    /// `port`: the heartbeat UDP port.
     pub port: u16,
-    /// `advertisement-time`: heartbeat interval, ms. Default 200 (Oracle: 500), valid
-    /// 50..=60000.
+    /// `advertisement-time`: heartbeat interval, ms (Oracle's default: 500).
     pub advertisement_time: u64,
     /// `percent-drift`: the peer is dead after `advertisement-time` × this / 100 without a
-    /// heartbeat. Default 300 (Oracle: 210), valid 100..=65535.
+    /// heartbeat (Oracle's default: 210).
     pub percent_drift: u32,
-    /// `initial-time`: how long a starting node listens before choosing a role, ms. Default
-    /// 1250, valid 5..=600000.
+    /// `initial-time`: how long a starting node listens before choosing a role, ms.
     pub initial_time: u64,
-    /// `becoming-active-time`: ms spent in becoming-active. Default 50 (Oracle: 100), valid
-    /// 5..=600000.
+    /// `becoming-active-time`: ms spent in becoming-active (Oracle's default: 100).
     pub becoming_active_time: u64,
-    /// `becoming-standby-time`: ms allowed to finish the initial state sync, then
-    /// out-of-service. Default 180000, valid 5..=3600000.
+    /// `becoming-standby-time`: ms allowed to finish the initial state sync, then out-of-service.
     pub becoming_standby_time: u64,
-    /// `health-threshold`: an active below it switches over. Default 75, valid 1..=100.
+    /// `health-threshold`: an active below it switches over.
     pub health_threshold: u8,
-    /// `emergency-threshold`: below it a starting standby becomes active at once. Default 50,
-    /// valid 0..`health-threshold`.
+    /// `emergency-threshold`: below it a starting standby becomes active at once.
     pub emergency_threshold: u8,
-    /// `config-sync-port`: TCP port of config sync. Default 1987.
+    /// `config-sync-port`: TCP port of config sync.
     pub config_sync_port: u16,
-    /// `sip-sync-port`: TCP port of SIP state sync. Default 1988.
+    /// `sip-sync-port`: TCP port of SIP state sync.
     pub sip_sync_port: u16,
     /// `witness`: an `address:port` a node must reach before taking over. Default none.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -629,23 +630,23 @@ pub struct RedundancyConfig {
 impl Default for RedundancyConfig {
     fn default() -> Self {
         Self {
-            state: RedundancyState::Disabled,
-            port: 9090,
-            advertisement_time: 200,
-            percent_drift: 300,
-            initial_time: 1250,
-            becoming_active_time: 50,
-            becoming_standby_time: 180_000,
-            health_threshold: 75,
-            emergency_threshold: 50,
-            config_sync_port: 1987,
-            sip_sync_port: 1988,
+            state: RedundancyState::DEFAULT,
+            port: const { redundancy_config::PORT.u16() },
+            advertisement_time: const { redundancy_config::ADVERTISEMENT_TIME.int() },
+            percent_drift: const { redundancy_config::PERCENT_DRIFT.u32() },
+            initial_time: const { redundancy_config::INITIAL_TIME.int() },
+            becoming_active_time: const { redundancy_config::BECOMING_ACTIVE_TIME.int() },
+            becoming_standby_time: const { redundancy_config::BECOMING_STANDBY_TIME.int() },
+            health_threshold: const { redundancy_config::HEALTH_THRESHOLD.u8() },
+            emergency_threshold: const { redundancy_config::EMERGENCY_THRESHOLD.u8() },
+            config_sync_port: const { redundancy_config::CONFIG_SYNC_PORT.u16() },
+            sip_sync_port: const { redundancy_config::SIP_SYNC_PORT.u16() },
             witness: None,
-            shared_key: String::new(),
+            shared_key: redundancy_config::SHARED_KEY.text().to_owned(),
             service_address: None,
-            notify_active: String::new(),
-            notify_standby: String::new(),
-            notify_fault: String::new(),
+            notify_active: redundancy_config::NOTIFY_ACTIVE.text().to_owned(),
+            notify_standby: redundancy_config::NOTIFY_STANDBY.text().to_owned(),
+            notify_fault: redundancy_config::NOTIFY_FAULT.text().to_owned(),
             peers: Vec::new(),
         }
     }
@@ -678,7 +679,7 @@ impl RedundancyConfig {
 pub struct Peer {
     /// `name`: the node's name; unique and non-empty.
     pub name: String,
-    /// `type`: `primary` or `secondary`. Default `primary`.
+    /// `type`: `primary` or `secondary`.
     #[serde(rename = "type")]
     pub kind: PeerType,
     /// `destinations`: `address:port` of each heartbeat path to this node; at least one, no
@@ -696,16 +697,14 @@ pub struct Peer {
 pub struct AutoScalingProfile {
     /// `name`: unique and non-empty.
     pub name: String,
-    /// `scale-up-to`: the most workers. Default 6, valid 1..=64.
+    /// `scale-up-to`: the most workers.
     pub scale_up_to: u32,
-    /// `scale-up-on`: load percent above which a cycle counts for scaling up. Default 70,
-    /// valid 1..=100.
+    /// `scale-up-on`: load percent above which a cycle counts for scaling up.
     pub scale_up_on: u8,
-    /// `scale-up-for`: how many cycles above `scale-up-on` start a worker. Default 4, valid
-    /// 1..=1000.
+    /// `scale-up-for`: how many cycles above `scale-up-on` start a worker.
     pub scale_up_for: u32,
-    /// `scale-up-within`: the window, in cycles, in which `scale-up-for` must be seen.
-    /// Default (absent): `scale-up-for`; valid `scale-up-for`..=1000.
+    /// `scale-up-within`: the window, in cycles, in which `scale-up-for` must be seen. Default
+    /// (absent): `scale-up-for`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scale_up_within: Option<u32>,
     /// `scale-down-to`: the fewest workers, below `scale-up-to`. Default none.
@@ -715,8 +714,8 @@ pub struct AutoScalingProfile {
     /// `scale-up-on`. Default none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scale_down_on: Option<u8>,
-    /// `scale-down-for`: how many consecutive cycles below `scale-down-on` stop a worker.
-    /// Default none; valid 1..=1000.
+    /// `scale-down-for`: how many consecutive cycles below `scale-down-on` stop a worker. Default
+    /// none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scale_down_for: Option<u32>,
 }
@@ -725,9 +724,9 @@ impl Default for AutoScalingProfile {
     fn default() -> Self {
         Self {
             name: String::new(),
-            scale_up_to: 6,
-            scale_up_on: 70,
-            scale_up_for: 4,
+            scale_up_to: const { auto_scaling_profile::SCALE_UP_TO.u32() },
+            scale_up_on: const { auto_scaling_profile::SCALE_UP_ON.u8() },
+            scale_up_for: const { auto_scaling_profile::SCALE_UP_FOR.u32() },
             scale_up_within: None,
             scale_down_to: None,
             scale_down_on: None,
@@ -758,158 +757,144 @@ impl AutoScalingProfile {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct SipConfig {
-    /// `t1-ms`: RFC 3261 T1, the round-trip estimate, in ms. Default 500, valid 10..=10000.
+    /// `t1-ms`: RFC 3261 T1, the round-trip estimate, in ms.
     pub t1_ms: u64,
-    /// `t2-ms`: RFC 3261 T2, the retransmit cap for non-INVITE requests and INVITE responses,
-    /// in ms. Default 4000, valid `t1-ms`..=60000.
+    /// `t2-ms`: RFC 3261 T2, the retransmit cap for non-INVITE requests and INVITE responses, in
+    /// ms.
     pub t2_ms: u64,
-    /// `t4-ms`: RFC 3261 T4, how long a message may stay in the network, in ms. Default 5000,
-    /// valid 10..=60000.
+    /// `t4-ms`: RFC 3261 T4, how long a message may stay in the network, in ms.
     pub t4_ms: u64,
     /// `timer-c-ms`: RFC 3261 proxy INVITE timer C (more than 3 minutes recommended), in ms.
-    /// Default 180000, valid 1000..=3600000.
     pub timer_c_ms: u64,
     /// `max-message-size`: largest SIP message accepted or sent, in bytes (UDP datagram or TCP
-    /// message). Default 65535, valid 1500..=65535.
+    /// message).
     pub max_message_size: usize,
     /// `workers`: initial worker count of each UDP worker group (one group per UDP
-    /// `sip-interface`); the fixed count when the group has no auto-scaling profile. Default 2,
-    /// valid 1..=64; with a profile, within its `scale-down-to` (1 without a down rule)
-    /// ..=`scale-up-to`.
+    /// `sip-interface`); the fixed count when the group has no auto-scaling profile; with a
+    /// profile, within its `scale-down-to` (1 without a down rule)..=`scale-up-to`.
     pub workers: usize,
-    /// `tcp-workers`: initial worker count of the TCP worker group; the fixed count when it has
-    /// no auto-scaling profile. Default 1, valid 1..=64; with a profile, within its
-    /// `scale-down-to` (1 without a down rule)..=`scale-up-to`.
+    /// `tcp-workers`: initial worker count of the TCP worker group; the fixed count when it has no
+    /// auto-scaling profile; with a profile, within its `scale-down-to` (1 without a down
+    /// rule)..=`scale-up-to`.
     pub tcp_workers: usize,
     /// `tcp-auto-scaling-profile`: name of the `auto-scaling-profile` of the TCP worker group;
     /// must name an existing profile. Default none (fixed at `tcp-workers`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tcp_auto_scaling_profile: Option<String>,
     /// `prsm`: PRSM scheduling: new requests before retransmissions, redundant retransmissions
-    /// removed; `false` is plain FIFO, for comparison. Default `true`.
+    /// removed; `false` is plain FIFO, for comparison.
     pub prsm: bool,
     /// `queue-size`: capacity of each worker's primary queue and of its secondary queue, in
-    /// messages. Default 1024, valid 16..=65536.
+    /// messages.
     pub queue_size: usize,
-    /// `max-queue-delay-ms`: the longest a new request may wait in a worker queue, in ms; 0 =
-    /// off. A new request expected to wait longer (queue length x recent service time) is
-    /// answered 503 at once, and one that did wait longer is answered 503 instead of being
-    /// routed (PRSM mode only). Default 100 (below T1, so admitted INVITEs are answered 100
-    /// Trying before their caller retransmits), valid 0..=32000.
+    /// `max-queue-delay-ms`: the longest a new request may wait in a worker queue, in ms; 0 = off.
+    /// A new request expected to wait longer (queue length x recent service time) is answered 503
+    /// at once, and one that did wait longer is answered 503 instead of being routed (PRSM mode
+    /// only) (the default: below T1, so admitted INVITEs are answered 100 Trying before their
+    /// caller retransmits).
     pub max_queue_delay_ms: u64,
-    /// `routing-cost-us`: for benchmarks only: a simulated blocking routing lookup per new
-    /// request, in µs (like the peer Kamailio config's `ROUTING_COST_US`); 0 = none. Default 0,
-    /// valid 0..=1000000.
+    /// `routing-cost-us`: for benchmarks only: a simulated blocking routing lookup per new request,
+    /// in µs (like the peer Kamailio config's `ROUTING_COST_US`); 0 = none.
     pub routing_cost_us: u64,
-    /// `shutdown-grace-ms`: how long SIGTERM waits for open transactions, in ms. Default 5000,
-    /// valid 0..=120000.
+    /// `shutdown-grace-ms`: how long SIGTERM waits for open transactions, in ms.
     pub shutdown_grace_ms: u64,
-    /// `heap-reject-threshold`: heap use, in percent of `system-config.heap-limit-mb`, above
-    /// which new requests get 503. Default 90, valid 1..=100.
+    /// `heap-reject-threshold`: heap use, in percent of `system-config.heap-limit-mb`, above which
+    /// new requests get 503.
     pub heap_reject_threshold: u8,
     /// `heap-resume-threshold`: heap percent below which new requests are accepted again.
-    /// Default 80, valid 0..`heap-reject-threshold`.
     pub heap_resume_threshold: u8,
-    /// `retry-after-min`: lowest `Retry-After` of those 503s, in seconds. Default 5, valid
-    /// 1..=3600.
+    /// `retry-after-min`: lowest `Retry-After` of those 503s, in seconds.
     pub retry_after_min: u32,
-    /// `retry-after-max`: highest `Retry-After`, in seconds. Default 15, valid
-    /// `retry-after-min`..=3600.
+    /// `retry-after-max`: highest `Retry-After`, in seconds.
     pub retry_after_max: u32,
-    /// `auto-scaling-cycle-ms`: the auto-scaling cycle, in ms. Default 1000, valid
-    /// 100..=60000.
+    /// `auto-scaling-cycle-ms`: the auto-scaling cycle, in ms.
     pub auto_scaling_cycle_ms: u64,
-    /// `max-calls`: calls (in any state) the node holds at most; a new INVITE beyond gets 503
-    /// and is counted. Enforced per shard (a 64th of it each, rounded up), so new calls may be
-    /// refused a little before the total. Default 100000, valid 64..=10000000.
+    /// `max-calls`: calls (in any state) the node holds at most; a new INVITE beyond gets 503 and
+    /// is counted. Enforced per shard (a 64th of it each, rounded up), so new calls may be refused
+    /// a little before the total.
     pub max_calls: usize,
     /// `max-transactions`: SIP transactions (server and client) the node holds at most; a new
     /// request beyond gets 503 (in-dialog requests of existing calls still pass). Per shard as
-    /// `max-calls`. Default 200000, valid 64..=20000000.
+    /// `max-calls`.
     pub max_transactions: usize,
     /// `source-rate`: new requests per second one source may send (a token bucket; session-agents
-    /// and `access-control allow` sources are exempt); beyond, they are dropped. Default 15
-    /// (Kamailio's `pike`: 30 per 2 s), valid 1..=1000000.
+    /// and `access-control allow` sources are exempt); beyond, they are dropped (the default:
+    /// Kamailio's `pike`: 30 per 2 s).
     pub source_rate: u32,
-    /// `source-burst`: new requests one source may send at once. Default 30, valid
-    /// 1..=1000000.
+    /// `source-burst`: new requests one source may send at once.
     pub source_burst: u32,
-    /// `source-deny-seconds`: a source that sends `source-burst` more new requests while its
-    /// bucket is empty is denied this long (every message dropped, an SNMP trap sent); 0 = only
-    /// limit. Default 120 (`pike`), valid 0..=86400.
+    /// `source-deny-seconds`: a source that sends `source-burst` more new requests while its bucket
+    /// is empty is denied this long (every message dropped, an SNMP trap sent); 0 = only limit (the
+    /// default: `pike`).
     pub source_deny_seconds: u64,
     /// `in-dialog-source`: where an in-dialog request must come from to be taken for its leg
-    /// (beside the leg's interface, transport and remote tag), and a response from the next hop
-    /// the request went to: `address`, `ip` or `any` (see [`InDialogSource`]). A mismatch gets
-    /// 481 (a response is dropped) and is counted. Default `address`.
+    /// (beside the leg's interface, transport and remote tag), and a response from the next hop the
+    /// request went to: `address`, `ip` or `any` (see [`InDialogSource`]). A mismatch gets 481 (a
+    /// response is dropped) and is counted.
     pub in_dialog_source: InDialogSource,
     /// `max-header-size`: the longest header line accepted (name, colon and value), in bytes; a
-    /// request with a longer one gets 400 naming it, a response is dropped. Default 8192,
-    /// valid 256..=65535 (a header is never longer than `max-message-size` anyway).
+    /// request with a longer one gets 400 naming it, a response is dropped (a header is never
+    /// longer than `max-message-size` anyway).
     pub max_header_size: usize,
-    /// `tcp-max-connections`: TCP connections accepted per `sip-interface` at most; one beyond
-    /// is closed at once. Default 2048 (Kamailio's and OpenSIPS's `tcp_max_connections`),
-    /// valid 1..=1000000.
+    /// `tcp-max-connections`: TCP connections accepted per `sip-interface` at most; one beyond is
+    /// closed at once (the default: Kamailio's and OpenSIPS's `tcp_max_connections`).
     pub tcp_max_connections: usize,
     /// `tcp-max-connections-per-source`: TCP connections from one IP address at most
-    /// (session-agents exempt). Default 64, valid 1..=`tcp-max-connections`.
+    /// (session-agents exempt).
     pub tcp_max_connections_per_source: usize,
     /// `tcp-message-timeout-ms`: a message on TCP must be complete (headers and body) this long
-    /// after its first byte, or the connection is closed. Default 20000 (Kamailio's
-    /// `tcp_msg_read_timeout`), valid 100..=600000.
+    /// after its first byte, or the connection is closed (the default: Kamailio's
+    /// `tcp_msg_read_timeout`).
     pub tcp_message_timeout_ms: u64,
-    /// `tcp-idle-timeout-ms`: a TCP connection without traffic (CRLF keep-alives count) is
-    /// closed after this. Default 120000 (Kamailio's `tcp_connection_lifetime`), valid
-    /// 1000..=86400000.
+    /// `tcp-idle-timeout-ms`: a TCP connection without traffic (CRLF keep-alives count) is closed
+    /// after this (the default: Kamailio's `tcp_connection_lifetime`).
     pub tcp_idle_timeout_ms: u64,
     /// `tcp-write-queue-bytes`: what one TCP connection's write queue may hold; a send beyond
-    /// closes the connection. Default 262144 (four messages of the largest size), valid
-    /// `max-message-size`..=16777216.
+    /// closes the connection (the default: four messages of the largest size).
     pub tcp_write_queue_bytes: usize,
-    /// `tcp-write-timeout-ms`: a TCP write that does not complete within this closes the
-    /// connection. Default 10000 (Kamailio's `tcp_send_timeout`), valid 100..=600000.
+    /// `tcp-write-timeout-ms`: a TCP write that does not complete within this closes the connection
+    /// (the default: Kamailio's `tcp_send_timeout`).
     pub tcp_write_timeout_ms: u64,
-    /// `tls-handshake-timeout-ms`: a TLS handshake (accepted or dialled) not complete within
-    /// this closes the connection; until then it holds its place in the connection caps.
-    /// Default 5000, valid 100..=60000.
+    /// `tls-handshake-timeout-ms`: a TLS handshake (accepted or dialled) not complete within this
+    /// closes the connection; until then it holds its place in the connection caps.
     pub tls_handshake_timeout_ms: u64,
 }
 
 impl Default for SipConfig {
     fn default() -> Self {
         Self {
-            t1_ms: 500,
-            t2_ms: 4000,
-            t4_ms: 5000,
-            timer_c_ms: 180_000,
-            max_message_size: 65_535,
-            workers: 2,
-            tcp_workers: 1,
+            t1_ms: const { sip_config::T1_MS.int() },
+            t2_ms: const { sip_config::T2_MS.int() },
+            t4_ms: const { sip_config::T4_MS.int() },
+            timer_c_ms: const { sip_config::TIMER_C_MS.int() },
+            max_message_size: const { sip_config::MAX_MESSAGE_SIZE.usize() },
+            workers: const { sip_config::WORKERS.usize() },
+            tcp_workers: const { sip_config::TCP_WORKERS.usize() },
             tcp_auto_scaling_profile: None,
-            prsm: true,
-            queue_size: 1024,
-            max_queue_delay_ms: 100,
-            routing_cost_us: 0,
-            shutdown_grace_ms: 5000,
-            heap_reject_threshold: 90,
-            heap_resume_threshold: 80,
-            retry_after_min: 5,
-            retry_after_max: 15,
-            auto_scaling_cycle_ms: 1000,
-            source_rate: 15,
-            source_burst: 30,
-            source_deny_seconds: 120,
-            max_calls: 100_000,
-            max_transactions: 200_000,
-            in_dialog_source: InDialogSource::Address,
-            max_header_size: 8192,
-            tcp_max_connections: 2048,
-            tcp_max_connections_per_source: 64,
-            tcp_message_timeout_ms: 20_000,
-            tcp_idle_timeout_ms: 120_000,
-            tcp_write_queue_bytes: 262_144,
-            tcp_write_timeout_ms: 10_000,
-            tls_handshake_timeout_ms: 5000,
+            prsm: const { sip_config::PRSM.flag() },
+            queue_size: const { sip_config::QUEUE_SIZE.usize() },
+            max_queue_delay_ms: const { sip_config::MAX_QUEUE_DELAY_MS.int() },
+            routing_cost_us: const { sip_config::ROUTING_COST_US.int() },
+            shutdown_grace_ms: const { sip_config::SHUTDOWN_GRACE_MS.int() },
+            heap_reject_threshold: const { sip_config::HEAP_REJECT_THRESHOLD.u8() },
+            heap_resume_threshold: const { sip_config::HEAP_RESUME_THRESHOLD.u8() },
+            retry_after_min: const { sip_config::RETRY_AFTER_MIN.u32() },
+            retry_after_max: const { sip_config::RETRY_AFTER_MAX.u32() },
+            auto_scaling_cycle_ms: const { sip_config::AUTO_SCALING_CYCLE_MS.int() },
+            source_rate: const { sip_config::SOURCE_RATE.u32() },
+            source_burst: const { sip_config::SOURCE_BURST.u32() },
+            source_deny_seconds: const { sip_config::SOURCE_DENY_SECONDS.int() },
+            max_calls: const { sip_config::MAX_CALLS.usize() },
+            max_transactions: const { sip_config::MAX_TRANSACTIONS.usize() },
+            in_dialog_source: InDialogSource::DEFAULT,
+            max_header_size: const { sip_config::MAX_HEADER_SIZE.usize() },
+            tcp_max_connections: const { sip_config::TCP_MAX_CONNECTIONS.usize() },
+            tcp_max_connections_per_source: const { sip_config::TCP_MAX_CONNECTIONS_PER_SOURCE.usize() },
+            tcp_message_timeout_ms: const { sip_config::TCP_MESSAGE_TIMEOUT_MS.int() },
+            tcp_idle_timeout_ms: const { sip_config::TCP_IDLE_TIMEOUT_MS.int() },
+            tcp_write_queue_bytes: const { sip_config::TCP_WRITE_QUEUE_BYTES.usize() },
+            tcp_write_timeout_ms: const { sip_config::TCP_WRITE_TIMEOUT_MS.int() },
+            tls_handshake_timeout_ms: const { sip_config::TLS_HANDSHAKE_TIMEOUT_MS.int() },
         }
     }
 }
@@ -983,18 +968,18 @@ impl FromStr for Transport {
 pub struct SipInterface {
     /// `realm`: the network this interface faces (e.g. `"access"`, `"core"`); unique. Required.
     pub realm: String,
-    /// `address`: the local IP address to bind. Default `127.0.0.1`.
+    /// `address`: the local IP address to bind.
     #[serde(default = "default_address")]
     pub address: IpAddr,
-    /// `port`: the local port to bind for UDP and TCP. Default 5060, valid 1..=65535.
+    /// `port`: the local port to bind for UDP and TCP.
     #[serde(default = "default_port")]
     pub port: u16,
     /// `transports`: which transports listen here; non-empty, no duplicates; `tls` needs a
-    /// `tls-profile`. Default `["udp", "tcp"]`.
+    /// `tls-profile`.
     #[serde(default = "default_transports")]
     pub transports: Vec<Transport>,
-    /// `tls-port`: the local port SIP over TLS listens on (when `transports` has `tls`).
-    /// Default 5061 (RFC 3261 §19.1.2), valid 1..=65535, not `port` when TCP listens too.
+    /// `tls-port`: the local port SIP over TLS listens on (when `transports` has `tls`) (the
+    /// default: RFC 3261 §19.1.2), not `port` when TCP listens too.
     #[serde(default = "default_tls_port")]
     pub tls_port: u16,
     /// `tls-profile`: the `tls-profile` of the TLS listener: its certificate, and how clients
@@ -1048,15 +1033,14 @@ pub struct SessionAgent {
     /// `realm`: the realm (a `sip-interface`'s realm) through which the agent is reached.
     /// Required.
     pub realm: String,
-    /// `address`: the agent's IP address. Default `127.0.0.1`.
+    /// `address`: the agent's IP address.
     #[serde(default = "default_address")]
     pub address: IpAddr,
-    /// `port`: the agent's port. Default 5060, valid 1..=65535.
-    #[serde(default = "default_port")]
+    /// `port`: the agent's port.
+    #[serde(default = "default_agent_port")]
     pub port: u16,
-    /// `transport`: the transport used to reach the agent. Default `"udp"`; `tls` needs a
-    /// `tls-profile`, and TLS listening on the agent's realm's interface (where the agent's
-    /// in-dialog requests come back).
+    /// `transport`: the transport used to reach the agent; `tls` needs a `tls-profile`, and TLS
+    /// listening on the agent's realm's interface (where the agent's in-dialog requests come back).
     #[serde(default = "default_transport")]
     pub transport: Transport,
     /// `tls-profile`: with `transport = "tls"`, the `tls-profile` whose trusted CAs verify the
@@ -1102,7 +1086,7 @@ pub struct TlsProfile {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trusted_ca_certificates: Vec<String>,
     /// `mutual-authenticate`: clients of a listener with this profile must present a certificate
-    /// that chains to `trusted-ca-certificates` (mutual TLS). Default `false`.
+    /// that chains to `trusted-ca-certificates` (mutual TLS).
     #[serde(default)]
     pub mutual_authenticate: bool,
     /// `verify-names`: with `mutual-authenticate`, the names (DNS or IP SubjectAltNames) of
@@ -1110,13 +1094,11 @@ pub struct TlsProfile {
     /// CA is accepted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub verify_names: Vec<String>,
-    /// `tls-version`: `compatibility` (TLS 1.2 and 1.3), `tlsv12` or `tlsv13`. Default
-    /// `compatibility`.
+    /// `tls-version`: `compatibility` (TLS 1.2 and 1.3), `tlsv12` or `tlsv13`.
     #[serde(default)]
     pub tls_version: TlsVersion,
     /// `expiry-warning-days`: a loaded certificate that expires within this many days raises the
     /// certificate-expiry alarm (with a trap) until it is replaced; 0 = only once expired.
-    /// Default 30, valid 0..=365.
     #[serde(default = "default_expiry_warning_days")]
     pub expiry_warning_days: u32,
 }
@@ -1130,9 +1112,9 @@ impl TlsProfile {
             end_entity_certificate: String::new(),
             private_key: String::new(),
             trusted_ca_certificates: Vec::new(),
-            mutual_authenticate: false,
+            mutual_authenticate: const { tls_profile::MUTUAL_AUTHENTICATE.flag() },
             verify_names: Vec::new(),
-            tls_version: TlsVersion::default(),
+            tls_version: TlsVersion::DEFAULT,
             expiry_warning_days: default_expiry_warning_days(),
         }
     }
@@ -1145,7 +1127,7 @@ impl TlsProfile {
 }
 
 const fn default_expiry_warning_days() -> u32 {
-    30
+    tls_profile::EXPIRY_WARNING_DAYS.u32()
 }
 
 /// `access-control`: an operator's allow or deny entry for SIP sources (Oracle's element name).
@@ -1155,7 +1137,7 @@ pub struct AccessControl {
     /// `source-address`: an IP address or a network (`192.0.2.7`, `10.0.0.0/8`, `2001:db8::/32`);
     /// unique. Required.
     pub source_address: String,
-    /// `action`: `allow` (never rate-limited) or `deny` (dropped). Default `deny`.
+    /// `action`: `allow` (never rate-limited) or `deny` (dropped).
     pub action: AccessAction,
 }
 
@@ -1165,30 +1147,29 @@ pub struct AccessControl {
 pub struct MediaManager {
     /// `state`: `enabled`: the media of a call whose two realms each have a `steering-pool` is
     /// anchored (relayed through the SBC, SDP rewritten); `disabled`: SDP passes unchanged.
-    /// Default `enabled`.
     pub state: MediaManagerState,
-    /// `latching`: symmetric RTP: during the latching window, a leg's media destination moves
-    /// to where its packets come from (a caller behind NAT). Default `true`.
+    /// `latching`: symmetric RTP: during the latching window, a leg's media destination moves to
+    /// where its packets come from (a caller behind NAT).
     pub latching: bool,
-    /// `restricted-latching`: `none` (latch to any source) or `sdp` (latch only to the IP
-    /// address the leg's SDP signalled). Default `none`.
+    /// `restricted-latching`: `none` (latch to any source) or `sdp` (latch only to the IP address
+    /// the leg's SDP signalled).
     pub restricted_latching: RestrictedLatching,
-    /// `latching-window-ms`: how long after a stream starts, or after a new SDP from that leg,
-    /// its remote may be latched, in ms. Default 5000, valid 100..=60000.
+    /// `latching-window-ms`: how long after a stream starts, or after a new SDP from that leg, its
+    /// remote may be latched, in ms.
     pub latching_window_ms: u64,
-    /// `rtp-inactivity`: no RTP on any leg of an anchored call for this long ends the call with
-    /// a BYE on both legs, in seconds; 0 = off. Default 0, valid 0..=86400.
+    /// `rtp-inactivity`: no RTP on any leg of an anchored call for this long ends the call with a
+    /// BYE on both legs, in seconds; 0 = off.
     pub rtp_inactivity: u64,
 }
 
 impl Default for MediaManager {
     fn default() -> Self {
         Self {
-            state: MediaManagerState::Enabled,
-            latching: true,
-            restricted_latching: RestrictedLatching::None,
-            latching_window_ms: 5000,
-            rtp_inactivity: 0,
+            state: MediaManagerState::DEFAULT,
+            latching: const { media_manager::LATCHING.flag() },
+            restricted_latching: RestrictedLatching::DEFAULT,
+            latching_window_ms: const { media_manager::LATCHING_WINDOW_MS.int() },
+            rtp_inactivity: const { media_manager::RTP_INACTIVITY.int() },
         }
     }
 }
@@ -1213,7 +1194,7 @@ pub struct SteeringPool {
     /// `ip-address`: the local address the pool's ports are bound on and written into the SDP
     /// (`c=`); not a wildcard. Required.
     pub ip_address: IpAddr,
-    /// `start-port`: the first port of the pool. Required, valid 1024..=65535.
+    /// `start-port`: the first port of the pool. Required.
     pub start_port: u16,
     /// `end-port`: the last port of the pool (inclusive). Required, above `start-port`, with at
     /// least two RTP/RTCP pairs between them (see [`SteeringPool::pairs`]); the range overlaps no
@@ -1274,24 +1255,39 @@ pub(crate) const ACCESS_REALM: &str = "access";
 /// The realm, and name, of the default core-side interface and session-agent.
 pub(crate) const CORE: &str = "core";
 
-pub(crate) fn default_address() -> IpAddr {
-    IpAddr::V4(Ipv4Addr::LOCALHOST)
+/// The default of an interface's and an agent's `address`.
+pub(crate) const fn default_address() -> IpAddr {
+    sip_interface::ADDRESS.ip()
 }
 
-const fn default_port() -> u16 {
-    5060
+/// The default `port` of an interface.
+pub(crate) const fn default_port() -> u16 {
+    sip_interface::PORT.u16()
 }
 
+/// The default `port` of a session-agent.
+pub(crate) const fn default_agent_port() -> u16 {
+    session_agent::PORT.u16()
+}
+
+/// The default `transports` of an interface, from its key table.
 pub(crate) fn default_transports() -> Vec<Transport> {
-    vec![Transport::Udp, Transport::Tcp]
+    sip_interface::TRANSPORTS
+        .list()
+        .iter()
+        .filter_map(|word| word.parse().ok())
+        .collect()
 }
 
 pub(crate) const fn default_tls_port() -> u16 {
-    5061
+    sip_interface::TLS_PORT.u16()
 }
 
+/// The default `transport` of a session-agent, which its key table reads.
+pub(crate) const DEFAULT_TRANSPORT: Transport = Transport::Udp;
+
 const fn default_transport() -> Transport {
-    Transport::Udp
+    DEFAULT_TRANSPORT
 }
 
 /// The interfaces used when the file has no `[[sip-interface]]`: access on 5060, core on 5062.

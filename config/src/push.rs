@@ -156,7 +156,7 @@ impl Config {
             .unwrap_or_else(|e| unreachable!("a TOML table always serializes: {e}"))
     }
 
-    fn to_toml_value(&self) -> toml::Table {
+    pub(crate) fn to_toml_value(&self) -> toml::Table {
         toml::Table::try_from(self)
             .unwrap_or_else(|e| unreachable!("the configuration model always serializes: {e}"))
     }

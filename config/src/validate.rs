@@ -11,6 +11,10 @@ use std::net::{IpAddr, SocketAddr};
 use std::ops::RangeInclusive;
 
 use crate::error::{quoted, quoted_list, ConfigError};
+use crate::keys::{
+    alarm_threshold, auto_scaling_profile, media_manager, redundancy_config, sip_config,
+    steering_pool, system_config, tls_profile, KeySpec,
+};
 use crate::model::{
     split_option, AlarmThreshold, AlarmType, AutoScalingProfile, MediaManager, MemorySource, Peer,
     PeerType, RedundancyConfig, SessionAgent, SessionRouter, SipConfig, SipInterface, SnmpVersion,
@@ -18,75 +22,8 @@ use crate::model::{
 };
 use crate::Config;
 
-/// Valid `sip-config.t1-ms`.
-const T1_MS: RangeInclusive<u64> = 10..=10_000;
-/// Upper bound of `sip-config.t2-ms` (the lower bound is `t1-ms`).
-const T2_MS_MAX: u64 = 60_000;
-/// Valid `sip-config.t4-ms`.
-const T4_MS: RangeInclusive<u64> = 10..=60_000;
-/// Valid `sip-config.timer-c-ms`.
-const TIMER_C_MS: RangeInclusive<u64> = 1000..=3_600_000;
-/// Valid `sip-config.max-message-size`.
-const MAX_MESSAGE_SIZE: RangeInclusive<usize> = 1500..=65_535;
-/// Valid `sip-config.workers` and `tcp-workers`.
-const WORKERS: RangeInclusive<usize> = 1..=crate::MAX_WORKERS;
-/// Valid `sip-config.queue-size`.
-const QUEUE_SIZE: RangeInclusive<usize> = 16..=65_536;
-/// Valid `sip-config.max-queue-delay-ms` (0 = off).
-const MAX_QUEUE_DELAY_MS: RangeInclusive<u64> = 0..=32_000;
-/// Valid `sip-config.routing-cost-us`.
-const ROUTING_COST_US: RangeInclusive<u64> = 0..=1_000_000;
-/// Valid `sip-config.shutdown-grace-ms`.
-const SHUTDOWN_GRACE_MS: RangeInclusive<u64> = 0..=120_000;
-/// Valid `sip-config.heap-reject-threshold`.
-const HEAP_REJECT: RangeInclusive<u8> = 1..=100;
-/// Upper bound of `sip-config.retry-after-min` and `-max`, in seconds.
-const RETRY_AFTER_MAX: u32 = 3600;
-/// Valid `sip-config.tcp-max-connections`.
-const TCP_MAX_CONNECTIONS: RangeInclusive<usize> = 1..=1_000_000;
-/// Valid `sip-config.tcp-message-timeout-ms` and `tcp-write-timeout-ms`.
-const TCP_TIMEOUT_MS: RangeInclusive<u64> = 100..=600_000;
-/// Valid `sip-config.tls-handshake-timeout-ms`.
-const TLS_HANDSHAKE_TIMEOUT_MS: RangeInclusive<u64> = 100..=60_000;
-/// Valid `sip-config.tcp-idle-timeout-ms`.
-const TCP_IDLE_TIMEOUT_MS: RangeInclusive<u64> = 1000..=86_400_000;
-/// Upper bound of `sip-config.tcp-write-queue-bytes` (the lower bound is `max-message-size`).
-const TCP_WRITE_QUEUE_MAX: usize = 16 * 1024 * 1024;
-/// Valid `sip-config.auto-scaling-cycle-ms`.
-const AUTO_SCALING_CYCLE_MS: RangeInclusive<u64> = 100..=60_000;
-/// Valid `system-config.heap-limit-mb`.
-const HEAP_LIMIT_MB: RangeInclusive<u64> = 1..=1_048_576;
-/// Valid `system-config.alarm-iteration-ms`.
-const ALARM_ITERATION_MS: RangeInclusive<u64> = 100..=600_000;
-/// Valid `system-config.alarm-subsamples`.
-const ALARM_SUBSAMPLES: RangeInclusive<u32> = 1..=60;
-/// Valid `alarm-threshold.value`.
-const THRESHOLD_VALUE: RangeInclusive<u8> = 1..=100;
-/// Valid health points (`health-penalty`, `health-threshold`).
-const HEALTH: RangeInclusive<u8> = 0..=100;
-/// Valid `redundancy-config.advertisement-time`.
-const ADVERTISEMENT_TIME: RangeInclusive<u64> = 50..=60_000;
-/// Valid `redundancy-config.percent-drift`.
-const PERCENT_DRIFT: RangeInclusive<u32> = 100..=65_535;
-/// Valid `redundancy-config.initial-time` and `becoming-active-time`.
-const STATE_TIME: RangeInclusive<u64> = 5..=600_000;
-/// Valid `redundancy-config.becoming-standby-time`.
-const BECOMING_STANDBY_TIME: RangeInclusive<u64> = 5..=3_600_000;
-/// Valid `redundancy-config.health-threshold`.
-const HEALTH_THRESHOLD: RangeInclusive<u8> = 1..=100;
-/// Valid `auto-scaling-profile.scale-up-to` and `scale-down-to` (as `sip-config.workers`).
-#[allow(clippy::cast_possible_truncation)] // 64 fits
-const SCALE_WORKERS: RangeInclusive<u32> = 1..=crate::MAX_WORKERS as u32;
-/// Valid `auto-scaling-profile.scale-up-on`.
-const SCALE_PERCENT: RangeInclusive<u8> = 1..=100;
-/// Upper bound of the cycle counts of an `auto-scaling-profile`.
-const SCALE_CYCLES_MAX: u32 = 1000;
-/// Valid `media-manager.latching-window-ms`.
-const LATCHING_WINDOW_MS: RangeInclusive<u64> = 100..=60_000;
-/// Valid `media-manager.rtp-inactivity`, in seconds (0 = off).
-const RTP_INACTIVITY: RangeInclusive<u64> = 0..=86_400;
 /// The lowest `steering-pool.start-port`: the well-known ports stay out of the relay.
-const POOL_START_MIN: u16 = 1024;
+const POOL_START_MIN: u64 = steering_pool::START_PORT.min();
 /// The fewest RTP/RTCP pairs a `steering-pool` holds.
 const POOL_PAIRS_MIN: usize = 2;
 
@@ -115,16 +52,9 @@ pub(crate) fn validate(config: &Config) -> Result<(), ConfigError> {
 
 /// `media-manager`: the latching window and the inactivity timer in range.
 fn media_manager(m: &MediaManager) -> Result<(), ConfigError> {
-    within(
-        "media-manager.latching-window-ms",
-        m.latching_window_ms,
-        &LATCHING_WINDOW_MS,
-    )?;
-    within(
-        "media-manager.rtp-inactivity",
-        m.rtp_inactivity,
-        &RTP_INACTIVITY,
-    )
+    let at = "media-manager";
+    check(at, &media_manager::LATCHING_WINDOW_MS, m.latching_window_ms)?;
+    check(at, &media_manager::RTP_INACTIVITY, m.rtp_inactivity)
 }
 
 /// Whether a pool on `pool` and an interface on `iface` share an address: the same one, or
@@ -166,12 +96,12 @@ fn steering_pools(pools: &[SteeringPool], interfaces: &[SipInterface]) -> Result
                 "a local IP address that is not a wildcard, e.g. \"192.0.2.10\"",
             ));
         }
-        if pool.start_port < POOL_START_MIN {
+        if u64::from(pool.start_port) < POOL_START_MIN {
             return Err(ConfigError::invalid(
                 key("start-port"),
                 pool.start_port.to_string(),
                 "out of range: the well-known ports are not for media",
-                format!("{POOL_START_MIN}..=65535"),
+                steering_pool::START_PORT.valid(),
             ));
         }
         if pool.end_port <= pool.start_port {
@@ -291,26 +221,30 @@ fn system(system: &SystemConfig) -> Result<(), ConfigError> {
             "a limit in MiB above 0",
         ));
     }
-    within(key("heap-limit-mb"), system.heap_limit_mb, &HEAP_LIMIT_MB)?;
-    within(
-        key("alarm-iteration-ms"),
+    let at = "system-config";
+    check(at, &system_config::HEAP_LIMIT_MB, system.heap_limit_mb)?;
+    check(
+        at,
+        &system_config::ALARM_ITERATION_MS,
         system.alarm_iteration_ms,
-        &ALARM_ITERATION_MS,
     )?;
-    within(
-        key("alarm-subsamples"),
+    check(
+        at,
+        &system_config::ALARM_SUBSAMPLES,
         system.alarm_subsamples,
-        &ALARM_SUBSAMPLES,
     )?;
-    if !(1..=system.alarm_subsamples).contains(&system.spike_subsamples) {
+    let spike = &system_config::SPIKE_SUBSAMPLES;
+    if !(spike.min()..=u64::from(system.alarm_subsamples))
+        .contains(&u64::from(system.spike_subsamples))
+    {
         return Err(ConfigError::invalid(
-            key("spike-subsamples"),
+            key(spike.name),
             system.spike_subsamples.to_string(),
             format!(
                 "out of range, must be at most alarm-subsamples ({})",
                 system.alarm_subsamples
             ),
-            format!("1..={}", system.alarm_subsamples),
+            format!("{}..={}", spike.min(), system.alarm_subsamples),
         ));
     }
     if let Some(addr) = system.metrics_address {
@@ -535,8 +469,9 @@ fn thresholds(thresholds: &[AlarmThreshold]) -> Result<(), ConfigError> {
                 "\"\" (empty)",
             ));
         }
-        within(key("value"), t.value, &THRESHOLD_VALUE)?;
-        within(key("health-penalty"), t.health_penalty, &HEALTH)?;
+        let at = format!("system-config.alarm-threshold[{i}]");
+        check(&at, &alarm_threshold::VALUE, t.value)?;
+        check(&at, &alarm_threshold::HEALTH_PENALTY, t.health_penalty)?;
         let same = |o: &&AlarmThreshold| o.kind == t.kind && o.volume == t.volume;
         if let Some(j) = thresholds[..i]
             .iter()
@@ -620,28 +555,25 @@ fn redundancy(r: &RedundancyConfig) -> Result<(), ConfigError> {
             ));
         }
     }
-    within(
-        key("advertisement-time"),
+    let at = "redundancy-config";
+    check(
+        at,
+        &redundancy_config::ADVERTISEMENT_TIME,
         r.advertisement_time,
-        &ADVERTISEMENT_TIME,
     )?;
-    within(key("percent-drift"), r.percent_drift, &PERCENT_DRIFT)?;
-    within(key("initial-time"), r.initial_time, &STATE_TIME)?;
-    within(
-        key("becoming-active-time"),
+    check(at, &redundancy_config::PERCENT_DRIFT, r.percent_drift)?;
+    check(at, &redundancy_config::INITIAL_TIME, r.initial_time)?;
+    check(
+        at,
+        &redundancy_config::BECOMING_ACTIVE_TIME,
         r.becoming_active_time,
-        &STATE_TIME,
     )?;
-    within(
-        key("becoming-standby-time"),
+    check(
+        at,
+        &redundancy_config::BECOMING_STANDBY_TIME,
         r.becoming_standby_time,
-        &BECOMING_STANDBY_TIME,
     )?;
-    within(
-        key("health-threshold"),
-        r.health_threshold,
-        &HEALTH_THRESHOLD,
-    )?;
+    check(at, &redundancy_config::HEALTH_THRESHOLD, r.health_threshold)?;
     if r.emergency_threshold >= r.health_threshold {
         return Err(ConfigError::invalid(
             key("emergency-threshold"),
@@ -763,11 +695,13 @@ fn profiles(profiles: &[AutoScalingProfile]) -> Result<(), ConfigError> {
                 "a name not used by another auto-scaling-profile",
             ));
         }
-        within(key("scale-up-to"), p.scale_up_to, &SCALE_WORKERS)?;
-        within(key("scale-up-on"), p.scale_up_on, &SCALE_PERCENT)?;
-        within(key("scale-up-for"), p.scale_up_for, &(1..=SCALE_CYCLES_MAX))?;
+        let at = format!("auto-scaling-profile[{i}]");
+        check(&at, &auto_scaling_profile::SCALE_UP_TO, p.scale_up_to)?;
+        check(&at, &auto_scaling_profile::SCALE_UP_ON, p.scale_up_on)?;
+        check(&at, &auto_scaling_profile::SCALE_UP_FOR, p.scale_up_for)?;
+        let scale_cycles_max = auto_scaling_profile::SCALE_UP_WITHIN.max();
         if let Some(within_cycles) = p.scale_up_within {
-            if !(p.scale_up_for..=SCALE_CYCLES_MAX).contains(&within_cycles) {
+            if !(u64::from(p.scale_up_for)..=scale_cycles_max).contains(&u64::from(within_cycles)) {
                 return Err(ConfigError::invalid(
                     key("scale-up-within"),
                     within_cycles.to_string(),
@@ -775,7 +709,7 @@ fn profiles(profiles: &[AutoScalingProfile]) -> Result<(), ConfigError> {
                         "out of range, must be at least scale-up-for ({})",
                         p.scale_up_for
                     ),
-                    format!("{}..={SCALE_CYCLES_MAX}", p.scale_up_for),
+                    format!("{}..={scale_cycles_max}", p.scale_up_for),
                 ));
             }
         }
@@ -812,7 +746,7 @@ fn profiles(profiles: &[AutoScalingProfile]) -> Result<(), ConfigError> {
                     format!("0..={}", p.scale_up_on - 1),
                 ));
             }
-            within(key("scale-down-for"), cycles, &(1..=SCALE_CYCLES_MAX))?;
+            check(&at, &auto_scaling_profile::SCALE_DOWN_FOR, cycles)?;
         }
     }
     Ok(())
@@ -900,12 +834,15 @@ fn attachments(config: &Config) -> Result<(), ConfigError> {
     Ok(())
 }
 
-fn in_range<T: PartialOrd + Display>(
-    key: &str,
-    value: T,
-    range: &RangeInclusive<T>,
-) -> Result<(), ConfigError> {
-    within(format!("sip-config.{key}"), value, range)
+/// `at.key = value: out of range (valid: a..=b)` unless the literal range declared for the key
+/// ([`KeySpec::literal_range`]) holds `value`; bounds that name other keys are checked by the
+/// caller.
+fn check(at: &str, spec: &KeySpec, value: impl TryInto<u64>) -> Result<(), ConfigError> {
+    let value = value.try_into().unwrap_or(u64::MAX);
+    match spec.literal_range() {
+        Some(range) => within(format!("{at}.{}", spec.name), value, &range),
+        None => Ok(()),
+    }
 }
 
 /// `key = value: out of range (valid: a..=b)` unless `range` holds `value`.
@@ -927,40 +864,30 @@ fn within<T: PartialOrd + Display>(
 }
 
 fn sip(sip: &SipConfig) -> Result<(), ConfigError> {
-    in_range("t1-ms", sip.t1_ms, &T1_MS)?;
-    if !(sip.t1_ms..=T2_MS_MAX).contains(&sip.t2_ms) {
+    use sip_config as k;
+    let at = "sip-config";
+    check(at, &k::T1_MS, sip.t1_ms)?;
+    if !(sip.t1_ms..=k::T2_MS.max()).contains(&sip.t2_ms) {
         return Err(ConfigError::invalid(
-            "sip-config.t2-ms",
+            format!("{at}.{}", k::T2_MS.name),
             sip.t2_ms.to_string(),
             format!("out of range, must be at least t1-ms ({})", sip.t1_ms),
-            format!("{}..={T2_MS_MAX}", sip.t1_ms),
+            format!("{}..={}", sip.t1_ms, k::T2_MS.max()),
         ));
     }
-    in_range("t4-ms", sip.t4_ms, &T4_MS)?;
-    in_range("timer-c-ms", sip.timer_c_ms, &TIMER_C_MS)?;
-    in_range("max-message-size", sip.max_message_size, &MAX_MESSAGE_SIZE)?;
-    in_range("workers", sip.workers, &WORKERS)?;
-    in_range("tcp-workers", sip.tcp_workers, &WORKERS)?;
-    in_range("queue-size", sip.queue_size, &QUEUE_SIZE)?;
-    in_range(
-        "max-queue-delay-ms",
-        sip.max_queue_delay_ms,
-        &MAX_QUEUE_DELAY_MS,
-    )?;
-    in_range("routing-cost-us", sip.routing_cost_us, &ROUTING_COST_US)?;
-    in_range(
-        "shutdown-grace-ms",
-        sip.shutdown_grace_ms,
-        &SHUTDOWN_GRACE_MS,
-    )?;
-    in_range(
-        "heap-reject-threshold",
-        sip.heap_reject_threshold,
-        &HEAP_REJECT,
-    )?;
+    check(at, &k::T4_MS, sip.t4_ms)?;
+    check(at, &k::TIMER_C_MS, sip.timer_c_ms)?;
+    check(at, &k::MAX_MESSAGE_SIZE, sip.max_message_size)?;
+    check(at, &k::WORKERS, sip.workers)?;
+    check(at, &k::TCP_WORKERS, sip.tcp_workers)?;
+    check(at, &k::QUEUE_SIZE, sip.queue_size)?;
+    check(at, &k::MAX_QUEUE_DELAY_MS, sip.max_queue_delay_ms)?;
+    check(at, &k::ROUTING_COST_US, sip.routing_cost_us)?;
+    check(at, &k::SHUTDOWN_GRACE_MS, sip.shutdown_grace_ms)?;
+    check(at, &k::HEAP_REJECT_THRESHOLD, sip.heap_reject_threshold)?;
     if sip.heap_resume_threshold >= sip.heap_reject_threshold {
         return Err(ConfigError::invalid(
-            "sip-config.heap-resume-threshold",
+            format!("{at}.{}", k::HEAP_RESUME_THRESHOLD.name),
             sip.heap_resume_threshold.to_string(),
             format!(
                 "must be below heap-reject-threshold ({})",
@@ -969,71 +896,46 @@ fn sip(sip: &SipConfig) -> Result<(), ConfigError> {
             format!("0..={}", sip.heap_reject_threshold - 1),
         ));
     }
-    in_range(
-        "retry-after-min",
-        sip.retry_after_min,
-        &(1..=RETRY_AFTER_MAX),
-    )?;
-    if !(sip.retry_after_min..=RETRY_AFTER_MAX).contains(&sip.retry_after_max) {
+    check(at, &k::RETRY_AFTER_MIN, sip.retry_after_min)?;
+    let retry_max = k::RETRY_AFTER_MAX.max();
+    if !(u64::from(sip.retry_after_min)..=retry_max).contains(&u64::from(sip.retry_after_max)) {
         return Err(ConfigError::invalid(
-            "sip-config.retry-after-max",
+            format!("{at}.{}", k::RETRY_AFTER_MAX.name),
             sip.retry_after_max.to_string(),
             format!(
                 "out of range, must be at least retry-after-min ({})",
                 sip.retry_after_min
             ),
-            format!("{}..={RETRY_AFTER_MAX}", sip.retry_after_min),
+            format!("{}..={retry_max}", sip.retry_after_min),
         ));
     }
-    in_range(
-        "auto-scaling-cycle-ms",
-        sip.auto_scaling_cycle_ms,
-        &AUTO_SCALING_CYCLE_MS,
-    )?;
-    in_range("source-rate", sip.source_rate, &(1..=1_000_000))?;
-    in_range("source-burst", sip.source_burst, &(1..=1_000_000))?;
-    in_range(
-        "source-deny-seconds",
-        sip.source_deny_seconds,
-        &(0..=86_400),
-    )?;
-    in_range("max-calls", sip.max_calls, &(64..=10_000_000))?;
-    in_range("max-transactions", sip.max_transactions, &(64..=20_000_000))?;
-    in_range("max-header-size", sip.max_header_size, &(256..=65_535))?;
-    in_range(
-        "tcp-max-connections",
-        sip.tcp_max_connections,
-        &TCP_MAX_CONNECTIONS,
-    )?;
-    in_range(
-        "tcp-max-connections-per-source",
+    check(at, &k::AUTO_SCALING_CYCLE_MS, sip.auto_scaling_cycle_ms)?;
+    check(at, &k::SOURCE_RATE, sip.source_rate)?;
+    check(at, &k::SOURCE_BURST, sip.source_burst)?;
+    check(at, &k::SOURCE_DENY_SECONDS, sip.source_deny_seconds)?;
+    check(at, &k::MAX_CALLS, sip.max_calls)?;
+    check(at, &k::MAX_TRANSACTIONS, sip.max_transactions)?;
+    check(at, &k::MAX_HEADER_SIZE, sip.max_header_size)?;
+    check(at, &k::TCP_MAX_CONNECTIONS, sip.tcp_max_connections)?;
+    let per_source = &k::TCP_MAX_CONNECTIONS_PER_SOURCE;
+    within(
+        format!("{at}.{}", per_source.name),
         sip.tcp_max_connections_per_source,
-        &(1..=sip.tcp_max_connections),
+        &(usize::try_from(per_source.min()).unwrap_or(usize::MAX)..=sip.tcp_max_connections),
     )?;
-    in_range(
-        "tcp-message-timeout-ms",
-        sip.tcp_message_timeout_ms,
-        &TCP_TIMEOUT_MS,
-    )?;
-    in_range(
-        "tcp-idle-timeout-ms",
-        sip.tcp_idle_timeout_ms,
-        &TCP_IDLE_TIMEOUT_MS,
-    )?;
-    in_range(
-        "tcp-write-queue-bytes",
+    check(at, &k::TCP_MESSAGE_TIMEOUT_MS, sip.tcp_message_timeout_ms)?;
+    check(at, &k::TCP_IDLE_TIMEOUT_MS, sip.tcp_idle_timeout_ms)?;
+    let write_queue = &k::TCP_WRITE_QUEUE_BYTES;
+    within(
+        format!("{at}.{}", write_queue.name),
         sip.tcp_write_queue_bytes,
-        &(sip.max_message_size..=TCP_WRITE_QUEUE_MAX),
+        &(sip.max_message_size..=usize::try_from(write_queue.max()).unwrap_or(usize::MAX)),
     )?;
-    in_range(
-        "tcp-write-timeout-ms",
-        sip.tcp_write_timeout_ms,
-        &TCP_TIMEOUT_MS,
-    )?;
-    in_range(
-        "tls-handshake-timeout-ms",
+    check(at, &k::TCP_WRITE_TIMEOUT_MS, sip.tcp_write_timeout_ms)?;
+    check(
+        at,
+        &k::TLS_HANDSHAKE_TIMEOUT_MS,
         sip.tls_handshake_timeout_ms,
-        &TLS_HANDSHAKE_TIMEOUT_MS,
     )
 }
 
@@ -1062,9 +964,6 @@ fn overlaps(a: SocketAddr, b: SocketAddr) -> bool {
         && (a.ip() == b.ip()
             || (a.is_ipv4() == b.is_ipv4() && (a.ip().is_unspecified() || b.ip().is_unspecified())))
 }
-
-/// Valid `tls-profile.expiry-warning-days`.
-const EXPIRY_WARNING_DAYS: RangeInclusive<u32> = 0..=365;
 
 /// Whether `name` can be a certificate name to verify: an IP address, or a DNS name of
 /// letters, digits, `-` and `.` (at most 253 bytes, labels of 1..=63) whose last label is not
@@ -1177,10 +1076,10 @@ fn tls_profiles(profiles: &[TlsProfile]) -> Result<(), ConfigError> {
                 "DNS names (sip.example.com, no *. wildcard) or IP addresses",
             ));
         }
-        within(
-            key("expiry-warning-days"),
+        check(
+            &format!("tls-profile[{i}]"),
+            &tls_profile::EXPIRY_WARNING_DAYS,
             p.expiry_warning_days,
-            &EXPIRY_WARNING_DAYS,
         )?;
     }
     Ok(())

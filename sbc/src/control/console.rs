@@ -22,6 +22,7 @@ use tokio::sync::mpsc;
 
 use crate::control::management::ManagementSockets;
 use crate::control::mgmt::{self, Request, Response};
+use crate::control::oper::{OperCommand, OPERATIONS};
 use crate::control::show::Outcome;
 use crate::control::subsystems::Subsystems;
 use crate::runtime::Node;
@@ -73,7 +74,7 @@ impl mgmt::SessionFactory for Console {
 
     fn session(self: Arc<Self>) -> ConsoleSession {
         ConsoleSession {
-            acli: Session::new(),
+            acli: Session::new(&OPERATIONS),
             console: self,
         }
     }
@@ -147,9 +148,18 @@ impl mgmt::Session for ConsoleSession {
                         let r = console.lifecycle(cmd, json).await;
                         finish(r, prompt_after(&self.acli))
                     }
-                    Reply::Operational(cmd) => {
-                        let r = console.operational(cmd, json).await;
-                        finish(r, prompt_after(&self.acli))
+                    Reply::Operational(line) => {
+                        let lab_mode = console
+                            .config
+                            .lock()
+                            .is_ok_and(|c| c.editing.system.lab_mode);
+                        match OperCommand::parse(&line, lab_mode) {
+                            Ok(cmd) => {
+                                let r = console.operational(cmd, json).await;
+                                finish(r, prompt_after(&self.acli))
+                            }
+                            Err(e) => Response::error(e, prompt_after(&self.acli)),
+                        }
                     }
                 }
             }

@@ -16,5 +16,6 @@ pub mod follow;
 pub mod lifecycle;
 pub mod management;
 pub mod mgmt;
+pub mod oper;
 pub mod show;
 pub mod subsystems;

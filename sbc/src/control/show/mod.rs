@@ -16,10 +16,10 @@ mod sip_stats;
 mod tls;
 mod workers;
 
-use sbc_config::acli::OperCommand;
 use serde_json::Value;
 
 use crate::control::console::Console;
+use crate::control::oper::OperCommand;
 use crate::status;
 
 /// The outcome of a command: text and, when asked for, JSON; or why it was refused.

@@ -1,0 +1,1024 @@
+//! Every configuration key, declared once: one table per element.
+//!
+//! Each key of each element is one [`KeySpec`]: its name (the TOML key and the ACLI word), its
+//! type, its default, its range or valid words, and one line of help. Everything else follows
+//! from that declaration:
+//!
+//! - the model's `Default` impls and serde default functions read the defaults
+//!   ([`KeySpec::int`], [`KeySpec::text`], …, evaluated at compile time);
+//! - validation checks the ranges (`validate.rs` names the key's spec, never a number);
+//! - the ACLI's `?` help, its completion of words and its "valid:" part of messages;
+//! - the commented example file `config/sbc.example.toml` and the configuration reference
+//!   `docs/configuration-reference.md` ([`crate::docs`]), which a unit test compares with the
+//!   committed files.
+//!
+//! Bounds that depend on another key (`t2-ms` from `t1-ms` up) are declared as such
+//! ([`Bound::Key`], [`Bound::Below`]); `validate.rs` checks them with the other key's value.
+//! A keyword's words and its default come from the keyword enum of the model (its
+//! `DEFAULT`), so they are written once too.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use crate::model::{
+    AccessAction, AlarmType, FilterLevel, InDialogSource, MediaManagerState, MemorySource,
+    PeerType, RedundancyState, RestrictedLatching, Severity, SnmpAuthProtocol, SnmpPrivProtocol,
+    SnmpVersion, TlsVersion, DEFAULT_TRANSPORT,
+};
+
+/// The type of a key's value, which decides how the ACLI parses it and how the reference
+/// names it.
+#[derive(Debug, Clone, Copy)]
+pub enum Ty {
+    /// Any string (one word in the ACLI; quote it if it has spaces).
+    Str,
+    /// A non-negative integer up to the given maximum (the storage type's).
+    Int(u64),
+    /// A boolean (`enabled`/`disabled`, also `true`/`false`, in the ACLI).
+    Bool,
+    /// One of these words.
+    Words(&'static [&'static str]),
+    /// An IP address.
+    Ip,
+    /// An `address:port`.
+    Addr,
+    /// A list of items of the inner type (edited with `+item`, `-item` or a bare list).
+    List(&'static Self),
+}
+
+/// A key's default, as the model's `Default` takes it.
+#[derive(Debug, Clone, Copy)]
+pub enum Dflt {
+    /// An integer.
+    Int(u64),
+    /// A boolean.
+    Bool(bool),
+    /// A string (also a keyword's word).
+    Str(&'static str),
+    /// An IP address.
+    Ip(IpAddr),
+    /// A list of strings (empty: an empty list).
+    List(&'static [&'static str]),
+    /// Absent: an optional key that is unset by default.
+    Unset,
+    /// No default: the key must be given.
+    Required,
+}
+
+/// One end of a key's range.
+#[derive(Debug, Clone, Copy)]
+pub enum Bound {
+    /// A number.
+    Value(u64),
+    /// The value of another key of the same element (inclusive).
+    Key(&'static str),
+    /// Below the value of another key of the same element (an upper bound only).
+    Below(&'static str),
+}
+
+impl Bound {
+    fn write(self, out: &mut String) {
+        match self {
+            Self::Value(n) => out.push_str(&n.to_string()),
+            Self::Key(k) | Self::Below(k) => out.push_str(k),
+        }
+    }
+}
+
+/// One configuration key: its name, type, default, range and help, declared once.
+#[derive(Debug, Clone, Copy)]
+pub struct KeySpec {
+    /// The TOML key, which is also the ACLI attribute word.
+    pub name: &'static str,
+    /// How the value is parsed.
+    pub ty: Ty,
+    /// The default.
+    pub default: Dflt,
+    /// The valid range of an integer: `(low, high)`, both inclusive unless [`Bound::Below`].
+    pub range: Option<(Bound, Bound)>,
+    /// What is valid, when the range or the words do not say it all (`<MiB, > 0 with …>`).
+    hint: Option<&'static str>,
+    /// Appended to a range in the hint: `0 = off`.
+    note: Option<&'static str>,
+    /// An example value in TOML, for the example file where the key has no default.
+    pub example: Option<&'static str>,
+    /// One line of what it means.
+    pub help: &'static str,
+    /// Whether the key may be unset (`""` or `none` clears it in the ACLI).
+    pub optional: bool,
+}
+
+impl KeySpec {
+    const fn new(ty: Ty, default: Dflt, help: &'static str) -> Self {
+        Self {
+            name: "",
+            ty,
+            default,
+            range: None,
+            hint: None,
+            note: None,
+            example: None,
+            help,
+            optional: false,
+        }
+    }
+
+    /// An integer stored in a type whose maximum is `max`.
+    const fn int_of(max: u64, default: u64, help: &'static str) -> Self {
+        Self::new(Ty::Int(max), Dflt::Int(default), help)
+    }
+
+    /// The declaration's name (the table macro sets it).
+    const fn named(mut self, name: &'static str) -> Self {
+        self.name = name;
+        self
+    }
+
+    /// Valid `low..=high`.
+    const fn range(mut self, low: u64, high: u64) -> Self {
+        self.range = Some((Bound::Value(low), Bound::Value(high)));
+        self
+    }
+
+    /// A range with bounds that may name other keys.
+    const fn bounds(mut self, low: Bound, high: Bound) -> Self {
+        self.range = Some((low, high));
+        self
+    }
+
+    /// What is valid, in words (replaces the hint made from the range or the words).
+    const fn hint(mut self, hint: &'static str) -> Self {
+        self.hint = Some(hint);
+        self
+    }
+
+    /// A remark after the range: `<0..=32000, 0 = off>`.
+    const fn note(mut self, note: &'static str) -> Self {
+        self.note = Some(note);
+        self
+    }
+
+    /// An example value (TOML) for the example file.
+    const fn example(mut self, toml: &'static str) -> Self {
+        self.example = Some(toml);
+        self
+    }
+
+    /// May be unset; unset by default.
+    const fn optional(mut self) -> Self {
+        self.optional = true;
+        self.default = Dflt::Unset;
+        self
+    }
+
+    /// Has no default.
+    const fn required(mut self) -> Self {
+        self.default = Dflt::Required;
+        self
+    }
+
+    /// The integer default. Panics (at compile time, where the model reads it in a `const`
+    /// block) when the default is not an integer.
+    #[must_use]
+    pub const fn int(&self) -> u64 {
+        match self.default {
+            Dflt::Int(n) => n,
+            _ => panic!("not an integer default"),
+        }
+    }
+
+    /// The integer default as a `u8` (checked at compile time).
+    #[must_use]
+    pub const fn u8(&self) -> u8 {
+        let n = self.int();
+        assert!(n <= u8::MAX as u64);
+        n as u8
+    }
+
+    /// The integer default as a `u16` (checked at compile time).
+    #[must_use]
+    pub const fn u16(&self) -> u16 {
+        let n = self.int();
+        assert!(n <= u16::MAX as u64);
+        n as u16
+    }
+
+    /// The integer default as a `u32` (checked at compile time).
+    #[must_use]
+    pub const fn u32(&self) -> u32 {
+        let n = self.int();
+        assert!(n <= u32::MAX as u64);
+        n as u32
+    }
+
+    /// The integer default as a `usize` (checked at compile time).
+    #[must_use]
+    pub const fn usize(&self) -> usize {
+        let n = self.int();
+        assert!(n <= usize::MAX as u64);
+        n as usize
+    }
+
+    /// The boolean default.
+    #[must_use]
+    pub const fn flag(&self) -> bool {
+        match self.default {
+            Dflt::Bool(b) => b,
+            _ => panic!("not a boolean default"),
+        }
+    }
+
+    /// The string default.
+    #[must_use]
+    pub const fn text(&self) -> &'static str {
+        match self.default {
+            Dflt::Str(s) => s,
+            _ => panic!("not a string default"),
+        }
+    }
+
+    /// The IP address default.
+    #[must_use]
+    pub const fn ip(&self) -> IpAddr {
+        match self.default {
+            Dflt::Ip(ip) => ip,
+            _ => panic!("not an address default"),
+        }
+    }
+
+    /// The list default.
+    #[must_use]
+    pub const fn list(&self) -> &'static [&'static str] {
+        match self.default {
+            Dflt::List(items) => items,
+            _ => panic!("not a list default"),
+        }
+    }
+
+    /// The literal bounds of the range (a bound naming another key counts as open); `None`
+    /// without a range.
+    #[must_use]
+    pub fn literal_range(&self) -> Option<std::ops::RangeInclusive<u64>> {
+        self.range.map(|_| self.min()..=self.max())
+    }
+
+    /// The literal upper bound of the range (`u64::MAX` when it names another key).
+    #[must_use]
+    pub const fn max(&self) -> u64 {
+        match self.range {
+            Some((_, Bound::Value(n))) => n,
+            _ => u64::MAX,
+        }
+    }
+
+    /// The literal lower bound of the range (0 when it names another key).
+    #[must_use]
+    pub const fn min(&self) -> u64 {
+        match self.range {
+            Some((Bound::Value(n), _)) => n,
+            _ => 0,
+        }
+    }
+
+    /// What is valid, as the ACLI's `?` shows it: `<1..=100>`, `<0..=32000, 0 = off>`,
+    /// `<t1-ms..=60000>`, `<memory | heap>`, `<scale-up-for..=1000 | none>`.
+    #[must_use]
+    pub fn hint_text(&self) -> String {
+        if let Some(hint) = self.hint {
+            return hint.to_owned();
+        }
+        let mut out = String::from("<");
+        match (self.range, self.ty) {
+            (Some((low, high)), _) => {
+                low.write(&mut out);
+                out.push_str(if matches!(high, Bound::Below(_)) {
+                    ".."
+                } else {
+                    "..="
+                });
+                high.write(&mut out);
+            }
+            (None, Ty::Words(words)) => out.push_str(&words.join(" | ")),
+            (None, Ty::Bool) => out.push_str("enabled | disabled"),
+            _ => out.push_str(self.name),
+        }
+        if let Some(note) = self.note {
+            out.push_str(", ");
+            out.push_str(note);
+        }
+        if self.optional {
+            out.push_str(" | none");
+        }
+        out.push('>');
+        out
+    }
+
+    /// What is valid, for messages and the reference: the hint without its brackets.
+    #[must_use]
+    pub fn valid(&self) -> String {
+        let hint = self.hint_text();
+        hint.trim_start_matches('<')
+            .trim_end_matches('>')
+            .to_owned()
+    }
+
+    /// The default as TOML text (`500`, `"sbc"`, `["udp", "tcp"]`), `None` when unset or
+    /// required.
+    #[must_use]
+    pub fn default_toml(&self) -> Option<String> {
+        let quote = |s: &str| toml::Value::String(s.to_owned()).to_string();
+        match self.default {
+            Dflt::Int(n) => Some(n.to_string()),
+            Dflt::Bool(b) => Some(b.to_string()),
+            Dflt::Str(s) => Some(quote(s)),
+            Dflt::Ip(ip) => Some(quote(&ip.to_string())),
+            Dflt::List(items) => Some(format!(
+                "[{}]",
+                items
+                    .iter()
+                    .map(|i| quote(i))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+            Dflt::Unset | Dflt::Required => None,
+        }
+    }
+}
+
+/// One element: its Oracle name, its place in the file, one line of help and its keys.
+#[derive(Debug, Clone, Copy)]
+pub struct ElementSpec {
+    /// Oracle's element name, the ACLI word that enters it.
+    pub name: &'static str,
+    /// The TOML table it is written as: `[sip-config]`, `[[system-config.alarm-threshold]]`.
+    pub table: &'static str,
+    /// One line of what it is.
+    pub help: &'static str,
+    /// Its keys, in `show` order.
+    pub keys: &'static [KeySpec],
+}
+
+impl ElementSpec {
+    /// The key called `name`, if the element has it.
+    #[must_use]
+    pub fn key(&self, name: &str) -> Option<&'static KeySpec> {
+        self.keys.iter().find(|k| k.name == name)
+    }
+}
+
+/// The largest integer TOML can hold.
+const I64: u64 = i64::MAX as u64;
+const U32: u64 = u32::MAX as u64;
+const U16: u64 = u16::MAX as u64;
+const U8: u64 = u8::MAX as u64;
+/// The most workers of a worker group, as a bound.
+const MAX_WORKERS: u64 = crate::MAX_WORKERS as u64;
+/// The spellings of the SIP transports.
+const TRANSPORT_WORDS: &[&str] = &["udp", "tcp", "tls"];
+/// The loopback address, the default of addresses.
+const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+/// An integer stored as `u64` (TOML's own limit applies).
+const fn int(default: u64, help: &'static str) -> KeySpec {
+    KeySpec::int_of(I64, default, help)
+}
+/// An integer stored as `u32`.
+const fn int32(default: u64, help: &'static str) -> KeySpec {
+    KeySpec::int_of(U32, default, help)
+}
+/// An integer stored as `u16` (a port).
+const fn int16(default: u64, help: &'static str) -> KeySpec {
+    KeySpec::int_of(U16, default, help)
+}
+/// An integer stored as `u8` (a percentage, points).
+const fn int8(default: u64, help: &'static str) -> KeySpec {
+    KeySpec::int_of(U8, default, help)
+}
+/// A port, valid 1..=65535.
+const fn port(default: u64, help: &'static str) -> KeySpec {
+    int16(default, help).range(1, 65_535)
+}
+/// A boolean.
+const fn flag(default: bool, help: &'static str) -> KeySpec {
+    KeySpec::new(Ty::Bool, Dflt::Bool(default), help)
+}
+/// A string; `hint` says what it is.
+const fn text(default: &'static str, hint: &'static str, help: &'static str) -> KeySpec {
+    KeySpec::new(Ty::Str, Dflt::Str(default), help).hint(hint)
+}
+/// One of `words`, `default` among them.
+const fn word(
+    words: &'static [&'static str],
+    default: &'static str,
+    help: &'static str,
+) -> KeySpec {
+    KeySpec::new(Ty::Words(words), Dflt::Str(default), help)
+}
+/// An IP address.
+const fn ip(default: Dflt, hint: &'static str, help: &'static str) -> KeySpec {
+    KeySpec::new(Ty::Ip, default, help).hint(hint)
+}
+/// An `address:port`, unset by default.
+const fn addr(hint: &'static str, help: &'static str) -> KeySpec {
+    KeySpec::new(Ty::Addr, Dflt::Unset, help)
+        .hint(hint)
+        .optional()
+}
+/// A list of `item`s.
+const fn list(
+    item: &'static Ty,
+    default: &'static [&'static str],
+    hint: &'static str,
+    help: &'static str,
+) -> KeySpec {
+    KeySpec::new(Ty::List(item), Dflt::List(default), help).hint(hint)
+}
+
+/// Declares one element's table: a module with one `const` per key and `ELEMENT`.
+macro_rules! element {
+    (
+        $(#[$meta:meta])*
+        $module:ident: $name:literal in $table:literal, $help:literal {
+            $($id:ident $key:literal: $spec:expr;)+
+        }
+    ) => {
+        $(#[$meta])*
+        pub mod $module {
+            #[allow(clippy::wildcard_imports, reason = "the table's constructors")]
+            use super::*;
+            $(
+                #[doc = concat!("`", $name, "` `", $key, "`.")]
+                pub const $id: KeySpec = $spec.named($key);
+            )+
+            #[doc = concat!("The `", $name, "` element and its keys.")]
+            pub const ELEMENT: ElementSpec = ElementSpec {
+                name: $name,
+                table: $table,
+                help: $help,
+                keys: &[$($id),+],
+            };
+        }
+    };
+}
+
+element! {
+    /// `system-config`.
+    system_config: "system-config" in "[system-config]",
+        "node-wide settings, options, alarm thresholds, trap receivers" {
+    HOSTNAME "hostname": text("sbc", "<name>", "node name used in logs, traps and show output");
+    OPTIONS "options": list(&Ty::Str, &[],
+        "<+name=value | -name | name=value ...>",
+        "options: +name=value adds or replaces one, -name removes one, a bare list replaces all");
+    MEMORY_SOURCE "memory-source": word(MemorySource::WORDS, MemorySource::DEFAULT.as_str(),
+        "what memory utilisation is measured against");
+    MEMORY_LIMIT_MB "memory-limit-mb": int(0, "memory limit of the process memory source")
+        .hint("<MiB, > 0 with memory-source process>");
+    HEAP_LIMIT_MB "heap-limit-mb": int(1024, "heap size heap percentages refer to, MiB")
+        .range(1, 1_048_576);
+    ALARM_ITERATION_MS "alarm-iteration-ms": int(15_000, "length of one alarm iteration, ms")
+        .range(100, 600_000);
+    ALARM_SUBSAMPLES "alarm-subsamples": int32(15, "sub-samples per alarm iteration")
+        .range(1, 60);
+    SPIKE_SUBSAMPLES "spike-subsamples": int32(3,
+        "consecutive sub-samples above a threshold that are not a spike")
+        .bounds(Bound::Value(1), Bound::Key("alarm-subsamples"));
+    LAB_MODE "lab-mode": flag(false, "allow the lab's memory ballast commands");
+    SNMP_AGENT_ADDRESS "snmp-agent-address": addr("<address:port | none>",
+        "UDP address the SNMP agent answers on (needs an snmp-community or snmp-user-entry)")
+        .example("\"127.0.0.1:1161\"");
+    SNMP_ENGINE_ID "snmp-engine-id": KeySpec::new(Ty::Str, Dflt::Unset,
+        "this node's SNMPv3 engine ID (none: derived from the hostname)")
+        .hint("<hex, 5..=32 octets | none>").optional().example("\"0x80000cbd0473626331\"");
+    METRICS_ADDRESS "metrics-address": addr("<address:port | none>",
+        "where the Prometheus /metrics HTTP listener binds (none: no listener)")
+        .example("\"127.0.0.1:9100\"");
+}}
+
+element! {
+    /// `alarm-threshold`, a sub-element of `system-config`.
+    alarm_threshold: "alarm-threshold" in "[[system-config.alarm-threshold]]",
+        "an alarm threshold (multi-instance, key: type severity [volume])" {
+    TYPE "type": word(AlarmType::WORDS, AlarmType::DEFAULT.as_str(), "what is measured");
+    VOLUME "volume": text("", "<mount point>", "the volume, for type space only");
+    SEVERITY "severity": word(Severity::WORDS, Severity::DEFAULT.as_str(),
+        "severity of the alarm");
+    VALUE "value": int8(0, "threshold in percent; usage above it raises the alarm")
+        .range(1, 100).example("80");
+    HEALTH_PENALTY "health-penalty": int8(0, "health points taken while raised").range(0, 100);
+}}
+
+element! {
+    /// `trap-receiver`, a sub-element of `system-config`.
+    trap_receiver: "trap-receiver" in "[[system-config.trap-receiver]]",
+        "an SNMP trap receiver (multi-instance, key: ip-address[:port])" {
+    IP_ADDRESS "ip-address": ip(Dflt::Ip(LOOPBACK), "<IP address>", "address of the SNMP manager");
+    PORT "port": port(162, "UDP port of the SNMP manager");
+    COMMUNITY "community": text("public", "<community>", "SNMPv2c community");
+    FILTER_LEVEL "filter-level": word(FilterLevel::WORDS, FilterLevel::DEFAULT.as_str(),
+        "lowest severity sent");
+    VERSION "version": word(SnmpVersion::WORDS, SnmpVersion::DEFAULT.as_str(),
+        "SNMP version of the traps");
+    USER_NAME "user-name": KeySpec::new(Ty::Str, Dflt::Unset,
+        "the v3 user whose keys secure the traps")
+        .hint("<snmp-user-entry user-name | none>").optional().example("\"nms\"");
+}}
+
+element! {
+    /// `snmp-community`, a sub-element of `system-config`.
+    snmp_community: "snmp-community" in "[[system-config.snmp-community]]",
+        "a community of the SNMP agent (multi-instance, key: community-name)" {
+    COMMUNITY_NAME "community-name": text("", "<community>",
+        "read-only SNMPv2c community of the agent (a secret)").required().example("\"public\"");
+    IP_ADDRESSES "ip-addresses": list(&Ty::Str, &[],
+        "<+address | -address | address/prefix ...>", "sources allowed to use it; none: any");
+}}
+
+element! {
+    /// `snmp-user-entry`, a sub-element of `system-config`.
+    snmp_user_entry: "snmp-user-entry" in "[[system-config.snmp-user-entry]]",
+        "an SNMPv3 user, authPriv SHA + AES-128 (multi-instance, key: user-name)" {
+    USER_NAME "user-name": text("", "<name>", "SNMPv3 USM user name").required()
+        .example("\"nms\"");
+    AUTH_PROTOCOL "auth-protocol": word(SnmpAuthProtocol::WORDS,
+        SnmpAuthProtocol::DEFAULT.as_str(), "authentication protocol (HMAC-SHA-96; MD5 refused)");
+    AUTH_PASSWORD "auth-password": text("", "<8 characters or more>",
+        "authentication password (a secret)").required().example("\"auth-secret\"");
+    PRIV_PROTOCOL "priv-protocol": word(SnmpPrivProtocol::WORDS,
+        SnmpPrivProtocol::DEFAULT.as_str(), "privacy protocol (AES-128-CFB; DES refused)");
+    PRIV_PASSWORD "priv-password": text("", "<8 characters or more>",
+        "privacy password (a secret)").required().example("\"priv-secret\"");
+    IP_ADDRESSES "ip-addresses": list(&Ty::Str, &[],
+        "<+address | -address | address/prefix ...>", "sources allowed to use it; none: any");
+}}
+
+element! {
+    /// `sip-config`.
+    sip_config: "sip-config" in "[sip-config]", "SIP timers, limits and heap thresholds" {
+    T1_MS "t1-ms": int(500, "RFC 3261 T1, ms").range(10, 10_000);
+    T2_MS "t2-ms": int(4000, "RFC 3261 T2, ms")
+        .bounds(Bound::Key("t1-ms"), Bound::Value(60_000));
+    T4_MS "t4-ms": int(5000, "RFC 3261 T4, ms").range(10, 60_000);
+    TIMER_C_MS "timer-c-ms": int(180_000, "proxy INVITE timer C, ms").range(1000, 3_600_000);
+    MAX_MESSAGE_SIZE "max-message-size": int(65_535, "largest SIP message, bytes")
+        .range(1500, 65_535);
+    WORKERS "workers": int(2, "initial (or fixed) worker count of each UDP worker group")
+        .range(1, MAX_WORKERS).note("within its profile's scale-down-to..=scale-up-to");
+    TCP_WORKERS "tcp-workers": int(1, "initial (or fixed) worker count of the TCP worker group")
+        .range(1, MAX_WORKERS).note("within its profile's scale-down-to..=scale-up-to");
+    TCP_AUTO_SCALING_PROFILE "tcp-auto-scaling-profile": KeySpec::new(Ty::Str, Dflt::Unset,
+        "scaling profile of the TCP worker group (\"\" for none: fixed count)")
+        .hint("<auto-scaling-profile name | \"\">").optional().example("\"PROFILE_A\"");
+    PRSM "prsm": flag(true,
+        "PRSM scheduling: new requests first, redundant retransmissions dropped (disabled: FIFO)");
+    QUEUE_SIZE "queue-size": int(1024, "capacity of each worker's primary and secondary queue")
+        .range(16, 65_536);
+    MAX_QUEUE_DELAY_MS "max-queue-delay-ms": int(100,
+        "a new request queued longer than this gets 503, ms").range(0, 32_000).note("0 = off");
+    ROUTING_COST_US "routing-cost-us": int(0,
+        "benchmarks only: simulated blocking routing lookup per new request, us")
+        .range(0, 1_000_000);
+    SHUTDOWN_GRACE_MS "shutdown-grace-ms": int(5000, "how long SIGTERM waits, ms")
+        .range(0, 120_000);
+    HEAP_REJECT_THRESHOLD "heap-reject-threshold": int8(90,
+        "heap percent above which new requests get 503").range(1, 100);
+    HEAP_RESUME_THRESHOLD "heap-resume-threshold": int8(80,
+        "heap percent below which new requests are accepted again")
+        .bounds(Bound::Value(0), Bound::Below("heap-reject-threshold"));
+    RETRY_AFTER_MIN "retry-after-min": int32(5, "lowest Retry-After of those 503s, s")
+        .range(1, 3600);
+    RETRY_AFTER_MAX "retry-after-max": int32(15, "highest Retry-After, s")
+        .bounds(Bound::Key("retry-after-min"), Bound::Value(3600));
+    AUTO_SCALING_CYCLE_MS "auto-scaling-cycle-ms": int(1000, "auto-scaling cycle, ms")
+        .range(100, 60_000);
+    SOURCE_RATE "source-rate": int32(15,
+        "new requests per second one source may send (session-agents exempt)")
+        .range(1, 1_000_000);
+    SOURCE_BURST "source-burst": int32(30, "new requests one source may send at once")
+        .range(1, 1_000_000);
+    SOURCE_DENY_SECONDS "source-deny-seconds": int(120,
+        "how long a source that keeps exceeding its rate is denied, s")
+        .range(0, 86_400).note("0 = only limit");
+    MAX_CALLS "max-calls": int(100_000, "calls held at most; a new INVITE beyond gets 503")
+        .range(64, 10_000_000);
+    MAX_TRANSACTIONS "max-transactions": int(200_000,
+        "transactions held at most; a new request beyond gets 503").range(64, 20_000_000);
+    IN_DIALOG_SOURCE "in-dialog-source": word(InDialogSource::WORDS,
+        InDialogSource::DEFAULT.as_str(),
+        "where in-dialog requests and responses must come from (else 481 / dropped)");
+    MAX_HEADER_SIZE "max-header-size": int(8192,
+        "longest header line accepted, bytes (longer: 400 naming it)").range(256, 65_535);
+    TCP_MAX_CONNECTIONS "tcp-max-connections": int(2048,
+        "TCP connections accepted per sip-interface at most").range(1, 1_000_000);
+    TCP_MAX_CONNECTIONS_PER_SOURCE "tcp-max-connections-per-source": int(64,
+        "TCP connections from one IP address at most (session-agents exempt)")
+        .bounds(Bound::Value(1), Bound::Key("tcp-max-connections"));
+    TCP_MESSAGE_TIMEOUT_MS "tcp-message-timeout-ms": int(20_000,
+        "a TCP message must be complete this long after its first byte, ms")
+        .range(100, 600_000);
+    TCP_IDLE_TIMEOUT_MS "tcp-idle-timeout-ms": int(120_000,
+        "a TCP connection without traffic is closed after this, ms").range(1000, 86_400_000);
+    TCP_WRITE_QUEUE_BYTES "tcp-write-queue-bytes": int(262_144,
+        "a TCP connection's write queue at most; beyond, it is closed")
+        .bounds(Bound::Key("max-message-size"), Bound::Value(16 * 1024 * 1024));
+    TCP_WRITE_TIMEOUT_MS "tcp-write-timeout-ms": int(10_000,
+        "a TCP write not done within this closes the connection, ms").range(100, 600_000);
+    TLS_HANDSHAKE_TIMEOUT_MS "tls-handshake-timeout-ms": int(5000,
+        "a TLS handshake not done within this closes the connection, ms").range(100, 60_000);
+}}
+
+element! {
+    /// `session-router`.
+    session_router: "session-router" in "[session-router]", "default route of new requests" {
+    DEFAULT_ROUTE "default-route": KeySpec::new(Ty::Str, Dflt::Unset,
+        "agent used when no route matches")
+        .hint("<session-agent name | none>").optional().example("\"core\"");
+}}
+
+element! {
+    /// `route`, a list of `session-router` in the file only (not an ACLI element).
+    route: "route" in "[[session-router.route]]",
+        "a per-realm route, tried in order before default-route (file only)" {
+    FROM_REALM "from-realm": text("", "<realm>",
+        "the realm of the sip-interface the request arrived on").required().example("\"core\"");
+    SESSION_AGENT "session-agent": text("", "<session-agent name>",
+        "the agent to send it to").required().example("\"pbx\"");
+}}
+
+element! {
+    /// `tls-profile`.
+    tls_profile: "tls-profile" in "[[tls-profile]]",
+        "a certificate and how TLS peers are verified (multi-instance, key: name)" {
+    NAME "name": text("", "<name>", "how interfaces and agents refer to the profile")
+        .required().example("\"edge\"");
+    END_ENTITY_CERTIFICATE "end-entity-certificate": text("",
+        "<PEM file: certificate, then intermediates>", "the certificate chain this node presents")
+        .example("\"/etc/sbc/tls/sbc.pem\"");
+    PRIVATE_KEY "private-key": text("", "<PEM file>",
+        "the certificate's private key (only its path is shown)")
+        .example("\"/etc/sbc/tls/sbc.key\"");
+    TRUSTED_CA_CERTIFICATES "trusted-ca-certificates": list(&Ty::Str, &[],
+        "<+file | -file | file ...>", "PEM CA files peers' certificates must chain to");
+    MUTUAL_AUTHENTICATE "mutual-authenticate": flag(false,
+        "clients must present a certificate of a trusted CA");
+    VERIFY_NAMES "verify-names": list(&Ty::Str, &[], "<+name | -name | name ...>",
+        "with mutual-authenticate: names a client certificate must carry one of");
+    TLS_VERSION "tls-version": word(TlsVersion::WORDS, TlsVersion::DEFAULT.as_str(),
+        "TLS versions negotiated (compatibility: 1.2 and 1.3)");
+    EXPIRY_WARNING_DAYS "expiry-warning-days": int32(30,
+        "a certificate expiring within this many days raises an alarm").range(0, 365);
+}}
+
+element! {
+    /// `sip-interface`.
+    sip_interface: "sip-interface" in "[[sip-interface]]",
+        "a listening point per realm (multi-instance, key: realm)" {
+    REALM "realm": text("", "<realm>", "the network this interface faces").required()
+        .example("\"access\"");
+    ADDRESS "address": ip(Dflt::Ip(LOOPBACK), "<IP address>", "local address to bind");
+    PORT "port": port(5060, "local port to bind");
+    TRANSPORTS "transports": list(&Ty::Words(TRANSPORT_WORDS), &["udp", "tcp"],
+        "<+udp | -tcp | +tls | udp tcp tls>", "transports listening here (tls needs tls-profile)");
+    TLS_PORT "tls-port": port(5061, "local port SIP over TLS listens on");
+    TLS_PROFILE "tls-profile": KeySpec::new(Ty::Str, Dflt::Unset,
+        "certificate of the TLS listener and how clients are verified")
+        .hint("<tls-profile name | \"\">").optional().example("\"edge\"");
+    AUTO_SCALING_PROFILE "auto-scaling-profile": KeySpec::new(Ty::Str, Dflt::Unset,
+        "scaling profile of this interface's UDP worker group (\"\" for none: fixed count)")
+        .hint("<auto-scaling-profile name | \"\">").optional().example("\"PROFILE_A\"");
+}}
+
+element! {
+    /// `session-agent`.
+    session_agent: "session-agent" in "[[session-agent]]",
+        "a next hop (multi-instance, key: name)" {
+    NAME "name": text("", "<name>", "how routes refer to this agent").required()
+        .example("\"pbx\"");
+    REALM "realm": text("", "<realm>", "realm through which the agent is reached").required()
+        .example("\"core\"");
+    ADDRESS "address": ip(Dflt::Ip(LOOPBACK), "<IP address>", "the agent's address");
+    PORT "port": port(5060, "the agent's port");
+    TRANSPORT "transport": word(TRANSPORT_WORDS, DEFAULT_TRANSPORT.as_str(), "transport to the agent");
+    TLS_PROFILE "tls-profile": KeySpec::new(Ty::Str, Dflt::Unset,
+        "with transport tls: the CAs that verify the agent (and our client certificate)")
+        .hint("<tls-profile name | \"\">").optional().example("\"edge\"");
+    TLS_SERVER_NAME "tls-server-name": KeySpec::new(Ty::Str, Dflt::Unset,
+        "with transport tls: SNI, and the name the agent's certificate must carry (default its address)")
+        .hint("<DNS name or IP address | \"\">").optional().example("\"pbx.example.com\"");
+}}
+
+element! {
+    /// `redundancy-config`.
+    redundancy_config: "redundancy-config" in "[redundancy-config]",
+        "the HA pair: heartbeat, thresholds, peers" {
+    STATE "state": word(RedundancyState::WORDS, RedundancyState::DEFAULT.as_str(),
+        "run as one node of a pair");
+    PORT "port": port(9090, "heartbeat UDP port");
+    ADVERTISEMENT_TIME "advertisement-time": int(200, "heartbeat interval, ms")
+        .range(50, 60_000);
+    PERCENT_DRIFT "percent-drift": int32(300, "peer dead after advertisement-time x this / 100")
+        .range(100, 65_535);
+    INITIAL_TIME "initial-time": int(1250, "listening time before choosing a role, ms")
+        .range(5, 600_000);
+    BECOMING_ACTIVE_TIME "becoming-active-time": int(50, "time in becoming-active, ms")
+        .range(5, 600_000);
+    BECOMING_STANDBY_TIME "becoming-standby-time": int(180_000,
+        "time allowed for the initial sync, ms").range(5, 3_600_000);
+    HEALTH_THRESHOLD "health-threshold": int8(75, "an active below it switches over")
+        .range(1, 100);
+    EMERGENCY_THRESHOLD "emergency-threshold": int8(50,
+        "below it a starting standby becomes active at once")
+        .bounds(Bound::Value(0), Bound::Below("health-threshold"));
+    CONFIG_SYNC_PORT "config-sync-port": port(1987, "config sync TCP port");
+    SIP_SYNC_PORT "sip-sync-port": port(1988, "SIP state sync TCP port");
+    WITNESS "witness": addr("<address:port | none>", "address a node must reach to take over")
+        .example("\"192.0.2.1:7000\"");
+    SHARED_KEY "shared-key": text("", "<secret>",
+        "the pair's secret (keys of every pair channel), required when enabled");
+    SERVICE_ADDRESS "service-address": ip(Dflt::Unset, "<IP address | none>",
+        "the shared SIP address the active owns").optional().example("\"192.0.2.10\"");
+    NOTIFY_ACTIVE "notify-active": text("", "<\"shell command\">",
+        "run before taking the service address (e.g. add a virtual IP)");
+    NOTIFY_STANDBY "notify-standby": text("", "<\"shell command\">",
+        "run after releasing the service address");
+    NOTIFY_FAULT "notify-fault": text("", "<\"shell command\">",
+        "run when the node goes out of service");
+}}
+
+element! {
+    /// `peer`, a sub-element of `redundancy-config`.
+    peer: "peer" in "[[redundancy-config.peer]]",
+        "one node of the pair (multi-instance, key: name)" {
+    NAME "name": text("", "<name>", "the node's name").required().example("\"sbc1\"");
+    TYPE "type": word(PeerType::WORDS, PeerType::DEFAULT.as_str(), "primary or secondary");
+    DESTINATIONS "destinations": list(&Ty::Addr, &[],
+        "<+address:port | -address:port | address:port ...>", "heartbeat paths to the node")
+        .example("[\"192.0.2.1:9090\"]");
+}}
+
+element! {
+    /// `auto-scaling-profile`.
+    auto_scaling_profile: "auto-scaling-profile" in "[[auto-scaling-profile]]",
+        "worker-group scaling rules (multi-instance, key: name)" {
+    NAME "name": text("", "<name>", "the profile's name").required().example("\"PROFILE_A\"");
+    SCALE_UP_TO "scale-up-to": int32(6, "most workers").range(1, MAX_WORKERS);
+    SCALE_UP_ON "scale-up-on": int8(70, "load percent that counts for scaling up")
+        .range(1, 100);
+    SCALE_UP_FOR "scale-up-for": int32(4, "cycles above scale-up-on that start a worker")
+        .range(1, 1000);
+    SCALE_UP_WITHIN "scale-up-within": int32(0, "window of cycles (default: scale-up-for)")
+        .bounds(Bound::Key("scale-up-for"), Bound::Value(1000)).optional().example("5");
+    SCALE_DOWN_TO "scale-down-to": int32(0, "fewest workers")
+        .bounds(Bound::Value(1), Bound::Below("scale-up-to")).optional().example("2");
+    SCALE_DOWN_ON "scale-down-on": int8(0, "load percent that counts for scaling down")
+        .bounds(Bound::Value(0), Bound::Below("scale-up-on")).optional().example("18");
+    SCALE_DOWN_FOR "scale-down-for": int32(0, "cycles below scale-down-on that stop a worker")
+        .range(1, 1000).optional().example("10");
+}}
+
+element! {
+    /// `access-control`.
+    access_control: "access-control" in "[[access-control]]",
+        "allow or deny SIP sources (multi-instance, key: source-address)" {
+    SOURCE_ADDRESS "source-address": text("",
+        "<IP address or network, e.g. 192.0.2.7 or 10.0.0.0/8>", "the SIP sources of this entry")
+        .required().example("\"198.51.100.0/24\"");
+    ACTION "action": word(AccessAction::WORDS, AccessAction::DEFAULT.as_str(),
+        "allow: never rate-limited; deny: dropped");
+}}
+
+element! {
+    /// `media-manager`.
+    media_manager: "media-manager" in "[media-manager]",
+        "media anchoring: state, latching, RTP inactivity" {
+    STATE "state": word(MediaManagerState::WORDS, MediaManagerState::DEFAULT.as_str(),
+        "anchor the media of calls whose two realms have a steering-pool (disabled: SDP unchanged)");
+    LATCHING "latching": flag(true,
+        "symmetric RTP: a leg's media goes to where its packets come from");
+    RESTRICTED_LATCHING "restricted-latching": word(RestrictedLatching::WORDS,
+        RestrictedLatching::DEFAULT.as_str(),
+        "sdp: latch only to the IP address the leg's SDP signalled");
+    LATCHING_WINDOW_MS "latching-window-ms": int(5000,
+        "how long after a stream starts, or a new SDP, its remote may be latched, ms")
+        .range(100, 60_000);
+    RTP_INACTIVITY "rtp-inactivity": int(0,
+        "no RTP on any leg this long ends the call with BYE on both legs, s")
+        .range(0, 86_400).note("0 = off");
+}}
+
+element! {
+    /// `steering-pool`.
+    steering_pool: "steering-pool" in "[[steering-pool]]",
+        "the address and ports a realm's media is anchored on (multi-instance, key: realm-id)" {
+    IP_ADDRESS "ip-address": ip(Dflt::Ip(LOOPBACK), "<IP address, not a wildcard>",
+        "local address the media is anchored on (written into the SDP)");
+    START_PORT "start-port": int16(0, "first port of the pool").range(1024, 65_535).required()
+        .example("20000");
+    END_PORT "end-port": int16(0,
+        "last port of the pool; no two pools overlap, even on different addresses")
+        .hint("<above start-port, at least 2 RTP/RTCP pairs>").required().example("20999");
+    REALM_ID "realm-id": text("", "<sip-interface realm>",
+        "the realm whose legs this pool anchors (one pool per realm)").required()
+        .example("\"access\"");
+}}
+
+/// Every element, in the order of the example file and the reference (Oracle's `show
+/// running-config` order, each sub-element after its parent).
+pub const ELEMENTS: &[ElementSpec] = &[
+    system_config::ELEMENT,
+    alarm_threshold::ELEMENT,
+    trap_receiver::ELEMENT,
+    snmp_community::ELEMENT,
+    snmp_user_entry::ELEMENT,
+    sip_config::ELEMENT,
+    session_router::ELEMENT,
+    route::ELEMENT,
+    tls_profile::ELEMENT,
+    sip_interface::ELEMENT,
+    session_agent::ELEMENT,
+    redundancy_config::ELEMENT,
+    peer::ELEMENT,
+    auto_scaling_profile::ELEMENT,
+    access_control::ELEMENT,
+    media_manager::ELEMENT,
+    steering_pool::ELEMENT,
+];
+
+#[cfg(test)]
+mod tests {
+    use toml::value::{Table, Value};
+
+    use super::{Bound, Dflt, ElementSpec, Ty, ELEMENTS};
+    use crate::model::{
+        AccessControl, AlarmThreshold, AutoScalingProfile, MediaManager, Peer, RedundancyConfig,
+        SessionRouter, SipConfig, SnmpCommunity, SnmpUserEntry, SystemConfig, TlsProfile,
+        TrapReceiver,
+    };
+    use crate::{Config, ConfigError};
+
+    fn table<T: serde::Serialize>(value: &T) -> Table {
+        Table::try_from(value).unwrap_or_default()
+    }
+
+    /// The model's default instance of each element, as TOML.
+    fn model_default(element: &str) -> Option<Table> {
+        Some(match element {
+            "system-config" => table(&SystemConfig::default()),
+            "alarm-threshold" => table(&AlarmThreshold::default()),
+            "trap-receiver" => table(&TrapReceiver::default()),
+            "snmp-community" => table(&SnmpCommunity::default()),
+            "snmp-user-entry" => table(&SnmpUserEntry::default()),
+            "sip-config" => table(&SipConfig::default()),
+            "session-router" => table(&SessionRouter::default()),
+            "tls-profile" => table(&TlsProfile::named("")),
+            "redundancy-config" => table(&RedundancyConfig::default()),
+            "peer" => table(&Peer::default()),
+            "auto-scaling-profile" => table(&AutoScalingProfile::default()),
+            "access-control" => table(&AccessControl::default()),
+            "media-manager" => table(&MediaManager::default()),
+            "sip-interface" => table(&toml::from_str::<crate::SipInterface>("realm = \"a\"").ok()?),
+            "session-agent" => {
+                table(&toml::from_str::<crate::SessionAgent>("name = \"a\"\nrealm = \"a\"").ok()?)
+            }
+            _ => return None,
+        })
+    }
+
+    /// The sub-element lists of an element, which are tables of their own.
+    const LISTS: &[&str] = &[
+        "alarm-threshold",
+        "trap-receiver",
+        "snmp-community",
+        "snmp-user-entry",
+        "peer",
+        "route",
+    ];
+
+    #[test]
+    fn the_model_defaults_are_the_declared_ones_and_every_key_is_declared() {
+        for spec in ELEMENTS {
+            let Some(model) = model_default(spec.name) else {
+                continue;
+            };
+            for key in model.keys() {
+                assert!(
+                    spec.key(key).is_some() || LISTS.contains(&key.as_str()),
+                    "{}: key {key} is in the model but not in the key table",
+                    spec.name
+                );
+            }
+            for key in spec.keys {
+                let have = model.get(key.name);
+                let quote = |s: &str| Some(Value::String(s.to_owned()));
+                let want = match key.default {
+                    Dflt::Int(n) => Some(Value::Integer(i64::try_from(n).unwrap_or(i64::MAX))),
+                    Dflt::Bool(b) => Some(Value::Boolean(b)),
+                    Dflt::Str(s) => quote(s),
+                    Dflt::Ip(ip) => quote(&ip.to_string()),
+                    Dflt::List(items) => Some(Value::Array(
+                        items
+                            .iter()
+                            .map(|i| Value::String((*i).to_owned()))
+                            .collect(),
+                    )),
+                    Dflt::Unset => None,
+                    Dflt::Required => continue,
+                };
+                let empty =
+                    |v: &Value| v.as_str() == Some("") || v.as_array().is_some_and(Vec::is_empty);
+                let same =
+                    have == want.as_ref() || (have.is_none() && want.as_ref().is_some_and(empty));
+                assert!(
+                    same,
+                    "{}.{}: the model's default is {have:?}, the table declares {want:?}",
+                    spec.name, key.name
+                );
+            }
+        }
+    }
+
+    /// A configuration with one key of an element set to `value`, and the key's path.
+    fn with(spec: &ElementSpec, key: &str, value: u64) -> Option<(String, String)> {
+        let line = format!("{key} = {value}\n");
+        Some(match spec.name {
+            "system-config" | "sip-config" | "redundancy-config" | "media-manager" => (
+                format!("{}\n{line}", spec.table),
+                format!("{}.{key}", spec.name),
+            ),
+            "alarm-threshold" => (
+                format!(
+                    "[[system-config.alarm-threshold]]\n{}{line}",
+                    if key == "value" { "" } else { "value = 50\n" }
+                ),
+                format!("system-config.alarm-threshold[0].{key}"),
+            ),
+            "trap-receiver" => (
+                format!("[[system-config.trap-receiver]]\n{line}"),
+                format!("system-config.trap-receiver[0].{key}"),
+            ),
+            "tls-profile" => (
+                format!("[[tls-profile]]\nname = \"t\"\n{line}"),
+                format!("tls-profile[0].{key}"),
+            ),
+            "auto-scaling-profile" => (
+                format!("[[auto-scaling-profile]]\nname = \"p\"\n{line}"),
+                format!("auto-scaling-profile[0].{key}"),
+            ),
+            _ => return None,
+        })
+    }
+
+    #[test]
+    fn every_declared_literal_bound_is_enforced_by_validation() {
+        let mut checked = 0;
+        for spec in ELEMENTS {
+            for key in spec.keys.iter().filter(|k| !k.optional) {
+                let (Some((low, high)), Ty::Int(storage)) = (key.range, key.ty) else {
+                    continue;
+                };
+                let mut outside = Vec::new();
+                if let Bound::Value(n) = low {
+                    outside.extend(n.checked_sub(1));
+                }
+                if let Bound::Value(n) = high {
+                    outside.extend(Some(n + 1).filter(|v| *v <= storage));
+                }
+                for value in outside {
+                    let Some((text, path)) = with(spec, key.name, value) else {
+                        continue;
+                    };
+                    match Config::from_toml_str(&text) {
+                        Err(ConfigError::Invalid { key: bad, .. }) => {
+                            assert_eq!(bad, path, "{text}");
+                        }
+                        other => panic!("{text}: expected an error about {path}, got {other:?}"),
+                    }
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 60, "only {checked} bounds checked");
+    }
+
+    #[test]
+    fn the_acli_hints_follow_from_the_declarations() {
+        use super::{redundancy_config, sip_config, system_config};
+        assert_eq!(sip_config::T1_MS.hint_text(), "<10..=10000>");
+        assert_eq!(sip_config::T2_MS.hint_text(), "<t1-ms..=60000>");
+        assert_eq!(
+            sip_config::MAX_QUEUE_DELAY_MS.hint_text(),
+            "<0..=32000, 0 = off>"
+        );
+        assert_eq!(
+            redundancy_config::EMERGENCY_THRESHOLD.hint_text(),
+            "<0..health-threshold>"
+        );
+        assert_eq!(
+            super::auto_scaling_profile::SCALE_DOWN_TO.hint_text(),
+            "<1..scale-up-to | none>"
+        );
+        assert_eq!(
+            system_config::MEMORY_SOURCE.hint_text(),
+            "<host | cgroup | process>"
+        );
+        assert_eq!(system_config::LAB_MODE.hint_text(), "<enabled | disabled>");
+    }
+}

@@ -1,0 +1,362 @@
+//! The node's operational commands: their table for the ACLI interpreter ([`OPERATIONS`]: words,
+//! help, argument completion), the typed [`OperCommand`] and its parser.
+//!
+//! The configuration crate's interpreter ([`sbc_config::acli`]) knows the words only: it lists
+//! them in `?`, resolves abbreviations and completes arguments from [`OPERATIONS`], and hands a
+//! line that names one back as an [`OperLine`]. [`OperCommand::parse`] turns that into a typed
+//! command (or the error the operator sees); the console carries it out.
+
+use std::net::IpAddr;
+
+use sbc_config::acli::{no_args, resolve_arg, OperLine, OperSpec, Operations};
+
+/// The operational commands, which the node carries out and answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OperCommand {
+    /// `show health`: the health score, what took points off it, sync state.
+    ShowHealth,
+    /// `show redundancy`: role, state, peer, epochs.
+    ShowRedundancy,
+    /// `show memory`: memory and heap utilisation against their limits.
+    ShowMemory,
+    /// `display-alarms` (also `show alarms`): the alarm table.
+    DisplayAlarms,
+    /// `clear-alarm <id> <task>`: clear one alarm.
+    ClearAlarm {
+        /// The alarm id, as `display-alarms` shows it.
+        id: u32,
+        /// The task that raised it, as `display-alarms` shows it.
+        task: String,
+    },
+    /// `show sip-stats`: SIP counters.
+    ShowSipStats,
+    /// `show workers`: worker groups and their loads.
+    ShowWorkers,
+    /// `show dialogs`: the dialog table.
+    ShowDialogs,
+    /// `show media`: the media sessions (anchored calls, their ports and latching) and the
+    /// steering pools.
+    ShowMedia,
+    /// `show access-control`: the sources denied now, the operator's lists, the counters.
+    ShowAccessControl,
+    /// `show tls`: the TLS profiles' certificates, their expiry, the TLS connection counters.
+    ShowTls,
+    /// `clear-deny <address>`: lift a source's dynamic deny.
+    ClearDeny {
+        /// The source.
+        address: IpAddr,
+    },
+    /// `notify berpd force`: force a switchover.
+    NotifyBerpdForce,
+    /// `reboot`: restart the node process.
+    Reboot,
+    /// `lab ballast <MB>`: set the lab memory ballast to this size. Only parsed when the
+    /// editing config has `lab-mode` enabled; the node must also check its running config.
+    LabBallast {
+        /// The ballast size in MiB (0 releases it).
+        mb: u64,
+    },
+}
+
+/// The node's operational grammar, which every ACLI session is given.
+pub static OPERATIONS: Operations = Operations {
+    commands: &[
+        OperSpec {
+            word: "display-alarms",
+            help: "list raised alarms: id, task, severity, count, first and last time",
+            args: &[],
+            late: false,
+        },
+        OperSpec {
+            word: "clear-alarm",
+            help: "clear-alarm <id> <task>: clear a raised alarm",
+            args: &[
+                &[("<id>", "alarm id, as display-alarms shows it")],
+                &[("<task>", "task, as display-alarms shows it")],
+            ],
+            late: false,
+        },
+        OperSpec {
+            word: "clear-deny",
+            help: "clear-deny <address>: let a source denied for its rate in again",
+            args: &[&[("<address>", "a source show access-control lists")]],
+            late: false,
+        },
+        OperSpec {
+            word: "notify",
+            help: "notify berpd force: force a switchover to the standby",
+            args: &[
+                &[("berpd", "the redundancy process")],
+                &[("force", "force a switchover")],
+            ],
+            late: false,
+        },
+        OperSpec {
+            word: "reboot",
+            help: "restart the node process (clears its alarms and health)",
+            args: &[],
+            late: false,
+        },
+        OperSpec {
+            word: "lab",
+            help: "lab ballast <MB>: set the memory ballast (lab-mode only)",
+            args: &[
+                &[("ballast", "the memory ballast")],
+                &[("<MB>", "ballast size in MiB (0 releases it)")],
+            ],
+            late: true,
+        },
+    ],
+    show_topics: &[
+        (
+            "health",
+            "health score, what took points off it, sync state",
+        ),
+        ("redundancy", "role, state and peer of the pair"),
+        ("memory", "memory and heap utilisation"),
+        ("alarms", "the alarm table (as display-alarms)"),
+        ("sip-stats", "SIP counters"),
+        ("workers", "worker groups and their loads"),
+        ("dialogs", "the dialog table"),
+        (
+            "media",
+            "anchored media sessions, their ports and latching, the steering pools",
+        ),
+        (
+            "access-control",
+            "sources denied now, the allow and deny lists, rate counters",
+        ),
+        (
+            "tls",
+            "TLS certificates loaded, their expiry, TLS connections and handshakes",
+        ),
+    ],
+};
+
+/// Writes a word for messages: `"x"`.
+fn quoted(s: &str) -> String {
+    format!("{s:?}")
+}
+
+impl OperCommand {
+    /// The command an [`OperLine`] names, or why not (the message the operator sees).
+    /// `lab_mode` is the editing configuration's `system-config lab-mode`.
+    ///
+    /// # Errors
+    /// A message naming the wrong word and what is valid, as the interpreter's own.
+    pub fn parse(line: &OperLine, lab_mode: bool) -> Result<Self, String> {
+        let word = line.command;
+        let args = line.args.as_slice();
+        match word {
+            "show" => match args.first().map(String::as_str) {
+                Some("health") => Ok(Self::ShowHealth),
+                Some("redundancy") => Ok(Self::ShowRedundancy),
+                Some("memory") => Ok(Self::ShowMemory),
+                Some("alarms") => Ok(Self::DisplayAlarms),
+                Some("sip-stats") => Ok(Self::ShowSipStats),
+                Some("workers") => Ok(Self::ShowWorkers),
+                Some("dialogs") => Ok(Self::ShowDialogs),
+                Some("media") => Ok(Self::ShowMedia),
+                Some("access-control") => Ok(Self::ShowAccessControl),
+                Some("tls") => Ok(Self::ShowTls),
+                _ => Err(format!("\"show\" topic not answered: {}", args.join(" "))),
+            },
+            "display-alarms" => {
+                no_args(word, args)?;
+                Ok(Self::DisplayAlarms)
+            }
+            "clear-alarm" => {
+                let usage = "clear-alarm <id> <task> (both as display-alarms shows them)";
+                let [id, task] = args else {
+                    return Err(format!(
+                        "\"clear-alarm\" takes an alarm id and a task, got {} word(s): valid: {usage}",
+                        args.len()
+                    ));
+                };
+                let id = id
+                    .parse::<u32>()
+                    .map_err(|_| format!("{} is not an alarm id: valid: {usage}", quoted(id)))?;
+                Ok(Self::ClearAlarm {
+                    id,
+                    task: task.clone(),
+                })
+            }
+            "clear-deny" => {
+                let usage = "clear-deny <address> (as show access-control lists it)";
+                let [addr] = args else {
+                    return Err(format!(
+                        "\"clear-deny\" takes one address, got {} word(s): valid: {usage}",
+                        args.len()
+                    ));
+                };
+                let address = addr.parse().map_err(|_| {
+                    format!("{} is not an IP address: valid: {usage}", quoted(addr))
+                })?;
+                Ok(Self::ClearDeny { address })
+            }
+            "notify" => {
+                let [berpd, force] = args else {
+                    return Err("\"notify\" takes two words: valid: notify berpd force".to_owned());
+                };
+                resolve_arg("notify", berpd, &["berpd"])?;
+                resolve_arg("notify berpd", force, &["force"])?;
+                Ok(Self::NotifyBerpdForce)
+            }
+            "reboot" => {
+                no_args(word, args)?;
+                Ok(Self::Reboot)
+            }
+            "lab" => {
+                let [ballast, mb] = args else {
+                    return Err("\"lab\" takes two words: valid: lab ballast <MB>".to_owned());
+                };
+                resolve_arg("lab", ballast, &["ballast"])?;
+                let mb = mb.parse::<u64>().map_err(|_| {
+                    format!(
+                        "{} is not a size: valid: lab ballast <MB> (0 releases it)",
+                        quoted(mb)
+                    )
+                })?;
+                if !lab_mode {
+                    return Err(
+                        "\"lab\" is refused: system-config lab-mode is disabled (valid only with lab-mode enabled)"
+                            .to_owned(),
+                    );
+                }
+                Ok(Self::LabBallast { mb })
+            }
+            other => Err(format!("unknown command {}", quoted(other))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sbc_config::acli::{LifecycleCommand, Reply, Session};
+    use sbc_config::Config;
+
+    use super::{OperCommand, OPERATIONS};
+
+    /// Runs `line` in a fresh session of the node's table and parses what it hands back.
+    fn run(line: &str, lab_mode: bool) -> Result<OperCommand, String> {
+        let mut config = Config::embedded_default();
+        match Session::new(&OPERATIONS).execute(line, &mut config) {
+            Reply::Operational(oper) => OperCommand::parse(&oper, lab_mode),
+            Reply::Error(message) => Err(message),
+            other => panic!("{line:?} gave {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_operational_line_parses_to_its_command() {
+        let cases = [
+            ("show health", OperCommand::ShowHealth),
+            ("show redundancy", OperCommand::ShowRedundancy),
+            ("show memory", OperCommand::ShowMemory),
+            ("show alarms", OperCommand::DisplayAlarms),
+            ("display-alarms", OperCommand::DisplayAlarms),
+            ("disp", OperCommand::DisplayAlarms),
+            ("show sip-stats", OperCommand::ShowSipStats),
+            ("show workers", OperCommand::ShowWorkers),
+            ("show dialogs", OperCommand::ShowDialogs),
+            ("show media", OperCommand::ShowMedia),
+            ("SHOW MED", OperCommand::ShowMedia),
+            ("show access-control", OperCommand::ShowAccessControl),
+            ("show tls", OperCommand::ShowTls),
+            ("notify berpd force", OperCommand::NotifyBerpdForce),
+            ("notify b f", OperCommand::NotifyBerpdForce),
+            ("reboot", OperCommand::Reboot),
+            (
+                "clear-alarm 7 memory",
+                OperCommand::ClearAlarm {
+                    id: 7,
+                    task: "memory".into(),
+                },
+            ),
+            (
+                "clear-deny 192.0.2.7",
+                OperCommand::ClearDeny {
+                    address: [192, 0, 2, 7].into(),
+                },
+            ),
+        ];
+        for (line, want) in cases {
+            assert_eq!(run(line, false), Ok(want), "{line}");
+        }
+    }
+
+    #[test]
+    fn wrong_arguments_name_the_word_and_what_is_valid() {
+        let err = |line: &str| run(line, false).err().unwrap_or_default();
+        assert!(err("notify berpd").contains("notify berpd force"));
+        assert_eq!(
+            err("reboot now"),
+            "unexpected word \"now\" after \"reboot\": \"reboot\" takes no argument"
+        );
+        assert_eq!(
+            err("clear-alarm x task"),
+            "\"x\" is not an alarm id: valid: clear-alarm <id> <task> (both as display-alarms \
+             shows them)"
+        );
+        assert!(err("clear-alarm 3").contains("clear-alarm <id> <task>"));
+        assert!(err("clear-deny nowhere").contains("\"nowhere\" is not an IP address"));
+        assert!(err("show media now").contains("takes no argument"));
+        assert!(err("show me").contains("ambiguous word \"me\""));
+    }
+
+    #[test]
+    fn lab_ballast_needs_lab_mode() {
+        assert!(run("lab ballast 64", false)
+            .err()
+            .unwrap_or_default()
+            .contains("lab-mode is disabled"));
+        assert_eq!(
+            run("lab ballast 64", true),
+            Ok(OperCommand::LabBallast { mb: 64 })
+        );
+        assert!(run("lab ballast lots", true)
+            .err()
+            .unwrap_or_default()
+            .contains("\"lots\" is not a size"));
+    }
+
+    #[test]
+    fn the_top_level_lists_the_node_s_commands_in_the_acli_s_order() {
+        let mut config = Config::embedded_default();
+        let mut session = Session::new(&OPERATIONS);
+        assert_eq!(
+            session.execute("sytem", &mut config),
+            Reply::Error(
+                "unknown command \"sytem\": valid here: configure, show, display-alarms, \
+                 clear-alarm, clear-deny, notify, reboot, save-config, activate-config, \
+                 verify-config, lab, exit"
+                    .to_owned()
+            )
+        );
+        assert_eq!(
+            session.execute("show conf", &mut config),
+            Reply::Lifecycle(LifecycleCommand::ShowConfiguration)
+        );
+        let help = session.help();
+        let show = help
+            .iter()
+            .find(|(w, _)| w == "show")
+            .map(|(_, h)| h.as_str());
+        assert_eq!(
+            show,
+            Some(
+                "show health | redundancy | memory | alarms | sip-stats | workers | dialogs | \
+                 media | access-control | tls | running-config | configuration"
+            )
+        );
+        assert_eq!(
+            session.complete("clear-alarm ", &config),
+            Vec::<String>::new()
+        );
+        assert_eq!(session.complete("notify b", &config), vec!["berpd"]);
+        assert_eq!(
+            session.complete("lab ballast ", &config),
+            Vec::<String>::new()
+        );
+    }
+}
