@@ -255,7 +255,7 @@ pub async fn start(settings: &RuntimeSettings, bind: bool) -> anyhow::Result<Nod
         udp_groups.push(Some(Group::start(
             format!("udp:{}", listener.realm),
             settings.udp_workers,
-            profile.clone(),
+            *profile,
             cycle,
             settings.work,
             &ctx,
@@ -264,7 +264,7 @@ pub async fn start(settings: &RuntimeSettings, bind: bool) -> anyhow::Result<Nod
     let tcp_group = Group::start(
         "tcp".into(),
         settings.tcp_workers,
-        settings.tcp_profile.clone(),
+        settings.tcp_profile,
         cycle,
         settings.work,
         &ctx,
