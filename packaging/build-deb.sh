@@ -36,7 +36,7 @@ install -D -m 0755 "$bin" "$root/usr/bin/sbc"
 strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/sbc"
 install -D -m 0644 packaging/sbc.service "$root/usr/lib/systemd/system/sbc.service"
 install -D -m 0644 packaging/debian/sysusers.conf "$root/usr/lib/sysusers.d/sbc.conf"
-install -D -m 0644 alarms/mib/SBC-PAIR-MIB.txt "$root/usr/share/snmp/mibs/SBC-PAIR-MIB.txt"
+install -D -m 0644 snmp/mib/SBC-PAIR-MIB.txt "$root/usr/share/snmp/mibs/SBC-PAIR-MIB.txt"
 # Root's until postinst hands it to the user sbc (0600: the file holds the pair's key once set).
 install -d -m 0750 "$root/etc/sbc" # postinst makes it root:sbc 0770
 install -m 0600 config/sbc.example.toml "$root/etc/sbc/sbc.toml"

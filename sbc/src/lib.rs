@@ -4,8 +4,8 @@
 //! What this crate owns: SIP over UDP and TCP sockets, the worker threads that run one engine
 //! per shard, the overload-control and alarm tasks, the pair's glue, the management socket and
 //! the console. What it does not: SIP, the B2BUA and overload decisions (`sbc-proto`), the
-//! alarm subsystem (`sbc-alarms`), the redundancy pair (`sbc-ha`) and the configuration model
-//! (`sbc-config`).
+//! alarm subsystem (`sbc-alarms`), SNMP's MIB, agent logic and trap encoding (`sbc-snmp`), the
+//! redundancy pair (`sbc-ha`) and the configuration model (`sbc-config`).
 //!
 //! The path of a message:
 //! ```text
@@ -22,6 +22,8 @@
 //! - [`control`]: the management socket, ACLI sessions, operational commands, `sbc acli`;
 //! - [`pair`]: the pair's glue (health, service address, dialog and config sync, hooks);
 //! - [`alarm_service`], [`heap_gate`]: the alarm subsystem's and the heap gate's tasks;
+//! - [`snmp_agent`], [`snmp_v3`], [`trap_sink`]: the SNMP agent's socket, the node's SNMPv3
+//!   engine and users, the trap queue and its sending task (`sbc-snmp` decides and encodes);
 //! - [`service`], [`manpage`]: systemd readiness and the manual page sbc(1).
 #![warn(missing_docs)]
 
@@ -37,4 +39,5 @@ pub mod service;
 pub mod settings;
 pub mod snmp_agent;
 pub mod snmp_v3;
+pub mod trap_sink;
 pub mod workers;

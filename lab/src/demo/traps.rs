@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use sbc_alarms::{decode_trap, DecodedTrap};
+use sbc_snmp::{decode_trap, DecodedTrap};
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
