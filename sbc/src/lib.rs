@@ -29,6 +29,7 @@
 
 pub mod alarm_service;
 pub mod app;
+pub mod cli;
 pub mod control;
 pub mod heap_gate;
 pub mod manpage;
