@@ -14,8 +14,9 @@
 //!                                                                              │
 //!  socket ◀── Transmit ◀── Engine of the shard (sans-IO B2BUA) ◀── worker thread ┘
 //! ```
-//! - [`app`]: one node's life, `run(launch, shutdown)`; [`settings`]: the one place the
-//!   configuration becomes each core's settings;
+//! - [`app`]: one node's life, `run(launch, shutdown)`; [`cli`]: `sbc run`'s options and
+//!   body, shared by the `sbc` binary and the demo's nodes (`sbc-demo`); [`settings`]: the one
+//!   place the configuration becomes each core's settings;
 //! - [`runtime`]: UDP receive threads, the TCP edge, binding and releasing the service address,
 //!   shutdown;
 //! - [`workers`]: worker groups, shards, PRSM queues, hand-over, the timer thread;
