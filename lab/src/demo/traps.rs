@@ -1,5 +1,5 @@
 //! The demo's trap listener: an SNMPv2c trap receiver on UDP that decodes every trap with
-//! `sbc-alarms`' MIB names and hands it to the narrator.
+//! `sbc-snmp`'s MIB names and hands it to the narrator.
 
 use std::net::SocketAddr;
 use std::time::Instant;
