@@ -56,7 +56,8 @@ fi
 export SBC_LAB_REQUIRE_RTPENGINE=1
 
 # Every binary is built first so that a compile error shows before an hour of tests; the
-# end-to-end tests (`cargo test -p sbc --test e2e`) run the `sbc` binary Cargo built for them.
+# end-to-end tests (`cargo test -p sbc --test e2e`) run the `sbc` binary Cargo built for them,
+# and the demo's (`cargo test -p sbc-demo`) the `sbc-demo` binary.
 cargo build --locked --workspace --bins
 # --no-fail-fast: every test binary runs even when one fails; cargo still exits non-zero.
 cargo test --locked --workspace --no-fail-fast "$@"

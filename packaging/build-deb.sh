@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds target/debian/sbc_<version>_<arch>.deb with dpkg-deb alone (no cargo-deb to install)
-# and prints its path: the release binary without the demo feature, its debug information
+# and prints its path: the release `sbc` binary (the product alone: the demo is the separate
+# sbc-demo package, so this is the binary the tests run), its debug information
 # stripped (symbols kept, for backtraces); the systemd unit; the sysusers.d entry of the user
 # sbc; the MIB; config/sbc.example.toml as the conffile /etc/sbc/sbc.toml (it spells out the
 # embedded default, which config/src/tests.rs checks, and holds no secret: an empty shared key,
@@ -9,7 +10,7 @@
 # overrides (the configuration's modes); the maintainer scripts.
 #
 # SBC_BIN=path skips the build and packages that binary (the test suite packages its debug
-# build; such a binary keeps the demo subcommand, and so does its manual page).
+# build).
 # SBC_DEB_COMPRESSION=xz|gzip|zstd|none (dpkg-deb -Z; default xz): the test uses none, since
 # xz takes half a minute of CPU on a debug binary.
 # Needs dpkg-deb (package dpkg), strip (binutils) and gzip; dpkg-shlibdeps (dpkg-dev), when
@@ -20,7 +21,7 @@ version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 arch=$(dpkg --print-architecture)
 bin=${SBC_BIN:-target/release/sbc}
 if [ -z "${SBC_BIN:-}" ]; then
-    cargo build --release --locked -p sbc --no-default-features
+    cargo build --release --locked -p sbc
 fi
 [ -x "$bin" ] || { echo "build-deb: $bin: no such executable" >&2; exit 1; }
 # Reproducible: every file's time is the last commit's (dpkg-deb clamps to it), unless given.
@@ -36,7 +37,7 @@ install -D -m 0755 "$bin" "$root/usr/bin/sbc"
 strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/sbc"
 install -D -m 0644 packaging/sbc.service "$root/usr/lib/systemd/system/sbc.service"
 install -D -m 0644 packaging/debian/sysusers.conf "$root/usr/lib/sysusers.d/sbc.conf"
-install -D -m 0644 alarms/mib/SBC-PAIR-MIB.txt "$root/usr/share/snmp/mibs/SBC-PAIR-MIB.txt"
+install -D -m 0644 snmp/mib/SBC-PAIR-MIB.txt "$root/usr/share/snmp/mibs/SBC-PAIR-MIB.txt"
 # Root's until postinst hands it to the user sbc (0600: the file holds the pair's key once set).
 install -d -m 0750 "$root/etc/sbc" # postinst makes it root:sbc 0770
 install -m 0600 config/sbc.example.toml "$root/etc/sbc/sbc.toml"

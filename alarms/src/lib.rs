@@ -1,5 +1,5 @@
 //! sbc-alarms: the alarm subsystem of an SBC node: memory, heap and CPU samplers, threshold
-//! evaluation with a spike filter, the alarm table, the health score, and SNMP traps.
+//! evaluation with a spike filter, the alarm table and the health score.
 //!
 //! # What it owns
 //!
@@ -14,18 +14,13 @@
 //!   them; serialisable for the ACLI's JSON.
 //! - [`health`]: the health score, 0..=100, with the ledger of what took points off.
 //! - [`threshold`]: the `alarm-threshold` elements and the alarm id scheme.
-//! - [`agent`]: the SNMP agent's logic (the MIB view of a status snapshot, GET, GETNEXT,
-//!   GETBULK; v2c communities and v3 USM users), sans IO.
-//! - [`usm`]: the SNMPv3 User-based Security Model (RFC 3414: keys, HMAC-SHA-96, the engine's
-//!   boots and time window, reports) with AES-128-CFB privacy (RFC 3826), sans IO.
-//! - [`trap`]: the SNMPv2c and SNMPv3 traps of our MIB (`alarms/mib/SBC-PAIR-MIB.txt`, under the
-//!   experimental arc `1.3.6.1.3.3261` until the project has an IANA enterprise number), their
-//!   encoder and decoder, and the [`TrapSink`] that sends them without blocking.
 //!
-//! It does not know SIP, does not decide what `critical-memory-abort` does (nothing, the 503
-//! gate, or a health drop: the `sbc` binary's policy), and does not run the redundancy
-//! machine (the `ha` crate, which reads the health score and sends its redundancy trap
-//! through the same [`TrapSink`]).
+//! It does not know SIP or SNMP: the traps its events become, the MIB and the agent are
+//! `sbc-snmp`'s (which reads this crate's types, never the other way round), and the sockets
+//! that send them are the `sbc` shell's. It does not decide what `critical-memory-abort` does
+//! (nothing, the 503 gate, or a health drop: the `sbc` binary's policy), and does not run the
+//! redundancy machine (the `ha` crate, which reads the health score). It runs no tasks and
+//! opens no sockets: no tokio in its tree.
 //!
 //! # Data path
 //!
@@ -35,19 +30,16 @@
 //!                          reading = min of last K sub-samples  (spike rule)
 //!                          thresholds ─▶ AlarmTable ─▶ Health
 //!                          two critical memory readings ─▶ CriticalMemoryAbort
-//!                        Evaluator::poll() ─▶ AlarmEvent ─┬─▶ Trap::from_event ─▶ TrapSink ─UDP─▶ receivers
+//!                        Evaluator::poll() ─▶ AlarmEvent ─┬─▶ sbc_snmp::Trap::from_event ─▶ sbc's trap sink ─UDP─▶ receivers
 //!                                                         └─▶ sbc: 503 gate, deduct_critical_memory
 //! ```
 #![warn(missing_docs)]
 
-pub mod agent;
 pub mod eval;
 pub mod health;
 pub mod sample;
 pub mod table;
 pub mod threshold;
-pub mod trap;
-pub mod usm;
 
 pub use eval::{AlarmEvent, Evaluator, EvaluatorConfig, EvaluatorError};
 pub use health::{Deduction, Health};
@@ -58,10 +50,6 @@ pub use sample::{
 pub use table::{AlarmRow, AlarmTable, ClearError, ClearedBy};
 pub use threshold::{
     AlarmId, AlarmKey, AlarmKind, Severity, Threshold, ThresholdError, Thresholds,
-};
-pub use trap::{
-    decode_trap, encode_trap, AlarmInfo, DecodedTrap, DecodedVarBind, FilterLevel, RedundancyRole,
-    TransitionState, Trap, TrapError, TrapReceiver, TrapSink, TrapSinkConfig, TrapStats,
 };
 
 /// The lib's unit tests run on jemalloc so that [`HeapSampler`] sees their allocations, as

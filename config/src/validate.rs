@@ -263,7 +263,7 @@ fn system(system: &SystemConfig) -> Result<(), ConfigError> {
     users(system)
 }
 
-/// The shortest USM password (RFC 3414 section 11.2); `sbc_alarms::usm::MIN_PASSWORD` is the
+/// The shortest USM password (RFC 3414 section 11.2); `sbc_snmp::usm::MIN_PASSWORD` is the
 /// same (the `sbc` crate's tests check that they agree).
 pub const MIN_SNMP_PASSWORD: usize = 8;
 

@@ -51,7 +51,7 @@ done
 acli -c "display-alarms" >"$out/show/display-alarms.txt" 2>&1 || true
 
 curl -s http://127.0.0.1:17090/metrics >"$out/metrics.txt"
-snmpwalk -v2c -c snapshot -t 2 -r 1 -M "+$root/alarms/mib:/usr/share/snmp/mibs" \
+snmpwalk -v2c -c snapshot -t 2 -r 1 -M "+$root/snmp/mib:/usr/share/snmp/mibs" \
     -m SNMPv2-MIB:SBC-PAIR-MIB 127.0.0.1:17161 .1.3.6.1 >"$out/snmpwalk.txt" 2>/dev/null || true
 cleanup
 pids=()

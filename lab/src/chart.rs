@@ -1,4 +1,4 @@
-//! The lab's charts: one SVG plotter for `sbc demo`'s chart ([`crate::demo`]) and the
+//! The lab's charts: one SVG plotter for `sbc-demo`'s chart ([`crate::demo`]) and the
 //! benchmarks' charts (`sbc-lab chart`, drawn from a CSV by [`csv`]).
 //!
 //! A caller says what to show, a [`Chart`]: a title, a subtitle, a column of [`Panel`]s that

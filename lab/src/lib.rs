@@ -1,6 +1,6 @@
 //! sbc-lab: the SBC's lab: a SIP traffic generator ([`traffic`]: UAC and UAS, also the
-//! `sbc-lab` binary), [`demo`] (`sbc demo`: a pair on loopback, calls, a memory alarm, a
-//! switchover and a chart), benchmarks against Kamailio (`lab/bench`) and experiments, and
+//! `sbc-lab` binary), [`demo`] (the `sbc-demo` binary's demo: a pair on loopback, calls, a
+//! memory alarm, a switchover and a chart), benchmarks against Kamailio (`lab/bench`) and experiments, and
 //! [`chart`]: the one SVG plotter of the demo's chart and the benchmarks' (`sbc-lab chart`).
 //! [`tls`]: the lab PKI (`sbc-lab tls-certs`) and rustls configurations for TLS tests;
 //! [`tls_load`]: a TLS handshake load driver (`sbc-lab tls-handshakes`).

@@ -17,9 +17,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 use sbc_alarms::{
     AlarmEvent, AlarmKind, AlarmRow, ClearedBy, CpuSampler, Deduction, Evaluator, EvaluatorConfig,
-    HeapSampler, MemorySampler, Reading, Trap, TrapSink, TrapSinkConfig,
+    HeapSampler, MemorySampler, Reading,
 };
 use sbc_config::{Config, CriticalMemoryAbort};
+use sbc_snmp::Trap;
 use serde::Serialize;
 use tokio::sync::watch;
 use tracing::{error, info, warn};
@@ -27,6 +28,7 @@ use tracing::{error, info, warn};
 use crate::runtime::Node;
 use crate::settings;
 use crate::snmp_v3::SnmpV3;
+use crate::trap_sink::{TrapSink, TrapSinkConfig};
 
 /// What the redundancy machinery needs to know about this node's health.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

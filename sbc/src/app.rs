@@ -227,7 +227,7 @@ async fn report_source_denies(node: Arc<Node>, alarms: Arc<AlarmService>, hostna
             cert_trapped.insert(key, now);
             warn!(profile = %c.profile, file = %c.file, expires = %c.expires, days_left = c.days_left,
                 "TLS certificate expires soon: replace the files and activate-config");
-            alarms.sink().send(sbc_alarms::Trap::TlsCertExpiring {
+            alarms.sink().send(sbc_snmp::Trap::TlsCertExpiring {
                 profile: c.profile.clone(),
                 days_left: i32::try_from(c.days_left).unwrap_or(i32::MIN),
                 expires: c.expires.clone(),
@@ -245,7 +245,7 @@ async fn report_source_denies(node: Arc<Node>, alarms: Arc<AlarmService>, hostna
                     (source, 0)
                 }
             };
-            alarms.sink().send(sbc_alarms::Trap::SourceDenied {
+            alarms.sink().send(sbc_snmp::Trap::SourceDenied {
                 source: source.to_string(),
                 seconds,
                 node: hostname.clone(),
@@ -253,7 +253,7 @@ async fn report_source_denies(node: Arc<Node>, alarms: Arc<AlarmService>, hostna
         }
         for (realm, free, total) in node.media_alerts() {
             warn!(%realm, free, total, "steering-pool running out of media ports: new calls will get 503");
-            alarms.sink().send(sbc_alarms::Trap::MediaPortsLow {
+            alarms.sink().send(sbc_snmp::Trap::MediaPortsLow {
                 realm,
                 free: u32::try_from(free).unwrap_or(u32::MAX),
                 total: u32::try_from(total).unwrap_or(u32::MAX),

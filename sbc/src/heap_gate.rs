@@ -11,7 +11,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sbc_alarms::{AlarmInfo, AlarmKind, ClearedBy, HeapSampler, Severity, Trap};
+use sbc_alarms::{AlarmKind, ClearedBy, HeapSampler, Severity};
+use sbc_snmp::{AlarmInfo, Trap};
 use tokio::sync::watch;
 use tracing::{info, warn};
 

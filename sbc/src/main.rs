@@ -6,9 +6,8 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{CommandFactory as _, Parser, Subcommand};
-use sbc::app::{shutdown_signal, Exit, Launch};
+use sbc::app::shutdown_signal;
 use sbc_config::Config;
-use tracing::info;
 
 /// jemalloc: its own statistics drive the heap alarms and the heap-gated admission.
 #[global_allocator]
@@ -38,28 +37,7 @@ enum Command {
     /// (`Type=notify`), logs to standard error (filter: RUST_LOG, default info), and on SIGTERM
     /// or SIGINT refuses new requests with 503 and lets transactions finish (sip-config
     /// shutdown-grace-ms) before it exits.
-    Run {
-        /// Configuration file (TOML). Every key has a default; an empty file is valid. A file
-        /// that does not exist yet starts the node on the defaults and is created by
-        /// save-config.
-        #[arg(long, short, value_name = "FILE")]
-        config: Option<PathBuf>,
-        /// Override the access interface's (sip-interface realm access) address and port.
-        #[arg(long, value_name = "ADDR:PORT")]
-        listen: Option<SocketAddr>,
-        /// Override the default route's next hop (session-router default-route).
-        #[arg(long, value_name = "ADDR:PORT")]
-        next_hop: Option<SocketAddr>,
-        /// Override sip-config workers: the initial (or fixed) number of worker threads of
-        /// each UDP worker group, 1..=64.
-        #[arg(long, value_name = "N")]
-        workers: Option<usize>,
-        /// The management socket the ACLI connects to. Default: $XDG_RUNTIME_DIR/sbc/sbc.sock,
-        /// /run/sbc/sbc.sock for root, else /tmp/sbc-<uid>/sbc.sock; its directory is created
-        /// 0700 and must not be writable by anyone else.
-        #[arg(long, env = "SBC_MGMT_SOCKET", value_name = "PATH")]
-        mgmt_socket: Option<PathBuf>,
-    },
+    Run(sbc::cli::RunArgs),
     /// The operator's shell (ACLI) of a running node.
     ///
     /// Interactive on a terminal (line editing, history, tab completion, `?` for what is valid
@@ -112,14 +90,6 @@ enum Command {
     /// default (config/sbc.example.toml, installed as /etc/sbc/sbc.toml, is the same with
     /// comments).
     DefaultConfig,
-    /// The demo: an active/standby pair on loopback, calls, critical memory, the switchover.
-    ///
-    /// The pair runs as child processes of this binary, calls go through it, memory goes
-    /// critical on the active, the alarm, its traps and the switchover follow, narrated; it
-    /// ends with a summary and a chart (about a minute; --quick: about 25 s). Built with the
-    /// default `demo` feature (the lab); the packaged binary leaves it out.
-    #[cfg(feature = "demo")]
-    Demo(sbc_lab::demo::DemoArgs),
     /// Print the manual page sbc(1) as roff, generated from these definitions (`sbc man |
     /// man -l -`); the package installs it.
     #[command(hide = true)]
@@ -147,77 +117,10 @@ fn read_key_file(path: &Path) -> anyhow::Result<String> {
         .to_owned())
 }
 
-fn load(config: Option<&PathBuf>) -> anyhow::Result<Config> {
-    match config {
-        Some(path) => {
-            Config::load(path).with_context(|| format!("configuration {}", path.display()))
-        }
-        None => Ok(Config::embedded_default()),
-    }
-}
-
-/// Logs to stderr, at `info` unless `RUST_LOG` says otherwise.
-fn init_logging() {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
-}
-
-/// The executable's path as resolved when the process started (for `reboot`).
-static STARTED_FROM: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-
 fn main() -> anyhow::Result<ExitCode> {
-    if let Ok(exe) = std::env::current_exe() {
-        let _ = STARTED_FROM.set(exe);
-    }
     let cli = Cli::parse();
     match cli.command {
-        Command::Run {
-            config,
-            listen,
-            next_hop,
-            workers,
-            mgmt_socket,
-        } => {
-            init_logging();
-            let fresh = config.as_ref().is_some_and(|p| !p.exists());
-            let base = if fresh {
-                Config::embedded_default()
-            } else {
-                load(config.as_ref())?
-            };
-            let mut cfg = base.with_overrides(listen, next_hop)?;
-            if let Some(n) = workers {
-                cfg.sip_config.workers = n;
-                cfg.validate()?;
-            }
-            if fresh {
-                if let Some(p) = &config {
-                    info!(path = %p.display(), "configuration file does not exist yet: running on the defaults; save-config creates it");
-                }
-            }
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .thread_name("sbc-io")
-                .enable_all()
-                .build()?;
-            let mgmt_socket = mgmt_socket.unwrap_or_else(sbc::control::mgmt::default_socket_path);
-            let launch = Launch {
-                config: cfg,
-                path: config,
-                mgmt_socket,
-            };
-            let exit = rt.block_on(sbc::app::run(launch, shutdown_signal()))?;
-            drop(rt);
-            if exit == Exit::Reboot {
-                return Err(reexec());
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Run(args) => sbc::cli::run(args),
         Command::Acli {
             mgmt_socket,
             commands,
@@ -234,7 +137,7 @@ fn main() -> anyhow::Result<ExitCode> {
         } => {
             let key = match (key_file, config, std::env::var("SBC_SHARED_KEY").ok()) {
                 (Some(path), _, _) => read_key_file(&path)?,
-                (None, Some(path), _) => load(Some(&path))?.redundancy.shared_key,
+                (None, Some(path), _) => sbc::cli::load(Some(&path))?.redundancy.shared_key,
                 (None, None, Some(k)) => k,
                 (None, None, None) => anyhow::bail!(
                     "the witness needs the pair's shared key: --key-file FILE, --config FILE \
@@ -247,7 +150,7 @@ fn main() -> anyhow::Result<ExitCode> {
                     sbc_ha::crypto::MIN_SHARED_KEY_LEN
                 );
             }
-            init_logging();
+            sbc::cli::init_logging();
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
@@ -262,7 +165,7 @@ fn main() -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::VerifyConfig { config } => {
-            let cfg = load(Some(&config))?;
+            let cfg = sbc::cli::load(Some(&config))?;
             print!("{}", cfg.to_masked_toml_string());
             eprintln!(
                 "{}: valid (secrets print as {})",
@@ -275,8 +178,6 @@ fn main() -> anyhow::Result<ExitCode> {
             print!("{}", Config::embedded_default().to_toml_string());
             Ok(ExitCode::SUCCESS)
         }
-        #[cfg(feature = "demo")]
-        Command::Demo(args) => sbc_lab::demo::main(args),
         Command::Man => {
             use std::io::Write as _;
             let page = sbc::manpage::render(Cli::command())?;
@@ -287,19 +188,4 @@ fn main() -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
-}
-
-/// Replaces this process with a fresh copy of itself (the ACLI's `reboot`).
-fn reexec() -> anyhow::Error {
-    use std::os::unix::process::CommandExt as _;
-    // The path this process was started from (resolved at start-up): if the binary was
-    // replaced on disk since (an upgrade in place), the new one starts.
-    let exe = STARTED_FROM
-        .get()
-        .cloned()
-        .unwrap_or_else(|| PathBuf::from("/proc/self/exe"));
-    let err = std::process::Command::new(exe)
-        .args(std::env::args_os().skip(1))
-        .exec();
-    anyhow::Error::new(err).context("reboot: exec failed")
 }

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use anyhow::Context as _;
-use sbc_alarms::{AlarmKind, MemorySource, Threshold, Thresholds, TrapReceiver};
+use sbc_alarms::{AlarmKind, MemorySource, Threshold, Thresholds};
 use sbc_config::{AccessAction, Config, MediaManagerState, RestrictedLatching, Transport};
 use sbc_proto::access::AccessSettings;
 use sbc_proto::engine::{EngineConfig, Interface, NextHop, SourcePolicy};
@@ -16,6 +16,7 @@ use sbc_proto::overload::autoscale::ScalingProfile;
 use sbc_proto::overload::prsm::PrsmConfig;
 use sbc_proto::sip::dialog::LegTransport;
 use sbc_proto::sip::transaction::Timers;
+use sbc_snmp::TrapReceiver;
 
 use crate::heap_gate::HeapGateSettings;
 use crate::pair::replica::ReplicaRules;
@@ -501,11 +502,11 @@ pub fn trap_receivers(cfg: &Config) -> Vec<TrapReceiver> {
             address: r.socket_addr(),
             community: r.community.clone(),
             filter_level: match r.filter_level {
-                sbc_config::FilterLevel::All => sbc_alarms::FilterLevel::All,
-                sbc_config::FilterLevel::Minor => sbc_alarms::FilterLevel::Minor,
-                sbc_config::FilterLevel::Major => sbc_alarms::FilterLevel::Major,
-                sbc_config::FilterLevel::Critical => sbc_alarms::FilterLevel::Critical,
-                sbc_config::FilterLevel::None => sbc_alarms::FilterLevel::None,
+                sbc_config::FilterLevel::All => sbc_snmp::FilterLevel::All,
+                sbc_config::FilterLevel::Minor => sbc_snmp::FilterLevel::Minor,
+                sbc_config::FilterLevel::Major => sbc_snmp::FilterLevel::Major,
+                sbc_config::FilterLevel::Critical => sbc_snmp::FilterLevel::Critical,
+                sbc_config::FilterLevel::None => sbc_snmp::FilterLevel::None,
             },
             v3: None,
         })

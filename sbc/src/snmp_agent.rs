@@ -1,5 +1,5 @@
 //! The SNMP agent's shell: a UDP socket on `system-config` `snmp-agent-address`, the
-//! [`sbc_alarms::agent::Agent`] deciding every answer, and a [`StatusSnapshot`] of the node
+//! [`sbc_snmp::agent::Agent`] deciding every answer, and a [`StatusSnapshot`] of the node
 //! read when a request comes (at most every 500 ms: a walk of the whole view is about thirty
 //! requests, and the SIP figures are gathered from every shard).
 //!
@@ -16,11 +16,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use sbc_alarms::agent::{
+use sbc_config::{parse_net, SnmpCommunity};
+use sbc_snmp::agent::{
     Agent, AgentConfig, AlarmEntry, Community, RedundancyStatus, StatusSnapshot, V3Config,
 };
-use sbc_alarms::TransitionState;
-use sbc_config::{parse_net, SnmpCommunity};
+use sbc_snmp::TransitionState;
 use tokio::net::UdpSocket;
 use tracing::{debug, info};
 
@@ -190,7 +190,7 @@ async fn serve(
     let engine_clock = console.subsystems.alarms.snmp_v3().clone();
     let mut cached: Option<(Instant, StatusSnapshot)> = None;
     // One byte more than the agent takes, so that an over-long request is seen as such.
-    let mut buf = vec![0u8; sbc_alarms::agent::MAX_REQUEST + 1];
+    let mut buf = vec![0u8; sbc_snmp::agent::MAX_REQUEST + 1];
     loop {
         let received = tokio::select! {
             r = socket.recv_from(&mut buf) => r,

@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use sbc_alarms::trap::TrapSecurity;
-use sbc_alarms::usm::{Engine, UsmUser, MAX_BOOTS};
-use sbc_alarms::TrapReceiver;
 use sbc_config::{parse_net, Config, SnmpUserEntry, SnmpVersion};
+use sbc_snmp::trap::TrapSecurity;
+use sbc_snmp::usm::{Engine, UsmUser, MAX_BOOTS};
+use sbc_snmp::TrapReceiver;
 use tracing::warn;
 
 /// What the keys were computed from: the users and the engine ID.
@@ -224,6 +224,6 @@ mod tests {
 
     #[test]
     fn the_config_and_the_usm_agree_on_the_shortest_password() {
-        assert_eq!(sbc_config::MIN_SNMP_PASSWORD, sbc_alarms::usm::MIN_PASSWORD);
+        assert_eq!(sbc_config::MIN_SNMP_PASSWORD, sbc_snmp::usm::MIN_PASSWORD);
     }
 }

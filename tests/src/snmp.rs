@@ -11,12 +11,12 @@ use std::time::{Duration, Instant};
 
 use crate::{ports, TestDir};
 
-/// The directory of our MIB files (`alarms/mib`).
+/// The directory of our MIB files (`snmp/mib`).
 #[must_use]
 pub fn mib_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("..")
-        .join("alarms")
+        .join("snmp")
         .join("mib")
 }
 

@@ -1,7 +1,9 @@
-//! `sbc demo`: the product working in about a minute, on loopback, with nothing installed.
+//! The demo (`cargo run --release -p sbc-demo`): the product working in about a minute, on
+//! loopback, with nothing installed.
 //!
 //! It writes two node configurations into a fresh temporary directory and starts an active
-//! and a standby as child processes of the running executable (`sbc run`), listens for their
+//! and a standby as child processes of the running executable (`sbc-demo run`, which is
+//! `sbc run`: the `sbc-demo` binary runs the product's `sbc::cli::run`), listens for their
 //! SNMP traps, drives calls through the pair with the lab's own UAC and UAS, then grows the lab
 //! ballast on the active past the critical memory threshold and narrates what follows: the
 //! alarm and its traps, the health score dropping by 100 on the second critical reading, the
@@ -37,7 +39,8 @@ use crate::traffic::{Snapshot, Uac, UacConfig, Uas, UasConfig};
 use chart::{Marker, Sample};
 use pair::{AlarmTiming, Layout, Mgmt, NodeProcess, NodeView, MEMORY_LIMIT_MB, NAMES};
 
-/// `sbc demo`: a pair on loopback, calls, a memory alarm, a switchover, a chart.
+/// The demo's options (`sbc-demo`): a pair on loopback, calls, a memory alarm, a switchover, a
+/// chart.
 #[derive(Debug, Clone, clap::Args)]
 pub struct DemoArgs {
     /// A shortened run (about 25 s, for tests): 1 s alarm iteration, 8 s calls, the ballast
@@ -64,7 +67,7 @@ pub struct DemoArgs {
 /// # Errors
 /// When the demo cannot start (ports in use, no temporary directory, the runtime).
 pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
-    let exe = std::env::current_exe().context("locating the sbc executable")?;
+    let exe = std::env::current_exe().context("locating the demo executable")?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("sbc-demo")

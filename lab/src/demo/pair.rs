@@ -126,7 +126,7 @@ pub(crate) fn node_config(layout: &Layout, timing: AlarmTiming, index: usize) ->
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "# Written by `sbc demo`: the embedded default SIP layout, a pair on loopback, a short\n\
+        "# Written by `sbc-demo`: the embedded default SIP layout, a pair on loopback, a short\n\
          # alarm iteration and the lab ballast.\n\
          [system-config]\n\
          hostname = \"{name}\"\n\

@@ -1,10 +1,10 @@
 //! The demo's trap listener: an SNMPv2c trap receiver on UDP that decodes every trap with
-//! `sbc-alarms`' MIB names and hands it to the narrator.
+//! `sbc-snmp`'s MIB names and hands it to the narrator.
 
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use sbc_alarms::{decode_trap, DecodedTrap};
+use sbc_snmp::{decode_trap, DecodedTrap};
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;

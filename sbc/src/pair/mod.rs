@@ -33,10 +33,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use sbc_alarms::{RedundancyRole, TransitionState, Trap};
 use sbc_ha::shell::sync::{EntryCheck, SyncContext, SyncCountersSnapshot};
 use sbc_ha::shell::{Command, HaHandle, SyncEvent, SyncPublisher};
 use sbc_ha::{HaEvent, Redundancy, State, Status, SyncTable};
+use sbc_snmp::{RedundancyRole, TransitionState, Trap};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};

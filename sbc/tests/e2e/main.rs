@@ -1,5 +1,5 @@
 //! End-to-end tests of the `sbc` binary: real `sbc` processes (one node, a pair, a witness,
-//! `sbc acli`, `sbc demo`) driven by SIPp, snmptrapd, the lab's traffic generator and raw
+//! `sbc acli`) driven by SIPp, snmptrapd, the lab's traffic generator and raw
 //! sockets on loopback. One module per scenario; the harness they share is the `sbc-e2e`
 //! library (`tests/`).
 //!
@@ -15,8 +15,6 @@ mod busy;
 mod callee_bye;
 mod cancel;
 mod config_save_kill;
-#[cfg(feature = "demo")]
-mod demo;
 mod edge_amplification;
 mod edge_flood;
 mod edge_legs;

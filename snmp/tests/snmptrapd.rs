@@ -1,5 +1,7 @@
 //! End to end with a real receiver: Debian's `snmptrapd`, loading our MIB, prints the group
-//! trap and the clear trap that the evaluator's events produce and the `TrapSink` sends.
+//! trap and the clear trap that the evaluator's events produce, filtered and encoded as the
+//! node's trap sink does ([`FilterLevel::passes`], [`TrapEncoder`]) and sent here over a plain
+//! std UDP socket (the sink's queue and socket are the `sbc` shell's, tested there).
 //!
 //! Needs `snmptrapd` (Debian packages `snmptrapd` and `snmp`); without it the test fails, it
 //! does not skip.
@@ -11,9 +13,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use sbc_alarms::{
-    AlarmEvent, AlarmInfo, AlarmKind, ClearedBy, Evaluator, EvaluatorConfig, FilterLevel, Severity,
-    Threshold, Thresholds, Trap, TrapReceiver, TrapSink, TrapSinkConfig,
+    AlarmEvent, AlarmKind, ClearedBy, Evaluator, EvaluatorConfig, Severity, Threshold, Thresholds,
 };
+use sbc_snmp::{AlarmInfo, FilterLevel, Trap, TrapEncoder, TrapReceiver};
 
 /// Kills snmptrapd by its PID when the test ends, passing or failing.
 struct Trapd {
@@ -66,8 +68,7 @@ fn temp_dir(label: &str) -> PathBuf {
     let nanos = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
-    let dir =
-        std::env::temp_dir().join(format!("sbc-alarms-{label}-{}-{nanos}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("sbc-snmp-{label}-{}-{nanos}", std::process::id()));
     fs::create_dir_all(&dir).expect("temp dir");
     dir
 }
@@ -101,6 +102,26 @@ fn net_snmp_complaints(stderr: &str) -> String {
 fn free_udp_port() -> u16 {
     let socket = UdpSocket::bind("127.0.0.1:0").expect("bind a free port");
     socket.local_addr().expect("local addr").port()
+}
+
+/// Sends `traps` to `receivers` as the node's trap sink does: each trap to every receiver whose
+/// filter level lets it through, one datagram each, the encoder's counters running on.
+fn send(receivers: &[TrapReceiver], traps: impl IntoIterator<Item = Trap>) {
+    let socket = UdpSocket::bind("127.0.0.1:0").expect("bind a sending socket");
+    let started = Instant::now();
+    // A fresh salt seed per call, as a node's sink takes one per start.
+    let seed = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut encoder = TrapEncoder::new(seed);
+    for trap in traps {
+        for receiver in receivers.iter().filter(|r| r.filter_level.passes(&trap)) {
+            let bytes = encoder
+                .encode(&trap, receiver, started.elapsed())
+                .expect("encode");
+            socket.send_to(&bytes, receiver.address).expect("send");
+        }
+    }
 }
 
 fn start_trapd(port: u16) -> Trapd {
@@ -143,8 +164,8 @@ fn start_trapd_with(port: u16, config: &str) -> Trapd {
     trapd
 }
 
-#[tokio::test]
-async fn snmptrapd_prints_our_traps_with_mib_names() {
+#[test]
+fn snmptrapd_prints_our_traps_with_mib_names() {
     let port = free_udp_port();
     let trapd = start_trapd(port);
 
@@ -184,9 +205,8 @@ async fn snmptrapd_prints_our_traps_with_mib_names() {
         filter_level: FilterLevel::Major,
         v3: None,
     };
-    let (sink, task) = TrapSink::spawn(TrapSinkConfig::new(vec![receiver]));
     // A minor alarm first: filter-level major keeps it from this receiver.
-    assert!(sink.send(Trap::Alarm(AlarmInfo {
+    let minor = Trap::Alarm(AlarmInfo {
         kind: AlarmKind::Cpu,
         value: 55,
         severity: Severity::Minor,
@@ -194,17 +214,13 @@ async fn snmptrapd_prints_our_traps_with_mib_names() {
         alarm_id: 131_075,
         task: "sbcd".to_owned(),
         node: "sbc-a".to_owned(),
-    })));
-    for event in &events {
-        if let Some(trap) = Trap::from_event(event, "sbc-a") {
-            assert!(sink.send(trap));
-        }
-    }
-    drop(sink);
-    tokio::time::timeout(Duration::from_secs(5), task)
-        .await
-        .expect("sink drains")
-        .expect("no panic");
+    });
+    let traps: Vec<Trap> = events
+        .iter()
+        .filter_map(|event| Trap::from_event(event, "sbc-a"))
+        .collect();
+    assert_eq!(traps.len(), 2, "{events:?}");
+    send(&[receiver], std::iter::once(minor).chain(traps));
 
     let out = trapd.wait_for(&[
         "SNMPv2-MIB::snmpTrapOID.0 = OID: SBC-PAIR-MIB::sbcAlarmTrap",
@@ -242,10 +258,10 @@ async fn snmptrapd_prints_our_traps_with_mib_names() {
 
 /// An SNMPv3 authPriv trap (SHA, AES-128) from our engine, received by snmptrapd that knows
 /// the user under our engine ID; and one with the wrong password is not printed.
-#[tokio::test]
-async fn snmptrapd_receives_our_v3_traps() {
-    use sbc_alarms::trap::TrapSecurity;
-    use sbc_alarms::usm::{Engine, UsmUser};
+#[test]
+fn snmptrapd_receives_our_v3_traps() {
+    use sbc_snmp::trap::TrapSecurity;
+    use sbc_snmp::usm::{Engine, UsmUser};
     use std::sync::Arc;
 
     let port = free_udp_port();
@@ -278,15 +294,9 @@ async fn snmptrapd_receives_our_v3_traps() {
             node: "sbc-a".to_owned(),
         })
     };
-    // The wrong password first (its own sink, drained), then the right one.
+    // The wrong password first, then the right one.
     for (auth, value) in [(&b"wrongpass"[..], 77), (&b"authpass1"[..], 93)] {
-        let (sink, task) = TrapSink::spawn(TrapSinkConfig::new(vec![receiver(auth)]));
-        assert!(sink.send(alarm(value)));
-        drop(sink);
-        tokio::time::timeout(Duration::from_secs(5), task)
-            .await
-            .expect("sink drains")
-            .expect("no panic");
+        send(&[receiver(auth)], [alarm(value)]);
     }
     let out = trapd.wait_for(&[
         "SNMPv2-MIB::snmpTrapOID.0 = OID: SBC-PAIR-MIB::sbcAlarmTrap",

@@ -1,11 +1,12 @@
-//! SNMP traps: SNMPv2-Trap-PDUs of `SBC-PAIR-MIB` (encoding, decoding) and the
-//! [`TrapSink`] that sends them to every configured `trap-receiver` without ever blocking its
-//! caller, as SNMPv2c with the receiver's community or, for a receiver with a
-//! [`TrapSecurity`], as SNMPv3 authPriv from our engine ([`encode_trap_v3`]: the same PDU).
+//! SNMP traps: SNMPv2-Trap-PDUs of `SBC-PAIR-MIB` (encoding, decoding), the configured
+//! `trap-receiver`s and their filter levels, and the [`TrapEncoder`] that encodes a trap for
+//! one receiver: SNMPv2c with the receiver's community or, for a receiver with a
+//! [`TrapSecurity`], SNMPv3 authPriv from our engine ([`encode_trap_v3`]: the same PDU). Sans
+//! IO: the `sbc` shell's trap sink queues the traps and sends the datagrams.
 //!
 //! # The MIB
 //!
-//! `alarms/mib/SBC-PAIR-MIB.txt`, modelled on Oracle's APSYSMGMT-MIB. There is no IANA
+//! `snmp/mib/SBC-PAIR-MIB.txt`, modelled on Oracle's APSYSMGMT-MIB. There is no IANA
 //! Private Enterprise Number for this project, so the module lives under the **experimental**
 //! arc `1.3.6.1.3.3261` ([`ENTERPRISE_ARC`]), to be replaced by an enterprise subtree when a
 //! PEN is obtained (the names stay).
@@ -33,9 +34,8 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use rasn::types::{Integer, ObjectIdentifier, OctetString};
 use rasn_smi::v1::{Gauge, TimeTicks};
@@ -44,18 +44,12 @@ use rasn_snmp::v2::{Pdu, Pdus, Trap as TrapPdu, VarBind, VarBindValue};
 use rasn_snmp::v2c::Message;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
-use tokio::net::UdpSocket;
-use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
-use tracing::{debug, warn};
 
-use crate::eval::AlarmEvent;
-use crate::table::{AlarmRow, ClearedBy};
-use crate::threshold::{AlarmKind, Severity};
+use sbc_alarms::{AlarmEvent, AlarmKind, AlarmRow, ClearedBy, Severity};
+
+use crate::mib::{EnumNames, RedundancyRole, TransitionState, ENTERPRISE_ARC, MAX_REQUEST};
 use crate::usm::{Engine, UsmUser};
 
-/// The module's arc: `1.3.6.1.3.3261` (experimental; no PEN yet).
-pub const ENTERPRISE_ARC: [u32; 6] = [1, 3, 6, 1, 3, 3261];
 const SYS_UPTIME_0: [u32; 9] = [1, 3, 6, 1, 2, 1, 1, 3, 0];
 const SNMP_TRAP_OID_0: [u32; 11] = [1, 3, 6, 1, 6, 3, 1, 1, 4, 1, 0];
 const MODULE: &str = "SBC-PAIR-MIB";
@@ -94,72 +88,6 @@ impl AlarmInfo {
             alarm_id: row.id,
             task: row.task.clone(),
             node: node.to_owned(),
-        }
-    }
-}
-
-/// The role a node has taken (`sbcRedundancyRole`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum RedundancyRole {
-    /// Serving traffic.
-    Active,
-    /// Ready to take over.
-    Standby,
-    /// Not eligible.
-    OutOfService,
-}
-
-impl RedundancyRole {
-    const NAMES: EnumNames = &[(1, "active"), (2, "standby"), (3, "outOfService")];
-    const fn code(self) -> i64 {
-        match self {
-            Self::Active => 1,
-            Self::Standby => 2,
-            Self::OutOfService => 3,
-        }
-    }
-}
-
-/// A state of the redundancy machine, with Oracle's names (`sbcRedundancyState`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TransitionState {
-    /// Booting, learning the peer.
-    Initial,
-    /// Taking over.
-    BecomingActive,
-    /// Active.
-    Active,
-    /// Syncing state from the active.
-    BecomingStandby,
-    /// Standby.
-    Standby,
-    /// Handing over to the peer.
-    RelinquishingActive,
-    /// Out of service.
-    OutOfService,
-}
-
-impl TransitionState {
-    const NAMES: EnumNames = &[
-        (1, "initial"),
-        (2, "becomingActive"),
-        (3, "active"),
-        (4, "becomingStandby"),
-        (5, "standby"),
-        (6, "relinquishingActive"),
-        (7, "outOfService"),
-    ];
-    const fn code(self) -> i64 {
-        match self {
-            Self::Initial => 1,
-            Self::BecomingActive => 2,
-            Self::Active => 3,
-            Self::BecomingStandby => 4,
-            Self::Standby => 5,
-            Self::RelinquishingActive => 6,
-            Self::OutOfService => 7,
         }
     }
 }
@@ -395,9 +323,6 @@ enum Value {
     Str(String),
 }
 
-/// An enumeration of the MIB: value and name.
-type EnumNames = &'static [(i64, &'static str)];
-
 const SEVERITY_NAMES: EnumNames = &[(2, "minor"), (3, "major"), (4, "critical")];
 const TYPE_NAMES: EnumNames = &[
     (1, "memoryUtilization"),
@@ -511,7 +436,7 @@ pub fn encode_trap_v3(
         Engine::time(engine_elapsed),
         &security.user,
         request_id,
-        i32::try_from(crate::agent::MAX_REQUEST).unwrap_or(i32::MAX),
+        i32::try_from(MAX_REQUEST).unwrap_or(i32::MAX),
         salt,
         trap_pdu(trap, uptime, request_id),
         false,
@@ -775,191 +700,44 @@ fn default_community() -> String {
     "public".to_owned()
 }
 
-/// Configuration of a [`TrapSink`].
+/// The sending side's encoding state: the request id of each datagram (a counter, one per
+/// trap and receiver) and the AES salt of each v3 trap (a counter from a random seed, RFC 3826
+/// §3.1.2.1). Sans IO: the shell's sink sends what it returns.
 #[derive(Debug, Clone)]
-pub struct TrapSinkConfig {
-    /// The receivers.
-    pub receivers: Vec<TrapReceiver>,
-    /// Traps that may wait to be sent; more are dropped (and counted). Default 256.
-    pub queue_capacity: usize,
-    /// When the node started: `sysUpTime.0` is the time since, and so is the v3
-    /// `snmpEngineTime` (the engine's boots count starts).
-    pub started: Instant,
-    /// The first AES salt of v3 traps (a counter from there, RFC 3826 §3.1.2.1).
-    pub salt_seed: u64,
+pub struct TrapEncoder {
+    request_id: i32,
+    salt: u64,
 }
 
-impl TrapSinkConfig {
-    /// A configuration with the default queue, started now.
+impl TrapEncoder {
+    /// An encoder whose first v3 salt follows `salt_seed`.
     #[must_use]
-    pub fn new(receivers: Vec<TrapReceiver>) -> Self {
+    pub const fn new(salt_seed: u64) -> Self {
         Self {
-            receivers,
-            queue_capacity: 256,
-            started: Instant::now(),
-            salt_seed: random_seed(),
-        }
-    }
-}
-
-/// 64 bits from the OS's randomness, as std's hasher keys take it.
-fn random_seed() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    std::collections::hash_map::RandomState::new()
-        .build_hasher()
-        .finish()
-}
-
-/// Counters of a [`TrapSink`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TrapStats {
-    /// Datagrams handed to the network (one per trap and receiver).
-    pub sent: u64,
-    /// Traps dropped because the queue was full.
-    pub dropped: u64,
-    /// Datagrams that could not be encoded or sent.
-    pub failed: u64,
-}
-
-#[derive(Debug, Default)]
-struct Shared {
-    receivers: RwLock<Vec<TrapReceiver>>,
-    sent: AtomicU64,
-    dropped: AtomicU64,
-    failed: AtomicU64,
-}
-
-/// Sends traps to the configured receivers from a tokio task.
-///
-/// [`TrapSink::send`] never blocks and never waits: it puts the trap on a bounded queue and
-/// returns; when the queue is full the new trap is dropped and counted (the oldest traps are
-/// the ones a receiver most needs to see, e.g. the first critical alarm). The task encodes
-/// each trap once per receiver that its filter level lets through and sends it over UDP; a
-/// receiver that cannot be reached is logged and counted, and the others still get theirs.
-/// Cloning the sink gives another handle on the same queue (for the HA crate). The task ends
-/// once every handle is dropped and the queue is drained.
-#[derive(Debug, Clone)]
-pub struct TrapSink {
-    tx: mpsc::Sender<Trap>,
-    shared: Arc<Shared>,
-}
-
-impl TrapSink {
-    /// Starts the sending task on the current tokio runtime (panics outside one, as
-    /// `tokio::spawn` does) and returns the sink and the task's handle.
-    #[must_use]
-    pub fn spawn(config: TrapSinkConfig) -> (Self, JoinHandle<()>) {
-        let (tx, rx) = mpsc::channel(config.queue_capacity.max(1));
-        let shared = Arc::new(Shared {
-            receivers: RwLock::new(config.receivers),
-            ..Shared::default()
-        });
-        let task = tokio::spawn(run(
-            rx,
-            Arc::clone(&shared),
-            config.started,
-            config.salt_seed,
-        ));
-        (Self { tx, shared }, task)
-    }
-
-    /// Queues a trap without waiting. Returns false when it was dropped (queue full, or the
-    /// task has ended).
-    pub fn send(&self, trap: Trap) -> bool {
-        match self.tx.try_send(trap) {
-            Ok(()) => true,
-            Err(e) => {
-                self.shared.dropped.fetch_add(1, Ordering::Relaxed);
-                let trap = match &e {
-                    mpsc::error::TrySendError::Full(t) | mpsc::error::TrySendError::Closed(t) => {
-                        t.name()
-                    }
-                };
-                warn!(trap, "trap dropped: queue full or sender stopped");
-                false
-            }
+            request_id: 0,
+            salt: salt_seed,
         }
     }
 
-    /// Replaces the receivers (after `activate-config`); traps already queued go to the new
-    /// ones.
-    pub fn set_receivers(&self, receivers: Vec<TrapReceiver>) {
-        *self
-            .shared
-            .receivers
-            .write()
-            .unwrap_or_else(PoisonError::into_inner) = receivers;
-    }
-
-    /// The counters.
-    #[must_use]
-    pub fn stats(&self) -> TrapStats {
-        TrapStats {
-            sent: self.shared.sent.load(Ordering::Relaxed),
-            dropped: self.shared.dropped.load(Ordering::Relaxed),
-            failed: self.shared.failed.load(Ordering::Relaxed),
-        }
-    }
-}
-
-async fn bind(v6: bool) -> std::io::Result<UdpSocket> {
-    UdpSocket::bind(if v6 { "[::]:0" } else { "0.0.0.0:0" }).await
-}
-
-async fn run(mut rx: mpsc::Receiver<Trap>, shared: Arc<Shared>, started: Instant, seed: u64) {
-    let mut salt = seed;
-    let mut v4: Option<UdpSocket> = None;
-    let mut v6: Option<UdpSocket> = None;
-    let mut request_id: i32 = 0;
-    while let Some(trap) = rx.recv().await {
-        let receivers = shared
-            .receivers
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        let uptime = started.elapsed();
-        for receiver in receivers.iter().filter(|r| r.filter_level.passes(&trap)) {
-            request_id = request_id.wrapping_add(1) & i32::MAX;
-            let encoded = match &receiver.v3 {
-                None => encode_trap(&trap, &receiver.community, uptime, request_id),
-                Some(security) => {
-                    salt = salt.wrapping_add(1);
-                    encode_trap_v3(&trap, security, uptime, uptime, request_id, salt)
-                }
-            };
-            let bytes = match encoded {
-                Ok(b) => b,
-                Err(e) => {
-                    shared.failed.fetch_add(1, Ordering::Relaxed);
-                    warn!(trap = trap.name(), error = %e, "trap not encoded");
-                    continue;
-                }
-            };
-            let is_v6 = receiver.address.is_ipv6();
-            let slot = if is_v6 { &mut v6 } else { &mut v4 };
-            if slot.is_none() {
-                match bind(is_v6).await {
-                    Ok(s) => *slot = Some(s),
-                    Err(e) => {
-                        shared.failed.fetch_add(1, Ordering::Relaxed);
-                        warn!(receiver = %receiver.address, error = %e, "trap socket not bound");
-                        continue;
-                    }
-                }
-            }
-            let Some(socket) = slot.as_ref() else {
-                continue;
-            };
-            match socket.send_to(&bytes, receiver.address).await {
-                Ok(_) => {
-                    shared.sent.fetch_add(1, Ordering::Relaxed);
-                    debug!(trap = trap.name(), receiver = %receiver.address, "trap sent");
-                }
-                Err(e) => {
-                    shared.failed.fetch_add(1, Ordering::Relaxed);
-                    warn!(trap = trap.name(), receiver = %receiver.address, error = %e,
-                        "trap receiver unreachable");
-                }
+    /// Encodes `trap` for `receiver`: SNMPv2c with its community, or SNMPv3 authPriv when it
+    /// has a [`TrapSecurity`]; `uptime` (time since the node started) is `sysUpTime.0` and the
+    /// v3 engine time. Every call takes the next request id (and, for v3, the next salt),
+    /// encoded or not.
+    ///
+    /// # Errors
+    /// The BER encoder's.
+    pub fn encode(
+        &mut self,
+        trap: &Trap,
+        receiver: &TrapReceiver,
+        uptime: Duration,
+    ) -> Result<Vec<u8>, TrapError> {
+        self.request_id = self.request_id.wrapping_add(1) & i32::MAX;
+        match &receiver.v3 {
+            None => encode_trap(trap, &receiver.community, uptime, self.request_id),
+            Some(security) => {
+                self.salt = self.salt.wrapping_add(1);
+                encode_trap_v3(trap, security, uptime, uptime, self.request_id, self.salt)
             }
         }
     }
@@ -1168,60 +946,34 @@ mod tests {
         assert_eq!(scoped.engine_id.as_ref(), security.engine.id.as_slice());
     }
 
-    #[tokio::test]
-    async fn sink_sends_filters_and_survives_an_unreachable_receiver() {
-        let listener = UdpSocket::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let receivers = vec![
-            // Port 9 on an unrouteable documentation address: sending may fail or vanish.
-            TrapReceiver {
-                address: "[100::1]:9".parse().expect("addr"),
-                community: "x".into(),
-                filter_level: FilterLevel::All,
-                v3: None,
-            },
-            TrapReceiver {
-                address: addr,
-                community: "secret".into(),
-                filter_level: FilterLevel::Critical,
-                v3: None,
-            },
-        ];
-        let (sink, task) = TrapSink::spawn(TrapSinkConfig::new(receivers));
-        assert!(sink.send(Trap::Alarm(AlarmInfo {
-            severity: Severity::Minor,
-            ..alarm()
-        })));
-        assert!(sink.send(Trap::Alarm(alarm())));
-        let mut buf = vec![0u8; 2048];
-        let (n, _) = tokio::time::timeout(Duration::from_secs(5), listener.recv_from(&mut buf))
-            .await
-            .expect("in time")
-            .expect("recv");
-        let d = decode_trap(&buf[..n]).expect("dec");
-        assert_eq!(d.community, "secret");
-        assert_eq!(
-            d.get("sbcAlarmSeverity"),
-            Some("critical(4)"),
-            "minor was filtered"
-        );
-        let stats = sink.stats();
-        drop(sink);
-        tokio::time::timeout(Duration::from_secs(5), task)
-            .await
-            .expect("task ends when every handle is dropped")
-            .expect("no panic");
-        assert_eq!(stats.dropped, 0);
-    }
-
-    #[tokio::test]
-    async fn a_full_queue_drops_and_counts() {
-        // A current-thread runtime: the task cannot run while this test does not await.
-        let mut config = TrapSinkConfig::new(Vec::new());
-        config.queue_capacity = 2;
-        let (sink, _task) = TrapSink::spawn(config);
-        let results: Vec<bool> = (0..4).map(|_| sink.send(Trap::Alarm(alarm()))).collect();
-        assert_eq!(results, [true, true, false, false]);
-        assert_eq!(sink.stats().dropped, 2);
+    /// Request ids count up per datagram; the v3 salt only per v3 datagram.
+    #[test]
+    fn the_encoder_counts_request_ids_and_salts() {
+        let engine = Engine {
+            id: b"\x80\x00\x0c\xbd\x04sbc-a".to_vec(),
+            boots: 1,
+        };
+        let user =
+            UsmUser::new("nms", b"authpass1", b"privpass1", &engine.id, Vec::new()).expect("user");
+        let v2c = TrapReceiver {
+            address: "127.0.0.1:162".parse().expect("addr"),
+            community: "secret".into(),
+            filter_level: FilterLevel::All,
+            v3: None,
+        };
+        let v3 = TrapReceiver {
+            v3: Some(Arc::new(TrapSecurity { engine, user })),
+            ..v2c.clone()
+        };
+        let trap = Trap::Alarm(alarm());
+        let mut encoder = TrapEncoder::new(41);
+        let first = encoder.encode(&trap, &v2c, Duration::ZERO).expect("v2c");
+        assert_eq!(decode_trap(&first).expect("dec").request_id, 1);
+        let _ = encoder.encode(&trap, &v3, Duration::ZERO).expect("v3");
+        assert_eq!((encoder.request_id, encoder.salt), (2, 42));
+        let third = encoder.encode(&trap, &v2c, Duration::ZERO).expect("v2c");
+        let d = decode_trap(&third).expect("dec");
+        assert_eq!((d.request_id, d.community.as_str()), (3, "secret"));
+        assert_eq!(encoder.salt, 42);
     }
 }

@@ -49,11 +49,11 @@ use rasn_snmp::v2c::Message;
 
 use crate::usm::{self, Engine, Refusal, UsmStats, UsmUser, SNMP_ENGINE_ARC, USM_STATS_ARC};
 
-use crate::threshold::{AlarmKind, Severity};
-use crate::trap::{RedundancyRole, TransitionState, ENTERPRISE_ARC};
+use sbc_alarms::{AlarmKind, Severity};
 
-/// Requests longer than this are dropped unread.
-pub const MAX_REQUEST: usize = 4096;
+pub use crate::mib::MAX_REQUEST;
+use crate::mib::{RedundancyRole, TransitionState, ENTERPRISE_ARC};
+
 /// Requests with more varbinds than this are dropped.
 pub const MAX_VARBINDS: usize = 128;
 /// `sbcPairStatus`: `1.3.6.1.3.3261.1.2`.
@@ -234,18 +234,6 @@ fn with(prefix: &[u32], tail: &[u32]) -> Vec<u32> {
     v
 }
 
-const fn state_code(s: TransitionState) -> i64 {
-    match s {
-        TransitionState::Initial => 1,
-        TransitionState::BecomingActive => 2,
-        TransitionState::Active => 3,
-        TransitionState::BecomingStandby => 4,
-        TransitionState::Standby => 5,
-        TransitionState::RelinquishingActive => 6,
-        TransitionState::OutOfService => 7,
-    }
-}
-
 /// The role a state means: active while serving or about to, standby while ready, out of
 /// service otherwise.
 #[must_use]
@@ -258,14 +246,6 @@ pub const fn role_of(s: TransitionState) -> RedundancyRole {
             RedundancyRole::Standby
         }
         TransitionState::OutOfService => RedundancyRole::OutOfService,
-    }
-}
-
-const fn role_code(r: RedundancyRole) -> i64 {
-    match r {
-        RedundancyRole::Active => 1,
-        RedundancyRole::Standby => 2,
-        RedundancyRole::OutOfService => 3,
     }
 }
 
@@ -341,11 +321,11 @@ fn view(s: &StatusSnapshot, stats: &AgentStats, engine: Option<&EngineView<'_>>)
     let (role, state, epoch, peer_alive, peer_state) = match &s.redundancy {
         None => (STANDALONE_ROLE, STANDALONE_STATE, 0, false, 0),
         Some(r) => (
-            role_code(role_of(r.state)),
-            state_code(r.state),
+            role_of(r.state).code(),
+            r.state.code(),
             r.epoch,
             r.peer_alive,
-            r.peer_state.map_or(0, state_code),
+            r.peer_state.map_or(0, TransitionState::code),
         ),
     };
     let status: [ObjectSyntax; 11] = [
