@@ -4,7 +4,7 @@
 //! loopback, calls, critical memory on the active, the alarm and its traps, the switchover, a
 //! summary and a chart. The two nodes are child processes of this same executable started as
 //! `sbc-demo run --config FILE --mgmt-socket SOCK`: the hidden `run` subcommand is `sbc run`
-//! itself (the same options and the same body, `sbc::cli::run`, on the same allocator), so the
+//! itself (the same options and the same body, `sbc::app::cli::run`, on the same allocator), so the
 //! nodes are the product's code while the `sbc` binary links no lab code.
 
 use std::process::ExitCode;
@@ -34,13 +34,13 @@ struct Cli {
 enum Node {
     /// One node of the demo's pair, run exactly as `sbc run` runs it (the demo starts two).
     #[command(hide = true)]
-    Run(sbc::cli::RunArgs),
+    Run(sbc::app::cli::RunArgs),
 }
 
 fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     match cli.node {
-        Some(Node::Run(args)) => sbc::cli::run(args),
+        Some(Node::Run(args)) => sbc::app::cli::run(args),
         None => sbc_lab::demo::main(cli.demo),
     }
 }

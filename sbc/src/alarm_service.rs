@@ -17,17 +17,15 @@ use std::time::{Duration, Instant, SystemTime};
 
 use sbc_alarms::{
     AlarmEvent, AlarmKind, AlarmRow, ClearedBy, CpuSampler, Deduction, Evaluator, EvaluatorConfig,
-    HeapSampler, MemorySampler, Reading,
+    HeapSampler, MemorySampler, MemorySource, Reading, Thresholds,
 };
-use sbc_config::{Config, CriticalMemoryAbort};
 use sbc_snmp::Trap;
 use serde::Serialize;
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
 use crate::runtime::Node;
-use crate::settings;
-use crate::snmp_v3::SnmpV3;
+use crate::snmp_v3::{SnmpSettings, SnmpV3};
 use crate::trap_sink::{TrapSink, TrapSinkConfig};
 
 /// What the redundancy machinery needs to know about this node's health.
@@ -59,67 +57,86 @@ pub struct Readings {
     pub memory_source: String,
 }
 
-/// The part of the configuration the evaluator and samplers are built from.
-#[derive(Debug, Clone, PartialEq)]
-struct AlarmSettings {
-    thresholds: Vec<sbc_config::AlarmThreshold>,
-    iteration_ms: u64,
-    subsamples: u32,
-    spike: u32,
-    source: sbc_config::MemorySource,
-    memory_limit_mb: u64,
-    heap_limit_mb: u64,
+/// What `critical-memory-abort` does on two consecutive critical memory readings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AbortPolicy {
+    /// Alarm and trap only.
+    Disabled,
+    /// Refuse new requests with 503 + Retry-After.
+    Enabled,
+    /// Take 100 off the health score (the pair switches over); alone, as `Enabled`.
+    Switchover,
 }
 
-impl AlarmSettings {
-    fn of(cfg: &Config) -> Self {
-        let s = &cfg.system;
-        Self {
-            thresholds: s.alarm_thresholds.clone(),
-            iteration_ms: s.alarm_iteration_ms,
-            subsamples: s.alarm_subsamples,
-            spike: s.spike_subsamples,
-            source: s.memory_source,
-            memory_limit_mb: s.memory_limit_mb,
-            heap_limit_mb: s.heap_limit_mb,
-        }
+impl std::fmt::Display for AbortPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Disabled => "disabled",
+            Self::Enabled => "enabled",
+            Self::Switchover => "switchover",
+        })
     }
 }
 
-/// The evaluator and samplers for `cfg`.
-fn build(cfg: &Config) -> anyhow::Result<(Evaluator, Option<MemorySampler>, Option<HeapSampler>)> {
-    let s = &cfg.system;
-    let ecfg = EvaluatorConfig {
-        iteration: Duration::from_millis(s.alarm_iteration_ms),
-        sub_samples: s.alarm_subsamples,
-        sustain: s.spike_subsamples,
-        ..EvaluatorConfig::default()
-    };
+/// What the evaluator and the samplers are built from: a change rebuilds them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvaluationSettings {
+    /// The alarm iteration, its sub-samples and the spike rule.
+    pub evaluator: EvaluatorConfig,
+    /// The `alarm-threshold`s.
+    pub thresholds: Thresholds,
+    /// Where memory is read.
+    pub memory_source: MemorySource,
+    /// How `show memory` names the source.
+    pub memory_source_text: String,
+    /// The heap size heap percentages refer to, bytes.
+    pub heap_limit_bytes: u64,
+}
+
+/// Everything the alarm service runs with; an activation hands it a new one.
+#[derive(Debug, Clone)]
+pub struct AlarmServiceSettings {
+    /// The evaluator and samplers.
+    pub evaluation: EvaluationSettings,
+    /// `critical-memory-abort`.
+    pub policy: AbortPolicy,
+    /// The node's name in traps.
+    pub hostname: String,
+    /// The Retry-After range of the 503s of a closed admission.
+    pub retry_after: (u32, u32),
+    /// SNMPv3 users and the trap receivers.
+    pub snmp: SnmpSettings,
+}
+
+/// The evaluator and samplers for `s`.
+fn build(
+    s: &EvaluationSettings,
+) -> anyhow::Result<(Evaluator, Option<MemorySampler>, Option<HeapSampler>)> {
     let evaluator = Evaluator::new(
-        ecfg,
-        settings::thresholds(cfg)?,
+        s.evaluator.clone(),
+        s.thresholds.clone(),
         Instant::now(),
         SystemTime::now(),
     )?;
-    let memory = match MemorySampler::new(settings::memory_source(cfg)) {
+    let memory = match MemorySampler::new(s.memory_source.clone()) {
         Ok(m) => Some(m),
         Err(e) => {
             warn!(error = %e, "memory sampler unavailable; memory alarms cannot be raised");
             None
         }
     };
-    let heap = HeapSampler::new(s.heap_limit_mb << 20).ok();
+    let heap = HeapSampler::new(s.heap_limit_bytes).ok();
     Ok((evaluator, memory, heap))
 }
 
 struct Inner {
-    settings: AlarmSettings,
+    settings: EvaluationSettings,
     evaluator: Evaluator,
     memory: Option<MemorySampler>,
     heap: Option<HeapSampler>,
     cpu: Option<CpuSampler>,
     readings: Readings,
-    policy: CriticalMemoryAbort,
+    policy: AbortPolicy,
     has_peer: bool,
     hostname: String,
     admission_closed: bool,
@@ -136,22 +153,24 @@ pub struct AlarmService {
 }
 
 impl AlarmService {
-    /// Starts the subsystem for `cfg`; `has_peer` says whether a redundancy peer exists (it
-    /// decides what `critical-memory-abort=switchover` does). Must run inside tokio.
+    /// Starts the subsystem with `settings`; `has_peer` says whether a redundancy peer exists
+    /// (it decides what `critical-memory-abort=switchover` does). Must run inside tokio.
     ///
     /// `snmp` is the node's SNMPv3 engine: v3 trap receivers get its engine ID, boots and
     /// time, and their user's keys (computed here, once, before the first trap).
+    ///
+    /// # Errors
+    /// The evaluator refuses the thresholds.
     pub fn spawn(
-        cfg: &Config,
+        settings: AlarmServiceSettings,
         node: Arc<Node>,
         has_peer: bool,
         snmp: Arc<SnmpV3>,
     ) -> anyhow::Result<Arc<Self>> {
-        let s = &cfg.system;
-        let (evaluator, memory, heap) = build(cfg)?;
+        let (evaluator, memory, heap) = build(&settings.evaluation)?;
         let cpu = CpuSampler::new().ok();
-        let users = snmp.users_now(cfg);
-        let mut sink_config = TrapSinkConfig::new(snmp.trap_receivers(cfg, &users));
+        let users = snmp.users_now(&settings.snmp);
+        let mut sink_config = TrapSinkConfig::new(snmp.trap_receivers(&settings.snmp, &users));
         sink_config.started = snmp.started();
         let (sink, _task) = TrapSink::spawn(sink_config);
         let (health_tx, _) = watch::channel(HealthStatus {
@@ -160,23 +179,20 @@ impl AlarmService {
         });
         let service = Arc::new(Self {
             inner: Mutex::new(Inner {
-                settings: AlarmSettings::of(cfg),
+                readings: Readings {
+                    memory_source: settings.evaluation.memory_source_text.clone(),
+                    ..Readings::default()
+                },
+                settings: settings.evaluation,
                 evaluator,
                 memory,
                 heap,
                 cpu,
-                readings: Readings {
-                    memory_source: settings::describe_source(cfg),
-                    ..Readings::default()
-                },
-                policy: s.critical_memory_abort(),
+                policy: settings.policy,
                 has_peer,
-                hostname: s.hostname.clone(),
+                hostname: settings.hostname,
                 admission_closed: false,
-                retry_after: (
-                    cfg.sip_config.retry_after_min,
-                    cfg.sip_config.retry_after_max,
-                ),
+                retry_after: settings.retry_after,
             }),
             sink,
             snmp,
@@ -218,35 +234,33 @@ impl AlarmService {
     ///
     /// New SNMPv3 users' keys are computed on a blocking thread: the receivers change once
     /// they are ready (at once when the users did not change).
-    pub fn reconfigure(&self, cfg: &Config) {
-        if let Some(users) = self.snmp.users_if_ready(cfg) {
+    pub fn reconfigure(&self, settings: AlarmServiceSettings) {
+        let snmp_settings = &settings.snmp;
+        if let Some(users) = self.snmp.users_if_ready(snmp_settings) {
             self.sink
-                .set_receivers(self.snmp.trap_receivers(cfg, &users));
+                .set_receivers(self.snmp.trap_receivers(snmp_settings, &users));
         } else if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let (snmp, sink, cfg) = (self.snmp.clone(), self.sink.clone(), cfg.clone());
+            let (snmp, sink, s) = (self.snmp.clone(), self.sink.clone(), snmp_settings.clone());
             runtime.spawn(async move {
-                let users = snmp.users(&cfg).await;
-                sink.set_receivers(snmp.trap_receivers(&cfg, &users));
+                let users = snmp.users(&s).await;
+                sink.set_receivers(snmp.trap_receivers(&s, &users));
             });
         } else {
-            let users = self.snmp.users_now(cfg);
+            let users = self.snmp.users_now(snmp_settings);
             self.sink
-                .set_receivers(self.snmp.trap_receivers(cfg, &users));
+                .set_receivers(self.snmp.trap_receivers(snmp_settings, &users));
         }
         let Ok(mut i) = self.inner.lock() else {
             return;
         };
-        i.policy = cfg.system.critical_memory_abort();
-        i.hostname = cfg.system.hostname.clone();
-        i.retry_after = (
-            cfg.sip_config.retry_after_min,
-            cfg.sip_config.retry_after_max,
-        );
-        let settings = AlarmSettings::of(cfg);
+        i.policy = settings.policy;
+        i.hostname = settings.hostname;
+        i.retry_after = settings.retry_after;
+        let settings = settings.evaluation;
         if settings == i.settings {
             return;
         }
-        match build(cfg) {
+        match build(&settings) {
             Ok((mut evaluator, memory, heap)) => {
                 if i.evaluator.health().ineligible_until_restart() {
                     evaluator.deduct_critical_memory();
@@ -254,7 +268,7 @@ impl AlarmService {
                 i.evaluator = evaluator;
                 i.memory = memory;
                 i.heap = heap;
-                i.readings.memory_source = settings::describe_source(cfg);
+                i.readings.memory_source = settings.memory_source_text.clone();
                 i.settings = settings;
                 info!("alarm thresholds and samplers reconfigured");
                 self.drain(&mut i);
@@ -433,9 +447,9 @@ impl AlarmService {
                 AlarmEvent::CriticalMemoryAbort { first, second } => {
                     warn!(first, second, policy = %i.policy, "two consecutive critical memory readings");
                     match i.policy {
-                        CriticalMemoryAbort::Disabled => {}
-                        CriticalMemoryAbort::Enabled => self.close_admission(i),
-                        CriticalMemoryAbort::Switchover => {
+                        AbortPolicy::Disabled => {}
+                        AbortPolicy::Enabled => self.close_admission(i),
+                        AbortPolicy::Switchover => {
                             i.evaluator.deduct_critical_memory();
                             if !i.has_peer {
                                 warn!("critical-memory-abort=switchover without a peer: refusing new calls");

@@ -14,13 +14,16 @@
 //!                                                                              │
 //!  socket ◀── Transmit ◀── Engine of the shard (sans-IO B2BUA) ◀── worker thread ┘
 //! ```
-//! - [`app`]: one node's life, `run(launch, shutdown)`; [`cli`]: `sbc run`'s options and
-//!   body, shared by the `sbc` binary and the demo's nodes (`sbc-demo`); [`settings`]: the one
+//! - [`app`]: one node's life, `run(launch, shutdown)`; [`app::cli`]: `sbc run`'s options
+//!   and body, shared by the `sbc` binary and the demo's nodes (`sbc-demo`); [`settings`]: the one
 //!   place the configuration becomes each core's settings;
 //! - [`runtime`]: UDP receive threads, the TCP edge, binding and releasing the service address,
 //!   shutdown;
 //! - [`workers`]: worker groups, shards, PRSM queues, hand-over, the timer thread;
 //! - [`control`]: the management socket, ACLI sessions, operational commands, `sbc acli`;
+//! - [`status`]: the node's typed status, which the console, `/metrics` and the SNMP agent
+//!   read;
+//! - [`metrics`]: Prometheus `/metrics`;
 //! - [`pair`]: the pair's glue (health, service address, dialog and config sync, hooks);
 //! - [`alarm_service`], [`heap_gate`]: the alarm subsystem's and the heap gate's tasks;
 //! - [`snmp_agent`], [`snmp_v3`], [`trap_sink`]: the SNMP agent's socket, the node's SNMPv3
@@ -30,7 +33,6 @@
 
 pub mod alarm_service;
 pub mod app;
-pub mod cli;
 pub mod control;
 pub mod heap_gate;
 pub mod manpage;

@@ -37,7 +37,7 @@ enum Command {
     /// (`Type=notify`), logs to standard error (filter: RUST_LOG, default info), and on SIGTERM
     /// or SIGINT refuses new requests with 503 and lets transactions finish (sip-config
     /// shutdown-grace-ms) before it exits.
-    Run(sbc::cli::RunArgs),
+    Run(sbc::app::cli::RunArgs),
     /// The operator's shell (ACLI) of a running node.
     ///
     /// Interactive on a terminal (line editing, history, tab completion, `?` for what is valid
@@ -120,7 +120,7 @@ fn read_key_file(path: &Path) -> anyhow::Result<String> {
 fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Run(args) => sbc::cli::run(args),
+        Command::Run(args) => sbc::app::cli::run(args),
         Command::Acli {
             mgmt_socket,
             commands,
@@ -137,7 +137,7 @@ fn main() -> anyhow::Result<ExitCode> {
         } => {
             let key = match (key_file, config, std::env::var("SBC_SHARED_KEY").ok()) {
                 (Some(path), _, _) => read_key_file(&path)?,
-                (None, Some(path), _) => sbc::cli::load(Some(&path))?.redundancy.shared_key,
+                (None, Some(path), _) => sbc::app::cli::load(Some(&path))?.redundancy.shared_key,
                 (None, None, Some(k)) => k,
                 (None, None, None) => anyhow::bail!(
                     "the witness needs the pair's shared key: --key-file FILE, --config FILE \
@@ -150,7 +150,7 @@ fn main() -> anyhow::Result<ExitCode> {
                     sbc_ha::crypto::MIN_SHARED_KEY_LEN
                 );
             }
-            sbc::cli::init_logging();
+            sbc::app::cli::init_logging();
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
@@ -165,7 +165,7 @@ fn main() -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::VerifyConfig { config } => {
-            let cfg = sbc::cli::load(Some(&config))?;
+            let cfg = sbc::app::cli::load(Some(&config))?;
             print!("{}", cfg.to_masked_toml_string());
             eprintln!(
                 "{}: valid (secrets print as {})",

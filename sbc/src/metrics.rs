@@ -875,7 +875,7 @@ async fn serve(
 /// # Errors
 /// The address cannot be bound: the node does not start, as for a SIP interface.
 pub async fn bind_at_start(console: &Console) -> std::io::Result<Option<TcpListener>> {
-    let Some(addr) = console.running().system.metrics_address else {
+    let Some(addr) = console.metrics_address() else {
         return Ok(None);
     };
     TcpListener::bind(addr).await.map(Some).map_err(|e| {
@@ -891,7 +891,7 @@ pub async fn run(console: Arc<Console>, first: Option<TcpListener>) {
     crate::control::follow::run(
         "metrics-address",
         first,
-        || console.running().system.metrics_address,
+        || console.metrics_address(),
         |addr| {
             let l = console.take_prebound_metrics(addr)?;
             l.set_nonblocking(true).ok()?;
@@ -907,4 +907,4 @@ pub async fn run(console: Arc<Console>, first: Option<TcpListener>) {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

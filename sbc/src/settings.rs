@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use anyhow::Context as _;
-use sbc_alarms::{AlarmKind, MemorySource, Threshold, Thresholds};
+use sbc_alarms::{AlarmKind, EvaluatorConfig, MemorySource, Threshold, Thresholds};
 use sbc_config::{AccessAction, Config, MediaManagerState, RestrictedLatching, Transport};
 use sbc_proto::access::AccessSettings;
 use sbc_proto::engine::{EngineConfig, Interface, NextHop, SourcePolicy};
@@ -16,8 +16,10 @@ use sbc_proto::overload::autoscale::ScalingProfile;
 use sbc_proto::overload::prsm::PrsmConfig;
 use sbc_proto::sip::dialog::LegTransport;
 use sbc_proto::sip::transaction::Timers;
+use sbc_snmp::agent::Community;
 use sbc_snmp::TrapReceiver;
 
+use crate::alarm_service::{AbortPolicy, AlarmServiceSettings, EvaluationSettings};
 use crate::heap_gate::HeapGateSettings;
 use crate::pair::replica::ReplicaRules;
 use crate::pair::{ActivatedConfig, Hooks, PairSettings};
@@ -25,6 +27,7 @@ use crate::runtime::media::PoolBinding;
 use crate::runtime::tcp::{EdgeSettings, TcpSettings};
 use crate::runtime::tls::{TlsAgent, TlsProfile, TlsSettings, TlsVersion};
 use crate::runtime::{Listener, LiveSettings, MediaPlan, MediaTiming, RuntimeSettings};
+use crate::snmp_v3::{ReceiverSettings, SnmpSettings, UserSettings};
 use crate::workers::{WorkSettings, SHARDS};
 
 /// Per-source protection: `sip-config source-rate`, `source-burst` and
@@ -492,25 +495,102 @@ pub fn thresholds(cfg: &Config) -> anyhow::Result<Thresholds> {
     Ok(Thresholds::new(out)?)
 }
 
-/// The configuration's trap receivers as the sink takes them, all v2c (the v3 ones get their
-/// engine and keys from [`crate::snmp_v3::SnmpV3::trap_receivers`]).
-pub fn trap_receivers(cfg: &Config) -> Vec<TrapReceiver> {
+/// The node's SNMP settings: its engine ID, its SNMPv3 users, its trap receivers (v2c, or v3
+/// naming their user).
+#[must_use]
+pub fn snmp(cfg: &Config) -> SnmpSettings {
+    let system = &cfg.system;
+    SnmpSettings {
+        engine_id: system.engine_id(),
+        users: system
+            .snmp_users
+            .iter()
+            .map(|u| UserSettings {
+                name: u.user_name.clone(),
+                auth_password: u.auth_password.clone(),
+                priv_password: u.priv_password.clone(),
+                // Validated: every address parses.
+                sources: u
+                    .ip_addresses
+                    .iter()
+                    .filter_map(|a| sbc_config::parse_net(a).ok())
+                    .collect(),
+            })
+            .collect(),
+        receivers: system
+            .trap_receivers
+            .iter()
+            .map(|r| ReceiverSettings {
+                receiver: TrapReceiver {
+                    address: r.socket_addr(),
+                    community: r.community.clone(),
+                    filter_level: match r.filter_level {
+                        sbc_config::FilterLevel::All => sbc_snmp::FilterLevel::All,
+                        sbc_config::FilterLevel::Minor => sbc_snmp::FilterLevel::Minor,
+                        sbc_config::FilterLevel::Major => sbc_snmp::FilterLevel::Major,
+                        sbc_config::FilterLevel::Critical => sbc_snmp::FilterLevel::Critical,
+                        sbc_config::FilterLevel::None => sbc_snmp::FilterLevel::None,
+                    },
+                    v3: None,
+                },
+                v3_user: (r.version == sbc_config::SnmpVersion::V3)
+                    .then(|| r.user_name.clone())
+                    .flatten(),
+            })
+            .collect(),
+    }
+}
+
+/// The SNMP agent's read-only v2c communities (addresses that do not parse were refused by
+/// validation; any left are skipped).
+#[must_use]
+pub fn snmp_communities(cfg: &Config) -> Vec<Community> {
     cfg.system
-        .trap_receivers
+        .snmp_communities
         .iter()
-        .map(|r| TrapReceiver {
-            address: r.socket_addr(),
-            community: r.community.clone(),
-            filter_level: match r.filter_level {
-                sbc_config::FilterLevel::All => sbc_snmp::FilterLevel::All,
-                sbc_config::FilterLevel::Minor => sbc_snmp::FilterLevel::Minor,
-                sbc_config::FilterLevel::Major => sbc_snmp::FilterLevel::Major,
-                sbc_config::FilterLevel::Critical => sbc_snmp::FilterLevel::Critical,
-                sbc_config::FilterLevel::None => sbc_snmp::FilterLevel::None,
-            },
-            v3: None,
+        .map(|c| Community {
+            name: c.community_name.clone(),
+            sources: c
+                .ip_addresses
+                .iter()
+                .filter_map(|a| sbc_config::parse_net(a).ok())
+                .collect(),
         })
         .collect()
+}
+
+/// The alarm service's settings: the evaluator and samplers, `critical-memory-abort`, the
+/// hostname, the 503s' Retry-After, SNMP.
+///
+/// # Errors
+/// A threshold the evaluator refuses (validation refuses it first).
+pub fn alarm_service(cfg: &Config) -> anyhow::Result<AlarmServiceSettings> {
+    let s = &cfg.system;
+    Ok(AlarmServiceSettings {
+        evaluation: EvaluationSettings {
+            evaluator: EvaluatorConfig {
+                iteration: Duration::from_millis(s.alarm_iteration_ms),
+                sub_samples: s.alarm_subsamples,
+                sustain: s.spike_subsamples,
+                ..EvaluatorConfig::default()
+            },
+            thresholds: thresholds(cfg)?,
+            memory_source: memory_source(cfg),
+            memory_source_text: describe_source(cfg),
+            heap_limit_bytes: s.heap_limit_mb << 20,
+        },
+        policy: match s.critical_memory_abort() {
+            sbc_config::CriticalMemoryAbort::Disabled => AbortPolicy::Disabled,
+            sbc_config::CriticalMemoryAbort::Enabled => AbortPolicy::Enabled,
+            sbc_config::CriticalMemoryAbort::Switchover => AbortPolicy::Switchover,
+        },
+        hostname: s.hostname.clone(),
+        retry_after: (
+            cfg.sip_config.retry_after_min,
+            cfg.sip_config.retry_after_max,
+        ),
+        snmp: snmp(cfg),
+    })
 }
 
 /// The heap gate's settings: `system-config heap-limit-mb` and `sip-config

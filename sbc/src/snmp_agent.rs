@@ -1,7 +1,8 @@
 //! The SNMP agent's shell: a UDP socket on `system-config` `snmp-agent-address`, the
 //! [`sbc_snmp::agent::Agent`] deciding every answer, and a [`StatusSnapshot`] of the node
-//! read when a request comes (at most every 500 ms: a walk of the whole view is about thirty
-//! requests, and the SIP figures are gathered from every shard).
+//! ([`mib_view`] of the typed status the console and `/metrics` read) taken when a request
+//! comes (at most every 500 ms: a walk of the whole view is about thirty requests, and the SIP
+//! figures are gathered from every shard).
 //!
 //! The communities and SNMPv3 users are read from the running configuration at each request,
 //! so an `activate-config` changes them at once (new users' keys are computed on a blocking
@@ -16,33 +17,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use sbc_config::{parse_net, SnmpCommunity};
-use sbc_snmp::agent::{
-    Agent, AgentConfig, AlarmEntry, Community, RedundancyStatus, StatusSnapshot, V3Config,
-};
+use sbc_snmp::agent::{Agent, AgentConfig, AlarmEntry, RedundancyStatus, StatusSnapshot, V3Config};
 use sbc_snmp::TransitionState;
 use tokio::net::UdpSocket;
 use tracing::{debug, info};
 
 use crate::control::console::Console;
+use crate::status::NodeStatus;
 
 /// How long a snapshot of the node answers requests.
 const SNAPSHOT_FOR: Duration = Duration::from_millis(500);
-
-/// The agent's communities from the configuration (addresses that do not parse were refused
-/// by validation; any left are skipped).
-fn communities(list: &[SnmpCommunity]) -> Vec<Community> {
-    list.iter()
-        .map(|c| Community {
-            name: c.community_name.clone(),
-            sources: c
-                .ip_addresses
-                .iter()
-                .filter_map(|a| parse_net(a).ok())
-                .collect(),
-        })
-        .collect()
-}
 
 const fn transition(s: sbc_ha::State) -> TransitionState {
     match s {
@@ -61,32 +45,23 @@ fn whole(p: f64) -> u32 {
     p.round().clamp(0.0, f64::from(u32::MAX)) as u32
 }
 
-/// The node's figures now: the same sources as `show health`, `show redundancy`, `show
-/// memory`, `display-alarms` and `show sip-stats`.
-async fn snapshot(console: &Console) -> StatusSnapshot {
-    let subsystems = &console.subsystems;
-    let shards = console.node.snapshots(false).await;
-    let mut stats = sbc_proto::engine::Stats::default();
-    for s in &shards {
-        stats += &s.stats;
-    }
-    let calls: usize = shards.iter().map(|s| s.calls).sum();
-    let (score, _, _) = subsystems.alarms.health_report();
-    let readings = subsystems.alarms.readings();
-    let redundancy = subsystems.pair.as_ref().map(|p| {
-        let s = p.status();
+/// The MIB's view of the node's status: the same snapshot `show health`, `show redundancy`,
+/// `show memory`, `display-alarms` and `show sip-stats` format (pure: the unit tests call it).
+#[must_use]
+pub fn mib_view(status: &NodeStatus) -> StatusSnapshot {
+    let redundancy = status.redundancy.as_ref().map(|r| {
+        let s = &r.status;
         RedundancyStatus {
             state: transition(s.state),
             epoch: s.epoch,
             peer_alive: s.peer_alive,
             peer_state: s.peer.as_ref().map(|v| transition(v.state)),
-            sync_lag: p.sync_lag(),
-            replicated_dialogs: p.replicated_dialogs() as u64,
+            sync_lag: r.sync_lag,
+            replicated_dialogs: r.replicated_dialogs as u64,
         }
     });
-    let alarms = subsystems
+    let alarms = status
         .alarms
-        .rows()
         .iter()
         .map(|r| AlarmEntry {
             id: r.id,
@@ -97,21 +72,23 @@ async fn snapshot(console: &Console) -> StatusSnapshot {
             raised_at: r.first_seen,
         })
         .collect();
+    let readings = &status.memory.readings;
+    let counters = &status.sip.counters;
     StatusSnapshot {
         sys_descr: format!(
             "sbc-pair {}: high-availability SIP session border controller",
             env!("CARGO_PKG_VERSION")
         ),
-        sys_name: subsystems.alarms.hostname(),
-        uptime: console.started.elapsed(),
-        health_score: score,
+        sys_name: status.hostname.clone(),
+        uptime: status.uptime,
+        health_score: status.health.score,
         redundancy,
         memory_percent: readings.memory_percent.map(whole),
         heap_percent: readings.heap_percent.map(whole),
-        calls_active: calls as u64,
-        calls_attempted: stats.calls_attempted,
-        calls_answered: stats.calls_answered,
-        calls_failed: stats.calls_failed,
+        calls_active: status.sip.calls_active as u64,
+        calls_attempted: counters.calls_attempted,
+        calls_answered: counters.calls_answered,
+        calls_failed: counters.calls_failed,
         alarms,
     }
 }
@@ -122,7 +99,7 @@ async fn snapshot(console: &Console) -> StatusSnapshot {
 /// # Errors
 /// The address cannot be bound: the node does not start.
 pub async fn bind_at_start(console: &Console) -> anyhow::Result<Option<UdpSocket>> {
-    let Some(address) = console.running().system.snmp_agent_address else {
+    let Some(address) = console.snmp_agent_address() else {
         return Ok(None);
     };
     let socket = UdpSocket::bind(address)
@@ -139,7 +116,7 @@ pub async fn run(console: Arc<Console>, first: Option<UdpSocket>) {
     crate::control::follow::run(
         "snmp-agent-address",
         first,
-        || console.running().system.snmp_agent_address,
+        || console.snmp_agent_address(),
         |addr| {
             let s = console.take_prebound_snmp_agent(addr)?;
             s.set_nonblocking(true).ok()?;
@@ -157,15 +134,13 @@ pub async fn run(console: Arc<Console>, first: Option<UdpSocket>) {
 /// The agent's configuration from the running configuration: its communities, and its v3
 /// engine and users when there are users.
 async fn running_config(console: &Console) -> AgentConfig {
-    let Ok(running) = console.config.lock().map(|c| c.running.clone()) else {
-        return AgentConfig::new(Vec::new());
-    };
-    let mut config = AgentConfig::new(communities(&running.system.snmp_communities));
-    if !running.system.snmp_users.is_empty() {
+    let (communities, snmp_settings) = console.snmp_agent_settings();
+    let mut config = AgentConfig::new(communities);
+    if !snmp_settings.users.is_empty() {
         let snmp = console.subsystems.alarms.snmp_v3();
-        let users = snmp.users(&running).await;
+        let users = snmp.users(&snmp_settings).await;
         config.v3 = Some(V3Config {
-            engine: snmp.engine(&running),
+            engine: snmp.engine(&snmp_settings),
             users: users.to_vec(),
         });
     }
@@ -214,7 +189,7 @@ async fn serve(
             .as_ref()
             .is_some_and(|(at, _)| at.elapsed() < SNAPSHOT_FOR);
         if !fresh {
-            cached = Some((Instant::now(), snapshot(&console).await));
+            cached = Some((Instant::now(), mib_view(&console.status().await)));
         }
         let Some((_, snap)) = cached.as_ref() else {
             continue;
@@ -227,5 +202,37 @@ async fn serve(
             debug!(%from, stats = ?agent.stats(), usm = ?agent.usm_stats(),
                 "SNMP request not answered");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mib_view;
+
+    /// The MIB answers from the same typed status the console and `/metrics` read.
+    #[test]
+    fn the_mib_view_is_the_typed_status() {
+        let status = crate::metrics::tests::sample().status;
+        let view = mib_view(&status);
+        assert_eq!(view.sys_name, "sbc1");
+        assert_eq!(view.health_score, 90);
+        assert_eq!(
+            (
+                view.calls_active,
+                view.calls_attempted,
+                view.calls_answered,
+                view.calls_failed
+            ),
+            (3, 10, 7, 2)
+        );
+        assert_eq!(view.memory_percent, Some(42));
+        assert_eq!(view.heap_percent, Some(2));
+        let r = view.redundancy.expect("a pair");
+        assert_eq!(
+            (r.epoch, r.sync_lag, r.replicated_dialogs),
+            (7, Some(1), 12)
+        );
+        assert_eq!(view.alarms.len(), 1);
+        assert_eq!(view.alarms[0].value, 85);
     }
 }

@@ -8,14 +8,59 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use sbc_config::{parse_net, Config, SnmpUserEntry, SnmpVersion};
+use ipnet::IpNet;
 use sbc_snmp::trap::TrapSecurity;
 use sbc_snmp::usm::{Engine, UsmUser, MAX_BOOTS};
 use sbc_snmp::TrapReceiver;
 use tracing::warn;
 
+/// An SNMPv3 USM user (`snmp-user-entry`): SHA authentication and AES-128 privacy with these
+/// passwords. `Debug` prints neither password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct UserSettings {
+    /// `user-name`.
+    pub name: String,
+    /// `auth-password`.
+    pub auth_password: String,
+    /// `priv-password`.
+    pub priv_password: String,
+    /// The sources it may be used from (empty: any).
+    pub sources: Vec<IpNet>,
+}
+
+impl std::fmt::Debug for UserSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UserSettings")
+            .field("name", &self.name)
+            .field("auth_password", &"********")
+            .field("priv_password", &"********")
+            .field("sources", &self.sources)
+            .finish()
+    }
+}
+
+/// A trap receiver as configured: v2c, or v3 as the named user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceiverSettings {
+    /// Where traps go, their community and filter (`v3` unset: this engine fills it).
+    pub receiver: TrapReceiver,
+    /// SNMPv3 as this `snmp-user-entry`; `None`: v2c.
+    pub v3_user: Option<String>,
+}
+
+/// The node's SNMP settings: its engine ID, its USM users, its trap receivers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SnmpSettings {
+    /// `snmpEngineID` (`snmp-engine-id`, or derived from the host name).
+    pub engine_id: Vec<u8>,
+    /// The USM users.
+    pub users: Vec<UserSettings>,
+    /// The trap receivers.
+    pub receivers: Vec<ReceiverSettings>,
+}
+
 /// What the keys were computed from: the users and the engine ID.
-type KeySource = (Vec<SnmpUserEntry>, Vec<u8>);
+type KeySource = (Vec<UserSettings>, Vec<u8>);
 
 /// The engine state of one run of the node.
 #[derive(Debug)]
@@ -50,22 +95,17 @@ pub fn next_boots(path: &Path) -> (u32, std::io::Result<()>) {
     (boots, written)
 }
 
-fn compute(entries: &[SnmpUserEntry], engine_id: &[u8]) -> Vec<UsmUser> {
+fn compute(entries: &[UserSettings], engine_id: &[u8]) -> Vec<UsmUser> {
     entries
         .iter()
         .filter_map(|u| {
-            let sources = u
-                .ip_addresses
-                .iter()
-                .filter_map(|a| parse_net(a).ok())
-                .collect();
             // Short passwords were refused by validation; any left are skipped.
             UsmUser::new(
-                &u.user_name,
+                &u.name,
                 u.auth_password.as_bytes(),
                 u.priv_password.as_bytes(),
                 engine_id,
-                sources,
+                u.sources.clone(),
             )
             .ok()
         })
@@ -113,11 +153,11 @@ impl SnmpV3 {
         self.started.elapsed()
     }
 
-    /// The engine for `cfg`: its engine ID, this run's boots.
+    /// The engine of `settings`: its engine ID, this run's boots.
     #[must_use]
-    pub fn engine(&self, cfg: &Config) -> Engine {
+    pub fn engine(&self, settings: &SnmpSettings) -> Engine {
         Engine {
-            id: cfg.system.engine_id(),
+            id: settings.engine_id.clone(),
             boots: self.boots,
         }
     }
@@ -136,20 +176,20 @@ impl SnmpV3 {
         users
     }
 
-    /// The users of `cfg` with their keys when the cache holds them, or when there are none
-    /// (nothing to compute).
+    /// The users of `settings` with their keys when the cache holds them, or when there are
+    /// none (nothing to compute).
     #[must_use]
-    pub fn users_if_ready(&self, cfg: &Config) -> Option<Arc<Vec<UsmUser>>> {
-        if cfg.system.snmp_users.is_empty() {
+    pub fn users_if_ready(&self, settings: &SnmpSettings) -> Option<Arc<Vec<UsmUser>>> {
+        if settings.users.is_empty() {
             return Some(Arc::new(Vec::new()));
         }
-        self.cached(&(cfg.system.snmp_users.clone(), cfg.system.engine_id()))
+        self.cached(&key_source(settings))
     }
 
-    /// The users of `cfg` with their keys, computed here when the cache does not hold them:
-    /// for the start of the node, before it serves.
-    pub fn users_now(&self, cfg: &Config) -> Arc<Vec<UsmUser>> {
-        let source = (cfg.system.snmp_users.clone(), cfg.system.engine_id());
+    /// The users of `settings` with their keys, computed here when the cache does not hold
+    /// them: for the start of the node, before it serves.
+    pub fn users_now(&self, settings: &SnmpSettings) -> Arc<Vec<UsmUser>> {
+        let source = key_source(settings);
         if let Some(users) = self.cached(&source) {
             return users;
         }
@@ -157,10 +197,10 @@ impl SnmpV3 {
         self.store(source, users)
     }
 
-    /// The users of `cfg` with their keys, computed on a blocking thread when the cache does
-    /// not hold them.
-    pub async fn users(&self, cfg: &Config) -> Arc<Vec<UsmUser>> {
-        let source = (cfg.system.snmp_users.clone(), cfg.system.engine_id());
+    /// The users of `settings` with their keys, computed on a blocking thread when the cache
+    /// does not hold them.
+    pub async fn users(&self, settings: &SnmpSettings) -> Arc<Vec<UsmUser>> {
+        let source = key_source(settings);
         if let Some(users) = self.cached(&source) {
             return users;
         }
@@ -171,19 +211,19 @@ impl SnmpV3 {
         self.store(source, users)
     }
 
-    /// The sink's receivers for `cfg`: the v2c ones as they are, the v3 ones with this engine
-    /// and their user's keys (one whose user is missing is left out: validation refuses it).
+    /// The sink's receivers of `settings`: the v2c ones as they are, the v3 ones with this
+    /// engine and their user's keys (one whose user is missing is left out: validation refuses
+    /// it).
     #[must_use]
-    pub fn trap_receivers(&self, cfg: &Config, users: &[UsmUser]) -> Vec<TrapReceiver> {
-        let engine = self.engine(cfg);
-        crate::settings::trap_receivers(cfg)
-            .into_iter()
-            .zip(&cfg.system.trap_receivers)
-            .filter_map(|(mut r, c)| {
-                if c.version == SnmpVersion::V3 {
-                    let user = users
-                        .iter()
-                        .find(|u| Some(&u.name) == c.user_name.as_ref())?;
+    pub fn trap_receivers(&self, settings: &SnmpSettings, users: &[UsmUser]) -> Vec<TrapReceiver> {
+        let engine = self.engine(settings);
+        settings
+            .receivers
+            .iter()
+            .filter_map(|c| {
+                let mut r = c.receiver.clone();
+                if let Some(name) = &c.v3_user {
+                    let user = users.iter().find(|u| &u.name == name)?;
                     r.v3 = Some(Arc::new(TrapSecurity {
                         engine: engine.clone(),
                         user: user.clone(),
@@ -193,6 +233,11 @@ impl SnmpV3 {
             })
             .collect()
     }
+}
+
+/// The cache key of `settings`' users.
+fn key_source(settings: &SnmpSettings) -> KeySource {
+    (settings.users.clone(), settings.engine_id.clone())
 }
 
 #[cfg(test)]

@@ -26,6 +26,8 @@ use crate::control::oper::{OperCommand, OPERATIONS};
 use crate::control::show::Outcome;
 use crate::control::subsystems::Subsystems;
 use crate::runtime::Node;
+use crate::settings;
+use crate::snmp_v3::SnmpSettings;
 
 /// The three copies of the configuration.
 #[derive(Debug, Clone)]
@@ -175,6 +177,26 @@ fn finish(r: Outcome, prompt: String) -> Response {
 }
 
 impl Console {
+    /// `system-config metrics-address` of the running configuration.
+    pub fn metrics_address(&self) -> Option<std::net::SocketAddr> {
+        self.running().system.metrics_address
+    }
+
+    /// `system-config snmp-agent-address` of the running configuration.
+    pub fn snmp_agent_address(&self) -> Option<std::net::SocketAddr> {
+        self.running().system.snmp_agent_address
+    }
+
+    /// The SNMP agent's communities and the node's SNMP settings, from the running
+    /// configuration (read at each request: an activation changes them at once).
+    pub fn snmp_agent_settings(&self) -> (Vec<sbc_snmp::agent::Community>, SnmpSettings) {
+        let running = self.running();
+        (
+            settings::snmp_communities(&running),
+            settings::snmp(&running),
+        )
+    }
+
     /// The running configuration.
     pub fn running(&self) -> Config {
         self.config

@@ -40,7 +40,10 @@ impl Subsystems {
     /// Applies an activated configuration: `running` as this node runs it (on the interfaces
     /// bound at start), `activated` as it was activated (what the pair pushes to the standby).
     pub fn reconfigure(&self, running: &Config, activated: &Config) {
-        self.alarms.reconfigure(running);
+        match crate::settings::alarm_service(running) {
+            Ok(s) => self.alarms.reconfigure(s),
+            Err(e) => tracing::warn!(error = %e, "alarm configuration not applied"),
+        }
         let _ = self.heap_gate.send(crate::settings::heap_gate(running));
         if let Some(p) = &self.pair {
             p.set_config(

@@ -1,7 +1,7 @@
 use super::*;
 use serde_json::Value;
 
-fn sample() -> Sources {
+pub(crate) fn sample() -> Sources {
     use crate::alarm_service::Readings;
     use crate::runtime::tcp::TcpStatsSnapshot;
     use crate::runtime::tls::CertStatus;

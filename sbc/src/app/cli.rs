@@ -11,7 +11,7 @@ use anyhow::Context as _;
 use sbc_config::Config;
 use tracing::info;
 
-use crate::app::{shutdown_signal, Exit, Launch};
+use super::{shutdown_signal, Exit, Launch};
 
 /// The options of `sbc run` (the subcommand's help is the binary's).
 #[derive(Debug, Clone, clap::Args)]

@@ -4,7 +4,10 @@
 //! The parts, in the order they start: the SIP runtime (sockets, worker groups,
 //! [`crate::runtime`]), the alarm service, the pair's machinery when `redundancy-config` is
 //! enabled ([`crate::pair`]), the heap gate, the console and the management socket
-//! ([`crate::control`]). Each takes its settings from [`crate::settings`].
+//! ([`crate::control`]). Each takes its settings from [`crate::settings`]. [`cli`] is `sbc run`:
+//! the configuration file, the command line's overrides, the runtime, and a reboot's re-exec.
+
+pub mod cli;
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -70,7 +73,12 @@ pub async fn run(launch: Launch, shutdown: impl Future<Output = ()>) -> anyhow::
     let node = Arc::new(crate::runtime::start(&crate::settings::runtime(&cfg)?, !paired).await?);
     let (control_tx, mut control_rx) = mpsc::unbounded_channel();
     let snmp = crate::snmp_v3::SnmpV3::start(path.as_deref());
-    let alarms = AlarmService::spawn(&cfg, node.clone(), cfg.redundancy.is_enabled(), snmp)?;
+    let alarms = AlarmService::spawn(
+        crate::settings::alarm_service(&cfg)?,
+        node.clone(),
+        cfg.redundancy.is_enabled(),
+        snmp,
+    )?;
     let (pushed_tx, pushed_rx) = mpsc::unbounded_channel::<String>();
     let pair = if paired {
         Some(
