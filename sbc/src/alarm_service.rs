@@ -26,6 +26,7 @@ use tracing::{error, info, warn};
 
 use crate::runtime::Node;
 use crate::snmp_v3::{SnmpSettings, SnmpV3};
+use crate::tasks::Tasks;
 use crate::trap_sink::{TrapSink, TrapSinkConfig};
 
 /// What the redundancy machinery needs to know about this node's health.
@@ -153,8 +154,9 @@ pub struct AlarmService {
 }
 
 impl AlarmService {
-    /// Starts the subsystem with `settings`; `has_peer` says whether a redundancy peer exists
-    /// (it decides what `critical-memory-abort=switchover` does). Must run inside tokio.
+    /// Starts the subsystem with `settings` on the node's `tasks`; `has_peer` says whether a
+    /// redundancy peer exists (it decides what `critical-memory-abort=switchover` does). Must
+    /// run inside tokio.
     ///
     /// `snmp` is the node's SNMPv3 engine: v3 trap receivers get its engine ID, boots and
     /// time, and their user's keys (computed here, once, before the first trap).
@@ -166,13 +168,14 @@ impl AlarmService {
         node: Arc<Node>,
         has_peer: bool,
         snmp: Arc<SnmpV3>,
+        tasks: &Tasks,
     ) -> anyhow::Result<Arc<Self>> {
         let (evaluator, memory, heap) = build(&settings.evaluation)?;
         let cpu = CpuSampler::new().ok();
         let users = snmp.users_now(&settings.snmp);
         let mut sink_config = TrapSinkConfig::new(snmp.trap_receivers(&settings.snmp, &users));
         sink_config.started = snmp.started();
-        let (sink, _task) = TrapSink::spawn(sink_config);
+        let sink = TrapSink::start(sink_config, tasks);
         let (health_tx, _) = watch::channel(HealthStatus {
             score: 100,
             ineligible_until_restart: false,
@@ -199,7 +202,7 @@ impl AlarmService {
             health_tx,
             node,
         });
-        tokio::spawn(service.clone().run());
+        tasks.spawn(service.clone().run());
         Ok(service)
     }
 

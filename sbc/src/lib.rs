@@ -44,5 +44,6 @@ pub mod settings;
 pub mod snmp_agent;
 pub mod snmp_v3;
 pub mod status;
+pub mod tasks;
 pub mod trap_sink;
 pub mod workers;

@@ -36,6 +36,7 @@ use crate::control::console::Console;
 use crate::status::{
     HealthReport, MemoryReport, NodeStatus, RedundancyReport, SipStatus, TlsReport,
 };
+use crate::tasks::Tasks;
 use crate::workers::GroupReport;
 
 /// Connections served at once; more are closed on accept.
@@ -831,6 +832,7 @@ async fn answer(console: Arc<Console>, req: Request<Incoming>) -> Response<Full<
 async fn serve(
     listener: TcpListener,
     console: Arc<Console>,
+    tasks: Tasks,
     mut stop: tokio::sync::watch::Receiver<Option<SocketAddr>>,
 ) {
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
@@ -852,7 +854,7 @@ async fn serve(
             continue;
         };
         let console = console.clone();
-        tokio::spawn(async move {
+        tasks.spawn(async move {
             let _permit = permit;
             let service = hyper::service::service_fn(move |req| {
                 let console = console.clone();
@@ -886,7 +888,7 @@ pub async fn bind_at_start(console: &Console) -> std::io::Result<Option<TcpListe
 /// The metrics listener: serves `first` (from [`bind_at_start`]) and follows
 /// `system-config metrics-address` of the running configuration, (re)binding when it changes;
 /// never returns.
-pub async fn run(console: Arc<Console>, first: Option<TcpListener>) {
+pub async fn run(console: Arc<Console>, first: Option<TcpListener>, tasks: Tasks) {
     let first = first.and_then(|l| l.local_addr().ok().map(|a| (l, a)));
     crate::control::follow::run(
         "metrics-address",
@@ -900,7 +902,7 @@ pub async fn run(console: Arc<Console>, first: Option<TcpListener>) {
         TcpListener::bind,
         |at| console.metrics_served_at(at),
         |l, stop| {
-            tokio::spawn(serve(l, console.clone(), stop));
+            tasks.spawn(serve(l, console.clone(), tasks.clone(), stop));
         },
     )
     .await;

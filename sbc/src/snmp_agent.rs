@@ -24,6 +24,7 @@ use tracing::{debug, info};
 
 use crate::control::console::Console;
 use crate::status::NodeStatus;
+use crate::tasks::Tasks;
 
 /// How long a snapshot of the node answers requests.
 const SNAPSHOT_FOR: Duration = Duration::from_millis(500);
@@ -111,7 +112,7 @@ pub async fn bind_at_start(console: &Console) -> anyhow::Result<Option<UdpSocket
 /// The agent: serves `first` (from [`bind_at_start`]) and follows `snmp-agent-address` of the
 /// running configuration, taking the socket `activate-config` bound for a new address;
 /// never returns.
-pub async fn run(console: Arc<Console>, first: Option<UdpSocket>) {
+pub async fn run(console: Arc<Console>, first: Option<UdpSocket>, tasks: Tasks) {
     let first = first.and_then(|s| s.local_addr().ok().map(|a| (s, a)));
     crate::control::follow::run(
         "snmp-agent-address",
@@ -125,7 +126,7 @@ pub async fn run(console: Arc<Console>, first: Option<UdpSocket>) {
         UdpSocket::bind,
         |at| console.snmp_agent_served_at(at),
         |s, stop| {
-            tokio::spawn(serve(s, console.clone(), stop));
+            tasks.spawn(serve(s, console.clone(), stop));
         },
     )
     .await;

@@ -13,7 +13,10 @@ use serde::{Deserialize, Serialize};
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
+
+use crate::tasks::Tasks;
 
 /// Configuration of a [`TrapSink`].
 #[derive(Debug, Clone)]
@@ -77,7 +80,8 @@ struct Shared {
 /// each trap once per receiver that its filter level lets through and sends it over UDP; a
 /// receiver that cannot be reached is logged and counted, and the others still get theirs.
 /// Cloning the sink gives another handle on the same queue (for the HA crate). The task ends
-/// once every handle is dropped and the queue is drained.
+/// once every handle is dropped, or at the node's shutdown, and then only after it has sent
+/// what was queued (the clear traps of a node that stops).
 #[derive(Debug, Clone)]
 pub struct TrapSink {
     tx: mpsc::Sender<Trap>,
@@ -86,20 +90,39 @@ pub struct TrapSink {
 
 impl TrapSink {
     /// Starts the sending task on the current tokio runtime (panics outside one, as
-    /// `tokio::spawn` does) and returns the sink and the task's handle.
+    /// `tokio::spawn` does) and returns the sink and the task's handle; the task ends when
+    /// every handle is dropped.
     #[must_use]
     pub fn spawn(config: TrapSinkConfig) -> (Self, JoinHandle<()>) {
+        let (sink, task) = Self::task(config, CancellationToken::new());
+        (sink, tokio::spawn(task))
+    }
+
+    /// Starts the sending task on the node's `tasks`: at shutdown it sends what is queued, then
+    /// ends.
+    #[must_use]
+    pub fn start(config: TrapSinkConfig, tasks: &Tasks) -> Self {
+        let (sink, task) = Self::task(config, tasks.shutdown_signal());
+        tasks.spawn_draining(task);
+        sink
+    }
+
+    fn task(
+        config: TrapSinkConfig,
+        shutdown: CancellationToken,
+    ) -> (Self, impl std::future::Future<Output = ()>) {
         let (tx, rx) = mpsc::channel(config.queue_capacity.max(1));
         let shared = Arc::new(Shared {
             receivers: RwLock::new(config.receivers),
             ..Shared::default()
         });
-        let task = tokio::spawn(run(
+        let task = run(
             rx,
             Arc::clone(&shared),
             config.started,
             config.salt_seed,
-        ));
+            shutdown,
+        );
         (Self { tx, shared }, task)
     }
 
@@ -146,11 +169,37 @@ async fn bind(v6: bool) -> std::io::Result<UdpSocket> {
     UdpSocket::bind(if v6 { "[::]:0" } else { "0.0.0.0:0" }).await
 }
 
-async fn run(mut rx: mpsc::Receiver<Trap>, shared: Arc<Shared>, started: Instant, seed: u64) {
+async fn run(
+    mut rx: mpsc::Receiver<Trap>,
+    shared: Arc<Shared>,
+    started: Instant,
+    seed: u64,
+    shutdown: CancellationToken,
+) {
     let mut encoder = TrapEncoder::new(seed);
     let mut v4: Option<UdpSocket> = None;
     let mut v6: Option<UdpSocket> = None;
-    while let Some(trap) = rx.recv().await {
+    let mut stopping = false;
+    loop {
+        // At shutdown, what is queued is still sent; then the task ends.
+        let trap = if stopping {
+            match rx.try_recv() {
+                Ok(t) => t,
+                Err(_) => return,
+            }
+        } else {
+            tokio::select! {
+                biased;
+                t = rx.recv() => match t {
+                    Some(t) => t,
+                    None => return,
+                },
+                () = shutdown.cancelled() => {
+                    stopping = true;
+                    continue;
+                }
+            }
+        };
         let receivers = shared
             .receivers
             .read()

@@ -23,6 +23,7 @@ use crate::control::console::{ConfigState, Console, Control};
 use crate::control::subsystems::Subsystems;
 use crate::pair::Pair;
 use crate::runtime::Node;
+use crate::tasks::Tasks;
 
 /// What a node starts from.
 #[derive(Debug)]
@@ -61,8 +62,10 @@ pub async fn run(launch: Launch, shutdown: impl Future<Output = ()>) -> anyhow::
     if !sbc_alarms::enable_background_purge() {
         tracing::debug!("jemalloc background purge not available");
     }
+    // Every background task of the node runs on `tasks`; shutdown signals and joins them.
+    let tasks = Tasks::new();
     // The runtime's threads (management, TCP, pair) give their allocator caches back too.
-    tokio::spawn(async {
+    tasks.spawn(async {
         let mut tick = tokio::time::interval(Duration::from_secs(5));
         loop {
             tick.tick().await;
@@ -78,6 +81,7 @@ pub async fn run(launch: Launch, shutdown: impl Future<Output = ()>) -> anyhow::
         node.clone(),
         cfg.redundancy.is_enabled(),
         snmp,
+        &tasks,
     )?;
     let (pushed_tx, pushed_rx) = mpsc::unbounded_channel::<String>();
     let pair = if paired {
@@ -87,6 +91,7 @@ pub async fn run(launch: Launch, shutdown: impl Future<Output = ()>) -> anyhow::
                 node.clone(),
                 alarms.clone(),
                 pushed_tx,
+                &tasks,
             )
             .await?,
         )
@@ -109,30 +114,35 @@ pub async fn run(launch: Launch, shutdown: impl Future<Output = ()>) -> anyhow::
         started_config: cfg.clone(),
         management: Mutex::new(crate::control::management::ManagementSockets::default()),
     });
-    tokio::spawn(crate::heap_gate::run_heap_gate(
+    tasks.spawn(crate::heap_gate::run_heap_gate(
         node.clone(),
         alarms.clone(),
         heap_rx,
     ));
-    tokio::spawn(apply_pushed_configs(
+    tasks.spawn(apply_pushed_configs(
         console.clone(),
         pair.clone(),
         pushed_rx,
     ));
-    tokio::spawn(report_source_denies(
+    tasks.spawn(report_source_denies(
         node.clone(),
         alarms.clone(),
         cfg.system.hostname.clone(),
     ));
     let snmp_agent = crate::snmp_agent::bind_at_start(&console).await?;
-    tokio::spawn(crate::snmp_agent::run(console.clone(), snmp_agent));
+    tasks.spawn(crate::snmp_agent::run(
+        console.clone(),
+        snmp_agent,
+        tasks.clone(),
+    ));
     let metrics = crate::metrics::bind_at_start(&console).await?;
-    tokio::spawn(crate::metrics::run(console.clone(), metrics));
+    tasks.spawn(crate::metrics::run(console.clone(), metrics, tasks.clone()));
     let listener = crate::control::mgmt::bind(&mgmt_socket)?;
-    let mgmt = tokio::spawn(crate::control::mgmt::serve(
+    tasks.spawn(crate::control::mgmt::serve(
         listener,
         mgmt_socket.clone(),
         console,
+        tasks.clone(),
     ));
 
     let routes: Vec<String> = cfg
@@ -176,13 +186,21 @@ pub async fn run(launch: Launch, shutdown: impl Future<Output = ()>) -> anyhow::
         crate::service::notify_stopping();
     }
     node.shutdown().await;
+    // The clear traps are queued before the signal: the trap sink sends them, then ends.
     alarms.clear_for_restart();
-    // Give the trap sink a moment to send the clear traps.
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    mgmt.abort();
+    if !tasks.shutdown(TASKS_BOUND).await {
+        warn!(
+            running = tasks.len(),
+            "background tasks still running at exit"
+        );
+    }
     let _ = std::fs::remove_file(&mgmt_socket);
     Ok(if reboot { Exit::Reboot } else { Exit::Stopped })
 }
+
+/// How long the background tasks get to end once shutdown is signalled (the trap sink sends
+/// what is queued: a few datagrams).
+const TASKS_BOUND: Duration = Duration::from_secs(5);
 
 /// Applies each configuration the active pushes; a refused push changes nothing and is shown
 /// in `show redundancy`.

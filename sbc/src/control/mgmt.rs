@@ -265,8 +265,13 @@ fn check_private_dir(dir: &Path, uid: u32) -> anyhow::Result<()> {
 
 /// Serves sessions on `listener` until the task is dropped: only to clients of the node's own
 /// uid or root (checked with `SO_PEERCRED`), at most [`MAX_SESSIONS`] at a time (further
-/// clients wait to be accepted).
-pub async fn serve<F: SessionFactory>(listener: Listener, path: PathBuf, factory: Arc<F>) {
+/// clients wait to be accepted). Each session runs on `tasks`, so the node's shutdown ends it.
+pub async fn serve<F: SessionFactory>(
+    listener: Listener,
+    path: PathBuf,
+    factory: Arc<F>,
+    tasks: crate::tasks::Tasks,
+) {
     info!(socket = %path.display(), "management socket listening");
     let sessions = Arc::new(tokio::sync::Semaphore::new(MAX_SESSIONS));
     let mut refusals = sbc_ha::refusals::RefusalLog::<u32>::default();
@@ -297,7 +302,7 @@ pub async fn serve<F: SessionFactory>(listener: Listener, path: PathBuf, factory
             continue;
         }
         let mut session = factory.clone().session();
-        tokio::spawn(async move {
+        tasks.spawn(async move {
             let _permit = permit;
             let (read, mut write) = stream.into_split();
             let mut reader = BufReader::new(read);

@@ -47,6 +47,7 @@ use sbc_proto::sip::dialog::Dialog;
 use crate::alarm_service::AlarmService;
 use crate::pair::replica::ReplicaRules;
 use crate::runtime::Node;
+use crate::tasks::Tasks;
 
 /// How long a node handing the service address over waits for its calls in setup to finish
 /// (INVITE transactions answered) before it releases the address. The peer retries binding
@@ -59,7 +60,7 @@ pub struct Pair {
     status: tokio::sync::watch::Receiver<Status>,
     table: Arc<Mutex<SyncTable>>,
     publisher: Mutex<Option<SyncPublisher>>,
-    tasks: Mutex<Tasks>,
+    tasks: Mutex<SyncTasks>,
     node: Arc<Node>,
     alarms: Arc<AlarmService>,
     name: String,
@@ -157,8 +158,9 @@ pub struct PairSettings {
     pub hooks: Hooks,
 }
 
+/// The sync channel's tasks of the current role.
 #[derive(Default)]
-struct Tasks {
+struct SyncTasks {
     server: Option<JoinHandle<()>>,
     client: Option<JoinHandle<()>>,
     reconcile: Option<JoinHandle<()>>,
@@ -174,6 +176,7 @@ impl Pair {
         node: Arc<Node>,
         alarms: Arc<AlarmService>,
         pushed: mpsc::UnboundedSender<String>,
+        tasks: &Tasks,
     ) -> anyhow::Result<Arc<Self>> {
         let PairSettings {
             ha,
@@ -226,7 +229,7 @@ impl Pair {
         let status = handle.status.clone();
         let (cmd_tx, mut cmd_rx) = mpsc::unbounded_channel::<Command>();
         // The handle lives in this task: commands go through it, dropping it stops the machine.
-        tokio::spawn(async move {
+        tasks.spawn(async move {
             while let Some(c) = cmd_rx.recv().await {
                 if !handle.send(c) {
                     break;
@@ -239,7 +242,7 @@ impl Pair {
             status,
             table: Arc::new(Mutex::new(SyncTable::new())),
             publisher: Mutex::new(None),
-            tasks: Mutex::new(Tasks::default()),
+            tasks: Mutex::new(SyncTasks::default()),
             node: node.clone(),
             alarms: alarms.clone(),
             name,
@@ -261,7 +264,7 @@ impl Pair {
         // Health in.
         let mut health = alarms.health();
         let p = pair.clone();
-        tokio::spawn(async move {
+        tasks.spawn(async move {
             loop {
                 let h = *health.borrow_and_update();
                 let _ = p.commands.send(Command::Health(sbc_ha::Health {
@@ -277,7 +280,7 @@ impl Pair {
         let (dtx, mut drx) = mpsc::unbounded_channel::<DialogChange>();
         node.set_dialog_sync(Some(dtx));
         let p = pair.clone();
-        tokio::spawn(async move {
+        tasks.spawn(async move {
             while let Some(first) = drx.recv().await {
                 // What is queued already is published together, a call's successive changes
                 // (its INVITE forwarded, ringing, answered, confirmed) as its latest only.
@@ -293,7 +296,7 @@ impl Pair {
                 }
             }
         });
-        tokio::spawn(pair.clone().run_events(events, sync_rx));
+        tasks.spawn(pair.clone().run_events(events, sync_rx));
         Ok(pair)
     }
 

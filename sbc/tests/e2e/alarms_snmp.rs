@@ -475,8 +475,12 @@ fn critical_memory_switchover() {
     assert_eq!(h["score"], json!(0));
     assert_503_retry_after(&new_invite(&config, "switchover-new-1"));
 
-    // A restart clears the alarm, the health penalty and the ballast.
+    // A restart clears the alarm, the health penalty and the ballast; the clear trap, marked
+    // restart, is sent on the way out (the trap sink sends what is queued before it ends).
     acli(&sock, &["reboot"]).assert_ok();
+    let clear = trapd.wait_trap(CLEAR_TRAP, 0, TRAP_WAIT);
+    assert_trap_has(&clear, "sbcAlarmClearedBy", "INTEGER: restart(2)");
+    assert_trap_has(&clear, "sbcNodeName", &format!("STRING: {hostname}"));
     assert!(
         node.wait_ready_count(2, Duration::from_secs(20)),
         "no `sbc ready` after reboot"
