@@ -18,6 +18,7 @@
 
 pub mod access;
 mod compact;
+pub mod dialling;
 pub mod engine;
 pub mod media;
 pub mod overload;

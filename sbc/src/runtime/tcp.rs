@@ -29,7 +29,7 @@
 //!   the interface's IP (the service address a peer knows, on whichever node is active). What
 //!   does not fit is dropped and counted; the transaction's timer then answers 408. A connect
 //!   (or TLS handshake) that fails answers each request waiting for it 503 at once (RFC 3261
-//!   §8.1.3.1), and the destination is not dialled again for [`DIAL_BACKOFF`] (its requests
+//!   §8.1.3.1), and the destination is not dialled again for [`sbc_proto::dialling::DIAL_BACKOFF`] (its requests
 //!   meanwhile answered 503 at once too); the ACK the engine sends for such a 503 to an INVITE
 //!   is not dialled (a transport error needs no ACK).
 //! - **Reads**: the read buffer starts at 4 KiB and grows only as bytes arrive, never beyond the
@@ -59,6 +59,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
+use sbc_proto::dialling::{Dialling, Local503s, Queued, MIN_ITEM_COST};
 use sbc_proto::engine::{Inbound, Transmit};
 use sbc_proto::sip::dialog::LegTransport;
 use sbc_proto::sip::framer::{Frame, FrameError, TcpFramer};
@@ -97,8 +98,6 @@ pub struct EdgeSettings {
     pub trusted: HashSet<IpAddr>,
 }
 
-/// The smallest cost of one queued write: bounds the number of queued items too.
-const MIN_ITEM_COST: usize = 64;
 /// How long opening a connection to a peer may take (Kamailio's `tcp_connect_timeout` is 10 s;
 /// a next hop that does not accept within 5 s is down for a SIP transaction, whose timer B or F
 /// fires at 32 s anyway).
@@ -152,7 +151,7 @@ pub struct TcpStatsSnapshot {
     /// answered 503 locally, as RFC 3261 §8.1.3.1 has a transport error treated.
     pub unreachable_503: u64,
     /// Messages not dialled for: their destination's last connect failed less than
-    /// [`DIAL_BACKOFF`] ago (requests answered 503, ACKs dropped).
+    /// [`sbc_proto::dialling::DIAL_BACKOFF`] ago (requests answered 503, ACKs dropped).
     pub dial_backoff: u64,
     /// ACKs of those 503s, not dialled: the engine ACKs the 503 as if the next hop had sent
     /// it, but a transport error ends the transaction without an ACK (RFC 3261 §17.1.1.2), and
@@ -768,167 +767,6 @@ async fn read_loop(
     debug!(%peer, reason = ?why, "TCP connection closed");
 }
 
-/// The connects in flight, each with the messages waiting for it: at most one connect per
-/// destination, at most `max_connects` at once, each queue bounded like a connection's write
-/// queue. Pure bookkeeping (the sender task does the I/O), so its rules are unit-tested.
-///
-/// A destination whose connect (or TLS handshake) failed is not dialled again for
-/// [`DIAL_BACKOFF`]: requests for it meanwhile are answered 503 at once and ACKs dropped, so a
-/// broken next hop at hundreds of calls a second costs one attempt per back-off, not one
-/// handshake per call (and each failed INVITE's ACK no second one).
-#[derive(Debug)]
-struct Dialling {
-    pending: HashMap<SocketAddr, Waiting>,
-    max_connects: usize,
-    /// Destinations whose last connect failed, and until when they are not dialled.
-    backoff: HashMap<SocketAddr, Instant>,
-}
-
-/// How long a destination whose connect failed is not dialled again.
-pub const DIAL_BACKOFF: Duration = Duration::from_secs(1);
-
-/// The messages waiting for one connect, and what they cost against the queue bound.
-#[derive(Debug, Default)]
-struct Waiting {
-    queued: Vec<Bytes>,
-    cost: usize,
-}
-
-/// What to do with a message for a destination without a connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Queued {
-    /// The first message for it: queued, and a connect must start.
-    Connect,
-    /// Queued behind the connect in flight.
-    Behind,
-    /// Dropped: the connect's queue is full.
-    QueueFull,
-    /// Dropped: too many connects are in flight.
-    TooManyConnects,
-}
-
-impl Dialling {
-    fn new(max_connects: usize) -> Self {
-        Self {
-            pending: HashMap::new(),
-            max_connects,
-            backoff: HashMap::new(),
-        }
-    }
-
-    /// Whether `dest` is in its back-off at `now`.
-    fn backing_off(&mut self, dest: SocketAddr, now: Instant) -> bool {
-        match self.backoff.get(&dest) {
-            Some(until) if *until > now => true,
-            Some(_) => {
-                self.backoff.remove(&dest);
-                false
-            }
-            None => false,
-        }
-    }
-
-    /// The connect to `dest` failed at `now`: it backs off. The table holds at most
-    /// `max_connects` destinations (expired ones go first, then the one ending soonest), so a
-    /// flood of unreachable destinations cannot grow it.
-    fn failed(&mut self, dest: SocketAddr, now: Instant) {
-        if self.backoff.len() >= self.max_connects && !self.backoff.contains_key(&dest) {
-            self.backoff.retain(|_, until| *until > now);
-            if self.backoff.len() >= self.max_connects {
-                if let Some(first) = self
-                    .backoff
-                    .iter()
-                    .min_by_key(|(_, u)| **u)
-                    .map(|(d, _)| *d)
-                {
-                    self.backoff.remove(&first);
-                }
-            }
-        }
-        self.backoff.insert(dest, now + DIAL_BACKOFF);
-    }
-
-    /// Queues `payload` for `dest`, within `limit` bytes (each item costing at least
-    /// [`MIN_ITEM_COST`]).
-    fn push(&mut self, dest: SocketAddr, payload: Bytes, limit: usize) -> Queued {
-        let cost = payload.len().max(MIN_ITEM_COST);
-        if let Some(w) = self.pending.get_mut(&dest) {
-            if w.cost + cost > limit {
-                return Queued::QueueFull;
-            }
-            w.cost += cost;
-            w.queued.push(payload);
-            return Queued::Behind;
-        }
-        if self.pending.len() >= self.max_connects {
-            return Queued::TooManyConnects;
-        }
-        if cost > limit {
-            return Queued::QueueFull;
-        }
-        self.pending.insert(
-            dest,
-            Waiting {
-                queued: vec![payload],
-                cost,
-            },
-        );
-        Queued::Connect
-    }
-
-    /// The connect to `dest` ended: what waited for it, in order.
-    fn finish(&mut self, dest: SocketAddr) -> Vec<Bytes> {
-        self.pending
-            .remove(&dest)
-            .map(|w| w.queued)
-            .unwrap_or_default()
-    }
-}
-
-/// How long the branch of an INVITE answered 503 locally is remembered: the engine sends the
-/// 503's ACK at once (microseconds to milliseconds later, through a worker's queue).
-const LOCAL_503_MEMORY: Duration = Duration::from_secs(4);
-/// Branches remembered at most; beyond, an ACK is dialled as before (a wasted connect only).
-const LOCAL_503_MAX: usize = 4096;
-
-/// The INVITEs answered 503 here because their next hop could not be reached, by branch, so
-/// that the ACK the engine sends for each (RFC 3261 §17.1.1.3: same branch as the INVITE) is
-/// not dialled toward the next hop that just failed. Pure bookkeeping with time passed in.
-#[derive(Debug, Default)]
-struct Local503s {
-    at: HashMap<String, Instant>,
-}
-
-impl Local503s {
-    /// The INVITE with top Via branch `branch` was answered 503 at `now`.
-    fn note(&mut self, branch: &str, now: Instant) {
-        if self.at.len() >= LOCAL_503_MAX {
-            self.at
-                .retain(|_, at| now.saturating_duration_since(*at) < LOCAL_503_MEMORY);
-        }
-        if self.at.len() < LOCAL_503_MAX {
-            self.at.insert(branch.to_owned(), now);
-        }
-    }
-
-    /// Whether `payload` is the ACK of a 503 noted within [`LOCAL_503_MEMORY`] of `now` (then
-    /// forgotten: one ACK each).
-    fn is_ack_of_one(&mut self, payload: &[u8], now: Instant) -> bool {
-        if !payload.starts_with(b"ACK ") || self.at.is_empty() {
-            return false;
-        }
-        let Ok(msg) = SipMessage::parse(payload) else {
-            return false;
-        };
-        let Some(branch) = msg.top_via_branch() else {
-            return false;
-        };
-        self.at
-            .remove(branch)
-            .is_some_and(|at| now.saturating_duration_since(at) < LOCAL_503_MEMORY)
-    }
-}
-
 /// Opens a connection from `interface`'s IP (any port) to `dest`, within [`CONNECT_TIMEOUT`].
 async fn connect(local: Option<IpAddr>, dest: SocketAddr) -> std::io::Result<TcpStream> {
     let socket = match dest {
@@ -961,7 +799,7 @@ fn unreachable(
                 .as_ref()
                 .and_then(SipMessage::top_via_branch)
             {
-                local_503s.note(branch, Instant::now());
+                local_503s.note(branch, Instant::now().into_std());
             }
         }
         bump(&edge.stats.unreachable_503);
@@ -1064,12 +902,12 @@ pub async fn sender(
                     debug!(dest = %t.dest, "TCP connection gone; response dropped");
                     continue;
                 }
-                if local_503s.is_ack_of_one(&t.payload, Instant::now()) {
+                if local_503s.is_ack_of_one(&t.payload, Instant::now().into_std()) {
                     bump(&edge.stats.unreachable_ack_dropped);
                     debug!(dest = %t.dest, "ACK of a 503 answered for an unreachable next hop: not dialled");
                     continue;
                 }
-                if dialling.backing_off(t.dest, Instant::now()) {
+                if dialling.backing_off(t.dest, Instant::now().into_std()) {
                     bump(&edge.stats.dial_backoff);
                     unreachable(&edge, &dispatch, &mut local_503s, t.interface, t.dest, &t.payload);
                     continue;
@@ -1108,175 +946,12 @@ pub async fn sender(
                     }
                 } else {
                     let now = Instant::now();
-                    dialling.failed(dest, now);
+                    dialling.failed(dest, now.into_std());
                     for b in queued {
                         unreachable(&edge, &dispatch, &mut local_503s, interface, dest, &b);
                     }
                 }
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn sa(s: &str) -> SocketAddr {
-        s.parse().expect("test address")
-    }
-
-    #[test]
-    fn one_connect_per_destination_with_its_messages_behind_it_in_order() {
-        let mut d = Dialling::new(4);
-        let dest = sa("127.0.0.1:5060");
-        assert_eq!(
-            d.push(dest, Bytes::from_static(b"BYE 1"), 1024),
-            Queued::Connect
-        );
-        assert_eq!(
-            d.push(dest, Bytes::from_static(b"BYE 2"), 1024),
-            Queued::Behind
-        );
-        assert_eq!(
-            d.push(sa("127.0.0.1:5070"), Bytes::from_static(b"BYE 3"), 1024),
-            Queued::Connect
-        );
-        assert_eq!(
-            d.finish(dest),
-            vec![Bytes::from_static(b"BYE 1"), Bytes::from_static(b"BYE 2")]
-        );
-        // Done: the next message for it starts a connect again (the connection may be gone).
-        assert!(d.finish(dest).is_empty());
-        assert_eq!(
-            d.push(dest, Bytes::from_static(b"BYE 4"), 1024),
-            Queued::Connect
-        );
-    }
-
-    #[test]
-    fn a_connects_queue_is_bounded_like_a_write_queue() {
-        let mut d = Dialling::new(4);
-        let dest = sa("127.0.0.1:5060");
-        // Each small item costs MIN_ITEM_COST: 4 fit in 256 bytes, the fifth does not.
-        let limit = 4 * MIN_ITEM_COST;
-        assert_eq!(
-            d.push(dest, Bytes::from_static(b"a"), limit),
-            Queued::Connect
-        );
-        for _ in 0..3 {
-            assert_eq!(
-                d.push(dest, Bytes::from_static(b"b"), limit),
-                Queued::Behind
-            );
-        }
-        assert_eq!(
-            d.push(dest, Bytes::from_static(b"c"), limit),
-            Queued::QueueFull
-        );
-        assert_eq!(d.finish(dest).len(), 4);
-        // A single message beyond the bound does not even start a connect.
-        let big = Bytes::from(vec![b'x'; limit + 1]);
-        assert_eq!(d.push(dest, big, limit), Queued::QueueFull);
-        assert!(d.pending.is_empty());
-    }
-
-    fn ack_of(branch: &str) -> Bytes {
-        Bytes::from(format!(
-            "ACK sip:bob@127.0.0.1:5061 SIP/2.0\r\nVia: SIP/2.0/TLS 127.0.0.2:5061;branch={branch}\r\n\
-             From: <sip:a@127.0.0.1>;tag=1\r\nTo: <sip:bob@127.0.0.1>;tag=2\r\nCall-ID: c1\r\n\
-             CSeq: 1 ACK\r\nMax-Forwards: 70\r\nContent-Length: 0\r\n\r\n"
-        ))
-    }
-
-    #[test]
-    fn the_ack_of_a_local_503_is_not_dialled_and_other_acks_are() {
-        let t0 = Instant::now();
-        let mut l = Local503s::default();
-        l.note("z9hG4bKfailed", t0);
-        // Another branch (a 2xx ACK, another call): dialled.
-        assert!(!l.is_ack_of_one(&ack_of("z9hG4bKother"), t0));
-        // A request of the same branch that is not an ACK: dialled.
-        let bye = Bytes::from(
-            String::from_utf8(ack_of("z9hG4bKfailed").to_vec())
-                .expect("text")
-                .replacen("ACK ", "BYE ", 1),
-        );
-        assert!(!l.is_ack_of_one(&bye, t0));
-        // The 503's ACK: not dialled, once.
-        assert!(l.is_ack_of_one(&ack_of("z9hG4bKfailed"), t0));
-        assert!(!l.is_ack_of_one(&ack_of("z9hG4bKfailed"), t0));
-        // Remembered for LOCAL_503_MEMORY only.
-        l.note("z9hG4bKlate", t0);
-        assert!(!l.is_ack_of_one(&ack_of("z9hG4bKlate"), t0 + LOCAL_503_MEMORY));
-    }
-
-    #[test]
-    fn local_503s_are_bounded() {
-        let t0 = Instant::now();
-        let mut l = Local503s::default();
-        for i in 0..LOCAL_503_MAX + 10 {
-            l.note(&format!("z9hG4bK{i}"), t0);
-        }
-        assert_eq!(l.at.len(), LOCAL_503_MAX);
-        // Full of fresh entries: the newest is not remembered (its ACK dials, as before).
-        assert!(!l.is_ack_of_one(&ack_of(&format!("z9hG4bK{LOCAL_503_MAX}")), t0));
-        // Once they are old, a new one evicts them.
-        l.note("z9hG4bKnew", t0 + LOCAL_503_MEMORY);
-        assert_eq!(l.at.len(), 1);
-        assert!(l.is_ack_of_one(&ack_of("z9hG4bKnew"), t0 + LOCAL_503_MEMORY));
-    }
-
-    #[test]
-    fn a_failed_destination_backs_off_and_the_table_stays_bounded() {
-        let mut d = Dialling::new(2);
-        let t0 = Instant::now();
-        let dest = sa("127.0.0.1:5061");
-        assert!(!d.backing_off(dest, t0));
-        d.failed(dest, t0);
-        assert!(d.backing_off(dest, t0 + DIAL_BACKOFF / 2));
-        assert!(
-            !d.backing_off(dest, t0 + DIAL_BACKOFF),
-            "dialled again after it"
-        );
-        assert!(
-            d.backoff.is_empty(),
-            "an expired entry is dropped when seen"
-        );
-        for port in 1..=10 {
-            d.failed(
-                sa(&format!("127.0.0.1:{port}")),
-                t0 + Duration::from_millis(port),
-            );
-        }
-        assert_eq!(d.backoff.len(), 2, "at most max_connects destinations");
-        assert!(d.backing_off(sa("127.0.0.1:10"), t0 + Duration::from_millis(10)));
-    }
-
-    #[test]
-    fn connects_in_flight_are_capped() {
-        let mut d = Dialling::new(2);
-        assert_eq!(
-            d.push(sa("127.0.0.1:1"), Bytes::new(), 1024),
-            Queued::Connect
-        );
-        assert_eq!(
-            d.push(sa("127.0.0.1:2"), Bytes::new(), 1024),
-            Queued::Connect
-        );
-        assert_eq!(
-            d.push(sa("127.0.0.1:3"), Bytes::new(), 1024),
-            Queued::TooManyConnects
-        );
-        // Messages behind a connect already in flight still queue.
-        assert_eq!(
-            d.push(sa("127.0.0.1:1"), Bytes::new(), 1024),
-            Queued::Behind
-        );
-        drop(d.finish(sa("127.0.0.1:1")));
-        assert_eq!(
-            d.push(sa("127.0.0.1:3"), Bytes::new(), 1024),
-            Queued::Connect
-        );
     }
 }
