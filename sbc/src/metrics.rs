@@ -788,9 +788,9 @@ fn tls(m: &mut Builder, t: &TlsReport) {
 }
 
 /// Takes the status a scrape reads, live: nothing is cached between scrapes.
-pub async fn collect(console: &Console) -> Sources {
+pub fn collect(console: &Console) -> Sources {
     let started = Instant::now();
-    let status = console.status().await;
+    let status = console.status();
     Sources {
         status,
         collection_seconds: started.elapsed().as_secs_f64(),
@@ -819,7 +819,7 @@ async fn answer(console: Arc<Console>, req: Request<Incoming>) -> Response<Full<
         );
         return r;
     }
-    let text = encode(&collect(&console).await);
+    let text = encode(&collect(&console));
     let mut r = Response::new(Full::new(Bytes::from(text)));
     r.headers_mut().insert(
         hyper::header::CONTENT_TYPE,

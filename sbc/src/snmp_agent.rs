@@ -190,7 +190,7 @@ async fn serve(
             .as_ref()
             .is_some_and(|(at, _)| at.elapsed() < SNAPSHOT_FOR);
         if !fresh {
-            cached = Some((Instant::now(), mib_view(&console.status().await)));
+            cached = Some((Instant::now(), mib_view(&console.status())));
         }
         let Some((_, snap)) = cached.as_ref() else {
             continue;

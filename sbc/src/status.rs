@@ -135,15 +135,12 @@ pub struct NodeStatus {
 }
 
 /// `show sip-stats` of `node`: one pass over the shards.
-pub async fn sip(node: &Node) -> SipStatus {
-    let snaps = node.snapshots(false).await;
-    let mut counters = Stats::default();
-    for s in &snaps {
-        counters += &s.stats;
-    }
+#[must_use]
+pub fn sip(node: &Node) -> SipStatus {
+    let (counters, calls_active) = node.totals();
     SipStatus {
         admission_reasons: node.admission_reasons(),
-        calls_active: snaps.iter().map(|s| s.calls).sum(),
+        calls_active,
         counters,
         tcp: node.tcp_stats(),
         tls: node.tls_stats(),

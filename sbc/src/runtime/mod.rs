@@ -49,7 +49,7 @@ use self::media::{MediaRelay, PoolBinding, RelayCounters};
 pub use self::plan::{Listener, LiveSettings, MediaPlan, MediaTiming, RuntimeSettings};
 use self::tcp::{TcpEdge, TcpStatsSnapshot};
 use crate::workers::{
-    lock, total_stats, Ctx, Group, GroupReport, Outlet, Shards, TimerThread, SHARDS,
+    lock, total_stats, totals, Ctx, Group, GroupReport, Outlet, Shards, TimerThread, SHARDS,
 };
 
 /// What one shard (engine) reports for `show sip-stats` and `show dialogs`, and the HA
@@ -744,6 +744,12 @@ impl Node {
     /// The TLS profiles.
     pub fn tls(&self) -> &Arc<tls::TlsContext> {
         &self.tls_ctx
+    }
+
+    /// Sum of the counters of every shard and the calls they hold, without a blocking
+    /// thread: one short lock per shard.
+    pub fn totals(&self) -> (Stats, usize) {
+        totals(&self.shared.ctx.shards)
     }
 
     /// Sum of the counters of every shard.

@@ -85,6 +85,19 @@ pub(super) fn flush(e: &mut Engine, out: &dyn Outlet) {
     }
 }
 
+/// Sums the counters and the calls held of every shard: one short lock each, no output flushed
+/// (what the status of the node reads at every scrape).
+pub(crate) fn totals(shards: &Shards) -> (Stats, usize) {
+    let mut total = Stats::default();
+    let mut calls = 0;
+    for cell in &shards.cells {
+        let e = lock(cell);
+        total += e.stats();
+        calls += e.active_call_count();
+    }
+    (total, calls)
+}
+
 /// Sums the counters of every shard.
 pub(crate) fn total_stats(shards: &Shards) -> Stats {
     let mut total = Stats::default();

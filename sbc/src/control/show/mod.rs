@@ -42,7 +42,7 @@ impl Console {
         let subsystems = &self.subsystems;
         match cmd {
             OperCommand::ShowSipStats => {
-                let s = status::sip(&self.node).await;
+                let s = status::sip(&self.node);
                 view(&s, json, sip_stats::text, sip_stats::json)
             }
             OperCommand::ShowWorkers => {
@@ -128,15 +128,17 @@ impl Console {
     }
 
     /// Every part of the status a scrape reads, taken now.
-    pub async fn status(&self) -> status::NodeStatus {
+    pub fn status(&self) -> status::NodeStatus {
         let subsystems = &self.subsystems;
+        let running = self.running();
+        let restart = sbc_config::diff::restart_needed(&self.started_config, &running);
         status::NodeStatus {
-            hostname: self.running().system.hostname,
+            hostname: running.system.hostname,
             uptime: self.started.elapsed(),
-            sip: status::sip(&self.node).await,
+            sip: status::sip(&self.node),
             workers: self.node.worker_groups(),
             redundancy: subsystems.pair.as_deref().map(status::redundancy),
-            health: self.health(),
+            health: status::health(&subsystems.alarms, subsystems.pair.as_deref(), restart),
             memory: status::memory(&subsystems.alarms, subsystems.ballast_mb()),
             alarms: subsystems.alarms.rows(),
             tls: status::tls(&self.node),
