@@ -3,7 +3,7 @@
 //!
 //! It writes two node configurations into a fresh temporary directory and starts an active
 //! and a standby as child processes of the running executable (`sbc-demo run`, which is
-//! `sbc run`: the `sbc-demo` binary runs the product's `sbc::cli::run`), listens for their
+//! `sbc run`: the `sbc-demo` binary runs the product's `sbc::app::cli::run`), listens for their
 //! SNMP traps, drives calls through the pair with the lab's own UAC and UAS, then grows the lab
 //! ballast on the active past the critical memory threshold and narrates what follows: the
 //! alarm and its traps, the health score dropping by 100 on the second critical reading, the
