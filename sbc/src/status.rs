@@ -35,7 +35,8 @@ pub struct SipStatus {
     pub tcp: TcpStatsSnapshot,
     /// The TLS edge's counters.
     pub tls: TcpStatsSnapshot,
-    /// The media relay's report, when media is anchored.
+    /// The media relay's counters and pools, when media is anchored (without the per-call
+    /// list, which `show media` and `show dialogs` read).
     pub media: Option<MediaReport>,
 }
 
@@ -144,7 +145,7 @@ pub fn sip(node: &Node) -> SipStatus {
         counters,
         tcp: node.tcp_stats(),
         tls: node.tls_stats(),
-        media: node.media_report(),
+        media: node.media_summary(),
     }
 }
 

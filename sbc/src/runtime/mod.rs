@@ -647,6 +647,17 @@ impl Node {
     /// The media relay's state for `show media`, `show sip-stats` and `show dialogs`
     /// (`None`: media is not anchored).
     pub fn media_report(&self) -> Option<MediaReport> {
+        self.media_report_of(true)
+    }
+
+    /// The media relay's counters and pools without the per-call list (`calls` empty): what
+    /// the node's status reads at every scrape, holding the media table's lock only for the
+    /// counters.
+    pub fn media_summary(&self) -> Option<MediaReport> {
+        self.media_report_of(false)
+    }
+
+    fn media_report_of(&self, with_calls: bool) -> Option<MediaReport> {
         let m = self.media.as_ref()?;
         let t = lock(&m.table);
         let pools = m
@@ -664,8 +675,10 @@ impl Node {
                 }
             })
             .collect();
+        let session_count = t.len();
         let mut sessions: Vec<SessionReport> = t
             .sessions()
+            .take(if with_calls { usize::MAX } else { 0 })
             .map(|(id, s)| {
                 let (caller, callee) = s.totals();
                 let streams = (0..s.stream_count())
@@ -697,7 +710,7 @@ impl Node {
             memory_fixed,
             memory_sessions,
             relaying: lock(&m.relay).is_some(),
-            sessions: sessions.len(),
+            sessions: session_count,
             pools,
             forwarded: st.forwarded,
             forwarded_bytes: st.forwarded_bytes,
