@@ -16,17 +16,18 @@
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
+use prometheus_client::collector::Collector;
 use prometheus_client::encoding::text::encode as encode_text;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use sbc_alarms::AlarmRow;
 use tokio::net::TcpListener;
@@ -59,80 +60,140 @@ pub struct Sources {
     pub collection_seconds: f64,
 }
 
-type Labels = Vec<(String, String)>;
-type FloatGauge = Gauge<f64, AtomicU64>;
+/// The capacity a scrape's text starts with (one scrape is about 15 kB).
+const OUTPUT_CAPACITY: usize = 24 * 1024;
 
-/// Builds one scrape's registry: families are created on first use.
-struct Builder {
-    registry: Registry,
-    counters: BTreeMap<String, Family<Labels, Counter<u64>>>,
-    gauges: BTreeMap<String, Family<Labels, FloatGauge>>,
-    /// Metrics without labels (a family would print `name{} value`).
-    plain_counters: BTreeMap<String, Counter<u64>>,
-    plain_gauges: BTreeMap<String, FloatGauge>,
+/// One sample's labels, in order.
+type Labels = Vec<(&'static str, String)>;
+
+/// One sample's value: a counter's total or a gauge's reading.
+#[derive(Debug, Clone, Copy)]
+enum Value {
+    Counter(u64),
+    Gauge(f64),
 }
 
-fn labels(l: &[(&str, &str)]) -> Labels {
-    l.iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
+/// A metric family of one scrape: its samples in the order they were given.
+#[derive(Debug)]
+struct Family {
+    name: String,
+    /// The help text as the Prometheus registry writes it (a sentence, with its period).
+    help: String,
+    counter: bool,
+    samples: Vec<(Labels, Value)>,
+}
+
+/// The families of one scrape, encoded by prometheus-client as a collector: no registry of
+/// live metrics, no hashing of label sets, one pass over the samples.
+#[derive(Debug, Default)]
+struct Families(Vec<Family>);
+
+impl Collector for Families {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        for f in &self.0 {
+            let kind = if f.counter {
+                MetricType::Counter
+            } else {
+                MetricType::Gauge
+            };
+            let mut metric = encoder.encode_descriptor(&f.name, &f.help, None, kind)?;
+            match f.samples.as_slice() {
+                // A metric without labels (a family of it would print `name{} value`).
+                [(labels, value)] if labels.is_empty() => encode_value(*value, metric)?,
+                samples => {
+                    for (labels, value) in samples {
+                        encode_value(*value, metric.encode_family(labels)?)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn encode_value(value: Value, encoder: MetricEncoder<'_>) -> Result<(), std::fmt::Error> {
+    match value {
+        Value::Counter(n) => ConstCounter::new(n).encode(encoder),
+        Value::Gauge(x) => ConstGauge::new(x).encode(encoder),
+    }
+}
+
+/// Builds one scrape's families: a family is created on first use, its samples follow in
+/// order.
+struct Builder {
+    families: Families,
+    /// Family name -> index in `families`.
+    index: BTreeMap<String, usize>,
 }
 
 impl Builder {
     fn new() -> Self {
         Self {
-            registry: Registry::default(),
-            counters: BTreeMap::new(),
-            gauges: BTreeMap::new(),
-            plain_counters: BTreeMap::new(),
-            plain_gauges: BTreeMap::new(),
+            families: Families::default(),
+            index: BTreeMap::new(),
+        }
+    }
+
+    fn sample(&mut self, name: &str, help: &'static str, l: &[(&'static str, &str)], v: Value) {
+        let counter = matches!(v, Value::Counter(_));
+        // Most samples follow one of their family's (a loop over reasons, groups, pools).
+        let last = self.families.0.len().checked_sub(1);
+        let found = match last {
+            Some(i) if self.families.0[i].name == name => Some(i),
+            _ => self.index.get(name).copied(),
+        };
+        let i = match found {
+            Some(i) => i,
+            None => {
+                self.families.0.push(Family {
+                    name: name.to_owned(),
+                    help: format!("{help}."),
+                    counter,
+                    samples: Vec::new(),
+                });
+                self.index
+                    .insert(name.to_owned(), self.families.0.len() - 1);
+                self.families.0.len() - 1
+            }
+        };
+        let family = &mut self.families.0[i];
+        let same = |labels: &Labels| {
+            labels.len() == l.len()
+                && labels
+                    .iter()
+                    .zip(l)
+                    .all(|((k, v), (k2, v2))| k == k2 && v == v2)
+        };
+        match family.samples.iter_mut().find(|(labels, _)| same(labels)) {
+            // The same series twice: counters add up, a gauge takes the last reading.
+            Some((_, Value::Counter(n))) => {
+                if let Value::Counter(more) = v {
+                    *n += more;
+                }
+            }
+            Some((_, old)) => *old = v,
+            None => family
+                .samples
+                .push((l.iter().map(|(k, v)| (*k, (*v).to_owned())).collect(), v)),
         }
     }
 
     /// A counter sample; `name` without `_total` (the encoder appends it).
-    fn counter(&mut self, name: &str, help: &str, l: &[(&str, &str)], v: u64) {
-        if l.is_empty() {
-            let c = self
-                .plain_counters
-                .entry(name.to_owned())
-                .or_insert_with(|| {
-                    let c = Counter::<u64>::default();
-                    self.registry.register(name, help, c.clone());
-                    c
-                });
-            c.inc_by(v);
-            return;
-        }
-        let family = self.counters.entry(name.to_owned()).or_insert_with(|| {
-            let f = Family::<Labels, Counter<u64>>::default();
-            self.registry.register(name, help, f.clone());
-            f
-        });
-        family.get_or_create(&labels(l)).inc_by(v);
+    fn counter(&mut self, name: &str, help: &'static str, l: &[(&'static str, &str)], v: u64) {
+        self.sample(name, help, l, Value::Counter(v));
     }
 
-    fn gauge(&mut self, name: &str, help: &str, l: &[(&str, &str)], v: f64) {
-        if l.is_empty() {
-            let g = self.plain_gauges.entry(name.to_owned()).or_insert_with(|| {
-                let g = FloatGauge::default();
-                self.registry.register(name, help, g.clone());
-                g
-            });
-            g.set(v);
-            return;
-        }
-        let family = self.gauges.entry(name.to_owned()).or_insert_with(|| {
-            let f = Family::<Labels, FloatGauge>::default();
-            self.registry.register(name, help, f.clone());
-            f
-        });
-        family.get_or_create(&labels(l)).set(v);
+    fn gauge(&mut self, name: &str, help: &'static str, l: &[(&'static str, &str)], v: f64) {
+        self.sample(name, help, l, Value::Gauge(v));
     }
 
     fn finish(self) -> String {
-        let mut out = String::new();
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(self.families));
+        // About 15 kB: written once, never grown.
+        let mut out = String::with_capacity(OUTPUT_CAPACITY);
         // Writing to a String cannot fail.
-        let _ = encode_text(&mut out, &self.registry);
+        let _ = encode_text(&mut out, &registry);
         out
     }
 }
