@@ -21,6 +21,7 @@
 //!   shutdown;
 //! - [`workers`]: worker groups, shards, PRSM queues, hand-over, the timer thread;
 //! - [`control`]: the management socket, ACLI sessions, operational commands, `sbc acli`;
+//! - [`tasks`]: the node's service tasks, one shutdown signal, joined at exit;
 //! - [`status`]: the node's typed status, which the console, `/metrics` and the SNMP agent
 //!   read;
 //! - [`metrics`]: Prometheus `/metrics`;

@@ -33,7 +33,7 @@ use sbc_alarms::AlarmRow;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use crate::control::console::Console;
+use crate::control::context::Console;
 use crate::status::{
     HealthReport, MemoryReport, NodeStatus, RedundancyReport, SipStatus, TlsReport,
 };
@@ -848,7 +848,9 @@ fn tls(m: &mut Builder, t: &TlsReport) {
     }
 }
 
-/// Takes the status a scrape reads, live: nothing is cached between scrapes.
+/// Takes the status a scrape reads, live: nothing is cached between scrapes. It locks each
+/// engine in turn (a worker may hold one while it sends), so the listener runs it on a blocking
+/// thread, never on the I/O thread that also carries SIP over TCP and TLS.
 pub fn collect(console: &Console) -> Sources {
     let started = Instant::now();
     let status = console.status();
@@ -880,7 +882,9 @@ async fn answer(console: Arc<Console>, req: Request<Incoming>) -> Response<Full<
         );
         return r;
     }
-    let text = encode(&collect(&console));
+    let text = tokio::task::spawn_blocking(move || encode(&collect(&console)))
+        .await
+        .unwrap_or_default();
     let mut r = Response::new(Full::new(Bytes::from(text)));
     r.headers_mut().insert(
         hyper::header::CONTENT_TYPE,

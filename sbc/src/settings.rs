@@ -517,9 +517,12 @@ pub fn snmp(cfg: &Config) -> SnmpSettings {
                     .collect(),
             })
             .collect(),
+        // A v3 receiver without its user is left out (validation refuses it): never sent v2c
+        // with a community it was not given.
         receivers: system
             .trap_receivers
             .iter()
+            .filter(|r| r.version != sbc_config::SnmpVersion::V3 || r.user_name.is_some())
             .map(|r| ReceiverSettings {
                 receiver: TrapReceiver {
                     address: r.socket_addr(),

@@ -22,7 +22,7 @@ use sbc_snmp::TransitionState;
 use tokio::net::UdpSocket;
 use tracing::{debug, info};
 
-use crate::control::console::Console;
+use crate::control::context::Console;
 use crate::status::NodeStatus;
 use crate::tasks::Tasks;
 
@@ -190,7 +190,11 @@ async fn serve(
             .as_ref()
             .is_some_and(|(at, _)| at.elapsed() < SNAPSHOT_FOR);
         if !fresh {
-            cached = Some((Instant::now(), mib_view(&console.status())));
+            // The engines' locks are taken on a blocking thread, not on the I/O thread.
+            let c = console.clone();
+            let status = tokio::task::spawn_blocking(move || c.status()).await;
+            let Ok(status) = status else { continue };
+            cached = Some((Instant::now(), mib_view(&status)));
         }
         let Some((_, snap)) = cached.as_ref() else {
             continue;

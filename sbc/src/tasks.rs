@@ -1,5 +1,6 @@
-//! The node's background tasks and how they end: every task is spawned on one [`Tasks`], which
-//! holds a [`TaskTracker`] and one [`CancellationToken`] (mini-redis's shutdown shape: one
+//! The node's background tasks and how they end: its service tasks (the app's loops, the alarm
+//! service, the trap sink, the management listeners and sessions, the pair's event tasks) are
+//! spawned on one [`Tasks`], which holds a [`TaskTracker`] and one [`CancellationToken`] (mini-redis's shutdown shape: one
 //! signal to every task, then wait until each has ended). At shutdown the node cancels the
 //! token and waits for the tracker: loops that hold nothing stop at their next await; tasks
 //! with work to finish (the trap sink's queue) watch the token themselves and finish it first.

@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use crate::alarm_service::AlarmService;
-use crate::control::console::{ConfigState, Console, Control};
+use crate::control::context::{ConfigState, Console, Control};
 use crate::control::subsystems::Subsystems;
 use crate::pair::Pair;
 use crate::runtime::Node;

@@ -14,7 +14,7 @@ use sbc_config::Config;
 use serde_json::json;
 use tracing::info;
 
-use crate::control::console::{ConfigState, Console};
+use crate::control::context::{ConfigState, Console};
 use crate::control::show::Outcome;
 use crate::settings;
 

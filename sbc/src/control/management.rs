@@ -1,13 +1,12 @@
 //! The management listeners' sockets between `activate-config` and their tasks: an activation
 //! binds a new `metrics-address` or `snmp-agent-address` itself, so that a taken address
-//! refuses it, and the listener's task takes the socket when it follows the running
-//! configuration ([`crate::control::follow`]).
+//! refuses it, and the listener's task takes the socket (through
+//! [`crate::control::context::Console`]) when it follows the running configuration
+//! ([`crate::control::follow`]).
 
 use std::net::SocketAddr;
 
 use sbc_config::Config;
-
-use crate::control::console::Console;
 
 /// The metrics listener's and the SNMP agent's sockets between `activate-config` and their
 /// tasks. An activation binds a new `metrics-address` or `snmp-agent-address` itself (so a
@@ -51,40 +50,5 @@ impl ManagementSockets {
             _ => None,
         };
         Ok((metrics, snmp_agent))
-    }
-}
-
-impl Console {
-    /// The metrics listener an activation bound for `addr`, if that is the one waiting (a
-    /// socket for another address stays for its own turn).
-    #[must_use]
-    pub fn take_prebound_metrics(&self, addr: SocketAddr) -> Option<std::net::TcpListener> {
-        let mut m = self.management.lock().ok()?;
-        let waiting = m.metrics.as_ref().and_then(|l| l.local_addr().ok());
-        (waiting == Some(addr)).then(|| m.metrics.take()).flatten()
-    }
-
-    /// The SNMP agent's socket an activation bound for `addr`, if that is the one waiting.
-    #[must_use]
-    pub fn take_prebound_snmp_agent(&self, addr: SocketAddr) -> Option<std::net::UdpSocket> {
-        let mut m = self.management.lock().ok()?;
-        let waiting = m.snmp_agent.as_ref().and_then(|s| s.local_addr().ok());
-        (waiting == Some(addr))
-            .then(|| m.snmp_agent.take())
-            .flatten()
-    }
-
-    /// The metrics listener's task serves at `addr` now (`None`: nowhere).
-    pub fn metrics_served_at(&self, addr: Option<SocketAddr>) {
-        if let Ok(mut m) = self.management.lock() {
-            m.metrics_served = addr;
-        }
-    }
-
-    /// The SNMP agent's task serves at `addr` now (`None`: nowhere).
-    pub fn snmp_agent_served_at(&self, addr: Option<SocketAddr>) {
-        if let Ok(mut m) = self.management.lock() {
-            m.snmp_agent_served = addr;
-        }
     }
 }

@@ -1,5 +1,7 @@
 //! The operator's side of a node, in rooms:
 //! - [`mgmt`]: the management socket (who may connect, framing, limits);
+//! - [`context`]: what a session can reach (the node, its subsystems, the configuration's three
+//!   copies, the management listeners' sockets), which every room below acts on;
 //! - [`console`]: the ACLI session protocol over it, dispatching what the interpreter returns;
 //! - [`show`]: the operational commands, one file per group of `show` commands formatting a
 //!   typed status snapshot ([`crate::status`]) as text or JSON, and the node actions;
@@ -12,6 +14,7 @@
 
 pub mod acli_client;
 pub mod console;
+pub mod context;
 pub mod follow;
 pub mod lifecycle;
 pub mod management;

@@ -229,7 +229,10 @@ impl Pair {
         let status = handle.status.clone();
         let (cmd_tx, mut cmd_rx) = mpsc::unbounded_channel::<Command>();
         // The handle lives in this task: commands go through it, dropping it stops the machine.
-        tasks.spawn(async move {
+        // Not on `tasks`: dropping the handle joins the heartbeat thread, which the node does
+        // once its runtime is gone (cancelled with the other tasks, the join would block the
+        // I/O thread while the trap sink sends the last traps).
+        tokio::spawn(async move {
             while let Some(c) = cmd_rx.recv().await {
                 if !handle.send(c) {
                     break;

@@ -650,9 +650,10 @@ impl Node {
         self.media_report_of(true)
     }
 
-    /// The media relay's counters and pools without the per-call list (`calls` empty): what
-    /// the node's status reads at every scrape, holding the media table's lock only for the
-    /// counters.
+    /// The media relay's counters and pools without the per-call list and the table's memory
+    /// (`calls` empty, `memory_*` zero): what the node's status reads at every scrape, in one
+    /// pass over the pools and the counters, never over the sessions, under the media table's
+    /// lock that the relay thread takes for every packet.
     pub fn media_summary(&self) -> Option<MediaReport> {
         self.media_report_of(false)
     }
@@ -705,7 +706,8 @@ impl Node {
             .collect();
         sessions.sort_by_key(|s| s.call);
         let st = t.stats();
-        let (memory_fixed, memory_sessions) = t.memory();
+        // The table's memory is summed over its sessions: `show media` reads it, a scrape not.
+        let (memory_fixed, memory_sessions) = if with_calls { t.memory() } else { (0, 0) };
         Some(MediaReport {
             memory_fixed,
             memory_sessions,

@@ -5,7 +5,7 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use super::Outcome;
-use crate::control::console::{Console, Control};
+use crate::control::context::{Console, Control};
 
 /// `clear-alarm <id> <task>`: clears one alarm and sends its clear trap.
 pub(crate) fn clear_alarm(console: &Console, id: u32, task: &str, json: bool) -> Outcome {

@@ -18,7 +18,7 @@ mod workers;
 
 use serde_json::Value;
 
-use crate::control::console::Console;
+use crate::control::context::Console;
 use crate::control::oper::OperCommand;
 use crate::status;
 
@@ -42,7 +42,11 @@ impl Console {
         let subsystems = &self.subsystems;
         match cmd {
             OperCommand::ShowSipStats => {
-                let s = status::sip(&self.node);
+                // The engines' locks are taken on a blocking thread, not on the I/O thread.
+                let node = self.node.clone();
+                let s = tokio::task::spawn_blocking(move || status::sip(&node))
+                    .await
+                    .unwrap_or_default();
                 view(&s, json, sip_stats::text, sip_stats::json)
             }
             OperCommand::ShowWorkers => {
