@@ -848,12 +848,11 @@ fn tls(m: &mut Builder, t: &TlsReport) {
     }
 }
 
-/// Takes the status a scrape reads, live: nothing is cached between scrapes. It locks each
-/// engine in turn (a worker may hold one while it sends), so the listener runs it on a blocking
-/// thread, never on the I/O thread that also carries SIP over TCP and TLS.
-pub fn collect(console: &Console) -> Sources {
+/// Takes the status a scrape reads, live: nothing is cached between scrapes (the engines'
+/// counters without waiting on a lock a worker holds: see [`crate::status::sip`]).
+pub async fn collect(console: &Console) -> Sources {
     let started = Instant::now();
-    let status = console.status();
+    let status = console.status().await;
     Sources {
         status,
         collection_seconds: started.elapsed().as_secs_f64(),
@@ -882,9 +881,7 @@ async fn answer(console: Arc<Console>, req: Request<Incoming>) -> Response<Full<
         );
         return r;
     }
-    let text = tokio::task::spawn_blocking(move || encode(&collect(&console)))
-        .await
-        .unwrap_or_default();
+    let text = encode(&collect(&console).await);
     let mut r = Response::new(Full::new(Bytes::from(text)));
     r.headers_mut().insert(
         hyper::header::CONTENT_TYPE,

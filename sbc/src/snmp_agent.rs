@@ -190,11 +190,7 @@ async fn serve(
             .as_ref()
             .is_some_and(|(at, _)| at.elapsed() < SNAPSHOT_FOR);
         if !fresh {
-            // The engines' locks are taken on a blocking thread, not on the I/O thread.
-            let c = console.clone();
-            let status = tokio::task::spawn_blocking(move || c.status()).await;
-            let Ok(status) = status else { continue };
-            cached = Some((Instant::now(), mib_view(&status)));
+            cached = Some((Instant::now(), mib_view(&console.status().await)));
         }
         let Some((_, snap)) = cached.as_ref() else {
             continue;

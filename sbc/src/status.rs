@@ -135,10 +135,10 @@ pub struct NodeStatus {
     pub tls: TlsReport,
 }
 
-/// `show sip-stats` of `node`: one pass over the shards.
-#[must_use]
-pub fn sip(node: &Node) -> SipStatus {
-    let (counters, calls_active) = node.totals();
+/// `show sip-stats` of `node`: one pass over the shards, never waiting on an engine's lock on
+/// the I/O thread ([`Node::totals_nonblocking`]).
+pub async fn sip(node: &Node) -> SipStatus {
+    let (counters, calls_active) = node.totals_nonblocking().await;
     SipStatus {
         admission_reasons: node.admission_reasons(),
         calls_active,

@@ -49,7 +49,8 @@ use self::media::{MediaRelay, PoolBinding, RelayCounters};
 pub use self::plan::{Listener, LiveSettings, MediaPlan, MediaTiming, RuntimeSettings};
 use self::tcp::{TcpEdge, TcpStatsSnapshot};
 use crate::workers::{
-    lock, total_stats, totals, Ctx, Group, GroupReport, Outlet, Shards, TimerThread, SHARDS,
+    add_free_shards, lock, sum_shards, total_stats, totals, Ctx, Group, GroupReport, Outlet,
+    Shards, TimerThread, SHARDS,
 };
 
 /// What one shard (engine) reports for `show sip-stats` and `show dialogs`, and the HA
@@ -183,6 +184,10 @@ impl NodeMedia {
         }
     }
 }
+
+/// Rounds of [`Node::totals_nonblocking`] on the I/O thread before the shards still held are
+/// read on a blocking thread.
+pub const TOTALS_TRIES: usize = 8;
 
 /// A running node, as returned by [`start`].
 pub struct Node {
@@ -761,10 +766,33 @@ impl Node {
         &self.tls_ctx
     }
 
-    /// Sum of the counters of every shard and the calls they hold, without a blocking
-    /// thread: one short lock per shard.
+    /// Sum of the counters of every shard and the calls they hold: one short lock per shard
+    /// (it may wait for a worker that holds one: for threads that may block).
     pub fn totals(&self) -> (Stats, usize) {
         totals(&self.shared.ctx.shards)
+    }
+
+    /// [`Node::totals`] for the I/O thread, which must never wait on an engine's lock: the
+    /// shards whose lock is free are read at once, the others after yielding to the other
+    /// tasks (a worker holds one for one message). After [`TOTALS_TRIES`] rounds the rest are
+    /// read on a blocking thread.
+    pub async fn totals_nonblocking(&self) -> (Stats, usize) {
+        let shards = &self.shared.ctx.shards;
+        let (mut total, mut calls) = (Stats::default(), 0);
+        let mut pending: Vec<usize> = (0..SHARDS).collect();
+        for _ in 0..TOTALS_TRIES {
+            add_free_shards(shards, &mut pending, &mut total, &mut calls);
+            if pending.is_empty() {
+                return (total, calls);
+            }
+            tokio::task::yield_now().await;
+        }
+        let shards = shards.clone();
+        let (rest, rest_calls) = tokio::task::spawn_blocking(move || sum_shards(&shards, &pending))
+            .await
+            .unwrap_or_default();
+        total += &rest;
+        (total, calls + rest_calls)
     }
 
     /// Sum of the counters of every shard.

@@ -56,7 +56,7 @@ mod tests;
 
 use report::{describe_reason, describe_record};
 pub use report::{DecisionReport, GroupReport, WorkerReport};
-pub(crate) use shards::{total_stats, totals, Outlet, Shards};
+pub(crate) use shards::{add_free_shards, sum_shards, total_stats, totals, Outlet, Shards};
 pub(crate) use timer::TimerThread;
 pub(crate) use worker::Job;
 use worker::{worker_loop, Control, Worker};

@@ -85,6 +85,39 @@ pub(super) fn flush(e: &mut Engine, out: &dyn Outlet) {
     }
 }
 
+/// Adds the counters and calls of the shards in `pending` whose lock is free now to `total`
+/// and `calls`, and keeps in `pending` those a worker holds: the caller comes back for them
+/// without ever waiting on a lock.
+pub(crate) fn add_free_shards(
+    shards: &Shards,
+    pending: &mut Vec<usize>,
+    total: &mut Stats,
+    calls: &mut usize,
+) {
+    pending.retain(|&i| {
+        let e = match shards.cells[i].try_lock() {
+            Ok(e) => e,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return true,
+        };
+        *total += e.stats();
+        *calls += e.active_call_count();
+        false
+    });
+}
+
+/// Sums the counters and the calls held of the shards `which`, waiting for each lock.
+pub(crate) fn sum_shards(shards: &Shards, which: &[usize]) -> (Stats, usize) {
+    let mut total = Stats::default();
+    let mut calls = 0;
+    for &i in which {
+        let e = lock(&shards.cells[i]);
+        total += e.stats();
+        calls += e.active_call_count();
+    }
+    (total, calls)
+}
+
 /// Sums the counters and the calls held of every shard: one short lock each, no output flushed
 /// (what the status of the node reads at every scrape).
 pub(crate) fn totals(shards: &Shards) -> (Stats, usize) {

@@ -149,3 +149,24 @@ fn scaling_up_and_down_while_messages_arrive_loses_and_reorders_nothing() {
         );
     }
 }
+
+/// A scrape on the I/O thread reads the free shards at once and leaves those a worker holds
+/// for later, never waiting; the sum is the blocking one.
+#[test]
+fn free_shards_are_read_and_held_ones_left_for_later() {
+    let cfg = Config::embedded_default();
+    let engine = crate::settings::engine_config(&cfg).expect("the default configuration");
+    let shards = Shards::new(&engine);
+    let (mut total, mut calls) = (sbc_proto::engine::Stats::default(), 0);
+    let mut pending: Vec<usize> = (0..super::SHARDS).collect();
+    {
+        let _held = lock(&shards.cells[7]);
+        super::add_free_shards(&shards, &mut pending, &mut total, &mut calls);
+        assert_eq!(pending, [7], "only the held shard is left");
+    }
+    super::add_free_shards(&shards, &mut pending, &mut total, &mut calls);
+    assert!(pending.is_empty());
+    assert_eq!((total, calls), super::totals(&shards));
+    let all: Vec<usize> = (0..super::SHARDS).collect();
+    assert_eq!(super::sum_shards(&shards, &all), super::totals(&shards));
+}

@@ -42,11 +42,7 @@ impl Console {
         let subsystems = &self.subsystems;
         match cmd {
             OperCommand::ShowSipStats => {
-                // The engines' locks are taken on a blocking thread, not on the I/O thread.
-                let node = self.node.clone();
-                let s = tokio::task::spawn_blocking(move || status::sip(&node))
-                    .await
-                    .unwrap_or_default();
+                let s = status::sip(&self.node).await;
                 view(&s, json, sip_stats::text, sip_stats::json)
             }
             OperCommand::ShowWorkers => {
@@ -132,14 +128,14 @@ impl Console {
     }
 
     /// Every part of the status a scrape reads, taken now.
-    pub fn status(&self) -> status::NodeStatus {
+    pub async fn status(&self) -> status::NodeStatus {
         let subsystems = &self.subsystems;
         let running = self.running();
         let restart = sbc_config::diff::restart_needed(&self.started_config, &running);
         status::NodeStatus {
             hostname: running.system.hostname,
             uptime: self.started.elapsed(),
-            sip: status::sip(&self.node),
+            sip: status::sip(&self.node).await,
             workers: self.node.worker_groups(),
             redundancy: subsystems.pair.as_deref().map(status::redundancy),
             health: status::health(&subsystems.alarms, subsystems.pair.as_deref(), restart),
