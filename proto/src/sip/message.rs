@@ -1,5 +1,5 @@
-//! SIP messages as the engine sees them: parsed by `rsip`, then held as an ordered list of
-//! header lines with canonical names, so the B2BUA can read the few headers it needs and copy
+//! SIP messages as the engine sees them: read line by line under the strict rules of
+//! [`super::strict`], then held as an ordered list of header lines with canonical names, so the B2BUA can read the few headers it needs and copy
 //! the rest across legs verbatim.
 //!
 //! Parsing is strict where RFC 3261 is strict (start line, header syntax, Content-Length) and
@@ -247,37 +247,21 @@ impl SipMessage {
         let head_end = find_head_end(data)
             .ok_or_else(|| ParseError::Malformed("no blank line after the headers".into()))?;
         strict::check_line_endings(&data[..head_end]).map_err(ParseError::Malformed)?;
-        let parsed = rsip::SipMessage::try_from(data)
-            .map_err(|e| ParseError::Malformed(short(&e.to_string())))?;
-        let (start, rsip_headers) = match parsed {
-            rsip::SipMessage::Request(r) => (
-                StartLine::Request {
-                    // The token as received: methods are case-sensitive (RFC 3261 section
-                    // 7.1), and rsip folds their case (`INvITE` would become INVITE here while
-                    // the receive path reads an extension method).
-                    method: Method::parse(start_token(data)),
-                    uri: r.uri.to_string(),
-                },
-                r.headers,
-            ),
-            rsip::SipMessage::Response(r) => (
-                StartLine::Response {
-                    code: r.status_code.code(),
-                    reason: reason_phrase(data),
-                },
-                r.headers,
-            ),
-        };
-        let mut headers = Vec::with_capacity(rsip_headers.iter().count());
-        for h in rsip_headers.into_iter() {
-            let line = h.to_string();
+        let head = std::str::from_utf8(&data[..head_end - 4])
+            .map_err(|_| ParseError::Malformed("header block is not UTF-8".into()))?;
+        let mut lines = head.split("\r\n");
+        let start = parse_start_line(lines.next().unwrap_or(""))?;
+        let mut headers = Vec::with_capacity(16);
+        for line in lines {
             let Some((name, value)) = line.split_once(':') else {
                 return Err(ParseError::Malformed(format!(
                     "header without colon: {}",
-                    short(&line)
+                    short(line)
                 )));
             };
-            if name.trim().is_empty() || name.contains(char::is_whitespace) {
+            // RFC 3261 section 7.3.1 allows white space before the colon; a name is a token.
+            let name = name.trim_end_matches([' ', '\t']);
+            if name.is_empty() || !name.bytes().all(strict::token_char) {
                 return Err(ParseError::Malformed(format!(
                     "bad header name: {}",
                     short(name)
@@ -486,22 +470,44 @@ pub fn find_head_end(data: &[u8]) -> Option<usize> {
         .map(|p| p + 4)
 }
 
-/// The first word of the start line (the method of a request).
-fn start_token(data: &[u8]) -> &str {
-    let end = data
-        .iter()
-        .position(|&b| b == b' ' || b == b'\r' || b == b'\n')
-        .unwrap_or(data.len());
-    std::str::from_utf8(&data[..end]).unwrap_or("")
-}
-
-fn reason_phrase(data: &[u8]) -> String {
-    let line_end = data
-        .iter()
-        .position(|&b| b == b'\r' || b == b'\n')
-        .unwrap_or(data.len());
-    let line = String::from_utf8_lossy(&data[..line_end]);
-    line.splitn(3, ' ').nth(2).unwrap_or("").trim().to_owned()
+/// Reads a start line: `METHOD Request-URI SIP/2.0` (RFC 3261 section 7.1: single spaces,
+/// the method a token, kept as received since methods are case-sensitive) or
+/// `SIP/2.0 code reason` (section 7.2: a three-digit code, any reason phrase).
+fn parse_start_line(line: &str) -> Result<StartLine, ParseError> {
+    let bad = |what: &str| ParseError::Malformed(format!("{what}: {}", short(line)));
+    if let Some(status) = line.strip_prefix("SIP/2.0 ") {
+        let (code, reason) = status.split_once(' ').unwrap_or((status, ""));
+        if code.len() != 3 || !code.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad("bad status code"));
+        }
+        let code: u16 = code.parse().map_err(|_| bad("bad status code"))?;
+        if !(100..=699).contains(&code) {
+            return Err(bad("status code out of range"));
+        }
+        return Ok(StartLine::Response {
+            code,
+            reason: reason.trim().to_owned(),
+        });
+    }
+    let mut words = line.split(' ');
+    let (Some(method), Some(uri), Some(version), None) =
+        (words.next(), words.next(), words.next(), words.next())
+    else {
+        return Err(bad("start line is not METHOD URI SIP/2.0"));
+    };
+    if method.is_empty() || !method.bytes().all(strict::token_char) {
+        return Err(bad("bad method"));
+    }
+    if uri.is_empty() {
+        return Err(bad("empty Request-URI"));
+    }
+    if version != "SIP/2.0" {
+        return Err(bad("not SIP/2.0"));
+    }
+    Ok(StartLine::Request {
+        method: Method::parse(method),
+        uri: uri.to_owned(),
+    })
 }
 
 /// `s` for an error message: control characters blanked, at most 80 bytes (then `...`).

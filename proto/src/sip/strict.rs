@@ -2,13 +2,15 @@
 //! sent-by, duplicated single-instance headers and oversized headers (RFC 3261 sections 8.2.2.1,
 //! 18.2.1, 19.1.1, 20, 25.1).
 //!
-//! `rsip` parses leniently (it keeps what it cannot read as text), which is right for a
-//! library and wrong for a border: a request the SBC cannot read exactly is refused here, with
-//! the status RFC 3261 gives it, before anything of it is relayed:
+//! A request the SBC cannot read exactly is refused here, with the status RFC 3261 gives it,
+//! before anything of it is relayed (a lenient library parser, which keeps what it cannot read
+//! as text, is right for a library and wrong for a border):
 //!
 //! - a Request-URI whose scheme is not `sip`, `sips` or `tel` gets **416 Unsupported URI
 //!   Scheme** (section 8.2.2.1); one that does not parse gets 400;
-//! - a Via whose sent-by is not a host with an optional port gets 400;
+//! - a Via whose sent-by is not a host with an optional port gets 400; hosts are names, IPv4
+//!   addresses or bracketed IPv6 references (`[2001:db8::1]`, RFC 3261 section 25.1 and the
+//!   RFC 5118 torture cases: an unbracketed IPv6 host, `sip:2001:db8::1`, is refused);
 //! - a second `To`, `From`, `Call-ID`, `CSeq`, `Max-Forwards` or `Content-Length` gets 400 (the
 //!   receive path and the engine then cannot read different ones);
 //! - a header line longer than `max-header-size` gets 400 naming the header.
@@ -204,7 +206,7 @@ fn check_tel_uri(rest: &str) -> Result<(), &'static str> {
 }
 
 /// RFC 3261 `token` characters.
-fn token_char(b: u8) -> bool {
+pub(crate) fn token_char(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"-.!%*_+`'~".contains(&b)
 }
 

@@ -18,6 +18,7 @@ mod config_save_kill;
 mod edge_amplification;
 mod edge_flood;
 mod edge_legs;
+mod ipv6;
 mod malformed;
 mod max_forwards;
 mod media_anchoring;
