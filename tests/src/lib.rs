@@ -15,6 +15,7 @@
 //!   the management socket's JSON-lines protocol ([`acli::Mgmt`]);
 //! - [`snmp`]: a real `snmptrapd` on a loopback port with our MIB loaded, and `snmptranslate`;
 //! - [`prometheus`]: a real Prometheus server scraping nodes, and a minimal HTTP client;
+//! - [`netns`]: a network namespace of the test's own, for more IPv6 addresses than `::1`;
 //! - [`hog`]: a CPU hog of busy-looping child processes, killed by PID when dropped;
 //! - [`raw`]: tiny UDP and TCP SIP clients for malformed input and precise checks, and a lenient
 //!   SIP message parser ([`raw::SipMsg`]) to judge what came back.
@@ -25,6 +26,7 @@
 pub mod acli;
 pub mod dir;
 pub mod hog;
+pub mod netns;
 pub mod pair;
 pub mod ports;
 pub mod prometheus;

@@ -308,12 +308,13 @@ pub fn wait_listening(addr: SocketAddr, tcp: bool, timeout: Duration) {
     }
 }
 
-/// Whether a socket of this process's host has `port` bound locally (TCP: in LISTEN state).
+/// Whether a socket of this thread's network namespace (the host's, or the one [`crate::netns`]
+/// entered) has `port` bound locally (TCP: in LISTEN state).
 fn listening(port: u16, tcp: bool) -> bool {
     let files: &[&str] = if tcp {
-        &["/proc/net/tcp", "/proc/net/tcp6"]
+        &["/proc/thread-self/net/tcp", "/proc/thread-self/net/tcp6"]
     } else {
-        &["/proc/net/udp", "/proc/net/udp6"]
+        &["/proc/thread-self/net/udp", "/proc/thread-self/net/udp6"]
     };
     let want = format!(":{port:04X}");
     files.iter().any(|f| {

@@ -51,3 +51,29 @@ fn ipv4_access_to_ipv6_core() {
 fn ipv6_access_to_ipv4_core() {
     calls(V6, V4, false);
 }
+
+/// Three IPv6 addresses of a namespace of the test's own: the access side, the core side and
+/// the agent each on its own address, as in a real dual-homed deployment.
+#[test]
+fn ipv6_on_three_addresses_in_a_namespace() {
+    let [access, core, agent]: [IpAddr; 3] =
+        ["fd00::1", "fd00::2", "fd00::3"].map(|a| a.parse().expect("address"));
+    sbc_e2e::netns::enter(&[access, core, agent]);
+    let mut config = SbcConfig::with_addresses(access, core, agent);
+    config.agent_transport = "tcp";
+    let mut node = SbcNode::start_config(&config);
+    let (uac, uas) = calls_through_sbc(
+        &mut node,
+        &config,
+        Scenario::Builtin("uac"),
+        Scenario::Builtin("uas"),
+        Load {
+            calls: 50,
+            rate: 25,
+            tcp: true,
+            timeout: Duration::from_secs(60),
+        },
+    );
+    uac.assert_success(50);
+    uas.assert_success(50);
+}
