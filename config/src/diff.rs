@@ -133,15 +133,16 @@ pub fn restart_needed(started: &Config, saved: &Config) -> Vec<String> {
     out
 }
 
-/// Each `sip-interface` change a restart applies, by realm: added, removed, or what of its
+/// Each `sip-interface` change a restart applies, by key (realm and family): added, removed,
+/// or what of its
 /// binding (address, port, transports, tls-port, auto-scaling-profile) changed.
 fn interface_changes(bound: &[crate::SipInterface], saved: &[crate::SipInterface]) -> Vec<String> {
     let mut out = Vec::new();
     for b in bound {
-        let Some(n) = saved.iter().find(|n| n.realm == b.realm) else {
+        let Some(n) = saved.iter().find(|n| n.key() == b.key()) else {
             out.push(format!(
                 "sip-interface {}: removed; it listens until a restart",
-                b.realm
+                b.key()
             ));
             continue;
         };
@@ -180,20 +181,21 @@ fn interface_changes(bound: &[crate::SipInterface], saved: &[crate::SipInterface
         if !what.is_empty() {
             out.push(format!(
                 "sip-interface {}: {}: listeners are bound at start",
-                b.realm,
+                b.key(),
                 what.join(", ")
             ));
         }
     }
     for n in saved {
-        if !bound.iter().any(|b| b.realm == n.realm) {
+        if !bound.iter().any(|b| b.key() == n.key()) {
             out.push(format!(
                 "sip-interface {}: added; it listens after a restart",
-                n.realm
+                n.key()
             ));
         }
     }
-    let realms = |l: &[crate::SipInterface]| l.iter().map(|i| i.realm.clone()).collect::<Vec<_>>();
+    let realms =
+        |l: &[crate::SipInterface]| l.iter().map(crate::SipInterface::key).collect::<Vec<_>>();
     if out.is_empty() && realms(bound) != realms(saved) {
         // Same interfaces in another order: the engine numbers them by position.
         out.push("sip-interface: reordered; the order is fixed at start".to_owned());

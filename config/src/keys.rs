@@ -670,7 +670,8 @@ element! {
 element! {
     /// `sip-interface`.
     sip_interface: "sip-interface" in "[[sip-interface]]",
-        "a listening point per realm (multi-instance, key: realm)" {
+        "a listening point of a realm, one per address family (multi-instance, key: realm, \
+         realm ipv6 for an IPv6 one); a leg uses its realm's interface of its peer's family" {
     REALM "realm": text("", "<realm>", "the network this interface faces").required()
         .example("\"access\"");
     ADDRESS "address": ip(Dflt::Ip(LOOPBACK), "<IP address>", "local address to bind");
@@ -807,7 +808,8 @@ element! {
 element! {
     /// `steering-pool`.
     steering_pool: "steering-pool" in "[[steering-pool]]",
-        "the address and ports a realm's media is anchored on (multi-instance, key: realm-id)" {
+        "the address and ports a realm's media is anchored on, one per address family \
+         (multi-instance, key: realm-id, realm-id ipv6 for an IPv6 one)" {
     IP_ADDRESS "ip-address": ip(Dflt::Ip(LOOPBACK), "<IP address, not a wildcard>",
         "local address the media is anchored on (written into the SDP)");
     START_PORT "start-port": int16(0, "first port of the pool").range(1024, 65_535).required()
@@ -816,7 +818,8 @@ element! {
         "last port of the pool; no two pools overlap, even on different addresses")
         .hint("<above start-port, at least 2 RTP/RTCP pairs>").required().example("20999");
     REALM_ID "realm-id": text("", "<sip-interface realm>",
-        "the realm whose legs this pool anchors (one pool per realm)").required()
+        "the realm whose legs of this pool's family it anchors (one pool per realm and family)")
+        .required()
         .example("\"access\"");
 }}
 

@@ -69,7 +69,7 @@ mod model_tests;
 #[cfg(test)]
 mod tests;
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -108,7 +108,7 @@ pub struct Config {
     /// `[[tls-profile]]`: certificates and peer verification for SIP over TLS.
     #[serde(rename = "tls-profile")]
     pub tls_profiles: Vec<TlsProfile>,
-    /// `[[sip-interface]]`: where SIP is received, one per realm.
+    /// `[[sip-interface]]`: where SIP is received, at most one per realm and address family.
     #[serde(rename = "sip-interface")]
     pub sip_interfaces: Vec<SipInterface>,
     /// `[[session-agent]]`: the next hops.
@@ -129,7 +129,7 @@ pub struct Config {
     #[serde(rename = "media-manager")]
     pub media_manager: MediaManager,
     /// `[[steering-pool]]`: the address and ports each realm's media is anchored on, at most
-    /// one per realm. Default: see the crate docs (two loopback pools with the default
+    /// one per realm and address family. Default: see the crate docs (two loopback pools with the default
     /// interfaces, none with the file's own).
     #[serde(rename = "steering-pool")]
     pub steering_pools: Vec<SteeringPool>,
@@ -251,10 +251,12 @@ impl Config {
     ///
     /// - `system-config.hostname` is not empty;
     /// - `sip-config` values are in range (`t2-ms` between `t1-ms` and 60000);
-    /// - at least one `sip-interface`; realms non-empty and unique; ports not 0; `transports`
+    /// - at least one `sip-interface`; realms non-empty, at most one interface per realm and
+    ///   address family (IPv4, IPv6); ports not 0; `transports`
     ///   non-empty without duplicates; no two interfaces on the same address:port (a wildcard
     ///   address overlaps every address of its family);
-    /// - `session-agent` names non-empty and unique; each agent's realm is an interface's realm;
+    /// - `session-agent` names non-empty and unique; each agent's realm has an interface of the
+    ///   agent's address family;
     ///   ports not 0;
     /// - `session-router.default-route` and each route's `session-agent` name an agent; each
     ///   route's `from-realm` is an interface's realm;
@@ -271,7 +273,9 @@ impl Config {
     ///   together with down-to below up-to and down-on below up-on;
     /// - `access-control`: each source an IP address or network, each once;
     /// - `media-manager`: `latching-window-ms` and `rtp-inactivity` ranges;
-    /// - `steering-pool`: each `realm-id` a sip-interface's realm, at most one pool per realm;
+    /// - `steering-pool`: each `realm-id` a sip-interface's realm, at most one pool per realm and
+    ///   address family, and a realm with pools has one for each family it has an interface of
+    ///   (a leg's SDP names its own family only);
     ///   `ip-address` not a wildcard; `start-port` at least 1024; `end-port` above it with at
     ///   least two RTP/RTCP pairs; no two pools' port ranges overlapping, even on different
     ///   addresses (the media relay finds a call by its port alone); no pool's range holding
@@ -287,16 +291,36 @@ impl Config {
         validate::validate(self)
     }
 
-    /// The steering-pool of `realm` (its `realm-id`), if any.
+    /// The (first) steering-pool of `realm` (its `realm-id`), if any.
     #[must_use]
     pub fn steering_pool(&self, realm: &str) -> Option<&SteeringPool> {
         self.steering_pools.iter().find(|p| p.realm_id == realm)
     }
 
-    /// The sip-interface of `realm`, if any.
+    /// The (first) sip-interface of `realm`, if any.
     #[must_use]
     pub fn interface(&self, realm: &str) -> Option<&SipInterface> {
         self.sip_interfaces.iter().find(|i| i.realm == realm)
+    }
+
+    /// The index of the sip-interface through which `realm` reaches a peer at `peer`: the
+    /// realm's interface of the peer's address family (a realm has at most one per family), so
+    /// a leg's Via, Contact, Record-Route and SDP name only addresses of its peer's family.
+    #[must_use]
+    pub fn interface_for(&self, realm: &str, peer: IpAddr) -> Option<usize> {
+        self.sip_interfaces
+            .iter()
+            .position(|i| i.realm == realm && i.address.is_ipv4() == peer.is_ipv4())
+    }
+
+    /// The index of the steering-pool that anchors the legs of sip-interface `index`: its
+    /// realm's pool of the interface's address family (a realm has at most one per family).
+    #[must_use]
+    pub fn steering_pool_for(&self, index: usize) -> Option<usize> {
+        let iface = self.sip_interfaces.get(index)?;
+        self.steering_pools.iter().position(|p| {
+            p.realm_id == iface.realm && p.ip_address.is_ipv4() == iface.address.is_ipv4()
+        })
     }
 
     /// The `auto-scaling-profile` called `name`, if any.

@@ -993,7 +993,24 @@ pub struct SipInterface {
     pub auto_scaling_profile: Option<String>,
 }
 
+/// The key of an element of which a realm has one per address family: the realm for IPv4 (a
+/// single-stack IPv4 configuration keeps its plain realm keys), `realm ipv6` for IPv6.
+fn family_key(realm: &str, address: IpAddr) -> String {
+    if address.is_ipv4() {
+        realm.to_owned()
+    } else {
+        format!("{realm} ipv6")
+    }
+}
+
 impl SipInterface {
+    /// What names this interface among the configuration's: its realm, with ` ipv6` for an
+    /// IPv6 one (a realm has at most one interface per address family).
+    #[must_use]
+    pub fn key(&self) -> String {
+        family_key(&self.realm, self.address)
+    }
+
     /// The address and port this interface binds.
     #[must_use]
     pub fn socket_addr(&self) -> SocketAddr {
@@ -1206,6 +1223,13 @@ pub struct SteeringPool {
 }
 
 impl SteeringPool {
+    /// What names this pool among the configuration's: its realm-id, with ` ipv6` for an IPv6
+    /// one (a realm has at most one pool per address family).
+    #[must_use]
+    pub fn key(&self) -> String {
+        family_key(&self.realm_id, self.ip_address)
+    }
+
     /// The number of RTP/RTCP pairs the pool holds: the even ports `p` with `p + 1 <=
     /// end-port`, from `start-port` rounded up to even: 500 for 20000..=20999, 1 for
     /// 1025..=1028 (only 1026/1027 is a pair).

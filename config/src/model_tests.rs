@@ -995,7 +995,7 @@ fn media_keys_parse_and_round_trip() {
     let text = pools(
         &[
             ("access", "192.0.2.10", 30_000, 30_999),
-            ("core", "2001:db8::10", 40_001, 40_100),
+            ("core", "192.0.2.11", 40_001, 40_100),
         ],
         "[media-manager]\nstate = \"disabled\"\nlatching = false\nrestricted-latching = \"sdp\"\n\
          latching-window-ms = 100\nrtp-inactivity = 86400\n",
@@ -1010,14 +1010,14 @@ fn media_keys_parse_and_round_trip() {
     let access = c.steering_pool("access").unwrap();
     assert_eq!(
         access.ip_address,
-        "192.0.2.10".parse::<std::net::IpAddr>().unwrap()
+        "192.0.2.10".parse::<IpAddr>().unwrap()
     );
     assert_eq!(access.ports(), 30_000..=30_999);
     assert_eq!(access.pairs(), 500);
     let core = c.steering_pool("core").unwrap();
     assert_eq!(
         core.ip_address,
-        "2001:db8::10".parse::<std::net::IpAddr>().unwrap()
+        "192.0.2.11".parse::<IpAddr>().unwrap()
     );
     assert_eq!(
         core.pairs(),
@@ -1173,9 +1173,9 @@ fn steering_pool_realms_exist_and_have_one_pool_each() {
         "steering-pool[1].realm-id",
         &[
             "= \"access\"",
-            "duplicate realm-id",
+            "already has an IPv4 steering-pool",
             "steering-pool[0]",
-            "at most one pool per realm",
+            "at most one steering-pool per address family",
         ],
     );
 }
@@ -1318,7 +1318,18 @@ fn steering_pools_leave_the_sip_ports_of_their_address_free() {
         "steering-pool[0].start-port",
         &["0.0.0.0:5060"],
     );
-    Config::from_toml_str(&pools(&[("access", "::1", 5000, 5099)], wildcard)).unwrap();
+    // The IPv4 wildcard holds no IPv6 port (a realm with an interface of each family).
+    let dual = format!(
+        "{wildcard}[[sip-interface]]\nrealm = \"access\"\naddress = \"::1\"\nport = 7070\n"
+    );
+    Config::from_toml_str(&pools(
+        &[
+            ("access", "::1", 5000, 5099),
+            ("access", "192.0.2.10", 6000, 6099),
+        ],
+        &dual,
+    ))
+    .unwrap();
     // Another address is fine.
     Config::from_toml_str(&pools(&[("access", "127.0.0.2", 5000, 5099)], "")).unwrap();
 }

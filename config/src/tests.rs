@@ -408,8 +408,17 @@ fn round_trip_through_toml() {
         latching_window_ms: 250,
         rtp_inactivity: 30,
     };
-    c.steering_pools[0].ip_address = "::1".parse().unwrap();
+    c.steering_pools[0].ip_address = "127.0.0.9".parse().unwrap();
     c.steering_pools[1].start_port = 21_001;
+    assert_round_trip(&c);
+    // A realm with an interface and a pool of each family.
+    let mut v6_interface = c.sip_interfaces[0].clone();
+    v6_interface.address = "::1".parse().unwrap();
+    c.sip_interfaces.push(v6_interface);
+    let mut v6_pool = c.steering_pools[0].clone();
+    (v6_pool.ip_address, v6_pool.start_port, v6_pool.end_port) =
+        ("::1".parse().unwrap(), 22_000, 22_999);
+    c.steering_pools.push(v6_pool);
     assert_round_trip(&c);
     c.steering_pools.clear();
     assert_round_trip(&c);
@@ -503,7 +512,11 @@ fn interface_realms_are_non_empty_and_unique() {
     refused_invalid(
         &with_interfaces("[[sip-interface]]\nrealm = \"core\"\nport = 5070\n"),
         "sip-interface[2].realm",
-        &["\"core\"", "sip-interface[1]", "valid: a realm not used"],
+        &[
+            "\"core\"",
+            "sip-interface[1]",
+            "valid: a realm with at most one sip-interface per address family",
+        ],
     );
 }
 
@@ -1209,5 +1222,96 @@ fn tls_settings_are_refused_with_the_key_and_what_is_valid() {
         &with("transport = \"tls\"", "transport = \"tcp\""),
         "session-agent[0].tls-profile",
         &["reached over tcp"],
+    );
+}
+
+/// A realm with an interface of each family: accepted, each agent reached through the
+/// interface of its own family, each interface anchored by the pool of its family.
+#[test]
+fn dual_stack_realms_have_one_interface_and_pool_per_family() {
+    let dual = r#"
+[[sip-interface]]
+realm = "access"
+address = "127.0.0.1"
+port = 5060
+[[sip-interface]]
+realm = "core"
+address = "127.0.0.1"
+port = 5062
+[[sip-interface]]
+realm = "core"
+address = "::1"
+port = 5062
+[[session-agent]]
+name = "v6"
+realm = "core"
+address = "::1"
+port = 5080
+[[session-agent]]
+name = "v4"
+realm = "core"
+address = "127.0.0.1"
+port = 5080
+[session-router]
+default-route = "v6"
+"#;
+    let c = Config::from_toml_str(dual).unwrap();
+    let v6: std::net::IpAddr = "::1".parse().unwrap();
+    assert_eq!(c.interface_for("core", v6), Some(2));
+    assert_eq!(c.interface_for("core", LOCALHOST), Some(1));
+    assert_eq!(c.interface_for("access", v6), None);
+
+    // A third interface of one family in a realm is refused.
+    refused_invalid(
+        &format!("{dual}[[sip-interface]]\nrealm = \"core\"\naddress = \"::2\"\nport = 5064\n"),
+        "sip-interface[3].realm",
+        &["already has an IPv6 sip-interface, sip-interface[2]"],
+    );
+    // An agent of a family its realm has no interface of is refused.
+    refused_invalid(
+        &dual
+            .replace(
+                "name = \"v4\"\nrealm = \"core\"",
+                "name = \"v4\"\nrealm = \"access\"",
+            )
+            .replace(
+                "address = \"127.0.0.1\"\nport = 5080",
+                "address = \"2001:db8::5\"\nport = 5080",
+            ),
+        "session-agent[1].address",
+        &["realm \"access\" has no IPv6 sip-interface"],
+    );
+    // Pools: one per family; a realm with a pool needs one for each family it listens on.
+    let pool = |realm: &str, ip: &str, start: u32| {
+        format!(
+            "[[steering-pool]]\nip-address = \"{ip}\"\nstart-port = {start}\n\
+             end-port = {}\nrealm-id = \"{realm}\"\n",
+            start + 99
+        )
+    };
+    let with_pools = format!(
+        "{dual}{}{}{}",
+        pool("access", "127.0.0.1", 20_000),
+        pool("core", "127.0.0.1", 21_000),
+        pool("core", "::1", 22_000)
+    );
+    let c = Config::from_toml_str(&with_pools).unwrap();
+    assert_eq!(c.steering_pool_for(0), Some(0));
+    assert_eq!(c.steering_pool_for(1), Some(1));
+    assert_eq!(c.steering_pool_for(2), Some(2));
+    let err = refused(&format!(
+        "{dual}{}{}",
+        pool("access", "127.0.0.1", 20_000),
+        pool("core", "127.0.0.1", 21_000)
+    ));
+    assert!(
+        err.contains("realm \"core\" has an IPv6 sip-interface")
+            && err.contains("no IPv6 steering-pool"),
+        "{err}"
+    );
+    refused_invalid(
+        &format!("{with_pools}{}", pool("core", "::2", 23_000)),
+        "steering-pool[3].realm-id",
+        &["already has an IPv6 steering-pool"],
     );
 }

@@ -64,11 +64,12 @@ fn same_address(pool: IpAddr, iface: IpAddr) -> bool {
         || (pool.is_ipv4() == iface.is_ipv4() && (pool.is_unspecified() || iface.is_unspecified()))
 }
 
-/// `steering-pool`: each in a known realm, one per realm, on a real address, with at least two
+/// `steering-pool`: each in a known realm, one per realm and family (and one for each family
+/// the realm has an interface of, once it has one), on a real address, with at least two
 /// RTP/RTCP pairs above the well-known ports; no two overlapping (the relay finds a call by
 /// its port alone, whatever the address), none over a sip-interface's port on its address.
 fn steering_pools(pools: &[SteeringPool], interfaces: &[SipInterface]) -> Result<(), ConfigError> {
-    let mut realms: HashMap<&str, usize> = HashMap::new();
+    let mut realms: HashMap<(&str, bool), usize> = HashMap::new();
     for (i, pool) in pools.iter().enumerate() {
         let key = |field: &str| format!("steering-pool[{i}].{field}");
         let range = format!("{}..={}", pool.start_port, pool.end_port);
@@ -80,12 +81,16 @@ fn steering_pools(pools: &[SteeringPool], interfaces: &[SipInterface]) -> Result
                 realm_list(interfaces),
             ));
         }
-        if let Some(first) = realms.insert(&pool.realm_id, i) {
+        if let Some(first) = realms.insert((&pool.realm_id, pool.ip_address.is_ipv4()), i) {
             return Err(ConfigError::invalid(
                 key("realm-id"),
                 quoted(&pool.realm_id),
-                format!("duplicate realm-id, already used by steering-pool[{first}]"),
-                "a realm without a steering-pool: at most one pool per realm",
+                format!(
+                    "realm {} already has an {} steering-pool, steering-pool[{first}]",
+                    quoted(&pool.realm_id),
+                    family(pool.ip_address)
+                ),
+                "a realm with at most one steering-pool per address family (one IPv4, one IPv6)",
             ));
         }
         if pool.ip_address.is_unspecified() {
@@ -172,6 +177,37 @@ fn steering_pools(pools: &[SteeringPool], interfaces: &[SipInterface]) -> Result
                     interfaces[j].port
                 ),
             ));
+        }
+    }
+    // A realm with pools anchors every leg: one on an interface of a family without a pool
+    // would get the other family's address in its SDP.
+    for (j, iface) in interfaces.iter().enumerate() {
+        let realm_pools: Vec<&SteeringPool> =
+            pools.iter().filter(|p| p.realm_id == iface.realm).collect();
+        if let Some(other) = realm_pools.first() {
+            if !realm_pools
+                .iter()
+                .any(|p| same_family(p.ip_address, iface.address))
+            {
+                return Err(ConfigError::invalid(
+                    "steering-pool",
+                    format!("{} {}", quoted(&other.realm_id), other.ip_address),
+                    format!(
+                        "realm {} has an {} sip-interface (sip-interface[{j}], {}) but no {} \
+                         steering-pool: its legs' SDP would name an {} address",
+                        quoted(&iface.realm),
+                        family(iface.address),
+                        iface.address,
+                        family(iface.address),
+                        family(other.ip_address)
+                    ),
+                    format!(
+                        "a steering-pool with realm-id {} on an {} address",
+                        quoted(&iface.realm),
+                        family(iface.address)
+                    ),
+                ));
+            }
         }
     }
     Ok(())
@@ -1115,7 +1151,7 @@ fn interfaces(interfaces: &[SipInterface], profiles: &[TlsProfile]) -> Result<()
             "one or more [[sip-interface]] tables with a realm, address, port and transports",
         ));
     }
-    let mut realms: HashMap<&str, usize> = HashMap::new();
+    let mut realms: HashMap<(&str, bool), usize> = HashMap::new();
     for (i, iface) in interfaces.iter().enumerate() {
         let key = |field: &str| format!("sip-interface[{i}].{field}");
         if iface.realm.trim().is_empty() {
@@ -1126,12 +1162,16 @@ fn interfaces(interfaces: &[SipInterface], profiles: &[TlsProfile]) -> Result<()
                 "a non-empty realm name",
             ));
         }
-        if let Some(first) = realms.insert(&iface.realm, i) {
+        if let Some(first) = realms.insert((&iface.realm, iface.address.is_ipv4()), i) {
             return Err(ConfigError::invalid(
                 key("realm"),
                 quoted(&iface.realm),
-                format!("duplicate realm, already used by sip-interface[{first}]"),
-                "a realm not used by another sip-interface",
+                format!(
+                    "realm {} already has an {} sip-interface, sip-interface[{first}]",
+                    quoted(&iface.realm),
+                    family(iface.address)
+                ),
+                "a realm with at most one sip-interface per address family (one IPv4, one IPv6)",
             ));
         }
         port(key("port"), iface.port)?;
@@ -1235,6 +1275,20 @@ fn interfaces(interfaces: &[SipInterface], profiles: &[TlsProfile]) -> Result<()
     Ok(())
 }
 
+/// Whether two addresses are of one family (both IPv4 or both IPv6).
+fn same_family(a: IpAddr, b: IpAddr) -> bool {
+    a.is_ipv4() == b.is_ipv4()
+}
+
+/// `"IPv4"` or `"IPv6"`.
+fn family(a: IpAddr) -> &'static str {
+    if a.is_ipv4() {
+        "IPv4"
+    } else {
+        "IPv6"
+    }
+}
+
 fn realm_list(interfaces: &[SipInterface]) -> String {
     quoted_list(interfaces.iter().map(|i| i.realm.as_str()))
 }
@@ -1273,6 +1327,26 @@ fn agents(
                 quoted(&agent.realm),
                 "no sip-interface has this realm",
                 realm_list(interfaces),
+            ));
+        }
+        if !interfaces
+            .iter()
+            .any(|iface| iface.realm == agent.realm && same_family(iface.address, agent.address))
+        {
+            return Err(ConfigError::invalid(
+                key("address"),
+                quoted(&agent.address.to_string()),
+                format!(
+                    "realm {} has no {} sip-interface to reach the agent through",
+                    quoted(&agent.realm),
+                    family(agent.address)
+                ),
+                format!(
+                    "an address of the family of realm {}'s interfaces, or an {} sip-interface \
+                     in that realm",
+                    quoted(&agent.realm),
+                    family(agent.address)
+                ),
             ));
         }
         port(key("port"), agent.port)?;

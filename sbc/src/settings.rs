@@ -70,7 +70,7 @@ pub fn runtime(cfg: &Config) -> anyhow::Result<RuntimeSettings> {
             .sip_interfaces
             .iter()
             .map(|i| Listener {
-                realm: i.realm.clone(),
+                realm: i.key(),
                 address: i.socket_addr(),
                 udp: i.transports.contains(&Transport::Udp),
                 tcp: i.transports.contains(&Transport::Tcp),
@@ -194,9 +194,7 @@ pub fn engine_config(cfg: &Config) -> anyhow::Result<EngineConfig> {
             None => None,
             Some(agent) => {
                 let out = cfg
-                    .sip_interfaces
-                    .iter()
-                    .position(|i| i.realm == agent.realm)
+                    .interface_for(&agent.realm, agent.address)
                     .with_context(|| format!("session-agent {} has no interface", agent.name))?;
                 if !cfg.sip_interfaces[out]
                     .transports
@@ -256,13 +254,9 @@ pub fn media_plan(cfg: &Config) -> Option<MediaPlan> {
         latch_signalled_ip_only,
         inactivity,
     } = media_timing(cfg);
-    let realms = cfg
-        .sip_interfaces
-        .iter()
+    let realms = (0..cfg.sip_interfaces.len())
         .map(|i| {
-            cfg.steering_pools
-                .iter()
-                .position(|p| p.realm_id == i.realm)
+            cfg.steering_pool_for(i)
                 .map(|k| (k, cfg.steering_pools[k].ip_address))
         })
         .collect();
@@ -281,7 +275,7 @@ pub fn media_plan(cfg: &Config) -> Option<MediaPlan> {
             .steering_pools
             .iter()
             .map(|p| PoolBinding {
-                realm: p.realm_id.clone(),
+                realm: p.key(),
                 address: p.ip_address,
                 ports: p.start_port..=p.end_port,
             })
@@ -434,18 +428,13 @@ pub fn replica_rules(cfg: &Config) -> ReplicaRules {
         .session_agents
         .iter()
         .filter_map(|a| {
-            let iface = cfg.sip_interfaces.iter().position(|i| i.realm == a.realm)?;
+            let iface = cfg.interface_for(&a.realm, a.address)?;
             Some((a.socket_addr(), iface))
         })
         .collect();
-    let pools = cfg
-        .sip_interfaces
-        .iter()
+    let pools = (0..cfg.sip_interfaces.len())
         .map(|i| {
-            let k = cfg
-                .steering_pools
-                .iter()
-                .position(|p| p.realm_id == i.realm)?;
+            let k = cfg.steering_pool_for(i)?;
             let p = &cfg.steering_pools[k];
             Some((k, p.start_port..=p.end_port))
         })

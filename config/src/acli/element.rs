@@ -291,17 +291,18 @@ impl Element {
     }
 
     /// The key that `select` and `no` take: `"access"` (a realm or a steering-pool's
-    /// realm-id), `"memory critical"`,
+    /// realm-id; `"access ipv6"` for an IPv6 one, since a realm may have one of each family),
+    /// `"memory critical"`,
     /// `"space major /var"`, `"10.0.0.1:162"`; empty for a single-instance element.
     #[must_use]
     pub fn key(&self) -> String {
         match self {
-            Self::SipInterface(v) => v.realm.clone(),
+            Self::SipInterface(v) => v.key(),
             Self::SessionAgent(v) => v.name.clone(),
             Self::Peer(v) => v.name.clone(),
             Self::AutoScalingProfile(v) => v.name.clone(),
             Self::AccessControl(v) => v.source_address.clone(),
-            Self::SteeringPool(v) => v.realm_id.clone(),
+            Self::SteeringPool(v) => v.key(),
             Self::TlsProfile(v) => v.name.clone(),
             Self::AlarmThreshold(v) if v.volume.is_empty() => {
                 format!("{} {}", v.kind, v.severity)
@@ -318,8 +319,13 @@ impl Element {
     /// bare address too.
     pub(crate) fn aliases(&self) -> Vec<String> {
         let mut aliases = vec![self.key()];
-        if let Self::TrapReceiver(v) = self {
-            aliases.push(v.ip_address.to_string());
+        match self {
+            Self::TrapReceiver(v) => aliases.push(v.ip_address.to_string()),
+            // The realm alone (ambiguous when it has one of each family), with its family, or
+            // with its address.
+            Self::SipInterface(v) => family_aliases(&mut aliases, &v.realm, v.address),
+            Self::SteeringPool(v) => family_aliases(&mut aliases, &v.realm_id, v.ip_address),
+            _ => {}
         }
         aliases
     }
@@ -411,6 +417,21 @@ impl Element {
 }
 
 /// Replaces the item whose key is `at`, or appends; returns the index.
+/// The other spellings of a per-family element's key: the realm alone, `realm ipv4`, and
+/// `realm ADDRESS`.
+fn family_aliases(aliases: &mut Vec<String>, realm: &str, address: IpAddr) {
+    let family = if address.is_ipv4() { "ipv4" } else { "ipv6" };
+    for alias in [
+        realm.to_owned(),
+        format!("{realm} {family}"),
+        format!("{realm} {address}"),
+    ] {
+        if !aliases.contains(&alias) {
+            aliases.push(alias);
+        }
+    }
+}
+
 fn put<T>(list: &mut Vec<T>, item: T, at: Option<&str>, key: impl Fn(&T) -> String) -> usize {
     match at.and_then(|at| list.iter().position(|x| key(x) == at)) {
         Some(i) => {
@@ -489,7 +510,7 @@ pub(crate) fn top_put(config: &mut Config, element: Element, at: Option<&str>) -
         Element::RedundancyConfig(v) => config.redundancy = v,
         Element::MediaManager(v) => config.media_manager = v,
         Element::SipInterface(v) => {
-            return put(&mut config.sip_interfaces, v, at, |i| i.realm.clone())
+            return put(&mut config.sip_interfaces, v, at, SipInterface::key)
         }
         Element::SessionAgent(v) => {
             return put(&mut config.session_agents, v, at, |a| a.name.clone())
@@ -503,7 +524,7 @@ pub(crate) fn top_put(config: &mut Config, element: Element, at: Option<&str>) -
             })
         }
         Element::SteeringPool(v) => {
-            return put(&mut config.steering_pools, v, at, |p| p.realm_id.clone())
+            return put(&mut config.steering_pools, v, at, SteeringPool::key)
         }
         Element::TlsProfile(v) => return put(&mut config.tls_profiles, v, at, |p| p.name.clone()),
         other => unreachable!("{} is a sub-element", other.name()),

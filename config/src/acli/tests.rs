@@ -1515,7 +1515,7 @@ fn steering_pools_are_created_modified_and_deleted_by_realm_id() {
         &sh.err("realm-id access"),
         &[
             "steering-pool[1].realm-id = \"access\"",
-            "duplicate realm-id",
+            "already has an IPv4 steering-pool",
             "steering-pool[0]",
         ],
     );
@@ -1722,4 +1722,49 @@ fn system_config_metrics_address_set_refused_and_cleared() {
     contains_all(&sh.err("metrics-address 9464"), &["metrics-address"]);
     sh.script(&["metrics-address none", "done"]);
     assert_eq!(sh.config.system.metrics_address, None);
+}
+
+#[test]
+fn a_dual_stack_realm_is_selected_by_family() {
+    let mut sh = Shell::new();
+    sh.script(&[
+        "configure terminal",
+        // The realm anchors media: its IPv6 pool comes first (an IPv6 interface without one
+        // would write an IPv4 address into its legs' SDP).
+        "steering-pool",
+        "ip-address ::1",
+        "start-port 22000",
+        "end-port 22999",
+        "realm-id core",
+        "done",
+        "exit",
+        "sip-interface",
+        // The address first: a new interface starts on 127.0.0.1, and core has an IPv4 one.
+        "address ::1",
+        "realm core",
+        "port 5062",
+        "done",
+    ]);
+    assert_eq!(
+        sh.config.interface_for("core", "::1".parse().unwrap()),
+        Some(2)
+    );
+    assert_eq!(sh.ok("select"), "1: access\n2: core\n3: core ipv6\n");
+    // The realm alone is ambiguous now; its family or address names one.
+    contains_all(&sh.err("select core"), &["ambiguous", "core", "core ipv6"]);
+    sh.script(&["select core ipv6", "port 5072", "done"]);
+    assert_eq!(sh.config.sip_interfaces[2].port, 5072);
+    assert_eq!(
+        sh.config.sip_interfaces[1].port, 5062,
+        "the IPv4 one is untouched"
+    );
+    sh.script(&["select core 127.0.0.1", "port 5063", "done"]);
+    assert_eq!(sh.config.sip_interfaces[1].port, 5063);
+    // The IPv4 agent of core needs the IPv4 interface: deleting it is refused, saying why.
+    contains_all(
+        &sh.err("no core ipv4"),
+        &["cannot delete", "realm \"core\" has no IPv4 sip-interface"],
+    );
+    sh.ok("no core ipv6");
+    assert_eq!(sh.config.sip_interfaces.len(), 2);
 }

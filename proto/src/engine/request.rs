@@ -20,7 +20,9 @@ use super::transmit::{Inbound, Transmit};
 use super::Engine;
 use crate::shard;
 use crate::sip::dialog::{Dialog, DialogState, Leg, LegTransport, Side};
-use crate::sip::message::{name_addr_uri, param, uri_user, HeaderName, Method, SipMessage};
+use crate::sip::message::{
+    name_addr_uri, param, uri_host, uri_user, HeaderName, Method, SipMessage,
+};
 use crate::sip::transaction::{ClientInvite, ClientNonInvite, ServerRequest};
 
 impl Engine {
@@ -351,7 +353,7 @@ impl Engine {
                 .b2b_call_id(shard::call_id_key(a_call_id.as_bytes())),
             local_tag: self.ids.tag(),
             remote_tag: None,
-            local_party: format!("<sip:{from_user}@{}>", out_if.addr.ip()),
+            local_party: format!("<sip:{from_user}@{}>", uri_host(out_if.addr.ip())),
             remote_party: format!("<{uri}>"),
             remote_target: uri,
             route_set: Vec::new(),

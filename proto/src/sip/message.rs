@@ -574,6 +574,15 @@ pub fn name_addr_uri(v: &str) -> &str {
     v.split(';').next().unwrap_or(v).trim()
 }
 
+/// An IP address as the host of a SIP URI or a Via sent-by: an IPv6 address as a bracketed
+/// reference (`[2001:db8::1]`, RFC 3261 section 25.1), an IPv4 address as is.
+pub fn uri_host(ip: std::net::IpAddr) -> String {
+    match ip {
+        std::net::IpAddr::V4(v4) => v4.to_string(),
+        std::net::IpAddr::V6(v6) => format!("[{v6}]"),
+    }
+}
+
 /// The user part of a SIP URI (`sip:alice@host` gives `alice`).
 pub fn uri_user(uri: &str) -> Option<&str> {
     let rest = uri.split_once(':').map(|(_, r)| r).unwrap_or(uri);

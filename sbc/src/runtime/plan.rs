@@ -50,7 +50,7 @@ pub struct RuntimeSettings {
 /// One SIP interface as the runtime binds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listener {
-    /// Its realm.
+    /// Its realm, with ` ipv6` for the IPv6 interface of a realm (the configuration's key).
     pub realm: String,
     /// The UDP and TCP address.
     pub address: SocketAddr,

@@ -1464,6 +1464,7 @@ mod media {
     }
 }
 
+mod families;
 mod setup;
 
 #[test]
