@@ -1008,17 +1008,11 @@ fn media_keys_parse_and_round_trip() {
     assert_eq!(m.restricted_latching, RestrictedLatching::Sdp);
     assert_eq!((m.latching_window_ms, m.rtp_inactivity), (100, 86_400));
     let access = c.steering_pool("access").unwrap();
-    assert_eq!(
-        access.ip_address,
-        "192.0.2.10".parse::<IpAddr>().unwrap()
-    );
+    assert_eq!(access.ip_address, "192.0.2.10".parse::<IpAddr>().unwrap());
     assert_eq!(access.ports(), 30_000..=30_999);
     assert_eq!(access.pairs(), 500);
     let core = c.steering_pool("core").unwrap();
-    assert_eq!(
-        core.ip_address,
-        "192.0.2.11".parse::<IpAddr>().unwrap()
-    );
+    assert_eq!(core.ip_address, "192.0.2.11".parse::<IpAddr>().unwrap());
     assert_eq!(
         core.pairs(),
         49,

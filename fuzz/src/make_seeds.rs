@@ -166,6 +166,19 @@ fn main() -> std::io::Result<()> {
     }
     write("sip_message", "duplicate-to", two_to.as_bytes())?;
     write("sip_message", "tel-uri", tel.as_bytes())?;
+    // IPv6 references (RFC 5118): a valid INVITE on [::1] with an IPv6 Via and Contact, the
+    // ambiguous-port form, an IPv4-mapped address, and the unbracketed form that is refused.
+    let v6 = invite
+        .replace("127.0.0.1:5060", "[::1]:5060")
+        .replace("127.0.0.1:5090", "[2001:db8::9:1]:5090")
+        .replace("127.0.0.1", "[2001:db8::10]");
+    write("sip_message", "ipv6-invite", v6.as_bytes())?;
+    let ambiguous = v6.replacen("sip:bob@[::1]:5060", "sip:[2001:db8::10:5070]", 1);
+    write("sip_message", "ipv6-port-ambiguous", ambiguous.as_bytes())?;
+    let mapped = v6.replacen("sip:bob@[::1]:5060", "sip:bob@[::ffff:192.0.2.128]", 1);
+    write("sip_message", "ipv6-mapped", mapped.as_bytes())?;
+    let unbracketed = v6.replacen("sip:bob@[::1]:5060", "sip:bob@2001:db8::10", 1);
+    write("sip_message", "ipv6-unbracketed", unbracketed.as_bytes())?;
     let mut stream = vec![7u8, 200];
     stream.extend_from_slice(b"\r\n\r\n");
     stream.extend_from_slice(invite.as_bytes());

@@ -61,6 +61,7 @@ pub use config::{
 };
 use ids::Ids;
 pub use ids::BRANCH_PREFIX;
+pub use reach::uri_addr;
 pub use refusal::{stateless_503, Admission};
 pub use stats::Stats;
 use timers::TimerHeap;

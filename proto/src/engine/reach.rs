@@ -64,7 +64,7 @@ pub(crate) fn redial_address(leg: &Leg) -> Option<SocketAddr> {
 /// defaults to port 5060, `sips:` and `sip:…;transport=tls` to 5061; `None` for a host name, another scheme or a URI that
 /// does not parse.
 #[must_use]
-pub(crate) fn uri_addr(uri: &str) -> Option<SocketAddr> {
+pub fn uri_addr(uri: &str) -> Option<SocketAddr> {
     // A bare URI is taken whole: its user part may hold `;` (`sip:+1555;npdi@host`).
     let uri = if uri.contains('<') {
         name_addr_uri(uri)

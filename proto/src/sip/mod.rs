@@ -5,5 +5,7 @@ pub mod classify;
 pub mod dialog;
 pub mod framer;
 pub mod message;
+#[cfg(test)]
+mod rfc5118;
 pub mod strict;
 pub mod transaction;

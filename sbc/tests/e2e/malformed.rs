@@ -21,7 +21,8 @@
 //! For every case: nothing is relayed to the core side (a raw UDP socket on the session-agent's
 //! address records everything), and the SBC process is still alive afterwards. After the whole
 //! corpus a normal SIPp call (`-m 5`) still succeeds. `max-message-size` is set to 4096 so that
-//! an over-size datagram can be sent over UDP.
+//! an over-size datagram can be sent over UDP. The corpus runs twice: on IPv4 and on `::1`
+//! (IPv6 references everywhere, and cases of RFC 5118's invalid references).
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -392,6 +393,52 @@ fn udp_cases(b: &Builder) -> Vec<Case> {
                 &["Via: SIP/2.0/UDP not_a_host!:5060;branch=z9hG4bK-second"],
             ),
         ),
+        // --- IPv6 references (RFC 5118): brackets required, the address inside valid ---
+        udp(
+            "ipv6_uri_unbracketed",
+            Bad400,
+            b.with_start(
+                "ipv6_uri_unbracketed",
+                "INVITE sip:service@2001:db8::10 SIP/2.0",
+            ),
+        ),
+        udp(
+            "ipv6_uri_unclosed",
+            Bad400,
+            b.with_start("ipv6_uri_unclosed", "INVITE sip:service@[::1 SIP/2.0"),
+        ),
+        udp(
+            "ipv6_uri_ipv4_in_brackets",
+            Bad400,
+            b.with_start(
+                "ipv6_uri_ipv4_in_brackets",
+                "INVITE sip:service@[127.0.0.1]:5060 SIP/2.0",
+            ),
+        ),
+        udp(
+            "ipv6_uri_not_an_address",
+            Bad400,
+            b.with_start(
+                "ipv6_uri_not_an_address",
+                "INVITE sip:service@[2001:db8::g] SIP/2.0",
+            ),
+        ),
+        udp(
+            "ipv6_via_unbracketed",
+            Bad400,
+            b.valid_with(
+                "ipv6_via_unbracketed",
+                &["Via: SIP/2.0/UDP 2001:db8::9:1;branch=z9hG4bK-second"],
+            ),
+        ),
+        udp(
+            "ipv6_via_port_out_of_range",
+            Bad400,
+            b.valid_with(
+                "ipv6_via_port_out_of_range",
+                &["Via: SIP/2.0/UDP [2001:db8::9:1]:70000;branch=z9hG4bK-second"],
+            ),
+        ),
         udp(
             "strict_header_beyond_max_header_size",
             Bad400,
@@ -475,7 +522,18 @@ fn check(case: &Case, responses: &[SipMsg], failures: &mut Vec<String>) {
 
 #[test]
 fn malformed_corpus_is_answered_400_or_dropped() {
-    let mut config = SbcConfig::new();
+    corpus(SbcConfig::new());
+}
+
+/// The same corpus against a node whose interfaces and agent are on `::1` (issue 26): every
+/// case carries IPv6 references in its Via, From, To and Request-URI.
+#[test]
+fn malformed_corpus_over_ipv6_is_answered_400_or_dropped() {
+    let v6 = IpAddr::V6(std::net::Ipv6Addr::LOCALHOST);
+    corpus(SbcConfig::with_addresses(v6, v6, v6));
+}
+
+fn corpus(mut config: SbcConfig) {
     config.max_message_size = Some(4096);
     config.sip_lines = vec!["max-header-size = 1024".into()];
     let core = RawUdp::bind_addr(config.agent);
