@@ -704,6 +704,10 @@ element! {
     TLS_SERVER_NAME "tls-server-name": KeySpec::new(Ty::Str, Dflt::Unset,
         "with transport tls: SNI, and the name the agent's certificate must carry (default its address)")
         .hint("<DNS name or IP address | \"\">").optional().example("\"pbx.example.com\"");
+    MAX_UDP_LENGTH "max-udp-length": int16(0,
+        "with transport udp: a new request larger than this goes over TCP to the agent's port \
+         (RFC 3261 18.1.1: 1300 when the path MTU is unknown; the agent must listen on TCP), bytes")
+        .range(0, 65_535).note("0 = off");
 }}
 
 element! {

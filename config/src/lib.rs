@@ -414,6 +414,7 @@ impl Config {
                                 transport: Transport::Udp,
                                 tls_profile: None,
                                 tls_server_name: None,
+                                max_udp_length: 0,
                             });
                             self.session_agents.len() - 1
                         }

@@ -1069,6 +1069,12 @@ pub struct SessionAgent {
     /// Default: the agent's `address`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_server_name: Option<String>,
+    /// `max-udp-length`: with `transport = "udp"`, a new request (INVITE or out-of-dialog)
+    /// whose size exceeds this goes over TCP to the agent's address and port instead (RFC 3261
+    /// section 18.1.1: 1300 bytes when the path MTU is unknown), for the whole dialog; 0 never
+    /// switches. The agent's realm interface of its family must listen on TCP.
+    #[serde(default)]
+    pub max_udp_length: u16,
 }
 
 impl SessionAgent {
@@ -1348,6 +1354,7 @@ pub(crate) fn default_agents() -> Vec<SessionAgent> {
         transport: Transport::Udp,
         tls_profile: None,
         tls_server_name: None,
+        max_udp_length: 0,
     }]
 }
 

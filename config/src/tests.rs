@@ -211,6 +211,7 @@ fn embedded_default_is_exactly_as_documented() {
             transport: Transport::Udp,
             tls_profile: None,
             tls_server_name: None,
+            max_udp_length: 0,
         }]
     );
     assert_eq!(
@@ -1313,5 +1314,34 @@ default-route = "v6"
         &format!("{with_pools}{}", pool("core", "::2", 23_000)),
         "steering-pool[3].realm-id",
         &["already has an IPv6 steering-pool"],
+    );
+}
+
+#[test]
+fn max_udp_length_needs_udp_and_a_tcp_listener() {
+    let agent = |extra: &str| {
+        with_interfaces(&format!(
+            "[[session-agent]]\nname = \"core\"\nrealm = \"core\"\nport = 5080\n{extra}"
+        ))
+    };
+    let c = Config::from_toml_str(&agent("max-udp-length = 1300\n")).unwrap();
+    assert_eq!(c.session_agents[0].max_udp_length, 1300);
+    refused_invalid(
+        &agent("max-udp-length = 100\n"),
+        "session-agent[0].max-udp-length",
+        &["500..=65535"],
+    );
+    refused_invalid(
+        &agent("transport = \"tcp\"\nmax-udp-length = 1300\n"),
+        "session-agent[0].max-udp-length",
+        &["reached over tcp"],
+    );
+    let udp_only = "[[sip-interface]]\nrealm = \"access\"\nport = 5060\n[[sip-interface]]\n\
+                    realm = \"core\"\nport = 5062\ntransports = [\"udp\"]\n[[session-agent]]\n\
+                    name = \"core\"\nrealm = \"core\"\nport = 5080\nmax-udp-length = 1300\n";
+    refused_invalid(
+        udp_only,
+        "session-agent[0].max-udp-length",
+        &["does not listen on TCP"],
     );
 }

@@ -1350,7 +1350,56 @@ fn agents(
             ));
         }
         port(key("port"), agent.port)?;
+        agent_udp_length(agent, interfaces, key)?;
         agent_tls(agent, interfaces, profiles, key)?;
+    }
+    Ok(())
+}
+
+/// A session-agent's `max-udp-length`: 0, or with `transport = "udp"` at least 500 bytes (no
+/// SIP request fits below) and TCP listening on the agent's realm interface of its family
+/// (the agent's responses and in-dialog requests come back over TCP).
+fn agent_udp_length(
+    agent: &SessionAgent,
+    interfaces: &[SipInterface],
+    key: impl Fn(&str) -> String,
+) -> Result<(), ConfigError> {
+    let length = agent.max_udp_length;
+    if length == 0 {
+        return Ok(());
+    }
+    let refuse = |reason: String, valid: &str| {
+        Err(ConfigError::invalid(
+            key("max-udp-length"),
+            length.to_string(),
+            reason,
+            valid,
+        ))
+    };
+    if agent.transport != Transport::Udp {
+        return refuse(
+            format!("the agent is reached over {}, not udp", agent.transport),
+            "0 (off) unless transport is udp",
+        );
+    }
+    if length < 500 {
+        return refuse(
+            "no SIP request is that short".into(),
+            "0 (off), or 500..=65535",
+        );
+    }
+    let tcp = interfaces.iter().any(|i| {
+        i.realm == agent.realm && same_family(i.address, agent.address) && i.has(Transport::Tcp)
+    });
+    if !tcp {
+        return refuse(
+            format!(
+                "the {} sip-interface of realm {} does not listen on TCP",
+                family(agent.address),
+                quoted(&agent.realm)
+            ),
+            "0 (off), or add tcp to that interface's transports",
+        );
     }
     Ok(())
 }

@@ -283,6 +283,11 @@ fn sip_counter(
             None,
             "Calls whose media was anchored",
         ),
+        "udp_to_tcp" => (
+            "sbc_sip_udp_to_tcp",
+            None,
+            "New requests sent over TCP because they exceeded the agent's max-udp-length",
+        ),
         "media_inactive_ended" => (
             "sbc_media_calls_inactive_ended",
             None,

@@ -212,6 +212,7 @@ pub fn engine_config(cfg: &Config) -> anyhow::Result<EngineConfig> {
                     addr: agent.socket_addr(),
                     transport: leg_transport(agent.transport),
                     interface: out,
+                    max_udp_length: usize::from(agent.max_udp_length),
                 })
             }
         };

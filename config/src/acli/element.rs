@@ -180,6 +180,7 @@ impl Kind {
                 transport: crate::model::DEFAULT_TRANSPORT,
                 tls_profile: None,
                 tls_server_name: None,
+                max_udp_length: 0,
             }),
             Self::AlarmThreshold => Element::AlarmThreshold(AlarmThreshold::default()),
             Self::TrapReceiver => Element::TrapReceiver(TrapReceiver::default()),

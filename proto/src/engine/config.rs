@@ -50,6 +50,9 @@ pub struct NextHop {
     pub transport: LegTransport,
     /// Index of the interface that faces it.
     pub interface: usize,
+    /// Over UDP: a new request larger than this many bytes goes over TCP instead (RFC 3261
+    /// section 18.1.1), and its dialog stays on TCP; 0 never switches.
+    pub max_udp_length: usize,
 }
 
 /// The engine's view of the configuration.

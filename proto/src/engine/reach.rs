@@ -271,6 +271,7 @@ mod takeover {
                     addr: sa(CALLEE),
                     transport: LegTransport::Tcp,
                     interface: 1,
+                    max_udp_length: 0,
                 }),
                 None,
             ],

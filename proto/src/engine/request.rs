@@ -304,6 +304,14 @@ impl Engine {
                 return;
             }
         }
+        if let Some(call) = self.calls.get(&id) {
+            if self.over_udp_length(&hop, &call.dialog.callee, &Method::Invite, &msg, mf) {
+                self.stats.udp_to_tcp += 1;
+                if let Some(call) = self.calls.get_mut(&id) {
+                    call.dialog.callee.transport = LegTransport::Tcp;
+                }
+            }
+        }
         let ckey = self.send_on_leg(
             now,
             id,
@@ -319,6 +327,28 @@ impl Engine {
         }
         // From here the callee may answer: the standby must be able to finish the set-up.
         self.replicate(id);
+    }
+
+    /// Whether the new request `msg`, relayed as `method` on `leg` toward `hop` (its first
+    /// request, CSeq one), goes over TCP instead of UDP: the hop sets `max-udp-length` and the
+    /// request as built exceeds it (RFC 3261 section 18.1.1). The size is measured with a
+    /// branch of the real one's length; Via and Contact name the transport with as many bytes
+    /// either way.
+    fn over_udp_length(
+        &self,
+        hop: &NextHop,
+        leg: &Leg,
+        method: &Method,
+        msg: &SipMessage,
+        mf: u32,
+    ) -> bool {
+        if hop.max_udp_length == 0 || leg.transport != LegTransport::Udp {
+            return false;
+        }
+        let probe_branch = format!("{BRANCH_PREFIX}{:016x}", 0);
+        self.build_request(leg, method, 1, &probe_branch, msg, mf)
+            .len()
+            > hop.max_udp_length
     }
 
     /// The leg toward `hop` for a new request `msg`: a fresh Call-ID carrying the shard key of
@@ -374,7 +404,11 @@ impl Engine {
         mf: u32,
     ) {
         let method = msg.method().cloned().unwrap_or(Method::Options);
-        let leg = self.outbound_leg(&msg, &hop, 0);
+        let mut leg = self.outbound_leg(&msg, &hop, 0);
+        if self.over_udp_length(&hop, &leg, &method, &msg, mf) {
+            self.stats.udp_to_tcp += 1;
+            leg.transport = LegTransport::Tcp;
+        }
         self.stats.routed_new += 1;
         let tag = self.ids.tag();
         self.new_server(&key, inbound, &msg, false, Some(tag), None);

@@ -52,6 +52,9 @@ pub struct Stats {
     pub media_sdp_refused: u64,
     /// Calls ended with BYE on both legs after `rtp-inactivity` without RTP.
     pub media_inactive_ended: u64,
+    /// New requests sent over TCP instead of UDP because they exceeded the agent's
+    /// `max-udp-length` (RFC 3261 section 18.1.1).
+    pub udp_to_tcp: u64,
 }
 
 impl std::ops::AddAssign<&Self> for Stats {
@@ -66,7 +69,7 @@ impl std::ops::AddAssign<&Self> for Stats {
 
 impl Stats {
     /// The number of counters.
-    pub const COUNT: usize = 22;
+    pub const COUNT: usize = 23;
 
     /// Every counter with its name (the serialised field name), in declaration order.
     fn counters_mut(&mut self) -> [(&'static str, &mut u64); Self::COUNT] {
@@ -93,6 +96,7 @@ impl Stats {
             media_ports_503,
             media_sdp_refused,
             media_inactive_ended,
+            udp_to_tcp,
         } = self;
         // Destructured, so a new counter that is not listed here does not compile.
         [
@@ -118,6 +122,7 @@ impl Stats {
             ("media_ports_503", media_ports_503),
             ("media_sdp_refused", media_sdp_refused),
             ("media_inactive_ended", media_inactive_ended),
+            ("udp_to_tcp", udp_to_tcp),
         ]
     }
 

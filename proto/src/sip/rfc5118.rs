@@ -126,9 +126,7 @@ fn port_ambiguous_and_unambiguous() {
         "",
     ));
     assert_eq!(
-        ambiguous
-            .request_uri()
-            .and_then(crate::engine::uri_addr),
+        ambiguous.request_uri().and_then(crate::engine::uri_addr),
         Some(SocketAddr::new(ip("2001:db8::10:5070"), 5060))
     );
     let unambiguous = accepted(&request(
@@ -138,9 +136,7 @@ fn port_ambiguous_and_unambiguous() {
         "",
     ));
     assert_eq!(
-        unambiguous
-            .request_uri()
-            .and_then(crate::engine::uri_addr),
+        unambiguous.request_uri().and_then(crate::engine::uri_addr),
         Some(SocketAddr::new(ip("2001:db8::10"), 5070))
     );
 }

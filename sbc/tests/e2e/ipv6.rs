@@ -205,3 +205,40 @@ fn the_ipv6_callee_scenario_refuses_an_ipv4_offer() {
         "{description}"
     );
 }
+
+/// RFC 3261 section 18.1.1 on `::1`: the agent has `max-udp-length = 1300` and listens on TCP
+/// only (SIPp UAS over TCP); callers send over UDP. Their INVITEs of more than 1300 bytes are
+/// relayed over TCP, the calls complete, and `show sip-stats` counts each switch.
+#[test]
+fn a_large_invite_over_udp_reaches_the_agent_over_tcp() {
+    use sbc_e2e::acli::Mgmt;
+    use sbc_e2e::{ports, run_pair, Sipp};
+    use std::net::SocketAddr;
+
+    let mut config = SbcConfig::with_addresses(V6, V6, V6);
+    config.extra_toml = String::new();
+    let mut node = SbcNode::start(&config.to_toml().replace(
+        "transport = \"udp\"",
+        "transport = \"udp\"\nmax-udp-length = 1300",
+    ));
+    let dir = node.dir().clone();
+    let uas = Sipp::new(&dir, "uas")
+        .builtin("uas")
+        .local(config.agent)
+        .tcp()
+        .calls(5)
+        .timeout(Duration::from_secs(40));
+    let uac = Sipp::new(&dir, "uac")
+        .scenario("uac_large.xml")
+        .local(SocketAddr::new(V6, ports::free_port()))
+        .remote(config.access)
+        .calls(5)
+        .rate(5)
+        .timeout(Duration::from_secs(30));
+    let (uac, uas) = run_pair(uas, config.agent, true, uac);
+    uac.assert_success(5);
+    uas.assert_success(5);
+    let stats = Mgmt::connect(&node.mgmt_socket()).data("show sip-stats");
+    assert_eq!(stats["counters"]["udp_to_tcp"], 5, "{stats:#}");
+    node.assert_alive();
+}

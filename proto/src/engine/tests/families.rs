@@ -60,6 +60,7 @@ fn engine(s: &Sides, table: &Arc<Mutex<MediaTable>>) -> Engine {
                 addr: s.callee,
                 transport: LegTransport::Udp,
                 interface: 1,
+                max_udp_length: 0,
             }),
             None,
         ],
@@ -260,4 +261,55 @@ fn an_ipv4_caller_reaches_an_ipv6_core_and_each_leg_names_only_its_family() {
 #[test]
 fn an_ipv6_caller_reaches_an_ipv4_core_and_each_leg_names_only_its_family() {
     call_across(&sides(V6_TO_V4));
+}
+
+/// RFC 3261 section 18.1.1: with the agent's `max-udp-length` at 1300, an INVITE that the
+/// B2BUA builds larger goes over TCP (Via `SIP/2.0/TCP`, the dialog's callee leg on TCP); a
+/// small one stays on UDP.
+#[test]
+fn a_request_past_max_udp_length_goes_over_tcp() {
+    let s = sides(V4_TO_V6);
+    for (padding, expected) in [(0, LegTransport::Udp), (1400, LegTransport::Tcp)] {
+        let table = table();
+        let mut e = engine(&s, &table);
+        e.cfg.routes[0] = e.cfg.routes[0].take().map(|hop| NextHop {
+            max_udp_length: 1300,
+            ..hop
+        });
+        let invite = format!(
+            "INVITE sip:bob@{access} SIP/2.0\r\nVia: SIP/2.0/UDP {caller};branch=z9hG4bKbig\r\n\
+             Max-Forwards: 70\r\nFrom: <sip:alice@{caller_host}>;tag=a1\r\n\
+             To: <sip:bob@{access}>\r\nCall-ID: big-{padding}\r\nCSeq: 1 INVITE\r\n\
+             Contact: <sip:alice@{caller}>\r\nX-Padding: {pad}\r\nContent-Length: 0\r\n\r\n",
+            access = s.access,
+            caller = s.caller,
+            caller_host = host(s.caller),
+            pad = "x".repeat(padding.max(1)),
+        );
+        send(&mut e, Instant::now(), 0, s.caller, &invite);
+        let mut sent = Vec::new();
+        while let Some(t) = e.poll_transmit() {
+            if t.dest == s.callee {
+                sent.push(t);
+            }
+        }
+        let t = sent.first().expect("INVITE relayed");
+        assert_eq!(t.transport, expected, "padding {padding}");
+        let msg = SipMessage::parse(&t.payload).expect("parses");
+        let token = if expected == LegTransport::Tcp {
+            "TCP"
+        } else {
+            "UDP"
+        };
+        assert!(
+            msg.top_via()
+                .is_some_and(|v| v.starts_with(&format!("SIP/2.0/{token} "))),
+            "{:?}",
+            msg.top_via()
+        );
+        assert_eq!(
+            e.stats().udp_to_tcp,
+            u64::from(expected == LegTransport::Tcp)
+        );
+    }
 }

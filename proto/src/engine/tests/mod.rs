@@ -52,6 +52,7 @@ fn config() -> EngineConfig {
                 addr: sa(CALLEE),
                 transport: LegTransport::Udp,
                 interface: 1,
+                max_udp_length: 0,
             }),
             None,
         ],
