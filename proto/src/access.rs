@@ -38,8 +38,8 @@ use serde::{Serialize, Serializer};
 /// Sources tracked at most.
 pub const MAX_SOURCES: usize = 65_536;
 
-/// The prefix length IPv6 sources are aggregated to by default: a /64, the smallest subnet
-/// an IPv6 host is given (RFC 7421), so one stranger is one source.
+/// The prefix length IPv6 sources are aggregated to by default: a /64, the size of an IPv6
+/// LAN (RFC 7421), any of whose addresses a host on it may take.
 pub const DEFAULT_IPV6_PREFIX: u8 = 64;
 
 /// `addr` with an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`, as a dual-stack socket reports
