@@ -597,6 +597,9 @@ element! {
     SOURCE_DENY_SECONDS "source-deny-seconds": int(120,
         "how long a source that keeps exceeding its rate is denied, s")
         .range(0, 86_400).note("0 = only limit");
+    SOURCE_IPV6_PREFIX_LENGTH "source-ipv6-prefix-length": int8(64,
+        "IPv6 sources in one prefix this long are one source (rates, denies, TCP caps)")
+        .range(32, 128);
     MAX_CALLS "max-calls": int(100_000, "calls held at most; a new INVITE beyond gets 503")
         .range(64, 10_000_000);
     MAX_TRANSACTIONS "max-transactions": int(200_000,
@@ -609,7 +612,7 @@ element! {
     TCP_MAX_CONNECTIONS "tcp-max-connections": int(2048,
         "TCP connections accepted per sip-interface at most").range(1, 1_000_000);
     TCP_MAX_CONNECTIONS_PER_SOURCE "tcp-max-connections-per-source": int(64,
-        "TCP connections from one IP address at most (session-agents exempt)")
+        "TCP connections from one source (IPv6: its prefix) at most (session-agents exempt)")
         .bounds(Bound::Value(1), Bound::Key("tcp-max-connections"));
     TCP_MESSAGE_TIMEOUT_MS "tcp-message-timeout-ms": int(20_000,
         "a TCP message must be complete this long after its first byte, ms")

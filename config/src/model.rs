@@ -827,6 +827,10 @@ pub struct SipConfig {
     /// is empty is denied this long (every message dropped, an SNMP trap sent); 0 = only limit (the
     /// default: `pike`).
     pub source_deny_seconds: u64,
+    /// `source-ipv6-prefix-length`: IPv6 sources are counted per prefix of this length by the
+    /// per-source rates, denies and TCP connection caps (a stranger holding a /64 has 2^64
+    /// addresses); IPv4 sources per address.
+    pub source_ipv6_prefix_length: u8,
     /// `in-dialog-source`: where an in-dialog request must come from to be taken for its leg
     /// (beside the leg's interface, transport and remote tag), and a response from the next hop the
     /// request went to: `address`, `ip` or `any` (see [`InDialogSource`]). A mismatch gets 481 (a
@@ -839,8 +843,8 @@ pub struct SipConfig {
     /// `tcp-max-connections`: TCP connections accepted per `sip-interface` at most; one beyond is
     /// closed at once (the default: Kamailio's and OpenSIPS's `tcp_max_connections`).
     pub tcp_max_connections: usize,
-    /// `tcp-max-connections-per-source`: TCP connections from one IP address at most
-    /// (session-agents exempt).
+    /// `tcp-max-connections-per-source`: TCP connections from one source at most: an IPv4
+    /// address, or an IPv6 prefix of `source-ipv6-prefix-length` bits (session-agents exempt).
     pub tcp_max_connections_per_source: usize,
     /// `tcp-message-timeout-ms`: a message on TCP must be complete (headers and body) this long
     /// after its first byte, or the connection is closed (the default: Kamailio's
@@ -884,6 +888,7 @@ impl Default for SipConfig {
             source_rate: const { sip_config::SOURCE_RATE.u32() },
             source_burst: const { sip_config::SOURCE_BURST.u32() },
             source_deny_seconds: const { sip_config::SOURCE_DENY_SECONDS.int() },
+            source_ipv6_prefix_length: const { sip_config::SOURCE_IPV6_PREFIX_LENGTH.u8() },
             max_calls: const { sip_config::MAX_CALLS.usize() },
             max_transactions: const { sip_config::MAX_TRANSACTIONS.usize() },
             in_dialog_source: InDialogSource::DEFAULT,

@@ -1343,3 +1343,22 @@ fn system_config_metrics_address_is_off_by_default_and_refuses_port_0() {
         &["port 0"],
     );
 }
+
+#[test]
+fn source_ipv6_prefix_length_is_32_to_128() {
+    for bad in [0, 31, 129, 255] {
+        refused_invalid(
+            &format!("[sip-config]\nsource-ipv6-prefix-length = {bad}\n"),
+            "sip-config.source-ipv6-prefix-length",
+            &["out of range", "(valid: 32..=128)"],
+        );
+    }
+    for good in [32, 48, 64, 128] {
+        let c = Config::from_toml_str(&format!(
+            "[sip-config]\nsource-ipv6-prefix-length = {good}\n"
+        ))
+        .expect("valid");
+        assert_eq!(c.sip_config.source_ipv6_prefix_length, good);
+    }
+    assert_eq!(Config::default().sip_config.source_ipv6_prefix_length, 64);
+}

@@ -165,6 +165,7 @@ fn embedded_default_is_exactly_as_documented() {
             source_rate: 15,
             source_burst: 30,
             source_deny_seconds: 120,
+            source_ipv6_prefix_length: 64,
             max_calls: 100_000,
             max_transactions: 200_000,
             in_dialog_source: InDialogSource::Address,

@@ -949,6 +949,11 @@ fn sip(sip: &SipConfig) -> Result<(), ConfigError> {
     check(at, &k::SOURCE_RATE, sip.source_rate)?;
     check(at, &k::SOURCE_BURST, sip.source_burst)?;
     check(at, &k::SOURCE_DENY_SECONDS, sip.source_deny_seconds)?;
+    check(
+        at,
+        &k::SOURCE_IPV6_PREFIX_LENGTH,
+        sip.source_ipv6_prefix_length,
+    )?;
     check(at, &k::MAX_CALLS, sip.max_calls)?;
     check(at, &k::MAX_TRANSACTIONS, sip.max_transactions)?;
     check(at, &k::MAX_HEADER_SIZE, sip.max_header_size)?;

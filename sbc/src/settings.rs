@@ -30,8 +30,9 @@ use crate::runtime::{Listener, LiveSettings, MediaPlan, MediaTiming, RuntimeSett
 use crate::snmp_v3::{ReceiverSettings, SnmpSettings, UserSettings};
 use crate::workers::{WorkSettings, SHARDS};
 
-/// Per-source protection: `sip-config source-rate`, `source-burst` and
-/// `source-deny-seconds`, the `access-control` lists, and the session-agents (trusted).
+/// Per-source protection: `sip-config source-rate`, `source-burst`, `source-deny-seconds`
+/// and `source-ipv6-prefix-length`, the `access-control` lists, and the session-agents
+/// (trusted).
 #[must_use]
 pub fn access(cfg: &Config) -> AccessSettings {
     let s = &cfg.sip_config;
@@ -52,6 +53,7 @@ pub fn access(cfg: &Config) -> AccessSettings {
         allow,
         deny,
         trusted: cfg.session_agents.iter().map(|a| a.address).collect(),
+        ipv6_prefix: s.source_ipv6_prefix_length,
     }
 }
 
@@ -122,13 +124,19 @@ pub fn tcp_edge(cfg: &Config) -> EdgeSettings {
             max_message: s.max_message_size,
             max_connections: s.tcp_max_connections,
             max_per_source: s.tcp_max_connections_per_source,
+            source_ipv6_prefix: s.source_ipv6_prefix_length,
             message_timeout: Duration::from_millis(s.tcp_message_timeout_ms),
             idle_timeout: Duration::from_millis(s.tcp_idle_timeout_ms),
             write_queue_bytes: s.tcp_write_queue_bytes,
             write_timeout: Duration::from_millis(s.tcp_write_timeout_ms),
             handshake_timeout: Duration::from_millis(s.tls_handshake_timeout_ms),
         },
-        trusted: cfg.session_agents.iter().map(|a| a.address).collect(),
+        // Peers are canonical (IPv4-mapped addresses made IPv4), so are the agents.
+        trusted: cfg
+            .session_agents
+            .iter()
+            .map(|a| a.address.to_canonical())
+            .collect(),
     }
 }
 
@@ -611,5 +619,28 @@ mod tests {
             sbc_config::MAX_WORKERS,
             sbc_proto::overload::autoscale::MAX_WORKERS as usize
         );
+        let sip = sbc_config::SipConfig::default();
+        assert_eq!(
+            sip.source_ipv6_prefix_length,
+            sbc_proto::access::DEFAULT_IPV6_PREFIX
+        );
+    }
+
+    /// `source-ipv6-prefix-length` reaches the rate buckets and the TCP caps; session-agents
+    /// written IPv4-mapped are trusted as the IPv4 peers they are.
+    #[test]
+    fn the_ipv6_prefix_length_reaches_access_control_and_the_tcp_caps() {
+        let mut cfg = sbc_config::Config::default();
+        cfg.sip_config.source_ipv6_prefix_length = 56;
+        assert!(!cfg.session_agents.is_empty(), "the default agent");
+        for a in &mut cfg.session_agents {
+            a.address = "::ffff:192.0.2.9".parse().expect("address");
+        }
+        assert_eq!(super::access(&cfg).ipv6_prefix, 56);
+        let edge = super::tcp_edge(&cfg);
+        assert_eq!(edge.limits.source_ipv6_prefix, 56);
+        assert!(edge
+            .trusted
+            .contains(&std::net::IpAddr::from([192, 0, 2, 9])));
     }
 }

@@ -8,6 +8,7 @@
 
 use std::net::IpAddr;
 
+use ipnet::IpNet;
 use sbc_config::acli::{no_args, resolve_arg, OperLine, OperSpec, Operations};
 
 /// The operational commands, which the node carries out and answers.
@@ -41,10 +42,11 @@ pub enum OperCommand {
     ShowAccessControl,
     /// `show tls`: the TLS profiles' certificates, their expiry, the TLS connection counters.
     ShowTls,
-    /// `clear-deny <address>`: lift a source's dynamic deny.
+    /// `clear-deny <address | prefix>`: lift a source's dynamic deny (an IPv6 source is a
+    /// prefix: any address of it, or the prefix, names it).
     ClearDeny {
-        /// The source.
-        address: IpAddr,
+        /// The source: an address (a host prefix) or a prefix.
+        address: IpNet,
     },
     /// `notify berpd force`: force a switchover.
     NotifyBerpdForce,
@@ -78,8 +80,8 @@ pub static OPERATIONS: Operations = Operations {
         },
         OperSpec {
             word: "clear-deny",
-            help: "clear-deny <address>: let a source denied for its rate in again",
-            args: &[&[("<address>", "a source show access-control lists")]],
+            help: "clear-deny <address | prefix>: let a source denied for its rate in again",
+            args: &[&[("<address | prefix>", "a source show access-control lists")]],
             late: false,
         },
         OperSpec {
@@ -182,16 +184,23 @@ impl OperCommand {
                 })
             }
             "clear-deny" => {
-                let usage = "clear-deny <address> (as show access-control lists it)";
+                let usage = "clear-deny <address | prefix> (as show access-control lists it)";
                 let [addr] = args else {
                     return Err(format!(
                         "\"clear-deny\" takes one address, got {} word(s): valid: {usage}",
                         args.len()
                     ));
                 };
-                let address = addr.parse().map_err(|_| {
-                    format!("{} is not an IP address: valid: {usage}", quoted(addr))
-                })?;
+                let address = addr
+                    .parse::<IpAddr>()
+                    .map(IpNet::from)
+                    .or_else(|_| addr.parse::<IpNet>())
+                    .map_err(|_| {
+                        format!(
+                            "{} is not an IP address or prefix: valid: {usage}",
+                            quoted(addr)
+                        )
+                    })?;
                 Ok(Self::ClearDeny { address })
             }
             "notify" => {
@@ -276,7 +285,19 @@ mod tests {
             (
                 "clear-deny 192.0.2.7",
                 OperCommand::ClearDeny {
-                    address: [192, 0, 2, 7].into(),
+                    address: std::net::IpAddr::from([192, 0, 2, 7]).into(),
+                },
+            ),
+            (
+                "clear-deny fd00:64::/64",
+                OperCommand::ClearDeny {
+                    address: "fd00:64::/64".parse().expect("net"),
+                },
+            ),
+            (
+                "clear-deny fd00:64::9",
+                OperCommand::ClearDeny {
+                    address: "fd00:64::9/128".parse().expect("net"),
                 },
             ),
         ];
@@ -299,7 +320,7 @@ mod tests {
              shows them)"
         );
         assert!(err("clear-alarm 3").contains("clear-alarm <id> <task>"));
-        assert!(err("clear-deny nowhere").contains("\"nowhere\" is not an IP address"));
+        assert!(err("clear-deny nowhere").contains("\"nowhere\" is not an IP address or prefix"));
         assert!(err("show media now").contains("takes no argument"));
         assert!(err("show me").contains("ambiguous word \"me\""));
     }

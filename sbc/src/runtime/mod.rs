@@ -75,6 +75,8 @@ pub struct ShardSnapshot {
 /// Where the engines' output goes: UDP sockets, TCP connections, the HA state sync.
 struct Wire {
     udp: RwLock<Vec<Option<Arc<UdpSocket>>>>,
+    /// Whether each interface's UDP socket is IPv6 (IPv4 peers then get mapped addresses).
+    udp_v6: Vec<bool>,
     tcp_out: tmpsc::UnboundedSender<Transmit>,
     tls_out: tmpsc::UnboundedSender<Transmit>,
     /// Where confirmed-dialog changes go (the HA state sync), if anywhere.
@@ -91,7 +93,8 @@ impl Outlet for Wire {
                     .ok()
                     .and_then(|u| u.get(t.interface).cloned().flatten());
                 if let Some(sock) = sock {
-                    if let Err(e) = sock.send_to(&t.payload, t.dest) {
+                    let v6 = self.udp_v6.get(t.interface).copied().unwrap_or(false);
+                    if let Err(e) = sock.send_to(&t.payload, udp::dest_for(v6, t.dest)) {
                         debug!(dest = %t.dest, error = %e, "UDP send failed");
                     }
                 }
@@ -242,6 +245,7 @@ pub async fn start(settings: &RuntimeSettings, bind: bool) -> anyhow::Result<Nod
     let listeners = &settings.listeners;
     let wire = Arc::new(Wire {
         udp: RwLock::new(vec![None; listeners.len()]),
+        udp_v6: listeners.iter().map(|l| l.address.is_ipv6()).collect(),
         tcp_out: tcp_tx,
         tls_out: tls_tx,
         dialog_sync: Mutex::new(None),
@@ -746,9 +750,10 @@ impl Node {
         lock(&self.shared.access).report(Instant::now())
     }
 
-    /// `clear-deny`: lifts a source's dynamic deny; false if it was not denied.
-    pub fn clear_deny(&self, source: IpAddr) -> bool {
-        lock(&self.shared.access).clear_deny(source)
+    /// `clear-deny`: lifts the dynamic denies of the sources `net` is in or holds (an address,
+    /// or a prefix as `show access-control` lists it); how many were lifted.
+    pub fn clear_deny(&self, net: ipnet::IpNet) -> usize {
+        lock(&self.shared.access).clear_deny(net)
     }
 
     /// The TCP counters (connections open, refused, closed and why), for `show sip-stats`.

@@ -4,8 +4,12 @@
 //! # Limits (all `sip-config` keys, see [`TcpSettings`])
 //!
 //! - **Connections**: at most `tcp-max-connections` accepted per interface, and at most
-//!   `tcp-max-connections-per-source` from one IP address (session-agents are exempt: a carrier
-//!   trunk or a PBX may open many). A connection beyond either is closed at once, counted.
+//!   `tcp-max-connections-per-source` from one source (session-agents are exempt: a carrier
+//!   trunk or a PBX may open many). A source is an IPv4 address or an IPv6 prefix of
+//!   `source-ipv6-prefix-length` bits ([`SourceKey`]), so a host holding a /64 cannot open the
+//!   cap from each of its addresses. A connection beyond either cap is closed at once, counted.
+//!   An IPv4 peer of a dual-stack listener (`::ffff:a.b.c.d`) is its IPv4 address from the
+//!   accept on: its connection, its messages and its cap.
 //! - **Deadlines**: a message must be complete (header block and body) within
 //!   `tcp-message-timeout-ms` of its first byte, so a client that trickles a header block is cut
 //!   off however active it looks; a connection with no traffic at all for
@@ -59,6 +63,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
+use sbc_proto::access::{canonical, SourceKey};
 use sbc_proto::dialling::{Dialling, Local503s, Queued, MIN_ITEM_COST};
 use sbc_proto::engine::{Inbound, Transmit};
 use sbc_proto::sip::dialog::LegTransport;
@@ -74,8 +79,10 @@ pub struct TcpSettings {
     pub max_message: usize,
     /// Connections accepted per interface at most.
     pub max_connections: usize,
-    /// Connections from one source IP at most (session-agents exempt).
+    /// Connections from one source at most (session-agents exempt).
     pub max_per_source: usize,
+    /// The prefix length IPv6 peers are counted per by `max_per_source`.
+    pub source_ipv6_prefix: u8,
     /// A message must be complete this long after its first byte.
     pub message_timeout: Duration,
     /// A connection without traffic is closed after this.
@@ -310,7 +317,7 @@ pub struct TcpEdge {
     dialled_per_interface: Vec<AtomicUsize>,
     /// Each interface's IP: the source address of the connections dialled from it.
     interface_ips: Vec<IpAddr>,
-    per_source: Mutex<HashMap<IpAddr, usize>>,
+    per_source: Mutex<HashMap<SourceKey, usize>>,
     stats: TcpStats,
 }
 
@@ -415,9 +422,10 @@ impl TcpEdge {
             return None;
         }
         let trusted = self.trusted.read().is_ok_and(|t| t.contains(&peer.ip()));
+        let source = SourceKey::of(peer.ip(), s.source_ipv6_prefix);
         if !trusted {
             let mut per = self.per_source.lock().ok()?;
-            let n = per.entry(peer.ip()).or_insert(0);
+            let n = per.entry(source).or_insert(0);
             if *n >= s.max_per_source {
                 drop(per);
                 count.fetch_sub(1, Ordering::AcqRel);
@@ -429,7 +437,7 @@ impl TcpEdge {
         Some(Admitted {
             edge: self.clone(),
             interface,
-            source: (!trusted).then_some(peer.ip()),
+            source: (!trusted).then_some(source),
             dialled: false,
         })
     }
@@ -457,7 +465,8 @@ impl TcpEdge {
 struct Admitted {
     edge: Arc<TcpEdge>,
     interface: usize,
-    source: Option<IpAddr>,
+    /// The source whose per-source count it holds (none if trusted or dialled).
+    source: Option<SourceKey>,
     dialled: bool,
 }
 
@@ -471,12 +480,12 @@ impl Drop for Admitted {
         if let Some(c) = counts.get(self.interface) {
             c.fetch_sub(1, Ordering::AcqRel);
         }
-        if let Some(ip) = self.source {
+        if let Some(source) = self.source {
             if let Ok(mut per) = self.edge.per_source.lock() {
-                if let Some(n) = per.get_mut(&ip) {
+                if let Some(n) = per.get_mut(&source) {
                     *n = n.saturating_sub(1);
                     if *n == 0 {
-                        per.remove(&ip);
+                        per.remove(&source);
                     }
                 }
             }
@@ -497,6 +506,8 @@ pub async fn accept_loop(
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
+                // Once, here: the connection is registered, capped and dispatched under it.
+                let peer = canonical(peer);
                 let Some(admitted) = edge.admit(interface, peer) else {
                     debug!(%peer, "TCP connection refused: connection cap");
                     drop(stream);
@@ -953,5 +964,83 @@ pub async fn sender(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn edge(max_per_source: usize, prefix: u8) -> Arc<TcpEdge> {
+        let settings = EdgeSettings {
+            limits: TcpSettings {
+                max_message: 65_535,
+                max_connections: 1000,
+                max_per_source,
+                source_ipv6_prefix: prefix,
+                message_timeout: Duration::from_secs(20),
+                idle_timeout: Duration::from_secs(120),
+                write_queue_bytes: 262_144,
+                write_timeout: Duration::from_secs(10),
+                handshake_timeout: Duration::from_secs(5),
+            },
+            trusted: HashSet::from(["fd00:5::5".parse().expect("address")]),
+        };
+        Arc::new(TcpEdge::new(&settings, &["::".parse().expect("address")]))
+    }
+
+    fn peer(s: &str) -> SocketAddr {
+        s.parse().expect("address")
+    }
+
+    #[test]
+    fn the_per_source_cap_counts_an_ipv6_prefix_as_one_source() {
+        let e = edge(4, 64);
+        // Four addresses of one /64 take its four places; a fifth address of it is refused.
+        let held: Vec<Admitted> = (1..=4)
+            .filter_map(|i| e.admit(0, peer(&format!("[fd00:64::{i}]:5060"))))
+            .collect();
+        assert_eq!(held.len(), 4);
+        assert!(e.admit(0, peer("[fd00:64::ffff:1]:5060")).is_none());
+        assert_eq!(e.stats().refused_source_cap, 1);
+        // Another /64, an IPv4 address, a session-agent: their own counts.
+        let other = e.admit(0, peer("[fd00:65::1]:5060"));
+        assert!(other.is_some());
+        let v4: Vec<Admitted> = (0..4)
+            .filter_map(|_| e.admit(0, peer("192.0.2.7:5060")))
+            .collect();
+        assert_eq!(v4.len(), 4);
+        assert!(e.admit(0, peer("192.0.2.8:5060")).is_some());
+        let agent: Vec<Admitted> = (0..10)
+            .filter_map(|_| e.admit(0, peer("[fd00:5::5]:5060")))
+            .collect();
+        assert_eq!(agent.len(), 10, "exempt");
+        // A closed connection gives its place back to the /64.
+        drop(held);
+        let again = e.admit(0, peer("[fd00:64::ffff:1]:5060"));
+        assert!(again.is_some());
+        let per = e.per_source.lock().map(|p| p.len()).unwrap_or(0);
+        assert_eq!(
+            per, 3,
+            "the two /64s and 192.0.2.7 (192.0.2.8's one is closed)"
+        );
+        drop((again, other, v4, agent));
+        let per = e.per_source.lock().map(|p| p.len()).unwrap_or(0);
+        assert_eq!(per, 0, "every count given back");
+    }
+
+    #[test]
+    fn the_per_source_cap_follows_the_prefix_length() {
+        // Per address (/128): each address its own cap.
+        let e = edge(1, 128);
+        let all: Vec<Admitted> = (1..=8)
+            .filter_map(|i| e.admit(0, peer(&format!("[fd00:64::{i}]:5060"))))
+            .collect();
+        assert_eq!(all.len(), 8);
+        // A /48: two /64s of it share one.
+        let e = edge(1, 48);
+        let first = e.admit(0, peer("[fd00:1:2:3::1]:5060"));
+        assert!(first.is_some());
+        assert!(e.admit(0, peer("[fd00:1:2:4::1]:5060")).is_none());
     }
 }

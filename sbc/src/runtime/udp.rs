@@ -2,11 +2,12 @@
 //! interface's worker group as it arrives. Sends go out of the same socket (the engine's
 //! `Transmit`s, written by the workers through the node's wire).
 
-use std::net::{SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
+use sbc_proto::access::canonical;
 use sbc_proto::engine::Inbound;
 use sbc_proto::sip::dialog::LegTransport;
 use tracing::debug;
@@ -30,6 +31,18 @@ pub(super) fn bind(addr: SocketAddr) -> std::io::Result<UdpSocket> {
     Ok(sock)
 }
 
+/// Where a datagram to `dest` is sent from a socket of family `socket_v6`: an IPv6 socket
+/// (a dual-stack wildcard) reaches an IPv4 peer, canonicalised on receipt, at its IPv4-mapped
+/// address (`::ffff:a.b.c.d`); anything else as it is.
+pub(super) fn dest_for(socket_v6: bool, dest: SocketAddr) -> SocketAddr {
+    match dest {
+        SocketAddr::V4(v4) if socket_v6 => {
+            SocketAddr::new(IpAddr::V6(v4.ip().to_ipv6_mapped()), v4.port())
+        }
+        _ => dest,
+    }
+}
+
 /// Receives datagrams on interface `interface` until the node or this binding stops.
 pub(super) fn receive_loop(
     interface: usize,
@@ -48,7 +61,8 @@ pub(super) fn receive_loop(
                 shared.dispatch(Inbound {
                     interface,
                     transport: LegTransport::Udp,
-                    source,
+                    // An IPv4 peer of a dual-stack socket is its IPv4 address from here on.
+                    source: canonical(source),
                     data: Bytes::copy_from_slice(&buf[..len]),
                 });
             }
@@ -68,5 +82,56 @@ pub(super) fn receive_loop(
                 debug!(error = %e, "UDP receive error");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(s: &str) -> SocketAddr {
+        s.parse().expect("address")
+    }
+
+    #[test]
+    fn an_ipv4_peer_is_reached_mapped_from_an_ipv6_socket() {
+        assert_eq!(
+            dest_for(true, addr("192.0.2.7:5060")),
+            addr("[::ffff:192.0.2.7]:5060")
+        );
+        for (v6, dest) in [
+            (true, "[fd00::7]:5060"),
+            (false, "192.0.2.7:5060"),
+            (false, "[fd00::7]:5060"),
+        ] {
+            assert_eq!(dest_for(v6, addr(dest)), addr(dest));
+        }
+    }
+
+    /// A dual-stack wildcard socket sees an IPv4 peer as `::ffff:a.b.c.d`: canonicalised it is
+    /// the IPv4 address, and the answer sent to that reaches the peer.
+    #[test]
+    fn a_dual_stack_socket_answers_an_ipv4_peer_at_its_canonical_address() {
+        let Ok(server) = bind(addr("[::]:0")) else {
+            return; // no IPv6 on this host
+        };
+        let port = server.local_addr().expect("bound").port();
+        let peer = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        peer.set_read_timeout(Some(Duration::from_secs(2)))
+            .expect("timeout");
+        if peer.send_to(b"ping", ("127.0.0.1", port)).is_err() {
+            return;
+        }
+        let mut buf = [0u8; 16];
+        let Ok((_, from)) = server.recv_from(&mut buf) else {
+            return; // bindv6only: the wildcard is IPv6 only here
+        };
+        let source = canonical(from);
+        assert_eq!(source, peer.local_addr().expect("bound"));
+        server
+            .send_to(b"pong", dest_for(true, source))
+            .expect("a send to the canonical IPv4 peer");
+        let (n, _) = peer.recv_from(&mut buf).expect("the answer");
+        assert_eq!(&buf[..n], b"pong");
     }
 }

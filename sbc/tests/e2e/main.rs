@@ -19,6 +19,7 @@ mod edge_amplification;
 mod edge_flood;
 mod edge_legs;
 mod ipv6;
+mod ipv6_sources;
 mod malformed;
 mod max_forwards;
 mod media_anchoring;

@@ -19,17 +19,29 @@ pub(crate) fn clear_alarm(console: &Console, id: u32, task: &str, json: bool) ->
     ))
 }
 
-/// `clear-deny <address>`: lifts a source's dynamic deny.
-pub(crate) fn clear_deny(console: &Console, address: std::net::IpAddr, json: bool) -> Outcome {
-    if console.node.clear_deny(address) {
-        info!(%address, "source deny cleared by an operator");
+/// `clear-deny <address | prefix>`: lifts the dynamic deny of the source(s) it names.
+pub(crate) fn clear_deny(console: &Console, address: ipnet::IpNet, json: bool) -> Outcome {
+    // A host prefix is shown as the address the operator typed.
+    let shown = if address.prefix_len() == address.max_prefix_len() {
+        address.addr().to_string()
+    } else {
+        address.to_string()
+    };
+    let lifted = console.node.clear_deny(address);
+    if lifted > 0 {
+        info!(address = %shown, lifted, "source deny cleared by an operator");
+        let what = if lifted == 1 {
+            String::new()
+        } else {
+            format!(" ({lifted} sources)")
+        };
         Ok((
-            format!("{address} is no longer denied\n"),
-            json.then(|| json!({"cleared": address})),
+            format!("{shown} is no longer denied{what}\n"),
+            json.then(|| json!({"cleared": shown, "sources": lifted})),
         ))
     } else {
         Err(format!(
-            "{address} is not denied (show access-control lists the denied sources)"
+            "{shown} is not denied (show access-control lists the denied sources)"
         ))
     }
 }
