@@ -28,6 +28,7 @@ mod no_answer;
 mod overload_heap_gate;
 mod pair_cpu_hog;
 mod pair_forged;
+mod pair_ipv6;
 mod pair_kill9;
 mod pair_manual_switchover;
 mod pair_media_failover;
