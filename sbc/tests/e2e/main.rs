@@ -20,6 +20,7 @@ mod edge_flood;
 mod edge_legs;
 mod ipv6;
 mod malformed;
+mod management_ipv6;
 mod max_forwards;
 mod media_anchoring;
 mod metrics;
