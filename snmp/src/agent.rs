@@ -458,9 +458,10 @@ impl Agent {
     }
 
     fn allowed(&self, community: &[u8], source: IpAddr) -> bool {
-        self.config.communities.iter().any(|c| {
-            c.name.as_bytes() == community && crate::usm::source_allowed(&c.sources, source)
-        })
+        self.config
+            .communities
+            .iter()
+            .any(|c| c.name.as_bytes() == community && usm::source_allowed(&c.sources, source))
     }
 
     /// The `usmStats` counters.
