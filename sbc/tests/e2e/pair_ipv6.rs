@@ -216,10 +216,7 @@ fn kill9_of_the_active_keeps_every_call() {
         .uac("uac-long", CALLS, 20, 12_000, Duration::from_secs(60))
         .spawn();
     let r = pair.wait_replicated(standby, u64::from(CALLS), Duration::from_secs(20));
-    eprintln!(
-        "standby holds {} replicated dialogs",
-        r.replicated_dialogs
-    );
+    eprintln!("standby holds {} replicated dialogs", r.replicated_dialogs);
 
     let killed_at = kill9(&mut pair.nodes[active]);
     let access = pair.config.sip.access;
