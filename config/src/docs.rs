@@ -19,13 +19,17 @@ pub const REGENERATE: &str = "cargo test -p sbc-config -- --ignored regenerate_c
 fn notes(element: &str) -> &'static str {
     match element {
         "system-config" => {
-            "Known options: \"critical-memory-abort=enabled|disabled|switchover\" (absent: disabled)."
+            "Known options: \"critical-memory-abort=enabled|disabled|switchover\" (absent: disabled). \
+             metrics-address and snmp-agent-address take IPv6 as \"[::1]:9100\" (\"[::]:161\" \
+             answers IPv4 managers too)."
         }
         "alarm-threshold" => {
             "None by default; at most one per type and severity, values rising with severity \
              (minor < major < critical); a space threshold needs its volume."
         }
-        "trap-receiver" => "None by default; v3 receivers name an snmp-user-entry.",
+        "trap-receiver" => {
+            "None by default; v3 receivers name an snmp-user-entry; ip-address IPv4 or IPv6."
+        }
         "snmp-community" => {
             "None by default (there is no default community); the agent needs one, or an \
              snmp-user-entry, to answer."
@@ -49,9 +53,14 @@ fn notes(element: &str) -> &'static str {
         }
         "redundancy-config" => {
             "Oracle's names and defaults (times in ms), except three shorter failure-detection \
-             timers; disabled: the node runs alone. Keep a file with a shared-key 0600."
+             timers; disabled: the node runs alone. Keep a file with a shared-key 0600. \
+             Addresses are IPv4 or IPv6 (witness = \"[2001:db8::3]:7000\")."
         }
-        "peer" => "Exactly one primary and one secondary when redundancy is enabled.",
+        "peer" => {
+            "Exactly one primary and one secondary when redundancy is enabled. Destinations are \
+             IPv4 or IPv6 (\"[2001:db8::1]:9090\"); the two peers' destinations of one path \
+             are of one family."
+        }
         "auto-scaling-profile" => {
             "None by default. OpenSIPS's rules: up to 6 on 70% for 4 cycles within 5; down to \
              2 on 18% for 10 cycles (the three scale-down keys together, or none)."

@@ -529,7 +529,8 @@ element! {
     COMMUNITY_NAME "community-name": text("", "<community>",
         "read-only SNMPv2c community of the agent (a secret)").required().example("\"public\"");
     IP_ADDRESSES "ip-addresses": list(&Ty::Str, &[],
-        "<+address | -address | address/prefix ...>", "sources allowed to use it; none: any");
+        "<+address | -address | address/prefix ...>",
+        "sources allowed to use it, IPv4 or IPv6; none: any");
 }}
 
 element! {
@@ -547,7 +548,8 @@ element! {
     PRIV_PASSWORD "priv-password": text("", "<8 characters or more>",
         "privacy password (a secret)").required().example("\"priv-secret\"");
     IP_ADDRESSES "ip-addresses": list(&Ty::Str, &[],
-        "<+address | -address | address/prefix ...>", "sources allowed to use it; none: any");
+        "<+address | -address | address/prefix ...>",
+        "sources allowed to use it, IPv4 or IPv6; none: any");
 }}
 
 element! {

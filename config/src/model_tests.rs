@@ -632,6 +632,41 @@ fn redundancy_config_is_validated() {
         "redundancy-config.peer",
         &["2 primary peers"],
     );
+    refused_invalid(
+        &peer("a", "primary", "\"127.0.0.1:1\", \"[::ffff:127.0.0.1]:1\""),
+        &key(0, "destinations"),
+        &["duplicate destination"],
+    );
+    // A pair over IPv6, or IPv6 on one path and IPv4 on the other.
+    let v6 = peer("a", "primary", "\"[fd00::1]:9090\", \"10.0.0.1:9090\"")
+        + &peer(
+            "b",
+            "secondary",
+            "\"[fd00::2]:9090\", \"[::ffff:10.0.0.2]:9090\"",
+        );
+    let c = Config::from_toml_str(&format!(
+        "[redundancy-config]\nstate = \"enabled\"\nshared-key = \"0123456789abcdef\"\n\
+         witness = \"[fd00::3]:7000\"\nservice-address = \"2001:db8::10\"\n{v6}"
+    ))
+    .unwrap();
+    assert_eq!(
+        c.redundancy.peers[1].destinations[0],
+        "[fd00::2]:9090".parse().unwrap()
+    );
+    assert_eq!(
+        c.redundancy.service_address,
+        Some("2001:db8::10".parse().unwrap())
+    );
+    let mixed =
+        peer("a", "primary", "\"[fd00::1]:9090\"") + &peer("b", "secondary", "\"10.0.0.2:9090\"");
+    refused_invalid(
+        &mixed,
+        &key(1, "destinations"),
+        &[
+            "heartbeat path 0 would run from [fd00::1]:9090 (IPv6) to 10.0.0.2:9090 (IPv4)",
+            "of one family",
+        ],
+    );
     let err = Config::from_toml_str(&peer("a", "tertiary", "\"127.0.0.1:1\"")).unwrap_err();
     assert!(err.to_string().contains("`secondary`"), "{err}");
     // Disabled: peers may be incomplete (one node alone keeps its pair settings).

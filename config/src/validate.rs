@@ -629,6 +629,7 @@ fn redundancy(r: &RedundancyConfig) -> Result<(), ConfigError> {
         })?;
     }
     peers(&r.peers)?;
+    path_families(&r.peers)?;
     if r.is_enabled() {
         if r.shared_key.len() < crate::MIN_SHARED_KEY_LEN {
             return Err(ConfigError::invalid(
@@ -698,7 +699,11 @@ fn peers(peers: &[Peer]) -> Result<(), ConfigError> {
                     "\"address:port\" with a port in 1..=65535",
                 ));
             }
-            if p.destinations[..j].contains(d) {
+            let canonical = |a: &SocketAddr| (a.ip().to_canonical(), a.port());
+            if p.destinations[..j]
+                .iter()
+                .any(|e| canonical(e) == canonical(d))
+            {
                 return Err(ConfigError::invalid(
                     key("destinations"),
                     list(),
@@ -706,6 +711,32 @@ fn peers(peers: &[Peer]) -> Result<(), ConfigError> {
                     "each address:port at most once",
                 ));
             }
+        }
+    }
+    Ok(())
+}
+
+/// Heartbeat path `j` runs between the two peers' `j`-th destinations: both IPv4 or both
+/// IPv6 (an IPv4-mapped IPv6 address counts as IPv4), or no socket can carry it.
+fn path_families(peers: &[Peer]) -> Result<(), ConfigError> {
+    let [a, b] = peers else {
+        return Ok(());
+    };
+    let v4 = |d: &SocketAddr| d.ip().to_canonical().is_ipv4();
+    for (j, (x, y)) in a.destinations.iter().zip(&b.destinations).enumerate() {
+        if v4(x) != v4(y) {
+            let family = |d: &SocketAddr| if v4(d) { "IPv4" } else { "IPv6" };
+            return Err(ConfigError::invalid(
+                "redundancy-config.peer[1].destinations",
+                quoted(&y.to_string()),
+                format!(
+                    "heartbeat path {j} would run from {} ({}) to {y} ({})",
+                    x,
+                    family(x),
+                    family(y)
+                ),
+                "on each path, both peers' destinations of one family (IPv4 or IPv6)",
+            ));
         }
     }
     Ok(())

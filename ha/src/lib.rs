@@ -3,6 +3,8 @@
 //! # What this crate owns
 //!
 //! - [`RedundancySettings`]: `redundancy-config` with Oracle's names and defaults, validated.
+//! - [`addr`]: addresses of either family as the pair compares them (IPv4-mapped IPv6
+//!   addresses canonical).
 //! - [`crypto`]: one key per use derived from the shared key (HKDF-SHA256), and the sealing of
 //!   datagrams (XChaCha20-Poly1305).
 //! - [`wire`]: the heartbeat and witness datagrams (magic, version, nonce, sealed bincode 2
@@ -52,6 +54,7 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod addr;
 pub mod channel;
 pub mod crypto;
 pub mod machine;

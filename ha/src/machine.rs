@@ -600,14 +600,22 @@ impl Redundancy {
         now: Instant,
     ) -> Result<Self, SettingsError> {
         let (me, mate) = config.validated_pair(local)?;
-        let local_lower = (me.destinations[0], &me.name) < (mate.destinations[0], &mate.name);
+        // Canonical addresses (crate::addr): both nodes order the same pair the same way
+        // however each spells an address, and heartbeats go to the plain IPv4 address.
+        let first = |p: &crate::PeerSettings| crate::addr::canonical(p.destinations[0]);
+        let local_lower = (first(me), &me.name) < (first(mate), &mate.name);
         let n = me.destinations.len();
         Ok(Self {
             name: local.to_owned(),
             local: NodeId::from_name(&me.name),
             peer: NodeId::from_name(&mate.name),
             local_lower,
-            destinations: mate.destinations.clone(),
+            destinations: mate
+                .destinations
+                .iter()
+                .copied()
+                .map(crate::addr::canonical)
+                .collect(),
             keys: PairKeys::derive(config.shared_key.as_bytes()),
             enabled: config.state == AdminState::Enabled,
             adv: config.advertisement_time,
@@ -619,7 +627,7 @@ impl Redundancy {
             health_threshold: config.health_threshold,
             emergency_threshold: config.emergency_threshold,
             witness_configured: config.witness.is_some(),
-            witness_addr: config.witness,
+            witness_addr: config.witness.map(crate::addr::canonical),
             // 0 is what an echo says before anything was heard: never an incarnation.
             incarnation: incarnation.max(1),
             start: now,

@@ -146,6 +146,16 @@ pub enum SettingsError {
     /// The same heartbeat address appears twice.
     #[error("redundancy-config.peers: destination {0} is used twice")]
     DuplicateDestination(SocketAddr),
+    /// A heartbeat path whose two ends are of different families.
+    #[error("redundancy-config.peers: heartbeat path {path} runs from {first} to {second} (valid: both ends IPv4 or both IPv6)")]
+    PathFamily {
+        /// The path's index (the destinations' position).
+        path: usize,
+        /// The first peer's destination on that path.
+        first: SocketAddr,
+        /// The second peer's destination on that path.
+        second: SocketAddr,
+    },
     /// The local node's name is not among the peers.
     #[error("redundancy-config.peers: no peer is named {0:?} (this node's name)")]
     UnknownLocal(String),
@@ -263,8 +273,17 @@ impl RedundancySettings {
         }
         let mut seen = std::collections::HashSet::new();
         for d in a.destinations.iter().chain(&b.destinations) {
-            if !seen.insert(*d) {
+            if !seen.insert(crate::addr::canonical(*d)) {
                 return Err(SettingsError::DuplicateDestination(*d));
+            }
+        }
+        for (path, (first, second)) in a.destinations.iter().zip(&b.destinations).enumerate() {
+            if !crate::addr::same_family(first.ip(), second.ip()) {
+                return Err(SettingsError::PathFamily {
+                    path,
+                    first: *first,
+                    second: *second,
+                });
             }
         }
         if self.peer(local).is_none() {
@@ -370,5 +389,43 @@ mod tests {
         let mut c = pair();
         c.peers.pop();
         assert_eq!(c.validate("sbc1"), Err(SettingsError::PeerCount(1)));
+    }
+
+    #[test]
+    fn paths_of_either_family_with_both_ends_of_one() {
+        let a = |s: &str| -> SocketAddr { s.parse().expect("addr") };
+        let mut c = pair();
+        c.peers[0].destinations = vec![a("[fd00::1]:9090"), a("10.0.0.1:9091")];
+        c.peers[1].destinations = vec![a("[fd00::2]:9090"), a("[::ffff:10.0.0.2]:9091")];
+        assert_eq!(
+            c.validate("sbc1"),
+            Ok(()),
+            "IPv6, then IPv4 (one end mapped)"
+        );
+        c.peers[1].destinations = vec![a("10.0.0.2:9090"), a("10.0.0.2:9091")];
+        assert_eq!(
+            c.validate("sbc1"),
+            Err(SettingsError::PathFamily {
+                path: 0,
+                first: a("[fd00::1]:9090"),
+                second: a("10.0.0.2:9090"),
+            })
+        );
+        assert!(SettingsError::PathFamily {
+            path: 0,
+            first: a("[fd00::1]:9090"),
+            second: a("10.0.0.2:9090"),
+        }
+        .to_string()
+        .contains("runs from [fd00::1]:9090 to 10.0.0.2:9090"));
+        // One address in two spellings is one address.
+        let mut c = pair();
+        c.peers[1].destinations = vec![a("[::ffff:10.0.0.1]:9090")];
+        assert_eq!(
+            c.validate("sbc1"),
+            Err(SettingsError::DuplicateDestination(a(
+                "[::ffff:10.0.0.1]:9090"
+            )))
+        );
     }
 }

@@ -275,6 +275,79 @@ async fn sync_channel_carries_snapshot_and_changes() {
     );
 }
 
+/// `sync_config` with both nodes on `ip` instead of 127.0.0.1.
+fn sync_config_on(key: &str, ip: std::net::IpAddr) -> RedundancySettings {
+    let mut c = sync_config(key);
+    for p in &mut c.peers {
+        for d in &mut p.destinations {
+            d.set_ip(ip);
+        }
+    }
+    c
+}
+
+/// The sync channel over IPv6, and an IPv4 peer reaching a server on the dual-stack `[::]`
+/// (its source arrives as `::ffff:127.0.0.1`): both establish a session; an IPv6 stranger on
+/// the dual-stack server is refused by address.
+#[tokio::test]
+async fn sync_over_ipv6_and_from_ipv4_mapped_sources() {
+    use tokio::io::AsyncWriteExt as _;
+    let v6: std::net::IpAddr = "::1".parse().unwrap();
+    let config = sync_config_on(SYNC_KEY, v6);
+    let listener = TcpListener::bind("[::1]:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut table = SyncTable::new();
+    table.upsert(b"dialog".to_vec(), b"confirmed".to_vec());
+    let publisher = SyncPublisher::new(table, 64);
+    let server_ctx = Arc::new(SyncContext::new(&config, "a", accept_all()).unwrap());
+    tokio::spawn(shell::serve_sync(
+        listener,
+        publisher.clone(),
+        server_ctx.clone(),
+        1,
+    ));
+    let client_ctx = Arc::new(SyncContext::new(&config, "b", accept_all()).unwrap());
+    let replica = Arc::new(Mutex::new(SyncTable::new()));
+    let (client, mut rx) = spawn_client(addr, &replica, &client_ctx, 1, false);
+    assert_eq!(next_event(&mut rx).await, SyncEvent::LinkUp);
+    assert_eq!(
+        next_event(&mut rx).await,
+        SyncEvent::Synchronized { entries: 1 }
+    );
+    assert_eq!(server_ctx.counters().sessions, 1);
+    client.abort();
+
+    // IPv4 peers, the server on [::] (dual stack).
+    let listener = TcpListener::bind("[::]:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server_ctx = context(SYNC_KEY, "a", accept_all());
+    tokio::spawn(shell::serve_sync(
+        listener,
+        publisher.clone(),
+        server_ctx.clone(),
+        1,
+    ));
+    let client_ctx = context(SYNC_KEY, "b", accept_all());
+    let replica = Arc::new(Mutex::new(SyncTable::new()));
+    let v4_addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let (client, mut rx) = spawn_client(v4_addr, &replica, &client_ctx, 1, false);
+    assert_eq!(
+        next_event(&mut rx).await,
+        SyncEvent::LinkUp,
+        "an IPv4 peer seen as ::ffff:127.0.0.1 is the peer"
+    );
+    assert_eq!(
+        next_event(&mut rx).await,
+        SyncEvent::Synchronized { entries: 1 }
+    );
+    client.abort();
+    let mut stranger = tokio::net::TcpStream::connect(("::1", port)).await.unwrap();
+    let _ = stranger.write_all(&[0, 32]).await;
+    assert!(read_until_closed(&mut stranger).await.is_empty());
+    let c = wait_counter("refused", &server_ctx, |c| c.refused_address == 1).await;
+    assert_eq!((c.sessions, c.refused_address), (1, 1));
+}
+
 /// Reads from `stream` until it closes or 5 s pass; returns what it got.
 async fn read_until_closed(stream: &mut tokio::net::TcpStream) -> Vec<u8> {
     use tokio::io::AsyncReadExt as _;

@@ -1659,3 +1659,100 @@ fn property_random_schedules() {
             .join("\n")
     );
 }
+
+/// A pair's settings with node `i`'s single heartbeat destination `dest[i]` and a witness.
+fn config_on(dest: [&str; 2], witness: Option<&str>) -> RedundancySettings {
+    let mut c = config(1, false);
+    for (p, d) in c.peers.iter_mut().zip(dest) {
+        p.destinations = vec![d.parse().unwrap()];
+    }
+    c.witness = witness.map(|w| w.parse().unwrap());
+    c
+}
+
+/// Drives two machines for `span` of virtual time in 5 ms steps with instant, lossless
+/// delivery of heartbeats (no witness answers), telling a node its sync is complete once it
+/// is becoming standby. Returns the final states; panics if both are ever active.
+fn drive_two(a: &mut Redundancy, b: &mut Redundancy, t0: Instant, span: Duration) -> [State; 2] {
+    let mut now = t0;
+    while now < t0 + span {
+        now += Duration::from_millis(5);
+        for m in [&mut *a, &mut *b] {
+            if m.poll_timeout().is_some_and(|t| t <= now) {
+                m.handle_timeout(now);
+            }
+        }
+        let mut to_b = Vec::new();
+        while let Some(t) = a.poll_transmit(now) {
+            to_b.push(t);
+        }
+        let mut to_a = Vec::new();
+        while let Some(t) = b.poll_transmit(now) {
+            to_a.push(t);
+        }
+        for t in to_b {
+            let _ = b.handle_datagram(now, t.path, &t.payload);
+        }
+        for t in to_a {
+            let _ = a.handle_datagram(now, t.path, &t.payload);
+        }
+        for m in [&mut *a, &mut *b] {
+            while m.poll_witness(now).is_some() {}
+            while m.poll().is_some() {}
+            if m.state() == State::BecomingStandby {
+                m.handle_sync_complete(now);
+            }
+        }
+        assert!(
+            !(a.state() == State::Active && b.state() == State::Active),
+            "two actives at {:?}",
+            now - t0
+        );
+    }
+    [a.state(), b.state()]
+}
+
+/// An IPv6 pair elects the lower address and sends its heartbeats and probes over IPv6.
+#[test]
+fn ipv6_pair_elects_the_lower_address() {
+    let cfg = config_on(["[fd00::1]:9090", "[fd00::2]:9090"], Some("[fd00::3]:7000"));
+    let t0 = Instant::now();
+    let mut a = Redundancy::new(&cfg, NAMES[0], 1, t0).unwrap();
+    let first = a.poll_transmit(t0).unwrap();
+    assert_eq!(first.destination, "[fd00::2]:9090".parse().unwrap());
+    assert_eq!(
+        a.poll_witness(t0).unwrap().destination,
+        "[fd00::3]:7000".parse().unwrap()
+    );
+    let mut cfg = cfg;
+    cfg.witness = None;
+    let mut a = Redundancy::new(&cfg, NAMES[0], 2, t0).unwrap();
+    let mut b = Redundancy::new(&cfg, NAMES[1], 2, t0).unwrap();
+    assert_eq!(
+        drive_two(&mut a, &mut b, t0, Duration::from_secs(5)),
+        [State::Active, State::Standby]
+    );
+}
+
+/// Each node may spell an IPv4 address as itself or IPv4-mapped (`::ffff:a.b.c.d`): both
+/// order the pair by the canonical address, so they agree on the lower one (an IPv4 address
+/// sorts before every IPv6 one: comparing the spellings, both nodes were "lower" and both went
+/// active), and heartbeats go to the plain IPv4 address.
+#[test]
+fn mapped_spellings_agree_on_the_election() {
+    // sbc-b has the lower address, 10.0.0.1.
+    let cfg_a = config_on(["10.0.0.2:9090", "[::ffff:10.0.0.1]:9090"], None);
+    let cfg_b = config_on(["10.0.0.2:9090", "10.0.0.1:9090"], None);
+    let t0 = Instant::now();
+    let mut a = Redundancy::new(&cfg_a, NAMES[0], 1, t0).unwrap();
+    let mut b = Redundancy::new(&cfg_b, NAMES[1], 1, t0).unwrap();
+    assert_eq!(
+        a.poll_transmit(t0).unwrap().destination,
+        "10.0.0.1:9090".parse().unwrap(),
+        "to the canonical address"
+    );
+    assert_eq!(
+        drive_two(&mut a, &mut b, t0, Duration::from_secs(5)),
+        [State::Standby, State::Active]
+    );
+}

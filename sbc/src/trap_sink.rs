@@ -4,6 +4,7 @@
 //! level choose, encodes them with `sbc-snmp`'s [`TrapEncoder`] (v2c, or v3 authPriv from our
 //! engine) and sends the datagrams. What a trap holds and how it is encoded is `sbc-snmp`'s.
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Instant;
@@ -165,6 +166,21 @@ impl TrapSink {
     }
 }
 
+/// Where a trap for a receiver at `addr` goes: `addr`, with an IPv4-mapped IPv6 address
+/// (`::ffff:a.b.c.d`) as the IPv4 address it carries, so that the trap leaves by the IPv4
+/// socket (an IPv6 socket carries no IPv4 where `net.ipv6.bindv6only` is set).
+fn destination(addr: SocketAddr) -> SocketAddr {
+    match addr {
+        SocketAddr::V6(a) => a
+            .ip()
+            .to_ipv4_mapped()
+            .map_or(addr, |v4| SocketAddr::new(v4.into(), a.port())),
+        SocketAddr::V4(_) => addr,
+    }
+}
+
+/// A socket of the family of the receivers it sends to: `[::]:0` for IPv6, `0.0.0.0:0` for
+/// IPv4.
 async fn bind(v6: bool) -> std::io::Result<UdpSocket> {
     UdpSocket::bind(if v6 { "[::]:0" } else { "0.0.0.0:0" }).await
 }
@@ -215,7 +231,8 @@ async fn run(
                     continue;
                 }
             };
-            let is_v6 = receiver.address.is_ipv6();
+            let to = destination(receiver.address);
+            let is_v6 = to.is_ipv6();
             let slot = if is_v6 { &mut v6 } else { &mut v4 };
             if slot.is_none() {
                 match bind(is_v6).await {
@@ -230,7 +247,7 @@ async fn run(
             let Some(socket) = slot.as_ref() else {
                 continue;
             };
-            match socket.send_to(&bytes, receiver.address).await {
+            match socket.send_to(&bytes, to).await {
                 Ok(_) => {
                     shared.sent.fetch_add(1, Ordering::Relaxed);
                     debug!(trap = trap.name(), receiver = %receiver.address, "trap sent");
@@ -310,6 +327,54 @@ mod tests {
             .expect("task ends when every handle is dropped")
             .expect("no panic");
         assert_eq!(stats.dropped, 0);
+    }
+
+    #[test]
+    fn ipv4_mapped_receivers_are_sent_to_as_ipv4() {
+        let d = |s: &str| destination(s.parse().expect("addr")).to_string();
+        assert_eq!(d("[::ffff:192.0.2.7]:162"), "192.0.2.7:162");
+        assert_eq!(d("[2001:db8::7]:162"), "[2001:db8::7]:162");
+        assert_eq!(d("[::1]:10162"), "[::1]:10162");
+        assert_eq!(d("192.0.2.7:162"), "192.0.2.7:162");
+    }
+
+    /// An IPv6 receiver gets its trap from the IPv6 socket, a receiver written as an
+    /// IPv4-mapped address from the IPv4 one.
+    #[tokio::test]
+    async fn ipv6_and_ipv4_mapped_receivers_get_their_traps() {
+        let v6 = UdpSocket::bind("[::1]:0").await.expect("bind [::1]");
+        let v4 = UdpSocket::bind("127.0.0.1:0")
+            .await
+            .expect("bind 127.0.0.1");
+        let v6_addr = v6.local_addr().expect("addr");
+        let mapped: SocketAddr = format!(
+            "[::ffff:127.0.0.1]:{}",
+            v4.local_addr().expect("addr").port()
+        )
+        .parse()
+        .expect("addr");
+        let receiver = |address, community: &str| TrapReceiver {
+            address,
+            community: community.into(),
+            filter_level: FilterLevel::All,
+            v3: None,
+        };
+        let (sink, _task) = TrapSink::spawn(TrapSinkConfig::new(vec![
+            receiver(v6_addr, "six"),
+            receiver(mapped, "four"),
+        ]));
+        assert!(sink.send(Trap::Alarm(alarm())));
+        let mut buf = vec![0u8; 2048];
+        for (socket, community, family_v6) in [(&v6, "six", true), (&v4, "four", false)] {
+            let (n, from) =
+                tokio::time::timeout(Duration::from_secs(5), socket.recv_from(&mut buf))
+                    .await
+                    .expect("in time")
+                    .expect("recv");
+            assert_eq!(from.is_ipv6(), family_v6, "{from}");
+            assert_eq!(decode_trap(&buf[..n]).expect("trap").community, community);
+        }
+        assert_eq!(sink.stats().failed, 0);
     }
 
     #[tokio::test]

@@ -458,10 +458,10 @@ impl Agent {
     }
 
     fn allowed(&self, community: &[u8], source: IpAddr) -> bool {
-        self.config.communities.iter().any(|c| {
-            c.name.as_bytes() == community
-                && (c.sources.is_empty() || c.sources.iter().any(|n| n.contains(&source)))
-        })
+        self.config
+            .communities
+            .iter()
+            .any(|c| c.name.as_bytes() == community && usm::source_allowed(&c.sources, source))
     }
 
     /// The `usmStats` counters.
@@ -1013,6 +1013,19 @@ mod tests {
         assert_eq!(s.bad_community_names, 2);
         assert_eq!(s.asn_parse_errs, 1);
         assert_eq!(s.in_pkts, 4);
+        // An agent on `[::]` sees an IPv4 manager as `::ffff:a.b.c.d`: the same source.
+        let mapped: IpAddr = "::ffff:10.1.2.3".parse().expect("ip");
+        assert!(a
+            .handle(&request("lan", get()), mapped, &snapshot())
+            .is_some());
+        let v6: IpAddr = "2001:db8::1".parse().expect("ip");
+        assert!(a.handle(&request("lan", get()), v6, &snapshot()).is_none());
+        assert!(a
+            .handle(&request("public", get()), v6, &snapshot())
+            .is_some());
+        let s = a.stats();
+        assert_eq!(s.bad_community_names, 3);
+        assert_eq!(s.in_pkts, 7);
         // The counters are in the view.
         let p = ask(
             &mut a,
@@ -1020,7 +1033,7 @@ mod tests {
         );
         assert_eq!(
             p.variable_bindings[0].value,
-            VarBindValue::Value(counter32(2))
+            VarBindValue::Value(counter32(3))
         );
     }
 

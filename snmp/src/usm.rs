@@ -47,6 +47,18 @@ pub const SNMP_ENGINE_ARC: [u32; 9] = [1, 3, 6, 1, 6, 3, 10, 2, 1];
 const EXPANDED: usize = 1_048_576;
 /// Octets of an HMAC-SHA-96 `msgAuthenticationParameters`.
 pub const AUTH_PARAMS_LEN: usize = 12;
+/// Whether `source` is in `nets` (an empty list allows every source). An IPv4-mapped IPv6
+/// source (`::ffff:a.b.c.d`, how an agent listening on `[::]` sees an IPv4 manager) is also
+/// matched as the IPv4 address it carries, so `10.0.0.0/8` allows it.
+#[must_use]
+pub fn source_allowed(nets: &[IpNet], source: IpAddr) -> bool {
+    let canonical = source.to_canonical();
+    nets.is_empty()
+        || nets
+            .iter()
+            .any(|n| n.contains(&source) || n.contains(&canonical))
+}
+
 /// The shortest password RFC 3414 §11.2 allows.
 pub const MIN_PASSWORD: usize = 8;
 
@@ -205,10 +217,10 @@ impl UsmUser {
         })
     }
 
-    /// Whether `source` may send requests as this user.
+    /// Whether `source` may send requests as this user (see [`source_allowed`]).
     #[must_use]
     pub fn allows(&self, source: IpAddr) -> bool {
-        self.sources.is_empty() || self.sources.iter().any(|n| n.contains(&source))
+        source_allowed(&self.sources, source)
     }
 
     /// The localized authentication key.
@@ -701,6 +713,31 @@ mod tests {
             .step_by(2)
             .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
             .collect()
+    }
+
+    #[test]
+    fn sources_of_either_family_and_ipv4_mapped_ones() {
+        let net = |s: &str| -> IpNet { s.parse().expect("net") };
+        let ip = |s: &str| -> IpAddr { s.parse().expect("ip") };
+        let nets = [net("10.0.0.0/8"), net("2001:db8::/32"), net("::1/128")];
+        for allowed in ["10.1.2.3", "::ffff:10.1.2.3", "2001:db8::7", "::1"] {
+            assert!(source_allowed(&nets, ip(allowed)), "{allowed}");
+        }
+        for refused in [
+            "11.0.0.1",
+            "::ffff:11.0.0.1",
+            "2001:db9::1",
+            "::2",
+            "127.0.0.1",
+        ] {
+            assert!(!source_allowed(&nets, ip(refused)), "{refused}");
+        }
+        // A list written with a mapped network matches the mapped form as it is.
+        assert!(source_allowed(
+            &[net("::ffff:10.0.0.0/104")],
+            ip("::ffff:10.9.9.9")
+        ));
+        assert!(source_allowed(&[], ip("2001:db8::1")), "no list: everyone");
     }
 
     /// RFC 3414 §A.3.2: password "maplesyrup", engine ID 00..02.

@@ -6,8 +6,10 @@
 //! that carries the heartbeat and sync traffic between the nodes so a test can cut and heal it.
 //!
 //! Node 0 is `sbc-a` (primary, heartbeat on `127.0.0.11`), node 1 is `sbc-b` (secondary,
-//! `127.0.0.12`). Each node has its own [`TestDir`] (`<test>-sbc-a`, `<test>-sbc-b`) with its
-//! config, logs and management socket; SIPp runs in a third one ([`Pair::dir`]).
+//! `127.0.0.12`) by default; [`PairConfig::with_addresses`] puts them (and the SIP side) on
+//! other addresses of either family, e.g. IPv6 ones of a test's own network namespace. Each
+//! node has its own [`TestDir`] (`<test>-sbc-a`, `<test>-sbc-b`) with its config, logs and
+//! management socket; SIPp runs in a third one ([`Pair::dir`]).
 //!
 //! Every loop here is bounded in iterations and time; every process is stopped by its PID.
 
@@ -94,12 +96,18 @@ impl PairConfig {
     /// heartbeats `127.0.0.11`/`127.0.0.12`, the shipped redundancy timers, no witness.
     #[must_use]
     pub fn new() -> Self {
-        let heartbeat = [
-            SocketAddr::new(lo(11), ports::free_port()),
-            SocketAddr::new(lo(12), ports::free_port()),
-        ];
+        Self::with_addresses(SbcConfig::new(), [lo(11), lo(12)])
+    }
+
+    /// As [`PairConfig::new`], on other addresses: the SIP part `sip` (its access, core and
+    /// agent addresses) and node `i`'s heartbeat and state sync on `heartbeat_ips[i]`, each on a
+    /// fresh port. Either family: e.g. `fd00::1` and `fd00::2` of a test's own namespace
+    /// ([`crate::netns::enter`]) for a pair over IPv6.
+    #[must_use]
+    pub fn with_addresses(sip: SbcConfig, heartbeat_ips: [IpAddr; 2]) -> Self {
+        let heartbeat = heartbeat_ips.map(|ip| SocketAddr::new(ip, ports::free_port()));
         Self {
-            sip: SbcConfig::new(),
+            sip,
             advertisement_ms: None,
             heartbeat,
             route_to_other: [heartbeat[1], heartbeat[0]],
@@ -661,8 +669,9 @@ pub fn probe_call(
 }
 
 fn probe_sdp(ip: IpAddr) -> String {
+    let family = if ip.is_ipv4() { "IP4" } else { "IP6" };
     format!(
-        "v=0\r\no=probe 1 1 IN IP4 {ip}\r\ns=-\r\nc=IN IP4 {ip}\r\nt=0 0\r\nm=audio 6000 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\n"
+        "v=0\r\no=probe 1 1 IN {family} {ip}\r\ns=-\r\nc=IN {family} {ip}\r\nt=0 0\r\nm=audio 6000 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\n"
     )
 }
 

@@ -5,6 +5,7 @@
 //!
 //! Missing tools are a panic with the command that installs them: the tests never skip.
 
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -47,6 +48,17 @@ pub fn net_snmp_complaints(stderr: &str) -> String {
         .filter(|l| !l.trim().is_empty() && !l.starts_with("Created directory:"))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// `addr` as net-snmp's tools and daemons take an agent or a listening address over UDP:
+/// `udp:127.0.0.1:161`, or `udp6:[::1]:161` (without the `udp6:` prefix net-snmp reads an
+/// IPv6 address as a host name).
+#[must_use]
+pub fn net_snmp_address(addr: SocketAddr) -> String {
+    match addr {
+        SocketAddr::V4(a) => format!("udp:{a}"),
+        SocketAddr::V6(a) => format!("udp6:[{}]:{}", a.ip(), a.port()),
+    }
 }
 
 fn find_tool(name: &str) -> PathBuf {
@@ -109,7 +121,21 @@ impl Trapd {
     /// If `snmptrapd` is missing or does not come up within 10 s.
     #[must_use]
     pub fn start(dir: &TestDir) -> Self {
-        Self::start_with(dir, "authCommunity log public\ndisableAuthorization yes\n")
+        Self::start_on(dir, IpAddr::V4(Ipv4Addr::LOCALHOST))
+    }
+
+    /// Starts snmptrapd as [`Self::start`] does, listening on `ip` (a fresh port): net-snmp's
+    /// `udp:IP:PORT` for IPv4, `udp6:[IP]:PORT` for IPv6 (e.g. `::1`).
+    ///
+    /// # Panics
+    /// As [`Self::start`].
+    #[must_use]
+    pub fn start_on(dir: &TestDir, ip: IpAddr) -> Self {
+        Self::start_with(
+            dir,
+            "authCommunity log public\ndisableAuthorization yes\n",
+            ip,
+        )
     }
 
     /// Starts snmptrapd as [`Self::start`] does, but for SNMPv3 only: its configuration knows
@@ -124,10 +150,11 @@ impl Trapd {
         Self::start_with(
             dir,
             &format!("createUser -e 0x{engine_id} {user} SHA {auth} AES {privacy}\nauthUser log {user}\n"),
+            IpAddr::V4(Ipv4Addr::LOCALHOST),
         )
     }
 
-    fn start_with(dir: &TestDir, config: &str) -> Self {
+    fn start_with(dir: &TestDir, config: &str, ip: IpAddr) -> Self {
         let binary = find_tool("snmptrapd");
         let port = ports::free_port();
         let conf = dir.file("snmptrapd.conf");
@@ -143,7 +170,7 @@ impl Trapd {
             .arg("-M")
             .arg(format!("+{}:/usr/share/snmp/mibs", mib_dir().display()))
             .args(["-m", "SNMPv2-MIB:SBC-PAIR-MIB"])
-            .arg(format!("udp:127.0.0.1:{port}"))
+            .arg(net_snmp_address(SocketAddr::new(ip, port)))
             .stdin(Stdio::null())
             .stdout(stdout)
             .stderr(stderr)
@@ -167,7 +194,7 @@ impl Trapd {
         trapd
     }
 
-    /// The UDP port it listens on (127.0.0.1).
+    /// The UDP port it listens on (on 127.0.0.1, or the address given to [`Self::start_on`]).
     #[must_use]
     pub fn port(&self) -> u16 {
         self.port

@@ -895,6 +895,22 @@ fn trap_receivers_and_peers() {
     );
     sh.script(&["witness none", "done"]);
     assert_eq!(sh.config.redundancy.witness, None);
+    // IPv6: bracketed address:port, bare IP address.
+    sh.script(&[
+        "witness [fd00::3]:7000",
+        "service-address 2001:db8::10",
+        "done",
+    ]);
+    assert_eq!(
+        sh.config.redundancy.witness,
+        Some("[fd00::3]:7000".parse().unwrap())
+    );
+    assert_eq!(
+        sh.config.redundancy.service_address,
+        Some("2001:db8::10".parse().unwrap())
+    );
+    contains_all(&sh.err("witness fd00::3:7000"), &["[::1]:9090"]);
+    sh.script(&["witness none", "done"]);
     let text = sh.config.to_toml_string();
     assert_eq!(Config::from_toml_str(&text).unwrap(), sh.config);
 }

@@ -113,7 +113,7 @@ impl Drop for HaHandle {
 }
 
 /// Binds this node's heartbeat address on every path (`destinations` of the peer named
-/// `local`), in path order.
+/// `local`, IPv4 or IPv6, an IPv4-mapped one as its IPv4 address), in path order.
 ///
 /// # Errors
 /// The node is not in the configuration, or a bind fails.
@@ -123,7 +123,7 @@ pub async fn bind_paths(config: &RedundancySettings, local: &str) -> io::Result<
     })?;
     let mut sockets = Vec::with_capacity(me.destinations.len());
     for addr in &me.destinations {
-        sockets.push(UdpSocket::bind(addr).await?);
+        sockets.push(UdpSocket::bind(crate::addr::canonical(*addr)).await?);
     }
     Ok(sockets)
 }
@@ -139,7 +139,7 @@ pub fn spawn(
     machine: Redundancy,
     sockets: Vec<UdpSocket>,
 ) -> io::Result<HaHandle> {
-    let witness = config.witness;
+    let witness = config.witness.map(crate::addr::canonical);
     let sockets = sockets
         .into_iter()
         .map(UdpSocket::into_std)
@@ -194,6 +194,23 @@ pub fn spawn(
     })
 }
 
+/// The address the witness probe socket binds: any address, port chosen by the system, of the
+/// family of the (canonical) witness address `w`.
+fn probe_bind_address(w: SocketAddr) -> SocketAddr {
+    if w.is_ipv4() {
+        ([0, 0, 0, 0], 0).into()
+    } else {
+        ([0u16; 8], 0).into()
+    }
+}
+
+/// Whether a datagram from `from` looks like the witness's answer (the machine authenticates
+/// it): it starts with the answer's magic and comes from the witness `w`, compared as one
+/// endpoint ([`crate::addr::same_endpoint`]: a received IPv6 source may carry a scope id).
+fn is_witness_answer(w: SocketAddr, from: SocketAddr, d: &[u8]) -> bool {
+    crate::addr::same_endpoint(from, w) && d.starts_with(&WITNESS_ANSWER_MAGIC)
+}
+
 enum Input {
     Datagram(PathId, SocketAddr, Vec<u8>),
     WitnessAnswer(SocketAddr, Vec<u8>),
@@ -219,27 +236,19 @@ async fn run(
         }));
     }
     let probe = match witness {
-        Some(w) => {
-            let bind: SocketAddr = if w.is_ipv4() {
-                ([0, 0, 0, 0], 0).into()
-            } else {
-                ([0u16; 8], 0).into()
-            };
-            match UdpSocket::bind(bind).await {
-                Ok(s) => {
-                    let s = Arc::new(s);
-                    readers.spawn(read_loop(Arc::clone(&s), in_tx.clone(), move |from, d| {
-                        (from == w && d.starts_with(&WITNESS_ANSWER_MAGIC))
-                            .then_some(Input::WitnessAnswer(from, d))
-                    }));
-                    Some((s, w))
-                }
-                Err(e) => {
-                    warn!(error = %e, "cannot open the witness probe socket");
-                    None
-                }
+        Some(w) => match UdpSocket::bind(probe_bind_address(w)).await {
+            Ok(s) => {
+                let s = Arc::new(s);
+                readers.spawn(read_loop(Arc::clone(&s), in_tx.clone(), move |from, d| {
+                    is_witness_answer(w, from, &d).then_some(Input::WitnessAnswer(from, d))
+                }));
+                Some((s, w))
             }
-        }
+            Err(e) => {
+                warn!(error = %e, "cannot open the witness probe socket");
+                None
+            }
+        },
         None => None,
     };
     drop(in_tx);
@@ -394,5 +403,38 @@ pub async fn serve_witness_with_key(socket: UdpSocket, key: impl AsRef<[u8]>) ->
                 &format!("witness: probe dropped: {e}"),
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sa(s: &str) -> SocketAddr {
+        s.parse().expect("address")
+    }
+
+    #[test]
+    fn the_probe_socket_is_of_the_witness_family() {
+        assert_eq!(probe_bind_address(sa("192.0.2.3:7000")), sa("0.0.0.0:0"));
+        assert_eq!(probe_bind_address(sa("[fd00::3]:7000")), sa("[::]:0"));
+    }
+
+    #[test]
+    fn witness_answers_come_from_the_witness() {
+        let mut answer = WITNESS_ANSWER_MAGIC.to_vec();
+        answer.extend_from_slice(b"...");
+        let w = sa("[fd00::3]:7000");
+        assert!(is_witness_answer(w, w, &answer));
+        assert!(is_witness_answer(w, sa("[fd00::3%1]:7000"), &answer));
+        assert!(!is_witness_answer(w, sa("[fd00::4]:7000"), &answer));
+        assert!(!is_witness_answer(w, sa("[fd00::3]:7001"), &answer));
+        assert!(!is_witness_answer(w, w, b"SBHA...."));
+        let w4 = sa("192.0.2.3:7000");
+        assert!(is_witness_answer(
+            w4,
+            sa("[::ffff:192.0.2.3]:7000"),
+            &answer
+        ));
     }
 }

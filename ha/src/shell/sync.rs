@@ -19,7 +19,8 @@
 //! source per interval ([`crate::refusals`]):
 //!
 //! 1. A connection from an address that is not one of the peer's (`redundancy-config` peer
-//!    `destinations`) is closed at once (`refused_address`).
+//!    `destinations`, IPv4 or IPv6, compared canonical: an IPv4-mapped source is its IPv4
+//!    address) is closed at once (`refused_address`).
 //! 2. At most [`MAX_PENDING`] handshakes run at a time (`refused_busy` beyond), each with
 //!    [`HANDSHAKE_TIMEOUT`] to complete the Noise handshake and open the first frame
 //!    (`refused_timeout`); a handshake message is at most 128 bytes, so a connection can make
@@ -192,10 +193,11 @@ pub struct SyncContext {
     pub node: NodeId,
     /// The only node accepted at the other end.
     pub peer: NodeId,
-    /// The addresses the peer may connect from: the IPs of its heartbeat `destinations`.
+    /// The addresses the peer may connect from: the IPs of its heartbeat `destinations`,
+    /// canonical ([`crate::addr`]), IPv4 or IPv6.
     pub peer_ips: Vec<IpAddr>,
-    /// The address this node connects from (its first heartbeat IP), so the active sees one of
-    /// its peer's addresses.
+    /// The address this node connects from (its first heartbeat IP, canonical), so the active
+    /// sees one of its peer's addresses.
     pub local_ip: IpAddr,
     psk: [u8; 32],
     check: EntryCheck,
@@ -225,13 +227,18 @@ impl SyncContext {
         check: EntryCheck,
     ) -> Result<Self, SettingsError> {
         let (me, mate) = config.validated_pair(local)?;
-        let mut peer_ips: Vec<IpAddr> = mate.destinations.iter().map(SocketAddr::ip).collect();
-        peer_ips.dedup();
+        let mut peer_ips: Vec<IpAddr> = Vec::with_capacity(mate.destinations.len());
+        for d in &mate.destinations {
+            let ip = d.ip().to_canonical();
+            if !peer_ips.contains(&ip) {
+                peer_ips.push(ip);
+            }
+        }
         Ok(Self {
             node: NodeId::from_name(&me.name),
             peer: NodeId::from_name(&mate.name),
             peer_ips,
-            local_ip: me.destinations[0].ip(),
+            local_ip: me.destinations[0].ip().to_canonical(),
             psk: PairKeys::derive(config.shared_key.as_bytes()).sync_psk,
             check,
             counters: SyncCounters::default(),
@@ -245,12 +252,32 @@ impl SyncContext {
         self.counters.snapshot()
     }
 
+    /// Whether a connection from `ip` may be the peer's: `ip` is one of [`Self::peer_ips`]
+    /// once canonical (a listener on an IPv6 socket may see an IPv4 peer as
+    /// `::ffff:a.b.c.d`). Anyone else is refused at once (`refused_address`).
+    #[must_use]
+    pub fn is_peer_ip(&self, ip: IpAddr) -> bool {
+        self.peer_ips.contains(&ip.to_canonical())
+    }
+
+    /// Where the standby connects to reach the active's sync server at `addr`, and the local
+    /// address it binds first: `addr` canonical, bound to [`Self::local_ip`] (port chosen by
+    /// the system) when that is of the same family, as the validated configuration makes it
+    /// (both ends of a path are of one family), else not bound.
+    #[must_use]
+    pub fn connect_plan(&self, addr: SocketAddr) -> (SocketAddr, Option<SocketAddr>) {
+        let addr = crate::addr::canonical(addr);
+        let bind = crate::addr::same_family(self.local_ip, addr.ip())
+            .then(|| SocketAddr::new(self.local_ip, 0));
+        (addr, bind)
+    }
+
     /// Notes a refusal from `from` in the rate-limited log: the line to write, if it is time.
     fn log_line(&self, from: SocketAddr) -> Option<LogLine> {
         self.log
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .note(Instant::now(), from.ip())
+            .note(Instant::now(), from.ip().to_canonical())
     }
 
     fn refuse(&self, from: SocketAddr, why: Refusal, detail: &dyn std::fmt::Display) {
@@ -530,7 +557,7 @@ pub async fn serve_sync(
     let mut next_id = 0u64;
     loop {
         let (stream, from) = listener.accept().await?;
-        if !ctx.peer_ips.contains(&from.ip()) {
+        if !ctx.is_peer_ip(from.ip()) {
             ctx.refuse(from, Refusal::Address, &"closed at once");
             drop(stream);
             continue;
@@ -751,13 +778,14 @@ pub async fn run_sync_client(
     exchange: bool,
     events: mpsc::UnboundedSender<SyncEvent>,
 ) -> Result<(), SyncError> {
+    let (addr, bind) = ctx.connect_plan(addr);
     let socket = if addr.is_ipv4() {
         TcpSocket::new_v4()?
     } else {
         TcpSocket::new_v6()?
     };
-    if ctx.local_ip.is_ipv4() == addr.is_ipv4() {
-        socket.bind(SocketAddr::new(ctx.local_ip, 0))?;
+    if let Some(local) = bind {
+        socket.bind(local)?;
     }
     let stream = tokio::time::timeout(CONNECT_TIMEOUT, socket.connect(addr))
         .await
@@ -901,4 +929,81 @@ async fn apply_stream(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::{PeerSettings, PeerType};
+
+    fn settings(a: &[&str], b: &[&str]) -> RedundancySettings {
+        let peer = |name: &str, t, d: &[&str]| PeerSettings {
+            name: name.into(),
+            peer_type: t,
+            destinations: d.iter().map(|s| s.parse().expect("address")).collect(),
+        };
+        RedundancySettings {
+            shared_key: "sync-unit-test-key-0123456789".into(),
+            peers: vec![
+                peer("a", PeerType::Primary, a),
+                peer("b", PeerType::Secondary, b),
+            ],
+            ..RedundancySettings::default()
+        }
+    }
+
+    fn context(config: &RedundancySettings, local: &str) -> SyncContext {
+        SyncContext::new(config, local, Arc::new(|_: &[u8], _: &[u8]| Ok(()))).expect("valid")
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().expect("ip")
+    }
+
+    #[test]
+    fn the_peer_is_known_by_its_addresses_of_either_family() {
+        let c = settings(
+            &["[fd00::1]:9090", "10.0.0.1:9090"],
+            &["[fd00::2]:9090", "[::ffff:10.0.0.2]:9090"],
+        );
+        let active = context(&c, "a");
+        assert_eq!(active.peer_ips, vec![ip("fd00::2"), ip("10.0.0.2")]);
+        assert_eq!(active.local_ip, ip("fd00::1"));
+        for peer in ["fd00::2", "10.0.0.2", "::ffff:10.0.0.2"] {
+            assert!(active.is_peer_ip(ip(peer)), "{peer}");
+        }
+        for stranger in ["fd00::9", "fd00::1", "10.0.0.9", "::ffff:10.0.0.9", "::1"] {
+            assert!(!active.is_peer_ip(ip(stranger)), "{stranger}");
+        }
+        // Two paths on one IP: listed once.
+        let c = settings(
+            &["[fd00::1]:9090", "[fd00::1]:9091"],
+            &["[fd00::2]:9090", "[fd00::2]:9091"],
+        );
+        assert_eq!(context(&c, "a").peer_ips, vec![ip("fd00::2")]);
+    }
+
+    #[test]
+    fn the_standby_connects_from_its_own_address_of_the_same_family() {
+        let standby = SyncContext {
+            local_ip: ip("fd00::2"),
+            ..context(&settings(&["[fd00::1]:9090"], &["[fd00::2]:9090"]), "b")
+        };
+        let sa = |s: &str| -> SocketAddr { s.parse().expect("address") };
+        assert_eq!(
+            standby.connect_plan(sa("[fd00::1]:1988")),
+            (sa("[fd00::1]:1988"), Some(sa("[fd00::2]:0")))
+        );
+        assert_eq!(
+            standby.connect_plan(sa("10.0.0.1:1988")),
+            (sa("10.0.0.1:1988"), None),
+            "no address of that family to bind"
+        );
+        let v4 = context(&settings(&["10.0.0.1:9090"], &["10.0.0.2:9090"]), "b");
+        assert_eq!(
+            v4.connect_plan(sa("[::ffff:10.0.0.1]:1988")),
+            (sa("10.0.0.1:1988"), Some(sa("10.0.0.2:0"))),
+            "a mapped address is reached over IPv4"
+        );
+    }
 }

@@ -198,10 +198,12 @@ impl Pair {
         let mate = ha
             .mate(&name)
             .ok_or_else(|| anyhow::anyhow!("redundancy-config has no peer besides {name:?}"))?;
+        // The sync channel runs on each node's first heartbeat IP (IPv4 or IPv6, canonical:
+        // an IPv4-mapped address is its IPv4 address).
         let first = |p: &sbc_ha::PeerSettings| {
             p.destinations
                 .first()
-                .map(|d| SocketAddr::new(d.ip(), ha.sip_sync_port))
+                .map(|d| SocketAddr::new(d.ip().to_canonical(), ha.sip_sync_port))
         };
         let my_sync = first(me).ok_or_else(|| anyhow::anyhow!("peer {name} has no destination"))?;
         let mate_sync =
