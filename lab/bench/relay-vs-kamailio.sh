@@ -4,8 +4,11 @@
 # Usage (from anywhere inside the repo):
 #   cargo build --release -p sbc && lab/bench/relay-vs-kamailio.sh
 #   RELAYS=kamailio RATES="200 500" DURATION=3 MEM_CALLS=2000 lab/bench/relay-vs-kamailio.sh
+#   FAMILY=ipv6 lab/bench/relay-vs-kamailio.sh                  # the same over ::1
+#   lab/bench/build-at.sh d22db82 /tmp/sbc-d22db82 &&           # an older binary, against
+#     RELAYS="kamailio sbc sbc-old" SBC_OLD_BIN=/tmp/sbc-d22db82/sbc lab/bench/relay-vs-kamailio.sh
 #
-# For each call rate, each relay in turn (never both under load at once) gets
+# For each call rate, each relay in turn (never two under load at once) gets
 #   SIPp UAC (127.0.0.1:$UAC_PORT) -> relay -> SIPp UAS (127.0.0.1:5080)
 # with SIPp's built-in `uac`/`uas` scenarios; the UAS and the relay are started
 # fresh for every step. Then a memory step holds MEM_CALLS established calls
@@ -15,9 +18,23 @@
 #             (UDP 127.0.0.1:5070; the reference config is used as is)
 #   sbc:      target/release/sbc run --config <generated TOML>
 #             (access 127.0.0.1:5060, core 127.0.0.1:5062, route to the UAS)
+#   sbc-old:  $SBC_OLD_BIN run --config <the same TOML> (same ports; an older build,
+#             e.g. from lab/bench/build-at.sh, to compare two commits in one run)
+#
+# With FAMILY=ipv6 every address is ::1 instead: SIPp `-i ::1` and remote
+# `[::1]:port`, the sbc's interfaces and session agent on "::1", and Kamailio
+# on a copy of the reference config generated in the scratch dir, where
+# 127.0.0.1 becomes [::1] in listen=, alias= and the $du URIs and nothing
+# else changes (the reference file itself is never edited).
 #
 # Environment (defaults in brackets):
-#   RELAYS      relays to run, in order                 ["kamailio sbc"]
+#   RELAYS      relays to run, in order: kamailio, sbc, sbc-old ["kamailio sbc"]
+#   FAMILY      ipv4 (127.0.0.1) or ipv6 (::1)            [ipv4]
+#   SBC_OLD_BIN the sbc-old binary (needed when RELAYS has sbc-old)
+#   SBC_COMMIT, SBC_OLD_COMMIT  the commit each binary was built from, for the report
+#               [BIN.commit written by build-at.sh next to the binary, else --version]
+#   ROUNDS      rounds of all the rate steps, relays in reverse order in even
+#               rounds; > 1 adds each relay's mean ± sd per rate (the run's noise) [1]
 #   RATES       call rates (calls/s), one step each      ["200 500 1000 2000"]
 #   DURATION    seconds of traffic per step               [10]
 #   CALL_MS     call hold time of the rate steps (-d)     [0]
@@ -30,13 +47,14 @@
 #   KAMAILIO_CFG  reference config   [$SHARED/peers/kamailio.cfg, else lab/peers/kamailio.cfg]
 #   KAMAILIO    kamailio binary      [/usr/sbin/kamailio]
 #   SBC_BIN     sbc binary           [<repo>/target/release/sbc]
+#   SBC_OLD_BIN sbc-old binary       [none]
 #   SIPP        sipp binary          [sipp]
 #   OUT         Markdown report      [<repo>/lab/results/relay-<UTC date-time>.md]
 #   KEEP_WORK=1 keep the scratch dir (SIPp CSVs, relay logs) even on success
 #
 # Output: a Markdown report on stdout and in $OUT; progress goes to stderr.
 # This is a benchmark, not a test: it exits 0 whenever the run completed, even
-# if calls failed. Exit 2 on bad setup (busy port, missing binary).
+# if calls failed. Exit 2 on bad setup (busy port, missing binary, no ::1).
 set -euo pipefail
 
 die() { echo "relay-bench: $*" >&2; exit 2; }
@@ -52,6 +70,9 @@ if [[ -z ${KAMAILIO_CFG:-} ]]; then
 fi
 KAMAILIO=${KAMAILIO:-/usr/sbin/kamailio}
 SBC_BIN=${SBC_BIN:-$ROOT/target/release/sbc}
+SBC_OLD_BIN=${SBC_OLD_BIN:-}
+FAMILY=${FAMILY:-ipv4}
+ROUNDS=${ROUNDS:-1}
 SIPP=${SIPP:-sipp}
 RELAYS=${RELAYS:-"kamailio sbc"}
 RATES=${RATES:-"200 500 1000 2000"}
@@ -62,17 +83,26 @@ MEM_RATE=${MEM_RATE:-500}
 MEM_SETTLE=${MEM_SETTLE:-40}
 UAC_PORT=${UAC_PORT:-5090}
 STAMP=$(date -u +%Y-%m-%dT%H%M%SZ)
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 OUT=${OUT:-$ROOT/lab/results/relay-$STAMP.md}
 
-# Fixed by the reference Kamailio config and the brief.
-IP=127.0.0.1
+# Fixed by the reference Kamailio config and the brief (FAMILY=ipv6: the same ports on ::1).
+case $FAMILY in
+  ipv4) IP=127.0.0.1 ;;
+  ipv6) IP=::1 ;;
+  *) die "FAMILY must be ipv4 or ipv6 (not '$FAMILY')" ;;
+esac
 UAS_PORT=5080
 KAM_PORT=5070
 SBC_PORT=5060
 SBC_CORE_PORT=5062
 
 CLK_TCK=$(getconf CLK_TCK)
-PAGE_KB=$(( $(getconf PAGESIZE) / 1024 ))
+
+# hp ADDR PORT: host:port as SIP, SIPp and ss write it (an IPv6 address in brackets).
+hp() { if [[ $1 == *:* ]]; then echo "[$1]:$2"; else echo "$1:$2"; fi; }
+# has RELAY: RELAY is in RELAYS.
+has() { [[ " $RELAYS " == *" $1 "* ]]; }
 
 # ---------------------------------------------------------------- checks ---
 is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
@@ -82,23 +112,45 @@ is_uint "$MEM_CALLS" || die "MEM_CALLS must be an integer"
 is_uint "$MEM_RATE" && (( MEM_RATE > 0 )) || die "MEM_RATE must be a positive integer"
 is_uint "$MEM_SETTLE" || die "MEM_SETTLE must be an integer"
 is_uint "$UAC_PORT" || die "UAC_PORT must be a port number"
+is_uint "$ROUNDS" && (( ROUNDS > 0 && ROUNDS <= 100 )) || die "ROUNDS must be an integer from 1 to 100"
 for r in $RATES; do is_uint "$r" && (( r > 0 )) || die "bad rate in RATES: $r"; done
+declare -A SEEN=()
 for relay in $RELAYS; do
+  [[ -z ${SEEN[$relay]:-} ]] || die "relay '$relay' is twice in RELAYS"
+  SEEN[$relay]=1
   case $relay in
     kamailio)
       [[ -x $KAMAILIO ]] || die "kamailio not found at $KAMAILIO (Debian package kamailio)"
       [[ -r $KAMAILIO_CFG ]] || die "reference config not found: $KAMAILIO_CFG (set SHARED or KAMAILIO_CFG)" ;;
     sbc)
       [[ -x $SBC_BIN ]] || die "$SBC_BIN not found: run cargo build --release -p sbc (or RELAYS=kamailio)" ;;
-    *) die "unknown relay '$relay' in RELAYS (kamailio, sbc)" ;;
+    sbc-old)
+      [[ -n $SBC_OLD_BIN ]] || die "RELAYS has sbc-old: set SBC_OLD_BIN to the older sbc binary (lab/bench/build-at.sh COMMIT OUTDIR builds one)"
+      [[ -x $SBC_OLD_BIN ]] || die "SBC_OLD_BIN: $SBC_OLD_BIN is not an executable" ;;
+    *) die "unknown relay '$relay' in RELAYS (kamailio, sbc, sbc-old)" ;;
   esac
 done
+if [[ $FAMILY == ipv6 ]]; then
+  # ::1 on lo: /proc/net/if_inet6 has it as 000...001 (absent when IPv6 is off).
+  grep -q '^00000000000000000000000000000001 ' /proc/net/if_inet6 2>/dev/null \
+    || die "FAMILY=ipv6 but this machine has no ::1 (IPv6 disabled? see /proc/net/if_inet6)"
+fi
 command -v "$SIPP" >/dev/null || die "sipp not found (Debian package sip-tester)"
 command -v ss >/dev/null || die "ss not found (iproute2)"
 
+# ss with no family option lists IPv4 and IPv6 sockets alike: a port counts as
+# busy whatever address or family holds it (127.0.0.1, ::1, 0.0.0.0, ::).
 udp_port_busy() { [[ -n $(ss -Hlun "sport = :$1" 2>/dev/null) ]]; }
-# bound_by PORT PID: PORT is bound by PID itself (not by someone else's process).
-bound_by() { [[ $(ss -Hlunp "sport = :$1" 2>/dev/null) == *"pid=$2,"* ]]; }
+# bound_by PORT PID: PORT is bound by PID itself (not by someone else's process),
+# on $IP in the run's family (ss prints [::1]:PORT for IPv6, column 4 with -H).
+bound_by() {
+  ss -Hlunp "sport = :$1" 2>/dev/null \
+    | awk -v a="$(hp "$IP" "$1")" -v p="pid=$2," '$4 == a && index($0, p) { f = 1 } END { exit !f }'
+}
+# udp_sockets PID: the UDP addresses PID has bound, as ss prints them.
+udp_sockets() {
+  ss -Hlunp 2>/dev/null | awk -v p="pid=$1," 'index($0, p) { print $4 }' | sort -u | paste -sd' ' -
+}
 need_free() { ! udp_port_busy "$1" || die "UDP port $1 was taken by another process during the run (ss -lunp 'sport = :$1')"; }
 for p in $UAS_PORT $KAM_PORT $SBC_PORT $SBC_CORE_PORT $UAC_PORT; do
   udp_port_busy "$p" && die "UDP port $p on this machine is already bound (ss -lunp 'sport = :$p')"
@@ -227,7 +279,8 @@ start_uas() {   # start_uas TAG: fresh UAS for one step
     -trace_stat -stf "$WORK/$tag-uas.csv" -fd 1 \
     >"$WORK/$tag-uas.out" 2>&1 </dev/null &
   UAS_PID=$!
-  wait_until 10 bound_by "$UAS_PORT" "$UAS_PID" || die "SIPp UAS did not bind $IP:$UAS_PORT (see $WORK/$tag-uas.out)"
+  wait_until 10 bound_by "$UAS_PORT" "$UAS_PID" || die "SIPp UAS did not bind $(hp "$IP" "$UAS_PORT") (see $WORK/$tag-uas.out)"
+  [[ -n ${R[uas,sockets]:-} ]] || R[uas,sockets]=$(udp_sockets "$UAS_PID")
 }
 
 write_sbc_config() {
@@ -261,34 +314,73 @@ EOF
 
 sbc_ready() { grep -q 'sbc ready' "$1" 2>/dev/null; }
 
+# The config Kamailio runs: the reference as is (ipv4), or (ipv6) a copy in the
+# scratch dir with 127.0.0.1 -> [::1] in its listen=, alias= and $du lines, and
+# nothing else changed. Refuses a reference that names 127.0.0.1 elsewhere
+# (outside comments): the copy would be half IPv4.
+KAM_CFG_RUN=$KAMAILIO_CFG
+KAM_CFG_CHANGED=""
+write_kamailio_config() {
+  [[ $FAMILY == ipv6 ]] && has kamailio || return 0
+  KAM_CFG_RUN=$WORK/kamailio-ipv6.cfg
+  sed -E -e '/^[[:space:]]*listen[[:space:]]*=/s/127\.0\.0\.1/[::1]/g' \
+         -e '/^[[:space:]]*alias[[:space:]]*=/s/127\.0\.0\.1/[::1]/g' \
+         -e '/\$du[[:space:]]*=/s/sip:127\.0\.0\.1/sip:[::1]/g' \
+         "$KAMAILIO_CFG" >"$KAM_CFG_RUN"
+  grep -Eq "^[[:space:]]*listen[[:space:]]*=[[:space:]]*udp:\[::1\]:$KAM_PORT([^0-9]|\$)" "$KAM_CFG_RUN" \
+    || die "$KAMAILIO_CFG: no listen=udp:127.0.0.1:$KAM_PORT to move to [::1]"
+  # Comments aside (a "#" line or tail, but not the "#!" directives: #!define, #!ifdef...).
+  if sed -E '/^[[:space:]]*#($|[^!])/d; s/[[:space:]]#([^!].*)?$//' "$KAM_CFG_RUN" | grep -q '127\.0\.0\.1'; then
+    die "$KAMAILIO_CFG names 127.0.0.1 outside listen=, alias= and \$du: not rewritten for IPv6 (see $KAM_CFG_RUN)"
+  fi
+  # The lines that differ (each once), for the report.
+  local line
+  while IFS= read -r line; do
+    KAM_CFG_CHANGED+="${KAM_CFG_CHANGED:+, }\`$line\`"
+  done < <(diff "$KAMAILIO_CFG" "$KAM_CFG_RUN" | sed -n 's/^> *//p' | awk '!seen[$0]++')
+}
+
 # start_relay RELAY TAG: sets RELAY_PID and RELAY_TARGET (host:port for the UAC)
 start_relay() {
   local relay=$1 tag=$2
   case $relay in
     kamailio)
       need_free "$KAM_PORT"
-      "$KAMAILIO" -f "$KAMAILIO_CFG" -DD -E -m 1024 -M 16 >"$WORK/$tag-relay.log" 2>&1 </dev/null &
-      RELAY_PID=$!; RELAY_TARGET=$IP:$KAM_PORT
+      "$KAMAILIO" -f "$KAM_CFG_RUN" -DD -E -m 1024 -M 16 >"$WORK/$tag-relay.log" 2>&1 </dev/null &
+      RELAY_PID=$!; RELAY_TARGET=$(hp "$IP" "$KAM_PORT")
       # Bound, and all children forked (main + 2 UDP workers + timers...).
       wait_until 15 bound_by "$KAM_PORT" "$RELAY_PID" || die "kamailio did not bind $RELAY_TARGET (see $WORK/$tag-relay.log)"
       sleep 0.5 ;;
-    sbc)
+    sbc|sbc-old)
+      local bin=$SBC_BIN
+      [[ $relay == sbc-old ]] && bin=$SBC_OLD_BIN
       need_free "$SBC_PORT"; need_free "$SBC_CORE_PORT"
       mkdir -p -m 0700 "$WORK/mgmt-$tag"
       SBC_MGMT=$WORK/mgmt-$tag/m.sock
-      "$SBC_BIN" run --config "$WORK/sbc.toml" --mgmt-socket "$SBC_MGMT" >"$WORK/$tag-relay.log" 2>&1 </dev/null &
-      RELAY_PID=$!; RELAY_TARGET=$IP:$SBC_PORT
-      wait_until 15 sbc_ready "$WORK/$tag-relay.log" || die "sbc did not print 'sbc ready' (see $WORK/$tag-relay.log)" ;;
+      "$bin" run --config "$WORK/sbc.toml" --mgmt-socket "$SBC_MGMT" >"$WORK/$tag-relay.log" 2>&1 </dev/null &
+      RELAY_PID=$!; RELAY_TARGET=$(hp "$IP" "$SBC_PORT")
+      wait_until 15 sbc_ready "$WORK/$tag-relay.log" || die "$relay did not print 'sbc ready' (see $WORK/$tag-relay.log)"
+      # It binds the interfaces before it says ready; check they are on $IP.
+      wait_until 5 bound_by "$SBC_PORT" "$RELAY_PID" && wait_until 5 bound_by "$SBC_CORE_PORT" "$RELAY_PID" \
+        || die "$relay is ready but has not bound $(hp "$IP" "$SBC_PORT") and $(hp "$IP" "$SBC_CORE_PORT") (ss -lunp; $WORK/$tag-relay.log)" ;;
   esac
   alive "$RELAY_PID" || die "$relay exited at start (see $WORK/$tag-relay.log)"
+  [[ -n ${R[$relay,sockets]:-} ]] || R[$relay,sockets]=$(udp_sockets "$RELAY_PID")
 }
 
 # Results, keyed "relay,rate,field".
 declare -A R=()
 
-run_step() {   # run_step RELAY RATE
-  local relay=$1 rate=$2 tag="$1-$2" calls=$(( $2 * DURATION )) rc=0 t0 t1 c0 c1
-  log "step: $relay at $rate calls/s for ${DURATION}s ($calls calls)"
+# Step keys: the rate, or with ROUNDS > 1 "RATE/ROUND" (the rate again as
+# "RATE/1" etc.), keying R and naming the scratch files.
+step_key() { if (( ROUNDS > 1 )); then echo "$1/$2"; else echo "$1"; fi; }
+step_label() { if (( ROUNDS > 1 )); then echo "$1 (round $2)"; else echo "$1"; fi; }
+
+run_step() {   # run_step RELAY RATE [ROUND]
+  local relay=$1 rate=$2 key tag calls=$(( $2 * DURATION )) rc=0 t0 t1 c0 c1
+  key=$(step_key "$rate" "${3:-1}")
+  tag="$relay-${key/\//-r}"
+  log "step: $relay at $rate calls/s for ${DURATION}s ($calls calls)${3:+, round $3 of $ROUNDS}"
   start_uas "$tag"
   start_relay "$relay" "$tag"
   need_free "$UAC_PORT"
@@ -307,18 +399,18 @@ run_step() {   # run_step RELAY RATE
   stop_pid "$UAS_PID" 3; UAS_PID=""        # SIGTERM: SIPp writes its last CSV line
   stop_pid "$RELAY_PID" 5; RELAY_PID=""
 
-  local f="$WORK/$tag-uac.csv" u="$WORK/$tag-uas.csv"
-  R[$relay,$rate,rc]=$rc
-  R[$relay,$rate,ok]=$(csv_last "$f" 'SuccessfulCall(C)')
-  R[$relay,$rate,failed]=$(csv_last "$f" 'FailedCall(C)')
-  R[$relay,$rate,unexp]=$(csv_last "$f" 'FailedUnexpectedMessage(C)')
-  R[$relay,$rate,rtx_uac]=$(csv_last "$f" 'Retransmissions(C)')
-  R[$relay,$rate,rtx_uas]=$(csv_last "$u" 'Retransmissions(C)')
-  R[$relay,$rate,cps]=$(csv_last "$f" 'CallRate(C)')
-  R[$relay,$rate,cpu]=$(awk -v d=$(( c1 - c0 )) -v hz="$CLK_TCK" 'BEGIN { printf "%.2f", d / hz }')
-  R[$relay,$rate,uac_cpu]=$(awk -v a="$u0" -v b="$u1" 'BEGIN { printf "%.2f", b - a }')
-  R[$relay,$rate,wall]=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
-  log "  $relay@$rate: ok=${R[$relay,$rate,ok]:-?} failed=${R[$relay,$rate,failed]:-?} rtx=${R[$relay,$rate,rtx_uac]:-?}/${R[$relay,$rate,rtx_uas]:-?} cpu=${R[$relay,$rate,cpu]}s uac_cpu=${R[$relay,$rate,uac_cpu]}s wall=${R[$relay,$rate,wall]}s sipp_rc=$rc"
+  local uacf="$WORK/$tag-uac.csv" uasf="$WORK/$tag-uas.csv"
+  R[$relay,$key,rc]=$rc
+  R[$relay,$key,ok]=$(csv_last "$uacf" 'SuccessfulCall(C)')
+  R[$relay,$key,failed]=$(csv_last "$uacf" 'FailedCall(C)')
+  R[$relay,$key,unexp]=$(csv_last "$uacf" 'FailedUnexpectedMessage(C)')
+  R[$relay,$key,rtx_uac]=$(csv_last "$uacf" 'Retransmissions(C)')
+  R[$relay,$key,rtx_uas]=$(csv_last "$uasf" 'Retransmissions(C)')
+  R[$relay,$key,cps]=$(csv_last "$uacf" 'CallRate(C)')
+  R[$relay,$key,cpu]=$(awk -v d=$(( c1 - c0 )) -v hz="$CLK_TCK" 'BEGIN { printf "%.2f", d / hz }')
+  R[$relay,$key,uac_cpu]=$(awk -v a="$u0" -v b="$u1" 'BEGIN { printf "%.2f", b - a }')
+  R[$relay,$key,wall]=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+  log "  $relay@$key: ok=${R[$relay,$key,ok]:-?} failed=${R[$relay,$key,failed]:-?} rtx=${R[$relay,$key,rtx_uac]:-?}/${R[$relay,$key,rtx_uas]:-?} cpu=${R[$relay,$key,cpu]}s uac_cpu=${R[$relay,$key,uac_cpu]}s wall=${R[$relay,$key,wall]}s sipp_rc=$rc"
 }
 
 # Established calls right now: calls sitting in the hold pause of the built-in
@@ -331,10 +423,12 @@ mem_failed() { csv_last "$MEM_STATS" 'FailedCall(C)' | awk '{ print $1 + 0 }'; }
 mem_reached() { (( $(established) + $(mem_failed) >= MEM_CALLS )); }
 counts_exist() { [[ -s $MEM_COUNTS ]]; }
 
-# sbc_heap RELAY: the sbc's jemalloc heap in bytes (show memory), empty for another relay.
+# sbc_heap RELAY: the sbc's jemalloc heap in bytes (show memory), empty for Kamailio.
 sbc_heap() {
-  [[ $1 == sbc && -S ${SBC_MGMT:-} ]] || return 0
-  "$SBC_BIN" acli --mgmt-socket "$SBC_MGMT" --json -c "show memory" 2>/dev/null \
+  local bin=$SBC_BIN
+  [[ $1 == sbc-old ]] && bin=$SBC_OLD_BIN
+  [[ ( $1 == sbc || $1 == sbc-old ) && -S ${SBC_MGMT:-} ]] || return 0
+  "$bin" acli --mgmt-socket "$SBC_MGMT" --json -c "show memory" 2>/dev/null \
     | sed -n 's/.*"heap_allocated": *\([0-9][0-9]*\).*/\1/p' | head -1
 }
 
@@ -378,8 +472,20 @@ run_mem() {   # run_mem RELAY
 
 # -------------------------------------------------------------------- run ---
 write_sbc_config
-for rate in $RATES; do
-  for relay in $RELAYS; do run_step "$relay" "$rate"; sleep 1; done
+write_kamailio_config
+# Relays in RELAYS order, reversed in even rounds (so that no relay always runs
+# first after the pause, or right after the same other relay).
+# shellcheck disable=SC2086 # one relay name a word
+REVERSED=$(printf '%s\n' $RELAYS | tac | paste -sd' ' -)
+for (( round = 1; round <= ROUNDS; round++ )); do
+  order=$RELAYS
+  (( round % 2 == 0 )) && order=$REVERSED
+  for rate in $RATES; do
+    for relay in $order; do
+      if (( ROUNDS > 1 )); then run_step "$relay" "$rate" "$round"; else run_step "$relay" "$rate"; fi
+      sleep 1
+    done
+  done
 done
 if (( MEM_CALLS > 0 )); then
   for relay in $RELAYS; do run_mem "$relay"; sleep 1; done
@@ -392,58 +498,165 @@ cpu_per_call() {
   awk -v c="$1" -v n="${2:-0}" 'BEGIN { if (n > 0) printf "%.0f", c * 1e6 / n; else print "n/a" }'
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "n/a" && b != "n/a" && b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+# mean_sd V...: "mean ± sd" (sample sd) of the numeric values, n/a ignored.
+mean_sd() {
+  printf '%s\n' "$@" | awk -v dp="${DP:-0}" '
+    $1 != "n/a" && $1 != "" { v[++n] = $1; s += $1 }
+    END {
+      if (n == 0) { print "n/a"; exit }
+      m = s / n; q = 0; for (i = 1; i <= n; i++) q += (v[i] - m) ^ 2
+      if (n > 1) printf "%.*f ± %.*f", dp, m, dp, sqrt(q / (n - 1)); else printf "%.*f", dp, m
+    }'
+}
 
 GIT_REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 git -C "$ROOT" diff --quiet HEAD 2>/dev/null || GIT_REV="$GIT_REV (dirty work tree)"
 # sipp -v exits 99; kamailio -v's first line is "version: kamailio 5.6.3 (...) ".
 SIPP_VERSION=$( { "$SIPP" -v 2>&1 || true; } | grep -m1 -o 'SIPp v[^ ]*[^ .]' || echo 'SIPp (unknown version)')
 KAM_VERSION=$( { "$KAMAILIO" -v 2>&1 || true; } | head -n1 | sed 's/^version: //; s/ *$//')
-CMDLINE="RELAYS=\"$RELAYS\" RATES=\"$RATES\" DURATION=$DURATION CALL_MS=$CALL_MS MEM_CALLS=$MEM_CALLS MEM_RATE=$MEM_RATE $0${*:+ $*}"
+CMDLINE="RELAYS=\"$RELAYS\" RATES=\"$RATES\" DURATION=$DURATION CALL_MS=$CALL_MS MEM_CALLS=$MEM_CALLS MEM_RATE=$MEM_RATE"
+if [[ $FAMILY != ipv4 ]]; then CMDLINE+=" FAMILY=$FAMILY"; fi
+if (( ROUNDS > 1 )); then CMDLINE+=" ROUNDS=$ROUNDS"; fi
+if (( MEM_SETTLE != 40 )); then CMDLINE+=" MEM_SETTLE=$MEM_SETTLE"; fi
+if has sbc-old; then CMDLINE+=" SBC_OLD_BIN=$SBC_OLD_BIN"; fi
+if [[ -n ${SBC_COMMIT:-} ]]; then CMDLINE+=" SBC_COMMIT=$SBC_COMMIT"; fi
+if has sbc-old && [[ -n ${SBC_OLD_COMMIT:-} ]]; then CMDLINE+=" SBC_OLD_COMMIT=$SBC_OLD_COMMIT"; fi
+CMDLINE+=" $0${*:+ $*}"
+
+# bin_commit BIN GIVEN: the commit BIN was built from, as far as can be told:
+# GIVEN (SBC_COMMIT / SBC_OLD_COMMIT), else BIN.commit (written by build-at.sh),
+# else what `BIN --version` prints (the crate version only).
+bin_commit() {
+  local bin=$1 given=$2 c v
+  if [[ -n $given ]]; then echo "commit $given"; return; fi
+  if [[ -r $bin.commit ]]; then read -r c _ <"$bin.commit"; echo "commit $c (from $bin.commit)"; return; fi
+  v=$( { "$bin" --version 2>/dev/null || true; } | head -n1)
+  if [[ $bin -ef $ROOT/target/release/sbc ]]; then
+    echo "the work tree's build, binary of $(date -u -r "$bin" +%FT%TZ), tree at $GIT_REV (set SBC_COMMIT to name it), \`--version\`: ${v:-none}"
+  else
+    echo "commit unknown (set SBC_COMMIT / SBC_OLD_COMMIT), \`--version\`: ${v:-none}"
+  fi
+}
+NAME_COMMITS=0
+if has sbc-old || [[ -n ${SBC_COMMIT:-} ]]; then NAME_COMMITS=1; fi
+
+TITLE="sbc vs Kamailio"
+if has sbc-old; then
+  TITLE=""
+  for n in sbc sbc-old kamailio; do
+    has "$n" || continue
+    [[ $n == kamailio ]] && n=Kamailio
+    TITLE+="${TITLE:+ vs }$n"
+  done
+fi
+if [[ $FAMILY == ipv6 ]]; then TITLE+=" over IPv6"; fi
+ORDER_NOTE="relays run one after the other"
+if (( ROUNDS > 1 )); then ORDER_NOTE+=", $ROUNDS rounds of all the steps (the relays in reverse order in even rounds)"; fi
+
+# pair_table A B HEADER: the ratios of relay A to relay B at each step.
+pair_table() {
+  local a=$1 b=$2 rate round key fd rd
+  has "$a" && has "$b" && [[ -n ${RATES// /} ]] || return 0
+  echo
+  echo "## $3"
+  echo
+  echo "| rate (calls/s) | CPU per call, $a ÷ $b | failed calls, $a − $b | retransmissions (UAC+UAS), $a − $b |"
+  echo "|---:|---:|---:|---:|"
+  for rate in $RATES; do
+    for (( round = 1; round <= ROUNDS; round++ )); do
+      key=$(step_key "$rate" "$round")
+      fd=$(awk -v a="${R[$a,$key,failed]:-}" -v b="${R[$b,$key,failed]:-}" 'BEGIN { if (a == "" || b == "") print "n/a"; else printf "%+d", a - b }')
+      rd=$(awk -v a="${R[$a,$key,rtx_uac]:-}" -v b="${R[$a,$key,rtx_uas]:-}" -v c="${R[$b,$key,rtx_uac]:-}" -v d="${R[$b,$key,rtx_uas]:-}" \
+        'BEGIN { if (a == "" || c == "") print "n/a"; else printf "%+d", (a + b) - (c + d) }')
+      printf '| %s | %s | %s | %s |\n' "$(step_label "$rate" "$round")" "$(ratio "${R[$a,$key,cpc]}" "${R[$b,$key,cpc]}")" "$fd" "$rd"
+    done
+  done
+}
+
+join_comma() { local j; printf -v j '%s, ' "$@"; echo "${j%, }"; }
+# rounds_table: with ROUNDS > 1, each relay's CPU per call and each pair's
+# ratio per rate, as mean ± sd over the rounds: the run's own noise.
+rounds_table() {
+  local rate round key relay a b
+  local -a v
+  (( ROUNDS > 1 )) || return 0
+  echo
+  echo "## Across the $ROUNDS rounds"
+  echo
+  echo "| rate (calls/s) | relay or ratio | per round | mean ± sd |"
+  echo "|---:|---|---|---:|"
+  for rate in $RATES; do
+    for relay in $RELAYS; do
+      v=()
+      for (( round = 1; round <= ROUNDS; round++ )); do v+=("${R[$relay,$(step_key "$rate" "$round"),cpc]}"); done
+      printf '| %s | %s CPU per call (µs) | %s | %s |\n' "$rate" "$relay" "$(join_comma "${v[@]}")" "$(DP=0 mean_sd "${v[@]}")"
+    done
+    for pair in "sbc kamailio" "sbc-old kamailio" "sbc sbc-old"; do
+      read -r a b <<<"$pair"
+      has "$a" && has "$b" || continue
+      v=()
+      for (( round = 1; round <= ROUNDS; round++ )); do
+        key=$(step_key "$rate" "$round")
+        v+=("$(ratio "${R[$a,$key,cpc]}" "${R[$b,$key,cpc]}")")
+      done
+      printf '| %s | %s ÷ %s | %s | %s |\n' "$rate" "$a" "$b" "$(join_comma "${v[@]}")" "$(DP=2 mean_sd "${v[@]}")"
+    done
+  done
+}
 
 SATURATED=0
 {
-  echo "# Relay benchmark: sbc vs Kamailio ($STAMP)"
+  echo "# Relay benchmark: $TITLE ($STAMP)"
   echo
   echo "- command: \`$CMDLINE\`"
-  echo "- machine: $(nproc) cores, $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), $(uname -sr), load before run: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "- machine: $(nproc) cores, $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), $(uname -sr), load before run: $LOAD_BEFORE"
   echo "- versions: $SIPP_VERSION; $KAM_VERSION; repo $GIT_REV"
-  echo "- kamailio: \`$KAMAILIO -f $KAMAILIO_CFG -DD -E -m 1024 -M 16\` (UDP $IP:$KAM_PORT)"
-  [[ " $RELAYS " == *" sbc "* ]] && echo "- sbc: \`$SBC_BIN run --config sbc.toml\` (access $IP:$SBC_PORT, core $IP:$SBC_CORE_PORT, workers = 2)"
-  echo "- traffic: SIPp built-in \`uac\` ($IP:$UAC_PORT) -> relay -> built-in \`uas\` ($IP:$UAS_PORT), \`-d $CALL_MS\`, ${DURATION}s per step, relay and UAS restarted per step, relays run one after the other"
+  if [[ $FAMILY == ipv6 && $KAM_CFG_RUN != "$KAMAILIO_CFG" ]]; then
+    echo "- kamailio: \`$KAMAILIO -f kamailio-ipv6.cfg -DD -E -m 1024 -M 16\` (UDP $(hp "$IP" "$KAM_PORT")); kamailio-ipv6.cfg is the reference $KAMAILIO_CFG with only the addresses changed, 127.0.0.1 → [::1] in \`listen=\`, \`alias=\` and the \`\$du\` URIs (a copy generated in the scratch dir); its changed lines: $KAM_CFG_CHANGED"
+  else
+    echo "- kamailio: \`$KAMAILIO -f $KAMAILIO_CFG -DD -E -m 1024 -M 16\` (UDP $(hp "$IP" "$KAM_PORT"))"
+  fi
+  if has sbc; then
+    if (( NAME_COMMITS )); then SBC_NOTE="; $(bin_commit "$SBC_BIN" "${SBC_COMMIT:-}")"; else SBC_NOTE=""; fi
+    echo "- sbc: \`$SBC_BIN run --config sbc.toml\` (access $(hp "$IP" "$SBC_PORT"), core $(hp "$IP" "$SBC_CORE_PORT"), workers = 2$SBC_NOTE)"
+  fi
+  if has sbc-old; then
+    echo "- sbc-old: \`$SBC_OLD_BIN run --config sbc.toml\` (the same configuration, ports and workers; $(bin_commit "$SBC_OLD_BIN" "${SBC_OLD_COMMIT:-}"))"
+  fi
+  echo "- traffic: SIPp built-in \`uac\` ($(hp "$IP" "$UAC_PORT")) -> relay -> built-in \`uas\` ($(hp "$IP" "$UAS_PORT")), \`-d $CALL_MS\`, ${DURATION}s per step, relay and UAS restarted per step, $ORDER_NOTE"
+  if [[ $FAMILY == ipv6 ]]; then
+    SOCKS="SIPp uas ${R[uas,sockets]:-none}"
+    for relay in $RELAYS; do SOCKS+="; $relay ${R[$relay,sockets]:-none}"; done
+    echo "- IPv6: UDP sockets each process had bound when it was ready (\`ss -Hlunp\`, first start): $SOCKS"
+  fi
   echo
   echo "## Call-rate steps"
   echo
   echo "| rate (calls/s) | relay | ok calls | failed | of which unexpected msg | retrans UAC | retrans UAS | achieved calls/s | wall (s) | SIPp UAC CPU (s) | relay CPU (s) | CPU per call (µs) |"
   echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
   for rate in $RATES; do
-    for relay in $RELAYS; do
-      R[$relay,$rate,cpc]=$(cpu_per_call "${R[$relay,$rate,cpu]}" "${R[$relay,$rate,ok]:-0}")
-      cps=$(awk -v c="${R[$relay,$rate,cps]:-}" 'BEGIN { if (c == "") print "n/a"; else printf "%.0f", c }')
-      # SIPp could not offer the rate (or the run timed out): say so.
-      awk -v c="${R[$relay,$rate,cps]:-0}" -v r="$rate" 'BEGIN { exit !(c < 0.9 * r) }' && { cps="$cps ⚠"; SATURATED=1; }
-      printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$rate" "$relay" \
-        "$(num "${R[$relay,$rate,ok]:-}")" "$(num "${R[$relay,$rate,failed]:-}")" "$(num "${R[$relay,$rate,unexp]:-}")" \
-        "$(num "${R[$relay,$rate,rtx_uac]:-}")" "$(num "${R[$relay,$rate,rtx_uas]:-}")" \
-        "$cps" "${R[$relay,$rate,wall]}" "${R[$relay,$rate,uac_cpu]}" "${R[$relay,$rate,cpu]}" "${R[$relay,$rate,cpc]}"
+    for (( round = 1; round <= ROUNDS; round++ )); do
+      key=$(step_key "$rate" "$round")
+      for relay in $RELAYS; do
+        R[$relay,$key,cpc]=$(cpu_per_call "${R[$relay,$key,cpu]}" "${R[$relay,$key,ok]:-0}")
+        cps=$(awk -v c="${R[$relay,$key,cps]:-}" 'BEGIN { if (c == "") print "n/a"; else printf "%.0f", c }')
+        # SIPp could not offer the rate (or the run timed out): say so.
+        awk -v c="${R[$relay,$key,cps]:-0}" -v r="$rate" 'BEGIN { exit !(c < 0.9 * r) }' && { cps="$cps ⚠"; SATURATED=1; }
+        printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$(step_label "$rate" "$round")" "$relay" \
+          "$(num "${R[$relay,$key,ok]:-}")" "$(num "${R[$relay,$key,failed]:-}")" "$(num "${R[$relay,$key,unexp]:-}")" \
+          "$(num "${R[$relay,$key,rtx_uac]:-}")" "$(num "${R[$relay,$key,rtx_uas]:-}")" \
+          "$cps" "${R[$relay,$key,wall]}" "${R[$relay,$key,uac_cpu]}" "${R[$relay,$key,cpu]}" "${R[$relay,$key,cpc]}"
+      done
     done
   done
   if (( SATURATED )); then
     echo
     echo "⚠ achieved rate below 90 % of the offered rate: the step ran longer than ${DURATION}s because SIPp (UAC CPU near the wall time) or the relay could not keep up; compare such steps with care."
   fi
-  if [[ " $RELAYS " == *" sbc "* && " $RELAYS " == *" kamailio "* ]]; then
-    echo
-    echo "## sbc / Kamailio"
-    echo
-    echo "| rate (calls/s) | CPU per call, sbc ÷ kamailio | failed calls, sbc − kamailio | retransmissions (UAC+UAS), sbc − kamailio |"
-    echo "|---:|---:|---:|---:|"
-    for rate in $RATES; do
-      fd=$(awk -v a="${R[sbc,$rate,failed]:-}" -v b="${R[kamailio,$rate,failed]:-}" 'BEGIN { if (a == "" || b == "") print "n/a"; else printf "%+d", a - b }')
-      rd=$(awk -v a="${R[sbc,$rate,rtx_uac]:-}" -v b="${R[sbc,$rate,rtx_uas]:-}" -v c="${R[kamailio,$rate,rtx_uac]:-}" -v d="${R[kamailio,$rate,rtx_uas]:-}" \
-        'BEGIN { if (a == "" || c == "") print "n/a"; else printf "%+d", (a + b) - (c + d) }')
-      printf '| %s | %s | %s | %s |\n' "$rate" "$(ratio "${R[sbc,$rate,cpc]}" "${R[kamailio,$rate,cpc]}")" "$fd" "$rd"
-    done
-  fi
+  pair_table sbc kamailio "sbc / Kamailio"
+  pair_table sbc-old kamailio "sbc-old / Kamailio"
+  pair_table sbc sbc-old "sbc / sbc-old (new binary ÷ old binary)"
+  rounds_table
   if (( MEM_CALLS > 0 )); then
     echo
     echo "## Memory: $MEM_CALLS concurrent established calls (set up at $MEM_RATE calls/s, held with \`-d 600000\`, read ${MEM_SETTLE} s after the last was set up)"
@@ -452,16 +665,17 @@ SATURATED=0
     echo "|---|---:|---:|---|---|---:|---|"
     for relay in $RELAYS; do
       if [[ $relay == kamailio ]]; then k0=${R[$relay,mem,pss0]}; k1=${R[$relay,mem,pss1]}; how="ΣPss over all its processes"
-      else k0=${R[$relay,mem,rss0]}; k1=${R[$relay,mem,rss1]}; how="VmRSS of the sbc PID"; fi
+      else k0=${R[$relay,mem,rss0]}; k1=${R[$relay,mem,rss1]}; how="VmRSS of the $relay PID"; fi
       bpd=$(awk -v a="$k0" -v b="$k1" -v n="${R[$relay,mem,calls]:-0}" 'BEGIN { if (n > 0) printf "%.0f", (b - a) * 1024 / n; else print "n/a" }')
       printf '| %s | %s | %s | %s → %s | %s → %s | %s | %s |\n' "$relay" "${R[$relay,mem,calls]}" "$(num "${R[$relay,mem,failed]:-}")" \
         "${R[$relay,mem,pss0]}" "${R[$relay,mem,pss1]}" "${R[$relay,mem,rss0]}" "${R[$relay,mem,rss1]}" "$bpd" "$how"
     done
-    if [[ -n ${R[sbc,mem,heap1]:-} && -n ${R[sbc,mem,heap0]:-} ]]; then
-      hpd=$(awk -v a="${R[sbc,mem,heap0]}" -v b="${R[sbc,mem,heap1]}" -v n="${R[sbc,mem,calls]:-0}" 'BEGIN { if (n > 0) printf "%.0f", (b - a) / n; else print "n/a" }')
+    for relay in sbc sbc-old; do
+      [[ -n ${R[$relay,mem,heap1]:-} && -n ${R[$relay,mem,heap0]:-} ]] || continue
+      hpd=$(awk -v a="${R[$relay,mem,heap0]}" -v b="${R[$relay,mem,heap1]}" -v n="${R[$relay,mem,calls]:-0}" 'BEGIN { if (n > 0) printf "%.0f", (b - a) / n; else print "n/a" }')
       echo
-      echo "sbc heap (jemalloc \`stats.allocated\`, \`show memory\`): ${R[sbc,mem,heap0]} → ${R[sbc,mem,heap1]} bytes, **$hpd bytes per established call** (both legs; the process's RSS above also holds the allocator's free pages)."
-    fi
+      echo "$relay heap (jemalloc \`stats.allocated\`, \`show memory\`): ${R[$relay,mem,heap0]} → ${R[$relay,mem,heap1]} bytes, **$hpd bytes per established call** (both legs; the process's RSS above also holds the allocator's free pages)."
+    done
   fi
   echo
   echo "CPU per call = relay utime+stime (all its processes/threads, /proc/PID/stat) from just before the UAC starts to just after it exits, divided by the successful calls. Failed calls and retransmissions are SIPp's cumulative counters (last line of its \`-trace_stat\` CSV). See lab/bench/README.md."
