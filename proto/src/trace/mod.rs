@@ -3,3 +3,4 @@
 
 pub mod capture;
 pub mod mask;
+pub mod pcap;
