@@ -25,3 +25,4 @@ pub mod overload;
 pub mod sdp;
 pub mod shard;
 pub mod sip;
+pub mod trace;
