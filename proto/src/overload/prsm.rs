@@ -572,7 +572,7 @@ impl<T> Scheduler<T> {
     }
 
     /// Gives back the room a burst left in the queues and the marks (see
-    /// [`crate::compact`]); call it now and then, with [`Self::handle_timeout`].
+    /// `crate::compact`); call it now and then, with [`Self::handle_timeout`].
     pub fn compact(&mut self) {
         use crate::compact::Compact as _;
         self.primary.compact();
