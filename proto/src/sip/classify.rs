@@ -101,9 +101,13 @@ fn has_tag_param(value: &[u8]) -> bool {
         Some(gt) => &value[gt + 1..],
         None => value,
     };
+    // `tag = value` with white space around the `=` is a tag too (RFC 3261 section 25.1:
+    // EQUAL = SWS "=" SWS), as the engine reads it (`message::param`); an empty value is none.
     params.split(|&b| b == b';').skip(1).any(|p| {
-        let p = trim(p);
-        p.len() > 4 && p[..4].eq_ignore_ascii_case(b"tag=")
+        let Some(eq) = p.iter().position(|&b| b == b'=') else {
+            return false;
+        };
+        trim(&p[..eq]).eq_ignore_ascii_case(b"tag") && !trim(&p[eq + 1..]).is_empty()
     })
 }
 
@@ -145,6 +149,30 @@ mod tests {
         assert_eq!(c.shard_key, classify(INVITE).shard_key);
         let ack = b"ACK sip:bob@b SIP/2.0\r\nVia: x;branch=q\r\nTo: <sip:b>\r\n\r\n";
         assert_eq!(classify(ack).kind, Kind::InDialog);
+    }
+
+    #[test]
+    fn a_tag_with_spaces_around_the_equal_sign_is_a_tag() {
+        // The fuzzer's find (after the receive path stopped going through rsip): `tag =b1`,
+        // which the engine reads as a tag, was a new request to the line scan.
+        for to in ["<sip:b>;tag =b1", "<sip:b>;tag= b1", "<sip:b> ; TAG = b1"] {
+            let bye = format!("BYE sip:b SIP/2.0\r\nVia: x;branch=q\r\nTo: {to}\r\n\r\n");
+            assert_eq!(classify(bye.as_bytes()).kind, Kind::InDialog, "{to}");
+        }
+        let empty = b"OPTIONS sip:b SIP/2.0\r\nVia: x;branch=q\r\nTo: <sip:b>;tag= \r\n\r\n";
+        assert_eq!(classify(empty).kind, Kind::NewRequest);
+    }
+
+    #[test]
+    fn a_call_id_ending_in_a_vertical_tab_is_refused_not_read_two_ways() {
+        // The fuzzer's second find: `str::trim` took the vertical tab off the engine's Call-ID
+        // while the line scan kept it. Now both keep it, and the strict reading refuses it.
+        let req = b"BYE sip:b@h SIP/2.0\r\nVia: SIP/2.0/UDP h;branch=z9hG4bK1\r\n\
+            From: <sip:a@x>;tag=1\r\nTo: <sip:b@y>;tag=2\r\nCall-ID: c\x0b\r\nCSeq: 2 BYE\r\n\
+            Content-Length: 0\r\n\r\n";
+        let msg = crate::sip::message::SipMessage::parse(req).expect("parses");
+        assert_eq!(msg.call_id(), Some("c\x0b"));
+        assert!(msg.check_request(8192).is_err());
     }
 
     #[test]
