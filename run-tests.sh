@@ -21,6 +21,10 @@ command -v sipp >/dev/null 2>&1 || missing+=(sip-tester)
 command -v snmptrapd >/dev/null 2>&1 || missing+=(snmptrapd)
 command -v snmptranslate >/dev/null 2>&1 || missing+=(snmp)
 command -v rtpengine >/dev/null 2>&1 || missing+=(rtpengine-daemon)
+# The IPv6 tests make a network namespace of their own and put addresses on its loopback
+# (sbc_e2e::netns: `ip`, `sysctl`).
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+command -v sysctl >/dev/null 2>&1 || missing+=(procps)
 # The package test (packaging/test-deb.sh): systemd-analyze and systemd-sysusers, man, the
 # notify socket's reader, dpkg-shlibdeps for the package's Depends.
 command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
