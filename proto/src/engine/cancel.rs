@@ -24,13 +24,16 @@ impl Engine {
             if let Some(last) = entry.last_response.clone() {
                 self.out.push_back(entry.reply.transmit(last));
             }
+            self.trace_note("retransmission absorbed (answered from the transaction)");
             return;
         }
         let invite_key = ServerKey {
             kind: TxKind::Invite,
             ..key.clone()
         };
+        self.trace_server(&invite_key);
         let Some(invite) = self.server.get(&invite_key) else {
+            self.trace_note("refused 481: CANCEL of no pending INVITE");
             self.answer(inbound, msg, 481, None);
             return;
         };
@@ -41,6 +44,7 @@ impl Engine {
         {
             // Only the INVITE's sender may cancel it.
             self.stats.leg_mismatch += 1;
+            self.trace_note("refused 481: CANCEL not from the INVITE's source");
             debug!(source = %inbound.source, "CANCEL not from the INVITE's source: 481");
             self.answer(inbound, msg, 481, None);
             return;

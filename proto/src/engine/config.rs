@@ -80,6 +80,9 @@ pub struct EngineConfig {
     pub agents: Vec<SocketAddr>,
     /// Media anchoring (`None`: SDP passes unchanged).
     pub media: Option<MediaAnchoring>,
+    /// Whether every message received and sent is traced (`Engine::poll_trace`): on while the
+    /// on-box trace or HEP capture is.
+    pub trace: bool,
 }
 
 /// The node's media table, shared by every engine (which open, update and close sessions as

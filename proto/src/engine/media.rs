@@ -233,6 +233,13 @@ impl Engine {
     /// Returns whether the call is this engine's.
     pub fn handle_media_event(&mut self, now: Instant, event: MediaEvent) -> bool {
         self.now = Some(now);
+        self.trace_begin();
+        let ours = self.media_event(now, event);
+        self.trace_end(now, None);
+        ours
+    }
+
+    fn media_event(&mut self, now: Instant, event: MediaEvent) -> bool {
         match event {
             MediaEvent::Inactive { id, .. } => {
                 let Some(call) = self.calls.get(&id) else {
@@ -247,6 +254,8 @@ impl Engine {
                 }
                 debug!(call_id = %call.dialog.caller.call_id, "no RTP for rtp-inactivity: BYE on both legs");
                 self.stats.media_inactive_ended += 1;
+                self.trace_call(id);
+                self.trace_note("no RTP for rtp-inactivity: BYE on both legs");
                 self.tear_down(now, id);
                 true
             }

@@ -46,6 +46,7 @@ mod stats;
 #[cfg(test)]
 mod tests;
 mod timers;
+mod trace;
 mod transactions;
 mod transmit;
 
@@ -65,6 +66,7 @@ pub use reach::uri_addr;
 pub use refusal::{stateless_503, Admission};
 pub use stats::Stats;
 use timers::TimerHeap;
+pub use trace::{TraceEvent, TracedCall, MAX_PENDING_TRACE_EVENTS};
 use transactions::{ClientEntry, ClientKey, ServerEntry, ServerKey, TimerTarget};
 pub use transmit::{Inbound, Transmit};
 
@@ -110,6 +112,8 @@ pub struct Engine {
     stats: Stats,
     ids: Ids,
     wall_clock: WallClock,
+    /// Traced messages waiting for the shell (see [`trace`]).
+    tap: trace::Tap,
 }
 
 /// A reading of the wall clock paired with the monotonic instant it was taken at: the engine
@@ -128,6 +132,13 @@ impl WallClock {
     #[must_use]
     pub fn unix_secs_at(&self, now: Instant) -> u64 {
         (self.unix + now.saturating_duration_since(self.at)).as_secs()
+    }
+
+    /// Microseconds since the Unix epoch at `now` (saturating before the reading).
+    #[must_use]
+    pub fn unix_micros_at(&self, now: Instant) -> u64 {
+        u64::try_from((self.unix + now.saturating_duration_since(self.at)).as_micros())
+            .unwrap_or(u64::MAX)
     }
 }
 
@@ -172,6 +183,7 @@ impl Engine {
             stats: Stats::default(),
             ids: Ids::new(seed.rng, seed.shard),
             wall_clock: seed.wall_clock,
+            tap: trace::Tap::default(),
         }
     }
 
@@ -363,9 +375,15 @@ impl Engine {
         if inbound.data.iter().all(|b| *b == b'\r' || *b == b'\n') {
             return; // keep-alive
         }
+        self.trace_begin();
+        self.inbound(now, &inbound);
+        self.trace_end(now, Some(&inbound));
+    }
+
+    fn inbound(&mut self, now: Instant, inbound: &Inbound) {
         if inbound.data.len() > self.cfg.max_message_size {
             self.refuse_unparsable(
-                &inbound,
+                inbound,
                 &ParseError::TooLarge {
                     size: inbound.data.len(),
                     max: self.cfg.max_message_size,
@@ -375,10 +393,10 @@ impl Engine {
         }
         match SipMessage::parse(&inbound.data) {
             Ok(msg) => match msg.status() {
-                None => self.on_request(now, &inbound, msg),
-                Some(code) => self.on_response(now, &inbound, code, msg),
+                None => self.on_request(now, inbound, msg),
+                Some(code) => self.on_response(now, inbound, code, msg),
             },
-            Err(e) => self.refuse_unparsable(&inbound, &e),
+            Err(e) => self.refuse_unparsable(inbound, &e),
         }
     }
 
@@ -410,10 +428,12 @@ impl Engine {
             }
         }
         while let Some(target) = self.timers.pop_due(now) {
+            self.trace_begin();
             match target {
                 TimerTarget::Server(key) => self.server_timeout(now, key),
                 TimerTarget::Client(key) => self.client_timeout(now, key),
             }
+            self.trace_end(now, None);
         }
     }
 }

@@ -284,6 +284,7 @@ mod takeover {
             max_calls: 100,
             max_transactions: 200,
             media: None,
+            trace: false,
         };
         let now = Instant::now();
         Engine::new(

@@ -123,12 +123,14 @@ impl Engine {
                     format_args!("399 sbc \"{}\"", err.to_string().replace('"', "'")),
                 );
                 self.stats.malformed_answered += 1;
+                self.trace_note_with(|| format!("refused {code}: {err}"));
                 debug!(source = %inbound.source, error = %err, "malformed request answered");
                 self.out
                     .push_back(Self::reply_to(inbound).transmit(w.finish(b"")));
             }
             None => {
                 self.stats.malformed_dropped += 1;
+                self.trace_note_with(|| format!("dropped: {err}"));
                 debug!(source = %inbound.source, error = %err, "malformed message dropped");
             }
         }

@@ -33,6 +33,7 @@ impl Engine {
         };
         if !msg.answerable() {
             self.stats.malformed_dropped += 1;
+            self.trace_note("dropped: no Via, From, To, Call-ID or CSeq to answer with");
             debug!(source = %inbound.source, "request without Via/From/To/Call-ID/CSeq dropped");
             return;
         }
@@ -40,18 +41,23 @@ impl Engine {
             if method != Method::Ack {
                 self.stats.malformed_answered += 1;
                 let reason = refusal.reason;
+                self.trace_note_with(|| format!("refused {}: {reason}", refusal.code));
                 debug!(source = %inbound.source, code = refusal.code, %reason, "malformed request answered");
                 let warning = format!("399 sbc \"{}\"", reason.replace('"', "'"));
                 self.answer(inbound, &msg, refusal.code, Some(("Warning", warning)));
+            } else {
+                self.trace_note_with(|| format!("dropped: {}", refusal.reason));
             }
             return;
         }
         let Some(key) = server_key(&msg, &method) else {
             self.stats.malformed_dropped += 1;
+            self.trace_note("dropped: the top Via has no RFC 3261 branch");
             return;
         };
 
         if method == Method::Ack {
+            self.trace_server(&key);
             if let Some(entry) = self.server.get_mut(&key) {
                 if let ServerTxn::Invite(t) = &mut entry.txn {
                     let r = t.handle_ack(now);
@@ -81,6 +87,8 @@ impl Engine {
                     self.out.push_back(entry.reply.transmit(last));
                 }
             }
+            self.trace_server(&key);
+            self.trace_note("retransmission absorbed (answered from the transaction)");
             return;
         }
 
@@ -89,6 +97,7 @@ impl Engine {
             Some(Ok(n)) => n,
             Some(Err(())) => {
                 self.stats.malformed_answered += 1;
+                self.trace_note("refused 400: bad Max-Forwards");
                 self.answer(
                     inbound,
                     &msg,
@@ -99,10 +108,12 @@ impl Engine {
             }
         };
         if max_forwards == 0 {
+            self.trace_note("refused 483: Max-Forwards reached 0");
             self.answer(inbound, &msg, 483, None);
             return;
         }
         if self.is_loop(&msg) {
+            self.trace_note("refused 482: loop (our own Via is in it)");
             self.answer(inbound, &msg, 482, None);
             return;
         }
@@ -114,7 +125,10 @@ impl Engine {
                 Some((call, side)) => {
                     self.request_in_dialog(now, inbound, msg, key, call, side, mf)
                 }
-                None => self.answer(inbound, &msg, 481, None),
+                None => {
+                    self.trace_note("refused 481: no such dialog");
+                    self.answer(inbound, &msg, 481, None);
+                }
             }
             return;
         }
@@ -125,10 +139,12 @@ impl Engine {
             // stopped while it hands over (an ineligible node restarted at once) must not
             // refuse calls its peer is about to serve.
             self.stats.handover_dropped += 1;
+            self.trace_note("dropped: handing the service address over (a retransmission reaches the new active)");
             return;
         }
         if self.draining {
             self.stats.rejected_503 += 1;
+            self.trace_note("refused 503: the node is shutting down");
             self.answer(inbound, &msg, 503, Some(("Retry-After", "5".into())));
             return;
         }
@@ -138,6 +154,7 @@ impl Engine {
         } = self.admission
         {
             self.stats.rejected_503 += 1;
+            self.trace_note("refused 503: overload (admission control)");
             let retry_after = self.ids.retry_after(retry_after_min, retry_after_max);
             self.answer(
                 inbound,
@@ -149,6 +166,7 @@ impl Engine {
         }
         if method == Method::Options && msg.request_uri().and_then(uri_user).is_none() {
             // A ping addressed to the SBC itself.
+            self.trace_note("answered 200: an OPTIONS ping to the SBC itself");
             self.answer(inbound, &msg, 200, Some(("Allow", ALLOW.into())));
             return;
         }
@@ -156,6 +174,7 @@ impl Engine {
             || matches!(method, Method::Other(_))
         {
             // Dialog-creating methods other than INVITE are not relayed yet.
+            self.trace_note("refused 501: method not relayed");
             self.answer(inbound, &msg, 501, Some(("Allow", ALLOW.into())));
             return;
         }
@@ -167,10 +186,12 @@ impl Engine {
         if over {
             // Configured limits, not memory, bound what a stranger can make us hold.
             self.stats.state_cap_503 += 1;
+            self.trace_note("refused 503: max-calls or max-transactions reached");
             self.answer(inbound, &msg, 503, Some(("Retry-After", "5".into())));
             return;
         }
         let Some(hop) = self.cfg.routes.get(inbound.interface).cloned().flatten() else {
+            self.trace_note("refused 404: no route from this realm");
             self.answer(
                 inbound,
                 &msg,
@@ -196,6 +217,7 @@ impl Engine {
             };
             if let Some((code, warning)) = refusal {
                 self.stats.sips_refused += 1;
+                self.trace_note_with(|| format!("refused {code}: {warning}"));
                 self.answer(inbound, &msg, code, Some(("Warning", warning.into())));
                 return;
             }
@@ -282,6 +304,7 @@ impl Engine {
         self.dialogs.insert_call(&dialog);
         self.calls
             .insert(id, Box::new(Call::inviting(dialog, key.clone())));
+        self.trace_call(id);
         let mut msg = msg;
         match self.anchor_body(now, id, Side::Caller, &msg) {
             Ok(Some(body)) => msg.body = body,
@@ -298,6 +321,7 @@ impl Engine {
                     }
                 };
                 debug!(call_id = %a_call_id_log(&msg), code, ?refusal, "offer not anchored");
+                self.trace_note_with(|| format!("refused {code}: offer not anchored: {refusal:?}"));
                 self.stats.calls_failed += 1;
                 self.remove_call_quietly(id);
                 self.respond_local_with(now, &key, code, Some(extra));
@@ -410,6 +434,7 @@ impl Engine {
             leg.transport = LegTransport::Tcp;
         }
         self.stats.routed_new += 1;
+        self.trace_exchange(msg.call_id().unwrap_or_default(), &leg.call_id);
         let tag = self.ids.tag();
         self.new_server(&key, inbound, &msg, false, Some(tag), None);
         self.send_request(
@@ -439,13 +464,18 @@ impl Engine {
         let Some(method) = msg.method().cloned() else {
             return;
         };
+        self.trace_call(id);
         let Some(call) = self.calls.get_mut(&id) else {
+            self.trace_note("refused 481: no such dialog");
             self.answer(inbound, &msg, 481, None);
             return;
         };
         if !leg_matches(&self.cfg, call.dialog.leg(side), inbound, &msg) {
             self.stats.leg_mismatch += 1;
             debug!(source = %inbound.source, call_id = %call.dialog.caller.call_id, "in-dialog request not from its leg: 481");
+            self.trace_note(
+                "refused 481: not from the dialog's leg (interface, transport, source or tag)",
+            );
             self.answer(inbound, &msg, 481, None);
             return;
         }
@@ -460,6 +490,7 @@ impl Engine {
             Err(refusal) => {
                 self.stats.media_sdp_refused += 1;
                 debug!(source = %inbound.source, ?refusal, "in-dialog offer not anchored: 488");
+                self.trace_note_with(|| format!("refused 488: offer not anchored: {refusal:?}"));
                 self.answer(inbound, &msg, 488, Some(("Warning", refusal.warning())));
                 return;
             }
@@ -521,13 +552,16 @@ impl Engine {
         };
         let Some((id, side)) = found else {
             trace!("stray ACK dropped");
+            self.trace_note("dropped: an ACK for no dialog");
             return;
         };
+        self.trace_call(id);
         let Some(call) = self.calls.get_mut(&id) else {
             return;
         };
         if !leg_matches(&self.cfg, call.dialog.leg(side), inbound, msg) {
             self.stats.leg_mismatch += 1;
+            self.trace_note("dropped: an ACK not from the dialog's leg");
             debug!(source = %inbound.source, "ACK not from its leg dropped");
             return;
         }

@@ -28,17 +28,20 @@ impl Engine {
         if let Err(refusal) = crate::sip::strict::check_headers(&msg, self.cfg.max_header_size) {
             // A response cannot be answered: dropped (its sender retransmits or times out).
             self.stats.malformed_dropped += 1;
+            self.trace_note_with(|| format!("dropped: {}", refusal.reason));
             debug!(reason = %refusal.reason, "malformed response dropped");
             return;
         }
         let (Some(branch), Some(cseq)) = (msg.top_via_branch(), msg.cseq()) else {
             self.stats.malformed_dropped += 1;
+            self.trace_note("dropped: a response without a Via branch or CSeq");
             return;
         };
         let ckey = ClientKey {
             branch: branch.to_owned(),
             cancel: cseq.method == Method::Cancel,
         };
+        self.trace_client(&ckey);
         let Some(entry) = self.client.get_mut(&ckey) else {
             self.stray_response(now, code, &msg);
             return;
@@ -53,6 +56,7 @@ impl Engine {
             // Only the next hop the request went to may answer it.
             self.stats.response_source_mismatch += 1;
             debug!(source = %inbound.source, expected = %sent.dest, code, "response from elsewhere dropped");
+            self.trace_note("dropped: a response not from the next hop its request went to");
             return;
         }
         if let ClientTxn::Invite(t, _) = &entry.txn {
@@ -128,11 +132,13 @@ impl Engine {
                 _ => None,
             };
             if let Some((id, side)) = found {
+                self.trace_call(id);
                 self.retransmitted_2xx(id, side);
                 return;
             }
         }
         self.stats.stray_responses += 1;
+        self.trace_note("dropped: a response to no transaction of ours");
         trace!(code, "stray response dropped");
     }
 

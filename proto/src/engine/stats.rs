@@ -55,6 +55,9 @@ pub struct Stats {
     /// New requests sent over TCP instead of UDP because they exceeded the agent's
     /// `max-udp-length` (RFC 3261 section 18.1.1).
     pub udp_to_tcp: u64,
+    /// Traced messages dropped because the shell left too many waiting
+    /// ([`super::MAX_PENDING_TRACE_EVENTS`]).
+    pub trace_dropped: u64,
 }
 
 impl std::ops::AddAssign<&Self> for Stats {
@@ -69,7 +72,7 @@ impl std::ops::AddAssign<&Self> for Stats {
 
 impl Stats {
     /// The number of counters.
-    pub const COUNT: usize = 23;
+    pub const COUNT: usize = 24;
 
     /// Every counter with its name (the serialised field name), in declaration order.
     fn counters_mut(&mut self) -> [(&'static str, &mut u64); Self::COUNT] {
@@ -97,6 +100,7 @@ impl Stats {
             media_sdp_refused,
             media_inactive_ended,
             udp_to_tcp,
+            trace_dropped,
         } = self;
         // Destructured, so a new counter that is not listed here does not compile.
         [
@@ -123,6 +127,7 @@ impl Stats {
             ("media_sdp_refused", media_sdp_refused),
             ("media_inactive_ended", media_inactive_ended),
             ("udp_to_tcp", udp_to_tcp),
+            ("trace_dropped", trace_dropped),
         ]
     }
 

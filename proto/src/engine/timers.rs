@@ -130,6 +130,7 @@ impl Engine {
     }
 
     pub(super) fn server_timeout(&mut self, now: Instant, key: ServerKey) {
+        self.trace_server(&key);
         let Some(entry) = self.server.get_mut(&key) else {
             return;
         };
@@ -158,6 +159,9 @@ impl Engine {
                         let confirmed = self.calls.get(&id).is_some_and(|c| c.awaits_ack_on(&key));
                         if confirmed {
                             debug!("caller never ACKed the 2xx: hanging up");
+                            self.trace_note(
+                                "the caller never ACKed the 2xx (timer H): BYE on both legs",
+                            );
                             self.tear_down(now, id);
                         }
                     }
@@ -167,6 +171,7 @@ impl Engine {
     }
 
     pub(super) fn client_timeout(&mut self, now: Instant, key: ClientKey) {
+        self.trace_client(&key);
         let Some(entry) = self.client.get_mut(&key) else {
             return;
         };
@@ -192,6 +197,7 @@ impl Engine {
             if let Some(skey) = server {
                 self.stats.timeouts += 1;
                 self.stats.calls_failed += 1;
+                self.trace_note("answered 408: rang longer than timer C (CANCEL sent)");
                 self.respond_local(now, &skey, 408);
             }
             self.arm_client(&key);
@@ -238,6 +244,7 @@ impl Engine {
                 }
                 if let Some(skey) = entry.server {
                     self.stats.timeouts += 1;
+                    self.trace_note("answered 408: the next hop did not answer (timer B or F)");
                     self.respond_local(now, &skey, 408);
                 }
             }

@@ -76,6 +76,7 @@ fn engine(s: &Sides, table: &Arc<Mutex<MediaTable>>) -> Engine {
             table: table.clone(),
             realms: vec![Some((0, s.access.ip())), Some((1, s.core.ip()))],
         }),
+        trace: false,
     };
     Engine::new(
         cfg,

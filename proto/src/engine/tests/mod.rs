@@ -65,6 +65,7 @@ fn config() -> EngineConfig {
         max_calls: 1000,
         max_transactions: 2000,
         media: None,
+        trace: false,
     }
 }
 
@@ -1467,6 +1468,7 @@ mod media {
 
 mod families;
 mod setup;
+mod tap;
 
 #[test]
 fn an_unreachable_next_hop_answers_503_at_once() {
