@@ -124,6 +124,10 @@ pub struct Operations {
     /// The `show` topics the node answers, in `?` order, before the configuration's own
     /// (`running-config`, `configuration`).
     pub show_topics: &'static [(&'static str, &'static str)],
+    /// The node's `show` topics that take words after them (`show sip-trace 7 full`): the
+    /// interpreter hands those words to the node, which parses them; any other topic refuses
+    /// them.
+    pub show_topics_with_args: &'static [&'static str],
 }
 
 impl Operations {
@@ -131,6 +135,7 @@ impl Operations {
     pub const NONE: Self = Self {
         commands: &[],
         show_topics: &[],
+        show_topics_with_args: &[],
     };
 }
 
@@ -861,13 +866,17 @@ impl Session {
             };
         };
         let topic = resolve_arg("show", topic, &topics)?;
-        no_args(&format!("show {topic}"), rest)?;
+        if !self.operations.show_topics_with_args.contains(&topic) {
+            no_args(&format!("show {topic}"), rest)?;
+        }
         Ok(match topic {
             "running-config" => Reply::Lifecycle(LifecycleCommand::ShowRunningConfig),
             "configuration" => Reply::Lifecycle(LifecycleCommand::ShowConfiguration),
             topic => Reply::Operational(OperLine {
                 command: "show",
-                args: vec![topic.to_owned()],
+                args: std::iter::once(topic.to_owned())
+                    .chain(rest.iter().cloned())
+                    .collect(),
             }),
         })
     }

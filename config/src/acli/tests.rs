@@ -56,7 +56,9 @@ static NODE: Operations = Operations {
         ("media", "anchored media sessions (test)"),
         ("access-control", "test"),
         ("tls", "test"),
+        ("sip-trace", "test"),
     ],
+    show_topics_with_args: &["sip-trace"],
 };
 
 /// The line handed to the node for `command args…`.
@@ -1783,4 +1785,21 @@ fn a_dual_stack_realm_is_selected_by_family() {
     );
     sh.ok("no core ipv6");
     assert_eq!(sh.config.sip_interfaces.len(), 2);
+}
+
+#[test]
+fn a_show_topic_with_arguments_hands_them_to_the_node_and_others_refuse_them() {
+    let mut config = Config::embedded_default();
+    let mut session = Session::new(&NODE);
+    assert_eq!(
+        session.execute("show sip-t 7 full", &mut config),
+        Reply::Operational(OperLine {
+            command: "show",
+            args: vec!["sip-trace".into(), "7".into(), "full".into()],
+        })
+    );
+    assert!(matches!(
+        session.execute("show media 7", &mut config),
+        Reply::Error(e) if e.contains("takes no argument")
+    ));
 }
