@@ -331,6 +331,12 @@ impl TraceRing {
         self.captures.iter()
     }
 
+    /// Whether a capture of `key` is kept.
+    #[must_use]
+    pub fn contains(&self, key: &CaptureKey) -> bool {
+        self.by_key.contains_key(key)
+    }
+
     /// The capture `id`, if it is still kept.
     #[must_use]
     pub fn get(&self, id: u64) -> Option<&Capture> {
