@@ -15,9 +15,9 @@
 //!                             verify-config, lab ballast <MB>, exit
 //! sbc(configure)#             system, session-router, sip-interface, redundancy, security,
 //!                             auto-scaling-profile, media-manager, steering-pool, show …, exit
-//! sbc(system)#                system-config
+//! sbc(system)#                system-config, capture-agent
 //! sbc(session-router)#        sip-config, session-router, session-agent, sip-interface,
-//!                             access-control
+//!                             access-control, filter-config, sip-monitoring
 //! sbc(redundancy)#            redundancy-config
 //! sbc(security)#              tls-profile
 //! sbc(system-config)#         attributes; alarm-threshold, trap-receiver
@@ -27,11 +27,12 @@
 //! # Editing an element (Oracle's rules)
 //!
 //! - Entering a single-instance element (`system-config`, `sip-config`, `session-router`,
-//!   `redundancy-config`, `media-manager`) loads its committed value into a **working copy** (Oracle needs a
-//!   `select` first; here it is implied, and `select` reloads).
+//!   `redundancy-config`, `media-manager`, `sip-monitoring`, `capture-agent`) loads its
+//!   committed value into a **working copy** (Oracle needs a `select` first; here it is
+//!   implied, and `select` reloads).
 //! - Entering a multi-instance element (`sip-interface`, `session-agent`,
-//!   `auto-scaling-profile`, `access-control`, `steering-pool`, `tls-profile`, `alarm-threshold`,
-//!   `trap-receiver`, `peer`) starts a **new
+//!   `auto-scaling-profile`, `access-control`, `steering-pool`, `tls-profile`, `filter-config`,
+//!   `alarm-threshold`, `trap-receiver`, `peer`) starts a **new
 //!   instance** with defaults, as in Oracle; `select <key>` (or `select <n>`, or bare `select`
 //!   to list them) edits an existing one instead, and `no <key>` (bare `no`: the selected one)
 //!   deletes one, as Oracle's `no` does.
@@ -195,9 +196,12 @@ impl Path {
 
     const fn help(self) -> &'static str {
         match self {
-            Self::System => "system-config and its alarm thresholds and trap receivers",
+            Self::System => {
+                "system-config and its alarm thresholds and trap receivers; capture-agent"
+            }
             Self::SessionRouter => {
-                "sip-config, session-router, session-agent, sip-interface, access-control"
+                "sip-config, session-router, session-agent, sip-interface, access-control; the \
+                 SIP trace: filter-config, sip-monitoring"
             }
             Self::Redundancy => "redundancy-config and its peers",
             Self::Security => "tls-profile: certificates and peer verification for SIP over TLS",
@@ -206,13 +210,15 @@ impl Path {
 
     const fn elements(self) -> &'static [Kind] {
         match self {
-            Self::System => &[Kind::SystemConfig],
+            Self::System => &[Kind::SystemConfig, Kind::CaptureAgent],
             Self::SessionRouter => &[
                 Kind::SipConfig,
                 Kind::SessionRouter,
                 Kind::SessionAgent,
                 Kind::SipInterface,
                 Kind::AccessControl,
+                Kind::FilterConfig,
+                Kind::SipMonitoring,
             ],
             Self::Redundancy => &[Kind::RedundancyConfig],
             Self::Security => &[Kind::TlsProfile],
@@ -420,8 +426,12 @@ pub fn no_args(word: &str, args: &[String]) -> Result<(), String> {
 /// The attributes that name an `auto-scaling-profile`, completed with the profiles' names.
 const PROFILE_ATTRS: &[&str] = &["auto-scaling-profile", "tcp-auto-scaling-profile"];
 
-/// The attributes that name a `sip-interface` realm, completed with the interfaces' realms.
+/// The attributes that name a `sip-interface` realm, completed with the interfaces' realms
+/// (and, inside a `filter-config`, its `realm`).
 const REALM_ATTRS: &[&str] = &["realm-id"];
+
+/// The list attribute that names `filter-config`s, completed with their names.
+const FILTERS_ATTR: &str = "monitoring-filters";
 
 /// The `valid` part of a message from an attribute's hint: `<1..=100>` → `1..=100`.
 fn hint_valid(attr: &Attr) -> String {
@@ -1351,6 +1361,24 @@ impl Session {
                 }
                 list
             }
+            Ty::List(_) if attr.name == FILTERS_ATTR => {
+                let names = || editing.filter_configs.iter().map(|f| f.name.clone());
+                let mut list: Vec<(String, String)> = names()
+                    .map(|n| pair(format!("+{n}"), "add this filter-config"))
+                    .collect();
+                if let Some(Element::SipMonitoring(m)) = edit.map(|e| &e.working) {
+                    for name in &m.monitoring_filters {
+                        list.push(pair(format!("-{name}"), "remove it"));
+                    }
+                }
+                list.extend(names().map(|n| pair(n, "replace the list")));
+                list.push(pair(
+                    crate::SipMonitoring::ALL.to_owned(),
+                    "every message (alone)",
+                ));
+                list.push(pair("\"\"".to_owned(), "empty the list"));
+                list
+            }
             Ty::List(item) => {
                 let mut list: Vec<(String, String)> = scalar(*item)
                     .into_iter()
@@ -1376,9 +1404,17 @@ impl Session {
                         list.push(pair(profile.name.clone(), "auto-scaling-profile"));
                     }
                 }
-                if REALM_ATTRS.contains(&attr.name) {
+                let in_filter = edit.is_some_and(|e| e.working.kind() == Kind::FilterConfig);
+                if REALM_ATTRS.contains(&attr.name) || (in_filter && attr.name == "realm") {
                     for iface in &editing.sip_interfaces {
-                        list.push(pair(iface.realm.clone(), "sip-interface realm"));
+                        if !list.iter().any(|(w, _)| *w == iface.realm) {
+                            list.push(pair(iface.realm.clone(), "sip-interface realm"));
+                        }
+                    }
+                }
+                if in_filter && attr.name == "session-agent" {
+                    for agent in &editing.session_agents {
+                        list.push(pair(agent.name.clone(), "session-agent"));
                     }
                 }
                 if attr.optional {

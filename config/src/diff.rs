@@ -327,6 +327,28 @@ mod tests {
     }
 
     #[test]
+    fn the_sip_trace_is_changed_without_a_restart() {
+        let started = Config::embedded_default();
+        let mut saved = started.clone();
+        let mut filter = crate::FilterConfig::named("core-invites");
+        filter.realm = Some("core".into());
+        filter.session_agent = Some("core".into());
+        filter.method = Some("INVITE".into());
+        saved.filter_configs.push(filter);
+        saved.sip_monitoring.state = crate::SipMonitoringState::Enabled;
+        saved.sip_monitoring.monitoring_filters = vec!["core-invites".into()];
+        saved.sip_monitoring.max_trace_memory = 64;
+        saved.capture_agent.state = crate::CaptureAgentState::Enabled;
+        saved.capture_agent.address = Some("127.0.0.1:9060".parse().expect("an address"));
+        saved.capture_agent.transport = crate::CaptureTransport::Tcp;
+        saved.capture_agent.password = "hep-key".into();
+        saved.validate().expect("valid");
+        assert!(restart_needed(&started, &saved).is_empty());
+        assert!(restart_needed(&saved, &started).is_empty());
+        assert_eq!(on_bound_interfaces(&started, &saved).expect("runs"), saved);
+    }
+
+    #[test]
     fn unchanged_interfaces_pass_through() {
         let started = Config::embedded_default();
         let mut saved = started.clone();

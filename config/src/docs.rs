@@ -66,6 +66,20 @@ fn notes(element: &str) -> &'static str {
              2 on 18% for 10 cycles (the three scale-down keys together, or none)."
         }
         "access-control" => "None by default.",
+        "capture-agent" => {
+            "Disabled by default. address takes IPv6 as \"[2001:db8::9]:9060\". The password \
+             is HEP's authentication key and travels in clear with every packet: it tells the \
+             server who sends, it protects nothing."
+        }
+        "filter-config" => {
+            "None by default. address and user are Oracle's; realm, session-agent and method \
+             are ours."
+        }
+        "sip-monitoring" => {
+            "Disabled by default. Enabled without monitoring-filters, nothing is captured \
+             because of the configuration (a capture started from the ACLI at run time still \
+             is)."
+        }
         "steering-pool" => {
             "Absent from the file: exactly the two below when the sip-interfaces are the \
              default ones too, none when the file has its own. Each even port and the odd one \

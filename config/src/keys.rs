@@ -20,9 +20,10 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use crate::model::{
-    AccessAction, AlarmType, FilterLevel, InDialogSource, MediaManagerState, MemorySource,
-    PeerType, RedundancyState, RestrictedLatching, Severity, SnmpAuthProtocol, SnmpPrivProtocol,
-    SnmpVersion, TlsVersion, DEFAULT_TRANSPORT,
+    AccessAction, AlarmType, CaptureAgentState, CaptureTransport, FilterLevel, InDialogSource,
+    MediaManagerState, MemorySource, PeerType, RedundancyState, RestrictedLatching, Severity,
+    SipMonitoringState, SnmpAuthProtocol, SnmpPrivProtocol, SnmpVersion, TlsVersion,
+    DEFAULT_TRANSPORT,
 };
 
 /// The type of a key's value, which decides how the ACLI parses it and how the reference
@@ -832,6 +833,74 @@ element! {
         .example("\"access\"");
 }}
 
+element! {
+    /// `filter-config`.
+    filter_config: "filter-config" in "[[filter-config]]",
+        "a filter of the SIP trace that sip-monitoring names: every key set must match, none \
+         set matches every message (multi-instance, key: name)" {
+    NAME "name": text("", "<name, not *>", "how sip-monitoring's monitoring-filters name it")
+        .required().example("\"pbx-calls\"");
+    ADDRESS "address": KeySpec::new(Ty::Str, Dflt::Unset,
+        "the peer's IP address or network, IPv4 or IPv6 (a bare address: that one only)")
+        .hint("<IP address or network, e.g. 192.0.2.0/24 or ::1 | \"\">").optional()
+        .example("\"192.0.2.0/24\"");
+    USER "user": KeySpec::new(Ty::Str, Dflt::Unset,
+        "a user part or phone number, or an AoR user@host, of the Request-URI, From or To")
+        .hint("<user, number or user@host | \"\">").optional().example("\"alice\"");
+    REALM "realm": KeySpec::new(Ty::Str, Dflt::Unset,
+        "the realm of the message's leg (our extension, not Oracle's)")
+        .hint("<sip-interface realm | \"\">").optional().example("\"access\"");
+    SESSION_AGENT "session-agent": KeySpec::new(Ty::Str, Dflt::Unset,
+        "the session-agent the message comes from or goes to (our extension, not Oracle's)")
+        .hint("<session-agent name | \"\">").optional().example("\"pbx\"");
+    METHOD "method": KeySpec::new(Ty::Str, Dflt::Unset,
+        "the SIP method, a response's CSeq method, as on the wire (our extension, not Oracle's)")
+        .hint("<SIP method in capitals, e.g. INVITE | \"\">").optional().example("\"INVITE\"");
+}}
+
+element! {
+    /// `sip-monitoring`.
+    sip_monitoring: "sip-monitoring" in "[sip-monitoring]",
+        "SIP Monitor & Trace: which messages the on-box trace captures, and how many it keeps" {
+    STATE "state": word(SipMonitoringState::WORDS, SipMonitoringState::DEFAULT.as_str(),
+        "run the on-box SIP trace (disabled: nothing is captured because of the configuration)");
+    MATCH_ANY_FILTER "match-any-filter": flag(false,
+        "with several monitoring-filters, capture a message matching any one (disabled: every one)");
+    MONITORING_FILTERS "monitoring-filters": list(&Ty::Str, &[],
+        "<+name | -name | name ... | *>",
+        "filter-config names, or * alone for every message; none: nothing is captured");
+    MAX_TRACE_MEMORY "max-trace-memory": int32(16,
+        "memory the captures are kept in, oldest dropped beyond, MiB (our extension, not Oracle's)")
+        .range(1, 1024);
+    MAX_CAPTURES "max-captures": int32(1000,
+        "captures (calls, exchanges) kept at most, oldest dropped beyond (our extension, not Oracle's)")
+        .range(1, 100_000);
+    MAX_MESSAGES_PER_CAPTURE "max-messages-per-capture": int32(200,
+        "messages one capture keeps at most, later ones counted as dropped (our extension, not \
+         Oracle's)")
+        .range(1, 10_000);
+}}
+
+element! {
+    /// `capture-agent`.
+    capture_agent: "capture-agent" in "[capture-agent]",
+        "where traced messages are sent as HEPv3 (Homer, sngrep)" {
+    STATE "state": word(CaptureAgentState::WORDS, CaptureAgentState::DEFAULT.as_str(),
+        "send each traced message to the capture server");
+    ADDRESS "address": addr("<address:port | none>",
+        "the capture server, required when enabled").example("\"192.0.2.9:9060\"");
+    TRANSPORT "transport": word(CaptureTransport::WORDS, CaptureTransport::DEFAULT.as_str(),
+        "transport to the capture server");
+    CAPTURE_ID "capture-id": int32(2001, "HEP capture agent id the server files packets under")
+        .range(0, U32);
+    PASSWORD "password": text("", "<HEP key | \"\">",
+        "HEP authentication key, sent in clear: an identifier, not a protection (shown masked)");
+    QUEUE_SIZE "queue-size": int32(8192,
+        "packets waiting for the capture server at most; beyond, dropped and counted")
+        .range(16, 1_000_000);
+    RTCP "rtcp": flag(true, "send the media relay's RTCP reports too");
+}}
+
 /// Every element, in the order of the example file and the reference (Oracle's `show
 /// running-config` order, each sub-element after its parent).
 pub const ELEMENTS: &[ElementSpec] = &[
@@ -840,9 +909,12 @@ pub const ELEMENTS: &[ElementSpec] = &[
     trap_receiver::ELEMENT,
     snmp_community::ELEMENT,
     snmp_user_entry::ELEMENT,
+    capture_agent::ELEMENT,
     sip_config::ELEMENT,
     session_router::ELEMENT,
     route::ELEMENT,
+    filter_config::ELEMENT,
+    sip_monitoring::ELEMENT,
     tls_profile::ELEMENT,
     sip_interface::ELEMENT,
     session_agent::ELEMENT,
@@ -860,9 +932,9 @@ mod tests {
 
     use super::{Bound, Dflt, ElementSpec, Ty, ELEMENTS};
     use crate::model::{
-        AccessControl, AlarmThreshold, AutoScalingProfile, MediaManager, Peer, RedundancyConfig,
-        SessionRouter, SipConfig, SnmpCommunity, SnmpUserEntry, SystemConfig, TlsProfile,
-        TrapReceiver,
+        AccessControl, AlarmThreshold, AutoScalingProfile, CaptureAgent, FilterConfig,
+        MediaManager, Peer, RedundancyConfig, SessionRouter, SipConfig, SipMonitoring,
+        SnmpCommunity, SnmpUserEntry, SystemConfig, TlsProfile, TrapReceiver,
     };
     use crate::{Config, ConfigError};
 
@@ -886,6 +958,9 @@ mod tests {
             "auto-scaling-profile" => table(&AutoScalingProfile::default()),
             "access-control" => table(&AccessControl::default()),
             "media-manager" => table(&MediaManager::default()),
+            "sip-monitoring" => table(&SipMonitoring::default()),
+            "filter-config" => table(&FilterConfig::named("")),
+            "capture-agent" => table(&CaptureAgent::default()),
             "sip-interface" => table(&toml::from_str::<crate::SipInterface>("realm = \"a\"").ok()?),
             "session-agent" => {
                 table(&toml::from_str::<crate::SessionAgent>("name = \"a\"\nrealm = \"a\"").ok()?)
@@ -951,7 +1026,8 @@ mod tests {
     fn with(spec: &ElementSpec, key: &str, value: u64) -> Option<(String, String)> {
         let line = format!("{key} = {value}\n");
         Some(match spec.name {
-            "system-config" | "sip-config" | "redundancy-config" | "media-manager" => (
+            "system-config" | "sip-config" | "redundancy-config" | "media-manager"
+            | "sip-monitoring" | "capture-agent" => (
                 format!("{}\n{line}", spec.table),
                 format!("{}.{key}", spec.name),
             ),

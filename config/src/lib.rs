@@ -12,8 +12,9 @@
 //!   [`SessionAgent`] `session-agent`; [`SessionRouter`] `session-router`;
 //!   [`RedundancyConfig`] `redundancy-config` with its [`Peer`]s; [`AutoScalingProfile`]
 //!   `auto-scaling-profile`; [`AccessControl`] `access-control`; [`MediaManager`]
-//!   `media-manager`; [`SteeringPool`] `steering-pool`; [`TlsProfile`] `tls-profile`), each
-//!   field with a default.
+//!   `media-manager`; [`SteeringPool`] `steering-pool`; [`TlsProfile`] `tls-profile`; the SIP
+//!   trace's [`SipMonitoring`] `sip-monitoring`, [`FilterConfig`] `filter-config` and
+//!   [`CaptureAgent`] `capture-agent`), each field with a default.
 //! - **The TOML file**: keys are kebab-case ACLI words; an empty file is valid and equals
 //!   [`Config::embedded_default`]; an unknown key or a value of the wrong type is refused with
 //!   the parser's line and column. [`Config::load`] reads a file, [`Config::save_atomic`]
@@ -84,9 +85,10 @@ pub const MAX_WORKERS: usize = 64;
 pub const MIN_SHARED_KEY_LEN: usize = 16;
 pub use model::{
     parse_engine_id, split_option, AccessAction, AccessControl, AlarmThreshold, AlarmType,
-    AutoScalingProfile, CriticalMemoryAbort, FilterLevel, InDialogSource, MediaManager,
-    MediaManagerState, MemorySource, Peer, PeerType, RedundancyConfig, RedundancyState,
-    RestrictedLatching, Route, SessionAgent, SessionRouter, Severity, SipConfig, SipInterface,
+    AutoScalingProfile, CaptureAgent, CaptureAgentState, CaptureTransport, CriticalMemoryAbort,
+    FilterConfig, FilterLevel, InDialogSource, MediaManager, MediaManagerState, MemorySource, Peer,
+    PeerType, RedundancyConfig, RedundancyState, RestrictedLatching, Route, SessionAgent,
+    SessionRouter, Severity, SipConfig, SipInterface, SipMonitoring, SipMonitoringState,
     SnmpAuthProtocol, SnmpCommunity, SnmpPrivProtocol, SnmpUserEntry, SnmpVersion, SteeringPool,
     SystemConfig, TlsProfile, TlsVersion, Transport, TrapReceiver,
 };
@@ -133,6 +135,16 @@ pub struct Config {
     /// interfaces, none with the file's own).
     #[serde(rename = "steering-pool")]
     pub steering_pools: Vec<SteeringPool>,
+    /// `[[filter-config]]`: the SIP trace's filters, which `sip-monitoring` names. Default
+    /// none.
+    #[serde(rename = "filter-config")]
+    pub filter_configs: Vec<FilterConfig>,
+    /// `[sip-monitoring]`: the on-box SIP trace (Oracle's SIP Monitor & Trace).
+    #[serde(rename = "sip-monitoring")]
+    pub sip_monitoring: SipMonitoring,
+    /// `[capture-agent]`: where traced messages are sent as HEPv3.
+    #[serde(rename = "capture-agent")]
+    pub capture_agent: CaptureAgent,
 }
 
 /// The file as written: lists that are absent stay `None` so that their defaults can apply.
@@ -150,6 +162,9 @@ struct RawConfig {
     access_control: Vec<AccessControl>,
     media_manager: MediaManager,
     steering_pool: Option<Vec<SteeringPool>>,
+    filter_config: Vec<FilterConfig>,
+    sip_monitoring: SipMonitoring,
+    capture_agent: CaptureAgent,
 }
 
 impl From<RawConfig> for Config {
@@ -181,6 +196,9 @@ impl From<RawConfig> for Config {
             access_control: raw.access_control,
             media_manager: raw.media_manager,
             steering_pools: raw.steering_pool.unwrap_or(default_pools),
+            filter_configs: raw.filter_config,
+            sip_monitoring: raw.sip_monitoring,
+            capture_agent: raw.capture_agent,
         }
     }
 }
@@ -280,6 +298,13 @@ impl Config {
     ///   least two RTP/RTCP pairs; no two pools' port ranges overlapping, even on different
     ///   addresses (the media relay finds a call by its port alone); no pool's range holding
     ///   the port of a sip-interface on the same address;
+    /// - `filter-config`: names non-empty, unique and not `*`; `address` an IP address or
+    ///   network; `user` without spaces; `realm` a sip-interface's realm; `session-agent` an
+    ///   agent's name; `method` a SIP method token in capitals;
+    /// - `sip-monitoring`: each of `monitoring-filters` a filter-config's name, at most once,
+    ///   or `*` alone; the ring's bounds in range;
+    /// - `capture-agent`: an `address` (not a wildcard, port not 0) when enabled; `capture-id`
+    ///   and `queue-size` in range;
     /// - worker groups: each `sip-interface.auto-scaling-profile` and
     ///   `sip-config.tcp-auto-scaling-profile` names a profile, and the group's initial count
     ///   (`workers` for UDP groups, `tcp-workers` for TCP) lies within that profile's
@@ -333,6 +358,12 @@ impl Config {
     #[must_use]
     pub fn session_agent(&self, name: &str) -> Option<&SessionAgent> {
         self.session_agents.iter().find(|a| a.name == name)
+    }
+
+    /// The `filter-config` named `name`, if any.
+    #[must_use]
+    pub fn filter_config(&self, name: &str) -> Option<&FilterConfig> {
+        self.filter_configs.iter().find(|f| f.name == name)
     }
 
     /// The `tls-profile` named `name`, if any.

@@ -10,8 +10,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{quoted, ConfigError};
 use crate::keys::{
-    alarm_threshold, auto_scaling_profile, media_manager, redundancy_config, session_agent,
-    sip_config, sip_interface, system_config, tls_profile, trap_receiver,
+    alarm_threshold, auto_scaling_profile, capture_agent, media_manager, redundancy_config,
+    session_agent, sip_config, sip_interface, sip_monitoring, system_config, tls_profile,
+    trap_receiver,
 };
 
 /// Declares a keyword enum: the lowercase words the file and the ACLI spell it with, `ALL`,
@@ -263,6 +264,37 @@ keyword_enum! {
         Tlsv12 = "tlsv12",
         /// TLS 1.3 only.
         Tlsv13 = "tlsv13",
+    }
+}
+
+keyword_enum! {
+    /// `sip-monitoring` `state`: whether the on-box SIP trace captures what the configuration's
+    /// `monitoring-filters` select.
+    SipMonitoringState, key "state", default Disabled {
+        /// Messages selected by `monitoring-filters` are captured.
+        Enabled = "enabled",
+        /// Nothing is captured because of the configuration.
+        Disabled = "disabled",
+    }
+}
+
+keyword_enum! {
+    /// `capture-agent` `state`: whether traced messages are sent to a HEPv3 capture server.
+    CaptureAgentState, key "state", default Disabled {
+        /// Each traced message is also sent to `address` as HEPv3.
+        Enabled = "enabled",
+        /// Nothing is sent.
+        Disabled = "disabled",
+    }
+}
+
+keyword_enum! {
+    /// `capture-agent` `transport`: how HEPv3 packets reach the capture server.
+    CaptureTransport, key "transport", default Udp {
+        /// One HEPv3 packet per UDP datagram (Homer's default).
+        Udp = "udp",
+        /// HEPv3 packets one after the other on a TCP connection.
+        Tcp = "tcp",
     }
 }
 
@@ -1258,6 +1290,189 @@ impl SteeringPool {
     #[must_use]
     pub fn ports(&self) -> std::ops::RangeInclusive<u16> {
         self.start_port..=self.end_port
+    }
+}
+
+/// `sip-monitoring`: Oracle's SIP Monitor & Trace, one element for the node: whether the
+/// on-box trace runs, which `filter-config`s select the messages it captures, and the bounds
+/// of the ring the captures are kept in (the three `max-` keys are ours, not Oracle's).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct SipMonitoring {
+    /// `state`: `enabled` runs the trace; `disabled` (the default) captures nothing because of
+    /// the configuration.
+    pub state: SipMonitoringState,
+    /// `match-any-filter`: with several `monitoring-filters`, `true` captures a message that
+    /// matches any one of them, `false` (the default) only one that matches every one.
+    pub match_any_filter: bool,
+    /// `monitoring-filters`: names of `filter-config`s, each at most once, or
+    /// [`SipMonitoring::ALL`] (`*`) alone for every message. Default none: with `state`
+    /// enabled, nothing is captured because of the configuration.
+    pub monitoring_filters: Vec<String>,
+    /// `max-trace-memory`: what the ring of captures holds at most, in MiB; the oldest
+    /// captures are dropped beyond it.
+    pub max_trace_memory: u32,
+    /// `max-captures`: captures (calls or out-of-dialog exchanges) the ring keeps at most; the
+    /// oldest is dropped for a new one beyond it.
+    pub max_captures: u32,
+    /// `max-messages-per-capture`: messages one capture keeps at most; later ones are counted
+    /// as dropped.
+    pub max_messages_per_capture: u32,
+}
+
+impl Default for SipMonitoring {
+    fn default() -> Self {
+        Self {
+            state: SipMonitoringState::DEFAULT,
+            match_any_filter: const { sip_monitoring::MATCH_ANY_FILTER.flag() },
+            monitoring_filters: Vec::new(),
+            max_trace_memory: const { sip_monitoring::MAX_TRACE_MEMORY.u32() },
+            max_captures: const { sip_monitoring::MAX_CAPTURES.u32() },
+            max_messages_per_capture: const { sip_monitoring::MAX_MESSAGES_PER_CAPTURE.u32() },
+        }
+    }
+}
+
+impl SipMonitoring {
+    /// The `monitoring-filters` entry that captures every message.
+    pub const ALL: &'static str = "*";
+
+    /// Whether the trace runs (`state = "enabled"`).
+    #[must_use]
+    pub fn is_enabled(&self) -> bool {
+        self.state == SipMonitoringState::Enabled
+    }
+
+    /// Whether `monitoring-filters` is `["*"]`: every message is captured.
+    #[must_use]
+    pub fn captures_all(&self) -> bool {
+        matches!(self.monitoring_filters.as_slice(), [only] if only == Self::ALL)
+    }
+
+    /// `max-trace-memory` in bytes.
+    #[must_use]
+    pub fn max_trace_bytes(&self) -> usize {
+        usize::try_from(u64::from(self.max_trace_memory) * 1024 * 1024).unwrap_or(usize::MAX)
+    }
+}
+
+/// `filter-config`: one filter of the SIP trace (Oracle's element), which `sip-monitoring`
+/// names in its `monitoring-filters`. A message matches when every key set matches it; a
+/// filter with nothing set matches every message. `address` and `user` are Oracle's;
+/// `realm`, `session-agent` and `method` are ours.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct FilterConfig {
+    /// `name`: how `monitoring-filters` refers to the filter; unique, non-empty, not `*`.
+    /// Required.
+    pub name: String,
+    /// `address`: the peer's IP address or network, IPv4 or IPv6 (`192.0.2.7`,
+    /// `192.0.2.0/24`, `2001:db8::/32`); a bare address is that one address. See
+    /// [`FilterConfig::network`]. Default none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// `user`: a user part or phone number (`alice`, `+15551234`), or an AoR (`alice@example.com`),
+    /// of the Request-URI, From or To. Default none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// `realm`: the realm (a `sip-interface`'s) of the message's leg. Default none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub realm: Option<String>,
+    /// `session-agent`: the session-agent the message comes from or goes to. Default none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_agent: Option<String>,
+    /// `method`: the SIP method (of a response, its CSeq's), compared case-sensitively as on
+    /// the wire: `INVITE`, `REGISTER`. Default none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+}
+
+impl FilterConfig {
+    /// A filter named `name` with nothing set (it matches every message).
+    #[must_use]
+    pub fn named(name: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            ..Self::default()
+        }
+    }
+
+    /// The `address` as a network: an address without a prefix length as a `/32` or `/128`;
+    /// `None` when unset (or invalid, which [`crate::Config::validate`] refuses).
+    #[must_use]
+    pub fn network(&self) -> Option<crate::net::IpNet> {
+        self.address
+            .as_deref()
+            .and_then(|a| crate::net::parse_net(a).ok())
+    }
+}
+
+/// `capture-agent`: where traced messages go as HEPv3 (a Homer server, sngrep), one element
+/// for the node. The `password` is HEP's authentication key, which travels in clear: an
+/// identifier for the server, not a protection; `show` and the JSON mask it all the same, and
+/// so does this type's `Debug`.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct CaptureAgent {
+    /// `state`: `enabled` sends each traced message to `address`; `disabled` (the default)
+    /// sends nothing.
+    pub state: CaptureAgentState,
+    /// `address`: the capture server's `address:port` (IPv6 as `[2001:db8::9]:9060`).
+    /// Default none; required when enabled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<SocketAddr>,
+    /// `transport`: `udp` (a datagram per packet) or `tcp`.
+    pub transport: CaptureTransport,
+    /// `capture-id`: the HEP capture agent id the server files the packets under.
+    pub capture_id: u32,
+    /// `password`: the HEP authentication key, sent in clear with every packet; empty: none is
+    /// sent. Masked in `show`, the JSON and `Debug`.
+    pub password: String,
+    /// `queue-size`: packets waiting for the capture server at most; beyond, they are dropped
+    /// and counted.
+    pub queue_size: u32,
+    /// `rtcp`: the media relay's RTCP reports are sent too.
+    pub rtcp: bool,
+}
+
+impl Default for CaptureAgent {
+    fn default() -> Self {
+        Self {
+            state: CaptureAgentState::DEFAULT,
+            address: None,
+            transport: CaptureTransport::DEFAULT,
+            capture_id: const { capture_agent::CAPTURE_ID.u32() },
+            password: capture_agent::PASSWORD.text().to_owned(),
+            queue_size: const { capture_agent::QUEUE_SIZE.u32() },
+            rtcp: const { capture_agent::RTCP.flag() },
+        }
+    }
+}
+
+impl fmt::Debug for CaptureAgent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let password = if self.password.is_empty() {
+            ""
+        } else {
+            crate::MASK
+        };
+        f.debug_struct("CaptureAgent")
+            .field("state", &self.state)
+            .field("address", &self.address)
+            .field("transport", &self.transport)
+            .field("capture_id", &self.capture_id)
+            .field("password", &password)
+            .field("queue_size", &self.queue_size)
+            .field("rtcp", &self.rtcp)
+            .finish()
+    }
+}
+
+impl CaptureAgent {
+    /// Whether traced messages are sent (`state = "enabled"`).
+    #[must_use]
+    pub fn is_enabled(&self) -> bool {
+        self.state == CaptureAgentState::Enabled
     }
 }
 

@@ -1397,3 +1397,430 @@ fn source_ipv6_prefix_length_is_32_to_128() {
     }
     assert_eq!(Config::default().sip_config.source_ipv6_prefix_length, 64);
 }
+
+// ---- the SIP trace: sip-monitoring, filter-config, capture-agent ----
+
+/// Every key of the three trace elements, with values other than the defaults.
+const TRACE: &str = r#"
+[[session-agent]]
+name = "pbx"
+realm = "core"
+address = "127.0.0.9"
+
+[[filter-config]]
+name = "pbx-calls"
+address = "192.0.2.0/24"
+user = "alice@example.com"
+realm = "access"
+session-agent = "pbx"
+method = "INVITE"
+
+[[filter-config]]
+name = "loopback6"
+address = "::1"
+
+[[filter-config]]
+name = "everything"
+
+[sip-monitoring]
+state = "enabled"
+match-any-filter = true
+monitoring-filters = ["pbx-calls", "loopback6"]
+max-trace-memory = 64
+max-captures = 5000
+max-messages-per-capture = 500
+
+[capture-agent]
+state = "enabled"
+address = "[2001:db8::9]:9061"
+transport = "tcp"
+capture-id = 4294967295
+password = "hep-key"
+queue-size = 16
+rtcp = false
+"#;
+
+#[test]
+fn trace_defaults_are_exactly_as_documented() {
+    let c = Config::embedded_default();
+    assert_eq!(
+        c.sip_monitoring,
+        SipMonitoring {
+            state: SipMonitoringState::Disabled,
+            match_any_filter: false,
+            monitoring_filters: vec![],
+            max_trace_memory: 16,
+            max_captures: 1000,
+            max_messages_per_capture: 200,
+        }
+    );
+    assert_eq!(c.sip_monitoring, SipMonitoring::default());
+    assert!(!c.sip_monitoring.is_enabled());
+    assert!(!c.sip_monitoring.captures_all());
+    assert_eq!(c.sip_monitoring.max_trace_bytes(), 16 * 1024 * 1024);
+    assert!(c.filter_configs.is_empty());
+    assert_eq!(
+        c.capture_agent,
+        CaptureAgent {
+            state: CaptureAgentState::Disabled,
+            address: None,
+            transport: CaptureTransport::Udp,
+            capture_id: 2001,
+            password: String::new(),
+            queue_size: 8192,
+            rtcp: true,
+        }
+    );
+    assert_eq!(c.capture_agent, CaptureAgent::default());
+    assert!(!c.capture_agent.is_enabled());
+    assert_eq!(CaptureTransport::default(), CaptureTransport::Udp);
+    assert_eq!(SipMonitoringState::default(), SipMonitoringState::Disabled);
+    assert_eq!(CaptureAgentState::default(), CaptureAgentState::Disabled);
+    // A filter with nothing set.
+    let f = FilterConfig::named("all");
+    assert_eq!((f.name.as_str(), f.network()), ("all", None));
+    assert_eq!(
+        f,
+        FilterConfig {
+            name: "all".into(),
+            ..Default::default()
+        }
+    );
+}
+
+#[test]
+fn trace_keys_parse_and_round_trip() {
+    let c = Config::from_toml_str(TRACE).unwrap();
+    let m = &c.sip_monitoring;
+    assert!(m.is_enabled());
+    assert!(m.match_any_filter);
+    assert_eq!(m.monitoring_filters, ["pbx-calls", "loopback6"]);
+    assert_eq!(
+        (
+            m.max_trace_memory,
+            m.max_captures,
+            m.max_messages_per_capture
+        ),
+        (64, 5000, 500)
+    );
+    assert_eq!(m.max_trace_bytes(), 64 << 20);
+    let f = c.filter_config("pbx-calls").unwrap();
+    assert_eq!(f.address.as_deref(), Some("192.0.2.0/24"));
+    assert_eq!(f.network(), Some("192.0.2.0/24".parse().unwrap()));
+    assert_eq!(f.user.as_deref(), Some("alice@example.com"));
+    assert_eq!(f.realm.as_deref(), Some("access"));
+    assert_eq!(f.session_agent.as_deref(), Some("pbx"));
+    assert_eq!(f.method.as_deref(), Some("INVITE"));
+    // A bare address is that one address: /128 for IPv6, /32 for IPv4.
+    let v6 = c.filter_config("loopback6").unwrap();
+    assert_eq!(v6.network(), Some("::1/128".parse().unwrap()));
+    let mut v4 = v6.clone();
+    v4.address = Some("192.0.2.7".into());
+    assert_eq!(v4.network(), Some("192.0.2.7/32".parse().unwrap()));
+    let everything = c.filter_config("everything").unwrap();
+    assert_eq!(*everything, FilterConfig::named("everything"));
+    assert!(c.filter_config("nobody").is_none());
+    let a = &c.capture_agent;
+    assert!(a.is_enabled());
+    assert_eq!(a.address, Some("[2001:db8::9]:9061".parse().unwrap()));
+    assert_eq!(a.transport, CaptureTransport::Tcp);
+    assert_eq!(a.capture_id, u32::MAX);
+    assert_eq!(a.password, "hep-key");
+    assert_eq!(a.queue_size, 16);
+    assert!(!a.rtcp);
+    assert_round_trip(&c);
+    // Unset keys are not written, and read back unset.
+    let text = c.to_toml_string();
+    assert_eq!(text.matches("[[filter-config]]").count(), 3, "{text}");
+    // `*` alone, and no filter at all.
+    let c = Config::from_toml_str(
+        "[sip-monitoring]\nstate = \"enabled\"\nmonitoring-filters = [\"*\"]\n",
+    )
+    .unwrap();
+    assert!(c.sip_monitoring.captures_all());
+    assert_round_trip(&c);
+    let c = Config::from_toml_str("[sip-monitoring]\nstate = \"enabled\"\n").unwrap();
+    assert!(c.sip_monitoring.is_enabled() && c.sip_monitoring.monitoring_filters.is_empty());
+    assert!(c.to_toml_string().contains("filter-config = []"));
+    assert_round_trip(&c);
+    // The other bound of each range.
+    let c = Config::from_toml_str(
+        "[sip-monitoring]\nmax-trace-memory = 1024\nmax-captures = 1\nmax-messages-per-capture = \
+         10000\n[capture-agent]\ncapture-id = 0\nqueue-size = 1000000\naddress = \"127.0.0.1:9060\"\n",
+    )
+    .unwrap();
+    assert_eq!(c.sip_monitoring.max_trace_memory, 1024);
+    assert_eq!(c.capture_agent.queue_size, 1_000_000);
+    assert!(
+        !c.capture_agent.is_enabled(),
+        "an address alone sends nothing"
+    );
+    assert_round_trip(&c);
+}
+
+#[test]
+fn trace_tables_refuse_unknown_keys_wrong_words_and_missing_keys() {
+    for (text, parts) in [
+        (
+            "[sip-monitoring]\nfilters = []\n",
+            &["unknown field `filters`", "`monitoring-filters`"][..],
+        ),
+        // A boolean is not the keyword `state` is spelled with.
+        (
+            "[sip-monitoring]\nstate = true\n",
+            &["state = true", "wanted string"],
+        ),
+        (
+            "[capture-agent]\nstate = \"on\"\n",
+            &["`enabled`", "`disabled`"],
+        ),
+        (
+            "[capture-agent]\ntransport = \"sctp\"\n",
+            &["sctp", "`udp`", "`tcp`"],
+        ),
+        ("[capture-agent]\naddress = \"192.0.2.9\"\n", &["address"]),
+        (
+            "[capture-agent]\ncapture-id = 4294967296\n",
+            &["capture-id"],
+        ),
+        (
+            "[[filter-config]]\naddress = \"192.0.2.7\"\n",
+            &["missing field `name`"],
+        ),
+        (
+            "[[filter-config]]\nname = \"x\"\nmethods = \"INVITE\"\n",
+            &["unknown field `methods`", "`method`"],
+        ),
+    ] {
+        let err = Config::from_toml_str(text).unwrap_err();
+        assert!(matches!(err, ConfigError::Parse { .. }), "{err:?}");
+        let message = err.to_string();
+        for part in parts {
+            assert!(message.contains(part), "{message:?} lacks {part:?}");
+        }
+    }
+    assert_eq!(
+        "TCP".parse::<CaptureTransport>().unwrap(),
+        CaptureTransport::Tcp
+    );
+    assert_eq!(
+        "sctp".parse::<CaptureTransport>().unwrap_err().to_string(),
+        r#"transport = "sctp": unknown transport (valid: "udp", "tcp")"#
+    );
+}
+
+/// A `[[filter-config]]` named `name` with `body`, in front of `rest`.
+fn filter(name: &str, body: &str, rest: &str) -> String {
+    format!("[[filter-config]]\nname = \"{name}\"\n{body}\n{rest}")
+}
+
+#[test]
+fn filter_configs_are_validated() {
+    assert_eq!(
+        Config::from_toml_str(&filter("", "", ""))
+            .unwrap_err()
+            .to_string(),
+        "filter-config[0].name = \"\": must not be empty (valid: a non-empty name)"
+    );
+    refused_invalid(
+        &filter("*", "", ""),
+        "filter-config[0].name",
+        &["\"*\"", "every message", "a name other than \"*\""],
+    );
+    refused_invalid(
+        &filter("a", "", &filter("a", "", "")),
+        "filter-config[1].name",
+        &["duplicate name", "filter-config[0]"],
+    );
+    for bad in ["192.0.2.0/33", "nonsense", "", "::1/129"] {
+        refused_invalid(
+            &filter("a", &format!("address = \"{bad}\""), ""),
+            "filter-config[0].address",
+            &[&format!("{bad:?}"), "an IP address or network"],
+        );
+    }
+    for (bad, why) in [
+        ("", "must not be empty"),
+        ("al ice", "spaces"),
+        ("sip:alice@example.com", "without its scheme"),
+        ("TEL:+15551234", "without its scheme"),
+        ("alice@", "not an AoR"),
+        ("@example.com", "not an AoR"),
+        ("a@b@c", "not an AoR"),
+    ] {
+        refused_invalid(
+            &filter("a", &format!("user = \"{bad}\""), ""),
+            "filter-config[0].user",
+            &[why, "a user part or number", "alice@example.com"],
+        );
+    }
+    assert_eq!(
+        Config::from_toml_str(&filter("a", "realm = \"edge\"", ""))
+            .unwrap_err()
+            .to_string(),
+        "filter-config[0].realm = \"edge\": no sip-interface has this realm \
+         (valid: \"access\", \"core\")"
+    );
+    assert_eq!(
+        Config::from_toml_str(&filter("a", "session-agent = \"pbx\"", ""))
+            .unwrap_err()
+            .to_string(),
+        "filter-config[0].session-agent = \"pbx\": no session-agent has this name \
+         (valid: \"core\")"
+    );
+    for (bad, why) in [
+        ("invite", "case-sensitive"),
+        ("Invite", "case-sensitive"),
+        ("IN VITE", "not a SIP token"),
+        ("INVITE;x", "not a SIP token"),
+        ("", "not a SIP token"),
+    ] {
+        refused_invalid(
+            &filter("a", &format!("method = \"{bad}\""), ""),
+            "filter-config[0].method",
+            &[why, "a SIP method in capitals", "INVITE"],
+        );
+    }
+    // What is valid: every kind of address, user and method.
+    for body in [
+        "address = \"192.0.2.7\"",
+        "address = \"10.0.0.0/8\"",
+        "address = \"2001:db8::/32\"",
+        "address = \"::1\"",
+        "user = \"alice\"",
+        "user = \"+15551234\"",
+        "user = \"alice@Example.COM\"",
+        "realm = \"core\"\nsession-agent = \"core\"",
+        "method = \"REGISTER\"",
+        "method = \"X-CUSTOM.1\"",
+    ] {
+        Config::from_toml_str(&filter("a", body, "")).unwrap_or_else(|e| panic!("{body}: {e}"));
+    }
+}
+
+#[test]
+fn sip_monitoring_is_validated() {
+    let monitoring = |filters: &str| format!("[sip-monitoring]\nmonitoring-filters = {filters}\n");
+    assert_eq!(
+        Config::from_toml_str(&monitoring("[\"pbx\"]"))
+            .unwrap_err()
+            .to_string(),
+        "sip-monitoring.monitoring-filters[0] = \"pbx\": no filter-config has this name \
+         (valid: \"*\" alone, or the name of a [[filter-config]] (none is configured))"
+    );
+    let two = filter("a", "", &filter("b", "", ""));
+    assert_eq!(
+        Config::from_toml_str(&(two.clone() + &monitoring("[\"a\", \"c\"]")))
+            .unwrap_err()
+            .to_string(),
+        "sip-monitoring.monitoring-filters[1] = \"c\": no filter-config has this name \
+         (valid: \"a\", \"b\", or \"*\" alone)"
+    );
+    refused_invalid(
+        &(two.clone() + &monitoring("[\"a\", \"*\"]")),
+        "sip-monitoring.monitoring-filters[1]",
+        &["\"*\" captures every message and stands alone"],
+    );
+    refused_invalid(
+        &monitoring("[\"*\", \"*\"]"),
+        "sip-monitoring.monitoring-filters[0]",
+        &["stands alone"],
+    );
+    refused_invalid(
+        &(two.clone() + &monitoring("[\"a\", \"b\", \"a\"]")),
+        "sip-monitoring.monitoring-filters[2]",
+        &[
+            "already monitoring-filters[0]",
+            "each filter-config at most once",
+        ],
+    );
+    for (line, key, valid) in [
+        ("max-trace-memory = 0", "max-trace-memory", "1..=1024"),
+        ("max-trace-memory = 1025", "max-trace-memory", "1..=1024"),
+        ("max-captures = 0", "max-captures", "1..=100000"),
+        ("max-captures = 100001", "max-captures", "1..=100000"),
+        (
+            "max-messages-per-capture = 0",
+            "max-messages-per-capture",
+            "1..=10000",
+        ),
+        (
+            "max-messages-per-capture = 10001",
+            "max-messages-per-capture",
+            "1..=10000",
+        ),
+    ] {
+        refused_invalid(
+            &format!("[sip-monitoring]\n{line}\n"),
+            &format!("sip-monitoring.{key}"),
+            &["out of range", &format!("(valid: {valid})")],
+        );
+    }
+    // Several filters, matched all or any.
+    for any in [false, true] {
+        let c = Config::from_toml_str(&format!(
+            "{two}[sip-monitoring]\nstate = \"enabled\"\nmatch-any-filter = {any}\n\
+             monitoring-filters = [\"b\", \"a\"]\n"
+        ))
+        .unwrap();
+        assert_eq!(c.sip_monitoring.match_any_filter, any);
+        assert!(!c.sip_monitoring.captures_all());
+    }
+}
+
+#[test]
+fn capture_agent_is_validated() {
+    assert_eq!(
+        Config::from_toml_str("[capture-agent]\nstate = \"enabled\"\n")
+            .unwrap_err()
+            .to_string(),
+        "capture-agent.address = none: required with state = \"enabled\": where the HEP packets \
+         go (valid: the capture server's address:port, e.g. 192.0.2.9:9060 ([2001:db8::9]:9060))"
+    );
+    for (address, why) in [
+        ("127.0.0.1:0", "port 0"),
+        ("0.0.0.0:9060", "wildcard"),
+        ("[::]:9060", "wildcard"),
+    ] {
+        refused_invalid(
+            &format!("[capture-agent]\naddress = \"{address}\"\n"),
+            "capture-agent.address",
+            &[why, "address:port"],
+        );
+    }
+    for (line, key, valid) in [
+        ("queue-size = 15", "queue-size", "16..=1000000"),
+        ("queue-size = 1000001", "queue-size", "16..=1000000"),
+    ] {
+        refused_invalid(
+            &format!("[capture-agent]\n{line}\n"),
+            &format!("capture-agent.{key}"),
+            &["out of range", &format!("(valid: {valid})")],
+        );
+    }
+    let c = Config::from_toml_str(
+        "[capture-agent]\nstate = \"enabled\"\naddress = \"192.0.2.9:9060\"\n",
+    )
+    .unwrap();
+    assert_eq!(
+        c.capture_agent.address,
+        Some("192.0.2.9:9060".parse().unwrap())
+    );
+}
+
+#[test]
+fn the_hep_password_is_masked_in_debug() {
+    let agent = CaptureAgent {
+        password: "hep-key".into(),
+        ..CaptureAgent::default()
+    };
+    let debug = format!("{agent:?}");
+    assert!(!debug.contains("hep-key"), "{debug}");
+    assert!(debug.contains("password: \"********\""), "{debug}");
+    assert!(debug.contains("capture_id: 2001"), "{debug}");
+    let empty = format!("{:?}", CaptureAgent::default());
+    assert!(empty.contains("password: \"\""), "{empty}");
+    let config = Config::from_toml_str(TRACE).unwrap();
+    let debug = format!("{config:?}");
+    assert!(!debug.contains("hep-key"), "{debug}");
+}

@@ -22,14 +22,17 @@
 //! `session-router`; `auto-scaling-profile`s; `access-control`; `media-manager`;
 //! `steering-pool`s (addresses included, as for the sip-interfaces: both nodes run the same
 //! interfaces and pools); `tls-profile`s (file paths: each node reads its own copy of the
-//! files, which the operator installs on both). A push that names a node-local key is refused whole
-//! (the active never sends one), with the key in the error.
+//! files, which the operator installs on both); the SIP trace's `sip-monitoring`,
+//! `filter-config`s and `capture-agent` (both nodes trace alike and send to the same capture
+//! server). A push that names a node-local key is refused whole (the active never sends one),
+//! with the key in the error.
 //!
 //! # Secrets
 //!
 //! `redundancy-config.shared-key`, each `trap-receiver`'s SNMP `community`, each
-//! `snmp-community`'s `community-name` and each `snmp-user-entry`'s `auth-password` and
-//! `priv-password` are secrets:
+//! `snmp-community`'s `community-name`, each `snmp-user-entry`'s `auth-password` and
+//! `priv-password`, and `capture-agent.password` (HEP's key, which travels in clear: masked
+//! as an identifier the operator chose, not as a protection) are secrets:
 //! [`Config::to_masked_json`] and the ACLI's `show` print them as `********` (empty stays
 //! empty). Only the file itself (mode 0600) holds them.
 
@@ -60,6 +63,8 @@ pub const SECRET_KEYS: &[&str] = &[
     "community-name",
     "auth-password",
     "priv-password",
+    // capture-agent's HEP key.
+    "password",
 ];
 
 impl Config {
@@ -281,6 +286,54 @@ mod tests {
         changed.steering_pools.clear();
         let merged = b.with_push(&changed.pushable_toml()).expect("applies");
         assert!(merged.steering_pools.is_empty());
+    }
+
+    /// `a` with the SIP trace on: two filters, the ring's bounds, a HEP capture server.
+    fn tracing(mut a: Config) -> Config {
+        let mut pbx = crate::FilterConfig::named("pbx");
+        pbx.address = Some("192.0.2.0/24".into());
+        pbx.method = Some("INVITE".into());
+        a.filter_configs = vec![pbx, crate::FilterConfig::named("all")];
+        a.sip_monitoring.state = crate::SipMonitoringState::Enabled;
+        a.sip_monitoring.monitoring_filters = vec!["pbx".into()];
+        a.sip_monitoring.max_captures = 10;
+        a.capture_agent.state = crate::CaptureAgentState::Enabled;
+        a.capture_agent.address = Some("192.0.2.9:9060".parse().expect("an address"));
+        a.capture_agent.password = "hep-key".into();
+        a.validate().expect("valid");
+        a
+    }
+
+    #[test]
+    fn the_trace_elements_are_pushed() {
+        let changed = tracing(pair_node("sbc-a", "hook-a"));
+        let text = changed.pushable_toml();
+        for table in ["[sip-monitoring]", "[[filter-config]]", "[capture-agent]"] {
+            assert!(text.contains(table), "{table}: {text}");
+        }
+        let merged = pair_node("sbc-b", "hook-b")
+            .with_push(&text)
+            .expect("applies");
+        assert_eq!(merged.sip_monitoring, changed.sip_monitoring);
+        assert_eq!(merged.filter_configs, changed.filter_configs);
+        assert_eq!(merged.capture_agent, changed.capture_agent);
+        assert_eq!(merged.system.hostname, "sbc-b");
+    }
+
+    #[test]
+    fn the_hep_password_is_masked_in_json_and_toml() {
+        let a = tracing(pair_node("sbc-a", ""));
+        let v = a.to_masked_json();
+        assert_eq!(v["capture-agent"]["password"], MASK);
+        assert!(!v.to_string().contains("hep-key"), "{v}");
+        assert_eq!(v["capture-agent"]["address"], "192.0.2.9:9060");
+        assert_eq!(v["filter-config"][0]["method"], "INVITE");
+        let text = a.to_masked_toml_string();
+        assert!(!text.contains("hep-key"), "{text}");
+        assert!(text.contains("password = \"********\""), "{text}");
+        // No password: empty stays empty.
+        let empty = Config::embedded_default().to_masked_json();
+        assert_eq!(empty["capture-agent"]["password"], "");
     }
 
     #[test]

@@ -242,6 +242,10 @@ fn embedded_default_is_exactly_as_documented() {
     );
     assert_eq!(c.steering_pool("access").unwrap().pairs(), 500);
     assert_eq!(c.steering_pool("core").unwrap().start_port, 21_000);
+    // The SIP trace is off, without filters, and sends nothing.
+    assert_eq!(c.sip_monitoring, SipMonitoring::default());
+    assert!(c.filter_configs.is_empty());
+    assert_eq!(c.capture_agent, CaptureAgent::default());
 }
 
 #[test]

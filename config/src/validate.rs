@@ -2,8 +2,8 @@
 //!
 //! Rules are checked in file order (system-config, sip-config, sip-interface, session-agent,
 //! session-router, redundancy-config, auto-scaling-profile, access-control, media-manager,
-//! steering-pool), then the worker groups' profile attachments, and the first broken one is
-//! reported, naming its full key.
+//! steering-pool, filter-config, sip-monitoring, capture-agent), then the worker groups' profile
+//! attachments, and the first broken one is reported, naming its full key.
 
 use std::collections::HashMap;
 use std::fmt::Display;
@@ -12,13 +12,14 @@ use std::ops::RangeInclusive;
 
 use crate::error::{quoted, quoted_list, ConfigError};
 use crate::keys::{
-    alarm_threshold, auto_scaling_profile, media_manager, redundancy_config, sip_config,
-    steering_pool, system_config, tls_profile, KeySpec,
+    alarm_threshold, auto_scaling_profile, capture_agent, media_manager, redundancy_config,
+    sip_config, sip_monitoring, steering_pool, system_config, tls_profile, KeySpec,
 };
 use crate::model::{
-    split_option, AlarmThreshold, AlarmType, AutoScalingProfile, MediaManager, MemorySource, Peer,
-    PeerType, RedundancyConfig, SessionAgent, SessionRouter, SipConfig, SipInterface, SnmpVersion,
-    SteeringPool, SystemConfig, TlsProfile, Transport, TrapReceiver, KNOWN_OPTIONS,
+    split_option, AlarmThreshold, AlarmType, AutoScalingProfile, CaptureAgent, FilterConfig,
+    MediaManager, MemorySource, Peer, PeerType, RedundancyConfig, SessionAgent, SessionRouter,
+    SipConfig, SipInterface, SipMonitoring, SnmpVersion, SteeringPool, SystemConfig, TlsProfile,
+    Transport, TrapReceiver, KNOWN_OPTIONS,
 };
 use crate::Config;
 
@@ -47,7 +48,221 @@ pub(crate) fn validate(config: &Config) -> Result<(), ConfigError> {
     access(&config.access_control)?;
     media_manager(&config.media_manager)?;
     steering_pools(&config.steering_pools, &config.sip_interfaces)?;
+    filters(config)?;
+    monitoring(&config.sip_monitoring, &config.filter_configs)?;
+    capture_agent(&config.capture_agent)?;
     attachments(config)
+}
+
+/// `filter-config`: names non-empty, unique and not `*` (which `monitoring-filters` reads as
+/// every message); each key that is set valid, and the realm and session-agent it names
+/// configured.
+fn filters(config: &Config) -> Result<(), ConfigError> {
+    let mut names: HashMap<&str, usize> = HashMap::new();
+    for (i, f) in config.filter_configs.iter().enumerate() {
+        let key = |field: &str| format!("filter-config[{i}].{field}");
+        if f.name.trim().is_empty() {
+            return Err(ConfigError::invalid(
+                key("name"),
+                quoted(&f.name),
+                "must not be empty",
+                "a non-empty name",
+            ));
+        }
+        if f.name == SipMonitoring::ALL {
+            return Err(ConfigError::invalid(
+                key("name"),
+                quoted(&f.name),
+                "\"*\" stands for every message in sip-monitoring's monitoring-filters",
+                "a name other than \"*\"",
+            ));
+        }
+        if let Some(first) = names.insert(&f.name, i) {
+            return Err(ConfigError::invalid(
+                key("name"),
+                quoted(&f.name),
+                format!("duplicate name, already used by filter-config[{first}]"),
+                "a name not used by another filter-config",
+            ));
+        }
+        if let Some(address) = &f.address {
+            crate::net::parse_net(address).map_err(|why| {
+                ConfigError::invalid(
+                    key("address"),
+                    quoted(address),
+                    why,
+                    "an IP address or network: 192.0.2.7, 192.0.2.0/24, ::1, 2001:db8::/32",
+                )
+            })?;
+        }
+        if let Some(user) = &f.user {
+            if let Err(why) = filter_user(user) {
+                return Err(ConfigError::invalid(
+                    key("user"),
+                    quoted(user),
+                    why,
+                    "a user part or number (alice, +15551234) or an AoR user@host \
+                     (alice@example.com), without spaces",
+                ));
+            }
+        }
+        if let Some(realm) = &f.realm {
+            if !config.sip_interfaces.iter().any(|i| i.realm == *realm) {
+                return Err(ConfigError::invalid(
+                    key("realm"),
+                    quoted(realm),
+                    "no sip-interface has this realm",
+                    realm_list(&config.sip_interfaces),
+                ));
+            }
+        }
+        if let Some(agent) = &f.session_agent {
+            if !config.session_agents.iter().any(|a| a.name == *agent) {
+                return Err(ConfigError::invalid(
+                    key("session-agent"),
+                    quoted(agent),
+                    "no session-agent has this name",
+                    agent_list(&config.session_agents),
+                ));
+            }
+        }
+        if let Some(method) = &f.method {
+            if let Err(why) = sip_method(method) {
+                return Err(ConfigError::invalid(
+                    key("method"),
+                    quoted(method),
+                    why,
+                    "a SIP method in capitals (an RFC 3261 token), e.g. INVITE, REGISTER, \
+                     OPTIONS",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Why `user` cannot be a filter's user: empty, spaces or control characters, a URI scheme,
+/// or not `user` / `user@host`.
+fn filter_user(user: &str) -> Result<(), &'static str> {
+    if user.is_empty() {
+        return Err("must not be empty (unset it instead)");
+    }
+    if user.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("has spaces or control characters");
+    }
+    let lower = user.to_ascii_lowercase();
+    if ["sip:", "sips:", "tel:"]
+        .iter()
+        .any(|s| lower.starts_with(s))
+    {
+        return Err("a URI: write the user or AoR without its scheme");
+    }
+    match user.split_once('@') {
+        Some((name, host)) if name.is_empty() || host.is_empty() || host.contains('@') => {
+            Err("not an AoR user@host")
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Why `method` cannot be a SIP method: not an RFC 3261 token (letters, digits and
+/// `-.!%*_+`'~`), or with lower-case letters (methods are case-sensitive, and written in
+/// capitals).
+fn sip_method(method: &str) -> Result<(), &'static str> {
+    let token = |c: char| c.is_ascii_alphanumeric() || "-.!%*_+`'~".contains(c);
+    if method.is_empty() || !method.chars().all(token) {
+        return Err("not a SIP token");
+    }
+    if method.chars().any(|c| c.is_ascii_lowercase()) {
+        return Err("SIP methods are case-sensitive and written in capitals");
+    }
+    Ok(())
+}
+
+/// `sip-monitoring`: each of `monitoring-filters` a filter-config's name, at most once, or
+/// `*` alone; the ring's bounds in range.
+fn monitoring(m: &SipMonitoring, filters: &[FilterConfig]) -> Result<(), ConfigError> {
+    let at = "sip-monitoring";
+    let list = &m.monitoring_filters;
+    let names = || {
+        if filters.is_empty() {
+            "\"*\" alone, or the name of a [[filter-config]] (none is configured)".to_owned()
+        } else {
+            format!(
+                "{}, or \"*\" alone",
+                quoted_list(filters.iter().map(|f| f.name.as_str()))
+            )
+        }
+    };
+    for (k, name) in list.iter().enumerate() {
+        let key = format!("{at}.monitoring-filters[{k}]");
+        if name == SipMonitoring::ALL {
+            if list.len() > 1 {
+                return Err(ConfigError::invalid(
+                    key,
+                    quoted(name),
+                    "\"*\" captures every message and stands alone",
+                    "[\"*\"] alone, or filter-config names without \"*\"",
+                ));
+            }
+            continue;
+        }
+        if !filters.iter().any(|f| f.name == *name) {
+            return Err(ConfigError::invalid(
+                key,
+                quoted(name),
+                "no filter-config has this name",
+                names(),
+            ));
+        }
+        if let Some(j) = list[..k].iter().position(|other| other == name) {
+            return Err(ConfigError::invalid(
+                key,
+                quoted(name),
+                format!("already monitoring-filters[{j}]"),
+                "each filter-config at most once",
+            ));
+        }
+    }
+    check(at, &sip_monitoring::MAX_TRACE_MEMORY, m.max_trace_memory)?;
+    check(at, &sip_monitoring::MAX_CAPTURES, m.max_captures)?;
+    check(
+        at,
+        &sip_monitoring::MAX_MESSAGES_PER_CAPTURE,
+        m.max_messages_per_capture,
+    )
+}
+
+/// `capture-agent`: `capture-id` and `queue-size` in range (first, so that the ACLI refuses
+/// a value out of range as it is typed, even before the address is set); an address when
+/// enabled, never port 0 nor a wildcard (no destination).
+fn capture_agent(c: &CaptureAgent) -> Result<(), ConfigError> {
+    let at = "capture-agent";
+    check(at, &capture_agent::CAPTURE_ID, c.capture_id)?;
+    check(at, &capture_agent::QUEUE_SIZE, c.queue_size)?;
+    let key = format!("{at}.address");
+    let valid = "the capture server's address:port, e.g. 192.0.2.9:9060 ([2001:db8::9]:9060)";
+    match c.address {
+        None if c.is_enabled() => Err(ConfigError::invalid(
+            key,
+            "none",
+            "required with state = \"enabled\": where the HEP packets go",
+            valid,
+        )),
+        Some(address) if address.port() == 0 => Err(ConfigError::invalid(
+            key,
+            quoted(&address.to_string()),
+            "port 0 is not allowed",
+            valid,
+        )),
+        Some(address) if address.ip().is_unspecified() => Err(ConfigError::invalid(
+            key,
+            quoted(&address.to_string()),
+            "a wildcard address is no destination",
+            valid,
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// `media-manager`: the latching window and the inactivity timer in range.

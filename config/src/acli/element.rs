@@ -11,9 +11,10 @@ use toml::value::{Table, Value};
 
 use crate::keys::{self, ElementSpec, KeySpec, Ty};
 use crate::model::{
-    default_address, AccessControl, AlarmThreshold, AutoScalingProfile, MediaManager, Peer,
-    RedundancyConfig, SessionAgent, SessionRouter, SipConfig, SipInterface, SnmpCommunity,
-    SnmpUserEntry, SteeringPool, SystemConfig, TlsProfile, TrapReceiver,
+    default_address, AccessControl, AlarmThreshold, AutoScalingProfile, CaptureAgent, FilterConfig,
+    MediaManager, Peer, RedundancyConfig, SessionAgent, SessionRouter, SipConfig, SipInterface,
+    SipMonitoring, SnmpCommunity, SnmpUserEntry, SteeringPool, SystemConfig, TlsProfile,
+    TrapReceiver,
 };
 use crate::Config;
 
@@ -53,6 +54,12 @@ pub enum Element {
     SteeringPool(SteeringPool),
     /// One `tls-profile`.
     TlsProfile(TlsProfile),
+    /// `sip-monitoring`.
+    SipMonitoring(SipMonitoring),
+    /// One `filter-config`.
+    FilterConfig(FilterConfig),
+    /// `capture-agent`.
+    CaptureAgent(CaptureAgent),
 }
 
 /// The kinds of [`Element`].
@@ -74,6 +81,9 @@ pub(crate) enum Kind {
     MediaManager,
     SteeringPool,
     TlsProfile,
+    SipMonitoring,
+    FilterConfig,
+    CaptureAgent,
 }
 
 /// One attribute of an element: its key's declaration in the key tables.
@@ -99,6 +109,9 @@ impl Kind {
             Self::MediaManager => &keys::media_manager::ELEMENT,
             Self::SteeringPool => &keys::steering_pool::ELEMENT,
             Self::TlsProfile => &keys::tls_profile::ELEMENT,
+            Self::SipMonitoring => &keys::sip_monitoring::ELEMENT,
+            Self::FilterConfig => &keys::filter_config::ELEMENT,
+            Self::CaptureAgent => &keys::capture_agent::ELEMENT,
         }
     }
 
@@ -148,6 +161,8 @@ impl Kind {
                 | Self::SessionRouter
                 | Self::RedundancyConfig
                 | Self::MediaManager
+                | Self::SipMonitoring
+                | Self::CaptureAgent
         )
     }
 
@@ -198,6 +213,9 @@ impl Kind {
                 realm_id: String::new(),
             }),
             Self::TlsProfile => Element::TlsProfile(TlsProfile::named("")),
+            Self::SipMonitoring => Element::SipMonitoring(SipMonitoring::default()),
+            Self::FilterConfig => Element::FilterConfig(FilterConfig::default()),
+            Self::CaptureAgent => Element::CaptureAgent(CaptureAgent::default()),
         }
     }
 }
@@ -236,6 +254,9 @@ impl Element {
             Self::MediaManager(_) => Kind::MediaManager,
             Self::SteeringPool(_) => Kind::SteeringPool,
             Self::TlsProfile(_) => Kind::TlsProfile,
+            Self::SipMonitoring(_) => Kind::SipMonitoring,
+            Self::FilterConfig(_) => Kind::FilterConfig,
+            Self::CaptureAgent(_) => Kind::CaptureAgent,
         }
     }
 
@@ -264,6 +285,9 @@ impl Element {
             Self::MediaManager(v) => table_of(v),
             Self::SteeringPool(v) => table_of(v),
             Self::TlsProfile(v) => table_of(v),
+            Self::SipMonitoring(v) => table_of(v),
+            Self::FilterConfig(v) => table_of(v),
+            Self::CaptureAgent(v) => table_of(v),
         }
     }
 
@@ -287,6 +311,9 @@ impl Element {
             Kind::MediaManager => value.try_into().map(Self::MediaManager),
             Kind::SteeringPool => value.try_into().map(Self::SteeringPool),
             Kind::TlsProfile => value.try_into().map(Self::TlsProfile),
+            Kind::SipMonitoring => value.try_into().map(Self::SipMonitoring),
+            Kind::FilterConfig => value.try_into().map(Self::FilterConfig),
+            Kind::CaptureAgent => value.try_into().map(Self::CaptureAgent),
         };
         result.map_err(|err| err.to_string().trim_end().to_owned())
     }
@@ -305,6 +332,7 @@ impl Element {
             Self::AccessControl(v) => v.source_address.clone(),
             Self::SteeringPool(v) => v.key(),
             Self::TlsProfile(v) => v.name.clone(),
+            Self::FilterConfig(v) => v.name.clone(),
             Self::AlarmThreshold(v) if v.volume.is_empty() => {
                 format!("{} {}", v.kind, v.severity)
             }
@@ -454,6 +482,8 @@ pub(crate) fn top_single(config: &Config, kind: Kind) -> Element {
         Kind::SessionRouter => Element::SessionRouter(config.session_router.clone()),
         Kind::RedundancyConfig => Element::RedundancyConfig(config.redundancy.clone()),
         Kind::MediaManager => Element::MediaManager(config.media_manager.clone()),
+        Kind::SipMonitoring => Element::SipMonitoring(config.sip_monitoring.clone()),
+        Kind::CaptureAgent => Element::CaptureAgent(config.capture_agent.clone()),
         other => unreachable!("{} is multi-instance", other.word()),
     }
 }
@@ -497,6 +527,12 @@ pub(crate) fn top_list(config: &Config, kind: Kind) -> Vec<Element> {
             .cloned()
             .map(Element::TlsProfile)
             .collect(),
+        Kind::FilterConfig => config
+            .filter_configs
+            .iter()
+            .cloned()
+            .map(Element::FilterConfig)
+            .collect(),
         _ => Vec::new(),
     }
 }
@@ -510,6 +546,8 @@ pub(crate) fn top_put(config: &mut Config, element: Element, at: Option<&str>) -
         Element::SessionRouter(v) => config.session_router = v,
         Element::RedundancyConfig(v) => config.redundancy = v,
         Element::MediaManager(v) => config.media_manager = v,
+        Element::SipMonitoring(v) => config.sip_monitoring = v,
+        Element::CaptureAgent(v) => config.capture_agent = v,
         Element::SipInterface(v) => {
             return put(&mut config.sip_interfaces, v, at, SipInterface::key)
         }
@@ -528,6 +566,9 @@ pub(crate) fn top_put(config: &mut Config, element: Element, at: Option<&str>) -
             return put(&mut config.steering_pools, v, at, SteeringPool::key)
         }
         Element::TlsProfile(v) => return put(&mut config.tls_profiles, v, at, |p| p.name.clone()),
+        Element::FilterConfig(v) => {
+            return put(&mut config.filter_configs, v, at, |f| f.name.clone())
+        }
         other => unreachable!("{} is a sub-element", other.name()),
     }
     0
@@ -553,6 +594,9 @@ pub(crate) fn top_remove(config: &mut Config, kind: Kind, index: usize) {
         }
         Kind::TlsProfile => {
             config.tls_profiles.remove(index);
+        }
+        Kind::FilterConfig => {
+            config.filter_configs.remove(index);
         }
         _ => {}
     }
@@ -656,17 +700,20 @@ fn render_into(out: &mut String, element: &Element, depth: usize) {
 }
 
 /// Prints a whole configuration in ACLI form, element by element in Oracle's order:
-/// `system-config`, `sip-config`, `session-router`, each `tls-profile`, each `sip-interface`, each
-/// `session-agent`, `redundancy-config`, each `auto-scaling-profile`, each `access-control`,
-/// `media-manager`, each `steering-pool`. (The session-router's `route` list is only in the
-/// TOML form.)
+/// `system-config`, `capture-agent`, `sip-config`, `session-router`, each `filter-config`,
+/// `sip-monitoring`, each `tls-profile`, each `sip-interface`, each `session-agent`,
+/// `redundancy-config`, each `auto-scaling-profile`, each `access-control`, `media-manager`,
+/// each `steering-pool`. (The session-router's `route` list is only in the TOML form.)
 #[must_use]
 pub fn render_config(config: &Config) -> String {
     let mut elements = vec![
         top_single(config, Kind::SystemConfig),
+        top_single(config, Kind::CaptureAgent),
         top_single(config, Kind::SipConfig),
         top_single(config, Kind::SessionRouter),
     ];
+    elements.extend(top_list(config, Kind::FilterConfig));
+    elements.push(top_single(config, Kind::SipMonitoring));
     elements.extend(top_list(config, Kind::TlsProfile));
     elements.extend(top_list(config, Kind::SipInterface));
     elements.extend(top_list(config, Kind::SessionAgent));

@@ -205,6 +205,8 @@ fn prompts_at_each_level() {
         ("trap-receiver", "sbc(trap-receiver)#"),
         ("exit", "sbc(system-config)#"),
         ("exit", "sbc(system)#"),
+        ("capture-agent", "sbc(capture-agent)#"),
+        ("exit", "sbc(system)#"),
         ("exit", "sbc(configure)#"),
         ("session-router", "sbc(session-router)#"),
         ("sip-config", "sbc(sip-config)#"),
@@ -214,6 +216,10 @@ fn prompts_at_each_level() {
         ("session-agent", "sbc(session-agent)#"),
         ("exit", "sbc(session-router)#"),
         ("sip-interface", "sbc(sip-interface)#"),
+        ("exit", "sbc(session-router)#"),
+        ("filter-config", "sbc(filter-config)#"),
+        ("exit", "sbc(session-router)#"),
+        ("sip-monitoring", "sbc(sip-monitoring)#"),
         ("exit", "sbc(session-router)#"),
         ("exit", "sbc(configure)#"),
         ("redundancy", "sbc(redundancy)#"),
@@ -495,6 +501,8 @@ fn render_config_lists_every_element() {
         "redundancy-config\n",
         "media-manager\n",
         "steering-pool\n",
+        "sip-monitoring\n",
+        "capture-agent\n",
     ] {
         assert!(text.contains(element), "{text}");
     }
@@ -1355,6 +1363,9 @@ fn every_attribute_exists_in_the_model() {
         Kind::MediaManager,
         Kind::SteeringPool,
         Kind::TlsProfile,
+        Kind::SipMonitoring,
+        Kind::FilterConfig,
+        Kind::CaptureAgent,
     ];
     let children = [
         "alarm-threshold",
@@ -1398,6 +1409,16 @@ fn every_attribute_exists_in_the_model() {
         if let Element::SessionAgent(a) = &mut fresh {
             a.tls_profile = Some("x".into());
             a.tls_server_name = Some("x".into());
+        }
+        if let Element::FilterConfig(f) = &mut fresh {
+            f.address = Some("x".into());
+            f.user = Some("x".into());
+            f.realm = Some("x".into());
+            f.session_agent = Some("x".into());
+            f.method = Some("x".into());
+        }
+        if let Element::CaptureAgent(a) = &mut fresh {
+            a.address = Some("127.0.0.1:9060".parse().unwrap());
         }
         if let Element::TlsProfile(p) = &mut fresh {
             p.end_entity_certificate = "x".into();
@@ -1802,4 +1823,413 @@ fn a_show_topic_with_arguments_hands_them_to_the_node_and_others_refuse_them() {
         session.execute("show media 7", &mut config),
         Reply::Error(e) if e.contains("takes no argument")
     ));
+
+// ---- the SIP trace ----
+
+#[test]
+fn filter_configs_are_created_refused_and_deleted_by_name() {
+    let mut sh = Shell::new();
+    sh.script(&["configure terminal", "session-router"]);
+    contains_all(
+        &sh.ok("?"),
+        &["filter-config", "sip-monitoring", "the SIP trace"],
+    );
+    sh.ok("filter-config");
+    assert_eq!(sh.prompt(), "sbc(filter-config)#");
+    contains_all(
+        &sh.ok("?"),
+        &[
+            "name",
+            "address",
+            "user",
+            "realm",
+            "session-agent",
+            "method",
+            "our extension, not Oracle's",
+            "select",
+            "no",
+            "done",
+        ],
+    );
+    assert_eq!(sh.ok("select"), "no filter-config yet\n");
+    // done names what is still to set; nothing is committed.
+    assert_eq!(
+        sh.err("done"),
+        "filter-config[0].name = \"\": must not be empty (valid: a non-empty name)"
+    );
+    contains_all(
+        &sh.err("name *"),
+        &["filter-config[0].name = \"*\"", "a name other than \"*\""],
+    );
+    sh.ok("name pbx");
+    // Each key is checked as typed, naming the key, the value and what is valid.
+    assert_eq!(
+        sh.err("address 192.0.2.0/33"),
+        "filter-config[0].address = \"192.0.2.0/33\": the prefix length must be 0..=32 \
+         (valid: an IP address or network: 192.0.2.7, 192.0.2.0/24, ::1, 2001:db8::/32)"
+    );
+    contains_all(
+        &sh.err("user \"al ice\""),
+        &["filter-config[0].user = \"al ice\"", "spaces", "user@host"],
+    );
+    contains_all(
+        &sh.err("user sip:alice@example.com"),
+        &["filter-config[0].user", "without its scheme"],
+    );
+    assert_eq!(
+        sh.err("realm edge"),
+        "filter-config[0].realm = \"edge\": no sip-interface has this realm \
+         (valid: \"access\", \"core\")"
+    );
+    assert_eq!(
+        sh.err("session-agent pbx"),
+        "filter-config[0].session-agent = \"pbx\": no session-agent has this name \
+         (valid: \"core\")"
+    );
+    contains_all(
+        &sh.err("method invite"),
+        &[
+            "filter-config[0].method = \"invite\"",
+            "case-sensitive",
+            "a SIP method in capitals",
+        ],
+    );
+    contains_all(&sh.err("method IN;VITE"), &["not a SIP token"]);
+    let complete = |sh: &Shell, line: &str| sh.session.complete(line, &sh.config);
+    assert_eq!(complete(&sh, "realm "), vec!["access", "core", "\"\""]);
+    assert_eq!(complete(&sh, "session-agent "), vec!["core", "\"\""]);
+    contains_all(
+        &sh.ok("method ?"),
+        &["<SIP method in capitals, e.g. INVITE | \"\">"],
+    );
+    assert!(sh.config.filter_configs.is_empty(), "nothing committed yet");
+    sh.script(&[
+        "address ::1",
+        "user alice@example.com",
+        "realm core",
+        "session-agent core",
+        "method INVITE",
+    ]);
+    let text = sh.ok("done");
+    for (name, value) in [
+        ("name", "pbx"),
+        ("address", "::1"),
+        ("user", "alice@example.com"),
+        ("realm", "core"),
+        ("session-agent", "core"),
+        ("method", "INVITE"),
+    ] {
+        assert!(text.contains(&shown(name, value)), "{name}: {text}");
+    }
+    let pbx = sh.config.filter_config("pbx").unwrap();
+    assert_eq!(pbx.network(), Some("::1/128".parse().unwrap()));
+    // Clearing a key, then a second filter with nothing set (it matches everything).
+    sh.script(&["user \"\"", "done"]);
+    assert_eq!(sh.config.filter_config("pbx").unwrap().user, None);
+    sh.script(&["exit", "filter-config", "name all", "done"]);
+    assert_eq!(
+        sh.config.filter_configs[1],
+        crate::FilterConfig::named("all")
+    );
+    assert_eq!(sh.ok("select"), "1: pbx\n2: all\n");
+    contains_all(
+        &sh.err("name pbx"),
+        &["filter-config[1].name = \"pbx\"", "duplicate name"],
+    );
+    sh.script(&["select pbx", "method BYE", "done"]);
+    assert_eq!(
+        sh.config.filter_config("pbx").unwrap().method.as_deref(),
+        Some("BYE")
+    );
+    assert_eq!(sh.config.filter_configs.len(), 2);
+    let rendered = render_config(&sh.config);
+    assert_eq!(rendered.matches("filter-config\n").count(), 2, "{rendered}");
+    assert_eq!(
+        Config::from_toml_str(&sh.config.to_toml_string()).unwrap(),
+        sh.config
+    );
+    assert_eq!(sh.ok("no all"), "deleted filter-config \"all\"\n");
+    contains_all(
+        &sh.err("no edge"),
+        &["no filter-config \"edge\"", "\"pbx\""],
+    );
+    assert_eq!(sh.config.filter_configs.len(), 1);
+}
+
+#[test]
+fn sip_monitoring_names_filters_and_keeps_them_from_deletion() {
+    let mut sh = Shell::new();
+    sh.script(&[
+        "configure terminal",
+        "session-router",
+        "filter-config",
+        "name pbx",
+        "done",
+        "exit",
+        "filter-config",
+        "name invites",
+        "method INVITE",
+        "done",
+        "exit",
+        "sip-monitoring",
+    ]);
+    assert_eq!(sh.prompt(), "sbc(sip-monitoring)#");
+    contains_all(
+        &sh.ok("?"),
+        &[
+            "state",
+            "match-any-filter",
+            "monitoring-filters",
+            "max-trace-memory",
+            "max-captures",
+            "max-messages-per-capture",
+            "our extension, not Oracle's",
+            "select",
+        ],
+    );
+    let complete = |sh: &Shell, line: &str| sh.session.complete(line, &sh.config);
+    assert_eq!(complete(&sh, "state "), vec!["enabled", "disabled"]);
+    assert_eq!(
+        complete(&sh, "match-any-filter "),
+        vec!["enabled", "disabled"]
+    );
+    assert_eq!(
+        complete(&sh, "monitoring-filters "),
+        vec!["+pbx", "+invites", "pbx", "invites", "*", "\"\""]
+    );
+    assert_eq!(complete(&sh, "monitoring-filters +i"), vec!["+invites"]);
+    contains_all(&sh.ok("max-trace-memory ?"), &["<1..=1024>"]);
+    assert_eq!(
+        sh.err("monitoring-filters +nothing"),
+        "sip-monitoring.monitoring-filters[0] = \"nothing\": no filter-config has this name \
+         (valid: \"pbx\", \"invites\", or \"*\" alone)"
+    );
+    contains_all(
+        &sh.err("monitoring-filters pbx *"),
+        &[
+            "sip-monitoring.monitoring-filters[1] = \"*\"",
+            "stands alone",
+        ],
+    );
+    contains_all(
+        &sh.err("monitoring-filters pbx pbx"),
+        &["sip-monitoring.monitoring-filters[1]", "at most once"],
+    );
+    assert_eq!(
+        sh.err("max-trace-memory 0"),
+        "sip-monitoring.max-trace-memory = 0: out of range (valid: 1..=1024)"
+    );
+    contains_all(
+        &sh.err("max-captures 100001"),
+        &["sip-monitoring.max-captures = 100001", "1..=100000"],
+    );
+    contains_all(
+        &sh.err("max-messages-per-capture 10001"),
+        &[
+            "sip-monitoring.max-messages-per-capture = 10001",
+            "1..=10000",
+        ],
+    );
+    contains_all(
+        &sh.err("state on"),
+        &["sip-monitoring.state = \"on\"", "enabled | disabled"],
+    );
+    assert!(!sh.session.has_pending_changes());
+    sh.script(&[
+        "state enabled",
+        "match-any-filter enabled",
+        "monitoring-filters +pbx +invites",
+        "max-trace-memory 32",
+        "max-captures 50",
+        "max-messages-per-capture 20",
+    ]);
+    assert_eq!(sh.config.sip_monitoring, crate::SipMonitoring::default());
+    let text = sh.ok("done");
+    for line in [
+        shown("state", "enabled"),
+        shown("match-any-filter", "enabled"),
+        shown("monitoring-filters", "pbx"),
+        shown("", "invites"),
+        shown("max-trace-memory", "32"),
+    ] {
+        assert!(text.contains(&line), "{line:?}: {text}");
+    }
+    let m = &sh.config.sip_monitoring;
+    assert!(m.is_enabled() && m.match_any_filter);
+    assert_eq!(m.monitoring_filters, ["pbx", "invites"]);
+    assert_eq!(
+        (
+            m.max_trace_memory,
+            m.max_captures,
+            m.max_messages_per_capture
+        ),
+        (32, 50, 20)
+    );
+    assert_eq!(
+        complete(&sh, "monitoring-filters -"),
+        vec!["-pbx", "-invites"]
+    );
+    // A filter in use cannot be deleted; the configuration stays as it was.
+    sh.script(&["exit", "filter-config"]);
+    assert_eq!(
+        sh.err("no pbx"),
+        "cannot delete filter-config \"pbx\": sip-monitoring.monitoring-filters[0] = \"pbx\": \
+         no filter-config has this name (valid: \"invites\", or \"*\" alone)"
+    );
+    assert_eq!(sh.config.filter_configs.len(), 2);
+    // Nor renamed from under it: the new name is taken as typed, done refuses it.
+    sh.script(&["select pbx", "name renamed"]);
+    contains_all(
+        &sh.err("done"),
+        &[
+            "sip-monitoring.monitoring-filters[0] = \"pbx\"",
+            "\"renamed\"",
+        ],
+    );
+    assert!(sh.config.filter_config("pbx").is_some());
+    sh.script(&[
+        "select pbx",
+        "exit",
+        "sip-monitoring",
+        "monitoring-filters *",
+        "done",
+    ]);
+    assert!(sh.config.sip_monitoring.captures_all());
+    sh.script(&["exit", "filter-config", "no pbx"]);
+    assert_eq!(sh.config.filter_configs.len(), 1);
+    let rendered = render_config(&sh.config);
+    assert!(rendered.contains("sip-monitoring\n"), "{rendered}");
+    assert!(
+        rendered.contains(&shown("monitoring-filters", "*")),
+        "{rendered}"
+    );
+    assert_eq!(
+        Config::from_toml_str(&sh.config.to_toml_string()).unwrap(),
+        sh.config
+    );
+    // Back in sip-monitoring: the committed element; an empty list is allowed.
+    sh.script(&["exit", "sip-monitoring", "monitoring-filters \"\"", "done"]);
+    assert!(sh.config.sip_monitoring.monitoring_filters.is_empty());
+    assert!(sh.config.sip_monitoring.is_enabled());
+}
+
+#[test]
+fn capture_agent_is_set_shown_masked_and_refused() {
+    let mut sh = Shell::new();
+    sh.script(&["configure terminal", "system"]);
+    contains_all(&sh.ok("?"), &["system-config", "capture-agent", "HEPv3"]);
+    sh.ok("capture-agent");
+    assert_eq!(sh.prompt(), "sbc(capture-agent)#");
+    contains_all(
+        &sh.ok("?"),
+        &[
+            "state",
+            "address",
+            "transport",
+            "capture-id",
+            "password",
+            "queue-size",
+            "rtcp",
+            "select",
+            "done",
+        ],
+    );
+    let complete = |sh: &Shell, line: &str| sh.session.complete(line, &sh.config);
+    assert_eq!(complete(&sh, "transport "), vec!["udp", "tcp"]);
+    assert_eq!(complete(&sh, "state "), vec!["enabled", "disabled"]);
+    assert_eq!(complete(&sh, "rtcp "), vec!["enabled", "disabled"]);
+    assert_eq!(complete(&sh, "address "), vec!["none"]);
+    contains_all(&sh.ok("capture-id ?"), &["<0..=4294967295>"]);
+    contains_all(&sh.ok("queue-size ?"), &["<16..=1000000>"]);
+    // Enabled without an address: done says what is missing and commits nothing.
+    sh.ok("state enabled");
+    assert_eq!(
+        sh.err("done"),
+        "capture-agent.address = none: required with state = \"enabled\": where the HEP \
+         packets go (valid: the capture server's address:port, e.g. 192.0.2.9:9060 \
+         ([2001:db8::9]:9060))"
+    );
+    // Values out of range are refused as typed, even before the address is set.
+    assert_eq!(
+        sh.err("queue-size 15"),
+        "capture-agent.queue-size = 15: out of range (valid: 16..=1000000)"
+    );
+    contains_all(
+        &sh.err("capture-id 4294967296"),
+        &["capture-agent.capture-id = 4294967296", "out of range"],
+    );
+    contains_all(
+        &sh.err("address 192.0.2.9"),
+        &[
+            "capture-agent.address = \"192.0.2.9\"",
+            "not an address:port",
+        ],
+    );
+    contains_all(
+        &sh.err("address 0.0.0.0:9060"),
+        &["capture-agent.address = \"0.0.0.0:9060\"", "wildcard"],
+    );
+    contains_all(
+        &sh.err("address 192.0.2.9:0"),
+        &["capture-agent.address = \"192.0.2.9:0\"", "port 0"],
+    );
+    assert_eq!(
+        sh.err("transport sctp"),
+        "capture-agent.transport = \"sctp\": not one of \"udp\", \"tcp\" (valid: udp | tcp)"
+    );
+    assert_eq!(sh.config.capture_agent, crate::CaptureAgent::default());
+    sh.script(&[
+        "address [::1]:9060",
+        "transport TCP",
+        "capture-id 7",
+        "password hep-key",
+        "queue-size 16",
+        "rtcp disabled",
+    ]);
+    // The password prints masked in the element, and in the whole configuration.
+    let shown_now = sh.ok("show");
+    assert!(!shown_now.contains("hep-key"), "{shown_now}");
+    assert!(
+        shown_now.contains(&shown("password", crate::MASK)),
+        "{shown_now}"
+    );
+    let text = sh.ok("done");
+    for (name, value) in [
+        ("state", "enabled"),
+        ("address", "[::1]:9060"),
+        ("transport", "tcp"),
+        ("capture-id", "7"),
+        ("password", crate::MASK),
+        ("queue-size", "16"),
+        ("rtcp", "disabled"),
+    ] {
+        assert!(text.contains(&shown(name, value)), "{name}: {text}");
+    }
+    let a = &sh.config.capture_agent;
+    assert!(a.is_enabled());
+    assert_eq!(a.address, Some("[::1]:9060".parse().unwrap()));
+    assert_eq!(a.transport, crate::CaptureTransport::Tcp);
+    assert_eq!((a.capture_id, a.queue_size, a.rtcp), (7, 16, false));
+    assert_eq!(a.password, "hep-key");
+    let rendered = render_config(&sh.config);
+    assert!(rendered.contains("capture-agent\n"), "{rendered}");
+    assert!(!rendered.contains("hep-key"), "{rendered}");
+    assert_eq!(
+        sh.config.to_masked_json()["capture-agent"]["password"],
+        crate::MASK
+    );
+    assert_eq!(
+        Config::from_toml_str(&sh.config.to_toml_string()).unwrap(),
+        sh.config
+    );
+    // Clearing the address while enabled waits for done, which refuses it.
+    sh.ok("address none");
+    contains_all(&sh.err("done"), &["capture-agent.address = none"]);
+    assert!(sh.config.capture_agent.address.is_some());
+    sh.script(&["state disabled", "done"]);
+    assert_eq!(sh.config.capture_agent.address, None);
+    assert!(!sh.config.capture_agent.is_enabled());
+    // An empty password shows empty.
+    sh.script(&["password \"\"", "done"]);
+    assert!(sh.ok("show").contains(&shown("password", "")));
 }
