@@ -46,5 +46,6 @@ pub mod snmp_agent;
 pub mod snmp_v3;
 pub mod status;
 pub mod tasks;
+pub mod trace;
 pub mod trap_sink;
 pub mod workers;

@@ -288,6 +288,7 @@ fn sip_counter(
             None,
             "New requests sent over TCP because they exceeded the agent's max-udp-length",
         ),
+        "trace_dropped" => (TRACE_DROPPED, Some(("stage", "engine")), TRACE_DROPPED_HELP),
         "media_inactive_ended" => (
             "sbc_media_calls_inactive_ended",
             None,
@@ -324,6 +325,7 @@ pub fn encode(src: &Sources) -> String {
     memory(&mut m, &status.memory);
     alarms(&mut m, &status.alarms);
     tls(&mut m, &status.tls);
+    trace(&mut m, &status.trace);
     m.finish()
 }
 
@@ -849,6 +851,45 @@ fn tls(m: &mut Builder, t: &TlsReport) {
             "1 within the profile's expiry-warning-days",
             &[("profile", profile)],
             flag(c.expiring),
+        );
+    }
+}
+
+const TRACE_DROPPED: &str = "sbc_trace_dropped";
+const TRACE_DROPPED_HELP: &str =
+    "Traced messages not kept: engine (the shell left too many), queue (the trace thread's was full), ring (their capture was full)";
+
+fn trace(m: &mut Builder, t: &crate::trace::TraceCounters) {
+    m.counter(
+        "sbc_trace_messages",
+        "Messages handed to the SIP trace (while sip-monitoring or capture-agent is on)",
+        &[],
+        t.queued,
+    );
+    m.counter(
+        TRACE_DROPPED,
+        TRACE_DROPPED_HELP,
+        &[("stage", "queue")],
+        t.queue_dropped,
+    );
+    m.counter(
+        TRACE_DROPPED,
+        TRACE_DROPPED_HELP,
+        &[("stage", "ring")],
+        t.ring_dropped,
+    );
+    m.counter(
+        "sbc_trace_kept",
+        "Messages the SIP monitor kept in its capture ring",
+        &[],
+        t.monitor.kept,
+    );
+    for (outcome, v) in [("sent", t.hep_sent), ("dropped", t.hep_dropped)] {
+        m.counter(
+            "sbc_hep_packets",
+            "HEP packets to the capture server: sent, or dropped (queue full, server down)",
+            &[("outcome", outcome)],
+            v,
         );
     }
 }

@@ -16,6 +16,8 @@ use sbc_proto::overload::autoscale::ScalingProfile;
 use sbc_proto::overload::prsm::PrsmConfig;
 use sbc_proto::sip::dialog::LegTransport;
 use sbc_proto::sip::transaction::Timers;
+use sbc_proto::trace::capture::TraceFilter;
+use sbc_proto::trace::monitor::{ConfiguredFilters, Topology};
 use sbc_snmp::agent::Community;
 use sbc_snmp::TrapReceiver;
 
@@ -28,6 +30,7 @@ use crate::runtime::tcp::{EdgeSettings, TcpSettings};
 use crate::runtime::tls::{TlsAgent, TlsProfile, TlsSettings, TlsVersion};
 use crate::runtime::{Listener, LiveSettings, MediaPlan, MediaTiming, RuntimeSettings};
 use crate::snmp_v3::{ReceiverSettings, SnmpSettings, UserSettings};
+use crate::trace::{HepSettings, HepTransport, RingBounds, TraceSettings};
 use crate::workers::{WorkSettings, SHARDS};
 
 /// Per-source protection: `sip-config source-rate`, `source-burst`, `source-deny-seconds`
@@ -111,6 +114,7 @@ pub fn live(cfg: &Config) -> LiveSettings {
         edge: tcp_edge(cfg),
         access: access(cfg),
         media_timing: media_timing(cfg),
+        trace: trace(cfg),
     }
 }
 
@@ -605,6 +609,72 @@ pub fn heap_gate(cfg: &Config) -> HeapGateSettings {
     }
 }
 
+/// Whether the engines trace every message: while the on-box trace (`sip-monitoring`) or HEP
+/// capture (`capture-agent`) is on.
+fn trace_on(cfg: &Config) -> bool {
+    trace(cfg).engines_trace()
+}
+
+/// The SIP trace (`sip-monitoring`, its `filter-config`s, `capture-agent`), and what its
+/// filters need of the topology: each interface's realm, each agent's address.
+#[must_use]
+pub fn trace(cfg: &Config) -> TraceSettings {
+    let m = &cfg.sip_monitoring;
+    let filter = |f: &sbc_config::FilterConfig| TraceFilter {
+        user: f.user.clone(),
+        address: f.network(),
+        realm: f.realm.clone(),
+        agent: f.session_agent.clone(),
+        method: f.method.clone(),
+    };
+    let monitor = m.is_enabled().then(|| ConfiguredFilters {
+        filters: m
+            .monitoring_filters
+            .iter()
+            .map(|name| {
+                if name == sbc_config::SipMonitoring::ALL {
+                    TraceFilter::default()
+                } else {
+                    // Validation refuses a name that is no filter-config.
+                    cfg.filter_config(name)
+                        .map_or_else(TraceFilter::default, filter)
+                }
+            })
+            .collect(),
+        match_any: m.match_any_filter,
+    });
+    let c = &cfg.capture_agent;
+    TraceSettings {
+        monitor,
+        ring: RingBounds {
+            max_bytes: m.max_trace_bytes(),
+            max_captures: usize::try_from(m.max_captures).unwrap_or(usize::MAX),
+            max_messages: usize::try_from(m.max_messages_per_capture).unwrap_or(usize::MAX),
+        },
+        topology: Topology {
+            realms: cfg.sip_interfaces.iter().map(|i| i.realm.clone()).collect(),
+            agents: cfg
+                .session_agents
+                .iter()
+                .map(|a| (a.address, a.name.clone()))
+                .collect(),
+        },
+        hep: c
+            .address
+            .filter(|_| c.is_enabled())
+            .map(|server| HepSettings {
+                server,
+                transport: match c.transport {
+                    sbc_config::CaptureTransport::Udp => HepTransport::Udp,
+                    sbc_config::CaptureTransport::Tcp => HepTransport::Tcp,
+                },
+                capture_id: c.capture_id,
+                password: c.password.clone(),
+                queue_size: usize::try_from(c.queue_size).unwrap_or(usize::MAX),
+            }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     /// The leaf crates do not depend on one another, so the rules the operator's configuration
@@ -644,10 +714,4 @@ mod tests {
             .trusted
             .contains(&std::net::IpAddr::from([192, 0, 2, 9])));
     }
-}
-
-/// Whether the engines trace every message: while the on-box trace (`sip-monitoring`) or HEP
-/// capture (`capture-agent`) is on. Until their configuration lands, off.
-fn trace_on(_cfg: &Config) -> bool {
-    false
 }

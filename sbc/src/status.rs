@@ -133,6 +133,8 @@ pub struct NodeStatus {
     pub alarms: Vec<AlarmRow>,
     /// `show tls`.
     pub tls: TlsReport,
+    /// `show sip-trace`'s counters.
+    pub trace: crate::trace::TraceCounters,
 }
 
 /// `show sip-stats` of `node`: one pass over the shards, never waiting on an engine's lock on

@@ -1823,6 +1823,7 @@ fn a_show_topic_with_arguments_hands_them_to_the_node_and_others_refuse_them() {
         session.execute("show media 7", &mut config),
         Reply::Error(e) if e.contains("takes no argument")
     ));
+}
 
 // ---- the SIP trace ----
 

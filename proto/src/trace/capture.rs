@@ -331,6 +331,12 @@ impl TraceRing {
         self.captures.iter()
     }
 
+    /// The bounds: bytes, captures, messages per capture.
+    #[must_use]
+    pub fn bounds(&self) -> (usize, usize, usize) {
+        (self.max_bytes, self.max_captures, self.max_messages)
+    }
+
     /// Whether a capture of `key` is kept.
     #[must_use]
     pub fn contains(&self, key: &CaptureKey) -> bool {

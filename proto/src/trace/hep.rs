@@ -401,6 +401,61 @@ impl<'a> Fields<'a> {
     }
 }
 
+/// One traced SIP message as a HEPv3 packet appended to `out`: its addresses as on the wire
+/// (received: from the peer to us; sent: from us to the peer; an IPv4 address beside an
+/// IPv6 one written IPv4-mapped), its time, the caller leg's Call-ID as correlation id, and
+/// the message with its credentials masked. TLS is written as TCP (the payload is the
+/// decrypted message).
+///
+/// # Errors
+/// A message too long for one HEP packet.
+pub fn encode_event(
+    event: &crate::engine::TraceEvent,
+    capture_id: u32,
+    auth_key: Option<&[u8]>,
+    out: &mut Vec<u8>,
+) -> Result<(), HepError> {
+    use crate::sip::dialog::LegTransport;
+    use crate::trace::capture::Direction;
+    let (local, peer) = same_family(event.local, event.peer);
+    let (src, dst) = match event.direction {
+        Direction::Received => (peer, local),
+        Direction::Sent => (local, peer),
+    };
+    let payload = super::mask::mask_credentials(&event.bytes);
+    encode_into(
+        &HepPacket {
+            src,
+            dst,
+            transport: match event.transport {
+                LegTransport::Udp => Transport::Udp,
+                LegTransport::Tcp | LegTransport::Tls => Transport::Tcp,
+            },
+            time_secs: u32::try_from(event.at_unix_us / 1_000_000).unwrap_or(u32::MAX),
+            time_micros: u32::try_from(event.at_unix_us % 1_000_000).unwrap_or(0),
+            payload_type: PayloadType::Sip,
+            capture_id,
+            auth_key,
+            correlation_id: event.call.as_ref().map(|c| c.correlation.as_bytes()),
+            payload: &payload,
+        },
+        out,
+    )
+}
+
+/// Two addresses of one family: an IPv4 one beside an IPv6 one becomes IPv4-mapped.
+fn same_family(a: SocketAddr, b: SocketAddr) -> (SocketAddr, SocketAddr) {
+    let v6 = |s: SocketAddr| match s {
+        SocketAddr::V4(v4) => SocketAddr::new(IpAddr::V6(v4.ip().to_ipv6_mapped()), v4.port()),
+        v6 @ SocketAddr::V6(_) => v6,
+    };
+    if a.is_ipv4() == b.is_ipv4() {
+        (a, b)
+    } else {
+        (v6(a), v6(b))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,6 +13,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
+use base64::Engine as _;
 use rustyline::completion::Completer;
 use rustyline::highlight::Highlighter;
 use rustyline::hint::Hinter;
@@ -67,6 +68,70 @@ impl Client {
             json,
         })
     }
+
+    /// Executes one ACLI line; a line with `--pcap FILE` (`show sip-trace <id> --pcap FILE`)
+    /// asks the node for the capture's pcap and writes FILE here, on the client's side: the
+    /// node writes nothing at a path a client chose.
+    pub fn exec_line(&mut self, line: &str, json: bool) -> anyhow::Result<Response> {
+        let Some((line, file)) = pcap_request(line) else {
+            return self.exec(line, json);
+        };
+        let mut resp = self.exec(&line, true)?;
+        if !resp.ok {
+            return Ok(resp);
+        }
+        let encoded = resp
+            .data
+            .as_ref()
+            .and_then(|d| d.get("pcap"))
+            .and_then(serde_json::Value::as_str)
+            .context("the node answered without a pcap")?;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .context("the node's pcap is not base64")?;
+        write_atomically(&file, &bytes)
+            .with_context(|| format!("cannot write {}", file.display()))?;
+        resp.output = format!(
+            "{}, written to {}\n",
+            resp.output.trim_end(),
+            file.display()
+        );
+        resp.data = None;
+        Ok(resp)
+    }
+}
+
+/// `show sip-trace 7 --pcap out.pcap` as the line the node answers (`show sip-trace 7 pcap`)
+/// and the file; `None` for a line without `--pcap`.
+fn pcap_request(line: &str) -> Option<(String, std::path::PathBuf)> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let at = words.iter().position(|w| *w == "--pcap")?;
+    let file = words.get(at + 1)?;
+    let mut rest: Vec<&str> = words[..at].to_vec();
+    rest.extend_from_slice(&words[at + 2..]);
+    rest.push("pcap");
+    Some((rest.join(" "), std::path::PathBuf::from(file)))
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same directory, renamed over it.
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path.file_name().map_or_else(
+        || std::ffi::OsString::from("capture"),
+        std::ffi::OsStr::to_os_string,
+    );
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(&name);
+    tmp_name.push(format!(".{}.tmp", std::process::id()));
+    let tmp = dir.join(tmp_name);
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, path)
 }
 
 fn print_response(resp: &Response, json: bool) {
@@ -110,7 +175,7 @@ fn run_lines<'a>(
         if trimmed.is_empty() || trimmed.starts_with('#') {
             continue;
         }
-        let resp = client.exec(trimmed, json)?;
+        let resp = client.exec_line(trimmed, json)?;
         print_response(&resp, json);
         if !resp.ok {
             eprintln!("% stopped at line {}: {trimmed}", n + 1);
@@ -185,7 +250,7 @@ fn interactive(client: Client, json: bool) -> anyhow::Result<ExitCode> {
         let resp = if trimmed.ends_with('?') {
             client.borrow_mut().request(&Request::Help)?
         } else {
-            client.borrow_mut().exec(trimmed, json)?
+            client.borrow_mut().exec_line(trimmed, json)?
         };
         print_response(&resp, json);
         prompt = resp.prompt.clone();
@@ -203,4 +268,19 @@ fn helper_client(
     editor: &rustyline::Editor<AcliHelper, rustyline::history::DefaultHistory>,
 ) -> Option<&std::cell::RefCell<Client>> {
     editor.helper().map(|h| &h.client)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pcap_request;
+
+    #[test]
+    fn a_pcap_file_is_the_client_s_and_the_node_is_asked_for_pcap() {
+        assert_eq!(
+            pcap_request("show sip-trace 7 --pcap /tmp/x.pcap"),
+            Some(("show sip-trace 7 pcap".to_owned(), "/tmp/x.pcap".into()))
+        );
+        assert_eq!(pcap_request("show sip-trace 7"), None);
+        assert_eq!(pcap_request("show sip-trace 7 --pcap"), None);
+    }
 }

@@ -10,6 +10,24 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 use sbc_config::acli::{no_args, resolve_arg, OperLine, OperSpec, Operations};
+use sbc_proto::trace::capture::TraceFilter;
+
+/// How `show sip-trace <id>` shows a capture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TraceView {
+    /// Both legs as a ladder, one line per message.
+    Ladder,
+    /// Every message whole.
+    Full,
+    /// The capture as JSON.
+    Json,
+    /// The capture as pcap, for the client to write (`--pcap FILE` in `sbc acli`).
+    Pcap,
+}
+
+/// What `capture` takes, for its usage line.
+const CAPTURE_USAGE: &str = "capture start|stop <global | realm <realm> | session-agent <name>> \
+     <* | user <user> | addr-prefix <address[/len]> | method <METHOD>>";
 
 /// The operational commands, which the node carries out and answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +66,23 @@ pub enum OperCommand {
         /// The source: an address (a host prefix) or a prefix.
         address: IpNet,
     },
+    /// `show sip-trace [<id> [full | json | pcap]]`: the captures kept, or one of them.
+    ShowSipTrace {
+        /// The capture to show (`None`: the list).
+        id: Option<u64>,
+        /// How to show it.
+        view: TraceView,
+    },
+    /// `capture start|stop <main filter> <subfilter>`: a live filter of the SIP monitor, as
+    /// Oracle's dynamic filter commands.
+    Capture {
+        /// Start (`true`) or stop it.
+        start: bool,
+        /// The filter.
+        filter: TraceFilter,
+    },
+    /// `clear-sip-trace`: forget every capture kept.
+    ClearSipTrace,
     /// `notify berpd force`: force a switchover.
     NotifyBerpdForce,
     /// `reboot`: restart the node process.
@@ -82,6 +117,25 @@ pub static OPERATIONS: Operations = Operations {
             word: "clear-deny",
             help: "clear-deny <address | prefix>: let a source denied for its rate in again",
             args: &[&[("<address | prefix>", "a source show access-control lists")]],
+            late: false,
+        },
+        OperSpec {
+            word: "capture",
+            help: "capture start|stop <global|realm R|session-agent A> <*|user U|addr-prefix P|method M>: a live trace filter",
+            args: &[
+                &[("start", "start a live filter"), ("stop", "stop a live filter")],
+                &[
+                    ("global", "every realm and agent"),
+                    ("realm", "realm <realm>: messages of one realm"),
+                    ("session-agent", "session-agent <name>: messages to and from one agent"),
+                ],
+            ],
+            late: false,
+        },
+        OperSpec {
+            word: "clear-sip-trace",
+            help: "forget every capture the SIP monitor keeps",
+            args: &[],
             late: false,
         },
         OperSpec {
@@ -132,7 +186,12 @@ pub static OPERATIONS: Operations = Operations {
             "tls",
             "TLS certificates loaded, their expiry, TLS connections and handshakes",
         ),
+        (
+            "sip-trace",
+            "the SIP monitor's captures; sip-trace <id> [full | json | pcap] shows one",
+        ),
     ],
+    show_topics_with_args: &["sip-trace"],
 };
 
 /// Writes a word for messages: `"x"`.
@@ -161,6 +220,7 @@ impl OperCommand {
                 Some("media") => Ok(Self::ShowMedia),
                 Some("access-control") => Ok(Self::ShowAccessControl),
                 Some("tls") => Ok(Self::ShowTls),
+                Some("sip-trace") => parse_show_sip_trace(&args[1..]),
                 _ => Err(format!("\"show\" topic not answered: {}", args.join(" "))),
             },
             "display-alarms" => {
@@ -203,6 +263,11 @@ impl OperCommand {
                     })?;
                 Ok(Self::ClearDeny { address })
             }
+            "capture" => parse_capture(args),
+            "clear-sip-trace" => {
+                no_args(word, args)?;
+                Ok(Self::ClearSipTrace)
+            }
             "notify" => {
                 let [berpd, force] = args else {
                     return Err("\"notify\" takes two words: valid: notify berpd force".to_owned());
@@ -237,6 +302,115 @@ impl OperCommand {
             other => Err(format!("unknown command {}", quoted(other))),
         }
     }
+}
+
+/// `show sip-trace [<id> [full | json | pcap]]` (`--full` and `--json` too).
+fn parse_show_sip_trace(args: &[String]) -> Result<OperCommand, String> {
+    let usage = "show sip-trace [<id> [full | json | pcap]]";
+    let Some((id, rest)) = args.split_first() else {
+        return Ok(OperCommand::ShowSipTrace {
+            id: None,
+            view: TraceView::Ladder,
+        });
+    };
+    let id = id
+        .parse::<u64>()
+        .map_err(|_| format!("{} is not a capture id: valid: {usage}", quoted(id)))?;
+    let view = match rest {
+        [] => TraceView::Ladder,
+        [word] => {
+            let word = word.trim_start_matches('-');
+            match resolve_arg("show sip-trace <id>", word, &["full", "json", "pcap"])? {
+                "full" => TraceView::Full,
+                "json" => TraceView::Json,
+                _ => TraceView::Pcap,
+            }
+        }
+        [_, extra, ..] => {
+            return Err(format!(
+                "unexpected word {} after the view: valid: {usage}",
+                quoted(extra)
+            ))
+        }
+    };
+    Ok(OperCommand::ShowSipTrace { id: Some(id), view })
+}
+
+/// `capture start|stop <main filter> <subfilter>` into a filter.
+fn parse_capture(args: &[String]) -> Result<OperCommand, String> {
+    let Some((action, rest)) = args.split_first() else {
+        return Err(format!(
+            "\"capture\" needs start or stop: valid: {CAPTURE_USAGE}"
+        ));
+    };
+    let start = resolve_arg("capture", action, &["start", "stop"])? == "start";
+    let mut filter = TraceFilter::default();
+    let rest = match rest.split_first() {
+        None => {
+            return Err(format!(
+                "\"capture\" needs a main filter: valid: {CAPTURE_USAGE}"
+            ))
+        }
+        Some((main, rest)) => {
+            match resolve_arg(
+                "capture start|stop",
+                main,
+                &["global", "realm", "session-agent"],
+            )? {
+                "global" => rest,
+                which => {
+                    let Some((name, rest)) = rest.split_first() else {
+                        return Err(format!("\"{which}\" needs a name: valid: {CAPTURE_USAGE}"));
+                    };
+                    if which == "realm" {
+                        filter.realm = Some(name.clone());
+                    } else {
+                        filter.agent = Some(name.clone());
+                    }
+                    rest
+                }
+            }
+        }
+    };
+    match rest {
+        [star] if star == "*" => {}
+        [sub, value] => match resolve_arg(
+            "capture's subfilter",
+            sub,
+            &["user", "addr-prefix", "method"],
+        )? {
+            "user" => filter.user = Some(value.clone()),
+            "addr-prefix" => {
+                filter.address = Some(
+                    value
+                        .parse::<IpAddr>()
+                        .map(IpNet::from)
+                        .or_else(|_| value.parse::<IpNet>())
+                        .map_err(|_| {
+                            format!(
+                                "{} is not an IP address or prefix: valid: {CAPTURE_USAGE}",
+                                quoted(value)
+                            )
+                        })?,
+                );
+            }
+            _ => {
+                if value.is_empty() || !value.bytes().all(|b| b.is_ascii_uppercase()) {
+                    return Err(format!(
+                        "{} is not a SIP method (upper-case letters): valid: {CAPTURE_USAGE}",
+                        quoted(value)
+                    ));
+                }
+                filter.method = Some(value.clone());
+            }
+        },
+        _ => {
+            return Err(format!(
+                "\"capture\" needs a subfilter (* or one of user, addr-prefix, method with its value): valid: {CAPTURE_USAGE}"
+            ))
+        }
+    }
+    Ok(OperCommand::Capture { start, filter })
 }
 
 #[cfg(test)]
@@ -307,6 +481,87 @@ mod tests {
     }
 
     #[test]
+    fn sip_trace_and_capture_lines_parse_to_their_commands() {
+        use super::TraceView;
+        use sbc_proto::trace::capture::TraceFilter;
+        let show = |id, view| OperCommand::ShowSipTrace { id, view };
+        assert_eq!(
+            run("show sip-trace", false),
+            Ok(show(None, TraceView::Ladder))
+        );
+        assert_eq!(
+            run("show sip-t 12", false),
+            Ok(show(Some(12), TraceView::Ladder))
+        );
+        assert_eq!(
+            run("show sip-trace 12 full", false),
+            Ok(show(Some(12), TraceView::Full))
+        );
+        assert_eq!(
+            run("show sip-trace 12 --json", false),
+            Ok(show(Some(12), TraceView::Json))
+        );
+        assert_eq!(
+            run("show sip-trace 12 pcap", false),
+            Ok(show(Some(12), TraceView::Pcap))
+        );
+        assert_eq!(
+            run("clear-sip-trace", false),
+            Ok(OperCommand::ClearSipTrace)
+        );
+        let err = |line: &str| run(line, false).err().unwrap_or_default();
+        assert!(err("show sip-trace x").contains("\"x\" is not a capture id"));
+        assert!(err("show sip-trace 1 sideways").contains("full"));
+        assert_eq!(
+            run("capture start global user alice", false),
+            Ok(OperCommand::Capture {
+                start: true,
+                filter: TraceFilter {
+                    user: Some("alice".into()),
+                    ..TraceFilter::default()
+                },
+            })
+        );
+        assert_eq!(
+            run(
+                "capture stop session-agent pbx addr-prefix 127.0.0.0/8",
+                false
+            ),
+            Ok(OperCommand::Capture {
+                start: false,
+                filter: TraceFilter {
+                    agent: Some("pbx".into()),
+                    address: Some("127.0.0.0/8".parse().expect("net")),
+                    ..TraceFilter::default()
+                },
+            })
+        );
+        assert_eq!(
+            run("capture start realm core method REGISTER", false),
+            Ok(OperCommand::Capture {
+                start: true,
+                filter: TraceFilter {
+                    realm: Some("core".into()),
+                    method: Some("REGISTER".into()),
+                    ..TraceFilter::default()
+                },
+            })
+        );
+        assert_eq!(
+            run("capture start global *", false),
+            Ok(OperCommand::Capture {
+                start: true,
+                filter: TraceFilter::default(),
+            })
+        );
+        assert!(err("capture start global").contains("needs a subfilter"));
+        assert!(err("capture start realm").contains("needs a name"));
+        assert!(err("capture go global *").contains("start"));
+        assert!(err("capture start global method invite").contains("not a SIP method"));
+        assert!(err("capture start global addr-prefix nowhere").contains("not an IP address"));
+    }
+
+    #[test]
     fn wrong_arguments_name_the_word_and_what_is_valid() {
         let err = |line: &str| run(line, false).err().unwrap_or_default();
         assert!(err("notify berpd").contains("notify berpd force"));
@@ -349,8 +604,8 @@ mod tests {
             session.execute("sytem", &mut config),
             Reply::Error(
                 "unknown command \"sytem\": valid here: configure, show, display-alarms, \
-                 clear-alarm, clear-deny, notify, reboot, save-config, activate-config, \
-                 verify-config, lab, exit"
+                 clear-alarm, clear-deny, capture, clear-sip-trace, notify, reboot, save-config, \
+                 activate-config, verify-config, lab, exit"
                     .to_owned()
             )
         );
@@ -367,7 +622,7 @@ mod tests {
             show,
             Some(
                 "show health | redundancy | memory | alarms | sip-stats | workers | dialogs | \
-                 media | access-control | tls | running-config | configuration"
+                 media | access-control | tls | sip-trace | running-config | configuration"
             )
         );
         assert_eq!(

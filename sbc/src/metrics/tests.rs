@@ -167,6 +167,13 @@ pub(crate) fn sample() -> Sources {
             memory,
             alarms: vec![alarm],
             tls,
+            trace: crate::trace::TraceCounters {
+                queued: 12,
+                queue_dropped: 1,
+                hep_sent: 11,
+                hep_dropped: 2,
+                ..crate::trace::TraceCounters::default()
+            },
         },
         collection_seconds: 0.001,
     }
@@ -198,6 +205,10 @@ fn snapshots_map_to_conventional_families() {
             3.0,
         ),
         ("sbc_tls_handshakes_total{result=\"completed\"}", 8.0),
+        ("sbc_trace_messages_total", 12.0),
+        ("sbc_trace_dropped_total{stage=\"queue\"}", 1.0),
+        ("sbc_hep_packets_total{outcome=\"sent\"}", 11.0),
+        ("sbc_hep_packets_total{outcome=\"dropped\"}", 2.0),
         ("sbc_tls_handshakes_total{result=\"failed\"}", 2.0),
         ("sbc_tls_handshakes_total{result=\"timeout\"}", 1.0),
         ("sbc_worker_group_workers{group=\"udp\"}", 2.0),

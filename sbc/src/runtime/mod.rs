@@ -37,7 +37,7 @@ use tracing::{debug, info, warn};
 use sbc_proto::access::{AccessControl, AccessCounters, AccessEvent, DeniedSource, Verdict};
 use sbc_proto::engine::{
     Admission, DialogChange, EngineConfig, Inbound, MediaAnchoring, SharedMediaTable, Stats,
-    Transmit,
+    TraceEvent, Transmit,
 };
 use sbc_proto::media::{MediaEvent, MediaTable};
 use sbc_proto::overload::prsm::Kind;
@@ -48,6 +48,7 @@ use sbc_proto::sip::dialog::LegTransport;
 use self::media::{MediaRelay, PoolBinding, RelayCounters};
 pub use self::plan::{Listener, LiveSettings, MediaPlan, MediaTiming, RuntimeSettings};
 use self::tcp::{TcpEdge, TcpStatsSnapshot};
+use crate::trace::TraceHub;
 use crate::workers::{
     add_free_shards, lock, sum_shards, total_stats, totals, Ctx, Group, GroupReport, Outlet,
     Shards, TimerThread, SHARDS,
@@ -81,6 +82,8 @@ struct Wire {
     tls_out: tmpsc::UnboundedSender<Transmit>,
     /// Where confirmed-dialog changes go (the HA state sync), if anywhere.
     dialog_sync: Mutex<Option<tmpsc::UnboundedSender<DialogChange>>>,
+    /// The node's trace.
+    trace: Arc<TraceHub>,
 }
 
 impl Outlet for Wire {
@@ -112,6 +115,14 @@ impl Outlet for Wire {
         if let Some(tx) = lock(&self.dialog_sync).as_ref() {
             let _ = tx.send(change);
         }
+    }
+
+    fn trace(&self, event: TraceEvent) {
+        self.trace.offer(event);
+    }
+
+    fn refused(&self, inbound: &Inbound, note: &'static str, answer: Option<&Transmit>) {
+        self.trace.refused(inbound, note, answer);
     }
 }
 
@@ -146,7 +157,16 @@ impl Shared {
             c.kind == Kind::NewRequest,
         );
         if verdict != Verdict::Pass {
-            return; // dropped unanswered: an answer would feed the flood
+            // Dropped unanswered: an answer would feed the flood.
+            self.wire.trace.refused(
+                &inbound,
+                match verdict {
+                    Verdict::RateLimited => "dropped: the source is over its rate (source-rate)",
+                    _ => "dropped: the source is denied (access-control or a rate deny)",
+                },
+                None,
+            );
+            return;
         }
         let group = match inbound.transport {
             LegTransport::Udp => self
@@ -243,12 +263,17 @@ pub async fn start(settings: &RuntimeSettings, bind: bool) -> anyhow::Result<Nod
     let (tcp_tx, tcp_rx) = tmpsc::unbounded_channel();
     let (tls_tx, tls_rx) = tmpsc::unbounded_channel();
     let listeners = &settings.listeners;
+    let trace = TraceHub::start(
+        &settings.live.trace,
+        listeners.iter().map(|l| (l.address, l.tls)).collect(),
+    )?;
     let wire = Arc::new(Wire {
         udp: RwLock::new(vec![None; listeners.len()]),
         udp_v6: listeners.iter().map(|l| l.address.is_ipv6()).collect(),
         tcp_out: tcp_tx,
         tls_out: tls_tx,
         dialog_sync: Mutex::new(None),
+        trace,
     });
     let ctx = Arc::new(Ctx {
         shards: Arc::new(Shards::new(&ecfg)),
@@ -610,6 +635,7 @@ impl Node {
     /// Applies an activation's live settings: TCP limits (for new connections and writes),
     /// source rates and the access-control lists, the media manager's timing.
     pub fn reconfigure_edge(&self, live: &LiveSettings) {
+        self.shared.wire.trace.reconfigure(&live.trace);
         self.tcp.reconfigure(&live.edge);
         self.tls.reconfigure(&live.edge);
         lock(&self.shared.access).set_settings(live.access.clone());
@@ -798,6 +824,11 @@ impl Node {
             .unwrap_or_default();
         total += &rest;
         (total, calls + rest_calls)
+    }
+
+    /// The node's trace (`show sip-trace`, `capture start|stop`).
+    pub fn trace(&self) -> &TraceHub {
+        &self.shared.wire.trace
     }
 
     /// Sum of the counters of every shard.

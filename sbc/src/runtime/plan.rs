@@ -88,6 +88,8 @@ pub struct LiveSettings {
     pub access: AccessSettings,
     /// The media manager's timing.
     pub media_timing: MediaTiming,
+    /// The SIP trace: the monitor's filters and ring, HEP capture.
+    pub trace: crate::trace::TraceSettings,
 }
 
 /// The media manager's timing, which `activate-config` changes live.

@@ -199,7 +199,13 @@ impl Group {
 
     fn reject(&self, job: &Job, out: &dyn Outlet) {
         let (lo, hi) = self.settings.retry_after;
-        if let Some(t) = engine::stateless_503(&job.inbound, (lo, hi), &mut rand::thread_rng()) {
+        let answer = engine::stateless_503(&job.inbound, (lo, hi), &mut rand::thread_rng());
+        out.refused(
+            &job.inbound,
+            "refused 503: the worker's queue is full or the request waited too long in it",
+            answer.as_ref(),
+        );
+        if let Some(t) = answer {
             out.send(t);
         }
     }

@@ -7,7 +7,9 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use rand::rngs::OsRng;
 use rand::RngCore;
 
-use sbc_proto::engine::{self, DialogChange, Engine, EngineSeed, Stats, Transmit, WallClock};
+use sbc_proto::engine::{
+    self, DialogChange, Engine, EngineSeed, Inbound, Stats, TraceEvent, Transmit, WallClock,
+};
 
 use super::{lock, SHARDS};
 
@@ -17,6 +19,10 @@ pub(crate) trait Outlet: Send + Sync + 'static {
     fn send(&self, t: Transmit);
     /// Streams a confirmed-dialog change to the HA state sync, if any.
     fn dialog_change(&self, change: DialogChange);
+    /// Hands a traced message to the trace (only engines told to trace make them).
+    fn trace(&self, _event: TraceEvent) {}
+    /// Traces a message refused before any engine saw it, with our answer if any.
+    fn refused(&self, _inbound: &Inbound, _note: &'static str, _answer: Option<&Transmit>) {}
 }
 
 /// The engines, one per shard.
@@ -82,6 +88,9 @@ pub(super) fn flush(e: &mut Engine, out: &dyn Outlet) {
     }
     while let Some(c) = e.poll_dialog_change() {
         out.dialog_change(c);
+    }
+    while let Some(t) = e.poll_trace() {
+        out.trace(t);
     }
 }
 

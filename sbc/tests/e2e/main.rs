@@ -43,6 +43,7 @@ mod pair_tcp_failover;
 mod reinvite;
 mod retransmission;
 mod scenarios_selfcheck;
+mod sip_trace;
 mod snmp_agent;
 mod snmp_v3;
 mod tcp_edge;

@@ -13,6 +13,7 @@ mod media;
 mod memory;
 mod redundancy;
 mod sip_stats;
+mod sip_trace;
 mod tls;
 mod workers;
 
@@ -76,6 +77,14 @@ impl Console {
                 let t = status::tls(&self.node);
                 view(&t, json, tls::text, tls::json)
             }
+            OperCommand::ShowSipTrace { id: None, .. } => sip_trace::list(self.node.trace(), json),
+            OperCommand::ShowSipTrace { id: Some(id), view } => {
+                sip_trace::one(self.node.trace(), id, view, json)
+            }
+            OperCommand::Capture { start, filter } => {
+                sip_trace::capture(self.node.trace(), start, filter, json)
+            }
+            OperCommand::ClearSipTrace => sip_trace::clear(self.node.trace(), json),
             OperCommand::ShowAccessControl => {
                 let (denied, counters) = self.node.access_report();
                 let running = self.running();
@@ -142,6 +151,7 @@ impl Console {
             memory: status::memory(&subsystems.alarms, subsystems.ballast_mb()),
             alarms: subsystems.alarms.rows(),
             tls: status::tls(&self.node),
+            trace: self.node.trace().counters(),
         }
     }
 }

@@ -1,0 +1,300 @@
+//! The node's SIP trace: what the engines trace ([`sbc_proto::engine::TraceEvent`]) and what the
+//! edge refuses before them goes through one bounded queue to one thread, which keeps what the
+//! monitor's filters select in the capture ring (`show sip-trace`) and sends everything to the
+//! capture server as HEPv3 (`capture-agent`).
+//!
+//! Nothing here can slow the SIP path: a worker hands an event over with `try_send` and counts
+//! it as dropped when the queue is full; the HEP sender never blocks the trace thread either
+//! (UDP is sent at once; TCP goes through its own bounded queue to its own thread, and a
+//! capture server that is down or slow costs only counted drops).
+
+mod hep;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use sbc_proto::engine::{Inbound, TraceEvent, Transmit};
+use sbc_proto::trace::capture::{Direction, TraceRing};
+use sbc_proto::trace::monitor::{ConfiguredFilters, Monitor, MonitorCounters, Topology};
+use tracing::warn;
+
+use self::hep::HepSink;
+pub use self::hep::{HepSettings, HepTransport};
+
+/// Trace events waiting for the trace thread at most; more are dropped and counted.
+pub const TRACE_QUEUE: usize = 8192;
+
+/// The ring's bounds (`sip-monitoring`'s `max-trace-memory`, `max-captures`,
+/// `max-messages-per-capture`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingBounds {
+    /// Bytes of messages kept at most.
+    pub max_bytes: usize,
+    /// Captures kept at most.
+    pub max_captures: usize,
+    /// Messages per capture at most.
+    pub max_messages: usize,
+}
+
+impl Default for RingBounds {
+    fn default() -> Self {
+        Self {
+            max_bytes: 16 << 20,
+            max_captures: 1000,
+            max_messages: 200,
+        }
+    }
+}
+
+/// What the trace runs with, built from the configuration by [`crate::settings`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TraceSettings {
+    /// The configured filters (`None`: `sip-monitoring` disabled).
+    pub monitor: Option<ConfiguredFilters>,
+    /// The ring's bounds.
+    pub ring: RingBounds,
+    /// Realms by interface and session-agents by address, for the filters.
+    pub topology: Topology,
+    /// Where HEP goes (`None`: `capture-agent` disabled).
+    pub hep: Option<HepSettings>,
+}
+
+impl TraceSettings {
+    /// Whether the engines must trace: the monitor or HEP capture is on.
+    #[must_use]
+    pub fn engines_trace(&self) -> bool {
+        self.monitor.is_some() || self.hep.is_some()
+    }
+}
+
+/// The trace's counters.
+#[derive(Debug, Default)]
+struct Counters {
+    queued: AtomicU64,
+    queue_dropped: AtomicU64,
+}
+
+/// A snapshot of the trace's counters, for `show sip-trace` and `/metrics`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TraceCounters {
+    /// Events handed to the trace thread.
+    pub queued: u64,
+    /// Events dropped because its queue was full.
+    pub queue_dropped: u64,
+    /// The monitor's counters.
+    pub monitor: MonitorCounters,
+    /// Captures dropped, oldest first, to stay within the ring's bounds.
+    pub captures_evicted: u64,
+    /// Messages not kept because their capture was full or too large.
+    pub ring_dropped: u64,
+    /// HEP packets sent.
+    pub hep_sent: u64,
+    /// HEP packets dropped (the TCP queue full, the server unreachable).
+    pub hep_dropped: u64,
+}
+
+/// The node's trace: the queue, the monitor and the HEP sink.
+pub struct TraceHub {
+    tx: SyncSender<TraceEvent>,
+    counters: Counters,
+    monitor: Mutex<Monitor>,
+    /// The settings the thread applies next (HEP).
+    pending_hep: Mutex<Option<Option<HepSettings>>>,
+    /// Whether the settings say anything is traced (the edge's refusals are offered only then).
+    on: AtomicBool,
+    stop: AtomicBool,
+    hep_counters: Arc<hep::HepCounters>,
+    thread: Mutex<Option<thread::JoinHandle<()>>>,
+    /// Each interface's address and TLS address, by index (where the edge's refusals were
+    /// received).
+    interfaces: Vec<(SocketAddr, Option<SocketAddr>)>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl TraceHub {
+    /// Starts the trace thread with `settings`, for interfaces at these addresses.
+    ///
+    /// # Errors
+    /// The thread could not be started.
+    pub fn start(
+        settings: &TraceSettings,
+        interfaces: Vec<(SocketAddr, Option<SocketAddr>)>,
+    ) -> std::io::Result<Arc<Self>> {
+        let (tx, rx) = mpsc::sync_channel(TRACE_QUEUE);
+        let b = settings.ring;
+        let hub = Arc::new(Self {
+            tx,
+            counters: Counters::default(),
+            monitor: Mutex::new(Monitor::new(
+                settings.monitor.clone(),
+                settings.topology.clone(),
+                TraceRing::new(b.max_bytes, b.max_captures, b.max_messages),
+            )),
+            pending_hep: Mutex::new(Some(settings.hep.clone())),
+            on: AtomicBool::new(settings.engines_trace()),
+            stop: AtomicBool::new(false),
+            hep_counters: Arc::new(hep::HepCounters::default()),
+            thread: Mutex::new(None),
+            interfaces,
+        });
+        let worker = hub.clone();
+        let handle = thread::Builder::new()
+            .name("sip-trace".into())
+            .spawn(move || worker.run(&rx))?;
+        *lock(&hub.thread) = Some(handle);
+        Ok(hub)
+    }
+
+    /// Applies an activation's settings: filters, topology, HEP; the ring is kept unless its
+    /// bounds changed (then it starts empty).
+    pub fn reconfigure(&self, settings: &TraceSettings) {
+        {
+            let mut m = lock(&self.monitor);
+            let b = settings.ring;
+            let (bytes, captures, messages) = m.ring().bounds();
+            if (bytes, captures, messages) != (b.max_bytes, b.max_captures, b.max_messages) {
+                let live = m.live_filters().to_vec();
+                *m = Monitor::new(
+                    settings.monitor.clone(),
+                    settings.topology.clone(),
+                    TraceRing::new(b.max_bytes, b.max_captures, b.max_messages),
+                );
+                for f in live {
+                    m.capture_start(f);
+                }
+            } else {
+                m.reconfigure(settings.monitor.clone(), settings.topology.clone());
+            }
+        }
+        *lock(&self.pending_hep) = Some(settings.hep.clone());
+        self.on.store(settings.engines_trace(), Ordering::Relaxed);
+    }
+
+    /// Hands one traced message to the trace thread, or counts it as dropped: never waits.
+    pub fn offer(&self, event: TraceEvent) {
+        match self.tx.try_send(event) {
+            Ok(()) => {
+                self.counters.queued.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                self.counters.queue_dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Traces a message the edge refused before any engine saw it (a full worker queue, a
+    /// source over its rate), with our answer if there was one.
+    pub fn refused(&self, inbound: &Inbound, note: &'static str, answer: Option<&Transmit>) {
+        if !self.on.load(Ordering::Relaxed) {
+            return;
+        }
+        let at_unix_us = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+        let local = self.local(inbound.interface, inbound.transport);
+        self.offer(TraceEvent {
+            at_unix_us,
+            direction: Direction::Received,
+            interface: inbound.interface,
+            transport: inbound.transport,
+            local,
+            peer: inbound.source,
+            call: None,
+            note: Some(note.into()),
+            bytes: inbound.data.clone(),
+        });
+        if let Some(t) = answer {
+            self.offer(TraceEvent {
+                at_unix_us,
+                direction: Direction::Sent,
+                interface: t.interface,
+                transport: t.transport,
+                local,
+                peer: t.dest,
+                call: None,
+                note: Some(note.into()),
+                bytes: t.payload.clone(),
+            });
+        }
+    }
+
+    fn local(
+        &self,
+        interface: usize,
+        transport: sbc_proto::sip::dialog::LegTransport,
+    ) -> SocketAddr {
+        match self.interfaces.get(interface) {
+            Some((_, Some(tls))) if transport == sbc_proto::sip::dialog::LegTransport::Tls => *tls,
+            Some((addr, _)) => *addr,
+            None => SocketAddr::from(([0, 0, 0, 0], 0)),
+        }
+    }
+
+    /// The monitor, for the console (`show sip-trace`, `capture start|stop`).
+    pub fn monitor(&self) -> MutexGuard<'_, Monitor> {
+        lock(&self.monitor)
+    }
+
+    /// The counters now.
+    pub fn counters(&self) -> TraceCounters {
+        let (monitor, ring) = lock(&self.monitor).counters();
+        TraceCounters {
+            queued: self.counters.queued.load(Ordering::Relaxed),
+            queue_dropped: self.counters.queue_dropped.load(Ordering::Relaxed),
+            monitor,
+            captures_evicted: ring.captures_evicted,
+            ring_dropped: ring.messages_dropped,
+            hep_sent: self.hep_counters.sent.load(Ordering::Relaxed),
+            hep_dropped: self.hep_counters.dropped.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Stops the trace thread (at shutdown).
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = lock(&self.thread).take() {
+            let _ = h.join();
+        }
+    }
+
+    fn run(&self, rx: &Receiver<TraceEvent>) {
+        let mut sink: Option<HepSink> = None;
+        loop {
+            if let Some(next) = lock(&self.pending_hep).take() {
+                sink = match next {
+                    Some(s) => match HepSink::new(&s, self.hep_counters.clone()) {
+                        Ok(sink) => Some(sink),
+                        Err(e) => {
+                            warn!(error = %e, "HEP capture not started");
+                            None
+                        }
+                    },
+                    None => None,
+                };
+            }
+            if self.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            match rx.recv_timeout(Duration::from_millis(200)) {
+                Ok(event) => {
+                    if let Some(sink) = &sink {
+                        sink.send(&event);
+                    }
+                    let mut monitor = lock(&self.monitor);
+                    if monitor.is_on() {
+                        monitor.record(&event);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+        }
+    }
+}

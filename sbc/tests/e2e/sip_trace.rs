@@ -1,0 +1,377 @@
+//! The SIP trace as an operator uses it: `sip-monitoring` with a filter on one user keeps that
+//! user's calls (both legs, in order) and a request the SBC refused with its reason, and no
+//! other call; `show sip-trace <id> --pcap FILE` writes a pcap that Debian's `tshark -r`
+//! decodes as SIP without options; HEP capture (`capture-agent`) sends every message of both
+//! legs to a capture server, each leg's packets with the same correlation id (decoded here from
+//! the HEPv3 datagrams, as tshark 4.0 has no HEP dissector) and the password never printed;
+//! sngrep started as a HEP receiver (`-L`) shows both legs; a capture server that is down
+//! costs only counted drops.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{SocketAddr, UdpSocket};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use sbc_e2e::acli::run_acli;
+use sbc_e2e::raw::{RawUdp, SipMsg};
+use sbc_e2e::{ports, run_pair, SbcConfig, SbcNode, Sipp};
+use sbc_proto::trace::hep;
+
+const CALLS: u32 = 2;
+
+fn sipp_pair(node: &SbcNode, config: &SbcConfig, service: &str, calls: u32) {
+    let dir = node.dir().clone();
+    let uas = Sipp::new(&dir, &format!("uas-{service}"))
+        .builtin("uas")
+        .local(config.agent)
+        .calls(calls)
+        .timeout(Duration::from_secs(40));
+    let uac = Sipp::new(&dir, &format!("uac-{service}"))
+        .builtin("uac")
+        .remote(config.access)
+        .args(["-s", service])
+        .calls(calls)
+        .rate(10)
+        .timeout(Duration::from_secs(30));
+    let (uac, uas) = run_pair(uas, config.agent, false, uac);
+    uac.assert_success(u64::from(calls));
+    uas.assert_success(u64::from(calls));
+}
+
+/// The captures `show sip-trace` lists, as JSON.
+fn captures(node: &SbcNode) -> Vec<serde_json::Value> {
+    let out = run_acli(&node.mgmt_socket(), true, &["show sip-trace"], None);
+    out.assert_ok();
+    out.json()["captures"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Waits until `show sip-trace` lists `n` captures (the trace thread is asynchronous).
+fn wait_captures(node: &SbcNode, n: usize) -> Vec<serde_json::Value> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let c = captures(node);
+        if c.len() >= n || Instant::now() > deadline {
+            return c;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_user_filter_keeps_that_user_s_calls_and_refusals_as_a_ladder_and_a_pcap() {
+    let mut config = SbcConfig::new();
+    config.extra_toml = "\n[sip-monitoring]\nstate = true\nmonitoring-filters = [\"alice\"]\n\
+                         \n[[filter-config]]\nname = \"alice\"\nuser = \"alice\"\n"
+        .to_owned();
+    let mut node = SbcNode::start_config(&config);
+    sipp_pair(&node, &config, "alice", CALLS);
+    sipp_pair(&node, &config, "carol", CALLS);
+    // A BYE for no dialog, to alice: refused with 481, with its reason.
+    let stranger = RawUdp::bind("127.0.0.1".parse().expect("ip"));
+    let from = stranger.local_addr();
+    let bye = format!(
+        "BYE sip:alice@{a} SIP/2.0\r\nVia: SIP/2.0/UDP {from};branch=z9hG4bKtrace481\r\n\
+         Max-Forwards: 70\r\nFrom: <sip:zed@{from}>;tag=z1\r\nTo: <sip:alice@{a}>;tag=gone\r\n\
+         Call-ID: trace-481@127.0.0.1\r\nCSeq: 2 BYE\r\nContent-Length: 0\r\n\r\n",
+        a = config.access
+    );
+    stranger.send_to(bye.as_bytes(), config.access);
+    let answer = stranger
+        .recv(Duration::from_secs(5))
+        .and_then(|(b, _)| SipMsg::parse(&b))
+        .expect("an answer to the BYE");
+    assert_eq!(answer.status(), Some(481));
+
+    let list = wait_captures(&node, CALLS as usize + 1);
+    node.assert_alive();
+    assert_eq!(
+        list.len(),
+        CALLS as usize + 1,
+        "alice's calls and the refusal only: {list:#?}"
+    );
+    assert!(list
+        .iter()
+        .all(|c| !c["first"].as_str().unwrap_or("").contains("carol")));
+
+    // A call: both legs, in order, as a ladder.
+    let call = list
+        .iter()
+        .find(|c| c["key"].as_str().unwrap_or("").starts_with("call "))
+        .expect("a call capture");
+    let id = call["id"].as_u64().expect("id");
+    let out = run_acli(
+        &node.mgmt_socket(),
+        false,
+        &[&format!("show sip-trace {id}")],
+        None,
+    );
+    out.assert_ok();
+    let ladder: Vec<&str> = out.stdout.lines().collect();
+    let order = [
+        ("caller ──▶ sbc", "INVITE sip:alice@"),
+        ("caller ◀── sbc", "SIP/2.0 100"),
+        ("sbc ──▶ callee", "INVITE sip:alice@"),
+        ("sbc ◀── callee", "SIP/2.0 200"),
+        ("caller ◀── sbc", "SIP/2.0 200"),
+        ("caller ──▶ sbc", "ACK "),
+        ("sbc ──▶ callee", "ACK "),
+        ("caller ──▶ sbc", "BYE "),
+        ("sbc ──▶ callee", "BYE "),
+    ];
+    let mut at = 0;
+    for (arrow, start) in order {
+        let found = ladder[at..]
+            .iter()
+            .position(|l| l.contains(arrow) && l.contains(start));
+        let Some(i) = found else {
+            panic!("{arrow} {start} not after line {at} in:\n{}", out.stdout);
+        };
+        at += i + 1;
+    }
+
+    // The refusal, with its reason.
+    let refusal = list
+        .iter()
+        .find(|c| c["key"].as_str() == Some("Call-ID trace-481@127.0.0.1"))
+        .expect("the refused BYE's capture");
+    let rid = refusal["id"].as_u64().expect("id");
+    let out = run_acli(
+        &node.mgmt_socket(),
+        false,
+        &[&format!("show sip-trace {rid}")],
+        None,
+    );
+    out.assert_ok();
+    assert!(
+        out.stdout.contains("refused 481: no such dialog"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("SIP/2.0 481"), "{}", out.stdout);
+
+    // The pcap, written by the client, decoded by tshark without options.
+    let pcap = node.dir().path().join("call.pcap");
+    let line = format!("show sip-trace {id} --pcap {}", pcap.display());
+    run_acli(&node.mgmt_socket(), false, &[&line], None).assert_ok();
+    let full = run_acli(
+        &node.mgmt_socket(),
+        true,
+        &[&format!("show sip-trace {id} json")],
+        None,
+    );
+    let kept = full.json()["messages"].as_array().map_or(0, Vec::len);
+    let tshark = Command::new("tshark")
+        .arg("-r")
+        .arg(&pcap)
+        .args([
+            "-T", "fields", "-e", "sip.CSeq", "-e", "ip.src", "-e", "ip.dst",
+        ])
+        .stderr(Stdio::piped())
+        .output()
+        .expect("tshark (Debian package tshark) runs");
+    let text = String::from_utf8_lossy(&tshark.stdout);
+    let decoded: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("INVITE") || l.contains("ACK") || l.contains("BYE"))
+        .collect();
+    assert!(
+        tshark.status.success(),
+        "tshark: {}",
+        String::from_utf8_lossy(&tshark.stderr)
+    );
+    assert_eq!(
+        text.lines().count(),
+        kept,
+        "one packet per message:\n{text}"
+    );
+    assert_eq!(
+        decoded.len(),
+        kept,
+        "every packet decoded as SIP with its CSeq:\n{text}"
+    );
+    // Both legs, with their real addresses: the access and the core interface.
+    assert!(
+        text.contains(&config.access.ip().to_string())
+            && text.contains(&config.core.ip().to_string()),
+        "{text}"
+    );
+}
+
+/// Reads HEP datagrams on `sock` until `quiet` passes without one.
+fn hep_datagrams(sock: &UdpSocket, quiet: Duration) -> Vec<Vec<u8>> {
+    sock.set_read_timeout(Some(quiet)).expect("timeout");
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 70_000];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        match sock.recv_from(&mut buf) {
+            Ok((n, _)) => out.push(buf[..n].to_vec()),
+            Err(_) => break,
+        }
+    }
+    out
+}
+
+#[test]
+fn hep_carries_both_legs_with_one_correlation_id_and_never_prints_its_password() {
+    let server = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let server_addr = server.local_addr().expect("addr");
+    let mut config = SbcConfig::new();
+    config.extra_toml = format!(
+        "\n[capture-agent]\nstate = true\naddress = \"{server_addr}\"\ncapture-id = 4242\n\
+         password = \"hep-identifier-7\"\n"
+    );
+    let mut node = SbcNode::start_config(&config);
+    sipp_pair(&node, &config, "bob", CALLS);
+    let packets = hep_datagrams(&server, Duration::from_secs(2));
+    node.assert_alive();
+
+    // Every packet decodes; SIP of both legs, grouped by correlation id.
+    let mut by_correlation: BTreeMap<Vec<u8>, BTreeSet<String>> = BTreeMap::new();
+    let mut legs: BTreeMap<Vec<u8>, BTreeSet<SocketAddr>> = BTreeMap::new();
+    for p in &packets {
+        let h = hep::decode(p).expect("a HEPv3 packet");
+        assert_eq!(h.capture_id, 4242);
+        assert_eq!(h.auth_key, Some(&b"hep-identifier-7"[..]));
+        assert_eq!(h.payload_type, hep::PayloadType::Sip);
+        let msg = SipMsg::parse(h.payload).expect("SIP payload");
+        let corr = h.correlation_id.expect("a correlation id").to_vec();
+        by_correlation
+            .entry(corr.clone())
+            .or_default()
+            .insert(msg.header("call-id").unwrap_or_default().to_owned());
+        // The SBC's address on each leg.
+        let ours = if h.src == config.access || h.src == config.core {
+            h.src
+        } else {
+            h.dst
+        };
+        legs.entry(corr).or_default().insert(ours);
+    }
+    assert_eq!(
+        by_correlation.len(),
+        CALLS as usize,
+        "one correlation per call: {by_correlation:#?}"
+    );
+    for (corr, call_ids) in &by_correlation {
+        assert_eq!(
+            call_ids.len(),
+            2,
+            "both legs' Call-IDs under one correlation: {call_ids:?}"
+        );
+        assert!(
+            call_ids.contains(std::str::from_utf8(corr).expect("utf8")),
+            "the caller's Call-ID is the correlation"
+        );
+        assert_eq!(legs[corr], BTreeSet::from([config.access, config.core]));
+    }
+    // Per call: INVITE, 100, 200, ACK, BYE, 200 on the caller leg; INVITE, 200, ACK, BYE, 200
+    // on the callee's (SIPp's UAS sends no 100 or 180 here).
+    assert!(
+        packets.len() >= CALLS as usize * 10,
+        "{} packets",
+        packets.len()
+    );
+
+    // The password is never printed.
+    let shown = run_acli(&node.mgmt_socket(), false, &["show running-config"], None);
+    shown.assert_ok();
+    assert!(
+        !shown.stdout.contains("hep-identifier-7"),
+        "{}",
+        shown.stdout
+    );
+    let status = run_acli(&node.mgmt_socket(), true, &["show sip-trace"], None);
+    assert!(status.json()["counters"]["hep_sent"].as_u64() >= Some(packets.len() as u64));
+    let logs = std::fs::read_to_string(node.stderr_path()).unwrap_or_default();
+    assert!(!logs.contains("hep-identifier-7"));
+}
+
+#[test]
+fn a_capture_server_that_is_down_costs_only_counted_drops() {
+    // TCP to a port nobody listens on: every connection attempt is refused.
+    let down = SocketAddr::new("127.0.0.1".parse().expect("ip"), ports::free_port());
+    let mut config = SbcConfig::new();
+    config.extra_toml =
+        format!("\n[capture-agent]\nstate = true\naddress = \"{down}\"\ntransport = \"tcp\"\n");
+    let mut node = SbcNode::start_config(&config);
+    sipp_pair(&node, &config, "dave", CALLS);
+    node.assert_alive();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let status = run_acli(&node.mgmt_socket(), true, &["show sip-trace"], None);
+        let c = &status.json()["counters"];
+        if c["hep_dropped"].as_u64() >= Some(u64::from(CALLS) * 10) {
+            assert_eq!(c["hep_sent"].as_u64(), Some(0));
+            break;
+        }
+        assert!(Instant::now() < deadline, "drops not counted: {c}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn sngrep_as_a_hep_receiver_shows_both_legs() {
+    let dir = sbc_e2e::TestDir::new("sngrep");
+    let hep_port = ports::free_port();
+    let out = dir.path().join("sngrep.pcap");
+    // sngrep reads an empty pcap file rather than a device, so that what it keeps can only
+    // have come over HEP (on a device it would also see the SIP on loopback).
+    let empty = dir.path().join("empty.pcap");
+    let mut header = 0xa1b2_c3d4_u32.to_le_bytes().to_vec();
+    header.extend_from_slice(&2u16.to_le_bytes());
+    header.extend_from_slice(&4u16.to_le_bytes());
+    for word in [0u32, 0, 65_535, 101] {
+        header.extend_from_slice(&word.to_le_bytes());
+    }
+    std::fs::write(&empty, header).expect("write the empty pcap");
+    let mut sngrep = Command::new("sngrep")
+        .args(["-N", "-q", "-I"])
+        .arg(&empty)
+        .arg("-L")
+        .arg(format!("udp:127.0.0.1:{hep_port}"))
+        .arg("-O")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sngrep (Debian package sngrep) starts");
+    let mut config = SbcConfig::new();
+    config.extra_toml =
+        format!("\n[capture-agent]\nstate = true\naddress = \"127.0.0.1:{hep_port}\"\n");
+    std::thread::sleep(Duration::from_millis(500));
+    let mut node = SbcNode::start_config(&config);
+    sipp_pair(&node, &config, "erin", 1);
+    std::thread::sleep(Duration::from_secs(1));
+    node.assert_alive();
+    // SIGTERM to sngrep's own PID: it closes its pcap.
+    let pid = sngrep.id().to_string();
+    let _ = Command::new("kill").args(["-TERM", &pid]).status();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while sngrep.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = sngrep.kill();
+    let _ = sngrep.wait();
+    let tshark = Command::new("tshark")
+        .arg("-r")
+        .arg(&out)
+        .args(["-T", "fields", "-e", "sip.Call-ID", "-e", "sip.CSeq"])
+        .output()
+        .expect("tshark runs");
+    let text = String::from_utf8_lossy(&tshark.stdout);
+    let call_ids: BTreeSet<&str> = text
+        .lines()
+        .filter_map(|l| l.split('\t').next())
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(
+        call_ids.len(),
+        2,
+        "both legs' Call-IDs in what sngrep kept:\n{text}"
+    );
+    assert!(text.contains("INVITE") && text.contains("BYE"), "{text}");
+}
