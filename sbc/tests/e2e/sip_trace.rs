@@ -367,3 +367,83 @@ fn sngrep_as_a_hep_receiver_shows_both_legs() {
     let _ = sngrep.wait();
     assert_eq!(seen, Some(2), "sngrep's dialogs: both legs of the call");
 }
+
+/// A pair sends HEP from both nodes: calls set up on one node and hung up on the other after a
+/// switchover show in the capture server as one call each, under one correlation id.
+#[test]
+fn a_call_across_a_switchover_keeps_its_correlation_in_hep_from_both_nodes() {
+    use sbc_e2e::pair::{Pair, PairConfig};
+    const HELD: u32 = 3;
+    let server = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let server_addr = server.local_addr().expect("addr");
+    let mut config = PairConfig::new();
+    config.extra_toml =
+        format!("\n[capture-agent]\nstate = \"enabled\"\naddress = \"{server_addr}\"\n");
+    let pair = Pair::start(config);
+    let (active, standby) = pair.wait_roles(Duration::from_secs(15));
+    let uas = pair.spawn_uas("uas", HELD, Duration::from_secs(60));
+    let uac = pair
+        .uac("uac", HELD, 10, 6_000, Duration::from_secs(40))
+        .spawn();
+    // The calls are established and replicated; then the active hands over.
+    let _ = pair.wait_replicated(standby, u64::from(HELD), Duration::from_secs(10));
+    let reply = pair
+        .exec(active, "notify berpd force")
+        .expect("the active answers");
+    assert_eq!(reply["ok"], serde_json::Value::Bool(true), "{reply}");
+    let uac = uac.wait();
+    let uas = uas.wait_at_most(Duration::from_secs(20));
+    assert_eq!(
+        (uac.stats.successful, uac.stats.failed),
+        (u64::from(HELD), 0),
+        "{}",
+        uac.describe()
+    );
+    assert_eq!(uas.stats.successful, u64::from(HELD), "{}", uas.describe());
+
+    // HEP datagrams by the socket they came from (one per node) and by correlation id.
+    server
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .expect("timeout");
+    let mut buf = vec![0u8; 70_000];
+    let mut methods: BTreeMap<Vec<u8>, BTreeMap<String, BTreeSet<SocketAddr>>> = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while let (Ok((n, from)), true) = (server.recv_from(&mut buf), Instant::now() < deadline) {
+        let h = hep::decode(&buf[..n]).expect("a HEPv3 packet");
+        let msg = SipMsg::parse(h.payload).expect("SIP payload");
+        let Some(corr) = h.correlation_id else {
+            continue;
+        };
+        let what = msg.method().map_or_else(
+            || {
+                format!(
+                    "{} {}",
+                    msg.status().unwrap_or(0),
+                    msg.cseq_method().unwrap_or("")
+                )
+            },
+            str::to_owned,
+        );
+        methods
+            .entry(corr.to_vec())
+            .or_default()
+            .entry(what)
+            .or_default()
+            .insert(from);
+    }
+    assert_eq!(
+        methods.len(),
+        HELD as usize,
+        "one correlation id per call: {methods:#?}"
+    );
+    for (corr, seen) in &methods {
+        let invite_from = &seen["INVITE"];
+        let bye_from = &seen["BYE"];
+        assert_eq!(invite_from.len(), 1, "{corr:?}: {seen:#?}");
+        assert_eq!(bye_from.len(), 1, "{corr:?}: {seen:#?}");
+        assert_ne!(
+            invite_from, bye_from,
+            "set up on one node, hung up on the other, one correlation: {seen:#?}"
+        );
+    }
+}
