@@ -40,6 +40,7 @@ use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::net::SocketAddr;
 use std::ops::RangeInclusive;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -294,6 +295,9 @@ pub struct MediaSession {
     owner: usize,
     started: Instant,
     inactive_reported: bool,
+    /// What ties the call's RTCP to its SIP in a capture (the caller leg's Call-ID), set by
+    /// the engine while the trace is on.
+    label: Option<Arc<str>>,
 }
 
 impl MediaSession {
@@ -513,6 +517,7 @@ impl MediaTable {
             owner,
             started: now,
             inactive_reported: false,
+            label: None,
         };
         self.sessions.insert(id, session);
         self.stats.opened += 1;
@@ -813,6 +818,7 @@ impl MediaTable {
                 owner,
                 started: now,
                 inactive_reported: false,
+                label: None,
             },
         );
         for p in record.pools {
@@ -929,6 +935,23 @@ impl MediaTable {
             }),
             _ => Err(Dropped::NoDestination),
         }
+    }
+
+    /// Labels call `id`'s media with what ties its RTCP to its SIP in a capture.
+    pub fn set_label(&mut self, id: SessionId, label: Arc<str>) {
+        if let Some(s) = self.sessions.get_mut(&id) {
+            s.label = Some(label);
+        }
+    }
+
+    /// Whether `packet`, received on the SBC's port `port`, is RTCP of a session, and that
+    /// session's label: `None` for RTP or a port no session holds.
+    #[must_use]
+    pub fn rtcp_label(&self, port: u16, packet: &[u8]) -> Option<Option<Arc<str>>> {
+        let slot = self.slot(port)?;
+        let session = self.sessions.get(&slot.id)?;
+        let leg = &session.streams.get(slot.stream)?[side_index(slot.side)];
+        (slot.rtcp || (leg.mux && is_rtcp(packet))).then(|| session.label.clone())
     }
 
     /// The next instant [`Self::handle_timeout`] has work (an inactivity deadline).
@@ -1199,6 +1222,19 @@ mod tests {
             (c.packets, c.bytes, c.rtcp_packets, c.ssrc),
             (1, 172, 1, Some(7))
         );
+    }
+
+    #[test]
+    fn rtcp_is_told_from_rtp_with_the_session_s_label() {
+        let (mut m, _, a, b) = call();
+        assert_eq!(m.rtcp_label(a + 1, &[0x80, 200, 0, 1]), Some(None));
+        m.set_label(1, Arc::from("call-1@example.test"));
+        assert_eq!(
+            m.rtcp_label(b + 1, &[0x80, 201, 0, 1]),
+            Some(Some(Arc::from("call-1@example.test")))
+        );
+        assert_eq!(m.rtcp_label(a, &rtp(1, 7)), None, "RTP is not RTCP");
+        assert_eq!(m.rtcp_label(1, &[0x80, 200, 0, 1]), None, "no session's port");
     }
 
     #[test]

@@ -671,6 +671,7 @@ pub fn trace(cfg: &Config) -> TraceSettings {
                 capture_id: c.capture_id,
                 password: c.password.clone(),
                 queue_size: usize::try_from(c.queue_size).unwrap_or(usize::MAX),
+                rtcp: c.rtcp,
             }),
     }
 }

@@ -5,6 +5,7 @@
 //! its answer in the ACK, a re-INVITE's or an UPDATE's (hold, resume, a new port, a new
 //! stream), a PRACK's. The call's media ends with the call.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -106,6 +107,11 @@ impl Engine {
             } else {
                 table.extend(now, id, &accepted).map(|()| false)
             };
+            if self.cfg.trace {
+                if let Some(call) = self.calls.get(&id) {
+                    table.set_label(id, Arc::from(call.dialog.caller.call_id.as_str()));
+                }
+            }
             match opened {
                 Ok(true) => self.stats.media_anchored += 1,
                 Ok(false) => {}
@@ -191,6 +197,7 @@ impl Engine {
         let shard = usize::try_from(self.ids.shard()).unwrap_or(0);
         if let (Some(media), Some(now)) = (self.cfg.media.clone(), self.now) {
             let restored = super::lock(&media.table).restore(now, id, shard, &before);
+            self.label_media(&media.table, id);
             if let Err(e) = restored {
                 debug!(call = id, error = %e, "media before a refused re-offer not restored");
             }
@@ -223,8 +230,20 @@ impl Engine {
         };
         let shard = usize::try_from(self.ids.shard()).unwrap_or(0);
         let restored = super::lock(&media.table).restore(now, id, shard, record);
+        self.label_media(&media.table, id);
         if let Err(e) = restored {
             debug!(call = id, error = %e, "replicated media not restored");
+        }
+    }
+
+    /// While tracing, labels call `id`'s media with its caller leg's Call-ID (the correlation
+    /// id of its RTCP in HEP).
+    fn label_media(&self, table: &std::sync::Mutex<crate::media::MediaTable>, id: u64) {
+        if !self.cfg.trace {
+            return;
+        }
+        if let Some(call) = self.calls.get(&id) {
+            super::lock(table).set_label(id, Arc::from(call.dialog.caller.call_id.as_str()));
         }
     }
 

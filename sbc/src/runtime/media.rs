@@ -18,7 +18,7 @@ use std::ops::RangeInclusive;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
 use std::io::IoSliceMut;
@@ -29,8 +29,9 @@ use quinn_udp::{RecvMeta, Transmit, UdpSockRef, UdpSocketState};
 use tracing::{debug, warn};
 
 use sbc_proto::engine::SharedMediaTable;
-use sbc_proto::media::{Forward, MediaEvent};
+use sbc_proto::media::{Forward, MediaEvent, MediaTable};
 
+use crate::trace::{RtcpCapture, TraceHub};
 use crate::workers::lock;
 
 /// Datagrams read from one socket with one `recvmmsg` (quinn-udp's batch on Linux); after a
@@ -83,6 +84,7 @@ impl MediaRelay {
         table: SharedMediaTable,
         events: EventSink,
         counters: Arc<RelayCounters>,
+        trace: Arc<TraceHub>,
     ) -> anyhow::Result<Self> {
         let base = pools.iter().map(|p| *p.ports.start()).min().unwrap_or(0);
         let top = pools.iter().map(|p| *p.ports.end()).max().unwrap_or(0);
@@ -94,6 +96,7 @@ impl MediaRelay {
         let poll = Poll::new().context("creating the media relay's poller")?;
         let mut sockets: Vec<Option<(UdpSocket, UdpSocketState)>> =
             (0..span).map(|_| None).collect();
+        let mut addresses = vec![IpAddr::from([0, 0, 0, 0]); span];
         for pool in pools {
             for port in pool.ports.clone() {
                 let addr = SocketAddr::new(pool.address, port);
@@ -112,6 +115,7 @@ impl MediaRelay {
                     Interest::READABLE,
                 )?;
                 sockets[usize::from(port - base)] = Some((sock, state));
+                addresses[usize::from(port - base)] = pool.address;
             }
         }
         let waker = Arc::new(Waker::new(poll.registry(), WAKE)?);
@@ -126,6 +130,8 @@ impl MediaRelay {
                 events,
                 counters,
                 stop,
+                trace,
+                addresses,
             };
             thread::Builder::new()
                 .name("media-relay".into())
@@ -165,6 +171,10 @@ struct Forwarder {
     events: EventSink,
     counters: Arc<RelayCounters>,
     stop: Arc<AtomicBool>,
+    /// Where forwarded RTCP goes while HEP capture wants it.
+    trace: Arc<TraceHub>,
+    /// Each port's media address, by port - `base`.
+    addresses: Vec<IpAddr>,
 }
 
 impl Forwarder {
@@ -262,6 +272,7 @@ impl Forwarder {
             }
         };
         let now = Instant::now();
+        let capture_rtcp = self.trace.wants_rtcp();
         let mut table = lock(&self.table);
         for (i, m) in meta.iter().enumerate().take(n) {
             let start = i * slot;
@@ -273,7 +284,11 @@ impl Forwarder {
             for (k, d) in data.chunks(stride).enumerate() {
                 self.counters.received.fetch_add(1, Ordering::Relaxed);
                 let at = k * stride;
-                match (table.handle_packet(now, port, m.addr, d), run) {
+                let routed = table.handle_packet(now, port, m.addr, d);
+                if capture_rtcp && routed.is_ok() {
+                    self.capture_rtcp(&table, port, m.addr, d);
+                }
+                match (routed, run) {
                     (Ok(f), Some((g, first, count))) if f == g && d.len() == stride => {
                         run = Some((g, first, count + 1));
                     }
@@ -287,6 +302,28 @@ impl Forwarder {
             self.flush(run, data, stride);
         }
         n == RECV_BATCH
+    }
+
+    /// Hands a forwarded RTCP report (only RTCP: RTP is never copied) to the trace.
+    fn capture_rtcp(&self, table: &MediaTable, port: u16, source: SocketAddr, packet: &[u8]) {
+        let Some(correlation) = table.rtcp_label(port, packet) else {
+            return;
+        };
+        let local = port
+            .checked_sub(self.base)
+            .and_then(|i| self.addresses.get(usize::from(i)))
+            .copied()
+            .unwrap_or(IpAddr::from([0, 0, 0, 0]));
+        let at_unix_us = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+        self.trace.offer_rtcp(RtcpCapture {
+            at_unix_us,
+            src: source,
+            dst: SocketAddr::new(local, port),
+            correlation,
+            bytes: packet.to_vec(),
+        });
     }
 
     /// Sends a run of `count` datagrams of `stride` bytes from `first` in `data` (one GSO send

@@ -426,6 +426,7 @@ impl Node {
                     m.table.clone(),
                     self.media_sink(m),
                     m.counters.clone(),
+                    self.shared.wire.trace.clone(),
                 )?);
                 // A takeover may have waited for the ports: the legs may latch again from now.
                 lock(&m.table).reopen_latching(Instant::now());

@@ -12,7 +12,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use sbc_proto::engine::TraceEvent;
-use sbc_proto::trace::hep::encode_event;
+use sbc_proto::trace::hep::{encode_event, encode_into, HepPacket, PayloadType, Transport};
+
+use super::RtcpCapture;
 use tracing::debug;
 
 /// How HEP travels to the capture server.
@@ -37,6 +39,8 @@ pub struct HepSettings {
     pub password: String,
     /// Packets waiting for the TCP connection at most.
     pub queue_size: usize,
+    /// Whether the media relay's RTCP reports are sent too.
+    pub rtcp: bool,
 }
 
 impl std::fmt::Debug for HepSettings {
@@ -54,6 +58,7 @@ impl std::fmt::Debug for HepSettings {
                 },
             )
             .field("queue_size", &self.queue_size)
+            .field("rtcp", &self.rtcp)
             .finish()
     }
 }
@@ -123,6 +128,40 @@ impl HepSink {
             self.counters.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
+        self.out(packet);
+    }
+
+    /// Encodes and sends one RTCP report the relay forwarded.
+    pub(super) fn send_rtcp(&self, r: &RtcpCapture) {
+        let s = &self.settings;
+        if !s.rtcp {
+            return;
+        }
+        let mut packet = Vec::with_capacity(r.bytes.len() + 160);
+        let encoded = encode_into(
+            &HepPacket {
+                src: r.src,
+                dst: r.dst,
+                transport: Transport::Udp,
+                time_secs: u32::try_from(r.at_unix_us / 1_000_000).unwrap_or(u32::MAX),
+                time_micros: u32::try_from(r.at_unix_us % 1_000_000).unwrap_or(0),
+                payload_type: PayloadType::Rtcp,
+                capture_id: s.capture_id,
+                auth_key: (!s.password.is_empty()).then_some(s.password.as_bytes()),
+                correlation_id: r.correlation.as_deref().map(str::as_bytes),
+                payload: &r.bytes,
+            },
+            &mut packet,
+        );
+        if encoded.is_err() {
+            self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        self.out(packet);
+    }
+
+    fn out(&self, packet: Vec<u8>) {
+        let s = &self.settings;
         match &self.out {
             Out::Udp(socket) => match socket.send_to(&packet, s.server) {
                 Ok(_) => {

@@ -28,6 +28,28 @@ pub use self::hep::{HepSettings, HepTransport};
 /// Trace events waiting for the trace thread at most; more are dropped and counted.
 pub const TRACE_QUEUE: usize = 8192;
 
+/// One RTCP report the media relay forwarded, for HEP.
+#[derive(Debug, Clone)]
+pub struct RtcpCapture {
+    /// When, microseconds since the UNIX epoch.
+    pub at_unix_us: u64,
+    /// Where it came from.
+    pub src: SocketAddr,
+    /// The SBC's port it arrived on.
+    pub dst: SocketAddr,
+    /// The call's caller-leg Call-ID, when the call is traced.
+    pub correlation: Option<Arc<str>>,
+    /// The report.
+    pub bytes: Vec<u8>,
+}
+
+/// What the trace thread is handed.
+#[derive(Debug)]
+enum Item {
+    Sip(TraceEvent),
+    Rtcp(RtcpCapture),
+}
+
 /// The ring's bounds (`sip-monitoring`'s `max-trace-memory`, `max-captures`,
 /// `max-messages-per-capture`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,13 +121,15 @@ pub struct TraceCounters {
 
 /// The node's trace: the queue, the monitor and the HEP sink.
 pub struct TraceHub {
-    tx: SyncSender<TraceEvent>,
+    tx: SyncSender<Item>,
     counters: Counters,
     monitor: Mutex<Monitor>,
     /// The settings the thread applies next (HEP).
     pending_hep: Mutex<Option<Option<HepSettings>>>,
     /// Whether the settings say anything is traced (the edge's refusals are offered only then).
     on: AtomicBool,
+    /// Whether the relay's RTCP goes to the capture server.
+    rtcp: AtomicBool,
     stop: AtomicBool,
     hep_counters: Arc<hep::HepCounters>,
     thread: Mutex<Option<thread::JoinHandle<()>>>,
@@ -139,6 +163,7 @@ impl TraceHub {
             )),
             pending_hep: Mutex::new(Some(settings.hep.clone())),
             on: AtomicBool::new(settings.engines_trace()),
+            rtcp: AtomicBool::new(settings.hep.as_ref().is_some_and(|h| h.rtcp)),
             stop: AtomicBool::new(false),
             hep_counters: Arc::new(hep::HepCounters::default()),
             thread: Mutex::new(None),
@@ -175,11 +200,29 @@ impl TraceHub {
         }
         *lock(&self.pending_hep) = Some(settings.hep.clone());
         self.on.store(settings.engines_trace(), Ordering::Relaxed);
+        self.rtcp.store(
+            settings.hep.as_ref().is_some_and(|h| h.rtcp),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Whether the media relay should hand its RTCP over.
+    pub fn wants_rtcp(&self) -> bool {
+        self.rtcp.load(Ordering::Relaxed)
+    }
+
+    /// Hands one RTCP report to the trace thread, or counts it as dropped: never waits.
+    pub fn offer_rtcp(&self, report: RtcpCapture) {
+        self.push(Item::Rtcp(report));
     }
 
     /// Hands one traced message to the trace thread, or counts it as dropped: never waits.
     pub fn offer(&self, event: TraceEvent) {
-        match self.tx.try_send(event) {
+        self.push(Item::Sip(event));
+    }
+
+    fn push(&self, item: Item) {
+        match self.tx.try_send(item) {
             Ok(()) => {
                 self.counters.queued.fetch_add(1, Ordering::Relaxed);
             }
@@ -264,7 +307,7 @@ impl TraceHub {
         }
     }
 
-    fn run(&self, rx: &Receiver<TraceEvent>) {
+    fn run(&self, rx: &Receiver<Item>) {
         let mut sink: Option<HepSink> = None;
         loop {
             if let Some(next) = lock(&self.pending_hep).take() {
@@ -283,13 +326,18 @@ impl TraceHub {
                 return;
             }
             match rx.recv_timeout(Duration::from_millis(200)) {
-                Ok(event) => {
+                Ok(Item::Sip(event)) => {
                     if let Some(sink) = &sink {
                         sink.send(&event);
                     }
                     let mut monitor = lock(&self.monitor);
                     if monitor.is_on() {
                         monitor.record(&event);
+                    }
+                }
+                Ok(Item::Rtcp(report)) => {
+                    if let Some(sink) = &sink {
+                        sink.send_rtcp(&report);
                     }
                 }
                 Err(RecvTimeoutError::Timeout) => {}

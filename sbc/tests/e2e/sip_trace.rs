@@ -447,3 +447,126 @@ fn a_call_across_a_switchover_keeps_its_correlation_in_hep_from_both_nodes() {
         );
     }
 }
+
+/// The `m=audio` port of an SDP body.
+fn audio_port(body: &[u8]) -> Option<u16> {
+    String::from_utf8_lossy(body)
+        .lines()
+        .find_map(|l| l.strip_prefix("m=audio "))
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|p| p.trim().parse().ok())
+}
+
+/// The media relay's RTCP goes to the capture server as HEP RTCP (type 5), with the call's
+/// correlation id, so Homer shows the call's quality reports beside its SIP.
+#[test]
+fn rtcp_the_relay_forwards_goes_to_hep_with_the_call_s_correlation() {
+    let server = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let server_addr = server.local_addr().expect("addr");
+    let mut config = SbcConfig::new();
+    let mut pools = String::new();
+    for (realm, ip) in [("access", "127.0.0.1"), ("core", "127.0.0.2")] {
+        let first = ports::free_block(9);
+        pools.push_str(&format!(
+            "\n[[steering-pool]]\nip-address = \"{ip}\"\nstart-port = {first}\nend-port = {}\nrealm-id = \"{realm}\"\n",
+            first + 8
+        ));
+    }
+    config.extra_toml = format!(
+        "\n[media-manager]\nstate = \"enabled\"\n{pools}\n[capture-agent]\nstate = \"enabled\"\naddress = \"{server_addr}\"\n"
+    );
+    let callee = RawUdp::bind_addr(config.agent);
+    let mut node = SbcNode::start_config(&config);
+    let lo: std::net::IpAddr = "127.0.0.1".parse().expect("ip");
+    let caller = RawUdp::bind(lo);
+    let caller_rtcp = RawUdp::bind(lo);
+    let me = caller.local_addr();
+    // The caller's RTP port is its RTCP socket's port - 1 (RTCP on RTP + 1, RFC 3550).
+    let rtp_port = caller_rtcp.local_addr().port() - 1;
+    let sdp = format!(
+        "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio {rtp_port} RTP/AVP 8\r\na=rtpmap:8 PCMA/8000\r\n"
+    );
+    let call_id = "rtcp-hep-1@127.0.0.1";
+    let invite = format!(
+        "INVITE sip:bob@{a} SIP/2.0\r\nVia: SIP/2.0/UDP {me};branch=z9hG4bKrtcp1\r\nMax-Forwards: 70\r\n\
+         From: <sip:alice@{me}>;tag=r1\r\nTo: <sip:bob@{a}>\r\nCall-ID: {call_id}\r\nCSeq: 1 INVITE\r\n\
+         Contact: <sip:alice@{me}>\r\nContent-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{sdp}",
+        sdp.len(),
+        a = config.access
+    );
+    caller.send_to(invite.as_bytes(), config.access);
+    let mut skipped = Vec::new();
+    let (offer, sbc_core) = callee
+        .recv_sip_until(
+            Duration::from_secs(5),
+            |m| m.method() == Some("INVITE"),
+            &mut skipped,
+        )
+        .expect("the INVITE reaches the callee");
+    let callee_rtcp = RawUdp::bind(lo);
+    let answer_sdp = format!(
+        "v=0\r\no=- 2 2 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio {} RTP/AVP 8\r\na=rtpmap:8 PCMA/8000\r\n",
+        callee_rtcp.local_addr().port() - 1
+    );
+    let mut ok = "SIP/2.0 200 OK\r\n".to_owned();
+    for name in ["via", "from", "to", "call-id", "cseq"] {
+        let value = offer.header(name).expect("header");
+        let value = if name == "to" {
+            format!("{value};tag=c1")
+        } else {
+            value.to_owned()
+        };
+        ok.push_str(&format!("{name}: {value}\r\n"));
+    }
+    ok.push_str(&format!(
+        "Contact: <sip:bob@{}>\r\nContent-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{answer_sdp}",
+        config.agent,
+        answer_sdp.len()
+    ));
+    callee.send_to(ok.as_bytes(), sbc_core);
+    let (answer, _) = caller
+        .recv_sip_until(
+            Duration::from_secs(5),
+            |m| m.status() == Some(200),
+            &mut skipped,
+        )
+        .expect("the 200 reaches the caller");
+    let sbc_rtp = audio_port(&answer.body).expect("the SBC's media port in the answer");
+    // An RTCP receiver report (RFC 3550 6.4.2, no report blocks) to the SBC's RTCP port.
+    let rr = [0x80, 201, 0, 1, 0x12, 0x34, 0x56, 0x78];
+    caller_rtcp.send_to(&rr, SocketAddr::new(lo, sbc_rtp + 1));
+    let relayed = callee_rtcp.recv(Duration::from_secs(5));
+    assert_eq!(
+        relayed.map(|(b, _)| b),
+        Some(rr.to_vec()),
+        "the relay forwards the RTCP"
+    );
+
+    server
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .expect("timeout");
+    let mut buf = vec![0u8; 70_000];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut rtcp = None;
+    while Instant::now() < deadline {
+        let Ok((n, _)) = server.recv_from(&mut buf) else {
+            break;
+        };
+        let h = hep::decode(&buf[..n]).expect("HEPv3");
+        if h.payload_type == hep::PayloadType::Rtcp {
+            rtcp = Some((
+                h.payload.to_vec(),
+                h.correlation_id.map(<[u8]>::to_vec),
+                h.src,
+                h.dst,
+            ));
+            break;
+        }
+    }
+    node.assert_alive();
+    let (payload, correlation, src, dst) = rtcp.expect("an RTCP HEP packet");
+    assert_eq!(payload, rr);
+    assert_eq!(correlation.as_deref(), Some(call_id.as_bytes()));
+    assert_eq!(src, caller_rtcp.local_addr());
+    assert_eq!(dst, SocketAddr::new(lo, sbc_rtp + 1));
+}
