@@ -76,7 +76,9 @@ fn a_user_filter_keeps_that_user_s_calls_and_refusals_as_a_ladder_and_a_pcap() {
     let bye = format!(
         "BYE sip:alice@{a} SIP/2.0\r\nVia: SIP/2.0/UDP {from};branch=z9hG4bKtrace481\r\n\
          Max-Forwards: 70\r\nFrom: <sip:zed@{from}>;tag=z1\r\nTo: <sip:alice@{a}>;tag=gone\r\n\
-         Call-ID: trace-481@127.0.0.1\r\nCSeq: 2 BYE\r\nContent-Length: 0\r\n\r\n",
+         Call-ID: trace-481@127.0.0.1\r\nCSeq: 2 BYE\r\n\
+         Authorization: Digest username=\"alice\", realm=\"example.test\", nonce=\"n1\", \
+         uri=\"sip:alice@example.test\", response=\"5ec7e7d1gest0f41ice\"\r\nContent-Length: 0\r\n\r\n",
         a = config.access
     );
     stranger.send_to(bye.as_bytes(), config.access);
@@ -152,6 +154,11 @@ fn a_user_filter_keeps_that_user_s_calls_and_refusals_as_a_ladder_and_a_pcap() {
         out.stdout
     );
     assert!(out.stdout.contains("SIP/2.0 481"), "{}", out.stdout);
+    // Credentials are masked in every view of the trace.
+    let full = run_acli(&node.mgmt_socket(), false, &[&format!("show sip-trace {rid} full")], None);
+    full.assert_ok();
+    assert!(full.stdout.contains("Authorization: Digest"), "{}", full.stdout);
+    assert!(!full.stdout.contains("5ec7e7d1gest0f41ice"), "{}", full.stdout);
 
     // The pcap, written by the client, decoded by tshark without options.
     let pcap = node.dir().path().join("call.pcap");
