@@ -36,7 +36,13 @@ static NODE: Operations = Operations {
             late: true,
         },
     ],
-    show_topics: &[("health", "health"), ("sip-stats", "counters"), ("tls", "tls")],
+    show_topics: &[
+        ("health", "health"),
+        ("sip-stats", "counters"),
+        ("tls", "tls"),
+        ("sip-trace", "captures"),
+    ],
+    show_topics_with_args: &["sip-trace"],
 };
 
 fuzz_target!(|data: &[u8]| {

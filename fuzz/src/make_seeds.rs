@@ -217,6 +217,30 @@ fn main() -> std::io::Result<()> {
         [2, 1, 0, 1],
     ];
     write("media", "one-call", &ops.concat())?;
+
+    // The trace: a flags byte (direction, interface, call, family, transport, leg), then a
+    // message as it may reach the trace, credentials and all.
+    let register =
+        "REGISTER sip:example.test SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.2:5070;branch=z9hG4bKr1\r\n\
+         From: <sip:alice@example.test>;tag=1\r\nTo: <sip:alice@example.test>\r\nCall-ID: r1\r\n\
+         CSeq: 2 REGISTER\r\nAuthorization: Digest username=\"alice\", realm=\"example.test\", \
+         nonce=\"n\", uri=\"sip:example.test\", response=\"0123456789abcdef\"\r\n\
+         Content-Length: 0\r\n\r\n";
+    let invite =
+        "INVITE sip:bob@[::1]:5060 SIP/2.0\r\nVia: SIP/2.0/TCP [::2]:5070;branch=z9hG4bKi1\r\n\
+         f: \"Alice\" <sip:alice@[::2]>;tag=1\r\nt: <tel:+15551234>\r\ni: c1\r\nCSeq: 1 INVITE\r\n\
+         l: 0\r\n\r\n";
+    let response = "SIP/2.0 200 OK\r\nCSeq: 1 INVITE\r\nCall-ID: c1\r\n\r\n";
+    for (name, flags, text) in [
+        ("register-received", 0u8, register),
+        ("invite-v6-tcp-call", 8 | 16 | 4 | 64, invite),
+        ("response-sent-callee", 1 | 2 | 4 | 128, response),
+        ("garbage", 0, "\r\n\r\nINVITE"),
+    ] {
+        let mut seed = vec![flags];
+        seed.extend_from_slice(text.as_bytes());
+        write("trace", name, &seed)?;
+    }
     Ok(())
 }
 
