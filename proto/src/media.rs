@@ -1234,7 +1234,11 @@ mod tests {
             Some(Some(Arc::from("call-1@example.test")))
         );
         assert_eq!(m.rtcp_label(a, &rtp(1, 7)), None, "RTP is not RTCP");
-        assert_eq!(m.rtcp_label(1, &[0x80, 200, 0, 1]), None, "no session's port");
+        assert_eq!(
+            m.rtcp_label(1, &[0x80, 200, 0, 1]),
+            None,
+            "no session's port"
+        );
     }
 
     #[test]

@@ -155,10 +155,23 @@ fn a_user_filter_keeps_that_user_s_calls_and_refusals_as_a_ladder_and_a_pcap() {
     );
     assert!(out.stdout.contains("SIP/2.0 481"), "{}", out.stdout);
     // Credentials are masked in every view of the trace.
-    let full = run_acli(&node.mgmt_socket(), false, &[&format!("show sip-trace {rid} full")], None);
+    let full = run_acli(
+        &node.mgmt_socket(),
+        false,
+        &[&format!("show sip-trace {rid} full")],
+        None,
+    );
     full.assert_ok();
-    assert!(full.stdout.contains("Authorization: Digest"), "{}", full.stdout);
-    assert!(!full.stdout.contains("5ec7e7d1gest0f41ice"), "{}", full.stdout);
+    assert!(
+        full.stdout.contains("Authorization: Digest"),
+        "{}",
+        full.stdout
+    );
+    assert!(
+        !full.stdout.contains("5ec7e7d1gest0f41ice"),
+        "{}",
+        full.stdout
+    );
 
     // The pcap, written by the client, decoded by tshark without options.
     let pcap = node.dir().path().join("call.pcap");
