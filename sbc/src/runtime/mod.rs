@@ -882,6 +882,8 @@ impl Node {
                 g.stop();
             }
             s.timers.stop();
+            // After the workers: nothing is traced any more.
+            s.wire.trace.stop();
         })
         .await;
         let s = total_stats(&shared.ctx.shards);
