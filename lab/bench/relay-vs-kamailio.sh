@@ -7,6 +7,8 @@
 #   FAMILY=ipv6 lab/bench/relay-vs-kamailio.sh                  # the same over ::1
 #   lab/bench/build-at.sh d22db82 /tmp/sbc-d22db82 &&           # an older binary, against
 #     RELAYS="kamailio sbc sbc-old" SBC_OLD_BIN=/tmp/sbc-d22db82/sbc lab/bench/relay-vs-kamailio.sh
+#   ROUNDS=3 RELAYS="kamailio sbc sbc-hep sbc-hep-down" lab/bench/relay-vs-kamailio.sh
+#                                                               # HEP capture on, off, server down
 #
 # For each call rate, each relay in turn (never two under load at once) gets
 #   SIPp UAC (127.0.0.1:$UAC_PORT) -> relay -> SIPp UAS (127.0.0.1:5080)
@@ -20,6 +22,22 @@
 #             (access 127.0.0.1:5060, core 127.0.0.1:5062, route to the UAS)
 #   sbc-old:  $SBC_OLD_BIN run --config <the same TOML> (same ports; an older build,
 #             e.g. from lab/bench/build-at.sh, to compare two commits in one run)
+#   sbc-hep:  $SBC_BIN with the same TOML plus [capture-agent] (issue 27's SIP trace):
+#             HEPv3 over UDP to a python3 receiver the script starts for the step on
+#             a free loopback port (port 0: the kernel picks it); it counts the
+#             datagrams (those starting "HEP3" apart), their bytes and its socket's
+#             kernel drops, and writes them to a file on SIGTERM (after the relay
+#             has stopped, draining its socket first)
+#   sbc-hep-down: $SBC_BIN with the same TOML plus [capture-agent] over TCP to a
+#             loopback port nobody listens on (chosen at start, checked free before
+#             each step): every connection is refused, every packet a counted drop
+#   At the end of each step of the hep relays, once the UAC has exited and the UAS
+#   is stopped, the script reads `sbc acli --json -c "show sip-trace"` (polling
+#   until queued = hep_sent + hep_dropped, at most 5 s) for the report: traced,
+#   queue_dropped (> 0: the trace queue overflowed), hep_sent, hep_dropped.
+#   Only [capture-agent] is on (sip-monitoring stays disabled): what is measured is
+#   the trace queue, the trace thread and the HEP sender, all inside the sbc PID
+#   whose CPU is counted. The receiver's CPU is reported apart, not in the relay's.
 #
 # With FAMILY=ipv6 every address is ::1 instead: SIPp `-i ::1` and remote
 # `[::1]:port`, the sbc's interfaces and session agent on "::1", and Kamailio
@@ -28,7 +46,8 @@
 # else changes (the reference file itself is never edited).
 #
 # Environment (defaults in brackets):
-#   RELAYS      relays to run, in order: kamailio, sbc, sbc-old ["kamailio sbc"]
+#   RELAYS      relays to run, in order: kamailio, sbc, sbc-old, sbc-hep, sbc-hep-down
+#               ["kamailio sbc"]
 #   FAMILY      ipv4 (127.0.0.1) or ipv6 (::1)            [ipv4]
 #   SBC_OLD_BIN the sbc-old binary (needed when RELAYS has sbc-old)
 #   SBC_COMMIT, SBC_OLD_COMMIT  the commit each binary was built from, for the report
@@ -49,12 +68,17 @@
 #   SBC_BIN     sbc binary           [<repo>/target/release/sbc]
 #   SBC_OLD_BIN sbc-old binary       [none]
 #   SIPP        sipp binary          [sipp]
+#   PYTHON      python3 (the HEP receiver, reading the ACLI's JSON) [python3]
+#   HEP_DOWN_PORT  TCP port of sbc-hep-down's capture server, on which nothing may
+#               listen [a free one, picked at start]
 #   OUT         Markdown report      [<repo>/lab/results/relay-<UTC date-time>.md]
 #   KEEP_WORK=1 keep the scratch dir (SIPp CSVs, relay logs) even on success
 #
 # Output: a Markdown report on stdout and in $OUT; progress goes to stderr.
 # This is a benchmark, not a test: it exits 0 whenever the run completed, even
 # if calls failed. Exit 2 on bad setup (busy port, missing binary, no ::1).
+
+# shellcheck disable=SC2015 # "check && check || die" (or "|| continue") is meant: C runs when A or B fails
 set -euo pipefail
 
 die() { echo "relay-bench: $*" >&2; exit 2; }
@@ -74,6 +98,9 @@ SBC_OLD_BIN=${SBC_OLD_BIN:-}
 FAMILY=${FAMILY:-ipv4}
 ROUNDS=${ROUNDS:-1}
 SIPP=${SIPP:-sipp}
+PYTHON=${PYTHON:-python3}
+HEP_DOWN_PORT=${HEP_DOWN_PORT:-}
+HEP_DOWN_PORT_GIVEN=$HEP_DOWN_PORT
 RELAYS=${RELAYS:-"kamailio sbc"}
 RATES=${RATES:-"200 500 1000 2000"}
 DURATION=${DURATION:-10}
@@ -127,7 +154,10 @@ for relay in $RELAYS; do
     sbc-old)
       [[ -n $SBC_OLD_BIN ]] || die "RELAYS has sbc-old: set SBC_OLD_BIN to the older sbc binary (lab/bench/build-at.sh COMMIT OUTDIR builds one)"
       [[ -x $SBC_OLD_BIN ]] || die "SBC_OLD_BIN: $SBC_OLD_BIN is not an executable" ;;
-    *) die "unknown relay '$relay' in RELAYS (kamailio, sbc, sbc-old)" ;;
+    sbc-hep|sbc-hep-down)
+      [[ -x $SBC_BIN ]] || die "$SBC_BIN not found: run cargo build --release -p sbc"
+      command -v "$PYTHON" >/dev/null || die "RELAYS has $relay: $PYTHON not found (the HEP receiver and the ACLI's JSON need python3; set PYTHON)" ;;
+    *) die "unknown relay '$relay' in RELAYS (kamailio, sbc, sbc-old, sbc-hep, sbc-hep-down)" ;;
   esac
 done
 if [[ $FAMILY == ipv6 ]]; then
@@ -155,6 +185,19 @@ need_free() { ! udp_port_busy "$1" || die "UDP port $1 was taken by another proc
 for p in $UAS_PORT $KAM_PORT $SBC_PORT $SBC_CORE_PORT $UAC_PORT; do
   udp_port_busy "$p" && die "UDP port $p on this machine is already bound (ss -lunp 'sport = :$p')"
 done
+# sbc-hep-down's capture server: a TCP port on $IP where nothing listens, so that
+# every connection the sbc tries is refused. Picked by binding port 0 and closing
+# (never listening), unless given; checked again before each step.
+tcp_listening() { [[ -n $(ss -Hltn "sport = :$1" 2>/dev/null) ]]; }
+if has sbc-hep-down; then
+  if [[ -z $HEP_DOWN_PORT ]]; then
+    HEP_DOWN_PORT=$("$PYTHON" -c 'import socket, sys
+s = socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET)
+s.bind((sys.argv[1], 0)); print(s.getsockname()[1])' "$IP") || die "could not pick a free TCP port on $IP with $PYTHON"
+  fi
+  if ! is_uint "$HEP_DOWN_PORT" || (( HEP_DOWN_PORT == 0 || HEP_DOWN_PORT > 65535 )); then die "HEP_DOWN_PORT must be a port number"; fi
+  tcp_listening "$HEP_DOWN_PORT" && die "HEP_DOWN_PORT $HEP_DOWN_PORT: something listens on it (ss -ltnp 'sport = :$HEP_DOWN_PORT'); sbc-hep-down needs a port nobody listens on"
+fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/relay-bench.XXXXXX")
 mkdir -p "$(dirname "$OUT")"
@@ -162,7 +205,7 @@ mkdir -p "$(dirname "$OUT")"
 # ------------------------------------------------------- process control ---
 # Only PIDs started here (and, for Kamailio, the processes it forked) are
 # ever signalled; a PID is forgotten once stopped and reaped.
-RELAY_PID=""; UAS_PID=""; UAC_PID=""
+RELAY_PID=""; UAS_PID=""; UAC_PID=""; HEP_RX_PID=""
 
 # All descendants of $1 (itself included), by walking PPIDs.
 tree_pids() {
@@ -181,6 +224,7 @@ alive() { [[ -n $1 ]] && kill -0 "$1" 2>/dev/null; }
 
 # Start time (field 22 of /proc/PID/stat) of a PID, to tell it from a later
 # process that reuses the PID number.
+# shellcheck disable=SC2086 # the fields after ')' split into $1.. on purpose
 start_time() { local s; s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1; s=${s##*) }; set -- $s; echo "${20}"; }
 # still_ours PID STARTTIME
 still_ours() { [[ $(start_time "$1" 2>/dev/null) == "$2" ]]; }
@@ -212,7 +256,7 @@ stop_pid() {
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
-  stop_pid "$UAC_PID" 3; stop_pid "$UAS_PID" 3; stop_pid "$RELAY_PID" 5
+  stop_pid "$UAC_PID" 3; stop_pid "$UAS_PID" 3; stop_pid "$RELAY_PID" 5; stop_pid "$HEP_RX_PID" 3
   if (( rc == 0 )) && [[ ${KEEP_WORK:-0} != 1 ]]; then rm -rf "$WORK"
   else log "scratch files kept in $WORK"; fi
   exit "$rc"
@@ -310,6 +354,108 @@ transport = "udp"
 [session-router]
 default-route = "core"
 EOF
+  # sbc-hep-down: the same plus HEP over TCP to a port nobody listens on.
+  if has sbc-hep-down; then write_hep_config "$WORK/sbc-hep-down.toml" tcp "$(hp "$IP" "$HEP_DOWN_PORT")"; fi
+}
+
+# write_hep_config FILE TRANSPORT HOST:PORT: sbc.toml plus [capture-agent] (only
+# that: sip-monitoring stays disabled, every other key as in sbc.toml).
+write_hep_config() {
+  { cat "$WORK/sbc.toml"
+    cat <<EOF
+
+[capture-agent]
+state = "enabled"
+address = "$3"
+transport = "$2"
+capture-id = 2001
+EOF
+  } >"$1"
+}
+
+# The HEP receiver of sbc-hep: python3 RECEIVER IP PORTFILE COUNTSFILE binds a UDP
+# socket on IP, port 0, writes the port the kernel gave it to PORTFILE, and counts
+# datagrams, those that start with "HEP3" (HEPv3) and bytes. On SIGTERM it drains
+# what is queued in its socket, reads its socket's kernel drops (last column of
+# /proc/net/udp or udp6, the line of its socket's inode) and writes
+# "datagrams hep3 bytes drops" to COUNTSFILE, then exits.
+HEP_RX_PY='import os, signal, socket, sys
+ip, port_file, counts_file = sys.argv[1:4]
+v6 = ":" in ip
+s = socket.socket(socket.AF_INET6 if v6 else socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)   # capped by net.core.rmem_max
+s.bind((ip, 0))
+n = [0, 0, 0]                                                 # datagrams, HEP3, bytes
+buf = bytearray(65536)
+def count(k):
+    n[0] += 1; n[2] += k
+    if buf.startswith(b"HEP3"): n[1] += 1
+def done(*_):
+    s.setblocking(False)
+    try:
+        while True: count(s.recv_into(buf))
+    except BlockingIOError:
+        pass
+    drops, inode = "n/a", str(os.fstat(s.fileno()).st_ino)
+    with open("/proc/net/udp6" if v6 else "/proc/net/udp") as f:
+        for line in f:
+            x = line.split()
+            if len(x) > 12 and x[9] == inode: drops = x[-1]
+    with open(counts_file + ".tmp", "w") as f: f.write("%d %d %d %s\n" % (n[0], n[1], n[2], drops))
+    os.rename(counts_file + ".tmp", counts_file)
+    os._exit(0)
+signal.signal(signal.SIGTERM, done)
+with open(port_file + ".tmp", "w") as f: f.write("%d\n" % s.getsockname()[1])
+os.rename(port_file + ".tmp", port_file)
+while True: count(s.recv_into(buf))
+'
+HEP_RX_PORT=""; HEP_RX_TAG=""
+# start_hep_rx TAG: a fresh receiver for one step (HEP_RX_PID, HEP_RX_PORT).
+start_hep_rx() {
+  local tag=$1
+  HEP_RX_TAG=$tag
+  rm -f "$WORK/$tag-hep.port" "$WORK/$tag-hep.counts"
+  "$PYTHON" -c "$HEP_RX_PY" "$IP" "$WORK/$tag-hep.port" "$WORK/$tag-hep.counts" >"$WORK/$tag-hep.log" 2>&1 </dev/null &
+  HEP_RX_PID=$!
+  wait_until 10 test -s "$WORK/$tag-hep.port" || die "the HEP receiver wrote no port (see $WORK/$tag-hep.log)"
+  read -r HEP_RX_PORT <"$WORK/$tag-hep.port"
+  wait_until 5 bound_by "$HEP_RX_PORT" "$HEP_RX_PID" || die "the HEP receiver has not bound $(hp "$IP" "$HEP_RX_PORT") (see $WORK/$tag-hep.log)"
+}
+# stop_hep_rx: SIGTERM the receiver (it drains, writes its counts, exits) and
+# read its counts into HEP_RX_COUNTS ("datagrams hep3 bytes drops", empty if none).
+HEP_RX_COUNTS=""
+stop_hep_rx() {
+  HEP_RX_COUNTS=""
+  [[ -n $HEP_RX_PID ]] || return 0
+  stop_pid "$HEP_RX_PID" 3; HEP_RX_PID=""
+  [[ -s $WORK/$HEP_RX_TAG-hep.counts ]] && read -r HEP_RX_COUNTS <"$WORK/$HEP_RX_TAG-hep.counts"
+  [[ -n $HEP_RX_COUNTS ]] || log "  the HEP receiver wrote no counts (see $WORK/$HEP_RX_TAG-hep.log)"
+}
+
+# trace_counters: "queued queue_dropped hep_sent hep_dropped" of the running sbc's
+# `show sip-trace` (its ACLI, JSON), empty if it cannot be read.
+trace_counters() {
+  [[ -S ${SBC_MGMT:-} ]] || return 0
+  "$SBC_BIN" acli --mgmt-socket "$SBC_MGMT" --json -c "show sip-trace" 2>/dev/null | "$PYTHON" -c 'import json, sys
+c = json.load(sys.stdin)["counters"]
+print(c["queued"], c["queue_dropped"], c["hep_sent"], c["hep_dropped"])' 2>/dev/null || true
+}
+# settled_trace_counters: TRACE_COUNTERS once every traced message has been sent or
+# dropped (queued = hep_sent + hep_dropped) and two readings agree, polled for at most
+# 5 s; TRACE_SETTLED=0 if they never did (the last reading is kept).
+TRACE_COUNTERS=""; TRACE_SETTLED=0
+settled_trace_counters() {
+  local i prev="" q s d
+  TRACE_COUNTERS=""; TRACE_SETTLED=0
+  for (( i = 0; i < 25; i++ )); do
+    TRACE_COUNTERS=$(trace_counters)
+    if [[ -n $TRACE_COUNTERS ]]; then
+      read -r q _ s d <<<"$TRACE_COUNTERS"
+      if (( q == s + d )) && [[ $TRACE_COUNTERS == "$prev" ]]; then TRACE_SETTLED=1; return 0; fi
+    fi
+    prev=$TRACE_COUNTERS
+    sleep 0.2
+  done
 }
 
 sbc_ready() { grep -q 'sbc ready' "$1" 2>/dev/null; }
@@ -323,6 +469,7 @@ KAM_CFG_CHANGED=""
 write_kamailio_config() {
   [[ $FAMILY == ipv6 ]] && has kamailio || return 0
   KAM_CFG_RUN=$WORK/kamailio-ipv6.cfg
+  # shellcheck disable=SC2016 # $du is Kamailio's, matched literally
   sed -E -e '/^[[:space:]]*listen[[:space:]]*=/s/127\.0\.0\.1/[::1]/g' \
          -e '/^[[:space:]]*alias[[:space:]]*=/s/127\.0\.0\.1/[::1]/g' \
          -e '/\$du[[:space:]]*=/s/sip:127\.0\.0\.1/sip:[::1]/g' \
@@ -351,13 +498,23 @@ start_relay() {
       # Bound, and all children forked (main + 2 UDP workers + timers...).
       wait_until 15 bound_by "$KAM_PORT" "$RELAY_PID" || die "kamailio did not bind $RELAY_TARGET (see $WORK/$tag-relay.log)"
       sleep 0.5 ;;
-    sbc|sbc-old)
-      local bin=$SBC_BIN
+    sbc|sbc-old|sbc-hep|sbc-hep-down)
+      local bin=$SBC_BIN config=$WORK/sbc.toml
       [[ $relay == sbc-old ]] && bin=$SBC_OLD_BIN
       need_free "$SBC_PORT"; need_free "$SBC_CORE_PORT"
+      case $relay in
+        sbc-hep)        # a fresh receiver, and the TOML that names its port
+          start_hep_rx "$tag"
+          config=$WORK/sbc-hep.toml
+          write_hep_config "$config" udp "$(hp "$IP" "$HEP_RX_PORT")" ;;
+        sbc-hep-down)
+          ! tcp_listening "$HEP_DOWN_PORT" || die "something now listens on TCP $(hp "$IP" "$HEP_DOWN_PORT"), sbc-hep-down's 'down' capture server (ss -ltnp 'sport = :$HEP_DOWN_PORT')"
+          config=$WORK/sbc-hep-down.toml ;;
+      esac
+      # shellcheck disable=SC2174 # $WORK exists: only mgmt-TAG is made, and it gets the 0700
       mkdir -p -m 0700 "$WORK/mgmt-$tag"
       SBC_MGMT=$WORK/mgmt-$tag/m.sock
-      "$bin" run --config "$WORK/sbc.toml" --mgmt-socket "$SBC_MGMT" >"$WORK/$tag-relay.log" 2>&1 </dev/null &
+      "$bin" run --config "$config" --mgmt-socket "$SBC_MGMT" >"$WORK/$tag-relay.log" 2>&1 </dev/null &
       RELAY_PID=$!; RELAY_TARGET=$(hp "$IP" "$SBC_PORT")
       wait_until 15 sbc_ready "$WORK/$tag-relay.log" || die "$relay did not print 'sbc ready' (see $WORK/$tag-relay.log)"
       # It binds the interfaces before it says ready; check they are on $IP.
@@ -385,7 +542,8 @@ run_step() {   # run_step RELAY RATE [ROUND]
   start_relay "$relay" "$tag"
   need_free "$UAC_PORT"
   c0=$(cpu_ticks "$RELAY_PID"); t0=$(date +%s.%N)
-  local u0 u1; children_cpu u0
+  local u0 u1 h0="" h1=""; children_cpu u0
+  [[ -n $HEP_RX_PID ]] && h0=$(cpu_ticks "$HEP_RX_PID")
   "$SIPP" -sn uac -i "$IP" -p "$UAC_PORT" "$RELAY_TARGET" -nostdin \
     -r "$rate" -m "$calls" -d "$CALL_MS" -timeout "$(( DURATION * 3 + 15 ))s" \
     -trace_stat -stf "$WORK/$tag-uac.csv" -fd 1 \
@@ -395,9 +553,22 @@ run_step() {   # run_step RELAY RATE [ROUND]
   UAC_PID=""
   children_cpu u1               # only the UAC was reaped in between
   t1=$(date +%s.%N); c1=$(cpu_ticks "$RELAY_PID")
+  [[ -n $HEP_RX_PID ]] && h1=$(cpu_ticks "$HEP_RX_PID")
   alive "$RELAY_PID" || log "WARNING: $relay died during the step (see $WORK/$tag-relay.log)"
   stop_pid "$UAS_PID" 3; UAS_PID=""        # SIGTERM: SIPp writes its last CSV line
+  if [[ $relay == sbc-hep* ]]; then
+    # The trace's counters once the traffic is over (outside the CPU window).
+    settled_trace_counters
+    (( TRACE_SETTLED )) || log "  show sip-trace: counters not settled after 5 s (queued = hep_sent + hep_dropped): '${TRACE_COUNTERS:-unreadable}'"
+    read -r "R[$relay,$key,traced]" "R[$relay,$key,qdrop]" "R[$relay,$key,hep_sent]" "R[$relay,$key,hep_dropped]" <<<"$TRACE_COUNTERS"
+    R[$relay,$key,settled]=$TRACE_SETTLED
+  fi
   stop_pid "$RELAY_PID" 5; RELAY_PID=""
+  if [[ $relay == sbc-hep ]]; then
+    stop_hep_rx                # after the relay: everything it sent has arrived
+    read -r "R[$relay,$key,rx]" "R[$relay,$key,rx_hep3]" "R[$relay,$key,rx_bytes]" "R[$relay,$key,rx_kdrops]" <<<"$HEP_RX_COUNTS"
+    R[$relay,$key,rx_cpu]=$(awk -v a="$h0" -v b="$h1" -v hz="$CLK_TCK" 'BEGIN { if (a == "" || b == "") print "n/a"; else printf "%.2f", (b - a) / hz }')
+  fi
 
   local uacf="$WORK/$tag-uac.csv" uasf="$WORK/$tag-uas.csv"
   R[$relay,$key,rc]=$rc
@@ -411,6 +582,11 @@ run_step() {   # run_step RELAY RATE [ROUND]
   R[$relay,$key,uac_cpu]=$(awk -v a="$u0" -v b="$u1" 'BEGIN { printf "%.2f", b - a }')
   R[$relay,$key,wall]=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
   log "  $relay@$key: ok=${R[$relay,$key,ok]:-?} failed=${R[$relay,$key,failed]:-?} rtx=${R[$relay,$key,rtx_uac]:-?}/${R[$relay,$key,rtx_uas]:-?} cpu=${R[$relay,$key,cpu]}s uac_cpu=${R[$relay,$key,uac_cpu]}s wall=${R[$relay,$key,wall]}s sipp_rc=$rc"
+  if [[ $relay == sbc-hep* ]]; then
+    local rxlog=""
+    [[ $relay == sbc-hep ]] && rxlog="; receiver: datagrams=${R[$relay,$key,rx]:-?} HEP3=${R[$relay,$key,rx_hep3]:-?} bytes=${R[$relay,$key,rx_bytes]:-?} kernel_drops=${R[$relay,$key,rx_kdrops]:-?} cpu=${R[$relay,$key,rx_cpu]:-?}s"
+    log "  $relay@$key: show sip-trace: traced=${R[$relay,$key,traced]:-?} queue_dropped=${R[$relay,$key,qdrop]:-?} hep_sent=${R[$relay,$key,hep_sent]:-?} hep_dropped=${R[$relay,$key,hep_dropped]:-?}$rxlog"
+  fi
 }
 
 # Established calls right now: calls sitting in the hold pause of the built-in
@@ -427,12 +603,13 @@ counts_exist() { [[ -s $MEM_COUNTS ]]; }
 sbc_heap() {
   local bin=$SBC_BIN
   [[ $1 == sbc-old ]] && bin=$SBC_OLD_BIN
-  [[ ( $1 == sbc || $1 == sbc-old ) && -S ${SBC_MGMT:-} ]] || return 0
+  [[ $1 == sbc* && -S ${SBC_MGMT:-} ]] || return 0
   "$bin" acli --mgmt-socket "$SBC_MGMT" --json -c "show memory" 2>/dev/null \
     | sed -n 's/.*"heap_allocated": *\([0-9][0-9]*\).*/\1/p' | head -1
 }
 
 run_mem() {   # run_mem RELAY
+  # shellcheck disable=SC2017 # whole seconds of setup, doubled: precision is not the point
   local relay=$1 tag="mem-$1" secs=$(( MEM_CALLS / MEM_RATE * 2 + 30 ))
   log "memory: $relay, $MEM_CALLS concurrent calls set up at $MEM_RATE calls/s"
   start_uas "$tag"
@@ -467,6 +644,7 @@ run_mem() {   # run_mem RELAY
   stop_pid "$UAC_PID" 3; UAC_PID=""
   stop_pid "$UAS_PID" 3; UAS_PID=""
   stop_pid "$RELAY_PID" 5; RELAY_PID=""
+  stop_hep_rx
   log "  $relay: ${R[$relay,mem,calls]} calls, Pss ${R[$relay,mem,pss0]} -> ${R[$relay,mem,pss1]} kB, RSS ${R[$relay,mem,rss0]} -> ${R[$relay,mem,rss1]} kB"
 }
 
@@ -521,6 +699,7 @@ if (( MEM_SETTLE != 40 )); then CMDLINE+=" MEM_SETTLE=$MEM_SETTLE"; fi
 if has sbc-old; then CMDLINE+=" SBC_OLD_BIN=$SBC_OLD_BIN"; fi
 if [[ -n ${SBC_COMMIT:-} ]]; then CMDLINE+=" SBC_COMMIT=$SBC_COMMIT"; fi
 if has sbc-old && [[ -n ${SBC_OLD_COMMIT:-} ]]; then CMDLINE+=" SBC_OLD_COMMIT=$SBC_OLD_COMMIT"; fi
+if has sbc-hep-down && [[ -n $HEP_DOWN_PORT_GIVEN ]]; then CMDLINE+=" HEP_DOWN_PORT=$HEP_DOWN_PORT_GIVEN"; fi
 CMDLINE+=" $0${*:+ $*}"
 
 # bin_commit BIN GIVEN: the commit BIN was built from, as far as can be told:
@@ -541,9 +720,9 @@ NAME_COMMITS=0
 if has sbc-old || [[ -n ${SBC_COMMIT:-} ]]; then NAME_COMMITS=1; fi
 
 TITLE="sbc vs Kamailio"
-if has sbc-old; then
+if has sbc-old || has sbc-hep || has sbc-hep-down; then
   TITLE=""
-  for n in sbc sbc-old kamailio; do
+  for n in sbc sbc-hep sbc-hep-down sbc-old kamailio; do
     has "$n" || continue
     [[ $n == kamailio ]] && n=Kamailio
     TITLE+="${TITLE:+ vs }$n"
@@ -553,31 +732,50 @@ if [[ $FAMILY == ipv6 ]]; then TITLE+=" over IPv6"; fi
 ORDER_NOTE="relays run one after the other"
 if (( ROUNDS > 1 )); then ORDER_NOTE+=", $ROUNDS rounds of all the steps (the relays in reverse order in even rounds)"; fi
 
-# pair_table A B HEADER: the ratios of relay A to relay B at each step.
+# against TARGET: "≤ TARGET (within)" or "(above)" for a CPU-per-call ratio.
+against() { awk -v r="$1" -v t="$2" 'BEGIN { if (r == "n/a") print "n/a"; else printf "≤ %s (%s)", t, (r <= t ? "within" : "above") }'; }
+
+# pair_table A B HEADER [TARGET]: the ratios of relay A to relay B at each step;
+# with TARGET (issue 27's bound on the CPU-per-call ratio) a column says whether
+# each step's ratio is within it.
 pair_table() {
-  local a=$1 b=$2 rate round key fd rd
+  local a=$1 b=$2 target=${4:-} rate round key fd rd cpr
   has "$a" && has "$b" && [[ -n ${RATES// /} ]] || return 0
   echo
   echo "## $3"
   echo
-  echo "| rate (calls/s) | CPU per call, $a ÷ $b | failed calls, $a − $b | retransmissions (UAC+UAS), $a − $b |"
-  echo "|---:|---:|---:|---:|"
+  if [[ -n $target ]]; then
+    echo "| rate (calls/s) | CPU per call, $a ÷ $b | issue 27 target | failed calls, $a − $b | retransmissions (UAC+UAS), $a − $b |"
+    echo "|---:|---:|---|---:|---:|"
+  else
+    echo "| rate (calls/s) | CPU per call, $a ÷ $b | failed calls, $a − $b | retransmissions (UAC+UAS), $a − $b |"
+    echo "|---:|---:|---:|---:|"
+  fi
   for rate in $RATES; do
     for (( round = 1; round <= ROUNDS; round++ )); do
       key=$(step_key "$rate" "$round")
       fd=$(awk -v a="${R[$a,$key,failed]:-}" -v b="${R[$b,$key,failed]:-}" 'BEGIN { if (a == "" || b == "") print "n/a"; else printf "%+d", a - b }')
       rd=$(awk -v a="${R[$a,$key,rtx_uac]:-}" -v b="${R[$a,$key,rtx_uas]:-}" -v c="${R[$b,$key,rtx_uac]:-}" -v d="${R[$b,$key,rtx_uas]:-}" \
         'BEGIN { if (a == "" || c == "") print "n/a"; else printf "%+d", (a + b) - (c + d) }')
-      printf '| %s | %s | %s | %s |\n' "$(step_label "$rate" "$round")" "$(ratio "${R[$a,$key,cpc]}" "${R[$b,$key,cpc]}")" "$fd" "$rd"
+      cpr=$(ratio "${R[$a,$key,cpc]}" "${R[$b,$key,cpc]}")
+      if [[ -n $target ]]; then
+        printf '| %s | %s | %s | %s | %s |\n' "$(step_label "$rate" "$round")" "$cpr" "$(against "$cpr" "$target")" "$fd" "$rd"
+      else
+        printf '| %s | %s | %s | %s |\n' "$(step_label "$rate" "$round")" "$cpr" "$fd" "$rd"
+      fi
     done
   done
+  if [[ -n $target ]] && (( ROUNDS == 1 )); then
+    echo
+    echo "One step per rate: a single ratio moves by the run's noise (10–20 % on a shared machine); judge the target with ROUNDS ≥ 3 (mean ± sd under \"Across the rounds\")."
+  fi
 }
 
 join_comma() { local j; printf -v j '%s, ' "$@"; echo "${j%, }"; }
 # rounds_table: with ROUNDS > 1, each relay's CPU per call and each pair's
 # ratio per rate, as mean ± sd over the rounds: the run's own noise.
 rounds_table() {
-  local rate round key relay a b
+  local rate round key relay a b target
   local -a v
   (( ROUNDS > 1 )) || return 0
   echo
@@ -591,17 +789,82 @@ rounds_table() {
       for (( round = 1; round <= ROUNDS; round++ )); do v+=("${R[$relay,$(step_key "$rate" "$round"),cpc]}"); done
       printf '| %s | %s CPU per call (µs) | %s | %s |\n' "$rate" "$relay" "$(join_comma "${v[@]}")" "$(DP=0 mean_sd "${v[@]}")"
     done
-    for pair in "sbc kamailio" "sbc-old kamailio" "sbc sbc-old"; do
-      read -r a b <<<"$pair"
+    for pair in "sbc kamailio" "sbc-old kamailio" "sbc sbc-old" "sbc-hep sbc 1.15" "sbc-hep-down sbc 1.05"; do
+      read -r a b target <<<"$pair"
       has "$a" && has "$b" || continue
       v=()
       for (( round = 1; round <= ROUNDS; round++ )); do
         key=$(step_key "$rate" "$round")
         v+=("$(ratio "${R[$a,$key,cpc]}" "${R[$b,$key,cpc]}")")
       done
-      printf '| %s | %s ÷ %s | %s | %s |\n' "$rate" "$a" "$b" "$(join_comma "${v[@]}")" "$(DP=2 mean_sd "${v[@]}")"
+      printf '| %s | %s ÷ %s%s | %s | %s |\n' "$rate" "$a" "$b" "${target:+ (issue 27 target ≤ $target)}" "$(join_comma "${v[@]}")" "$(DP=2 mean_sd "${v[@]}")"
     done
   done
+}
+
+# hep_table: per step of sbc-hep and sbc-hep-down, the trace's counters (`show
+# sip-trace` once the traffic is over) and what the receiver got, then what they say.
+hep_table() {
+  local rate round key relay label tpc rpc rx
+  local -a qover=() unread=() unsettled=() sdrop=() short=() kdrop=() notsent=()
+  has sbc-hep || has sbc-hep-down || return 0
+  [[ -n ${RATES// /} ]] || return 0
+  echo
+  echo "## SIP trace: HEP capture counters at the end of each step"
+  echo
+  echo "| rate (calls/s) | relay | ok calls | traced | queue_dropped | hep_sent | hep_dropped | traced per ok call | receiver: datagrams (of which HEPv3) | receiver: bytes | receiver: kernel drops | received per ok call | receiver CPU (s) |"
+  echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  for rate in $RATES; do
+    for (( round = 1; round <= ROUNDS; round++ )); do
+      key=$(step_key "$rate" "$round")
+      label=$(step_label "$rate" "$round")
+      for relay in $RELAYS; do
+        [[ $relay == sbc-hep || $relay == sbc-hep-down ]] || continue
+        local -A c=()
+        for f in ok traced qdrop hep_sent hep_dropped rx rx_hep3 rx_bytes rx_kdrops rx_cpu; do c[$f]=${R[$relay,$key,$f]:-}; done
+        tpc=$(awk -v t="${c[traced]}" -v n="${c[ok]:-0}" 'BEGIN { if (t != "" && n > 0) printf "%.1f", t / n; else print "n/a" }')
+        if [[ $relay == sbc-hep ]]; then
+          rpc=$(awk -v t="${c[rx_hep3]}" -v n="${c[ok]:-0}" 'BEGIN { if (t != "" && n > 0) printf "%.1f", t / n; else print "n/a" }')
+          rx="$(num "${c[rx]}") ($(num "${c[rx_hep3]}"))"
+          printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$label" "$relay" "$(num "${c[ok]}")" \
+            "$(num "${c[traced]}")" "$(num "${c[qdrop]}")" "$(num "${c[hep_sent]}")" "$(num "${c[hep_dropped]}")" "$tpc" \
+            "$rx" "$(num "${c[rx_bytes]}")" "$(num "${c[rx_kdrops]}")" "$rpc" "$(num "${c[rx_cpu]}")"
+        else
+          printf '| %s | %s | %s | %s | %s | %s | %s | %s | — | — | — | — | — |\n' "$label" "$relay" "$(num "${c[ok]}")" \
+            "$(num "${c[traced]}")" "$(num "${c[qdrop]}")" "$(num "${c[hep_sent]}")" "$(num "${c[hep_dropped]}")" "$tpc"
+        fi
+        if [[ -z ${c[traced]} ]]; then unread+=("$relay@$label"); continue; fi
+        [[ ${R[$relay,$key,settled]:-0} == 1 ]] || unsettled+=("$relay@$label")
+        (( c[qdrop] > 0 )) && qover+=("$relay@$label: ${c[qdrop]}")
+        if [[ $relay == sbc-hep ]]; then
+          (( c[hep_dropped] > 0 )) && sdrop+=("$label: ${c[hep_dropped]}")
+          if [[ -n ${c[rx_hep3]} ]]; then
+            (( c[rx_hep3] < c[hep_sent] )) && short+=("$label: $(( c[hep_sent] - c[rx_hep3] )) of ${c[hep_sent]}")
+            [[ ${c[rx_kdrops]} =~ ^[0-9]+$ ]] && (( c[rx_kdrops] > 0 )) && kdrop+=("$label: ${c[rx_kdrops]}")
+          else
+            unread+=("the receiver's counts, $label")
+          fi
+        else
+          (( c[hep_sent] > 0 )) && notsent+=("$label: ${c[hep_sent]}")
+        fi
+      done
+    done
+  done
+  echo
+  echo "traced, queue_dropped, hep_sent, hep_dropped: \`counters\` of \`sbc acli --json -c \"show sip-trace\"\` read once the UAC has exited and the UAS is stopped (queued = hep_sent + hep_dropped, polled for at most 5 s), from the relay's start: every message the sbc received or sent that reached the trace queue (traced), each one HEP packet, sent or dropped. Receiver: datagrams, bytes and its socket's kernel drops (\`/proc/net/udp\` drops column), counted by the python3 receiver until it is stopped after the relay."
+  echo
+  if (( ${#qover[@]} )); then
+    echo "⚠ **The trace queue overflowed** (queue_dropped > 0) at $(join_comma "${qover[@]}") messages: the SIP path did not wait for the trace thread, but those messages were never traced (the capture misses them and did not cost their encoding)."
+  elif (( ${#unread[@]} == 0 )); then
+    echo "queue_dropped = 0 at every step: the trace queue never overflowed."
+  fi
+  if (( ${#unread[@]} )); then echo; echo "⚠ not read (n/a): $(join_comma "${unread[@]}") (see the relay logs in the scratch dir, KEEP_WORK=1)."; fi
+  if (( ${#unsettled[@]} )); then echo; echo "⚠ counters not settled 5 s after the traffic (queued ≠ hep_sent + hep_dropped) at $(join_comma "${unsettled[@]}"): the last reading is shown."; fi
+  if (( ${#sdrop[@]} )); then echo; echo "⚠ sbc-hep dropped HEP packets (UDP send errors) at $(join_comma "${sdrop[@]}")."; fi
+  if (( ${#short[@]} )); then echo; echo "⚠ the receiver got fewer HEPv3 datagrams than sbc-hep sent at $(join_comma "${short[@]}")."; fi
+  if (( ${#kdrop[@]} )); then echo; echo "⚠ the receiver's socket dropped datagrams (it did not keep up; the sbc had sent them) at $(join_comma "${kdrop[@]}")."; fi
+  if (( ${#notsent[@]} )); then echo; echo "⚠ sbc-hep-down *sent* HEP packets at $(join_comma "${notsent[@]}"): something accepted its TCP connection on $(hp "$IP" "$HEP_DOWN_PORT"), so those steps did not measure a capture server that is down."; fi
+  return 0
 }
 
 SATURATED=0
@@ -622,6 +885,12 @@ SATURATED=0
   fi
   if has sbc-old; then
     echo "- sbc-old: \`$SBC_OLD_BIN run --config sbc.toml\` (the same configuration, ports and workers; $(bin_commit "$SBC_OLD_BIN" "${SBC_OLD_COMMIT:-}"))"
+  fi
+  if has sbc-hep; then
+    echo "- sbc-hep: \`$SBC_BIN run --config sbc-hep.toml\`: sbc.toml (the same ports and workers) plus \`[capture-agent]\` state = \"enabled\", transport = \"udp\", capture-id = 2001, address = a python3 UDP receiver started for each step on a free port of $IP (sip-monitoring disabled: the trace runs for HEP alone)"
+  fi
+  if has sbc-hep-down; then
+    echo "- sbc-hep-down: \`$SBC_BIN run --config sbc-hep-down.toml\`: sbc.toml plus \`[capture-agent]\` state = \"enabled\", transport = \"tcp\", capture-id = 2001, address = \"$(hp "$IP" "$HEP_DOWN_PORT")\", where nothing listens (connection refused: every packet a counted drop)"
   fi
   echo "- traffic: SIPp built-in \`uac\` ($(hp "$IP" "$UAC_PORT")) -> relay -> built-in \`uas\` ($(hp "$IP" "$UAS_PORT")), \`-d $CALL_MS\`, ${DURATION}s per step, relay and UAS restarted per step, $ORDER_NOTE"
   if [[ $FAMILY == ipv6 ]]; then
@@ -656,6 +925,9 @@ SATURATED=0
   pair_table sbc kamailio "sbc / Kamailio"
   pair_table sbc-old kamailio "sbc-old / Kamailio"
   pair_table sbc sbc-old "sbc / sbc-old (new binary ÷ old binary)"
+  pair_table sbc-hep sbc "sbc-hep / sbc (HEP capture on ÷ off; issue 27: ≤ 1.15)" 1.15
+  pair_table sbc-hep-down sbc "sbc-hep-down / sbc (capture server down ÷ capture off; issue 27: ≤ 1.05)" 1.05
+  hep_table
   rounds_table
   if (( MEM_CALLS > 0 )); then
     echo
@@ -670,7 +942,7 @@ SATURATED=0
       printf '| %s | %s | %s | %s → %s | %s → %s | %s | %s |\n' "$relay" "${R[$relay,mem,calls]}" "$(num "${R[$relay,mem,failed]:-}")" \
         "${R[$relay,mem,pss0]}" "${R[$relay,mem,pss1]}" "${R[$relay,mem,rss0]}" "${R[$relay,mem,rss1]}" "$bpd" "$how"
     done
-    for relay in sbc sbc-old; do
+    for relay in sbc sbc-old sbc-hep sbc-hep-down; do
       [[ -n ${R[$relay,mem,heap1]:-} && -n ${R[$relay,mem,heap0]:-} ]] || continue
       hpd=$(awk -v a="${R[$relay,mem,heap0]}" -v b="${R[$relay,mem,heap1]}" -v n="${R[$relay,mem,calls]:-0}" 'BEGIN { if (n > 0) printf "%.0f", (b - a) / n; else print "n/a" }')
       echo
