@@ -1,20 +1,21 @@
-//! HEPv3 to the capture server (`capture-agent`): over UDP, one datagram per message sent at
-//! once from the trace thread; over TCP, a bounded queue to a sender thread that connects,
-//! writes with a deadline, and reconnects at most once a second. Either way a server that is
-//! down, slow or silent costs counted drops, never a wait on the trace thread.
+//! HEPv3 to the capture server (`capture-agent`): over UDP, one datagram per message sent by
+//! the trace thread; over TCP, each drain of the trace queue as one buffer of packets, through
+//! a bounded queue, to a sender thread that connects, writes with a deadline, and reconnects at
+//! most once a second. Either way a server that is down, slow or silent costs counted drops,
+//! never a wait on the trace thread; while the TCP server is down nothing is even encoded.
 
+use std::collections::VecDeque;
 use std::io::Write as _;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use sbc_proto::engine::TraceEvent;
 use sbc_proto::trace::hep::{encode_event, encode_into, HepPacket, PayloadType, Transport};
 
-use super::RtcpCapture;
+use super::Item;
 use tracing::debug;
 
 /// How HEP travels to the capture server.
@@ -75,11 +76,27 @@ pub(super) struct HepSink {
     settings: HepSettings,
     out: Out,
     counters: Arc<HepCounters>,
+    /// One packet's encoding, reused.
+    buf: Vec<u8>,
+}
+
+/// What the TCP sender shares with the trace thread.
+#[derive(Debug, Default)]
+struct TcpState {
+    /// No connection now (refused, lost, or not made yet after one was): the trace thread
+    /// counts packets as dropped without encoding them.
+    down: AtomicBool,
+    /// Packets handed to the sender and not yet written or dropped.
+    pending: AtomicUsize,
 }
 
 enum Out {
     Udp(UdpSocket),
-    Tcp(SyncSender<Vec<u8>>),
+    Tcp {
+        /// Batches of packets, each one buffer of concatenated HEP packets and its count.
+        tx: SyncSender<(Vec<u8>, usize)>,
+        state: Arc<TcpState>,
+    },
 }
 
 /// A TCP write not done within this drops the connection.
@@ -88,6 +105,8 @@ const TCP_WRITE_TIMEOUT: Duration = Duration::from_secs(1);
 const TCP_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// After a failed connection or write, the next attempt waits this long.
 const TCP_RETRY: Duration = Duration::from_secs(1);
+/// Batches waiting for the TCP sender at most (each holds one drain of the trace queue).
+const TCP_BATCHES: usize = 64;
 
 impl HepSink {
     /// A sink for `settings`: a UDP socket of the server's family, or the TCP sender thread.
@@ -104,41 +123,93 @@ impl HepSink {
                 Out::Udp(socket)
             }
             HepTransport::Tcp => {
-                let (tx, rx) = mpsc::sync_channel(settings.queue_size.max(1));
-                let (server, c) = (settings.server, counters.clone());
+                let (tx, rx) = mpsc::sync_channel(TCP_BATCHES);
+                let state = Arc::new(TcpState::default());
+                let (server, c, st) = (settings.server, counters.clone(), state.clone());
                 thread::Builder::new()
                     .name("hep-tcp".into())
-                    .spawn(move || tcp_sender(server, &rx, &c))?;
-                Out::Tcp(tx)
+                    .spawn(move || tcp_sender(server, &rx, &c, &st))?;
+                Out::Tcp { tx, state }
             }
         };
         Ok(Self {
             settings: settings.clone(),
             out,
             counters,
+            buf: Vec::with_capacity(4096),
         })
     }
 
-    /// Encodes and sends one traced message.
-    pub(super) fn send(&self, event: &TraceEvent) {
-        let s = &self.settings;
-        let auth = (!s.password.is_empty()).then_some(s.password.as_bytes());
-        let mut packet = Vec::with_capacity(event.bytes.len() + 160);
-        if encode_event(event, s.capture_id, auth, &mut packet).is_err() {
-            self.counters.dropped.fetch_add(1, Ordering::Relaxed);
-            return;
+    /// Encodes and sends what one drain of the trace queue took: SIP messages, and RTCP
+    /// reports when `rtcp` is on.
+    pub(super) fn send_batch(&mut self, items: &VecDeque<Item>) {
+        let wanted = items
+            .iter()
+            .filter(|i| self.settings.rtcp || matches!(i, Item::Sip(_)))
+            .count();
+        match &self.out {
+            Out::Udp(socket) => {
+                let (mut sent, mut dropped) = (0, 0);
+                for item in items {
+                    self.buf.clear();
+                    if !encode(&self.settings, item, &mut self.buf) {
+                        continue;
+                    }
+                    match socket.send_to(&self.buf, self.settings.server) {
+                        Ok(_) => sent += 1,
+                        Err(e) => {
+                            debug!(error = %e, "HEP datagram not sent");
+                            dropped += 1;
+                        }
+                    }
+                }
+                self.counters.sent.fetch_add(sent, Ordering::Relaxed);
+                self.counters
+                    .dropped
+                    .fetch_add(dropped + (wanted as u64 - sent - dropped), Ordering::Relaxed);
+            }
+            Out::Tcp { tx, state } => {
+                let pending = state.pending.load(Ordering::Relaxed);
+                if state.down.load(Ordering::Relaxed)
+                    || pending + wanted > self.settings.queue_size
+                {
+                    self.counters
+                        .dropped
+                        .fetch_add(wanted as u64, Ordering::Relaxed);
+                    return;
+                }
+                let mut stream = Vec::with_capacity(items.len() * 1024);
+                let mut count = 0;
+                for item in items {
+                    if encode(&self.settings, item, &mut stream) {
+                        count += 1;
+                    }
+                }
+                self.counters
+                    .dropped
+                    .fetch_add((wanted - count) as u64, Ordering::Relaxed);
+                if count == 0 {
+                    return;
+                }
+                state.pending.fetch_add(count, Ordering::Relaxed);
+                if let Err(TrySendError::Full((_, n)) | TrySendError::Disconnected((_, n))) =
+                    tx.try_send((stream, count))
+                {
+                    state.pending.fetch_sub(n, Ordering::Relaxed);
+                    self.counters.dropped.fetch_add(n as u64, Ordering::Relaxed);
+                }
+            }
         }
-        self.out(packet);
     }
+}
 
-    /// Encodes and sends one RTCP report the relay forwarded.
-    pub(super) fn send_rtcp(&self, r: &RtcpCapture) {
-        let s = &self.settings;
-        if !s.rtcp {
-            return;
-        }
-        let mut packet = Vec::with_capacity(r.bytes.len() + 160);
-        let encoded = encode_into(
+/// Appends `item` as one HEP packet to `out`; `false` when it is not sent (RTCP while `rtcp`
+/// is off, or a message too long for HEP; `out` is then as it was).
+fn encode(s: &HepSettings, item: &Item, out: &mut Vec<u8>) -> bool {
+    let auth = (!s.password.is_empty()).then_some(s.password.as_bytes());
+    match item {
+        Item::Sip(event) => encode_event(event, s.capture_id, auth, out).is_ok(),
+        Item::Rtcp(r) if s.rtcp => encode_into(
             &HepPacket {
                 src: r.src,
                 dst: r.dst,
@@ -147,73 +218,64 @@ impl HepSink {
                 time_micros: u32::try_from(r.at_unix_us % 1_000_000).unwrap_or(0),
                 payload_type: PayloadType::Rtcp,
                 capture_id: s.capture_id,
-                auth_key: (!s.password.is_empty()).then_some(s.password.as_bytes()),
+                auth_key: auth,
                 correlation_id: r.correlation.as_deref().map(str::as_bytes),
                 payload: &r.bytes,
             },
-            &mut packet,
-        );
-        if encoded.is_err() {
-            self.counters.dropped.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        self.out(packet);
-    }
-
-    fn out(&self, packet: Vec<u8>) {
-        let s = &self.settings;
-        match &self.out {
-            Out::Udp(socket) => match socket.send_to(&packet, s.server) {
-                Ok(_) => {
-                    self.counters.sent.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(e) => {
-                    debug!(error = %e, "HEP datagram not sent");
-                    self.counters.dropped.fetch_add(1, Ordering::Relaxed);
-                }
-            },
-            Out::Tcp(tx) => match tx.try_send(packet) {
-                Ok(()) => {}
-                Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-                    self.counters.dropped.fetch_add(1, Ordering::Relaxed);
-                }
-            },
-        }
+            out,
+        )
+        .is_ok(),
+        Item::Rtcp(_) => false,
     }
 }
 
-/// The TCP sender: one connection, re-made at most once per [`TCP_RETRY`]; packets that come
-/// while there is none are dropped and counted. Ends when its sink is replaced or dropped.
-fn tcp_sender(server: SocketAddr, rx: &Receiver<Vec<u8>>, counters: &HepCounters) {
+/// The TCP sender: one connection, made again at most once per [`TCP_RETRY`] (on its own
+/// clock, so it comes back without traffic); while there is none the trace thread drops
+/// packets before encoding them. Ends when its sink is replaced or dropped.
+fn tcp_sender(
+    server: SocketAddr,
+    rx: &Receiver<(Vec<u8>, usize)>,
+    counters: &HepCounters,
+    state: &TcpState,
+) {
     let mut conn: Option<TcpStream> = None;
     let mut retry_at = Instant::now();
-    while let Ok(packet) = rx.recv() {
+    loop {
         if conn.is_none() && Instant::now() >= retry_at {
             match TcpStream::connect_timeout(&server, TCP_CONNECT_TIMEOUT) {
                 Ok(s) => {
                     let _ = s.set_nodelay(true);
                     let _ = s.set_write_timeout(Some(TCP_WRITE_TIMEOUT));
                     conn = Some(s);
+                    state.down.store(false, Ordering::Relaxed);
                 }
                 Err(e) => {
                     debug!(%server, error = %e, "HEP capture server not reached");
+                    state.down.store(true, Ordering::Relaxed);
                     retry_at = Instant::now() + TCP_RETRY;
                 }
             }
         }
-        let Some(stream) = conn.as_mut() else {
-            counters.dropped.fetch_add(1, Ordering::Relaxed);
+        let (stream, count) = match rx.recv_timeout(TCP_RETRY) {
+            Ok(batch) => batch,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
+        state.pending.fetch_sub(count, Ordering::Relaxed);
+        let Some(c) = conn.as_mut() else {
+            counters.dropped.fetch_add(count as u64, Ordering::Relaxed);
             continue;
         };
-        match stream.write_all(&packet) {
+        match c.write_all(&stream) {
             Ok(()) => {
-                counters.sent.fetch_add(1, Ordering::Relaxed);
+                counters.sent.fetch_add(count as u64, Ordering::Relaxed);
             }
             Err(e) => {
                 debug!(%server, error = %e, "HEP connection lost");
                 conn = None;
+                state.down.store(true, Ordering::Relaxed);
                 retry_at = Instant::now() + TCP_RETRY;
-                counters.dropped.fetch_add(1, Ordering::Relaxed);
+                counters.dropped.fetch_add(count as u64, Ordering::Relaxed);
             }
         }
     }

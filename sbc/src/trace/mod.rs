@@ -12,8 +12,8 @@ mod hep;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -27,6 +27,11 @@ pub use self::hep::{HepSettings, HepTransport};
 
 /// Trace events waiting for the trace thread at most; more are dropped and counted.
 pub const TRACE_QUEUE: usize = 8192;
+
+/// How often the trace thread takes what waits (sooner when half the queue is full). A
+/// worker's hand-over is a push under an uncontended lock: no wake-up, no system call per
+/// message, which is what a per-message channel costs.
+const DRAIN_EVERY: Duration = Duration::from_millis(20);
 
 /// One RTCP report the media relay forwarded, for HEP.
 #[derive(Debug, Clone)]
@@ -45,7 +50,7 @@ pub struct RtcpCapture {
 
 /// What the trace thread is handed.
 #[derive(Debug)]
-enum Item {
+pub(crate) enum Item {
     Sip(TraceEvent),
     Rtcp(RtcpCapture),
 }
@@ -121,7 +126,9 @@ pub struct TraceCounters {
 
 /// The node's trace: the queue, the monitor and the HEP sink.
 pub struct TraceHub {
-    tx: SyncSender<Item>,
+    queue: Mutex<VecDeque<Item>>,
+    /// Signalled when the queue is half full (the thread also drains every [`DRAIN_EVERY`]).
+    half_full: Condvar,
     counters: Counters,
     monitor: Mutex<Monitor>,
     /// The settings the thread applies next (HEP).
@@ -151,10 +158,10 @@ impl TraceHub {
         settings: &TraceSettings,
         interfaces: Vec<(SocketAddr, Option<SocketAddr>)>,
     ) -> std::io::Result<Arc<Self>> {
-        let (tx, rx) = mpsc::sync_channel(TRACE_QUEUE);
         let b = settings.ring;
         let hub = Arc::new(Self {
-            tx,
+            queue: Mutex::new(VecDeque::with_capacity(TRACE_QUEUE)),
+            half_full: Condvar::new(),
             counters: Counters::default(),
             monitor: Mutex::new(Monitor::new(
                 settings.monitor.clone(),
@@ -172,7 +179,7 @@ impl TraceHub {
         let worker = hub.clone();
         let handle = thread::Builder::new()
             .name("sip-trace".into())
-            .spawn(move || worker.run(&rx))?;
+            .spawn(move || worker.run())?;
         *lock(&hub.thread) = Some(handle);
         Ok(hub)
     }
@@ -222,13 +229,18 @@ impl TraceHub {
     }
 
     fn push(&self, item: Item) {
-        match self.tx.try_send(item) {
-            Ok(()) => {
-                self.counters.queued.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-                self.counters.queue_dropped.fetch_add(1, Ordering::Relaxed);
-            }
+        let mut q = lock(&self.queue);
+        if q.len() >= TRACE_QUEUE || self.stop.load(Ordering::Relaxed) {
+            drop(q);
+            self.counters.queue_dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        q.push_back(item);
+        let half = q.len() == TRACE_QUEUE / 2;
+        drop(q);
+        self.counters.queued.fetch_add(1, Ordering::Relaxed);
+        if half {
+            self.half_full.notify_one();
         }
     }
 
@@ -307,8 +319,9 @@ impl TraceHub {
         }
     }
 
-    fn run(&self, rx: &Receiver<Item>) {
+    fn run(&self) {
         let mut sink: Option<HepSink> = None;
+        let mut batch: VecDeque<Item> = VecDeque::with_capacity(TRACE_QUEUE);
         loop {
             if let Some(next) = lock(&self.pending_hep).take() {
                 sink = match next {
@@ -325,24 +338,32 @@ impl TraceHub {
             if self.stop.load(Ordering::Relaxed) {
                 return;
             }
-            match rx.recv_timeout(Duration::from_millis(200)) {
-                Ok(Item::Sip(event)) => {
-                    if let Some(sink) = &sink {
-                        sink.send(&event);
-                    }
-                    let mut monitor = lock(&self.monitor);
-                    if monitor.is_on() {
-                        monitor.record(&event);
-                    }
+            {
+                let mut q = lock(&self.queue);
+                if q.is_empty() {
+                    q = self
+                        .half_full
+                        .wait_timeout(q, DRAIN_EVERY)
+                        .map_or_else(|e| e.into_inner().0, |(q, _)| q);
                 }
-                Ok(Item::Rtcp(report)) => {
-                    if let Some(sink) = &sink {
-                        sink.send_rtcp(&report);
-                    }
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return,
+                std::mem::swap(&mut *q, &mut batch);
             }
+            if batch.is_empty() {
+                continue;
+            }
+            if let Some(sink) = sink.as_mut() {
+                sink.send_batch(&batch);
+            }
+            let mut monitor = lock(&self.monitor);
+            if monitor.is_on() {
+                for item in &batch {
+                    if let Item::Sip(event) = item {
+                        monitor.record(event);
+                    }
+                }
+            }
+            drop(monitor);
+            batch.clear();
         }
     }
 }
