@@ -2,6 +2,7 @@
 //! traffic must come from.
 
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -83,6 +84,10 @@ pub struct EngineConfig {
     /// Whether every message received and sent is traced (`Engine::poll_trace`): on while the
     /// on-box trace or HEP capture is.
     pub trace: bool,
+    /// When set, tracing also needs this on: the shell turns it off while nobody would take
+    /// the events (the capture server down, no monitor), and the engine then only counts the
+    /// messages it did not trace.
+    pub trace_switch: Option<Arc<AtomicBool>>,
 }
 
 /// The node's media table, shared by every engine (which open, update and close sessions as

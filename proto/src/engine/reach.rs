@@ -285,6 +285,7 @@ mod takeover {
             max_transactions: 200,
             media: None,
             trace: false,
+            trace_switch: None,
         };
         let now = Instant::now();
         Engine::new(

@@ -55,8 +55,9 @@ pub struct Stats {
     /// New requests sent over TCP instead of UDP because they exceeded the agent's
     /// `max-udp-length` (RFC 3261 section 18.1.1).
     pub udp_to_tcp: u64,
-    /// Traced messages dropped because the shell left too many waiting
-    /// ([`super::MAX_PENDING_TRACE_EVENTS`]).
+    /// Messages not traced while the trace was on: the shell left too many waiting
+    /// ([`super::MAX_PENDING_TRACE_EVENTS`]), or switched the trace off because nobody would
+    /// take them (the capture server down and no monitor).
     pub trace_dropped: u64,
 }
 

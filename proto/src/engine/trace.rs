@@ -12,6 +12,7 @@
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -65,16 +66,49 @@ pub struct TracedCall {
     pub correlation: Arc<str>,
 }
 
+/// The call or exchange a step is about.
+#[derive(Debug)]
+struct StepCall {
+    /// The call's id (none for an out-of-dialog exchange).
+    id: Option<u64>,
+    /// The caller leg's Call-ID.
+    caller: Arc<str>,
+    /// The callee leg's Call-ID (empty when not known).
+    callee: Box<str>,
+    /// Each leg's interface and peer, when both are known and differ: a message's leg is then
+    /// told by where it went, without reading its Call-ID.
+    ends: Option<[(usize, SocketAddr); 2]>,
+}
+
+impl StepCall {
+    fn leg_of(&self, interface: usize, peer: SocketAddr, bytes: &[u8]) -> LegSide {
+        if let Some([caller, callee]) = self.ends {
+            if (interface, peer) == caller {
+                return LegSide::Caller;
+            }
+            if (interface, peer) == callee {
+                return LegSide::Callee;
+            }
+        }
+        if !self.callee.is_empty() && scan_call_id(bytes) == Some(self.callee.as_bytes()) {
+            LegSide::Callee
+        } else {
+            LegSide::Caller
+        }
+    }
+}
+
 /// The tap's state.
 #[derive(Debug, Default)]
 pub(super) struct Tap {
     events: VecDeque<TraceEvent>,
-    /// The step's call or exchange: the call's id (none for an out-of-dialog exchange), the
-    /// caller leg's Call-ID, the callee leg's Call-ID (empty when not known).
-    call: Option<(Option<u64>, Arc<str>, Box<str>)>,
+    /// The step's call or exchange.
+    call: Option<StepCall>,
     note: Option<Cow<'static, str>>,
     /// Transmits queued before the step began.
     mark: usize,
+    /// Whether this step traces (the configuration and the shell's switch say so).
+    active: bool,
 }
 
 impl Engine {
@@ -87,6 +121,11 @@ impl Engine {
     /// Starts a step.
     pub(super) fn trace_begin(&mut self) {
         if self.cfg.trace {
+            self.tap.active = self
+                .cfg
+                .trace_switch
+                .as_ref()
+                .is_none_or(|s| s.load(Ordering::Relaxed));
             self.tap.call = None;
             self.tap.note = None;
             self.tap.mark = self.out.len();
@@ -95,29 +134,37 @@ impl Engine {
 
     /// The step is about call `id` (the first call or exchange named wins).
     pub(super) fn trace_call(&mut self, id: u64) {
-        if !self.cfg.trace || self.tap.call.is_some() {
+        if !self.tap.active || self.tap.call.is_some() {
             return;
         }
         if let Some(call) = self.calls.get(&id) {
-            self.tap.call = Some((
-                Some(id),
-                Arc::from(call.dialog.caller.call_id.as_str()),
-                call.dialog.callee.call_id.clone().into_boxed_str(),
-            ));
+            let (a, b) = (&call.dialog.caller, &call.dialog.callee);
+            let ends = [(a.interface, a.peer), (b.interface, b.peer)];
+            self.tap.call = Some(StepCall {
+                id: Some(id),
+                caller: Arc::from(a.call_id.as_str()),
+                callee: b.call_id.clone().into_boxed_str(),
+                ends: (ends[0] != ends[1]).then_some(ends),
+            });
         }
     }
 
     /// The step is about an out-of-dialog exchange (OPTIONS, REGISTER, MESSAGE, ...) whose
     /// caller leg has Call-ID `caller` and callee leg `callee` (empty: not known here).
     pub(super) fn trace_exchange(&mut self, caller: &str, callee: &str) {
-        if self.cfg.trace && self.tap.call.is_none() {
-            self.tap.call = Some((None, Arc::from(caller), Box::from(callee)));
+        if self.tap.active && self.tap.call.is_none() {
+            self.tap.call = Some(StepCall {
+                id: None,
+                caller: Arc::from(caller),
+                callee: Box::from(callee),
+                ends: None,
+            });
         }
     }
 
     /// The step is about what our request `key` belongs to: its call, or its exchange.
     pub(super) fn trace_client(&mut self, key: &ClientKey) {
-        if !self.cfg.trace || self.tap.call.is_some() {
+        if !self.tap.active || self.tap.call.is_some() {
             return;
         }
         let Some(entry) = self.client.get(key) else {
@@ -138,7 +185,7 @@ impl Engine {
 
     /// The step is about what the request of server transaction `key` belongs to.
     pub(super) fn trace_server(&mut self, key: &ServerKey) {
-        if !self.cfg.trace || self.tap.call.is_some() {
+        if !self.tap.active || self.tap.call.is_some() {
             return;
         }
         let Some(entry) = self.server.get(key) else {
@@ -155,14 +202,14 @@ impl Engine {
 
     /// Why the step refused, dropped or answered what it did.
     pub(super) fn trace_note(&mut self, note: &'static str) {
-        if self.cfg.trace {
+        if self.tap.active {
             self.tap.note = Some(Cow::Borrowed(note));
         }
     }
 
     /// [`Engine::trace_note`] with a note written only when tracing.
     pub(super) fn trace_note_with(&mut self, note: impl FnOnce() -> String) {
-        if self.cfg.trace {
+        if self.tap.active {
             self.tap.note = Some(Cow::Owned(note()));
         }
     }
@@ -172,30 +219,36 @@ impl Engine {
         if !self.cfg.trace {
             return;
         }
+        let mark = self.tap.mark.min(self.out.len());
+        if !self.tap.active {
+            // Switched off: nobody would take them. Counted, not traced.
+            let n = usize::from(received.is_some()) + self.out.len() - mark;
+            self.stats.trace_dropped += n as u64;
+            return;
+        }
+        self.tap.active = false;
         let at_unix_us = self.wall_clock.unix_micros_at(now);
         let call = self.tap.call.take();
         let note = self.tap.note.take();
-        let mark = self.tap.mark.min(self.out.len());
-        let mut traced = Vec::with_capacity(1 + self.out.len() - mark);
-        if let Some(inbound) = received {
-            traced.push((
+        let received = received.map(|i| {
+            (
                 Direction::Received,
-                inbound.interface,
-                inbound.transport,
-                inbound.source,
-                inbound.data.clone(),
-            ));
-        }
-        for tx in self.out.range(mark..) {
-            traced.push((
+                i.interface,
+                i.transport,
+                i.source,
+                &i.data,
+            )
+        });
+        let sent = self.out.range(mark..).map(|t| {
+            (
                 Direction::Sent,
-                tx.interface,
-                tx.transport,
-                tx.dest,
-                tx.payload.clone(),
-            ));
-        }
-        for (direction, interface, transport, peer, bytes) in traced {
+                t.interface,
+                t.transport,
+                t.dest,
+                &t.payload,
+            )
+        });
+        for (direction, interface, transport, peer, bytes) in received.into_iter().chain(sent) {
             if self.tap.events.len() >= MAX_PENDING_TRACE_EVENTS {
                 self.stats.trace_dropped += 1;
                 continue;
@@ -207,14 +260,10 @@ impl Engine {
                 .map_or(SocketAddr::from(([0, 0, 0, 0], 0)), |i| {
                     i.addr_for(transport)
                 });
-            let call = call.as_ref().map(|(id, caller, callee)| TracedCall {
-                id: *id,
-                leg: if !callee.is_empty() && scan_call_id(&bytes) == Some(callee.as_bytes()) {
-                    LegSide::Callee
-                } else {
-                    LegSide::Caller
-                },
-                correlation: Arc::clone(caller),
+            let call = call.as_ref().map(|c| TracedCall {
+                id: c.id,
+                leg: c.leg_of(interface, peer, bytes),
+                correlation: Arc::clone(&c.caller),
             });
             self.tap.events.push_back(TraceEvent {
                 at_unix_us,
@@ -225,7 +274,7 @@ impl Engine {
                 peer,
                 call,
                 note: note.clone(),
-                bytes,
+                bytes: bytes.clone(),
             });
         }
     }

@@ -16,15 +16,16 @@ pub const MASK: &str = "\"***\"";
 /// read (up to the first blank line); the body is kept as is.
 #[must_use]
 pub fn mask_credentials(msg: &[u8]) -> Cow<'_, [u8]> {
-    let head_end = msg
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map_or(msg.len(), |p| p + 2);
+    let head_end = memchr::memmem::find(msg, b"\r\n\r\n").map_or(msg.len(), |p| p + 2);
     let head = &msg[..head_end];
-    if !head
-        .split(|&b| b == b'\n')
-        .any(|line| credential_header(line).is_some())
-    {
+    let has_credentials = std::iter::once(0)
+        .chain(memchr::memchr_iter(b'\n', head).map(|i| i + 1))
+        .any(|start| {
+            let line = &head[start..];
+            let end = memchr::memchr(b'\n', line).unwrap_or(line.len());
+            credential_header(&line[..end]).is_some()
+        });
+    if !has_credentials {
         return Cow::Borrowed(msg);
     }
     let mut out = Vec::with_capacity(msg.len());
@@ -55,7 +56,12 @@ pub fn mask_credentials(msg: &[u8]) -> Cow<'_, [u8]> {
 
 /// The colon's index when `line` is an `Authorization` or `Proxy-Authorization` header line.
 fn credential_header(line: &[u8]) -> Option<usize> {
-    let colon = line.iter().position(|&b| b == b':')?;
+    // Most lines are rejected on their first letter: every message is masked while tracing.
+    let first = line.iter().find(|b| !b.is_ascii_whitespace())?;
+    if !matches!(first, b'a' | b'A' | b'p' | b'P') {
+        return None;
+    }
+    let colon = memchr::memchr(b':', line)?;
     let name = std::str::from_utf8(&line[..colon]).ok()?.trim();
     (name.eq_ignore_ascii_case("authorization") || name.eq_ignore_ascii_case("proxy-authorization"))
         .then_some(colon)

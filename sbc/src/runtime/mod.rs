@@ -117,8 +117,8 @@ impl Outlet for Wire {
         }
     }
 
-    fn trace(&self, event: TraceEvent) {
-        self.trace.offer(event);
+    fn trace(&self, next: &mut dyn FnMut() -> Option<TraceEvent>) {
+        self.trace.offer_all(next);
     }
 
     fn refused(&self, inbound: &Inbound, note: &'static str, answer: Option<&Transmit>) {
@@ -267,6 +267,7 @@ pub async fn start(settings: &RuntimeSettings, bind: bool) -> anyhow::Result<Nod
         &settings.live.trace,
         listeners.iter().map(|l| (l.address, l.tls)).collect(),
     )?;
+    ecfg.trace_switch = Some(trace.switch());
     let wire = Arc::new(Wire {
         udp: RwLock::new(vec![None; listeners.len()]),
         udp_v6: listeners.iter().map(|l| l.address.is_ipv6()).collect(),
@@ -627,6 +628,7 @@ impl Node {
     pub fn reconfigure(&self, cfg: &EngineConfig) {
         let mut cfg = cfg.clone();
         cfg.media = self.media.as_ref().map(NodeMedia::anchoring);
+        cfg.trace_switch = Some(self.shared.wire.trace.switch());
         self.shared
             .ctx
             .shards

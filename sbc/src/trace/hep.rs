@@ -78,6 +78,9 @@ pub(super) struct HepSink {
     counters: Arc<HepCounters>,
     /// One packet's encoding, reused.
     buf: Vec<u8>,
+    /// Over UDP, when the server last answered "port unreachable" (ICMP, seen as a send error
+    /// on the connected socket).
+    refused_at: Option<Instant>,
 }
 
 /// What the TCP sender shares with the trace thread.
@@ -119,6 +122,9 @@ impl HepSink {
                     (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
                 };
                 let socket = UdpSocket::bind(any)?;
+                // Connected: no route lookup per datagram, and a server that is down says so
+                // (ICMP port unreachable comes back as an error of a later send: a counted drop).
+                socket.connect(settings.server)?;
                 socket.set_nonblocking(true)?;
                 Out::Udp(socket)
             }
@@ -137,6 +143,7 @@ impl HepSink {
             out,
             counters,
             buf: Vec::with_capacity(4096),
+            refused_at: None,
         })
     }
 
@@ -155,23 +162,26 @@ impl HepSink {
                     if !encode(&self.settings, item, &mut self.buf) {
                         continue;
                     }
-                    match socket.send_to(&self.buf, self.settings.server) {
+                    match socket.send(&self.buf) {
                         Ok(_) => sent += 1,
                         Err(e) => {
                             debug!(error = %e, "HEP datagram not sent");
+                            if e.kind() == std::io::ErrorKind::ConnectionRefused {
+                                self.refused_at = Some(Instant::now());
+                            }
                             dropped += 1;
                         }
                     }
                 }
                 self.counters.sent.fetch_add(sent, Ordering::Relaxed);
-                self.counters
-                    .dropped
-                    .fetch_add(dropped + (wanted as u64 - sent - dropped), Ordering::Relaxed);
+                self.counters.dropped.fetch_add(
+                    dropped + (wanted as u64 - sent - dropped),
+                    Ordering::Relaxed,
+                );
             }
             Out::Tcp { tx, state } => {
                 let pending = state.pending.load(Ordering::Relaxed);
-                if state.down.load(Ordering::Relaxed)
-                    || pending + wanted > self.settings.queue_size
+                if state.down.load(Ordering::Relaxed) || pending + wanted > self.settings.queue_size
                 {
                     self.counters
                         .dropped
@@ -199,6 +209,17 @@ impl HepSink {
                     self.counters.dropped.fetch_add(n as u64, Ordering::Relaxed);
                 }
             }
+        }
+    }
+}
+
+impl HepSink {
+    /// Whether the capture server takes packets now: over TCP, a connection (or none tried
+    /// yet); over UDP, no "port unreachable" in the last [`TCP_RETRY`].
+    pub(super) fn is_up(&self) -> bool {
+        match &self.out {
+            Out::Udp(_) => self.refused_at.is_none_or(|at| at.elapsed() >= TCP_RETRY),
+            Out::Tcp { state, .. } => !state.down.load(Ordering::Relaxed),
         }
     }
 }

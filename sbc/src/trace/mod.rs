@@ -10,9 +10,9 @@
 
 mod hep;
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -122,6 +122,10 @@ pub struct TraceCounters {
     pub hep_sent: u64,
     /// HEP packets dropped (the TCP queue full, the server unreachable).
     pub hep_dropped: u64,
+    /// Messages the engines did not trace while the trace was on (switched off while the
+    /// capture server was down and no monitor ran, or too many waiting); filled in by the
+    /// console from the engines' counters.
+    pub not_traced: u64,
 }
 
 /// The node's trace: the queue, the monitor and the HEP sink.
@@ -137,6 +141,10 @@ pub struct TraceHub {
     on: AtomicBool,
     /// Whether the relay's RTCP goes to the capture server.
     rtcp: AtomicBool,
+    /// Whether the engines trace now: the monitor is on or the capture server takes packets.
+    /// The trace thread sets it at every drain, so a capture server that is down costs the
+    /// engines a counter, not an event per message.
+    switch: Arc<AtomicBool>,
     stop: AtomicBool,
     hep_counters: Arc<hep::HepCounters>,
     thread: Mutex<Option<thread::JoinHandle<()>>>,
@@ -171,6 +179,7 @@ impl TraceHub {
             pending_hep: Mutex::new(Some(settings.hep.clone())),
             on: AtomicBool::new(settings.engines_trace()),
             rtcp: AtomicBool::new(settings.hep.as_ref().is_some_and(|h| h.rtcp)),
+            switch: Arc::new(AtomicBool::new(settings.engines_trace())),
             stop: AtomicBool::new(false),
             hep_counters: Arc::new(hep::HepCounters::default()),
             thread: Mutex::new(None),
@@ -215,7 +224,12 @@ impl TraceHub {
 
     /// Whether the media relay should hand its RTCP over.
     pub fn wants_rtcp(&self) -> bool {
-        self.rtcp.load(Ordering::Relaxed)
+        self.rtcp.load(Ordering::Relaxed) && self.switch.load(Ordering::Relaxed)
+    }
+
+    /// The switch the engines read at every input (`EngineConfig::trace_switch`).
+    pub fn switch(&self) -> Arc<AtomicBool> {
+        self.switch.clone()
     }
 
     /// Hands one RTCP report to the trace thread, or counts it as dropped: never waits.
@@ -226,6 +240,40 @@ impl TraceHub {
     /// Hands one traced message to the trace thread, or counts it as dropped: never waits.
     pub fn offer(&self, event: TraceEvent) {
         self.push(Item::Sip(event));
+    }
+
+    /// Hands every traced message `next` yields to the trace thread under one lock (a worker
+    /// after one input), counting those that do not fit as dropped: never waits.
+    pub fn offer_all(&self, next: &mut dyn FnMut() -> Option<TraceEvent>) {
+        // Nothing traced (the engines trace only while the trace is on): no lock taken.
+        let Some(first) = next() else {
+            return;
+        };
+        let mut q = lock(&self.queue);
+        let (mut queued, mut dropped) = (0, 0);
+        let stopped = self.stop.load(Ordering::Relaxed);
+        let mut pending = Some(first);
+        while let Some(event) = pending.take().or_else(&mut *next) {
+            if q.len() >= TRACE_QUEUE || stopped {
+                dropped += 1;
+            } else {
+                q.push_back(Item::Sip(event));
+                queued += 1;
+            }
+        }
+        let half = q.len() >= TRACE_QUEUE / 2;
+        drop(q);
+        if queued > 0 {
+            self.counters.queued.fetch_add(queued, Ordering::Relaxed);
+        }
+        if dropped > 0 {
+            self.counters
+                .queue_dropped
+                .fetch_add(dropped, Ordering::Relaxed);
+        }
+        if half && queued > 0 {
+            self.half_full.notify_one();
+        }
     }
 
     fn push(&self, item: Item) {
@@ -308,6 +356,7 @@ impl TraceHub {
             ring_dropped: ring.messages_dropped,
             hep_sent: self.hep_counters.sent.load(Ordering::Relaxed),
             hep_dropped: self.hep_counters.dropped.load(Ordering::Relaxed),
+            not_traced: 0,
         }
     }
 
@@ -348,13 +397,19 @@ impl TraceHub {
                 }
                 std::mem::swap(&mut *q, &mut batch);
             }
+            if let Some(sink) = sink.as_mut() {
+                if !batch.is_empty() {
+                    sink.send_batch(&batch);
+                }
+            }
+            let mut monitor = lock(&self.monitor);
+            self.switch.store(
+                monitor.is_on() || sink.as_ref().is_some_and(HepSink::is_up),
+                Ordering::Relaxed,
+            );
             if batch.is_empty() {
                 continue;
             }
-            if let Some(sink) = sink.as_mut() {
-                sink.send_batch(&batch);
-            }
-            let mut monitor = lock(&self.monitor);
             if monitor.is_on() {
                 for item in &batch {
                     if let Item::Sip(event) = item {

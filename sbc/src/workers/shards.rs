@@ -19,8 +19,11 @@ pub(crate) trait Outlet: Send + Sync + 'static {
     fn send(&self, t: Transmit);
     /// Streams a confirmed-dialog change to the HA state sync, if any.
     fn dialog_change(&self, change: DialogChange);
-    /// Hands a traced message to the trace (only engines told to trace make them).
-    fn trace(&self, _event: TraceEvent) {}
+    /// Hands the traced messages `next` yields to the trace, all at once (only engines told to
+    /// trace make them).
+    fn trace(&self, next: &mut dyn FnMut() -> Option<TraceEvent>) {
+        while next().is_some() {}
+    }
     /// Traces a message refused before any engine saw it, with our answer if any.
     fn refused(&self, _inbound: &Inbound, _note: &'static str, _answer: Option<&Transmit>) {}
 }
@@ -89,9 +92,7 @@ pub(super) fn flush(e: &mut Engine, out: &dyn Outlet) {
     while let Some(c) = e.poll_dialog_change() {
         out.dialog_change(c);
     }
-    while let Some(t) = e.poll_trace() {
-        out.trace(t);
-    }
+    out.trace(&mut || e.poll_trace());
 }
 
 /// Adds the counters and calls of the shards in `pending` whose lock is free now to `total`

@@ -77,6 +77,7 @@ fn engine(s: &Sides, table: &Arc<Mutex<MediaTable>>) -> Engine {
             realms: vec![Some((0, s.access.ip())), Some((1, s.core.ip()))],
         }),
         trace: false,
+        trace_switch: None,
     };
     Engine::new(
         cfg,

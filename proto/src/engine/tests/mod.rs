@@ -66,6 +66,7 @@ fn config() -> EngineConfig {
         max_transactions: 2000,
         media: None,
         trace: false,
+        trace_switch: None,
     }
 }
 

@@ -182,3 +182,23 @@ fn a_shell_that_stops_draining_costs_counted_drops_not_memory() {
     );
     assert_eq!(w.engine.stats().trace_dropped, 20);
 }
+
+#[test]
+fn switched_off_the_tap_only_counts() {
+    let switch = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut w = World::new();
+    w.engine = Engine::new(
+        EngineConfig {
+            trace: true,
+            trace_switch: Some(switch.clone()),
+            ..config()
+        },
+        seed(),
+    );
+    establish(&mut w);
+    assert!(w.engine.poll_trace().is_none());
+    assert_eq!(w.engine.stats().trace_dropped, 9, "every message counted");
+    switch.store(true, std::sync::atomic::Ordering::Relaxed);
+    w.caller_sends(&caller_in_dialog("BYE", 2, "z9hG4bKbye1", "nosuch"));
+    assert_eq!(drain(&mut w).len(), 2);
+}

@@ -77,7 +77,10 @@ impl Console {
                 let t = status::tls(&self.node);
                 view(&t, json, tls::text, tls::json)
             }
-            OperCommand::ShowSipTrace { id: None, .. } => sip_trace::list(self.node.trace(), json),
+            OperCommand::ShowSipTrace { id: None, .. } => {
+                let not_traced = self.node.stats().trace_dropped;
+                sip_trace::list(self.node.trace(), not_traced, json)
+            }
             OperCommand::ShowSipTrace { id: Some(id), view } => {
                 sip_trace::one(self.node.trace(), id, view, json)
             }

@@ -63,8 +63,11 @@ fn key_text(key: &CaptureKey) -> String {
 }
 
 /// `show sip-trace`: the monitor's state, the live filters, the counters and the captures.
-pub(crate) fn list(hub: &TraceHub, json: bool) -> Outcome {
-    let counters = hub.counters();
+pub(crate) fn list(hub: &TraceHub, not_traced: u64, json: bool) -> Outcome {
+    let counters = TraceCounters {
+        not_traced,
+        ..hub.counters()
+    };
     let m = hub.monitor();
     let mut out = String::new();
     match m.configured() {
@@ -121,9 +124,10 @@ pub(crate) fn list(hub: &TraceHub, json: bool) -> Outcome {
 fn write_counters(out: &mut String, c: &TraceCounters) {
     let _ = writeln!(
         out,
-        "traced {} (dropped {} at the queue), kept {}, unmatched {}, captures evicted {}, \
-         messages not kept {}; HEP sent {}, dropped {}",
+        "traced {} (not traced {}, dropped {} at the queue), kept {}, unmatched {}, captures \
+         evicted {}, messages not kept {}; HEP sent {}, dropped {}",
         c.queued,
+        c.not_traced,
         c.queue_dropped,
         c.monitor.kept,
         c.monitor.unmatched,
