@@ -81,6 +81,8 @@ pub(super) struct HepSink {
     /// Over UDP, when the server last answered "port unreachable" (ICMP, seen as a send error
     /// on the connected socket).
     refused_at: Option<Instant>,
+    /// Where each packet of `buf` ends (UDP).
+    ends: Vec<usize>,
 }
 
 /// What the TCP sender shares with the trace thread.
@@ -144,6 +146,7 @@ impl HepSink {
             counters,
             buf: Vec::with_capacity(4096),
             refused_at: None,
+            ends: Vec::new(),
         })
     }
 
@@ -156,28 +159,20 @@ impl HepSink {
             .count();
         match &self.out {
             Out::Udp(socket) => {
-                let (mut sent, mut dropped) = (0, 0);
+                // Every packet into one buffer, then out in groups of SENDMMSG_BATCH per
+                // system call.
+                self.buf.clear();
+                self.ends.clear();
                 for item in items {
-                    self.buf.clear();
-                    if !encode(&self.settings, item, &mut self.buf) {
-                        continue;
-                    }
-                    match socket.send(&self.buf) {
-                        Ok(_) => sent += 1,
-                        Err(e) => {
-                            debug!(error = %e, "HEP datagram not sent");
-                            if e.kind() == std::io::ErrorKind::ConnectionRefused {
-                                self.refused_at = Some(Instant::now());
-                            }
-                            dropped += 1;
-                        }
+                    if encode(&self.settings, item, &mut self.buf) {
+                        self.ends.push(self.buf.len());
                     }
                 }
-                self.counters.sent.fetch_add(sent, Ordering::Relaxed);
-                self.counters.dropped.fetch_add(
-                    dropped + (wanted as u64 - sent - dropped),
-                    Ordering::Relaxed,
-                );
+                let sent = send_datagrams(socket, &self.buf, &self.ends, &mut self.refused_at);
+                self.counters.sent.fetch_add(sent as u64, Ordering::Relaxed);
+                self.counters
+                    .dropped
+                    .fetch_add((wanted - sent) as u64, Ordering::Relaxed);
             }
             Out::Tcp { tx, state } => {
                 let pending = state.pending.load(Ordering::Relaxed);
@@ -222,6 +217,64 @@ impl HepSink {
             Out::Tcp { state, .. } => !state.down.load(Ordering::Relaxed),
         }
     }
+}
+
+/// Datagrams per `sendmmsg`.
+const SENDMMSG_BATCH: usize = 64;
+
+/// Sends the datagrams of `buf` (each ending at the next of `ends`) on the connected `socket`,
+/// [`SENDMMSG_BATCH`] per system call; returns how many were sent. A "port unreachable" marks
+/// `refused_at`; what is not sent is not retried (the caller counts it as dropped).
+fn send_datagrams(
+    socket: &UdpSocket,
+    buf: &[u8],
+    ends: &[usize],
+    refused_at: &mut Option<Instant>,
+) -> usize {
+    use nix::sys::socket::{sendmmsg, MsgFlags, MultiHeaders, SockaddrStorage};
+    use std::io::IoSlice;
+    use std::os::fd::AsRawFd as _;
+    let mut sent = 0;
+    let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(SENDMMSG_BATCH, None);
+    let none: [Option<SockaddrStorage>; SENDMMSG_BATCH] = [None; SENDMMSG_BATCH];
+    let mut start = 0;
+    let mut first = 0;
+    while first < ends.len() {
+        let group = &ends[first..ends.len().min(first + SENDMMSG_BATCH)];
+        let slices: Vec<[IoSlice<'_>; 1]> = group
+            .iter()
+            .scan(start, |from, &end| {
+                let s = [IoSlice::new(&buf[*from..end])];
+                *from = end;
+                Some(s)
+            })
+            .collect();
+        let result = sendmmsg(
+            socket.as_raw_fd(),
+            &mut headers,
+            &slices,
+            &none[..group.len()],
+            [],
+            MsgFlags::MSG_DONTWAIT,
+        )
+        .map(|r| r.count());
+        match result {
+            Ok(n) if n > 0 => {
+                sent += n;
+                first += n;
+                start = ends[first - 1];
+            }
+            Ok(_) => break,
+            Err(e) => {
+                debug!(error = %e, "HEP datagrams not sent");
+                if e == nix::errno::Errno::ECONNREFUSED {
+                    *refused_at = Some(Instant::now());
+                }
+                break;
+            }
+        }
+    }
+    sent
 }
 
 /// Appends `item` as one HEP packet to `out`; `false` when it is not sent (RTCP while `rtcp`
