@@ -27,7 +27,9 @@
 #             a free loopback port (port 0: the kernel picks it); it counts the
 #             datagrams (those starting "HEP3" apart), their bytes and its socket's
 #             kernel drops, and writes them to a file on SIGTERM (after the relay
-#             has stopped, draining its socket first)
+#             has stopped, draining its socket first). With HEP_TRANSPORT=tcp, HEPv3
+#             over TCP instead: the receiver accepts the connection and counts the
+#             HEP packets of the stream by their length fields (no kernel drops on TCP)
 #   sbc-hep-down: $SBC_BIN with the same TOML plus [capture-agent] over TCP to a
 #             loopback port nobody listens on (chosen at start, checked free before
 #             each step): every connection is refused, every packet a counted drop
@@ -69,6 +71,7 @@
 #   SBC_OLD_BIN sbc-old binary       [none]
 #   SIPP        sipp binary          [sipp]
 #   PYTHON      python3 (the HEP receiver, reading the ACLI's JSON) [python3]
+#   HEP_TRANSPORT  sbc-hep's capture-agent transport: udp or tcp [udp]
 #   HEP_DOWN_PORT  TCP port of sbc-hep-down's capture server, on which nothing may
 #               listen [a free one, picked at start]
 #   OUT         Markdown report      [<repo>/lab/results/relay-<UTC date-time>.md]
@@ -99,6 +102,8 @@ FAMILY=${FAMILY:-ipv4}
 ROUNDS=${ROUNDS:-1}
 SIPP=${SIPP:-sipp}
 PYTHON=${PYTHON:-python3}
+HEP_TRANSPORT=${HEP_TRANSPORT:-udp}
+[[ $HEP_TRANSPORT == udp || $HEP_TRANSPORT == tcp ]] || { echo "relay-bench: HEP_TRANSPORT must be udp or tcp" >&2; exit 2; }
 HEP_DOWN_PORT=${HEP_DOWN_PORT:-}
 HEP_DOWN_PORT_GIVEN=$HEP_DOWN_PORT
 RELAYS=${RELAYS:-"kamailio sbc"}
@@ -382,6 +387,32 @@ EOF
 HEP_RX_PY='import os, signal, socket, sys
 ip, port_file, counts_file = sys.argv[1:4]
 v6 = ":" in ip
+if len(sys.argv) > 4 and sys.argv[4] == "tcp":
+    # HEP over TCP: one connection at a time, packets counted by their length fields.
+    srv = socket.socket(socket.AF_INET6 if v6 else socket.AF_INET, socket.SOCK_STREAM)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind((ip, 0)); srv.listen(4)
+    n = [0, 0, 0]                                             # packets, HEP3, bytes
+    def tcp_done(*_):
+        with open(counts_file + ".tmp", "w") as f: f.write("%d %d %d n/a\n" % tuple(n))
+        os.rename(counts_file + ".tmp", counts_file)
+        os._exit(0)
+    signal.signal(signal.SIGTERM, tcp_done)
+    with open(port_file + ".tmp", "w") as f: f.write("%d\n" % srv.getsockname()[1])
+    os.rename(port_file + ".tmp", port_file)
+    while True:
+        c, _ = srv.accept()
+        pending = b""
+        while True:
+            chunk = c.recv(1 << 20)
+            if not chunk: break
+            n[2] += len(chunk); pending += chunk
+            while len(pending) >= 6:
+                size = int.from_bytes(pending[4:6], "big")
+                if size < 6 or len(pending) < size: break
+                n[0] += 1
+                if pending.startswith(b"HEP3"): n[1] += 1
+                pending = pending[size:]
 s = socket.socket(socket.AF_INET6 if v6 else socket.AF_INET, socket.SOCK_DGRAM)
 s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)   # capped by net.core.rmem_max
 s.bind((ip, 0))
@@ -415,11 +446,15 @@ start_hep_rx() {
   local tag=$1
   HEP_RX_TAG=$tag
   rm -f "$WORK/$tag-hep.port" "$WORK/$tag-hep.counts"
-  "$PYTHON" -c "$HEP_RX_PY" "$IP" "$WORK/$tag-hep.port" "$WORK/$tag-hep.counts" >"$WORK/$tag-hep.log" 2>&1 </dev/null &
+  "$PYTHON" -c "$HEP_RX_PY" "$IP" "$WORK/$tag-hep.port" "$WORK/$tag-hep.counts" "$HEP_TRANSPORT" >"$WORK/$tag-hep.log" 2>&1 </dev/null &
   HEP_RX_PID=$!
   wait_until 10 test -s "$WORK/$tag-hep.port" || die "the HEP receiver wrote no port (see $WORK/$tag-hep.log)"
   read -r HEP_RX_PORT <"$WORK/$tag-hep.port"
-  wait_until 5 bound_by "$HEP_RX_PORT" "$HEP_RX_PID" || die "the HEP receiver has not bound $(hp "$IP" "$HEP_RX_PORT") (see $WORK/$tag-hep.log)"
+  if [[ $HEP_TRANSPORT == tcp ]]; then
+    wait_until 5 tcp_listening "$HEP_RX_PORT" || die "the HEP receiver does not listen on TCP $(hp "$IP" "$HEP_RX_PORT") (see $WORK/$tag-hep.log)"
+  else
+    wait_until 5 bound_by "$HEP_RX_PORT" "$HEP_RX_PID" || die "the HEP receiver has not bound $(hp "$IP" "$HEP_RX_PORT") (see $WORK/$tag-hep.log)"
+  fi
 }
 # stop_hep_rx: SIGTERM the receiver (it drains, writes its counts, exits) and
 # read its counts into HEP_RX_COUNTS ("datagrams hep3 bytes drops", empty if none).
@@ -506,7 +541,7 @@ start_relay() {
         sbc-hep)        # a fresh receiver, and the TOML that names its port
           start_hep_rx "$tag"
           config=$WORK/sbc-hep.toml
-          write_hep_config "$config" udp "$(hp "$IP" "$HEP_RX_PORT")" ;;
+          write_hep_config "$config" "$HEP_TRANSPORT" "$(hp "$IP" "$HEP_RX_PORT")" ;;
         sbc-hep-down)
           ! tcp_listening "$HEP_DOWN_PORT" || die "something now listens on TCP $(hp "$IP" "$HEP_DOWN_PORT"), sbc-hep-down's 'down' capture server (ss -ltnp 'sport = :$HEP_DOWN_PORT')"
           config=$WORK/sbc-hep-down.toml ;;
@@ -697,6 +732,7 @@ if [[ $FAMILY != ipv4 ]]; then CMDLINE+=" FAMILY=$FAMILY"; fi
 if (( ROUNDS > 1 )); then CMDLINE+=" ROUNDS=$ROUNDS"; fi
 if (( MEM_SETTLE != 40 )); then CMDLINE+=" MEM_SETTLE=$MEM_SETTLE"; fi
 if has sbc-old; then CMDLINE+=" SBC_OLD_BIN=$SBC_OLD_BIN"; fi
+if has sbc-hep && [[ $HEP_TRANSPORT != udp ]]; then CMDLINE+=" HEP_TRANSPORT=$HEP_TRANSPORT"; fi
 if [[ -n ${SBC_COMMIT:-} ]]; then CMDLINE+=" SBC_COMMIT=$SBC_COMMIT"; fi
 if has sbc-old && [[ -n ${SBC_OLD_COMMIT:-} ]]; then CMDLINE+=" SBC_OLD_COMMIT=$SBC_OLD_COMMIT"; fi
 if has sbc-hep-down && [[ -n $HEP_DOWN_PORT_GIVEN ]]; then CMDLINE+=" HEP_DOWN_PORT=$HEP_DOWN_PORT_GIVEN"; fi
@@ -860,7 +896,7 @@ hep_table() {
   fi
   if (( ${#unread[@]} )); then echo; echo "⚠ not read (n/a): $(join_comma "${unread[@]}") (see the relay logs in the scratch dir, KEEP_WORK=1)."; fi
   if (( ${#unsettled[@]} )); then echo; echo "⚠ counters not settled 5 s after the traffic (queued ≠ hep_sent + hep_dropped) at $(join_comma "${unsettled[@]}"): the last reading is shown."; fi
-  if (( ${#sdrop[@]} )); then echo; echo "⚠ sbc-hep dropped HEP packets (UDP send errors) at $(join_comma "${sdrop[@]}")."; fi
+  if (( ${#sdrop[@]} )); then echo; echo "⚠ sbc-hep dropped HEP packets (send errors, or the TCP queue full) at $(join_comma "${sdrop[@]}")."; fi
   if (( ${#short[@]} )); then echo; echo "⚠ the receiver got fewer HEPv3 datagrams than sbc-hep sent at $(join_comma "${short[@]}")."; fi
   if (( ${#kdrop[@]} )); then echo; echo "⚠ the receiver's socket dropped datagrams (it did not keep up; the sbc had sent them) at $(join_comma "${kdrop[@]}")."; fi
   if (( ${#notsent[@]} )); then echo; echo "⚠ sbc-hep-down *sent* HEP packets at $(join_comma "${notsent[@]}"): something accepted its TCP connection on $(hp "$IP" "$HEP_DOWN_PORT"), so those steps did not measure a capture server that is down."; fi
@@ -887,7 +923,7 @@ SATURATED=0
     echo "- sbc-old: \`$SBC_OLD_BIN run --config sbc.toml\` (the same configuration, ports and workers; $(bin_commit "$SBC_OLD_BIN" "${SBC_OLD_COMMIT:-}"))"
   fi
   if has sbc-hep; then
-    echo "- sbc-hep: \`$SBC_BIN run --config sbc-hep.toml\`: sbc.toml (the same ports and workers) plus \`[capture-agent]\` state = \"enabled\", transport = \"udp\", capture-id = 2001, address = a python3 UDP receiver started for each step on a free port of $IP (sip-monitoring disabled: the trace runs for HEP alone)"
+    echo "- sbc-hep: \`$SBC_BIN run --config sbc-hep.toml\`: sbc.toml (the same ports and workers) plus \`[capture-agent]\` state = \"enabled\", transport = \"$HEP_TRANSPORT\", capture-id = 2001, address = a python3 ${HEP_TRANSPORT^^} receiver started for each step on a free port of $IP (sip-monitoring disabled: the trace runs for HEP alone)"
   fi
   if has sbc-hep-down; then
     echo "- sbc-hep-down: \`$SBC_BIN run --config sbc-hep-down.toml\`: sbc.toml plus \`[capture-agent]\` state = \"enabled\", transport = \"tcp\", capture-id = 2001, address = \"$(hp "$IP" "$HEP_DOWN_PORT")\", where nothing listens (connection refused: every packet a counted drop)"
