@@ -295,7 +295,7 @@ impl TraceHub {
     /// Traces a message the edge refused before any engine saw it (a full worker queue, a
     /// source over its rate), with our answer if there was one.
     pub fn refused(&self, inbound: &Inbound, note: &'static str, answer: Option<&Transmit>) {
-        if !self.on.load(Ordering::Relaxed) {
+        if !self.on.load(Ordering::Relaxed) || !self.switch.load(Ordering::Relaxed) {
             return;
         }
         let at_unix_us = SystemTime::now()
