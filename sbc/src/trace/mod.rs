@@ -28,6 +28,9 @@ pub use self::hep::{HepSettings, HepTransport};
 /// Trace events waiting for the trace thread at most; more are dropped and counted.
 pub const TRACE_QUEUE: usize = 8192;
 
+/// Queue slots kept between drains (more are given back after a burst).
+const KEPT_ROOM: usize = 1024;
+
 /// How often the trace thread takes what waits (sooner when half the queue is full). A
 /// worker's hand-over is a push under an uncontended lock: no wake-up, no system call per
 /// message, which is what a per-message channel costs.
@@ -168,7 +171,8 @@ impl TraceHub {
     ) -> std::io::Result<Arc<Self>> {
         let b = settings.ring;
         let hub = Arc::new(Self {
-            queue: Mutex::new(VecDeque::with_capacity(TRACE_QUEUE)),
+            // Grown as traffic needs (a node that does not trace holds nothing for it).
+            queue: Mutex::new(VecDeque::new()),
             half_full: Condvar::new(),
             counters: Counters::default(),
             monitor: Mutex::new(Monitor::new(
@@ -370,7 +374,7 @@ impl TraceHub {
 
     fn run(&self) {
         let mut sink: Option<HepSink> = None;
-        let mut batch: VecDeque<Item> = VecDeque::with_capacity(TRACE_QUEUE);
+        let mut batch: VecDeque<Item> = VecDeque::new();
         loop {
             if let Some(next) = lock(&self.pending_hep).take() {
                 sink = match next {
@@ -419,6 +423,8 @@ impl TraceHub {
             }
             drop(monitor);
             batch.clear();
+            // A burst's room goes back (the queue's own comes here at the next swap).
+            batch.shrink_to(KEPT_ROOM);
         }
     }
 }
