@@ -1,0 +1,5 @@
+//! Routing new requests (issue 28's groundwork, sans IO, not wired into the engine or the
+//! configuration yet): Oracle's `local-policy` table and its route preference
+//! ([`local_policy`]).
+
+pub mod local_policy;
