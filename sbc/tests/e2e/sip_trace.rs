@@ -357,7 +357,7 @@ fn sngrep_as_a_hep_receiver_shows_both_legs() {
     }
     std::fs::write(&empty, header).expect("write the empty pcap");
     let printed = dir.path().join("sngrep.out");
-    let mut sngrep = Command::new("sngrep")
+    let sngrep = Command::new("sngrep")
         .args(["-N", "-c", "-I"])
         .arg(&empty)
         .arg("-L")
@@ -366,6 +366,8 @@ fn sngrep_as_a_hep_receiver_shows_both_legs() {
         .stderr(Stdio::null())
         .spawn()
         .expect("sngrep (Debian package sngrep) starts");
+    // Killed by its PID whatever happens below, a panic included.
+    let _sngrep = KillOnDrop(sngrep);
     let mut config = SbcConfig::new();
     config.extra_toml =
         format!("\n[capture-agent]\nstate = \"enabled\"\naddress = \"127.0.0.1:{hep_port}\"\n");
@@ -386,10 +388,17 @@ fn sngrep_as_a_hep_receiver_shows_both_legs() {
         }
         std::thread::sleep(Duration::from_millis(200));
     }
-    // SIGKILL to sngrep's own PID (Child::kill), then reaped.
-    let _ = sngrep.kill();
-    let _ = sngrep.wait();
     assert_eq!(seen, Some(2), "sngrep's dialogs: both legs of the call");
+}
+
+/// A child process sent SIGKILL (to its own PID, `Child::kill`) and reaped when dropped.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// A pair sends HEP from both nodes: calls set up on one node and hung up on the other after a
