@@ -4,6 +4,7 @@
 //! machine; `sbc-alarms`) takes a plain struct of its own, never the serde model, so it does
 //! not change when the file format does and is tested without a configuration.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -14,6 +15,8 @@ use sbc_proto::engine::{EngineConfig, Interface, NextHop, SourcePolicy};
 use sbc_proto::media::MediaSettings;
 use sbc_proto::overload::autoscale::ScalingProfile;
 use sbc_proto::overload::prsm::PrsmConfig;
+use sbc_proto::routing::local_policy::{AddressPattern, LocalPolicy};
+use sbc_proto::routing::router::{attribute_to, RouteAgent, Router, DEFAULT_ATTEMPT_EXPIRY};
 use sbc_proto::sip::dialog::LegTransport;
 use sbc_proto::sip::transaction::Timers;
 use sbc_proto::trace::capture::TraceFilter;
@@ -189,6 +192,58 @@ pub fn tls(cfg: &Config) -> TlsSettings {
     }
 }
 
+/// The router of a validated configuration: every session-agent (with the interface that
+/// faces it) and the routes between realms.
+fn router(cfg: &Config) -> anyhow::Result<Router> {
+    let mut agents = Vec::new();
+    for agent in &cfg.session_agents {
+        let out = cfg
+            .interface_for(&agent.realm, agent.address)
+            .with_context(|| format!("session-agent {} has no interface", agent.name))?;
+        if !cfg.sip_interfaces[out]
+            .transports
+            .contains(&agent.transport)
+        {
+            anyhow::bail!(
+                "session-agent {} uses {} but sip-interface {} does not offer it",
+                agent.name,
+                agent.transport,
+                agent.realm
+            );
+        }
+        agents.push(RouteAgent::at(
+            NextHop {
+                name: agent.name.clone(),
+                addr: agent.socket_addr(),
+                transport: leg_transport(agent.transport),
+                interface: out,
+                max_udp_length: usize::from(agent.max_udp_length),
+            },
+            DEFAULT_ATTEMPT_EXPIRY,
+        ));
+    }
+    let mut policies = Vec::new();
+    let mut realms: Vec<&str> = cfg
+        .sip_interfaces
+        .iter()
+        .map(|i| i.realm.as_str())
+        .collect();
+    realms.sort_unstable();
+    realms.dedup();
+    for realm in realms {
+        if let Some(agent) = cfg.route_for(realm) {
+            policies.push(LocalPolicy {
+                from: AddressPattern::Any,
+                to: AddressPattern::Any,
+                source_realm: Some(realm.to_owned()),
+                enabled: true,
+                attributes: vec![attribute_to(&agent.name)],
+            });
+        }
+    }
+    Ok(Router::new(agents, Vec::new(), policies)?)
+}
+
 /// Builds the engine's view of a validated configuration.
 pub fn engine_config(cfg: &Config) -> anyhow::Result<EngineConfig> {
     let interfaces: Vec<Interface> = cfg
@@ -200,40 +255,11 @@ pub fn engine_config(cfg: &Config) -> anyhow::Result<EngineConfig> {
             tls_addr: i.has(Transport::Tls).then(|| i.addr_of(Transport::Tls)),
         })
         .collect();
-    let mut routes = Vec::new();
-    for iface in &cfg.sip_interfaces {
-        let hop = match cfg.route_for(&iface.realm) {
-            None => None,
-            Some(agent) => {
-                let out = cfg
-                    .interface_for(&agent.realm, agent.address)
-                    .with_context(|| format!("session-agent {} has no interface", agent.name))?;
-                if !cfg.sip_interfaces[out]
-                    .transports
-                    .contains(&agent.transport)
-                {
-                    anyhow::bail!(
-                        "session-agent {} uses {} but sip-interface {} does not offer it",
-                        agent.name,
-                        agent.transport,
-                        agent.realm
-                    );
-                }
-                Some(NextHop {
-                    name: agent.name.clone(),
-                    addr: agent.socket_addr(),
-                    transport: leg_transport(agent.transport),
-                    interface: out,
-                    max_udp_length: usize::from(agent.max_udp_length),
-                })
-            }
-        };
-        routes.push(hop);
-    }
+    let router = router(cfg)?;
     let s = &cfg.sip_config;
     Ok(EngineConfig {
         interfaces,
-        routes,
+        router: Arc::new(router),
         timers: Timers {
             t1: Duration::from_millis(s.t1_ms),
             t2: Duration::from_millis(s.t2_ms),

@@ -114,6 +114,7 @@ impl Engine {
                 call: None,
                 side: Side::Callee,
                 armed: None,
+                attempt_expires: None,
             },
         );
         self.arm_client(&ckey.cancel_of());

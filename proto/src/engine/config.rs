@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::transmit::Inbound;
+use crate::routing::router::Router;
 use crate::sip::dialog::{Leg, LegTransport};
 use crate::sip::message::SipMessage;
 use crate::sip::transaction::Timers;
@@ -40,29 +41,15 @@ impl Interface {
     }
 }
 
-/// Where new requests from one realm are sent.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NextHop {
-    /// Session-agent name.
-    pub name: String,
-    /// Its address.
-    pub addr: SocketAddr,
-    /// Transport toward it.
-    pub transport: LegTransport,
-    /// Index of the interface that faces it.
-    pub interface: usize,
-    /// Over UDP: a new request larger than this many bytes goes over TCP instead (RFC 3261
-    /// section 18.1.1), and its dialog stays on TCP; 0 never switches.
-    pub max_udp_length: usize,
-}
+pub use crate::routing::router::NextHop;
 
 /// The engine's view of the configuration.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
     /// Interfaces, indexed as in [`Inbound::interface`].
     pub interfaces: Vec<Interface>,
-    /// For each interface (by index): the next hop of new requests arriving on it.
-    pub routes: Vec<Option<NextHop>>,
+    /// Where new requests go: the local-policy table, the agents and their groups.
+    pub router: Arc<Router>,
     /// RFC 3261 timers.
     pub timers: Timers,
     /// Timer C: how long an INVITE may ring before it is cancelled with 408.

@@ -35,6 +35,7 @@ mod build;
 mod call;
 mod cancel;
 mod config;
+mod hunt;
 mod ids;
 mod media;
 mod reach;
@@ -100,6 +101,8 @@ pub struct Engine {
     dialogs: DialogIndex,
     server: HashMap<ServerKey, ServerEntry>,
     client: HashMap<ClientKey, ClientEntry>,
+    /// New requests with candidates left to try, by the caller's transaction.
+    hunts: HashMap<ServerKey, hunt::Hunt>,
     timers: TimerHeap,
     out: VecDeque<Transmit>,
     admission: Admission,
@@ -175,6 +178,7 @@ impl Engine {
             dialogs: DialogIndex::default(),
             server: HashMap::new(),
             client: HashMap::new(),
+            hunts: HashMap::new(),
             timers: TimerHeap::default(),
             out: VecDeque::new(),
             admission: Admission::Accept,
@@ -266,6 +270,7 @@ impl Engine {
         }
         self.server.clear();
         self.client.clear();
+        self.hunts.clear();
         self.timers = TimerHeap::default();
         self.lingering.clear();
         self.changes.clear();
@@ -284,6 +289,7 @@ impl Engine {
         self.dialogs.compact();
         self.server.compact();
         self.client.compact();
+        self.hunts.compact();
         self.timers.compact();
         self.out.compact();
         self.verified.compact();

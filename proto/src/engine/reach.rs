@@ -233,9 +233,11 @@ mod takeover {
         DialogChange, Engine, EngineConfig, EngineSeed, Inbound, Interface, NextHop, SourcePolicy,
         Transmit, WallClock,
     };
+    use crate::routing::router::Router;
     use crate::sip::dialog::{Dialog, LegTransport};
     use crate::sip::message::{HeaderName, Method, SipMessage};
     use crate::sip::transaction::Timers;
+    use std::sync::Arc;
 
     /// The caller's first connection (ephemeral source port) ...
     const CALLER_OLD: &str = "10.1.1.1:40001";
@@ -265,16 +267,16 @@ mod takeover {
                     tls_addr: None,
                 },
             ],
-            routes: vec![
-                Some(NextHop {
+            router: Arc::new(Router::from_realm(
+                "access",
+                NextHop {
                     name: "core".into(),
                     addr: sa(CALLEE),
                     transport: LegTransport::Tcp,
                     interface: 1,
                     max_udp_length: 0,
-                }),
-                None,
-            ],
+                },
+            )),
             timers: Timers::default(),
             timer_c: Duration::from_secs(180),
             max_message_size: 65_535,

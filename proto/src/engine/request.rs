@@ -18,12 +18,15 @@ use super::transactions::{
 };
 use super::transmit::{Inbound, Transmit};
 use super::Engine;
+use crate::routing::router::{Attempt, RouteAgent};
 use crate::shard;
 use crate::sip::dialog::{Dialog, DialogState, Leg, LegTransport, Side};
 use crate::sip::message::{
     name_addr_uri, param, uri_host, uri_user, HeaderName, Method, SipMessage,
 };
 use crate::sip::transaction::{ClientInvite, ClientNonInvite, ServerRequest};
+use crate::sip::uri::{display_name, UriParts};
+use std::sync::Arc;
 
 impl Engine {
     pub(super) fn on_request(&mut self, now: Instant, inbound: &Inbound, msg: SipMessage) {
@@ -190,7 +193,9 @@ impl Engine {
             self.answer(inbound, &msg, 503, Some(("Retry-After", "5".into())));
             return;
         }
-        let Some(hop) = self.cfg.routes.get(inbound.interface).cloned().flatten() else {
+        let plan = self.plan_route(now, inbound, &msg);
+        let router = Arc::clone(&self.cfg.router);
+        let Some(first) = plan.first().and_then(|a| router.agent(a.agent)) else {
             self.trace_note("refused 404: no route from this realm");
             self.answer(
                 inbound,
@@ -207,7 +212,7 @@ impl Engine {
                     416,
                     "399 sbc \"sips: arrived over a transport other than TLS\"",
                 ))
-            } else if hop.transport != LegTransport::Tls {
+            } else if first.hop.transport != LegTransport::Tls {
                 Some((
                     480,
                     "399 sbc \"sips: the next hop is not reached over TLS\"",
@@ -223,9 +228,9 @@ impl Engine {
             }
         }
         if method == Method::Invite {
-            self.new_call(now, inbound, msg, key, hop, mf);
+            self.new_call(now, inbound, msg, key, plan, mf);
         } else {
-            self.standalone(now, inbound, msg, key, hop, mf);
+            self.standalone(now, inbound, msg, key, plan, mf);
         }
     }
 
@@ -245,9 +250,14 @@ impl Engine {
         inbound: &Inbound,
         msg: SipMessage,
         key: ServerKey,
-        hop: NextHop,
+        plan: Vec<Attempt>,
         mf: u32,
     ) {
+        let router = Arc::clone(&self.cfg.router);
+        let Some(agent) = plan.first().and_then(|a| router.agent(a.agent)) else {
+            return;
+        };
+        let hop = &agent.hop;
         let calls = &self.calls;
         let id = self.ids.call_id(|id| calls.contains_key(&id));
         let a_call_id = msg.call_id().unwrap_or_default().to_owned();
@@ -274,7 +284,7 @@ impl Engine {
             local_cseq: 0,
             last_invite_cseq: 0,
         };
-        let callee = self.outbound_leg(&msg, &hop, 1);
+        let callee = self.outbound_leg(&msg, agent, 1);
         self.stats.calls_attempted += 1;
         self.stats.routed_new += 1;
         debug!(call_id = %a_call_id, b_call_id = %callee.call_id, next_hop = %hop.name, "new call");
@@ -329,7 +339,7 @@ impl Engine {
             }
         }
         if let Some(call) = self.calls.get(&id) {
-            if self.over_udp_length(&hop, &call.dialog.callee, &Method::Invite, &msg, mf) {
+            if self.over_udp_length(hop, &call.dialog.callee, &Method::Invite, &msg, mf) {
                 self.stats.udp_to_tcp += 1;
                 if let Some(call) = self.calls.get_mut(&id) {
                     call.dialog.callee.transport = LegTransport::Tcp;
@@ -344,11 +354,15 @@ impl Engine {
             1,
             &msg,
             mf,
-            Some(key),
+            Some(key.clone()),
         );
         if let Some(call) = self.calls.get_mut(&id) {
-            call.invite_sent(ckey);
+            call.invite_sent(ckey.clone());
         }
+        if let Some(ckey) = &ckey {
+            self.expire_attempt(now, ckey, agent);
+        }
+        self.start_hunt(&key, plan, &msg, mf);
         // From here the callee may answer: the standby must be able to finish the set-up.
         self.replicate(id);
     }
@@ -358,7 +372,7 @@ impl Engine {
     /// request as built exceeds it (RFC 3261 section 18.1.1). The size is measured with a
     /// branch of the real one's length; Via and Contact name the transport with as many bytes
     /// either way.
-    fn over_udp_length(
+    pub(super) fn over_udp_length(
         &self,
         hop: &NextHop,
         leg: &Leg,
@@ -375,28 +389,55 @@ impl Engine {
             > hop.max_udp_length
     }
 
-    /// The leg toward `hop` for a new request `msg`: a fresh Call-ID carrying the shard key of
-    /// the caller's (so both legs stay on this worker), our tag, the Request-URI and From host
-    /// rewritten to the next hop and our interface (topology hiding).
+    /// The leg toward `agent` for a new request `msg`: a fresh Call-ID carrying the shard key
+    /// of the caller's (so both legs stay on this worker) and our tag. Domains are kept,
+    /// addresses hidden: the Request-URI keeps the domain name the caller used (a registrar
+    /// hosting several domains keys on it, and a digest response covers it), and an IP host
+    /// there becomes the agent's `hostname` (default its address); From and To keep their
+    /// display names, users and domain names, and an IP host there becomes our interface's
+    /// address. A `tel:` Request-URI goes as `sip:<number>@<host>;user=phone`.
     pub(super) fn outbound_leg(
         &mut self,
         msg: &SipMessage,
-        hop: &NextHop,
+        agent: &RouteAgent,
         invite_cseq: u32,
     ) -> Leg {
-        let out_if = &self.cfg.interfaces[hop.interface];
+        let hop = &agent.hop;
+        let our_host = uri_host(self.cfg.interfaces[hop.interface].addr.ip());
+        let request_uri = msg.request_uri().unwrap_or_default();
         // A `sips:` request stays `sips:` (it is only routed over TLS, see `route_new`).
-        let scheme = if msg.request_uri().is_some_and(is_sips) {
-            "sips"
-        } else {
-            "sip"
+        let scheme = if is_sips(request_uri) { "sips" } else { "sip" };
+        let target = UriParts::parse(request_uri);
+        let host = target
+            .and_then(|p| p.domain())
+            .map_or_else(|| agent.uri_host(), str::to_owned);
+        let uri = match target.and_then(|p| p.user) {
+            Some(user) if target.is_some_and(|p| p.is_tel()) => {
+                format!("{scheme}:{user}@{host};user=phone")
+            }
+            Some(user) => format!("{scheme}:{user}@{host}"),
+            None => format!("{scheme}:{host}"),
         };
-        let uri = match msg.request_uri().and_then(uri_user) {
-            Some(user) => format!("{scheme}:{user}@{}", hop.addr),
-            None => format!("{scheme}:{}", hop.addr),
+        let party = |value: &str, default_user: &str| -> String {
+            let parts = UriParts::parse(name_addr_uri(value));
+            let user = parts.and_then(|p| p.user).unwrap_or(default_user);
+            let shown = display_name(value);
+            if parts.is_some_and(|p| p.is_tel()) {
+                return format!("{shown}<tel:{user}>");
+            }
+            let host = parts.and_then(|p| p.domain()).unwrap_or(&our_host);
+            format!("{shown}<sip:{user}@{host}>")
         };
-        let from = msg.header(&HeaderName::From).unwrap_or_default();
-        let from_user = uri_user(name_addr_uri(from)).unwrap_or("anonymous");
+        let local_party = party(
+            msg.header(&HeaderName::From).unwrap_or_default(),
+            "anonymous",
+        );
+        let remote_party = match msg.header(&HeaderName::To) {
+            Some(to) if UriParts::parse(name_addr_uri(to)).is_some_and(|p| p.user.is_some()) => {
+                party(to, "")
+            }
+            _ => format!("<{uri}>"),
+        };
         let a_call_id = msg.call_id().unwrap_or_default();
         Leg {
             interface: hop.interface,
@@ -407,8 +448,8 @@ impl Engine {
                 .b2b_call_id(shard::call_id_key(a_call_id.as_bytes())),
             local_tag: self.ids.tag(),
             remote_tag: None,
-            local_party: format!("<sip:{from_user}@{}>", uri_host(out_if.addr.ip())),
-            remote_party: format!("<{uri}>"),
+            local_party,
+            remote_party,
             remote_target: uri,
             route_set: Vec::new(),
             local_cseq: 1,
@@ -424,12 +465,16 @@ impl Engine {
         inbound: &Inbound,
         msg: SipMessage,
         key: ServerKey,
-        hop: NextHop,
+        plan: Vec<Attempt>,
         mf: u32,
     ) {
+        let router = Arc::clone(&self.cfg.router);
+        let Some(agent) = plan.first().and_then(|a| router.agent(a.agent)) else {
+            return;
+        };
         let method = msg.method().cloned().unwrap_or(Method::Options);
-        let mut leg = self.outbound_leg(&msg, &hop, 0);
-        if self.over_udp_length(&hop, &leg, &method, &msg, mf) {
+        let mut leg = self.outbound_leg(&msg, agent, 0);
+        if self.over_udp_length(&agent.hop, &leg, &method, &msg, mf) {
             self.stats.udp_to_tcp += 1;
             leg.transport = LegTransport::Tcp;
         }
@@ -437,7 +482,7 @@ impl Engine {
         self.trace_exchange(msg.call_id().unwrap_or_default(), &leg.call_id);
         let tag = self.ids.tag();
         self.new_server(&key, inbound, &msg, false, Some(tag), None);
-        self.send_request(
+        let ckey = self.send_request(
             now,
             &leg,
             None,
@@ -446,8 +491,10 @@ impl Engine {
             1,
             &msg,
             mf,
-            Some(key),
+            Some(key.clone()),
         );
+        self.expire_attempt(now, &ckey, agent);
+        self.start_hunt(&key, plan, &msg, mf);
     }
 
     #[allow(clippy::too_many_arguments)] // the request and where it goes, all needed
@@ -689,6 +736,7 @@ impl Engine {
                 call,
                 side,
                 armed: None,
+                attempt_expires: None,
             },
         );
         self.arm_client(&key);

@@ -9,6 +9,7 @@ use bytes::Bytes;
 use tracing::{debug, trace};
 
 use super::build::{build_ack, contact, copy_end_to_end, is_sips};
+use super::hunt::AfterFailure;
 use super::transactions::{ClientKey, ClientTxn, ServerKey, ServerTxn};
 use super::transmit::{Inbound, Transmit};
 use super::{Engine, MAX_VERIFIED_SOURCES};
@@ -69,6 +70,7 @@ impl Engine {
                 return;
             }
         }
+        entry.attempt_expires = None;
         let mut cancel_due = false;
         let action = match &mut entry.txn {
             ClientTxn::Invite(t, progress) => {
@@ -178,6 +180,30 @@ impl Engine {
             .and_then(|id| self.calls.get(&id))
             .is_some_and(|c| c.is_initial_invite(ckey));
         let mut rang = false;
+
+        if let (Some(skey), true) = (&server, initial_invite || call_id.is_none()) {
+            if code >= 300 {
+                match self.attempt_failed(now, skey, call_id, code) {
+                    AfterFailure::Rerouted => return,
+                    AfterFailure::Answer(best) => {
+                        if let Some(id) = call_id {
+                            if self.calls.get(&id).is_some_and(|c| !c.is_cancelled()) {
+                                self.stats.calls_failed += 1;
+                            }
+                            self.remove_call(id);
+                        }
+                        self.trace_note_with(|| {
+                            format!("answered {best}: every candidate failed (best response)")
+                        });
+                        self.respond_local(now, skey, best);
+                        return;
+                    }
+                    AfterFailure::Relay => {}
+                }
+            } else if code >= 200 {
+                self.end_hunt(skey);
+            }
+        }
 
         if let Some(id) = call_id {
             if let Some(call) = self.calls.get_mut(&id) {

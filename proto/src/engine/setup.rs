@@ -184,6 +184,7 @@ impl Engine {
                     call: Some(dialog.id),
                     side: crate::sip::dialog::Side::Callee,
                     armed: None,
+                    attempt_expires: None,
                 },
             );
             self.arm_client(&ckey);

@@ -59,6 +59,14 @@ pub struct Stats {
     /// ([`super::MAX_PENDING_TRACE_EVENTS`]), or switched the trace off because nobody would
     /// take them (the capture server down and no monitor).
     pub trace_dropped: u64,
+    /// New requests sent on to their next candidate after an attempt failed (503, a timeout,
+    /// a transport failure, an `out-service-response-codes` code).
+    pub rerouted: u64,
+    /// New requests whose every candidate failed (the caller got the best failure).
+    pub hunts_exhausted: u64,
+    /// Attempts abandoned because the agent sent no response at all within its attempt
+    /// expiry (`invite-trans-expire`).
+    pub attempts_expired: u64,
 }
 
 impl std::ops::AddAssign<&Self> for Stats {
@@ -73,7 +81,7 @@ impl std::ops::AddAssign<&Self> for Stats {
 
 impl Stats {
     /// The number of counters.
-    pub const COUNT: usize = 24;
+    pub const COUNT: usize = 27;
 
     /// Every counter with its name (the serialised field name), in declaration order.
     fn counters_mut(&mut self) -> [(&'static str, &mut u64); Self::COUNT] {
@@ -102,6 +110,9 @@ impl Stats {
             media_inactive_ended,
             udp_to_tcp,
             trace_dropped,
+            rerouted,
+            hunts_exhausted,
+            attempts_expired,
         } = self;
         // Destructured, so a new counter that is not listed here does not compile.
         [
@@ -129,6 +140,9 @@ impl Stats {
             ("media_inactive_ended", media_inactive_ended),
             ("udp_to_tcp", udp_to_tcp),
             ("trace_dropped", trace_dropped),
+            ("rerouted", rerouted),
+            ("hunts_exhausted", hunts_exhausted),
+            ("attempts_expired", attempts_expired),
         ]
     }
 

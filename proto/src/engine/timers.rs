@@ -7,7 +7,10 @@ use std::time::Instant;
 
 use tracing::debug;
 
-use super::transactions::{ClientKey, ClientTxn, ServerKey, ServerTxn, TimerTarget, TxKind};
+use super::hunt::AfterFailure;
+use super::transactions::{
+    ClientEntry, ClientKey, ClientTxn, ServerKey, ServerTxn, TimerTarget, TxKind,
+};
 use super::transmit::Transmit;
 use super::Engine;
 use crate::sip::message::Method;
@@ -119,12 +122,9 @@ impl Engine {
         let Some(entry) = self.client.get_mut(key) else {
             return;
         };
-        if let Some(armed) = rearm(
-            &mut self.timers,
-            entry.txn.poll_timeout(),
-            entry.armed,
-            || TimerTarget::Client(key.clone()),
-        ) {
+        if let Some(armed) = rearm(&mut self.timers, entry.next_deadline(), entry.armed, || {
+            TimerTarget::Client(key.clone())
+        }) {
             entry.armed = Some(armed);
         }
     }
@@ -178,6 +178,19 @@ impl Engine {
         if entry.armed.is_some_and(|a| a.at <= now) {
             entry.armed = None;
         }
+        if entry.attempt_expires.is_some_and(|at| at <= now) {
+            // Not even a 100 from the agent: the attempt is abandoned (nothing to CANCEL
+            // before a provisional response, RFC 3261 §9.1) and the next candidate tried.
+            if let Some(entry) = self.client.remove(&key) {
+                if let Some(armed) = entry.armed {
+                    self.timers.cancel(armed.id);
+                }
+                self.stats.attempts_expired += 1;
+                debug!(method = %entry.method, "no response within the attempt expiry");
+                self.client_timed_out(now, &key, entry, true);
+            }
+            return;
+        }
         // Timer C: the callee rang too long.
         let timer_c_fired = match &mut entry.txn {
             ClientTxn::Invite(_, progress) if progress.timer_c.is_some_and(|c| c <= now) => {
@@ -222,32 +235,72 @@ impl Engine {
                 self.client.remove(&key);
             }
             TimerAction::TimedOut => {
-                let Some(entry) = self.client.remove(&key) else {
-                    return;
-                };
-                debug!(method = %entry.method, "next hop did not answer");
-                if let Some(id) = entry.call {
-                    self.offer_settled(id, &key, false);
-                    let initial = self
-                        .calls
-                        .get(&id)
-                        .is_some_and(|c| c.is_initial_invite(&key));
-                    let cancelled = self.calls.get(&id).is_some_and(|c| c.is_cancelled());
-                    if initial {
-                        if !cancelled {
-                            self.stats.calls_failed += 1;
-                        }
-                        self.remove_call(id);
-                    } else if entry.method == Method::Bye {
-                        self.remove_call(id);
-                    }
-                }
-                if let Some(skey) = entry.server {
-                    self.stats.timeouts += 1;
-                    self.trace_note("answered 408: the next hop did not answer (timer B or F)");
-                    self.respond_local(now, &skey, 408);
+                if let Some(entry) = self.client.remove(&key) {
+                    debug!(method = %entry.method, "next hop did not answer");
+                    self.client_timed_out(now, &key, entry, false);
                 }
             }
+        }
+    }
+
+    /// Our request of client transaction `key` got no final response: timer B or F fired, or
+    /// (`expired`) no response at all came within the agent's attempt expiry. A new request
+    /// goes to its next candidate; otherwise the caller gets 408 (or the hunt's best
+    /// failure) and a call in set-up ends.
+    fn client_timed_out(
+        &mut self,
+        now: Instant,
+        key: &ClientKey,
+        entry: ClientEntry,
+        expired: bool,
+    ) {
+        let initial = entry
+            .call
+            .and_then(|id| self.calls.get(&id))
+            .is_some_and(|c| c.is_initial_invite(key));
+        let mut best = None;
+        if let Some(skey) = &entry.server {
+            if initial || entry.call.is_none() {
+                match self.attempt_failed(now, skey, entry.call, 408) {
+                    AfterFailure::Rerouted => return,
+                    AfterFailure::Answer(code) => best = Some(code),
+                    AfterFailure::Relay => {}
+                }
+            }
+        }
+        if let Some(id) = entry.call {
+            self.offer_settled(id, key, false);
+            let cancelled = self.calls.get(&id).is_some_and(|c| c.is_cancelled());
+            if initial {
+                if !cancelled {
+                    self.stats.calls_failed += 1;
+                }
+                self.remove_call(id);
+            } else if entry.method == Method::Bye {
+                self.remove_call(id);
+            }
+        }
+        if let Some(skey) = entry.server {
+            self.stats.timeouts += 1;
+            let code = match best {
+                Some(code) => {
+                    self.trace_note_with(|| {
+                        format!("answered {code}: every candidate failed (best response)")
+                    });
+                    code
+                }
+                None if expired => {
+                    self.trace_note(
+                        "answered 408: no response within the session-agent's attempt expiry",
+                    );
+                    408
+                }
+                None => {
+                    self.trace_note("answered 408: the next hop did not answer (timer B or F)");
+                    408
+                }
+            };
+            self.respond_local(now, &skey, code);
         }
     }
 }

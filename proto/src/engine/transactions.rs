@@ -212,6 +212,20 @@ pub(super) struct ClientEntry {
     pub(super) call: Option<u64>,
     pub(super) side: Side,
     pub(super) armed: Option<super::timers::Armed>,
+    /// A new request to a session-agent: when the attempt is abandoned if no response at all
+    /// came (the agent's attempt expiry), so that the next candidate is tried long before
+    /// timer B or F.
+    pub(super) attempt_expires: Option<Instant>,
+}
+
+impl ClientEntry {
+    /// The transaction's earliest deadline, its attempt expiry included.
+    pub(super) fn next_deadline(&self) -> Option<Instant> {
+        match (self.txn.poll_timeout(), self.attempt_expires) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
 }
 
 pub(super) fn server_key(msg: &SipMessage, method: &Method) -> Option<ServerKey> {

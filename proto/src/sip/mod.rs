@@ -9,3 +9,4 @@ pub mod message;
 mod rfc5118;
 pub mod strict;
 pub mod transaction;
+pub mod uri;

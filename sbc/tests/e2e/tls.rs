@@ -6,9 +6,11 @@
 //! - `mutual_tls_accepts_a_trusted_client_and_refuses_others`: with `mutual-authenticate` and
 //!   `verify-names`, a client certificate of the CA carrying the name is accepted; one of
 //!   another CA, one without the name, and none at all are refused.
-//! - `an_agent_whose_certificate_names_another_host_gets_503`: the UAS presents a certificate
-//!   for `other.lab` while the agent's `tls-server-name` is `uas.lab`: the handshake is
-//!   refused and every call is answered 503 at once (not 408 after timer B).
+//! - `an_agent_whose_certificate_names_another_host_fails_at_once`: the UAS presents a
+//!   certificate for `other.lab` while the agent's `tls-server-name` is `uas.lab`: the
+//!   handshake is refused, the runtime hands the engine a 503 for each request (a transport
+//!   error, RFC 3261 §8.1.3.1), and every call is answered 500 at once (a next hop's 503 is
+//!   not relayed as 503, §16.7; not 408 after timer B).
 //! - `a_rotated_certificate_is_presented_by_the_next_handshake`: the SBC's certificate files
 //!   are replaced and `activate-config` runs while TLS calls are up: the calls end normally, the
 //!   next handshake presents the new certificate; a broken file refuses the activation and
@@ -249,7 +251,7 @@ async fn mutual_tls_accepts_a_trusted_client_and_refuses_others() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_agent_whose_certificate_names_another_host_gets_503() {
+async fn an_agent_whose_certificate_names_another_host_fails_at_once() {
     let lab = Lab::new("tls-wrong-name");
     let uas = tls_uas(&lab, "other", Duration::from_millis(200)).await;
     let (config, node) = tls_node(&lab, uas.local_addr(), lab.sbc_setup());
@@ -266,14 +268,14 @@ async fn an_agent_whose_certificate_names_another_host_gets_503() {
     eprintln!("uac: {}", c.summary());
     assert_eq!(c.failed, 5, "{}", c.summary());
     assert_eq!(
-        c.failures.get("error_response_503").copied(),
+        c.failures.get("error_response_500").copied(),
         Some(5),
-        "every call answered 503: {:?}",
+        "every call answered 500: {:?}",
         c.failures
     );
     assert!(
         started.elapsed() < Duration::from_secs(20),
-        "503 at once, not after timer B (32 s)"
+        "500 at once, not after timer B (32 s)"
     );
     let node = blocking(move || {
         let tls = tls_counters(&node);

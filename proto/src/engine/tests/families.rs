@@ -9,6 +9,7 @@ use bytes::Bytes;
 
 use super::super::*;
 use crate::media::{MediaSettings, MediaTable};
+use crate::routing::router::Router;
 use crate::sip::dialog::LegTransport;
 use crate::sip::message::{name_addr_uri, reason_for, HeaderName, Method, SipMessage};
 use crate::sip::strict;
@@ -54,16 +55,16 @@ fn engine(s: &Sides, table: &Arc<Mutex<MediaTable>>) -> Engine {
                 tls_addr: None,
             },
         ],
-        routes: vec![
-            Some(NextHop {
+        router: Arc::new(Router::from_realm(
+            "access",
+            NextHop {
                 name: "core".into(),
                 addr: s.callee,
                 transport: LegTransport::Udp,
                 interface: 1,
                 max_udp_length: 0,
-            }),
-            None,
-        ],
+            },
+        )),
         timers: Timers::default(),
         timer_c: Duration::from_secs(180),
         max_message_size: 65_535,
@@ -274,10 +275,14 @@ fn a_request_past_max_udp_length_goes_over_tcp() {
     for (padding, expected) in [(0, LegTransport::Udp), (1400, LegTransport::Tcp)] {
         let table = table();
         let mut e = engine(&s, &table);
-        e.cfg.routes[0] = e.cfg.routes[0].take().map(|hop| NextHop {
-            max_udp_length: 1300,
-            ..hop
-        });
+        let hop = e.cfg.router.agents()[0].hop.clone();
+        e.cfg.router = Arc::new(Router::from_realm(
+            "access",
+            NextHop {
+                max_udp_length: 1300,
+                ..hop
+            },
+        ));
         let invite = format!(
             "INVITE sip:bob@{access} SIP/2.0\r\nVia: SIP/2.0/UDP {caller};branch=z9hG4bKbig\r\n\
              Max-Forwards: 70\r\nFrom: <sip:alice@{caller_host}>;tag=a1\r\n\

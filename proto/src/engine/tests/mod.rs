@@ -6,10 +6,12 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::*;
+use crate::routing::router::Router;
 use crate::shard;
 use crate::sip::dialog::LegTransport;
 use crate::sip::message::{reason_for, HeaderName, Method};
 use crate::sip::transaction::Timers;
+use std::sync::Arc;
 
 const CALLER: &str = "10.1.1.1:5060";
 const ACCESS: &str = "192.0.2.10:5060";
@@ -46,16 +48,16 @@ fn config() -> EngineConfig {
                 tls_addr: None,
             },
         ],
-        routes: vec![
-            Some(NextHop {
+        router: Arc::new(Router::from_realm(
+            "access",
+            NextHop {
                 name: "core".into(),
                 addr: sa(CALLEE),
                 transport: LegTransport::Udp,
                 interface: 1,
                 max_udp_length: 0,
-            }),
-            None,
-        ],
+            },
+        )),
         timers: Timers::default(),
         timer_c: Duration::from_secs(180),
         max_message_size: 65_535,
@@ -546,17 +548,42 @@ fn busy_is_relayed_and_acked_hop_by_hop() {
 }
 
 #[test]
-fn silent_next_hop_gives_408_after_timer_b() {
+fn a_silent_next_hop_is_abandoned_after_the_attempt_expiry_with_408() {
     let mut w = World::new();
     w.caller_sends(&invite("z9hG4bKinv1"));
-    w.advance(Duration::from_millis(31_999));
-    // Timer A retransmissions at 0.5, 1.5, 3.5, 7.5, 15.5, 31.5 s.
-    assert_eq!(w.methods_to_callee().len(), 7);
+    w.advance(Duration::from_millis(3_999));
+    // Timer A retransmissions at 0.5, 1.5, 3.5 s; not even a 100 by 4 s (the agent's
+    // attempt expiry, far below timer B's 32 s): abandoned.
+    assert_eq!(w.methods_to_callee().len(), 4);
     assert_eq!(w.codes_to_caller(), vec![100]);
     w.advance(Duration::from_millis(1));
     assert_eq!(w.codes_to_caller(), vec![100, 408]);
     assert_eq!(w.engine.call_count(), 0);
-    assert_eq!(w.engine.stats().timeouts, 1);
+    assert_eq!(
+        w.engine.transaction_count(),
+        1,
+        "only the caller's, for its 408"
+    );
+    assert_eq!(w.engine.stats().attempts_expired, 1);
+    w.advance(Duration::from_secs(40));
+    assert_eq!(w.methods_to_callee().len(), 4, "nothing more sent to it");
+}
+
+#[test]
+fn a_next_hop_that_sent_100_and_nothing_more_rings_until_timer_c() {
+    let mut w = World::new();
+    w.caller_sends(&invite("z9hG4bKinv1"));
+    let inv = w.to_callee[0].clone();
+    w.callee_responds_to(&inv, 100, "");
+    w.advance(Duration::from_secs(60));
+    assert_eq!(
+        w.codes_to_caller(),
+        vec![100],
+        "the expiry stops at a first response"
+    );
+    assert_eq!(w.engine.stats().attempts_expired, 0);
+    w.advance(Duration::from_secs(121));
+    assert_eq!(w.codes_to_caller()[..2], [100, 408]);
 }
 
 #[test]
@@ -1468,11 +1495,12 @@ mod media {
 }
 
 mod families;
+mod hunt;
 mod setup;
 mod tap;
 
 #[test]
-fn an_unreachable_next_hop_answers_503_at_once() {
+fn an_unreachable_next_hop_answers_500_at_once() {
     // RFC 3261 §8.1.3.1: the runtime turns a failed connect or TLS handshake into a 503 for
     // the request it could not send, and hands it in as the next hop's answer.
     let mut w = World::new();
@@ -1482,7 +1510,9 @@ fn an_unreachable_next_hop_answers_503_at_once() {
     let text = String::from_utf8(answer.to_vec()).expect("text");
     assert!(text.starts_with("SIP/2.0 503 "), "{text}");
     w.callee_sends(&text.replace("\r\n", "\n"));
-    assert_eq!(w.codes_to_caller(), vec![100, 503]);
+    // Not relayed as 503 (RFC 3261 §16.7: the caller would take the SBC itself for
+    // unavailable).
+    assert_eq!(w.codes_to_caller(), vec![100, 500]);
     assert_eq!(w.engine.call_count(), 0, "the failed call is gone");
     // An ACK has no answer; a response is not a request.
     let ack = String::from_utf8(sent.to_vec())
@@ -1529,9 +1559,9 @@ fn a_sips_request_travels_only_over_tls() {
     assert_eq!(w.codes_to_caller(), vec![480]);
 
     // TLS on both hops: relayed as sips:, from our TLS listener, with a sips: Contact.
-    for hop in cfg.routes.iter_mut().flatten() {
-        hop.transport = LegTransport::Tls;
-    }
+    let mut hop = cfg.router.agents()[0].hop.clone();
+    hop.transport = LegTransport::Tls;
+    cfg.router = Arc::new(Router::from_realm("access", hop));
     let mut w = World::new();
     w.engine.set_config(cfg);
     tls_in(&mut w, &sips_invite("z9hG4bKsips3"));

@@ -147,27 +147,40 @@ fn an_out_of_dialog_exchange_is_tied_across_legs_by_the_caller_s_call_id() {
 
 #[test]
 fn a_timeout_is_traced_with_the_timer_that_fired() {
-    let mut w = traced_world();
-    w.caller_sends(&format!(
-        "MESSAGE sip:bob@{ACCESS} SIP/2.0\nVia: SIP/2.0/UDP {CALLER};branch=z9hG4bKmsg1\nMax-Forwards: 70\nFrom: <sip:alice@10.1.1.1>;tag=m1\nTo: <sip:bob@{ACCESS}>\nCall-ID: msg-1@10.1.1.1\nCSeq: 1 MESSAGE\nContent-Length: 0\n\n"
-    ));
-    drain(&mut w);
-    w.advance(Duration::from_secs(40));
-    let events = drain(&mut w);
-    let answer = events
-        .iter()
-        .find(|e| first_line(e).starts_with("SIP/2.0 408"))
-        .expect("a 408 to the caller");
-    assert_eq!(
-        answer.note.as_deref(),
-        Some("answered 408: the next hop did not answer (timer B or F)")
-    );
-    assert_eq!(answer.call.as_ref().map(|c| c.leg), Some(LegSide::Caller));
-    // The retransmissions before it are traced too, on the callee leg.
-    assert!(events
-        .iter()
-        .filter(|e| first_line(e).starts_with("MESSAGE"))
-        .all(|e| e.call.as_ref().map(|c| c.leg) == Some(LegSide::Callee)));
+    for (trying, note) in [
+        (
+            false,
+            "answered 408: no response within the session-agent's attempt expiry",
+        ),
+        (
+            true,
+            "answered 408: the next hop did not answer (timer B or F)",
+        ),
+    ] {
+        let mut w = traced_world();
+        w.caller_sends(&format!(
+            "MESSAGE sip:bob@{ACCESS} SIP/2.0\nVia: SIP/2.0/UDP {CALLER};branch=z9hG4bKmsg1\nMax-Forwards: 70\nFrom: <sip:alice@10.1.1.1>;tag=m1\nTo: <sip:bob@{ACCESS}>\nCall-ID: msg-1@10.1.1.1\nCSeq: 1 MESSAGE\nContent-Length: 0\n\n"
+        ));
+        if trying {
+            // A 100 ends the attempt's expiry: timer F decides.
+            let msg = w.to_callee[0].clone();
+            w.callee_responds_to(&msg, 100, "");
+        }
+        drain(&mut w);
+        w.advance(Duration::from_secs(40));
+        let events = drain(&mut w);
+        let answer = events
+            .iter()
+            .find(|e| first_line(e).starts_with("SIP/2.0 408"))
+            .expect("a 408 to the caller");
+        assert_eq!(answer.note.as_deref(), Some(note));
+        assert_eq!(answer.call.as_ref().map(|c| c.leg), Some(LegSide::Caller));
+        // The retransmissions before it are traced too, on the callee leg.
+        assert!(events
+            .iter()
+            .filter(|e| first_line(e).starts_with("MESSAGE"))
+            .all(|e| e.call.as_ref().map(|c| c.leg) == Some(LegSide::Callee)));
+    }
 }
 
 #[test]
@@ -185,7 +198,7 @@ fn a_shell_that_stops_draining_costs_counted_drops_not_memory() {
 
 #[test]
 fn switched_off_the_tap_only_counts() {
-    let switch = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let switch = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut w = World::new();
     w.engine = Engine::new(
         EngineConfig {

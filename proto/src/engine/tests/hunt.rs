@@ -1,0 +1,285 @@
+//! Routing and hunting: a failed attempt (503, silence, out-of-service codes) goes to the next
+//! candidate within the caller's transaction; what ends a hunt; the best failure; domains kept.
+
+use super::*;
+use crate::routing::local_policy::{AddressPattern, LocalPolicy};
+use crate::routing::router::{
+    attribute_to, GroupStrategy, RouteAgent, RouteGroup, Router, DEFAULT_ATTEMPT_EXPIRY,
+};
+
+const B: &str = "198.51.100.21:5080";
+const C: &str = "198.51.100.22:5080";
+
+fn agent(name: &str, addr: &str) -> RouteAgent {
+    RouteAgent::at(
+        NextHop {
+            name: name.into(),
+            addr: sa(addr),
+            transport: LegTransport::Udp,
+            interface: 1,
+            max_udp_length: 0,
+        },
+        DEFAULT_ATTEMPT_EXPIRY,
+    )
+}
+
+/// Agents a (the World's callee), b and c; everything from `access` to `next_hops` in order.
+fn world_routing_to(next_hops: &[&str], edit: impl FnOnce(&mut Vec<RouteAgent>)) -> World {
+    let mut agents = vec![agent("a", CALLEE), agent("b", B), agent("c", C)];
+    edit(&mut agents);
+    let policy = LocalPolicy {
+        from: AddressPattern::Any,
+        to: AddressPattern::Any,
+        source_realm: Some("access".into()),
+        enabled: true,
+        attributes: next_hops
+            .iter()
+            .enumerate()
+            .map(|(i, h)| crate::routing::local_policy::PolicyAttribute {
+                cost: u32::try_from(i).unwrap_or(0),
+                ..attribute_to(h)
+            })
+            .collect(),
+    };
+    let groups = vec![RouteGroup {
+        name: "pbx".into(),
+        strategy: GroupStrategy::Hunt,
+        dests: vec![0, 1, 2],
+        recursion: true,
+        stop_recurse: vec![401, 407],
+    }];
+    let router = Router::new(agents, groups, vec![policy]).expect("a valid table");
+    let mut w = World::new();
+    w.engine = Engine::new(
+        EngineConfig {
+            router: Arc::new(router),
+            agents: vec![sa(CALLEE), sa(B), sa(C)],
+            ..config()
+        },
+        seed(),
+    );
+    w
+}
+
+/// The requests sent to `addr` (an agent other than the World's callee).
+fn sent_to(w: &World, addr: &str) -> Vec<SipMessage> {
+    w.to_others
+        .iter()
+        .filter(|(dest, m)| *dest == sa(addr) && m.method().is_some())
+        .map(|(_, m)| m.clone())
+        .collect()
+}
+
+/// `agent` (at `addr`) answers `req` with `code`.
+fn answer_from(w: &mut World, addr: &str, req: &SipMessage, code: u16, to_tag: &str) {
+    let to = req.header(&HeaderName::To).unwrap_or_default();
+    let to = if code > 100 {
+        format!("{to};tag={to_tag}")
+    } else {
+        to.to_owned()
+    };
+    let text = format!(
+        "SIP/2.0 {code} {}\nVia: {}\nFrom: {}\nTo: {to}\nCall-ID: {}\nCSeq: {}\nContact: <sip:bob@{addr}>\nContent-Length: 0\n\n",
+        reason_for(code),
+        req.top_via().unwrap_or_default(),
+        req.header(&HeaderName::From).unwrap_or_default(),
+        req.call_id().unwrap_or_default(),
+        req.header(&HeaderName::CSeq).unwrap_or_default(),
+    );
+    w.sends_from(1, addr, &text);
+}
+
+#[test]
+fn a_503_goes_on_to_the_next_candidate_and_the_caller_sees_one_call() {
+    let mut w = world_routing_to(&["a", "b"], |_| {});
+    w.caller_sends(&invite("z9hG4bKh1"));
+    w.callee_answers(503, "a1");
+    // The 503 is ACKed hop by hop and not relayed; b gets the INVITE on a fresh leg.
+    assert_eq!(w.methods_to_callee(), vec!["INVITE", "ACK"]);
+    let to_b = sent_to(&w, B);
+    assert_eq!(to_b.len(), 1);
+    assert_ne!(to_b[0].call_id(), w.to_callee[0].call_id());
+    assert_eq!(to_b[0].body, w.to_callee[0].body, "the same offer");
+    answer_from(&mut w, B, &to_b[0], 180, "b1");
+    answer_from(&mut w, B, &to_b[0], 200, "b1");
+    assert_eq!(w.codes_to_caller(), vec![100, 180, 200]);
+    assert_eq!(w.engine.stats().rerouted, 1);
+    // The call is b's: the caller's BYE goes there.
+    let tag = w.to_caller[1].to_tag().unwrap_or_default().to_owned();
+    assert_eq!(
+        w.to_caller[2].to_tag(),
+        Some(tag.as_str()),
+        "one dialog to the caller"
+    );
+    w.caller_sends(&caller_in_dialog("ACK", 1, "z9hG4bKack1", &tag));
+    w.caller_sends(&caller_in_dialog("BYE", 2, "z9hG4bKbye1", &tag));
+    let to_b = sent_to(&w, B);
+    assert_eq!(
+        to_b.iter()
+            .map(|m| m.method().map(|m| m.to_string()))
+            .collect::<Vec<_>>(),
+        vec![
+            Some("INVITE".into()),
+            Some("ACK".into()),
+            Some("BYE".into())
+        ]
+    );
+}
+
+#[test]
+fn a_silent_agent_is_abandoned_then_a_busy_one_ends_the_hunt() {
+    let mut w = world_routing_to(&["a", "b", "c"], |_| {});
+    w.caller_sends(&invite("z9hG4bKh2"));
+    w.advance(DEFAULT_ATTEMPT_EXPIRY);
+    let to_b = sent_to(&w, B);
+    assert_eq!(to_b.len(), 1, "b tried after a's expiry");
+    // 486 is not a reason to hunt: relayed, c never tried.
+    answer_from(&mut w, B, &to_b[0], 486, "b1");
+    assert_eq!(w.codes_to_caller(), vec![100, 486]);
+    assert!(sent_to(&w, C).is_empty());
+    assert_eq!(w.engine.call_count(), 0);
+    assert_eq!(w.engine.stats().attempts_expired, 1);
+}
+
+#[test]
+fn when_every_candidate_fails_the_caller_gets_the_best_failure_never_503() {
+    // 503 then 503: 500 (RFC 3261 §16.7).
+    let mut w = world_routing_to(&["a", "b"], |_| {});
+    w.caller_sends(&invite("z9hG4bKh3"));
+    w.callee_answers(503, "a1");
+    let to_b = sent_to(&w, B);
+    answer_from(&mut w, B, &to_b[0], 503, "b1");
+    assert_eq!(w.codes_to_caller(), vec![100, 500]);
+    assert_eq!(w.engine.stats().hunts_exhausted, 1);
+    assert_eq!(w.engine.call_count(), 0);
+    // 503 then silence: 408, within two attempt expiries (not timer B).
+    let mut w = world_routing_to(&["a", "b"], |_| {});
+    w.caller_sends(&invite("z9hG4bKh4"));
+    w.callee_answers(503, "a1");
+    w.advance(DEFAULT_ATTEMPT_EXPIRY);
+    assert_eq!(w.codes_to_caller(), vec![100, 408]);
+    // An out-of-service code of the agent hunts too, and is the best failure.
+    let mut w = world_routing_to(&["a", "b"], |agents| {
+        agents[0].out_service_codes = vec![480];
+    });
+    w.caller_sends(&invite("z9hG4bKh5"));
+    w.callee_answers(480, "a1");
+    let to_b = sent_to(&w, B);
+    answer_from(&mut w, B, &to_b[0], 503, "b1");
+    assert_eq!(w.codes_to_caller(), vec![100, 480]);
+}
+
+#[test]
+fn a_cancel_during_the_hunt_stops_it() {
+    let mut w = world_routing_to(&["a", "b", "c"], |_| {});
+    w.caller_sends(&invite("z9hG4bKh6"));
+    w.callee_answers(503, "a1");
+    let to_b = sent_to(&w, B);
+    answer_from(&mut w, B, &to_b[0], 180, "b1");
+    w.caller_sends(
+        &invite("z9hG4bKh6")
+            .replace("INVITE sip:", "CANCEL sip:")
+            .replace("CSeq: 1 INVITE", "CSeq: 1 CANCEL")
+            .replace("Content-Type: application/sdp\n", "")
+            .replace("Content-Length: 4\n\nv=0\n", "Content-Length: 0\n\n"),
+    );
+    let to_b = sent_to(&w, B);
+    let cancel = to_b
+        .iter()
+        .find(|m| m.method() == Some(&Method::Cancel))
+        .expect("b's attempt cancelled")
+        .clone();
+    answer_from(&mut w, B, &cancel, 200, "b1");
+    answer_from(&mut w, B, &to_b[0], 487, "b1");
+    assert!(
+        sent_to(&w, C).is_empty(),
+        "no further candidate after a CANCEL"
+    );
+    let codes = w.codes_to_caller();
+    assert!(codes.contains(&487), "{codes:?}");
+    assert_eq!(w.engine.call_count(), 0);
+}
+
+#[test]
+fn stop_sag_recurse_codes_end_a_group_hunt() {
+    let mut w = world_routing_to(&["SAG:pbx"], |_| {});
+    w.caller_sends(&invite("z9hG4bKh7"));
+    w.callee_answers(503, "a1");
+    let to_b = sent_to(&w, B);
+    assert_eq!(to_b.len(), 1, "the group's next agent");
+    answer_from(&mut w, B, &to_b[0], 407, "b1");
+    assert_eq!(w.codes_to_caller(), vec![100, 407]);
+    assert!(sent_to(&w, C).is_empty());
+}
+
+#[test]
+fn an_out_of_dialog_request_hunts_too() {
+    let mut w = world_routing_to(&["a", "b"], |_| {});
+    w.caller_sends(&format!(
+        "MESSAGE sip:bob@{ACCESS} SIP/2.0\nVia: SIP/2.0/UDP {CALLER};branch=z9hG4bKm1\nMax-Forwards: 70\nFrom: <sip:alice@10.1.1.1>;tag=m1\nTo: <sip:bob@{ACCESS}>\nCall-ID: msg-1@10.1.1.1\nCSeq: 1 MESSAGE\nContent-Length: 0\n\n"
+    ));
+    w.callee_answers(503, "a1");
+    let to_b = sent_to(&w, B);
+    assert_eq!(to_b.len(), 1);
+    answer_from(&mut w, B, &to_b[0], 202, "b1");
+    assert_eq!(w.codes_to_caller(), vec![202]);
+}
+
+#[test]
+fn domains_are_kept_and_ip_hosts_replaced() {
+    // A domain the caller used stays in the Request-URI, From and To; an IP host becomes
+    // the agent's hostname (Request-URI) or our address (From, To).
+    let mut w = world_routing_to(&["a"], |agents| {
+        agents[0].hostname = Some("pbx.example.test".into());
+    });
+    w.caller_sends(
+        &invite("z9hG4bKd1")
+            .replace(
+                &format!("INVITE sip:bob@{ACCESS}"),
+                "INVITE sip:bob@example.test",
+            )
+            .replace(
+                "From: \"Alice\" <sip:alice@10.1.1.1>",
+                "From: \"Alice\" <sip:alice@example.test>",
+            ),
+    );
+    let out = w.last_to_callee().clone();
+    assert_eq!(out.request_uri(), Some("sip:bob@example.test"));
+    let from = out.header(&HeaderName::From).unwrap_or_default();
+    assert!(
+        from.starts_with("\"Alice\" <sip:alice@example.test>;tag="),
+        "{from}"
+    );
+    let to = out.header(&HeaderName::To).unwrap_or_default();
+    assert_eq!(
+        to, "<sip:bob@198.51.100.10>",
+        "an IP host of ours becomes our core's"
+    );
+    // An IP host: the agent's hostname; the caller's address is nowhere.
+    let mut w = world_routing_to(&["a"], |agents| {
+        agents[0].hostname = Some("pbx.example.test".into());
+    });
+    w.caller_sends(&invite("z9hG4bKd2"));
+    let out = w.last_to_callee().clone();
+    assert_eq!(out.request_uri(), Some("sip:bob@pbx.example.test"));
+    let from = out.header(&HeaderName::From).unwrap_or_default();
+    assert!(
+        from.starts_with("\"Alice\" <sip:alice@198.51.100.10>;tag="),
+        "{from}"
+    );
+    let raw = String::from_utf8_lossy(w.raw_to_callee.last().expect("sent")).into_owned();
+    assert!(
+        !raw.contains("10.1.1.1") && !raw.contains("192.0.2.10"),
+        "{raw}"
+    );
+    // No hostname: the agent's address and port; a tel: URI as sip: with user=phone.
+    let mut w = world_routing_to(&["a"], |_| {});
+    w.caller_sends(
+        &invite("z9hG4bKd3").replace(&format!("INVITE sip:bob@{ACCESS}"), "INVITE tel:+15551234"),
+    );
+    let out = w.last_to_callee().clone();
+    assert_eq!(
+        out.request_uri(),
+        Some(format!("sip:+15551234@{CALLEE};user=phone").as_str())
+    );
+}
