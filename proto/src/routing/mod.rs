@@ -2,4 +2,6 @@
 //! configuration yet): Oracle's `local-policy` table and its route preference
 //! ([`local_policy`]).
 
+pub mod group;
 pub mod local_policy;
+pub mod translation;
