@@ -2,6 +2,7 @@
 //! configuration yet): Oracle's `local-policy` table and its route preference
 //! ([`local_policy`]).
 
+pub mod agent;
 pub mod group;
 pub mod local_policy;
 pub mod translation;
