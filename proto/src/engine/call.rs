@@ -56,6 +56,9 @@ pub(super) struct Call {
     pub(super) offer_undo: Option<Box<(ClientKey, crate::media::MediaRecord)>>,
     /// Whether the call was streamed to the standby (its end must be, too).
     pub(super) replicated: bool,
+    /// The session it holds on its session-agent (ends with the call; `None` for a call
+    /// replicated from the former active, whose agent's count starts afresh).
+    pub(super) agent_session: Option<crate::routing::board::AgentSession>,
 }
 
 /// Where a call's initial INVITE stands, and what it still needs.
@@ -106,6 +109,7 @@ impl Call {
             on_hold: false,
             offer_undo: None,
             replicated: false,
+            agent_session: None,
         }
     }
 
@@ -118,6 +122,7 @@ impl Call {
             on_hold: false,
             offer_undo: None,
             replicated: true,
+            agent_session: None,
         }
     }
 
@@ -149,6 +154,7 @@ impl Call {
             on_hold: false,
             offer_undo: None,
             replicated: true,
+            agent_session: None,
         }
     }
 

@@ -115,6 +115,7 @@ impl Engine {
                 side: Side::Callee,
                 armed: None,
                 attempt_expires: None,
+                agent: None,
             },
         );
         self.arm_client(&ckey.cancel_of());

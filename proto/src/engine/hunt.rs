@@ -20,6 +20,7 @@ use tracing::debug;
 use super::transactions::{ClientKey, ServerKey};
 use super::transmit::Inbound;
 use super::Engine;
+use crate::routing::board::{AgentHandle, AgentSession};
 use crate::routing::local_policy::RouteQuery;
 use crate::routing::router::{best_failure, Attempt, RouteAgent};
 use crate::sip::dialog::{LegTransport, Side};
@@ -93,7 +94,28 @@ impl Engine {
             minute,
             weekday,
         };
-        router.plan(&query, |_| true, |group| group.dests.clone())
+        router.plan(&query, now)
+    }
+
+    /// Admits `attempt` on its agent: an INVITE takes a session (counted until the call or
+    /// the attempt ends), another request needs the agent in service. `None`: refused (out
+    /// of service, or at `max-sessions`, `max-outbound-sessions` or `max-burst-rate`).
+    pub(super) fn admit_attempt(
+        &mut self,
+        now: Instant,
+        attempt: &Attempt,
+        invite: bool,
+    ) -> Option<Option<AgentSession>> {
+        let handle = self.cfg.router.handle(attempt.agent);
+        let admitted = if invite {
+            handle.admit(now).map(Some)
+        } else {
+            handle.board.in_service(attempt.agent).then_some(None)
+        };
+        if admitted.is_none() {
+            self.stats.agent_refused += 1;
+        }
+        admitted
     }
 
     /// Keeps the candidates after the first of a request relayed on server transaction
@@ -157,10 +179,17 @@ impl Engine {
         if current.terminate {
             return AfterFailure::Answer(best_failure(&hunt.failures));
         }
+        if let Some(call) = call.and_then(|id| self.calls.get_mut(&id)) {
+            // The failed attempt's session ends.
+            call.agent_session = None;
+        }
         while hunt.current + 1 < hunt.plan.len() {
             hunt.current += 1;
             let attempt = hunt.plan[hunt.current];
             let Some(agent) = router.agent(attempt.agent) else {
+                continue;
+            };
+            let Some(session) = self.admit_attempt(now, &attempt, call.is_some()) else {
                 continue;
             };
             self.stats.rerouted += 1;
@@ -171,10 +200,17 @@ impl Engine {
                     agent.hop.name
                 )
             });
+            let handle = router.handle(attempt.agent);
             let sent = match call {
-                Some(id) => self.reroute_call(now, id, skey, agent, &hunt.orig, hunt.mf),
+                Some(id) => {
+                    let sent = self.reroute_call(now, id, skey, agent, handle, &hunt.orig, hunt.mf);
+                    if let Some(call) = self.calls.get_mut(&id) {
+                        call.agent_session = session;
+                    }
+                    sent
+                }
                 None => {
-                    self.reroute_exchange(now, skey, agent, &hunt.orig, hunt.mf);
+                    self.reroute_exchange(now, skey, agent, handle, &hunt.orig, hunt.mf);
                     true
                 }
             };
@@ -189,12 +225,14 @@ impl Engine {
 
     /// Sends call `id`'s INVITE to `agent` on a fresh callee leg (its Call-ID, tag and CSeq
     /// new); returns false when the call is gone.
+    #[allow(clippy::too_many_arguments)] // the call, the request and where it goes
     fn reroute_call(
         &mut self,
         now: Instant,
         id: u64,
         skey: &ServerKey,
         agent: &RouteAgent,
+        handle: AgentHandle,
         orig: &SipMessage,
         mf: u32,
     ) -> bool {
@@ -224,7 +262,7 @@ impl Engine {
             call.invite_sent(ckey.clone());
         }
         if let Some(ckey) = &ckey {
-            self.expire_attempt(now, ckey, agent);
+            self.start_attempt(now, ckey, agent, handle);
         }
         self.replicate(id);
         true
@@ -236,6 +274,7 @@ impl Engine {
         now: Instant,
         skey: &ServerKey,
         agent: &RouteAgent,
+        handle: AgentHandle,
         orig: &SipMessage,
         mf: u32,
     ) {
@@ -257,14 +296,22 @@ impl Engine {
             mf,
             Some(skey.clone()),
         );
-        self.expire_attempt(now, &ckey, agent);
+        self.start_attempt(now, &ckey, agent, handle);
     }
 
-    /// Gives the new request of client transaction `ckey` until `agent`'s attempt expiry to
-    /// get a first response.
-    pub(super) fn expire_attempt(&mut self, now: Instant, ckey: &ClientKey, agent: &RouteAgent) {
+    /// Marks client transaction `ckey` as a new request's attempt on `agent`: it has until
+    /// the agent's attempt expiry to get a first response, and its outcome feeds the agent's
+    /// health (`handle`).
+    pub(super) fn start_attempt(
+        &mut self,
+        now: Instant,
+        ckey: &ClientKey,
+        agent: &RouteAgent,
+        handle: AgentHandle,
+    ) {
         if let Some(entry) = self.client.get_mut(ckey) {
             entry.attempt_expires = Some(now + agent.attempt_expiry);
+            entry.agent = Some(handle);
         }
         self.arm_client(ckey);
     }

@@ -276,6 +276,7 @@ mod takeover {
                     interface: 1,
                     max_udp_length: 0,
                 },
+                Instant::now(),
             )),
             timers: Timers::default(),
             timer_c: Duration::from_secs(180),

@@ -18,6 +18,7 @@ use super::transactions::{
 };
 use super::transmit::{Inbound, Transmit};
 use super::Engine;
+use crate::routing::board::AgentSession;
 use crate::routing::router::{Attempt, RouteAgent};
 use crate::shard;
 use crate::sip::dialog::{Dialog, DialogState, Leg, LegTransport, Side};
@@ -193,9 +194,8 @@ impl Engine {
             self.answer(inbound, &msg, 503, Some(("Retry-After", "5".into())));
             return;
         }
-        let plan = self.plan_route(now, inbound, &msg);
-        let router = Arc::clone(&self.cfg.router);
-        let Some(first) = plan.first().and_then(|a| router.agent(a.agent)) else {
+        let mut plan = self.plan_route(now, inbound, &msg);
+        if plan.is_empty() {
             self.trace_note("refused 404: no route from this realm");
             self.answer(
                 inbound,
@@ -203,6 +203,27 @@ impl Engine {
                 404,
                 Some(("Warning", "399 sbc \"no route\"".into())),
             );
+            return;
+        }
+        // The first candidate whose agent takes it.
+        let invite = method == Method::Invite;
+        let mut session = None;
+        let mut admitted = None;
+        for (i, attempt) in plan.iter().enumerate() {
+            if let Some(s) = self.admit_attempt(now, attempt, invite) {
+                (session, admitted) = (s, Some(i));
+                break;
+            }
+        }
+        let Some(start) = admitted else {
+            self.stats.no_agent_503 += 1;
+            self.trace_note("refused 503: no session-agent of the route may take it now");
+            self.answer(inbound, &msg, 503, Some(("Retry-After", "5".into())));
+            return;
+        };
+        plan.drain(..start);
+        let router = Arc::clone(&self.cfg.router);
+        let Some(first) = plan.first().and_then(|a| router.agent(a.agent)) else {
             return;
         };
         if msg.request_uri().is_some_and(is_sips) {
@@ -228,7 +249,7 @@ impl Engine {
             }
         }
         if method == Method::Invite {
-            self.new_call(now, inbound, msg, key, plan, mf);
+            self.new_call(now, inbound, msg, key, plan, session, mf);
         } else {
             self.standalone(now, inbound, msg, key, plan, mf);
         }
@@ -251,10 +272,14 @@ impl Engine {
         msg: SipMessage,
         key: ServerKey,
         plan: Vec<Attempt>,
+        session: Option<AgentSession>,
         mf: u32,
     ) {
         let router = Arc::clone(&self.cfg.router);
-        let Some(agent) = plan.first().and_then(|a| router.agent(a.agent)) else {
+        let Some((index, agent)) = plan
+            .first()
+            .and_then(|a| Some((a.agent, router.agent(a.agent)?)))
+        else {
             return;
         };
         let hop = &agent.hop;
@@ -312,8 +337,9 @@ impl Engine {
             setup: None,
         };
         self.dialogs.insert_call(&dialog);
-        self.calls
-            .insert(id, Box::new(Call::inviting(dialog, key.clone())));
+        let mut call = Box::new(Call::inviting(dialog, key.clone()));
+        call.agent_session = session;
+        self.calls.insert(id, call);
         self.trace_call(id);
         let mut msg = msg;
         match self.anchor_body(now, id, Side::Caller, &msg) {
@@ -360,7 +386,7 @@ impl Engine {
             call.invite_sent(ckey.clone());
         }
         if let Some(ckey) = &ckey {
-            self.expire_attempt(now, ckey, agent);
+            self.start_attempt(now, ckey, agent, router.handle(index));
         }
         self.start_hunt(&key, plan, &msg, mf);
         // From here the callee may answer: the standby must be able to finish the set-up.
@@ -469,7 +495,10 @@ impl Engine {
         mf: u32,
     ) {
         let router = Arc::clone(&self.cfg.router);
-        let Some(agent) = plan.first().and_then(|a| router.agent(a.agent)) else {
+        let Some((index, agent)) = plan
+            .first()
+            .and_then(|a| Some((a.agent, router.agent(a.agent)?)))
+        else {
             return;
         };
         let method = msg.method().cloned().unwrap_or(Method::Options);
@@ -493,7 +522,7 @@ impl Engine {
             mf,
             Some(key.clone()),
         );
-        self.expire_attempt(now, &ckey, agent);
+        self.start_attempt(now, &ckey, agent, router.handle(index));
         self.start_hunt(&key, plan, &msg, mf);
     }
 
@@ -737,6 +766,7 @@ impl Engine {
                 side,
                 armed: None,
                 attempt_expires: None,
+                agent: None,
             },
         );
         self.arm_client(&key);

@@ -176,6 +176,11 @@ impl Engine {
             entry.call,
             entry.side,
         );
+        if code >= 200 {
+            if let Some(agent) = &entry.agent {
+                agent.answered(now, code);
+            }
+        }
         let initial_invite = call_id
             .and_then(|id| self.calls.get(&id))
             .is_some_and(|c| c.is_initial_invite(ckey));

@@ -185,6 +185,7 @@ impl Engine {
                     side: crate::sip::dialog::Side::Callee,
                     armed: None,
                     attempt_expires: None,
+                    agent: None,
                 },
             );
             self.arm_client(&ckey);

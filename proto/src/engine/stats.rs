@@ -67,6 +67,11 @@ pub struct Stats {
     /// Attempts abandoned because the agent sent no response at all within its attempt
     /// expiry (`invite-trans-expire`).
     pub attempts_expired: u64,
+    /// Candidates passed over because their agent refused a new session: out of service, or
+    /// at `max-sessions`, `max-outbound-sessions` or `max-burst-rate`.
+    pub agent_refused: u64,
+    /// New requests refused with 503 because every candidate's agent refused them.
+    pub no_agent_503: u64,
 }
 
 impl std::ops::AddAssign<&Self> for Stats {
@@ -81,7 +86,7 @@ impl std::ops::AddAssign<&Self> for Stats {
 
 impl Stats {
     /// The number of counters.
-    pub const COUNT: usize = 27;
+    pub const COUNT: usize = 29;
 
     /// Every counter with its name (the serialised field name), in declaration order.
     fn counters_mut(&mut self) -> [(&'static str, &mut u64); Self::COUNT] {
@@ -113,6 +118,8 @@ impl Stats {
             rerouted,
             hunts_exhausted,
             attempts_expired,
+            agent_refused,
+            no_agent_503,
         } = self;
         // Destructured, so a new counter that is not listed here does not compile.
         [
@@ -143,6 +150,8 @@ impl Stats {
             ("rerouted", rerouted),
             ("hunts_exhausted", hunts_exhausted),
             ("attempts_expired", attempts_expired),
+            ("agent_refused", agent_refused),
+            ("no_agent_503", no_agent_503),
         ]
     }
 

@@ -258,6 +258,9 @@ impl Engine {
             .call
             .and_then(|id| self.calls.get(&id))
             .is_some_and(|c| c.is_initial_invite(key));
+        if let Some(agent) = &entry.agent {
+            agent.timed_out(now);
+        }
         let mut best = None;
         if let Some(skey) = &entry.server {
             if initial || entry.call.is_none() {

@@ -216,6 +216,8 @@ pub(super) struct ClientEntry {
     /// came (the agent's attempt expiry), so that the next candidate is tried long before
     /// timer B or F.
     pub(super) attempt_expires: Option<Instant>,
+    /// A new request's attempt: the agent whose health its outcome feeds.
+    pub(super) agent: Option<crate::routing::board::AgentHandle>,
 }
 
 impl ClientEntry {

@@ -5,6 +5,7 @@
 //! ([`translation`]).
 
 pub mod agent;
+pub mod board;
 pub mod group;
 pub mod local_policy;
 pub mod router;

@@ -9,8 +9,11 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use super::agent::AgentPolicy;
+use super::board::{AgentBoard, AgentHandle};
 use super::local_policy::{self, LocalPolicy, PolicyAttribute, RouteQuery};
 use crate::sip::dialog::LegTransport;
 
@@ -42,21 +45,22 @@ pub struct RouteAgent {
     /// next candidate is tried (`invite-trans-expire`, else `sip-config`'s
     /// `initial-inv-trans-expire`).
     pub attempt_expiry: Duration,
-    /// `out-service-response-codes`: final responses that make the request try the next
-    /// candidate (besides 503, a timeout and a transport failure).
-    pub out_service_codes: Vec<u16>,
+    /// Its health and admission settings (pings, `out-service-response-codes`, limits); its
+    /// `out-service-response-codes` also make a request try the next candidate (besides 503,
+    /// a timeout and a transport failure).
+    pub health: AgentPolicy,
 }
 
 impl RouteAgent {
     /// An agent with nothing but its next hop set: its address as Request-URI host, the
-    /// given attempt expiry, no extra re-route codes.
+    /// given attempt expiry, Oracle's default health settings (no pings, no limits).
     #[must_use]
     pub fn at(hop: NextHop, attempt_expiry: Duration) -> Self {
         Self {
             hop,
             hostname: None,
             attempt_expiry,
-            out_service_codes: Vec::new(),
+            health: AgentPolicy::default(),
         }
     }
 
@@ -71,19 +75,7 @@ impl RouteAgent {
     }
 }
 
-/// How a `session-agent-group` orders its agents.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum GroupStrategy {
-    /// Everything to the first agent in service, in the configured order.
-    #[default]
-    Hunt,
-    /// Each new request starts after the agent the previous one started with.
-    RoundRobin,
-    /// Fewest live sessions relative to `max-sessions` first.
-    LeastBusy,
-    /// Shares in proportion to `max-sessions`.
-    PropDist,
-}
+pub use super::group::Strategy as GroupStrategy;
 
 /// A `session-agent-group` as routing needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,6 +127,8 @@ pub struct Router {
     targets: Vec<Vec<Target>>,
     agents: Vec<RouteAgent>,
     groups: Vec<RouteGroup>,
+    /// The agents' live state, shared by every engine.
+    board: Arc<AgentBoard>,
 }
 
 /// A `local-policy` names a next hop the router does not know.
@@ -152,6 +146,7 @@ impl Router {
         agents: Vec<RouteAgent>,
         groups: Vec<RouteGroup>,
         policies: Vec<LocalPolicy>,
+        now: Instant,
     ) -> Result<Self, UnknownNextHop> {
         let mut names: HashMap<&str, Target> = HashMap::new();
         for (i, a) in agents.iter().enumerate() {
@@ -180,18 +175,24 @@ impl Router {
                     .collect::<Result<Vec<_>, _>>()
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let board = Arc::new(AgentBoard::new(
+            agents.iter().map(|a| a.health.clone()).collect(),
+            groups.len(),
+            now,
+        ));
         Ok(Self {
             policies,
             targets,
             agents,
             groups,
+            board,
         })
     }
 
     /// The router of a fixed next hop per ingress realm (`routes[i]`: where requests arriving
     /// on interface `i`, of realm `realms[i]`, go), the engine's tests' and benchmarks' form.
     #[must_use]
-    pub fn per_realm(realms: &[&str], routes: Vec<Option<RouteAgent>>) -> Self {
+    pub fn per_realm(realms: &[&str], routes: Vec<Option<RouteAgent>>, now: Instant) -> Self {
         let mut agents: Vec<RouteAgent> = Vec::new();
         let mut policies = Vec::new();
         for (realm, agent) in realms.iter().zip(routes) {
@@ -209,16 +210,52 @@ impl Router {
             });
         }
         // Agents are unique by name, so every next hop resolves.
-        Self::new(agents, Vec::new(), policies).unwrap_or_default()
+        Self::new(agents, Vec::new(), policies, now).unwrap_or_default()
     }
 
     /// The router sending everything that arrives in `realm` to `hop` (its attempt expiry
     /// [`DEFAULT_ATTEMPT_EXPIRY`]).
     #[must_use]
-    pub fn from_realm(realm: &str, hop: NextHop) -> Self {
+    pub fn from_realm(realm: &str, hop: NextHop, now: Instant) -> Self {
         Self::per_realm(
             &[realm],
             vec![Some(RouteAgent::at(hop, DEFAULT_ATTEMPT_EXPIRY))],
+            now,
+        )
+    }
+
+    /// The agents' live state.
+    #[must_use]
+    pub fn board(&self) -> &Arc<AgentBoard> {
+        &self.board
+    }
+
+    /// Agent `index` on this router's board.
+    #[must_use]
+    pub fn handle(&self, index: usize) -> AgentHandle {
+        AgentHandle {
+            board: Arc::clone(&self.board),
+            index,
+        }
+    }
+
+    /// The agents `query` is offered to at `now`, in order (see [`Router::plan_with`]): each
+    /// group ordered by its strategy against the agents' live state; agents named directly
+    /// are listed whatever their state (admission, when the attempt is made, decides).
+    #[must_use]
+    pub fn plan(&self, query: &RouteQuery<'_>, now: Instant) -> Vec<Attempt> {
+        let board = &self.board;
+        let groups = &self.groups;
+        self.plan_with(
+            query,
+            |_| true,
+            |group| {
+                let index = groups
+                    .iter()
+                    .position(|g| std::ptr::eq(g, group))
+                    .unwrap_or(usize::MAX);
+                board.order_group(index, group.strategy, &group.dests, now)
+            },
         )
     }
 
@@ -252,7 +289,7 @@ impl Router {
     /// them), only its first choice unless it has `sag-recursion`; `eligible` says whether
     /// an agent named directly may take a new session now. An agent comes once, at its
     /// first place; a candidate with `terminate-recursion` ends the list.
-    pub fn plan(
+    pub fn plan_with(
         &self,
         query: &RouteQuery<'_>,
         mut eligible: impl FnMut(usize) -> bool,
@@ -341,7 +378,7 @@ impl Router {
             || self
                 .agents
                 .get(attempt.agent)
-                .is_some_and(|a| a.out_service_codes.contains(&code))
+                .is_some_and(|a| a.health.out_service_codes.contains(&code))
     }
 }
 
@@ -451,9 +488,10 @@ mod tests {
                 policy("1555", &[("b", 5), ("a", 5)]),
                 policy("1", &[("a", 5), ("c", 1)]),
             ],
+            Instant::now(),
         )
         .expect("a valid table");
-        let plan = router.plan(&query("15551234"), |_| true, |g| g.dests.clone());
+        let plan = router.plan_with(&query("15551234"), |_| true, |g| g.dests.clone());
         // cost 0 (c, *), cost 1 (c again: once), cost 5 by longest To: b, a (1555), a (1).
         assert_eq!(agents_of(&plan), vec![2, 1, 0]);
     }
@@ -467,14 +505,15 @@ mod tests {
                 group("all", vec![0, 1, 2], true),
             ],
             vec![policy("*", &[("SAG:pbx", 0), ("sag:ALL", 1)])],
+            Instant::now(),
         )
         .expect("a valid table");
-        let plan = router.plan(&query("1"), |_| true, |g| g.dests.clone());
+        let plan = router.plan_with(&query("1"), |_| true, |g| g.dests.clone());
         assert_eq!(agents_of(&plan), vec![0, 1, 2]);
         assert_eq!(plan[0].group, Some(0));
         assert_eq!(plan[1].group, Some(1));
         // The group's order is what its strategy and the agents' state say.
-        let plan = router.plan(
+        let plan = router.plan_with(
             &query("1"),
             |_| true,
             |g| g.dests.iter().rev().copied().collect(),
@@ -490,13 +529,14 @@ mod tests {
             vec![hop("a", 1), hop("b", 2), hop("c", 3)],
             Vec::new(),
             vec![p],
+            Instant::now(),
         )
         .expect("a valid table");
-        let plan = router.plan(&query("1"), |a| a != 0, |g| g.dests.clone());
+        let plan = router.plan_with(&query("1"), |a| a != 0, |g| g.dests.clone());
         assert_eq!(agents_of(&plan), vec![1]);
         assert!(plan[0].terminate);
         // An ineligible terminating candidate does not end the plan.
-        let plan = router.plan(&query("1"), |a| a != 1, |g| g.dests.clone());
+        let plan = router.plan_with(&query("1"), |a| a != 1, |g| g.dests.clone());
         assert_eq!(agents_of(&plan), vec![0, 2]);
     }
 
@@ -506,6 +546,7 @@ mod tests {
             vec![hop("a", 1)],
             Vec::new(),
             vec![policy("*", &[("SAG:x", 0)])],
+            Instant::now(),
         )
         .expect_err("an unknown next hop");
         assert_eq!(err, UnknownNextHop("SAG:x".into()));
@@ -516,11 +557,11 @@ mod tests {
         let agents: Vec<RouteAgent> = (0..40).map(|i| hop(&format!("a{i}"), 1000 + i)).collect();
         let names: Vec<String> = (0..40).map(|i| format!("a{i}")).collect();
         let hops: Vec<(&str, u32)> = names.iter().map(|n| (n.as_str(), 0)).collect();
-        let router =
-            Router::new(agents, Vec::new(), vec![policy("*", &hops)]).expect("a valid table");
+        let router = Router::new(agents, Vec::new(), vec![policy("*", &hops)], Instant::now())
+            .expect("a valid table");
         assert_eq!(
             router
-                .plan(&query("1"), |_| true, |g| g.dests.clone())
+                .plan_with(&query("1"), |_| true, |g| g.dests.clone())
                 .len(),
             MAX_ATTEMPTS
         );
@@ -529,11 +570,12 @@ mod tests {
     #[test]
     fn which_codes_reroute() {
         let mut b = hop("b", 2);
-        b.out_service_codes = vec![500, 480];
+        b.health.out_service_codes = vec![500, 480];
         let router = Router::new(
             vec![hop("a", 1), b],
             vec![group("g", vec![0, 1], true)],
             vec![policy("*", &[("SAG:g", 0)])],
+            Instant::now(),
         )
         .expect("a valid table");
         let direct = Attempt {

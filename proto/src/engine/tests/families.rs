@@ -64,6 +64,7 @@ fn engine(s: &Sides, table: &Arc<Mutex<MediaTable>>) -> Engine {
                 interface: 1,
                 max_udp_length: 0,
             },
+            Instant::now(),
         )),
         timers: Timers::default(),
         timer_c: Duration::from_secs(180),
@@ -282,6 +283,7 @@ fn a_request_past_max_udp_length_goes_over_tcp() {
                 max_udp_length: 1300,
                 ..hop
             },
+            Instant::now(),
         ));
         let invite = format!(
             "INVITE sip:bob@{access} SIP/2.0\r\nVia: SIP/2.0/UDP {caller};branch=z9hG4bKbig\r\n\

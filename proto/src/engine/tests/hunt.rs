@@ -25,6 +25,15 @@ fn agent(name: &str, addr: &str) -> RouteAgent {
 
 /// Agents a (the World's callee), b and c; everything from `access` to `next_hops` in order.
 fn world_routing_to(next_hops: &[&str], edit: impl FnOnce(&mut Vec<RouteAgent>)) -> World {
+    world_with(next_hops, edit, |_| {})
+}
+
+/// [`world_routing_to`], with group `pbx` (a, b, c; hunt, recursion) edited.
+fn world_with(
+    next_hops: &[&str],
+    edit: impl FnOnce(&mut Vec<RouteAgent>),
+    edit_group: impl FnOnce(&mut RouteGroup),
+) -> World {
     let mut agents = vec![agent("a", CALLEE), agent("b", B), agent("c", C)];
     edit(&mut agents);
     let policy = LocalPolicy {
@@ -41,14 +50,16 @@ fn world_routing_to(next_hops: &[&str], edit: impl FnOnce(&mut Vec<RouteAgent>))
             })
             .collect(),
     };
-    let groups = vec![RouteGroup {
+    let mut group = RouteGroup {
         name: "pbx".into(),
         strategy: GroupStrategy::Hunt,
         dests: vec![0, 1, 2],
         recursion: true,
         stop_recurse: vec![401, 407],
-    }];
-    let router = Router::new(agents, groups, vec![policy]).expect("a valid table");
+    };
+    edit_group(&mut group);
+    let groups = vec![group];
+    let router = Router::new(agents, groups, vec![policy], Instant::now()).expect("a valid table");
     let mut w = World::new();
     w.engine = Engine::new(
         EngineConfig {
@@ -160,7 +171,7 @@ fn when_every_candidate_fails_the_caller_gets_the_best_failure_never_503() {
     assert_eq!(w.codes_to_caller(), vec![100, 408]);
     // An out-of-service code of the agent hunts too, and is the best failure.
     let mut w = world_routing_to(&["a", "b"], |agents| {
-        agents[0].out_service_codes = vec![480];
+        agents[0].health.out_service_codes = vec![480];
     });
     w.caller_sends(&invite("z9hG4bKh5"));
     w.callee_answers(480, "a1");
@@ -282,4 +293,89 @@ fn domains_are_kept_and_ip_hosts_replaced() {
         out.request_uri(),
         Some(format!("sip:+15551234@{CALLEE};user=phone").as_str())
     );
+}
+
+/// Call `n` of a test (its own Call-ID and branch).
+fn nth_invite(n: u32) -> String {
+    invite(&format!("z9hG4bKn{n}")).replace("call-1@10.1.1.1", &format!("call-n{n}@10.1.1.1"))
+}
+
+/// Where each new INVITE went (retransmissions counted once): a (the World's callee), b or c.
+fn invites_by_agent(w: &World) -> [usize; 3] {
+    let count = |msgs: &[SipMessage]| {
+        let mut ids: Vec<&str> = msgs
+            .iter()
+            .filter(|m| m.method() == Some(&Method::Invite))
+            .filter_map(SipMessage::call_id)
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.len()
+    };
+    [
+        count(&w.to_callee),
+        count(&sent_to(w, B)),
+        count(&sent_to(w, C)),
+    ]
+}
+
+#[test]
+fn a_round_robin_group_spreads_calls_one_each() {
+    let mut w = world_with(
+        &["SAG:pbx"],
+        |_| {},
+        |g| {
+            g.strategy = GroupStrategy::RoundRobin;
+            g.recursion = false;
+        },
+    );
+    for n in 0..9 {
+        w.caller_sends(&nth_invite(n));
+    }
+    assert_eq!(invites_by_agent(&w), [3, 3, 3]);
+}
+
+#[test]
+fn max_sessions_are_respected_and_freed_when_a_call_ends() {
+    let mut w = world_with(
+        &["SAG:pbx"],
+        |agents| {
+            for a in agents.iter_mut() {
+                a.health.max_sessions = 1;
+            }
+        },
+        |_| {},
+    );
+    for n in 0..3 {
+        w.caller_sends(&nth_invite(n));
+    }
+    assert_eq!(
+        invites_by_agent(&w),
+        [1, 1, 1],
+        "one session each, in hunt order"
+    );
+    // A fourth finds every agent full: 503 from us, no INVITE anywhere.
+    w.caller_sends(&nth_invite(3));
+    assert_eq!(w.codes_to_caller().last(), Some(&503));
+    assert_eq!(w.engine.stats().no_agent_503, 1);
+    assert_eq!(invites_by_agent(&w), [1, 1, 1]);
+    // a's call fails (486): its session is free again, and the next call goes there.
+    let inv = w.to_callee[0].clone();
+    w.callee_responds_to(&inv, 486, "a1");
+    w.caller_sends(&nth_invite(4));
+    assert_eq!(invites_by_agent(&w), [2, 1, 1]);
+}
+
+#[test]
+fn an_agent_out_of_service_after_trans_timeouts_is_skipped_by_new_calls() {
+    let mut w = world_routing_to(&["a", "b"], |agents| {
+        agents[0].health.trans_timeouts = 1;
+    });
+    w.caller_sends(&nth_invite(0));
+    w.advance(DEFAULT_ATTEMPT_EXPIRY);
+    assert_eq!(invites_by_agent(&w), [1, 1, 0], "a silent, b tried");
+    // a is out of service: the next call goes straight to b.
+    w.caller_sends(&nth_invite(1));
+    assert_eq!(invites_by_agent(&w), [1, 2, 0]);
+    assert_eq!(w.engine.stats().agent_refused, 1);
 }

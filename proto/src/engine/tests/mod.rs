@@ -57,6 +57,7 @@ fn config() -> EngineConfig {
                 interface: 1,
                 max_udp_length: 0,
             },
+            Instant::now(),
         )),
         timers: Timers::default(),
         timer_c: Duration::from_secs(180),
@@ -1561,7 +1562,7 @@ fn a_sips_request_travels_only_over_tls() {
     // TLS on both hops: relayed as sips:, from our TLS listener, with a sips: Contact.
     let mut hop = cfg.router.agents()[0].hop.clone();
     hop.transport = LegTransport::Tls;
-    cfg.router = Arc::new(Router::from_realm("access", hop));
+    cfg.router = Arc::new(Router::from_realm("access", hop, Instant::now()));
     let mut w = World::new();
     w.engine.set_config(cfg);
     tls_in(&mut w, &sips_invite("z9hG4bKsips3"));
