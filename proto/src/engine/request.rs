@@ -265,6 +265,7 @@ impl Engine {
         })
     }
 
+    #[allow(clippy::too_many_arguments)] // the request, its route and its agent's session
     pub(super) fn new_call(
         &mut self,
         now: Instant,
