@@ -241,7 +241,12 @@ fn router(cfg: &Config) -> anyhow::Result<Router> {
             });
         }
     }
-    Ok(Router::new(agents, Vec::new(), policies)?)
+    Ok(Router::new(
+        agents,
+        Vec::new(),
+        policies,
+        std::time::Instant::now(),
+    )?)
 }
 
 /// Builds the engine's view of a validated configuration.
