@@ -33,7 +33,7 @@ impl AddressPattern {
     }
 
     /// How many characters of `user` it matched, if it matches (0 for `*`).
-    fn matched(&self, user: &str) -> Option<usize> {
+    pub(crate) fn matched(&self, user: &str) -> Option<usize> {
         match self {
             Self::Any => Some(0),
             Self::Prefix(p) => user.starts_with(p.as_str()).then_some(p.len()),
@@ -204,15 +204,7 @@ pub fn select<'a>(table: &'a [LocalPolicy], query: &RouteQuery<'_>) -> Vec<Candi
             .iter()
             .filter(|a| a.applies(query.minute, query.weekday))
         {
-            let key = SortKey {
-                cost: a.cost,
-                to_match: std::cmp::Reverse(to_len),
-                to_len: p.to.len(),
-                from_match: std::cmp::Reverse(from_len),
-                from_len: p.from.len(),
-                days: a.days.count(),
-                window: a.window_minutes(),
-            };
+            let key = SortKey::of(p, a, to_len, from_len);
             found.push((
                 key,
                 Candidate {
@@ -227,9 +219,9 @@ pub fn select<'a>(table: &'a [LocalPolicy], query: &RouteQuery<'_>) -> Vec<Candi
     found.into_iter().map(|(_, c)| c).collect()
 }
 
-/// Oracle's route preference, field by field.
+/// Oracle's route preference, field by field (shared with [`super::table::RouteTable`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct SortKey {
+pub(crate) struct SortKey {
     cost: u32,
     to_match: std::cmp::Reverse<usize>,
     to_len: usize,
@@ -237,6 +229,41 @@ struct SortKey {
     from_len: usize,
     days: u32,
     window: u16,
+}
+
+impl SortKey {
+    /// The key of attribute `a` of policy `p`, whose patterns matched `to_match` characters of
+    /// the To user and `from_match` of the From user.
+    pub(crate) fn of(
+        p: &LocalPolicy,
+        a: &PolicyAttribute,
+        to_match: usize,
+        from_match: usize,
+    ) -> Self {
+        Self {
+            cost: a.cost,
+            to_match: std::cmp::Reverse(to_match),
+            to_len: p.to.len(),
+            from_match: std::cmp::Reverse(from_match),
+            from_len: p.from.len(),
+            days: a.days.count(),
+            window: a.window_minutes(),
+        }
+    }
+
+    /// The key of a route-file row: a policy from `*` to a prefix of `to_len` characters (which
+    /// matched all of them) with one attribute of `cost`, every day, all day.
+    pub(crate) fn of_row(cost: u32, to_len: usize) -> Self {
+        Self {
+            cost,
+            to_match: std::cmp::Reverse(to_len),
+            to_len,
+            from_match: std::cmp::Reverse(0),
+            from_len: 0,
+            days: Days::ALL.count(),
+            window: 24 * 60,
+        }
+    }
 }
 
 #[cfg(test)]
