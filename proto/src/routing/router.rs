@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 use super::agent::AgentPolicy;
 use super::board::{AgentBoard, AgentHandle};
 use super::local_policy::{self, LocalPolicy, PolicyAttribute, RouteQuery};
+use super::route_file::RouteFile;
+use super::table::RouteTable;
 use crate::sip::dialog::LegTransport;
 
 /// Where one agent's new requests are sent, as the engine needs it.
@@ -120,15 +122,29 @@ pub const DEFAULT_ATTEMPT_EXPIRY: Duration = Duration::from_secs(4);
 pub const MAX_ATTEMPTS: usize = 16;
 
 /// The routing configuration, immutable once built (a reload builds a new one).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Router {
-    policies: Vec<LocalPolicy>,
-    /// For each policy, for each of its attributes: what its `next-hop` names.
-    targets: Vec<Vec<Target>>,
+    /// The policies and route files, indexed by `to-address` prefix.
+    table: Arc<RouteTable>,
+    /// What each `next-hop` names (agents by name, groups as lower-case `sag:<name>`).
+    targets: HashMap<String, Target>,
     agents: Vec<RouteAgent>,
     groups: Vec<RouteGroup>,
     /// The agents' live state, shared by every engine.
     board: Arc<AgentBoard>,
+}
+
+impl Default for Router {
+    /// A router with no route: every new request gets 404.
+    fn default() -> Self {
+        Self {
+            table: Arc::new(RouteTable::new(Vec::new(), Vec::new())),
+            targets: HashMap::new(),
+            agents: Vec::new(),
+            groups: Vec::new(),
+            board: Arc::default(),
+        }
+    }
 }
 
 /// A `local-policy` names a next hop the router does not know.
@@ -148,40 +164,55 @@ impl Router {
         policies: Vec<LocalPolicy>,
         now: Instant,
     ) -> Result<Self, UnknownNextHop> {
-        let mut names: HashMap<&str, Target> = HashMap::new();
+        Self::with_files(agents, groups, policies, Vec::new(), now)
+    }
+
+    /// [`Router::new`] with large route files (`local-routing-config`) beside the policies.
+    ///
+    /// # Errors
+    /// [`UnknownNextHop`] for a `next-hop` (of a policy or a file's row) that names nothing.
+    pub fn with_files(
+        agents: Vec<RouteAgent>,
+        groups: Vec<RouteGroup>,
+        policies: Vec<LocalPolicy>,
+        files: Vec<RouteFile>,
+        now: Instant,
+    ) -> Result<Self, UnknownNextHop> {
+        let mut targets: HashMap<String, Target> = HashMap::new();
         for (i, a) in agents.iter().enumerate() {
-            names.entry(a.hop.name.as_str()).or_insert(Target::Agent(i));
+            targets
+                .entry(a.hop.name.clone())
+                .or_insert(Target::Agent(i));
         }
-        let mut sag: HashMap<String, Target> = HashMap::new();
         for (i, g) in groups.iter().enumerate() {
-            sag.entry(g.name.to_ascii_lowercase())
+            targets
+                .entry(format!("sag:{}", g.name.to_ascii_lowercase()))
                 .or_insert(Target::Group(i));
         }
-        let resolve = |next_hop: &str| -> Result<Target, UnknownNextHop> {
-            let found = match next_hop.get(..4) {
-                Some(p) if p.eq_ignore_ascii_case("SAG:") => {
-                    sag.get(&next_hop[4..].to_ascii_lowercase()).copied()
-                }
-                _ => names.get(next_hop).copied(),
-            };
-            found.ok_or_else(|| UnknownNextHop(next_hop.to_owned()))
+        let known = |next_hop: &str| -> Result<(), UnknownNextHop> {
+            if resolve(&targets, next_hop).is_some() {
+                Ok(())
+            } else {
+                Err(UnknownNextHop(next_hop.to_owned()))
+            }
         };
-        let targets = policies
-            .iter()
-            .map(|p| {
-                p.attributes
-                    .iter()
-                    .map(|a| resolve(&a.next_hop))
-                    .collect::<Result<Vec<_>, _>>()
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        for p in &policies {
+            for a in &p.attributes {
+                known(&a.next_hop)?;
+            }
+        }
+        for f in &files {
+            for row in f.rows() {
+                known(row.next_hop)?;
+            }
+        }
         let board = Arc::new(AgentBoard::new(
             agents.iter().map(|a| a.health.clone()).collect(),
             groups.len(),
             now,
         ));
         Ok(Self {
-            policies,
+            table: Arc::new(RouteTable::new(policies, files)),
             targets,
             agents,
             groups,
@@ -280,7 +311,13 @@ impl Router {
     /// The policies.
     #[must_use]
     pub fn policies(&self) -> &[LocalPolicy] {
-        &self.policies
+        self.table.policies()
+    }
+
+    /// The route table (policies and route files).
+    #[must_use]
+    pub fn table(&self) -> &RouteTable {
+        &self.table
     }
 
     /// The agents `query` is offered to, in order, at most [`MAX_ATTEMPTS`]: the table's
@@ -296,22 +333,11 @@ impl Router {
         mut order_group: impl FnMut(&RouteGroup) -> Vec<usize>,
     ) -> Vec<Attempt> {
         let mut plan: Vec<Attempt> = Vec::new();
-        for candidate in local_policy::select(&self.policies, query) {
-            let Some(target) = self
-                .targets
-                .get(candidate.policy)
-                .and_then(|t| {
-                    let attributes = &self.policies.get(candidate.policy)?.attributes;
-                    let index = attributes
-                        .iter()
-                        .position(|a| std::ptr::eq(a, candidate.attribute))?;
-                    t.get(index)
-                })
-                .copied()
-            else {
+        for route in self.table.select(query) {
+            let Some(target) = resolve(&self.targets, route.next_hop) else {
                 continue;
             };
-            let terminate = candidate.attribute.terminate_recursion;
+            let terminate = route.terminate_recursion;
             let before = plan.len();
             match target {
                 Target::Agent(agent) => {
@@ -379,6 +405,16 @@ impl Router {
                 .agents
                 .get(attempt.agent)
                 .is_some_and(|a| a.health.out_service_codes.contains(&code))
+    }
+}
+
+/// What `next_hop` names: an agent by name, or `SAG:<group>` (any case).
+fn resolve(targets: &HashMap<String, Target>, next_hop: &str) -> Option<Target> {
+    match next_hop.get(..4) {
+        Some(p) if p.eq_ignore_ascii_case("SAG:") => targets
+            .get(&format!("sag:{}", next_hop[4..].to_ascii_lowercase()))
+            .copied(),
+        _ => targets.get(next_hop).copied(),
     }
 }
 
