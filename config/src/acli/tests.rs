@@ -1366,12 +1366,19 @@ fn every_attribute_exists_in_the_model() {
         Kind::SipMonitoring,
         Kind::FilterConfig,
         Kind::CaptureAgent,
+        Kind::SessionAgentGroup,
+        Kind::LocalPolicy,
+        Kind::PolicyAttribute,
+        Kind::LocalRoutingConfig,
+        Kind::TranslationRules,
+        Kind::SessionTranslation,
     ];
     let children = [
         "alarm-threshold",
         "trap-receiver",
         "peer",
         "route",
+        "policy-attribute",
         "snmp-community",
         "snmp-user-entry",
     ];
@@ -1409,6 +1416,15 @@ fn every_attribute_exists_in_the_model() {
         if let Element::SessionAgent(a) = &mut fresh {
             a.tls_profile = Some("x".into());
             a.tls_server_name = Some("x".into());
+            a.hostname = Some("x".into());
+            a.in_translationid = Some("x".into());
+            a.out_translationid = Some("x".into());
+        }
+        if let Element::LocalPolicy(p) = &mut fresh {
+            p.description = Some("x".into());
+        }
+        if let Element::PolicyAttribute(a) = &mut fresh {
+            a.realm = Some("x".into());
         }
         if let Element::FilterConfig(f) = &mut fresh {
             f.address = Some("x".into());
