@@ -17,11 +17,14 @@
 //!                             auto-scaling-profile, media-manager, steering-pool, show …, exit
 //! sbc(system)#                system-config, capture-agent
 //! sbc(session-router)#        sip-config, session-router, session-agent, sip-interface,
-//!                             access-control, filter-config, sip-monitoring
+//!                             access-control, filter-config, sip-monitoring,
+//!                             session-agent-group, local-policy, local-routing-config,
+//!                             translation-rules, session-translation
 //! sbc(redundancy)#            redundancy-config
 //! sbc(security)#              tls-profile
 //! sbc(system-config)#         attributes; alarm-threshold, trap-receiver
 //! sbc(redundancy-config)#     attributes; peer
+//! sbc(local-policy)#          attributes; policy-attributes
 //! ```
 //!
 //! # Editing an element (Oracle's rules)
@@ -32,6 +35,9 @@
 //!   implied, and `select` reloads).
 //! - Entering a multi-instance element (`sip-interface`, `session-agent`,
 //!   `auto-scaling-profile`, `access-control`, `steering-pool`, `tls-profile`, `filter-config`,
+//!   `session-agent-group`, `local-policy` (keyed by from-address to-address source-realm,
+//!   each list joined with commas: `select * 1555 access`), `policy-attributes` (keyed by
+//!   next-hop), `local-routing-config`, `translation-rules`, `session-translation`,
 //!   `alarm-threshold`, `trap-receiver`, `peer`) starts a **new
 //!   instance** with defaults, as in Oracle; `select <key>` (or `select <n>`, or bare `select`
 //!   to list them) edits an existing one instead, and `no <key>` (bare `no`: the selected one)
@@ -45,10 +51,12 @@
 //!   attribute (`none` too, for a non-string one).
 //! - `done` validates the **whole** editing configuration with the working copy applied: if it
 //!   passes, the element is committed to the editing config, and nothing changes otherwise
-//!   (the error names the key). A sub-element (`alarm-threshold`, `trap-receiver`, `peer`) is
-//!   committed with its parent: its `done` puts it into the parent's working copy and commits
-//!   that too, pending parent changes included, so that both Oracle's order (`done`, `exit`,
-//!   `done`) and the shorter `done`, `exit`, `exit` keep the change.
+//!   (the error names the key). A sub-element (`alarm-threshold`, `trap-receiver`, `peer`,
+//!   `policy-attributes`) is committed with its parent: its `done` puts it into the parent's
+//!   working copy and commits that too, pending parent changes included, so that both
+//!   Oracle's order (`done`, `exit`, `done`) and the shorter `done`, `exit`, `exit` keep the
+//!   change. In a list, `+item` adds: an item that itself starts with `+` (a number with its
+//!   `+`) is added as `++item`.
 //! - `exit` leaves the element; changes not `done` are discarded, and the reply says so.
 //!
 //! Keywords (commands, attribute names, enumerated values) are case-insensitive and may be

@@ -54,7 +54,8 @@ fn notes(element: &str) -> &'static str {
         "local-policy" => {
             "None by default (session-router's routes still apply, after these). In the ACLI \
              its next hops are the sub-element policy-attributes, as Oracle's; in the file \
-             [[local-policy.policy-attribute]]. The preferred next hop: lowest cost, then the \
+             [[local-policy.policy-attribute]]; a prefix with a leading + is added there as \
+             ++prefix (+ adds an item to a list). The preferred next hop: lowest cost, then the \
              longest To match, the shortest To, the longest From match, the shortest From, the \
              narrowest days, the narrowest time window."
         }

@@ -9,7 +9,11 @@
 //! - **The model**: [`Config`] and its elements, named after Oracle ACLI words
 //!   ([`SystemConfig`] `system-config` with its `options`, [`AlarmThreshold`]s and
 //!   [`TrapReceiver`]s; [`SipConfig`] `sip-config`; [`SipInterface`] `sip-interface`;
-//!   [`SessionAgent`] `session-agent`; [`SessionRouter`] `session-router`;
+//!   [`SessionAgent`] `session-agent`; [`SessionRouter`] `session-router`; the routing of
+//!   issue 28: [`SessionAgentGroup`] `session-agent-group`, [`LocalPolicy`] `local-policy`
+//!   with its [`PolicyAttribute`]s (`policy-attributes`), [`LocalRoutingConfig`]
+//!   `local-routing-config`, [`TranslationRules`] `translation-rules` and
+//!   [`SessionTranslation`] `session-translation`;
 //!   [`RedundancyConfig`] `redundancy-config` with its [`Peer`]s; [`AutoScalingProfile`]
 //!   `auto-scaling-profile`; [`AccessControl`] `access-control`; [`MediaManager`]
 //!   `media-manager`; [`SteeringPool`] `steering-pool`; [`TlsProfile`] `tls-profile`; the SIP
@@ -20,7 +24,7 @@
 //!   the parser's line and column. [`Config::load`] reads a file, [`Config::save_atomic`]
 //!   replaces one atomically and keeps the previous one as `<path>.bak`.
 //! - **Validation**: [`Config::validate`] checks ranges and cross-references (agents in known
-//!   realms, routes to known agents, no two interfaces on one socket, known options, alarm
+//!   realms, routes and policies to known agents and groups, translations to known rules, no two interfaces on one socket, known options, alarm
 //!   thresholds rising with severity, a complete pair when redundancy is enabled, OpenSIPS's
 //!   scaling rules). Every [`ConfigError`] names the full dotted key, the bad value and what is
 //!   valid, e.g. `sip-config.t1-ms = 0: out of range (valid: 10..=10000)`.
@@ -47,7 +51,17 @@
 //!   `access` on 127.0.0.1 ports 20000..=20999 and `core` on 127.0.0.1 ports 21000..=21999, so
 //!   that media is anchored on loopback; with the file's own interfaces, none (media passes
 //!   unchanged: pools name addresses of the file's own networks, which no default can guess);
-//! - `[[session-router.route]]` defaults to none.
+//! - `[[session-router.route]]` defaults to none, as do the routing elements
+//!   (`[[session-agent-group]]`, `[[local-policy]]`, `[[local-routing-config]]`,
+//!   `[[translation-rules]]`, `[[session-translation]]`).
+//!
+//! # Routing: local-policy, and session-router as its compatibility form
+//!
+//! The routing table is Oracle's `local-policy`; the older `session-router` (per-realm
+//! `route`s and a `default-route`) stays valid and is read as more rows of that table, of the
+//! highest cost, after the explicit ones: [`Config::effective_local_policies`]. Which next hop
+//! a request takes among them is `sbc-proto`'s (`routing::local_policy`); this crate only
+//! declares, validates and converts. A `local-routing-config`'s file is loaded by the node.
 //!
 //! [`Config::to_toml_string`] always writes every list, so a saved file reads back identically.
 
@@ -314,6 +328,21 @@ impl Config {
     ///   ports not 0;
     /// - `session-router.default-route` and each route's `session-agent` name an agent; each
     ///   route's `from-realm` is an interface's realm;
+    /// - a session-agent's routing keys: `hostname` a DNS name or IP address, `ping-method` a
+    ///   method answered outside a dialog, the ranges, response codes 100..=699 each once and
+    ///   none both up and down, `max-outbound-sessions` at most `max-sessions`, the
+    ///   translation ids a `session-translation`'s;
+    /// - `translation-rules`: unique ids, the strings their `type` needs;
+    ///   `session-translation`: unique ids naming known rules, each once per list;
+    /// - `session-agent-group`: unique names, `dest` non-empty and known agents each once,
+    ///   `stop-sag-recurse` codes 300..=699;
+    /// - `local-policy`: `from-address`, `to-address`, `source-realm` non-empty, `*` alone or
+    ///   entries without spaces (realms an interface's); no two with the same three; each
+    ///   attribute's `next-hop` an agent or `SAG:<group>` once per policy, `realm` an
+    ///   interface's, `cost` in range, `start-time`/`end-time` `hhmm` with a non-empty window,
+    ///   `days-of-week` Oracle's letters;
+    /// - `local-routing-config`: unique names, a `file-name`, known source realms (the file
+    ///   itself is not read);
     /// - `system-config`: known options with valid values, each once; a memory limit for the
     ///   `process` source; alarm iteration and sub-sample ranges; alarm thresholds (value
     ///   1..=100, volume only and always for `space`, one per type and severity, values rising
