@@ -17,11 +17,14 @@
 //!                             auto-scaling-profile, media-manager, steering-pool, show …, exit
 //! sbc(system)#                system-config, capture-agent
 //! sbc(session-router)#        sip-config, session-router, session-agent, sip-interface,
-//!                             access-control, filter-config, sip-monitoring
+//!                             access-control, filter-config, sip-monitoring,
+//!                             session-agent-group, local-policy, local-routing-config,
+//!                             translation-rules, session-translation
 //! sbc(redundancy)#            redundancy-config
 //! sbc(security)#              tls-profile
 //! sbc(system-config)#         attributes; alarm-threshold, trap-receiver
 //! sbc(redundancy-config)#     attributes; peer
+//! sbc(local-policy)#          attributes; policy-attributes
 //! ```
 //!
 //! # Editing an element (Oracle's rules)
@@ -32,6 +35,9 @@
 //!   implied, and `select` reloads).
 //! - Entering a multi-instance element (`sip-interface`, `session-agent`,
 //!   `auto-scaling-profile`, `access-control`, `steering-pool`, `tls-profile`, `filter-config`,
+//!   `session-agent-group`, `local-policy` (keyed by from-address to-address source-realm,
+//!   each list joined with commas: `select * 1555 access`), `policy-attributes` (keyed by
+//!   next-hop), `local-routing-config`, `translation-rules`, `session-translation`,
 //!   `alarm-threshold`, `trap-receiver`, `peer`) starts a **new
 //!   instance** with defaults, as in Oracle; `select <key>` (or `select <n>`, or bare `select`
 //!   to list them) edits an existing one instead, and `no <key>` (bare `no`: the selected one)
@@ -45,10 +51,12 @@
 //!   attribute (`none` too, for a non-string one).
 //! - `done` validates the **whole** editing configuration with the working copy applied: if it
 //!   passes, the element is committed to the editing config, and nothing changes otherwise
-//!   (the error names the key). A sub-element (`alarm-threshold`, `trap-receiver`, `peer`) is
-//!   committed with its parent: its `done` puts it into the parent's working copy and commits
-//!   that too, pending parent changes included, so that both Oracle's order (`done`, `exit`,
-//!   `done`) and the shorter `done`, `exit`, `exit` keep the change.
+//!   (the error names the key). A sub-element (`alarm-threshold`, `trap-receiver`, `peer`,
+//!   `policy-attributes`) is committed with its parent: its `done` puts it into the parent's
+//!   working copy and commits that too, pending parent changes included, so that both
+//!   Oracle's order (`done`, `exit`, `done`) and the shorter `done`, `exit`, `exit` keep the
+//!   change. In a list, `+item` adds: an item that itself starts with `+` (a number with its
+//!   `+`) is added as `++item`.
 //! - `exit` leaves the element; changes not `done` are discarded, and the reply says so.
 //!
 //! Keywords (commands, attribute names, enumerated values) are case-insensitive and may be
@@ -70,7 +78,9 @@ use crate::model::{split_option, KNOWN_OPTIONS};
 use crate::Config;
 
 use crate::keys::Ty;
-use element::{parse_scalar, top_list, top_put, top_remove, top_single, Attr, Kind};
+use element::{
+    list_item_value, parse_scalar, top_list, top_put, top_remove, top_single, Attr, Kind,
+};
 pub use element::{render_config, render_element, Element};
 
 /// What the node does with a line.
@@ -200,8 +210,10 @@ impl Path {
                 "system-config and its alarm thresholds and trap receivers; capture-agent"
             }
             Self::SessionRouter => {
-                "sip-config, session-router, session-agent, sip-interface, access-control; the \
-                 SIP trace: filter-config, sip-monitoring"
+                "sip-config, session-router, session-agent, sip-interface, access-control; \
+                 routing: session-agent-group, local-policy, local-routing-config, \
+                 translation-rules, session-translation; the SIP trace: filter-config, \
+                 sip-monitoring"
             }
             Self::Redundancy => "redundancy-config and its peers",
             Self::Security => "tls-profile: certificates and peer verification for SIP over TLS",
@@ -219,6 +231,11 @@ impl Path {
                 Kind::AccessControl,
                 Kind::FilterConfig,
                 Kind::SipMonitoring,
+                Kind::SessionAgentGroup,
+                Kind::LocalPolicy,
+                Kind::LocalRoutingConfig,
+                Kind::TranslationRules,
+                Kind::SessionTranslation,
             ],
             Self::Redundancy => &[Kind::RedundancyConfig],
             Self::Security => &[Kind::TlsProfile],
@@ -432,6 +449,58 @@ const REALM_ATTRS: &[&str] = &["realm-id"];
 
 /// The list attribute that names `filter-config`s, completed with their names.
 const FILTERS_ATTR: &str = "monitoring-filters";
+
+/// The names an attribute of the routing elements refers to, for completion: agents, groups
+/// (`SAG:name`), realms, translation ids; with what they are.
+fn referenced_names(
+    attr: &Attr,
+    kind: Option<Kind>,
+    editing: &Config,
+) -> Vec<(String, &'static str)> {
+    let agents = || {
+        editing
+            .session_agents
+            .iter()
+            .map(|a| (a.name.clone(), "session-agent"))
+    };
+    let realms = || {
+        let mut realms: Vec<(String, &'static str)> = Vec::new();
+        for iface in &editing.sip_interfaces {
+            if !realms.iter().any(|(r, _)| *r == iface.realm) {
+                realms.push((iface.realm.clone(), "sip-interface realm"));
+            }
+        }
+        realms
+    };
+    match (kind, attr.name) {
+        (Some(Kind::SessionAgentGroup), "dest") => agents().collect(),
+        (Some(Kind::PolicyAttribute), "next-hop") => agents()
+            .chain(editing.session_agent_groups.iter().map(|g| {
+                (
+                    format!("{}{}", crate::SAG_PREFIX, g.group_name),
+                    "session-agent-group",
+                )
+            }))
+            .collect(),
+        (Some(Kind::PolicyAttribute), "realm") => realms(),
+        (Some(Kind::LocalPolicy | Kind::LocalRoutingConfig), "source-realm") => {
+            let mut names = realms();
+            names.push((crate::LocalPolicy::ANY.to_owned(), "any realm (alone)"));
+            names
+        }
+        (Some(Kind::SessionTranslation), "rules-calling" | "rules-called") => editing
+            .translation_rules
+            .iter()
+            .map(|r| (r.id.clone(), "translation-rules"))
+            .collect(),
+        (Some(Kind::SessionAgent), "in-translationid" | "out-translationid") => editing
+            .session_translations
+            .iter()
+            .map(|t| (t.id.clone(), "session-translation"))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
 
 /// The `valid` part of a message from an attribute's hint: `<1..=100>` → `1..=100`.
 fn hint_valid(attr: &Attr) -> String {
@@ -1005,7 +1074,11 @@ impl Session {
                 );
                 (
                     shown,
-                    Some(Value::Array(list.into_iter().map(Value::String).collect())),
+                    Some(Value::Array(
+                        list.into_iter()
+                            .map(|item| list_item_value(*item_ty, item))
+                            .collect(),
+                    )),
                 )
             }
             ty => {
@@ -1335,7 +1408,29 @@ impl Session {
                 _ => vec![pair(attr.hint_text(), attr.help)],
             }
         };
+        let kind = edit.map(|e| e.working.kind());
+        let names = referenced_names(attr, kind, editing);
         match attr.ty {
+            Ty::List(_) if !names.is_empty() => {
+                let mut list: Vec<(String, String)> = names
+                    .iter()
+                    .map(|(n, what)| pair(format!("+{n}"), &format!("add this {what}")))
+                    .collect();
+                if let Some(Value::Array(items)) =
+                    edit.and_then(|e| e.working.to_table().get(attr.name).cloned())
+                {
+                    for item in items.iter().filter_map(Value::as_str) {
+                        list.push(pair(format!("-{item}"), "remove it"));
+                    }
+                }
+                list.extend(
+                    names
+                        .iter()
+                        .map(|(n, _)| pair(n.clone(), "replace the list")),
+                );
+                list.push(pair("\"\"".to_owned(), "empty the list"));
+                list
+            }
             Ty::List(_) if attr.name == "options" => {
                 let mut list = Vec::new();
                 for (name, values) in KNOWN_OPTIONS {
@@ -1416,6 +1511,9 @@ impl Session {
                     for agent in &editing.session_agents {
                         list.push(pair(agent.name.clone(), "session-agent"));
                     }
+                }
+                for (name, what) in &names {
+                    list.push(pair(name.clone(), what));
                 }
                 if attr.optional {
                     // Only `""` clears a string: `none` could be a name.

@@ -38,7 +38,34 @@ fn notes(element: &str) -> &'static str {
         "route" => "None by default.",
         "session-router" => {
             "default-route is \"core\" when the file has no [[session-agent]] (the default \
-             agent is then in use), otherwise none; never sent back into its own realm."
+             agent is then in use), otherwise none; never sent back into its own realm. The \
+             compatibility form of local-policy: its routes and default-route count as \
+             local-policy rows of the highest cost (999999999), after the explicit ones."
+        }
+        "session-agent-group" => {
+            "None by default. Oracle's element (without the LowSusRate strategy); a member is \
+             a session-agent."
+        }
+        "translation-rules" => {
+            "None by default. add-index and delete-index are a number (add-index = 3) or \
+             \"$\" for the end (add-index = \"$\")."
+        }
+        "session-translation" => "None by default.",
+        "local-policy" => {
+            "None by default (session-router's routes still apply, after these). In the ACLI \
+             its next hops are the sub-element policy-attributes, as Oracle's; in the file \
+             [[local-policy.policy-attribute]]; a prefix with a leading + is added there as \
+             ++prefix (+ adds an item to a list). The preferred next hop: lowest cost, then the \
+             longest To match, the shortest To, the longest From match, the shortest From, the \
+             narrowest days, the narrowest time window."
+        }
+        "policy-attributes" => {
+            "None by default. A next-hop SAG:<group-name> names a session-agent-group. A \
+             window whose end-time is before its start-time spans midnight."
+        }
+        "local-routing-config" => {
+            "None by default. The node loads the file; the configuration checks neither the \
+             file nor the next hops its rows name."
         }
         "tls-profile" => {
             "None by default; PEM files, read and checked at start and at every \
@@ -112,7 +139,7 @@ fn default_instances(config: &Table, spec: &ElementSpec) -> Vec<Table> {
 /// The comment after a key: its help and what is valid.
 fn comment(key: &KeySpec) -> String {
     match (key.range, key.ty) {
-        (Some(_), _) | (None, Ty::Words(_) | Ty::Int(_)) => {
+        (Some(_), _) | (None, Ty::Words(_) | Ty::Int(_) | Ty::Index) => {
             format!("{}; {}", key.help, key.valid())
         }
         _ => key.help.to_owned(),
@@ -217,6 +244,7 @@ fn type_name(ty: Ty) -> String {
         Ty::Ip => "IP address".to_owned(),
         Ty::Addr => "address:port".to_owned(),
         Ty::List(item) => format!("list of {}", type_name(*item)),
+        Ty::Index => "integer or \"$\"".to_owned(),
     }
 }
 

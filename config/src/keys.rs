@@ -20,10 +20,10 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use crate::model::{
-    AccessAction, AlarmType, CaptureAgentState, CaptureTransport, FilterLevel, InDialogSource,
-    MediaManagerState, MemorySource, PeerType, RedundancyState, RestrictedLatching, Severity,
-    SipMonitoringState, SnmpAuthProtocol, SnmpPrivProtocol, SnmpVersion, TlsVersion,
-    DEFAULT_TRANSPORT,
+    AccessAction, AdminState, AlarmType, CaptureAgentState, CaptureTransport, FilterLevel,
+    InDialogSource, MediaManagerState, MemorySource, PeerType, PingSendMode, RedundancyState,
+    RestrictedLatching, SagStrategy, Severity, SipMonitoringState, SnmpAuthProtocol,
+    SnmpPrivProtocol, SnmpVersion, TlsVersion, TranslationType, DEFAULT_TRANSPORT,
 };
 
 /// The type of a key's value, which decides how the ACLI parses it and how the reference
@@ -44,6 +44,9 @@ pub enum Ty {
     Addr,
     /// A list of items of the inner type (edited with `+item`, `-item` or a bare list).
     List(&'static Self),
+    /// A position in a string: a whole number from 0, or `$` for the end (`translation-rules`'
+    /// `add-index` and `delete-index`).
+    Index,
 }
 
 /// A key's default, as the model's `Default` takes it.
@@ -336,7 +339,10 @@ impl KeySpec {
                 "[{}]",
                 items
                     .iter()
-                    .map(|i| quote(i))
+                    .map(|i| match self.ty {
+                        Ty::List(Ty::Int(_)) => (*i).to_owned(),
+                        _ => quote(i),
+                    })
                     .collect::<Vec<_>>()
                     .join(", ")
             )),
@@ -375,6 +381,10 @@ const U8: u64 = u8::MAX as u64;
 const MAX_WORKERS: u64 = crate::MAX_WORKERS as u64;
 /// The spellings of the SIP transports.
 const TRANSPORT_WORDS: &[&str] = &["udp", "tcp", "tls"];
+/// A SIP response code in a list (100..=699 checked by validation).
+const CODE: Ty = Ty::Int(U16);
+/// The words of `state` keys.
+const STATE_WORDS: &[&str] = AdminState::WORDS;
 /// The loopback address, the default of addresses.
 const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
@@ -629,6 +639,10 @@ element! {
         "a TCP write not done within this closes the connection, ms").range(100, 600_000);
     TLS_HANDSHAKE_TIMEOUT_MS "tls-handshake-timeout-ms": int(5000,
         "a TLS handshake not done within this closes the connection, ms").range(100, 60_000);
+    INITIAL_INV_TRANS_EXPIRE "initial-inv-trans-expire": int32(4,
+        "how long an initial INVITE waits for a first response (even 100) before the next \
+         candidate is tried, s (a session-agent's invite-trans-expire overrides it)")
+        .range(1, 32);
 }}
 
 element! {
@@ -642,7 +656,8 @@ element! {
 element! {
     /// `route`, a list of `session-router` in the file only (not an ACLI element).
     route: "route" in "[[session-router.route]]",
-        "a per-realm route, tried in order before default-route (file only)" {
+        "a per-realm route, tried in order before default-route (file only; superseded by \
+         local-policy)" {
     FROM_REALM "from-realm": text("", "<realm>",
         "the realm of the sip-interface the request arrived on").required().example("\"core\"");
     SESSION_AGENT "session-agent": text("", "<session-agent name>",
@@ -714,6 +729,161 @@ element! {
         "with transport udp: a new request larger than this goes over TCP to the agent's port \
          (RFC 3261 18.1.1: 1300 when the path MTU is unknown; the agent must listen on TCP), bytes")
         .range(0, 65_535).note("0 = off");
+    HOSTNAME "hostname": KeySpec::new(Ty::Str, Dflt::Unset,
+        "the host of the Request-URI sent to the agent (default its address)")
+        .hint("<DNS name or IP address | \"\">").optional().example("\"pbx.example.com\"");
+    STATE "state": word(STATE_WORDS, AdminState::DEFAULT.as_str(),
+        "disabled: no candidate of any route, not pinged");
+    PING_METHOD "ping-method": text("OPTIONS", "<SIP method in capitals, answered outside a dialog>",
+        "the method of the health pings");
+    PING_INTERVAL "ping-interval": int32(0, "time between health pings, s")
+        .range(0, 86_400).note("0 = no pings");
+    PING_SEND_MODE "ping-send-mode": word(PingSendMode::WORDS, PingSendMode::DEFAULT.as_str(),
+        "keep-alive: ping only when nothing came from the agent in the interval; continuous: always");
+    PING_RESPONSE_TIMEOUT_MS "ping-response-timeout-ms": int32(2000,
+        "how long a ping waits for an answer before it is missed, ms (our key: Oracle has none \
+         and waits for the transaction timeout)")
+        .range(100, 32_000);
+    PING_MISSES "ping-misses": int8(1,
+        "consecutive missed pings that take the agent out of service (our key: Kamailio's \
+         ds_probing_threshold)")
+        .range(1, 10);
+    PING_IN_SERVICE_RESPONSE_CODES "ping-in-service-response-codes": list(&CODE, &[],
+        "<+code | -code | code ...: 100..=699>",
+        "answers to a ping that count as up (none: any answer not in out-service-response-codes)");
+    OUT_SERVICE_RESPONSE_CODES "out-service-response-codes": list(&CODE, &[],
+        "<+code | -code | code ...: 100..=699>",
+        "answers to a ping that take the agent out of service");
+    TRANS_TIMEOUTS "trans-timeouts": int32(0,
+        "consecutive timeouts of requests sent to the agent that take it out of service \
+         (Oracle's option)")
+        .range(0, 100).note("0 = off");
+    TIME_TO_RESUME "time-to-resume": int32(0,
+        "an out-of-service agent that is not pinged is in service again after this, s")
+        .range(0, 86_400).note("0 = never");
+    INVITE_TRANS_EXPIRE "invite-trans-expire": int32(0,
+        "how long an initial INVITE to the agent waits for a first response (even 100) before \
+         the next candidate is tried, s")
+        .range(0, 32).note("0 = sip-config's initial-inv-trans-expire");
+    MAX_SESSIONS "max-sessions": int32(0,
+        "calls to and from the agent at most; beyond, it is no candidate for a new one")
+        .hint("<sessions, 0 = unlimited>");
+    MAX_OUTBOUND_SESSIONS "max-outbound-sessions": int32(0,
+        "calls to the agent at most (at most max-sessions when both are set)")
+        .hint("<sessions up to max-sessions, 0 = unlimited>");
+    MAX_BURST_RATE "max-burst-rate": int32(0, "new sessions per second to the agent at most")
+        .hint("<sessions per second, 0 = unlimited>");
+    IN_TRANSLATIONID "in-translationid": KeySpec::new(Ty::Str, Dflt::Unset,
+        "the session-translation applied to requests from the agent, before routing")
+        .hint("<session-translation id | \"\">").optional().example("\"strip-plus\"");
+    OUT_TRANSLATIONID "out-translationid": KeySpec::new(Ty::Str, Dflt::Unset,
+        "the session-translation applied to requests sent to the agent, after routing")
+        .hint("<session-translation id | \"\">").optional().example("\"add-plus\"");
+}}
+
+element! {
+    /// `session-agent-group`.
+    session_agent_group: "session-agent-group" in "[[session-agent-group]]",
+        "session-agents a local-policy names together as SAG:<group-name> (multi-instance, key: \
+         group-name)" {
+    GROUP_NAME "group-name": text("", "<name, no spaces>",
+        "how a next-hop names the group: SAG:<group-name>").required().example("\"carriers\"");
+    STATE "state": word(STATE_WORDS, AdminState::DEFAULT.as_str(),
+        "disabled: no candidate of any route");
+    STRATEGY "strategy": word(SagStrategy::WORDS, SagStrategy::DEFAULT.as_str(),
+        "hunt: in dest order; round-robin: in turn; least-busy: fewest sessions relative to \
+         max-sessions; prop-dist: in proportion to max-outbound-sessions");
+    DEST "dest": list(&Ty::Str, &[], "<+agent | -agent | agent ...>",
+        "the member session-agents, in hunt order").required()
+        .example("[\"carrier-a\", \"carrier-b\"]");
+    SAG_RECURSION "sag-recursion": flag(false,
+        "after a member fails, try the next member of the group (disabled: the route's next \
+         candidate)");
+    STOP_SAG_RECURSE "stop-sag-recurse": list(&CODE, &["401", "407"],
+        "<+code | -code | code ...: 300..=699>",
+        "final responses of a member that end the recursion and go back to the caller");
+}}
+
+element! {
+    /// `translation-rules`.
+    translation_rules: "translation-rules" in "[[translation-rules]]",
+        "one edit of a number or user that session-translations name (multi-instance, key: id)" {
+    ID "id": text("", "<id, no spaces>", "how session-translations name the rule").required()
+        .example("\"strip-plus\"");
+    TYPE "type": word(TranslationType::WORDS, TranslationType::DEFAULT.as_str(),
+        "add: insert add-string at add-index; delete: remove delete-string at delete-index; \
+         replace: both; none: nothing");
+    ADD_STRING "add-string": text("", "<string>", "what add and replace insert");
+    ADD_INDEX "add-index": KeySpec::new(Ty::Index, Dflt::Int(0), "where it is inserted")
+        .hint("<position from 0 | $ for the end>");
+    DELETE_STRING "delete-string": text("", "<string, @ matches any one character>",
+        "what delete and replace remove");
+    DELETE_INDEX "delete-index": KeySpec::new(Ty::Index, Dflt::Int(0),
+        "where it must be found").hint("<position from 0 | $ for the end>");
+}}
+
+element! {
+    /// `session-translation`.
+    session_translation: "session-translation" in "[[session-translation]]",
+        "the translation-rules of the calling and the called user, which a session-agent names \
+         as in-translationid or out-translationid (multi-instance, key: id)" {
+    ID "id": text("", "<id, no spaces>", "how session-agents name it").required()
+        .example("\"strip-plus\"");
+    RULES_CALLING "rules-calling": list(&Ty::Str, &[], "<+id | -id | id ...>",
+        "translation-rules applied to the calling user (From), in order");
+    RULES_CALLED "rules-called": list(&Ty::Str, &[], "<+id | -id | id ...>",
+        "translation-rules applied to the called user (Request-URI, To), in order");
+}}
+
+element! {
+    /// `local-policy`.
+    local_policy: "local-policy" in "[[local-policy]]",
+        "a routing table row: where requests from, to and arriving in these may go \
+         (multi-instance, key: from-address to-address source-realm)" {
+    FROM_ADDRESS "from-address": list(&Ty::Str, &["*"], "<+prefix | -prefix | prefix ... | *>",
+        "prefixes of the From user (digits or users, left to right), or * alone for any");
+    TO_ADDRESS "to-address": list(&Ty::Str, &["*"], "<+prefix | -prefix | prefix ... | *>",
+        "prefixes of the Request-URI user, or * alone for any");
+    SOURCE_REALM "source-realm": list(&Ty::Str, &["*"], "<+realm | -realm | realm ... | *>",
+        "sip-interface realms the request arrives from, or * alone for any");
+    DESCRIPTION "description": KeySpec::new(Ty::Str, Dflt::Unset, "free text")
+        .hint("<text | \"\">").optional().example("\"to the carriers\"");
+    STATE "state": word(STATE_WORDS, AdminState::DEFAULT.as_str(), "disabled: matches nothing");
+}}
+
+element! {
+    /// `policy-attributes`, a sub-element of `local-policy`.
+    policy_attributes: "policy-attributes" in "[[local-policy.policy-attribute]]",
+        "a next hop of a local-policy and when it may be used (multi-instance, key: next-hop)" {
+    NEXT_HOP "next-hop": text("", "<session-agent name | SAG:group-name>",
+        "where the request goes").required().example("\"pbx\"");
+    REALM "realm": KeySpec::new(Ty::Str, Dflt::Unset,
+        "the realm the request leaves by (default the next hop's own)")
+        .hint("<sip-interface realm | \"\">").optional().example("\"core\"");
+    COST "cost": int32(0, "lower is preferred").range(0, 999_999_999);
+    START_TIME "start-time": text("0000", "<hhmm, 0000..=2400>",
+        "start of the daily window it applies in");
+    END_TIME "end-time": text("2400", "<hhmm, 0000..=2400>",
+        "end of the window (before start-time: it spans midnight)");
+    DAYS_OF_WEEK "days-of-week": text("U-S",
+        "<day letters U M T W R F S, ranges M-F, lists MWF or U,S>", "the days it applies on");
+    TERMINATE_RECURSION "terminate-recursion": flag(false,
+        "a failure of this next hop ends the hunt: no later candidate is tried");
+    STATE "state": word(STATE_WORDS, AdminState::DEFAULT.as_str(), "disabled: no candidate");
+}}
+
+element! {
+    /// `local-routing-config`.
+    local_routing_config: "local-routing-config" in "[[local-routing-config]]",
+        "a large route table in a file of its own (multi-instance, key: name)" {
+    NAME "name": text("", "<name, no spaces>", "the table's name").required()
+        .example("\"numbers\"");
+    FILE_NAME "file-name": text("", "<path>",
+        "the table: rows to-address,next-hop[,cost] (loaded by the node, not checked here)")
+        .required().example("\"/etc/sbc/routes.csv\"");
+    SOURCE_REALM "source-realm": list(&Ty::Str, &["*"], "<+realm | -realm | realm ... | *>",
+        "sip-interface realms whose requests it routes, or * alone for any");
+    STATE "state": word(STATE_WORDS, AdminState::DEFAULT.as_str(), "disabled: not used");
 }}
 
 element! {
@@ -918,6 +1088,12 @@ pub const ELEMENTS: &[ElementSpec] = &[
     tls_profile::ELEMENT,
     sip_interface::ELEMENT,
     session_agent::ELEMENT,
+    session_agent_group::ELEMENT,
+    translation_rules::ELEMENT,
+    session_translation::ELEMENT,
+    local_policy::ELEMENT,
+    policy_attributes::ELEMENT,
+    local_routing_config::ELEMENT,
     redundancy_config::ELEMENT,
     peer::ELEMENT,
     auto_scaling_profile::ELEMENT,

@@ -9,7 +9,11 @@
 //! - **The model**: [`Config`] and its elements, named after Oracle ACLI words
 //!   ([`SystemConfig`] `system-config` with its `options`, [`AlarmThreshold`]s and
 //!   [`TrapReceiver`]s; [`SipConfig`] `sip-config`; [`SipInterface`] `sip-interface`;
-//!   [`SessionAgent`] `session-agent`; [`SessionRouter`] `session-router`;
+//!   [`SessionAgent`] `session-agent`; [`SessionRouter`] `session-router`; the routing of
+//!   issue 28: [`SessionAgentGroup`] `session-agent-group`, [`LocalPolicy`] `local-policy`
+//!   with its [`PolicyAttribute`]s (`policy-attributes`), [`LocalRoutingConfig`]
+//!   `local-routing-config`, [`TranslationRules`] `translation-rules` and
+//!   [`SessionTranslation`] `session-translation`;
 //!   [`RedundancyConfig`] `redundancy-config` with its [`Peer`]s; [`AutoScalingProfile`]
 //!   `auto-scaling-profile`; [`AccessControl`] `access-control`; [`MediaManager`]
 //!   `media-manager`; [`SteeringPool`] `steering-pool`; [`TlsProfile`] `tls-profile`; the SIP
@@ -20,7 +24,7 @@
 //!   the parser's line and column. [`Config::load`] reads a file, [`Config::save_atomic`]
 //!   replaces one atomically and keeps the previous one as `<path>.bak`.
 //! - **Validation**: [`Config::validate`] checks ranges and cross-references (agents in known
-//!   realms, routes to known agents, no two interfaces on one socket, known options, alarm
+//!   realms, routes and policies to known agents and groups, translations to known rules, no two interfaces on one socket, known options, alarm
 //!   thresholds rising with severity, a complete pair when redundancy is enabled, OpenSIPS's
 //!   scaling rules). Every [`ConfigError`] names the full dotted key, the bad value and what is
 //!   valid, e.g. `sip-config.t1-ms = 0: out of range (valid: 10..=10000)`.
@@ -47,7 +51,17 @@
 //!   `access` on 127.0.0.1 ports 20000..=20999 and `core` on 127.0.0.1 ports 21000..=21999, so
 //!   that media is anchored on loopback; with the file's own interfaces, none (media passes
 //!   unchanged: pools name addresses of the file's own networks, which no default can guess);
-//! - `[[session-router.route]]` defaults to none.
+//! - `[[session-router.route]]` defaults to none, as do the routing elements
+//!   (`[[session-agent-group]]`, `[[local-policy]]`, `[[local-routing-config]]`,
+//!   `[[translation-rules]]`, `[[session-translation]]`).
+//!
+//! # Routing: local-policy, and session-router as its compatibility form
+//!
+//! The routing table is Oracle's `local-policy`; the older `session-router` (per-realm
+//! `route`s and a `default-route`) stays valid and is read as more rows of that table, of the
+//! highest cost, after the explicit ones: [`Config::effective_local_policies`]. Which next hop
+//! a request takes among them is `sbc-proto`'s (`routing::local_policy`); this crate only
+//! declares, validates and converts. A `local-routing-config`'s file is loaded by the node.
 //!
 //! [`Config::to_toml_string`] always writes every list, so a saved file reads back identically.
 
@@ -83,14 +97,21 @@ pub const MAX_WORKERS: usize = 64;
 /// The shortest `redundancy-config.shared-key`, in bytes; the pair's own bound is the same
 /// (`sbc_ha::crypto::MIN_SHARED_KEY_LEN`, checked to agree by the `sbc` crate's tests).
 pub const MIN_SHARED_KEY_LEN: usize = 16;
+/// The `cost` of the `local-policy` rows [`Config::effective_local_policies`] makes of
+/// `session-router`: the highest (`policy-attributes` `cost` is 0..=999999999), so that an
+/// explicit policy of any cost is preferred.
+pub const SESSION_ROUTER_COST: u32 = 999_999_999;
 pub use model::{
-    parse_engine_id, split_option, AccessAction, AccessControl, AlarmThreshold, AlarmType,
-    AutoScalingProfile, CaptureAgent, CaptureAgentState, CaptureTransport, CriticalMemoryAbort,
-    FilterConfig, FilterLevel, InDialogSource, MediaManager, MediaManagerState, MemorySource, Peer,
-    PeerType, RedundancyConfig, RedundancyState, RestrictedLatching, Route, SessionAgent,
-    SessionRouter, Severity, SipConfig, SipInterface, SipMonitoring, SipMonitoringState,
-    SnmpAuthProtocol, SnmpCommunity, SnmpPrivProtocol, SnmpUserEntry, SnmpVersion, SteeringPool,
-    SystemConfig, TlsProfile, TlsVersion, Transport, TrapReceiver,
+    parse_days_of_week, parse_engine_id, parse_hhmm, split_option, AccessAction, AccessControl,
+    AdminState, AlarmThreshold, AlarmType, AutoScalingProfile, CaptureAgent, CaptureAgentState,
+    CaptureTransport, CriticalMemoryAbort, FilterConfig, FilterLevel, InDialogSource, LocalPolicy,
+    LocalRoutingConfig, MediaManager, MediaManagerState, MemorySource, NextHop, Peer, PeerType,
+    PingSendMode, PolicyAttribute, RedundancyConfig, RedundancyState, RestrictedLatching, Route,
+    SagStrategy, SessionAgent, SessionAgentGroup, SessionRouter, SessionTranslation, Severity,
+    SipConfig, SipInterface, SipMonitoring, SipMonitoringState, SnmpAuthProtocol, SnmpCommunity,
+    SnmpPrivProtocol, SnmpUserEntry, SnmpVersion, SteeringPool, SystemConfig, TlsProfile,
+    TlsVersion, TranslationIndex, TranslationRules, TranslationType, Transport, TrapReceiver,
+    DAY_LETTERS, SAG_PREFIX,
 };
 pub use net::{parse_net, IpNet};
 pub use push::{MASK, NODE_LOCAL, SECRET_KEYS};
@@ -116,7 +137,26 @@ pub struct Config {
     /// `[[session-agent]]`: the next hops.
     #[serde(rename = "session-agent")]
     pub session_agents: Vec<SessionAgent>,
-    /// `[session-router]`: which agent new requests go to.
+    /// `[[session-agent-group]]`: agents a local-policy names together as `SAG:<name>`.
+    /// Default none.
+    #[serde(rename = "session-agent-group")]
+    pub session_agent_groups: Vec<SessionAgentGroup>,
+    /// `[[translation-rules]]`: edits of numbers and users. Default none.
+    #[serde(rename = "translation-rules")]
+    pub translation_rules: Vec<TranslationRules>,
+    /// `[[session-translation]]`: the rules of the calling and the called user, which agents
+    /// name. Default none.
+    #[serde(rename = "session-translation")]
+    pub session_translations: Vec<SessionTranslation>,
+    /// `[[local-policy]]`: the routing table (see [`Config::effective_local_policies`] for the
+    /// rows `session-router` adds). Default none.
+    #[serde(rename = "local-policy")]
+    pub local_policies: Vec<LocalPolicy>,
+    /// `[[local-routing-config]]`: large route tables in files of their own. Default none.
+    #[serde(rename = "local-routing-config")]
+    pub local_routing_configs: Vec<LocalRoutingConfig>,
+    /// `[session-router]`: which agent new requests go to, the compatibility form of
+    /// `local-policy`.
     pub session_router: SessionRouter,
     /// `[redundancy-config]`: the HA pair.
     #[serde(rename = "redundancy-config")]
@@ -156,6 +196,11 @@ struct RawConfig {
     tls_profile: Vec<TlsProfile>,
     sip_interface: Option<Vec<SipInterface>>,
     session_agent: Option<Vec<SessionAgent>>,
+    session_agent_group: Vec<SessionAgentGroup>,
+    translation_rules: Vec<TranslationRules>,
+    session_translation: Vec<SessionTranslation>,
+    local_policy: Vec<LocalPolicy>,
+    local_routing_config: Vec<LocalRoutingConfig>,
     session_router: SessionRouter,
     redundancy_config: RedundancyConfig,
     auto_scaling_profile: Vec<AutoScalingProfile>,
@@ -190,6 +235,11 @@ impl From<RawConfig> for Config {
             tls_profiles: raw.tls_profile,
             sip_interfaces,
             session_agents,
+            session_agent_groups: raw.session_agent_group,
+            translation_rules: raw.translation_rules,
+            session_translations: raw.session_translation,
+            local_policies: raw.local_policy,
+            local_routing_configs: raw.local_routing_config,
             session_router,
             redundancy: raw.redundancy_config,
             auto_scaling_profiles: raw.auto_scaling_profile,
@@ -278,6 +328,21 @@ impl Config {
     ///   ports not 0;
     /// - `session-router.default-route` and each route's `session-agent` name an agent; each
     ///   route's `from-realm` is an interface's realm;
+    /// - a session-agent's routing keys: `hostname` a DNS name or IP address, `ping-method` a
+    ///   method answered outside a dialog, the ranges, response codes 100..=699 each once and
+    ///   none both up and down, `max-outbound-sessions` at most `max-sessions`, the
+    ///   translation ids a `session-translation`'s;
+    /// - `translation-rules`: unique ids, the strings their `type` needs;
+    ///   `session-translation`: unique ids naming known rules, each once per list;
+    /// - `session-agent-group`: unique names, `dest` non-empty and known agents each once,
+    ///   `stop-sag-recurse` codes 300..=699;
+    /// - `local-policy`: `from-address`, `to-address`, `source-realm` non-empty, `*` alone or
+    ///   entries without spaces (realms an interface's); no two with the same three; each
+    ///   attribute's `next-hop` an agent or `SAG:<group>` once per policy, `realm` an
+    ///   interface's, `cost` in range, `start-time`/`end-time` `hhmm` with a non-empty window,
+    ///   `days-of-week` Oracle's letters;
+    /// - `local-routing-config`: unique names, a `file-name`, known source realms (the file
+    ///   itself is not read);
     /// - `system-config`: known options with valid values, each once; a memory limit for the
     ///   `process` source; alarm iteration and sub-sample ranges; alarm thresholds (value
     ///   1..=100, volume only and always for `space`, one per type and severity, values rising
@@ -372,9 +437,93 @@ impl Config {
         self.tls_profiles.iter().find(|p| p.name == name)
     }
 
+    /// The `session-agent-group` called `name` (its `group-name`), if any.
+    #[must_use]
+    pub fn session_agent_group(&self, name: &str) -> Option<&SessionAgentGroup> {
+        self.session_agent_groups
+            .iter()
+            .find(|g| g.group_name == name)
+    }
+
+    /// The `translation-rules` whose `id` is `id`, if any.
+    #[must_use]
+    pub fn translation_rule(&self, id: &str) -> Option<&TranslationRules> {
+        self.translation_rules.iter().find(|r| r.id == id)
+    }
+
+    /// The `session-translation` whose `id` is `id`, if any.
+    #[must_use]
+    pub fn session_translation(&self, id: &str) -> Option<&SessionTranslation> {
+        self.session_translations.iter().find(|t| t.id == id)
+    }
+
+    /// The whole routing table as `local-policy` rows: the file's `local-policy` elements, in
+    /// file order, followed by `session-router` (the compatibility form) converted to rows of
+    /// the highest cost ([`SESSION_ROUTER_COST`], 999999999), so that any explicit policy is
+    /// preferred to them:
+    ///
+    /// - each `[[session-router.route]]` becomes a policy from `*` to `*` with `source-realm`
+    ///   its `from-realm` and one attribute, `next-hop` its `session-agent` (only the first
+    ///   route of a realm: later ones were never used by [`Config::route_for`] either);
+    /// - `default-route` becomes one policy for each realm (in sip-interface order) that has
+    ///   no route and is not the default agent's own realm (no hairpin, as
+    ///   [`Config::route_for`]).
+    ///
+    /// The rows of `session-router` have a `description` naming where they come from
+    /// (`session-router.route[0]`, `session-router.default-route`).
+    #[must_use]
+    pub fn effective_local_policies(&self) -> Vec<LocalPolicy> {
+        let mut rows = self.local_policies.clone();
+        let row = |realm: &str, agent: &str, from: String| {
+            let mut attribute = PolicyAttribute::to(agent);
+            attribute.cost = SESSION_ROUTER_COST;
+            LocalPolicy {
+                source_realm: vec![realm.to_owned()],
+                description: Some(from),
+                policy_attributes: vec![attribute],
+                ..LocalPolicy::default()
+            }
+        };
+        let router = &self.session_router;
+        let mut routed: Vec<&str> = Vec::new();
+        for (i, route) in router.routes.iter().enumerate() {
+            if routed.contains(&route.from_realm.as_str()) {
+                continue;
+            }
+            routed.push(&route.from_realm);
+            rows.push(row(
+                &route.from_realm,
+                &route.session_agent,
+                format!("session-router.route[{i}]"),
+            ));
+        }
+        let default = router
+            .default_route
+            .as_deref()
+            .and_then(|name| self.session_agent(name));
+        if let Some(agent) = default {
+            for iface in &self.sip_interfaces {
+                let realm = iface.realm.as_str();
+                if realm == agent.realm || routed.contains(&realm) {
+                    continue;
+                }
+                routed.push(realm);
+                rows.push(row(
+                    realm,
+                    &agent.name,
+                    "session-router.default-route".to_owned(),
+                ));
+            }
+        }
+        rows
+    }
+
     /// The session-agent a new request arriving on realm `ingress_realm` is routed to: the first
     /// `session-router.route` whose `from-realm` matches, else `default-route` unless that agent
     /// is in the ingress realm itself (no hairpin), else `None`.
+    ///
+    /// Superseded by [`Config::effective_local_policies`], which gives the same choice as
+    /// `local-policy` rows next to the explicit ones; kept until the engine routes by those.
     #[must_use]
     pub fn route_for(&self, ingress_realm: &str) -> Option<&SessionAgent> {
         let router = &self.session_router;
@@ -443,9 +592,7 @@ impl Config {
                                 address: next_hop.ip(),
                                 port: next_hop.port(),
                                 transport: Transport::Udp,
-                                tls_profile: None,
-                                tls_server_name: None,
-                                max_udp_length: 0,
+                                ..SessionAgent::default()
                             });
                             self.session_agents.len() - 1
                         }

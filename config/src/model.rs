@@ -91,6 +91,14 @@ macro_rules! keyword_enum {
     };
 }
 
+mod routing;
+
+pub use routing::{
+    parse_days_of_week, parse_hhmm, AdminState, LocalPolicy, LocalRoutingConfig, NextHop,
+    PingSendMode, PolicyAttribute, SagStrategy, SessionAgentGroup, SessionTranslation,
+    TranslationIndex, TranslationRules, TranslationType, DAY_LETTERS, SAG_PREFIX,
+};
+
 keyword_enum! {
     /// `critical-memory-abort` (a `system-config` option): what two consecutive critical memory
     /// readings do.
@@ -894,6 +902,12 @@ pub struct SipConfig {
     /// `tls-handshake-timeout-ms`: a TLS handshake (accepted or dialled) not complete within this
     /// closes the connection; until then it holds its place in the connection caps.
     pub tls_handshake_timeout_ms: u64,
+    /// `initial-inv-trans-expire`: how long an initial INVITE waits for a first response (a
+    /// 100 Trying is one) before the next candidate next hop is tried, in seconds; a
+    /// session-agent's `invite-trans-expire` overrides it. (Oracle's attribute; its default
+    /// is 0 there, which waits for timer B: 4 s here, so that a dead next hop costs a caller
+    /// 4 s, not 32.)
+    pub initial_inv_trans_expire: u32,
 }
 
 impl Default for SipConfig {
@@ -932,6 +946,7 @@ impl Default for SipConfig {
             tcp_write_queue_bytes: const { sip_config::TCP_WRITE_QUEUE_BYTES.usize() },
             tcp_write_timeout_ms: const { sip_config::TCP_WRITE_TIMEOUT_MS.int() },
             tls_handshake_timeout_ms: const { sip_config::TLS_HANDSHAKE_TIMEOUT_MS.int() },
+            initial_inv_trans_expire: const { sip_config::INITIAL_INV_TRANS_EXPIRE.u32() },
         }
     }
 }
@@ -1112,9 +1127,137 @@ pub struct SessionAgent {
     /// switches. The agent's realm interface of its family must listen on TCP.
     #[serde(default)]
     pub max_udp_length: u16,
+    /// `hostname`: the host of the Request-URI sent to the agent (a DNS name or an IP
+    /// address). Default none: its `address`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    /// `state`: a disabled agent is no candidate of any route and is not pinged.
+    #[serde(default)]
+    pub state: AdminState,
+    /// `ping-method`: the method of the health pings (`OPTIONS`): a SIP method in capitals
+    /// that is answered outside a dialog.
+    #[serde(default = "default_ping_method")]
+    pub ping_method: String,
+    /// `ping-interval`: seconds between health pings; 0 = no pings (the agent is taken out
+    /// of service only by `trans-timeouts`).
+    #[serde(default)]
+    pub ping_interval: u32,
+    /// `ping-send-mode`: `keep-alive` pings only when nothing came from the agent during the
+    /// interval; `continuous` always.
+    #[serde(default)]
+    pub ping_send_mode: PingSendMode,
+    /// `ping-response-timeout-ms`: how long a ping waits for an answer before it counts as
+    /// missed, in ms. Our key: Oracle has none and waits for the transaction's timeout (32 s).
+    #[serde(default = "default_ping_response_timeout_ms")]
+    pub ping_response_timeout_ms: u32,
+    /// `ping-misses`: consecutive missed pings that take the agent out of service. Our key
+    /// (Kamailio's `ds_probing_threshold`, 1 there too).
+    #[serde(default = "default_ping_misses")]
+    pub ping_misses: u8,
+    /// `ping-in-service-response-codes`: answers to a ping (100..=699) that count as up. Default
+    /// none: any answer counts as up, except those in `out-service-response-codes`.
+    #[serde(default)]
+    pub ping_in_service_response_codes: Vec<u16>,
+    /// `out-service-response-codes`: answers to a ping (100..=699) that take the agent out of
+    /// service. Default none.
+    #[serde(default)]
+    pub out_service_response_codes: Vec<u16>,
+    /// `trans-timeouts`: consecutive timeouts of requests sent to the agent (real traffic, not
+    /// pings) that take it out of service; 0 = off (Oracle's option of that name).
+    #[serde(default)]
+    pub trans_timeouts: u32,
+    /// `time-to-resume`: seconds after which an out-of-service agent that is not pinged is in
+    /// service again; 0 = never (it stays out until the configuration is activated again).
+    #[serde(default)]
+    pub time_to_resume: u32,
+    /// `invite-trans-expire`: seconds an initial INVITE to the agent waits for a first
+    /// response (a 100 Trying is one) before the next candidate is tried; 0 = sip-config's
+    /// `initial-inv-trans-expire`.
+    #[serde(default)]
+    pub invite_trans_expire: u32,
+    /// `max-sessions`: calls to and from the agent at most; beyond, it is no candidate for a
+    /// new one. 0 = unlimited.
+    #[serde(default)]
+    pub max_sessions: u32,
+    /// `max-outbound-sessions`: calls to the agent at most (at most `max-sessions` when both
+    /// are set). 0 = unlimited.
+    #[serde(default)]
+    pub max_outbound_sessions: u32,
+    /// `max-burst-rate`: new sessions per second to the agent at most. 0 = unlimited.
+    #[serde(default)]
+    pub max_burst_rate: u32,
+    /// `in-translationid`: the `session-translation` applied to requests from the agent,
+    /// before routing. Default none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_translationid: Option<String>,
+    /// `out-translationid`: the `session-translation` applied to requests sent to the agent,
+    /// after routing. Default none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub out_translationid: Option<String>,
+}
+
+fn default_ping_method() -> String {
+    session_agent::PING_METHOD.text().to_owned()
+}
+
+const fn default_ping_response_timeout_ms() -> u32 {
+    session_agent::PING_RESPONSE_TIMEOUT_MS.u32()
+}
+
+const fn default_ping_misses() -> u8 {
+    session_agent::PING_MISSES.u8()
+}
+
+impl Default for SessionAgent {
+    /// An agent without name nor realm (as the ACLI starts one) at the default address, port
+    /// and transport, every other key its default.
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            realm: String::new(),
+            address: default_address(),
+            port: default_agent_port(),
+            transport: DEFAULT_TRANSPORT,
+            tls_profile: None,
+            tls_server_name: None,
+            max_udp_length: const { session_agent::MAX_UDP_LENGTH.u16() },
+            hostname: None,
+            state: AdminState::DEFAULT,
+            ping_method: default_ping_method(),
+            ping_interval: const { session_agent::PING_INTERVAL.u32() },
+            ping_send_mode: PingSendMode::DEFAULT,
+            ping_response_timeout_ms: default_ping_response_timeout_ms(),
+            ping_misses: default_ping_misses(),
+            ping_in_service_response_codes: Vec::new(),
+            out_service_response_codes: Vec::new(),
+            trans_timeouts: const { session_agent::TRANS_TIMEOUTS.u32() },
+            time_to_resume: const { session_agent::TIME_TO_RESUME.u32() },
+            invite_trans_expire: const { session_agent::INVITE_TRANS_EXPIRE.u32() },
+            max_sessions: const { session_agent::MAX_SESSIONS.u32() },
+            max_outbound_sessions: const { session_agent::MAX_OUTBOUND_SESSIONS.u32() },
+            max_burst_rate: const { session_agent::MAX_BURST_RATE.u32() },
+            in_translationid: None,
+            out_translationid: None,
+        }
+    }
 }
 
 impl SessionAgent {
+    /// Whether the agent takes part in routing (`state = "enabled"`).
+    #[must_use]
+    pub fn is_enabled(&self) -> bool {
+        self.state.is_enabled()
+    }
+
+    /// The host of the Request-URI sent to the agent: `hostname`, else its address.
+    #[must_use]
+    pub fn request_uri_host(&self) -> String {
+        self.hostname.clone().unwrap_or_else(|| match self.address {
+            IpAddr::V4(v4) => v4.to_string(),
+            IpAddr::V6(v6) => format!("[{v6}]"),
+        })
+    }
+
     /// The agent's address and port.
     #[must_use]
     pub fn socket_addr(&self) -> SocketAddr {
@@ -1569,12 +1712,9 @@ pub(crate) fn default_agents() -> Vec<SessionAgent> {
     vec![SessionAgent {
         name: CORE.to_owned(),
         realm: CORE.to_owned(),
-        address: default_address(),
         port: 5080,
         transport: Transport::Udp,
-        tls_profile: None,
-        tls_server_name: None,
-        max_udp_length: 0,
+        ..SessionAgent::default()
     }]
 }
 

@@ -1824,3 +1824,820 @@ fn the_hep_password_is_masked_in_debug() {
     let debug = format!("{config:?}");
     assert!(!debug.contains("hep-key"), "{debug}");
 }
+
+// ---- routing (issue 28): agents' health and limits, groups, local policy, translations ----
+
+/// Every routing key, with values other than the defaults.
+const ROUTING: &str = r##"
+[sip-config]
+initial-inv-trans-expire = 8
+
+[[session-agent]]
+name = "pbx"
+realm = "access"
+hostname = "pbx.example.com"
+state = "disabled"
+ping-method = "NOTIFY"
+ping-interval = 30
+ping-send-mode = "continuous"
+ping-response-timeout-ms = 500
+ping-misses = 3
+ping-in-service-response-codes = [200, 404]
+out-service-response-codes = [503]
+trans-timeouts = 5
+time-to-resume = 60
+invite-trans-expire = 2
+max-sessions = 100
+max-outbound-sessions = 50
+max-burst-rate = 10
+in-translationid = "in"
+out-translationid = "out"
+
+[[session-agent]]
+name = "carrier-a"
+realm = "core"
+address = "127.0.0.2"
+
+[[session-agent]]
+name = "carrier-b"
+realm = "core"
+address = "127.0.0.3"
+
+[[session-agent-group]]
+group-name = "carriers"
+state = "disabled"
+strategy = "round-robin"
+dest = ["carrier-a", "carrier-b"]
+sag-recursion = true
+stop-sag-recurse = [401, 407, 486]
+
+[[translation-rules]]
+id = "strip-plus"
+type = "delete"
+delete-string = "+"
+
+[[translation-rules]]
+id = "add-suffix"
+type = "add"
+add-string = "#"
+add-index = "$"
+
+[[translation-rules]]
+id = "at-3"
+type = "replace"
+add-string = "9"
+add-index = 3
+delete-string = "0"
+delete-index = 3
+
+[[session-translation]]
+id = "in"
+rules-calling = ["strip-plus"]
+rules-called = ["strip-plus", "at-3"]
+
+[[session-translation]]
+id = "out"
+rules-called = ["add-suffix"]
+
+[[local-policy]]
+from-address = ["*"]
+to-address = ["1555", "+1666"]
+source-realm = ["access"]
+description = "to the carriers"
+
+[[local-policy.policy-attribute]]
+next-hop = "SAG:carriers"
+realm = "core"
+cost = 10
+start-time = "0800"
+end-time = "1800"
+days-of-week = "M-F"
+terminate-recursion = true
+
+[[local-policy.policy-attribute]]
+next-hop = "carrier-a"
+cost = 999999999
+start-time = "1800"
+end-time = "0800"
+days-of-week = "U,S"
+state = "disabled"
+
+[[local-policy]]
+state = "disabled"
+
+[[local-routing-config]]
+name = "numbers"
+file-name = "/etc/sbc/routes.csv"
+source-realm = ["core"]
+state = "disabled"
+"##;
+
+#[test]
+fn routing_defaults_are_exactly_as_documented() {
+    let c = Config::from_toml_str(
+        "[[session-agent]]\nname = \"a\"\nrealm = \"core\"\n\
+         [[session-agent-group]]\ngroup-name = \"g\"\ndest = [\"a\"]\n\
+         [[translation-rules]]\nid = \"r\"\n\
+         [[session-translation]]\nid = \"t\"\n\
+         [[local-policy]]\n[[local-policy.policy-attribute]]\nnext-hop = \"a\"\n\
+         [[local-routing-config]]\nname = \"n\"\nfile-name = \"f\"\n",
+    )
+    .unwrap();
+    assert_eq!(c.sip_config.initial_inv_trans_expire, 4);
+    let a = &c.session_agents[0];
+    assert_eq!(
+        *a,
+        SessionAgent {
+            name: "a".into(),
+            realm: "core".into(),
+            ..SessionAgent::default()
+        }
+    );
+    assert_eq!(a.hostname, None);
+    assert_eq!(a.state, AdminState::Enabled);
+    assert!(a.is_enabled());
+    assert_eq!(a.ping_method, "OPTIONS");
+    assert_eq!(a.ping_interval, 0);
+    assert_eq!(a.ping_send_mode, PingSendMode::KeepAlive);
+    assert_eq!((a.ping_response_timeout_ms, a.ping_misses), (2000, 1));
+    assert!(a.ping_in_service_response_codes.is_empty());
+    assert!(a.out_service_response_codes.is_empty());
+    assert_eq!(
+        (a.trans_timeouts, a.time_to_resume, a.invite_trans_expire),
+        (0, 0, 0)
+    );
+    assert_eq!(
+        (a.max_sessions, a.max_outbound_sessions, a.max_burst_rate),
+        (0, 0, 0)
+    );
+    assert_eq!((&a.in_translationid, &a.out_translationid), (&None, &None));
+    assert_eq!(a.request_uri_host(), "127.0.0.1");
+    assert_eq!(
+        c.session_agent_groups,
+        [SessionAgentGroup {
+            group_name: "g".into(),
+            state: AdminState::Enabled,
+            strategy: SagStrategy::Hunt,
+            dest: vec!["a".into()],
+            sag_recursion: false,
+            stop_sag_recurse: vec![401, 407],
+        }]
+    );
+    assert_eq!(c.translation_rules, [TranslationRules::named("r")]);
+    let r = &c.translation_rules[0];
+    assert_eq!(r.kind, TranslationType::None);
+    assert_eq!(
+        (r.add_index, r.delete_index),
+        (TranslationIndex::At(0), TranslationIndex::At(0))
+    );
+    assert_eq!(
+        c.session_translations,
+        [SessionTranslation {
+            id: "t".into(),
+            ..SessionTranslation::default()
+        }]
+    );
+    let p = &c.local_policies[0];
+    assert_eq!(
+        (&p.from_address, &p.to_address, &p.source_realm),
+        (
+            &vec!["*".to_owned()],
+            &vec!["*".to_owned()],
+            &vec!["*".to_owned()]
+        )
+    );
+    assert_eq!((&p.description, p.state), (&None, AdminState::Enabled));
+    assert_eq!(p.key(), "* * *");
+    assert_eq!(p.policy_attributes, [PolicyAttribute::to("a")]);
+    let at = &p.policy_attributes[0];
+    assert_eq!((at.realm.as_deref(), at.cost), (None, 0));
+    assert_eq!(
+        (
+            at.start_time.as_str(),
+            at.end_time.as_str(),
+            at.days_of_week.as_str()
+        ),
+        ("0000", "2400", "U-S")
+    );
+    assert_eq!(
+        (at.start(), at.end(), at.days()),
+        (Some(0), Some(2400), Some(0x7f))
+    );
+    assert!(!at.terminate_recursion);
+    assert_eq!(at.state, AdminState::Enabled);
+    assert_eq!(at.target(), NextHop::Agent("a"));
+    assert_eq!(
+        c.local_routing_configs,
+        [LocalRoutingConfig {
+            name: "n".into(),
+            file_name: "f".into(),
+            source_realm: vec!["*".into()],
+            state: AdminState::Enabled,
+        }]
+    );
+    assert_round_trip(&c);
+}
+
+#[test]
+fn routing_keys_parse_and_round_trip() {
+    let c = Config::from_toml_str(ROUTING).unwrap();
+    assert_eq!(c.sip_config.initial_inv_trans_expire, 8);
+    let pbx = c.session_agent("pbx").unwrap();
+    assert_eq!(pbx.request_uri_host(), "pbx.example.com");
+    assert!(!pbx.is_enabled());
+    assert_eq!(pbx.ping_method, "NOTIFY");
+    assert_eq!(pbx.ping_send_mode, PingSendMode::Continuous);
+    assert_eq!(
+        (
+            pbx.ping_interval,
+            pbx.ping_response_timeout_ms,
+            pbx.ping_misses
+        ),
+        (30, 500, 3)
+    );
+    assert_eq!(pbx.ping_in_service_response_codes, [200, 404]);
+    assert_eq!(pbx.out_service_response_codes, [503]);
+    assert_eq!(
+        (
+            pbx.trans_timeouts,
+            pbx.time_to_resume,
+            pbx.invite_trans_expire
+        ),
+        (5, 60, 2)
+    );
+    assert_eq!(
+        (
+            pbx.max_sessions,
+            pbx.max_outbound_sessions,
+            pbx.max_burst_rate
+        ),
+        (100, 50, 10)
+    );
+    assert_eq!(pbx.in_translationid.as_deref(), Some("in"));
+    assert_eq!(pbx.out_translationid.as_deref(), Some("out"));
+    let g = c.session_agent_group("carriers").unwrap();
+    assert_eq!(g.strategy, SagStrategy::RoundRobin);
+    assert_eq!(g.state, AdminState::Disabled);
+    assert!(g.sag_recursion);
+    assert_eq!(g.stop_sag_recurse, [401, 407, 486]);
+    assert_eq!(
+        c.translation_rule("add-suffix").unwrap().add_index,
+        TranslationIndex::End
+    );
+    let at3 = c.translation_rule("at-3").unwrap();
+    assert_eq!(at3.kind, TranslationType::Replace);
+    assert_eq!(
+        (at3.add_index, at3.delete_index),
+        (TranslationIndex::At(3), TranslationIndex::At(3))
+    );
+    assert_eq!(
+        c.session_translation("in").unwrap().rules_called,
+        ["strip-plus", "at-3"]
+    );
+    let p = &c.local_policies[0];
+    assert_eq!(p.key(), "* 1555,+1666 access");
+    assert!(p.applies_to_realm("access") && !p.applies_to_realm("core"));
+    let sag = &p.policy_attributes[0];
+    assert_eq!(sag.target(), NextHop::Group("carriers"));
+    assert_eq!(
+        (sag.start(), sag.end(), sag.days()),
+        (Some(800), Some(1800), Some(0b011_1110))
+    );
+    assert!(sag.terminate_recursion);
+    let night = &p.policy_attributes[1];
+    assert_eq!(
+        (night.start(), night.end(), night.days()),
+        (Some(1800), Some(800), Some(0b100_0001))
+    );
+    assert_eq!(night.state, AdminState::Disabled);
+    assert_eq!(c.local_policies[1].state, AdminState::Disabled);
+    assert_eq!(c.local_routing_configs[0].source_realm, ["core"]);
+    assert_round_trip(&c);
+    // The TOML shapes: an index as a number or "$", codes as numbers, the nested list.
+    let text = c.to_toml_string();
+    for part in [
+        "add-index = \"$\"",
+        "add-index = 3",
+        "stop-sag-recurse = [401, 407, 486]",
+        "[[local-policy.policy-attribute]]",
+        "[[session-agent-group]]",
+        "[[local-routing-config]]",
+    ] {
+        assert!(text.contains(part), "{part}: {text}");
+    }
+    // The JSON form too.
+    let json = serde_json::to_string(&c).unwrap();
+    let back: Config = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, c);
+}
+
+#[test]
+fn days_times_next_hops_and_indexes_parse() {
+    for (text, bits) in [
+        ("U-S", 0x7f),
+        ("MTWRF", 0b011_1110),
+        ("m-f", 0b011_1110),
+        ("F-M", 0b110_0011),
+        ("U,S", 0b100_0001),
+        ("M-F,U", 0b011_1111),
+        ("R", 0b001_0000),
+    ] {
+        assert_eq!(parse_days_of_week(text), Ok(bits), "{text}");
+    }
+    for bad in ["", "X", "M-", "M,,F", "H"] {
+        assert!(parse_days_of_week(bad).is_err(), "{bad}");
+    }
+    assert_eq!(parse_hhmm("0000"), Ok(0));
+    assert_eq!(parse_hhmm("0830"), Ok(830));
+    assert_eq!(parse_hhmm("2400"), Ok(2400));
+    for bad in ["800", "08:00", "2401", "2500", "0860", "abcd", "08000"] {
+        assert!(parse_hhmm(bad).is_err(), "{bad}");
+    }
+    assert_eq!(NextHop::parse("SAG:g"), NextHop::Group("g"));
+    assert_eq!(NextHop::parse("sag:g"), NextHop::Group("g"));
+    assert_eq!(NextHop::parse("pbx"), NextHop::Agent("pbx"));
+    assert_eq!(
+        "$".parse::<TranslationIndex>().unwrap(),
+        TranslationIndex::End
+    );
+    assert_eq!(
+        "7".parse::<TranslationIndex>().unwrap(),
+        TranslationIndex::At(7)
+    );
+    assert_eq!(
+        "x".parse::<TranslationIndex>().unwrap_err().to_string(),
+        "index = \"x\": not a position (valid: a whole number from 0, or \"$\" for the end)"
+    );
+    assert_eq!(TranslationIndex::End.to_string(), "$");
+    for text in [
+        "add-index = -1",
+        "add-index = \"end\"",
+        "add-index = 4294967296",
+    ] {
+        let err = Config::from_toml_str(&format!("[[translation-rules]]\nid = \"r\"\n{text}\n"))
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("a whole number from 0, or \"$\" for the end"),
+            "{text}: {err}"
+        );
+    }
+}
+
+/// `ROUTING` with `from` replaced by `to` (which must be there).
+fn routing_with(from: &str, to: &str) -> String {
+    assert!(ROUTING.contains(from), "{from}");
+    ROUTING.replacen(from, to, 1)
+}
+
+#[test]
+fn session_agent_routing_keys_are_validated() {
+    for (from, to, key, parts) in [
+        (
+            "hostname = \"pbx.example.com\"",
+            "hostname = \"pbx example\"",
+            "session-agent[0].hostname",
+            &[
+                "\"pbx example\"",
+                "not a DNS name",
+                "a DNS name (pbx.example.com)",
+            ][..],
+        ),
+        (
+            "ping-method = \"NOTIFY\"",
+            "ping-method = \"options\"",
+            "session-agent[0].ping-method",
+            &["\"options\"", "capitals", "e.g. OPTIONS"],
+        ),
+        (
+            "ping-method = \"NOTIFY\"",
+            "ping-method = \"INVITE\"",
+            "session-agent[0].ping-method",
+            &["\"INVITE\"", "starts no call", "not ACK, BYE, CANCEL"],
+        ),
+        (
+            "ping-interval = 30",
+            "ping-interval = 86401",
+            "session-agent[0].ping-interval",
+            &["86401", "out of range", "0..=86400"],
+        ),
+        (
+            "ping-response-timeout-ms = 500",
+            "ping-response-timeout-ms = 99",
+            "session-agent[0].ping-response-timeout-ms",
+            &["99", "100..=32000"],
+        ),
+        (
+            "ping-misses = 3",
+            "ping-misses = 0",
+            "session-agent[0].ping-misses",
+            &["= 0", "1..=10"],
+        ),
+        (
+            "ping-in-service-response-codes = [200, 404]",
+            "ping-in-service-response-codes = [200, 700]",
+            "session-agent[0].ping-in-service-response-codes[1]",
+            &["700", "not a SIP response code", "100..=699"],
+        ),
+        (
+            "ping-in-service-response-codes = [200, 404]",
+            "ping-in-service-response-codes = [200, 200]",
+            "session-agent[0].ping-in-service-response-codes[1]",
+            &["already [0]", "each code at most once"],
+        ),
+        (
+            "out-service-response-codes = [503]",
+            "out-service-response-codes = [99]",
+            "session-agent[0].out-service-response-codes[0]",
+            &["99", "100..=699"],
+        ),
+        (
+            "out-service-response-codes = [503]",
+            "out-service-response-codes = [404]",
+            "session-agent[0].out-service-response-codes[0]",
+            &["404", "also in ping-in-service-response-codes"],
+        ),
+        (
+            "trans-timeouts = 5",
+            "trans-timeouts = 101",
+            "session-agent[0].trans-timeouts",
+            &["101", "0..=100"],
+        ),
+        (
+            "time-to-resume = 60",
+            "time-to-resume = 86401",
+            "session-agent[0].time-to-resume",
+            &["86401", "0..=86400"],
+        ),
+        (
+            "invite-trans-expire = 2",
+            "invite-trans-expire = 33",
+            "session-agent[0].invite-trans-expire",
+            &["33", "0..=32"],
+        ),
+        (
+            "max-outbound-sessions = 50",
+            "max-outbound-sessions = 101",
+            "session-agent[0].max-outbound-sessions",
+            &[
+                "101",
+                "above max-sessions (100)",
+                "0 (unlimited) or 1..=100",
+            ],
+        ),
+        (
+            "in-translationid = \"in\"",
+            "in-translationid = \"nope\"",
+            "session-agent[0].in-translationid",
+            &[
+                "\"nope\"",
+                "no session-translation has this id",
+                "\"in\", \"out\"",
+            ],
+        ),
+        (
+            "out-translationid = \"out\"",
+            "out-translationid = \"\"",
+            "session-agent[0].out-translationid",
+            &["\"\"", "no session-translation"],
+        ),
+        (
+            "initial-inv-trans-expire = 8",
+            "initial-inv-trans-expire = 0",
+            "sip-config.initial-inv-trans-expire",
+            &["= 0", "1..=32"],
+        ),
+    ] {
+        refused_invalid(&routing_with(from, to), key, parts);
+    }
+    // Without max-sessions, max-outbound-sessions alone is fine.
+    Config::from_toml_str(&routing_with("max-sessions = 100", "max-sessions = 0")).unwrap();
+}
+
+#[test]
+fn routing_elements_are_validated() {
+    for (from, to, key, parts) in [
+        (
+            "group-name = \"carriers\"",
+            "group-name = \"two words\"",
+            "session-agent-group[0].group-name",
+            &["\"two words\"", "spaces", "a non-empty name without spaces"][..],
+        ),
+        (
+            "dest = [\"carrier-a\", \"carrier-b\"]",
+            "dest = []",
+            "session-agent-group[0].dest",
+            &[
+                "[]",
+                "at least one member",
+                "\"pbx\", \"carrier-a\", \"carrier-b\"",
+            ],
+        ),
+        (
+            "dest = [\"carrier-a\", \"carrier-b\"]",
+            "dest = [\"carrier-a\", \"carrier-c\"]",
+            "session-agent-group[0].dest[1]",
+            &[
+                "\"carrier-c\"",
+                "no session-agent has this name",
+                "\"carrier-b\"",
+            ],
+        ),
+        (
+            "dest = [\"carrier-a\", \"carrier-b\"]",
+            "dest = [\"carrier-a\", \"carrier-a\"]",
+            "session-agent-group[0].dest[1]",
+            &["already dest[0]"],
+        ),
+        (
+            "stop-sag-recurse = [401, 407, 486]",
+            "stop-sag-recurse = [200]",
+            "session-agent-group[0].stop-sag-recurse[0]",
+            &["200", "300..=699"],
+        ),
+        (
+            "id = \"add-suffix\"",
+            "id = \"strip-plus\"",
+            "translation-rules[1].id",
+            &["duplicate id, already used by translation-rules[0]"],
+        ),
+        (
+            "add-string = \"#\"",
+            "add-string = \"\"",
+            "translation-rules[1].add-string",
+            &["required with type = \"add\"", "a non-empty add-string"],
+        ),
+        (
+            "delete-string = \"+\"",
+            "delete-string = \"\"",
+            "translation-rules[0].delete-string",
+            &["required with type = \"delete\""],
+        ),
+        (
+            "rules-calling = [\"strip-plus\"]",
+            "rules-calling = [\"strip\"]",
+            "session-translation[0].rules-calling[0]",
+            &[
+                "\"strip\"",
+                "no translation-rules has this id",
+                "\"strip-plus\", \"add-suffix\", \"at-3\"",
+            ],
+        ),
+        (
+            "rules-called = [\"strip-plus\", \"at-3\"]",
+            "rules-called = [\"at-3\", \"at-3\"]",
+            "session-translation[0].rules-called[1]",
+            &["already rules-called[0]"],
+        ),
+        (
+            "next-hop = \"SAG:carriers\"",
+            "next-hop = \"SAG:nobody\"",
+            "local-policy[0].policy-attribute[0].next-hop",
+            &[
+                "\"SAG:nobody\"",
+                "no session-agent-group has this group-name",
+                "\"pbx\", \"carrier-a\", \"carrier-b\", \"SAG:carriers\"",
+            ],
+        ),
+        (
+            "next-hop = \"carrier-a\"",
+            "next-hop = \"carrier-z\"",
+            "local-policy[0].policy-attribute[1].next-hop",
+            &[
+                "\"carrier-z\"",
+                "no session-agent has this name",
+                "\"SAG:carriers\"",
+            ],
+        ),
+        (
+            "next-hop = \"carrier-a\"",
+            "next-hop = \"SAG:carriers\"",
+            "local-policy[0].policy-attribute[1].next-hop",
+            &["already policy-attribute[0] of this local-policy"],
+        ),
+        (
+            "next-hop = \"SAG:carriers\"\nrealm = \"core\"",
+            "next-hop = \"SAG:carriers\"\nrealm = \"edge\"",
+            "local-policy[0].policy-attribute[0].realm",
+            &[
+                "\"edge\"",
+                "no sip-interface has this realm",
+                "\"access\", \"core\"",
+            ],
+        ),
+        (
+            "cost = 999999999",
+            "cost = 1000000000",
+            "local-policy[0].policy-attribute[1].cost",
+            &["1000000000", "out of range", "0..=999999999"],
+        ),
+        (
+            "start-time = \"0800\"",
+            "start-time = \"8:00\"",
+            "local-policy[0].policy-attribute[0].start-time",
+            &["\"8:00\"", "not four digits hhmm", "\"0000\"..=\"2400\""],
+        ),
+        (
+            "end-time = \"1800\"",
+            "end-time = \"2460\"",
+            "local-policy[0].policy-attribute[0].end-time",
+            &["\"2460\"", "60 minutes", "(minutes 00..=59)"],
+        ),
+        (
+            "end-time = \"1800\"",
+            "end-time = \"0800\"",
+            "local-policy[0].policy-attribute[0].end-time",
+            &["the same as start-time", "the whole day"],
+        ),
+        (
+            "days-of-week = \"M-F\"",
+            "days-of-week = \"Mon-Fri\"",
+            "local-policy[0].policy-attribute[0].days-of-week",
+            &[
+                "\"Mon-Fri\"",
+                "\"o\" is not a day letter",
+                "U M T W R F S",
+                "\"M-F\"",
+            ],
+        ),
+        (
+            "to-address = [\"1555\", \"+1666\"]",
+            "to-address = [\"1555\", \"\"]",
+            "local-policy[0].to-address[1]",
+            &[
+                "\"\"",
+                "must not be empty",
+                "\"*\" alone, or user or number prefixes",
+            ],
+        ),
+        (
+            "to-address = [\"1555\", \"+1666\"]",
+            "to-address = [\"1555\", \"*\"]",
+            "local-policy[0].to-address[1]",
+            &["\"*\" matches any and stands alone"],
+        ),
+        (
+            "from-address = [\"*\"]",
+            "from-address = [\"a b\"]",
+            "local-policy[0].from-address[0]",
+            &["\"a b\"", "spaces"],
+        ),
+        (
+            "from-address = [\"*\"]",
+            "from-address = []",
+            "local-policy[0].from-address",
+            &["[]", "matches nothing", "[\"*\"] for any"],
+        ),
+        (
+            "source-realm = [\"access\"]",
+            "source-realm = [\"edge\"]",
+            "local-policy[0].source-realm[0]",
+            &[
+                "\"edge\"",
+                "no sip-interface has this realm",
+                "\"*\" alone, or \"access\", \"core\"",
+            ],
+        ),
+        (
+            "[[local-policy]]\nstate = \"disabled\"",
+            "[[local-policy]]\nto-address = [\"1555\", \"+1666\"]\nsource-realm = [\"access\"]",
+            "local-policy[1].from-address",
+            &[
+                "\"* 1555,+1666 access\"",
+                "the same from-address, to-address and source-realm as local-policy[0]",
+            ],
+        ),
+        (
+            "name = \"numbers\"",
+            "name = \"\"",
+            "local-routing-config[0].name",
+            &["must not be empty"],
+        ),
+        (
+            "file-name = \"/etc/sbc/routes.csv\"",
+            "file-name = \"\"",
+            "local-routing-config[0].file-name",
+            &["must not be empty", "the path of the route table file"],
+        ),
+        (
+            "source-realm = [\"core\"]",
+            "source-realm = [\"edge\"]",
+            "local-routing-config[0].source-realm[0]",
+            &["\"edge\"", "no sip-interface has this realm"],
+        ),
+    ] {
+        refused_invalid(&routing_with(from, to), key, parts);
+    }
+    // Wrong words and shapes are the parser's, with the valid words.
+    for (text, parts) in [
+        (
+            "[[session-agent-group]]\ngroup-name = \"g\"\ndest = [\"core\"]\nstrategy = \"random\"\n",
+            &["random", "`hunt`", "`round-robin`", "`least-busy`", "`prop-dist`"][..],
+        ),
+        (
+            "[[session-agent-group]]\ngroup-name = \"g\"\n",
+            &["missing field `dest`"],
+        ),
+        (
+            "[[local-policy]]\n[[local-policy.policy-attribute]]\ncost = 1\n",
+            &["missing field `next-hop`"],
+        ),
+        (
+            "[[local-policy]]\npolicy-attributes = []\n",
+            &["unknown field `policy-attributes`", "`policy-attribute`"],
+        ),
+        (
+            "[[translation-rules]]\nid = \"r\"\ntype = \"move\"\n",
+            &["move", "`add`", "`delete`", "`replace`", "`none`"],
+        ),
+        (
+            "[[session-agent]]\nname = \"a\"\nrealm = \"core\"\nping-send-mode = \"always\"\n",
+            &["always", "`keep-alive`", "`continuous`"],
+        ),
+        (
+            "[[local-routing-config]]\nname = \"n\"\n",
+            &["missing field `file-name`"],
+        ),
+    ] {
+        let err = Config::from_toml_str(text).unwrap_err();
+        assert!(matches!(err, ConfigError::Parse { .. }), "{err:?}");
+        let message = err.to_string();
+        for part in parts {
+            assert!(message.contains(part), "{message:?} lacks {part:?}");
+        }
+    }
+    // The file of a local-routing-config is not read, nor its next hops checked.
+    Config::from_toml_str(
+        "[[local-routing-config]]\nname = \"n\"\nfile-name = \"/nonexistent/routes.csv\"\n",
+    )
+    .unwrap();
+}
+
+/// Three realms (access, core, edge), agents `core-agent` (core, the default route) and `pbx`
+/// (access), and `rest`.
+fn three_realms(rest: &str) -> String {
+    format!(
+        "[[sip-interface]]\nrealm = \"access\"\nport = 5060\n\
+         [[sip-interface]]\nrealm = \"core\"\nport = 5062\n\
+         [[sip-interface]]\nrealm = \"edge\"\nport = 5064\n\
+         [[session-agent]]\nname = \"core-agent\"\nrealm = \"core\"\n\
+         [[session-agent]]\nname = \"pbx\"\nrealm = \"access\"\n{rest}"
+    )
+}
+
+#[test]
+fn session_router_becomes_local_policies_after_the_explicit_ones() {
+    let c = Config::from_toml_str(&three_realms(
+        "[session-router]\ndefault-route = \"core-agent\"\n\
+         [[session-router.route]]\nfrom-realm = \"edge\"\nsession-agent = \"pbx\"\n\
+         [[session-router.route]]\nfrom-realm = \"edge\"\nsession-agent = \"core-agent\"\n\
+         [[local-policy]]\nto-address = [\"1555\"]\n\
+         [[local-policy.policy-attribute]]\nnext-hop = \"pbx\"\ncost = 5\n",
+    ))
+    .unwrap();
+    let rows = c.effective_local_policies();
+    let converted = |realm: &str, agent: &str, from: &str| {
+        let mut attribute = PolicyAttribute::to(agent);
+        attribute.cost = SESSION_ROUTER_COST;
+        LocalPolicy {
+            source_realm: vec![realm.to_owned()],
+            description: Some(from.to_owned()),
+            policy_attributes: vec![attribute],
+            ..LocalPolicy::default()
+        }
+    };
+    assert_eq!(
+        rows,
+        [
+            // The explicit policy first.
+            c.local_policies[0].clone(),
+            // The first route of edge (the second was never used by route_for either).
+            converted("edge", "pbx", "session-router.route[0]"),
+            // default-route for access; not for core, the agent's own realm (no hairpin), nor
+            // for edge, which has a route.
+            converted("access", "core-agent", "session-router.default-route"),
+        ]
+    );
+    assert_eq!(SESSION_ROUTER_COST, 999_999_999);
+    // The same choice as route_for, realm by realm.
+    for realm in ["access", "core", "edge"] {
+        let by_rows = rows[1..]
+            .iter()
+            .find(|p| p.applies_to_realm(realm))
+            .map(|p| p.policy_attributes[0].next_hop.as_str());
+        assert_eq!(
+            by_rows,
+            c.route_for(realm).map(|a| a.name.as_str()),
+            "{realm}"
+        );
+    }
+    // No session-router: only the explicit ones; the embedded default: default-route "core"
+    // (realm core) gives a row for access only.
+    let plain = Config::from_toml_str(&three_realms("")).unwrap();
+    assert!(plain.effective_local_policies().is_empty());
+    let rows = Config::embedded_default().effective_local_policies();
+    assert_eq!(
+        rows,
+        [converted("access", "core", "session-router.default-route")]
+    );
+}

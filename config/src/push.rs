@@ -19,7 +19,9 @@
 //!
 //! Everything else is pushed: `system-config` options, memory sources and limits, alarm
 //! thresholds and trap receivers; `sip-config`; `sip-interface`s; `session-agent`s;
-//! `session-router`; `auto-scaling-profile`s; `access-control`; `media-manager`;
+//! `session-router`; the routing elements (`session-agent-group`s, `local-policy`s,
+//! `local-routing-config`s: the path of the file, which the operator installs on both nodes;
+//! `translation-rules`, `session-translation`s); `auto-scaling-profile`s; `access-control`; `media-manager`;
 //! `steering-pool`s (addresses included, as for the sip-interfaces: both nodes run the same
 //! interfaces and pools); `tls-profile`s (file paths: each node reads its own copy of the
 //! files, which the operator installs on both); the SIP trace's `sip-monitoring`,

@@ -177,6 +177,7 @@ fn embedded_default_is_exactly_as_documented() {
             tcp_write_queue_bytes: 262_144,
             tcp_write_timeout_ms: 10_000,
             tls_handshake_timeout_ms: 5000,
+            initial_inv_trans_expire: 4,
         }
     );
     assert_eq!(
@@ -213,8 +214,39 @@ fn embedded_default_is_exactly_as_documented() {
             tls_profile: None,
             tls_server_name: None,
             max_udp_length: 0,
+            hostname: None,
+            state: AdminState::Enabled,
+            ping_method: "OPTIONS".into(),
+            ping_interval: 0,
+            ping_send_mode: PingSendMode::KeepAlive,
+            ping_response_timeout_ms: 2000,
+            ping_misses: 1,
+            ping_in_service_response_codes: vec![],
+            out_service_response_codes: vec![],
+            trans_timeouts: 0,
+            time_to_resume: 0,
+            invite_trans_expire: 0,
+            max_sessions: 0,
+            max_outbound_sessions: 0,
+            max_burst_rate: 0,
+            in_translationid: None,
+            out_translationid: None,
         }]
     );
+    assert_eq!(
+        c.session_agents[0],
+        SessionAgent {
+            name: "core".into(),
+            realm: "core".into(),
+            port: 5080,
+            ..SessionAgent::default()
+        }
+    );
+    assert!(c.session_agent_groups.is_empty());
+    assert!(c.local_policies.is_empty());
+    assert!(c.local_routing_configs.is_empty());
+    assert!(c.translation_rules.is_empty());
+    assert!(c.session_translations.is_empty());
     assert_eq!(
         c.session_router,
         SessionRouter {

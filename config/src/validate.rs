@@ -1,7 +1,9 @@
 //! The rules a parsed configuration must satisfy before it is used or saved.
 //!
 //! Rules are checked in file order (system-config, sip-config, sip-interface, session-agent,
-//! session-router, redundancy-config, auto-scaling-profile, access-control, media-manager,
+//! session-router, then the routing elements of [`routing`]: translation-rules,
+//! session-translation, session-agent-group, local-policy, local-routing-config;
+//! redundancy-config, auto-scaling-profile, access-control, media-manager,
 //! steering-pool, filter-config, sip-monitoring, capture-agent), then the worker groups' profile
 //! attachments, and the first broken one is reported, naming its full key.
 
@@ -23,6 +25,8 @@ use crate::model::{
 };
 use crate::Config;
 
+mod routing;
+
 /// The lowest `steering-pool.start-port`: the well-known ports stay out of the relay.
 const POOL_START_MIN: u64 = steering_pool::START_PORT.min();
 /// The fewest RTP/RTCP pairs a `steering-pool` holds.
@@ -43,6 +47,7 @@ pub(crate) fn validate(config: &Config) -> Result<(), ConfigError> {
         &config.session_agents,
         &config.sip_interfaces,
     )?;
+    routing::routing(config)?;
     redundancy(&config.redundancy)?;
     profiles(&config.auto_scaling_profiles)?;
     access(&config.access_control)?;
@@ -1223,6 +1228,11 @@ fn sip(sip: &SipConfig) -> Result<(), ConfigError> {
         at,
         &k::TLS_HANDSHAKE_TIMEOUT_MS,
         sip.tls_handshake_timeout_ms,
+    )?;
+    check(
+        at,
+        &k::INITIAL_INV_TRANS_EXPIRE,
+        sip.initial_inv_trans_expire,
     )
 }
 
@@ -1603,6 +1613,7 @@ fn agents(
         port(key("port"), agent.port)?;
         agent_udp_length(agent, interfaces, key)?;
         agent_tls(agent, interfaces, profiles, key)?;
+        routing::agent(agent, &format!("session-agent[{i}]"))?;
     }
     Ok(())
 }

@@ -12,9 +12,10 @@ use toml::value::{Table, Value};
 use crate::keys::{self, ElementSpec, KeySpec, Ty};
 use crate::model::{
     default_address, AccessControl, AlarmThreshold, AutoScalingProfile, CaptureAgent, FilterConfig,
-    MediaManager, Peer, RedundancyConfig, SessionAgent, SessionRouter, SipConfig, SipInterface,
+    LocalPolicy, LocalRoutingConfig, MediaManager, Peer, PolicyAttribute, RedundancyConfig,
+    SessionAgent, SessionAgentGroup, SessionRouter, SessionTranslation, SipConfig, SipInterface,
     SipMonitoring, SnmpCommunity, SnmpUserEntry, SteeringPool, SystemConfig, TlsProfile,
-    TrapReceiver,
+    TranslationRules, TrapReceiver,
 };
 use crate::Config;
 
@@ -60,6 +61,18 @@ pub enum Element {
     FilterConfig(FilterConfig),
     /// `capture-agent`.
     CaptureAgent(CaptureAgent),
+    /// One `session-agent-group`.
+    SessionAgentGroup(SessionAgentGroup),
+    /// One `local-policy`.
+    LocalPolicy(LocalPolicy),
+    /// One `policy-attributes` of a `local-policy`.
+    PolicyAttribute(PolicyAttribute),
+    /// One `local-routing-config`.
+    LocalRoutingConfig(LocalRoutingConfig),
+    /// One `translation-rules`.
+    TranslationRules(TranslationRules),
+    /// One `session-translation`.
+    SessionTranslation(SessionTranslation),
 }
 
 /// The kinds of [`Element`].
@@ -84,6 +97,12 @@ pub(crate) enum Kind {
     SipMonitoring,
     FilterConfig,
     CaptureAgent,
+    SessionAgentGroup,
+    LocalPolicy,
+    PolicyAttribute,
+    LocalRoutingConfig,
+    TranslationRules,
+    SessionTranslation,
 }
 
 /// One attribute of an element: its key's declaration in the key tables.
@@ -112,6 +131,12 @@ impl Kind {
             Self::SipMonitoring => &keys::sip_monitoring::ELEMENT,
             Self::FilterConfig => &keys::filter_config::ELEMENT,
             Self::CaptureAgent => &keys::capture_agent::ELEMENT,
+            Self::SessionAgentGroup => &keys::session_agent_group::ELEMENT,
+            Self::LocalPolicy => &keys::local_policy::ELEMENT,
+            Self::PolicyAttribute => &keys::policy_attributes::ELEMENT,
+            Self::LocalRoutingConfig => &keys::local_routing_config::ELEMENT,
+            Self::TranslationRules => &keys::translation_rules::ELEMENT,
+            Self::SessionTranslation => &keys::session_translation::ELEMENT,
         }
     }
 
@@ -148,6 +173,7 @@ impl Kind {
                 Self::SnmpUserEntry,
             ],
             Self::RedundancyConfig => &[Self::Peer],
+            Self::LocalPolicy => &[Self::PolicyAttribute],
             _ => &[],
         }
     }
@@ -166,9 +192,13 @@ impl Kind {
         )
     }
 
-    /// The TOML key of the element (of its list, for a multi-instance one).
+    /// The TOML key of the element (of its list, for a multi-instance one): the word, but
+    /// for `policy-attributes`, whose list is `policy-attribute` in the file.
     pub(crate) const fn toml_key(self) -> &'static str {
-        self.word()
+        match self {
+            Self::PolicyAttribute => "policy-attribute",
+            other => other.word(),
+        }
     }
 
     /// A new instance, as entering the element word gives it.
@@ -187,16 +217,7 @@ impl Kind {
                 tls_profile: None,
                 auto_scaling_profile: None,
             }),
-            Self::SessionAgent => Element::SessionAgent(SessionAgent {
-                name: String::new(),
-                realm: String::new(),
-                address: default_address(),
-                port: crate::model::default_agent_port(),
-                transport: crate::model::DEFAULT_TRANSPORT,
-                tls_profile: None,
-                tls_server_name: None,
-                max_udp_length: 0,
-            }),
+            Self::SessionAgent => Element::SessionAgent(SessionAgent::default()),
             Self::AlarmThreshold => Element::AlarmThreshold(AlarmThreshold::default()),
             Self::TrapReceiver => Element::TrapReceiver(TrapReceiver::default()),
             Self::SnmpCommunity => Element::SnmpCommunity(SnmpCommunity::default()),
@@ -216,6 +237,12 @@ impl Kind {
             Self::SipMonitoring => Element::SipMonitoring(SipMonitoring::default()),
             Self::FilterConfig => Element::FilterConfig(FilterConfig::default()),
             Self::CaptureAgent => Element::CaptureAgent(CaptureAgent::default()),
+            Self::SessionAgentGroup => Element::SessionAgentGroup(SessionAgentGroup::default()),
+            Self::LocalPolicy => Element::LocalPolicy(LocalPolicy::default()),
+            Self::PolicyAttribute => Element::PolicyAttribute(PolicyAttribute::default()),
+            Self::LocalRoutingConfig => Element::LocalRoutingConfig(LocalRoutingConfig::default()),
+            Self::TranslationRules => Element::TranslationRules(TranslationRules::default()),
+            Self::SessionTranslation => Element::SessionTranslation(SessionTranslation::default()),
         }
     }
 }
@@ -257,6 +284,12 @@ impl Element {
             Self::SipMonitoring(_) => Kind::SipMonitoring,
             Self::FilterConfig(_) => Kind::FilterConfig,
             Self::CaptureAgent(_) => Kind::CaptureAgent,
+            Self::SessionAgentGroup(_) => Kind::SessionAgentGroup,
+            Self::LocalPolicy(_) => Kind::LocalPolicy,
+            Self::PolicyAttribute(_) => Kind::PolicyAttribute,
+            Self::LocalRoutingConfig(_) => Kind::LocalRoutingConfig,
+            Self::TranslationRules(_) => Kind::TranslationRules,
+            Self::SessionTranslation(_) => Kind::SessionTranslation,
         }
     }
 
@@ -288,6 +321,12 @@ impl Element {
             Self::SipMonitoring(v) => table_of(v),
             Self::FilterConfig(v) => table_of(v),
             Self::CaptureAgent(v) => table_of(v),
+            Self::SessionAgentGroup(v) => table_of(v),
+            Self::LocalPolicy(v) => table_of(v),
+            Self::PolicyAttribute(v) => table_of(v),
+            Self::LocalRoutingConfig(v) => table_of(v),
+            Self::TranslationRules(v) => table_of(v),
+            Self::SessionTranslation(v) => table_of(v),
         }
     }
 
@@ -314,6 +353,12 @@ impl Element {
             Kind::SipMonitoring => value.try_into().map(Self::SipMonitoring),
             Kind::FilterConfig => value.try_into().map(Self::FilterConfig),
             Kind::CaptureAgent => value.try_into().map(Self::CaptureAgent),
+            Kind::SessionAgentGroup => value.try_into().map(Self::SessionAgentGroup),
+            Kind::LocalPolicy => value.try_into().map(Self::LocalPolicy),
+            Kind::PolicyAttribute => value.try_into().map(Self::PolicyAttribute),
+            Kind::LocalRoutingConfig => value.try_into().map(Self::LocalRoutingConfig),
+            Kind::TranslationRules => value.try_into().map(Self::TranslationRules),
+            Kind::SessionTranslation => value.try_into().map(Self::SessionTranslation),
         };
         result.map_err(|err| err.to_string().trim_end().to_owned())
     }
@@ -333,6 +378,12 @@ impl Element {
             Self::SteeringPool(v) => v.key(),
             Self::TlsProfile(v) => v.name.clone(),
             Self::FilterConfig(v) => v.name.clone(),
+            Self::SessionAgentGroup(v) => v.group_name.clone(),
+            Self::LocalPolicy(v) => v.key(),
+            Self::PolicyAttribute(v) => v.next_hop.clone(),
+            Self::LocalRoutingConfig(v) => v.name.clone(),
+            Self::TranslationRules(v) => v.id.clone(),
+            Self::SessionTranslation(v) => v.id.clone(),
             Self::AlarmThreshold(v) if v.volume.is_empty() => {
                 format!("{} {}", v.kind, v.severity)
             }
@@ -389,6 +440,12 @@ impl Element {
             (Self::RedundancyConfig(v), Kind::Peer) => {
                 v.peers.iter().cloned().map(Self::Peer).collect()
             }
+            (Self::LocalPolicy(v), Kind::PolicyAttribute) => v
+                .policy_attributes
+                .iter()
+                .cloned()
+                .map(Self::PolicyAttribute)
+                .collect(),
             _ => Vec::new(),
         }
     }
@@ -416,6 +473,9 @@ impl Element {
             (Self::RedundancyConfig(v), Self::Peer(c)) => {
                 put(&mut v.peers, c, at, |p| p.name.clone())
             }
+            (Self::LocalPolicy(v), Self::PolicyAttribute(c)) => {
+                put(&mut v.policy_attributes, c, at, |a| a.next_hop.clone())
+            }
             (parent, child) => {
                 unreachable!("{} is not a sub-element of {}", child.name(), parent.name())
             }
@@ -439,6 +499,9 @@ impl Element {
             }
             (Self::RedundancyConfig(v), Kind::Peer) => {
                 v.peers.remove(index);
+            }
+            (Self::LocalPolicy(v), Kind::PolicyAttribute) => {
+                v.policy_attributes.remove(index);
             }
             _ => {}
         }
@@ -533,6 +596,36 @@ pub(crate) fn top_list(config: &Config, kind: Kind) -> Vec<Element> {
             .cloned()
             .map(Element::FilterConfig)
             .collect(),
+        Kind::SessionAgentGroup => config
+            .session_agent_groups
+            .iter()
+            .cloned()
+            .map(Element::SessionAgentGroup)
+            .collect(),
+        Kind::LocalPolicy => config
+            .local_policies
+            .iter()
+            .cloned()
+            .map(Element::LocalPolicy)
+            .collect(),
+        Kind::LocalRoutingConfig => config
+            .local_routing_configs
+            .iter()
+            .cloned()
+            .map(Element::LocalRoutingConfig)
+            .collect(),
+        Kind::TranslationRules => config
+            .translation_rules
+            .iter()
+            .cloned()
+            .map(Element::TranslationRules)
+            .collect(),
+        Kind::SessionTranslation => config
+            .session_translations
+            .iter()
+            .cloned()
+            .map(Element::SessionTranslation)
+            .collect(),
         _ => Vec::new(),
     }
 }
@@ -569,6 +662,21 @@ pub(crate) fn top_put(config: &mut Config, element: Element, at: Option<&str>) -
         Element::FilterConfig(v) => {
             return put(&mut config.filter_configs, v, at, |f| f.name.clone())
         }
+        Element::SessionAgentGroup(v) => {
+            return put(&mut config.session_agent_groups, v, at, |g| {
+                g.group_name.clone()
+            })
+        }
+        Element::LocalPolicy(v) => return put(&mut config.local_policies, v, at, LocalPolicy::key),
+        Element::LocalRoutingConfig(v) => {
+            return put(&mut config.local_routing_configs, v, at, |r| r.name.clone())
+        }
+        Element::TranslationRules(v) => {
+            return put(&mut config.translation_rules, v, at, |r| r.id.clone())
+        }
+        Element::SessionTranslation(v) => {
+            return put(&mut config.session_translations, v, at, |t| t.id.clone())
+        }
         other => unreachable!("{} is a sub-element", other.name()),
     }
     0
@@ -597,6 +705,21 @@ pub(crate) fn top_remove(config: &mut Config, kind: Kind, index: usize) {
         }
         Kind::FilterConfig => {
             config.filter_configs.remove(index);
+        }
+        Kind::SessionAgentGroup => {
+            config.session_agent_groups.remove(index);
+        }
+        Kind::LocalPolicy => {
+            config.local_policies.remove(index);
+        }
+        Kind::LocalRoutingConfig => {
+            config.local_routing_configs.remove(index);
+        }
+        Kind::TranslationRules => {
+            config.translation_rules.remove(index);
+        }
+        Kind::SessionTranslation => {
+            config.session_translations.remove(index);
         }
         _ => {}
     }
@@ -634,7 +757,21 @@ pub(crate) fn parse_scalar(ty: Ty, word: &str) -> Result<Value, String> {
             .parse::<SocketAddr>()
             .map(|addr| Value::String(addr.to_string()))
             .map_err(|_| "not an address:port (IPv6 as [::1]:9090)".to_owned()),
+        Ty::Index if word == crate::TranslationIndex::END => Ok(Value::String(word.to_owned())),
+        Ty::Index => match word.parse::<u32>() {
+            Ok(n) => Ok(Value::Integer(i64::from(n))),
+            Err(_) => Err("not a position: a whole number from 0, or $ for the end".to_owned()),
+        },
         Ty::List(_) => unreachable!("lists are parsed item by item"),
+    }
+}
+
+/// The TOML value of one list item as the ACLI parsed it (`parse_item`'s text): an integer
+/// for a list of integers, else the string.
+pub(crate) fn list_item_value(item_ty: Ty, item: String) -> Value {
+    match (item_ty, item.parse::<i64>()) {
+        (Ty::Int(_), Ok(n)) => Value::Integer(n),
+        _ => Value::String(item),
     }
 }
 
@@ -701,7 +838,9 @@ fn render_into(out: &mut String, element: &Element, depth: usize) {
 
 /// Prints a whole configuration in ACLI form, element by element in Oracle's order:
 /// `system-config`, `capture-agent`, `sip-config`, `session-router`, each `filter-config`,
-/// `sip-monitoring`, each `tls-profile`, each `sip-interface`, each `session-agent`,
+/// `sip-monitoring`, each `tls-profile`, each `sip-interface`, each `session-agent`, each
+/// `session-agent-group`, each `translation-rules`, each `session-translation`, each
+/// `local-policy` (with its `policy-attributes`), each `local-routing-config`,
 /// `redundancy-config`, each `auto-scaling-profile`, each `access-control`, `media-manager`,
 /// each `steering-pool`. (The session-router's `route` list is only in the TOML form.)
 #[must_use]
@@ -717,6 +856,15 @@ pub fn render_config(config: &Config) -> String {
     elements.extend(top_list(config, Kind::TlsProfile));
     elements.extend(top_list(config, Kind::SipInterface));
     elements.extend(top_list(config, Kind::SessionAgent));
+    for kind in [
+        Kind::SessionAgentGroup,
+        Kind::TranslationRules,
+        Kind::SessionTranslation,
+        Kind::LocalPolicy,
+        Kind::LocalRoutingConfig,
+    ] {
+        elements.extend(top_list(config, kind));
+    }
     elements.push(top_single(config, Kind::RedundancyConfig));
     elements.extend(top_list(config, Kind::AutoScalingProfile));
     elements.extend(top_list(config, Kind::AccessControl));

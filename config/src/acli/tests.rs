@@ -1366,12 +1366,19 @@ fn every_attribute_exists_in_the_model() {
         Kind::SipMonitoring,
         Kind::FilterConfig,
         Kind::CaptureAgent,
+        Kind::SessionAgentGroup,
+        Kind::LocalPolicy,
+        Kind::PolicyAttribute,
+        Kind::LocalRoutingConfig,
+        Kind::TranslationRules,
+        Kind::SessionTranslation,
     ];
     let children = [
         "alarm-threshold",
         "trap-receiver",
         "peer",
         "route",
+        "policy-attribute",
         "snmp-community",
         "snmp-user-entry",
     ];
@@ -1409,6 +1416,15 @@ fn every_attribute_exists_in_the_model() {
         if let Element::SessionAgent(a) = &mut fresh {
             a.tls_profile = Some("x".into());
             a.tls_server_name = Some("x".into());
+            a.hostname = Some("x".into());
+            a.in_translationid = Some("x".into());
+            a.out_translationid = Some("x".into());
+        }
+        if let Element::LocalPolicy(p) = &mut fresh {
+            p.description = Some("x".into());
+        }
+        if let Element::PolicyAttribute(a) = &mut fresh {
+            a.realm = Some("x".into());
         }
         if let Element::FilterConfig(f) = &mut fresh {
             f.address = Some("x".into());
@@ -2233,4 +2249,346 @@ fn capture_agent_is_set_shown_masked_and_refused() {
     // An empty password shows empty.
     sh.script(&["password \"\"", "done"]);
     assert!(sh.ok("show").contains(&shown("password", "")));
+}
+
+// ---- routing (issue 28) ----
+
+#[test]
+fn a_local_policy_with_policy_attributes_is_edited_like_oracles() {
+    let mut sh = Shell::new();
+    sh.script(&["configure terminal", "session-router"]);
+    contains_all(
+        &sh.ok("?"),
+        &[
+            "session-agent-group",
+            "local-policy",
+            "local-routing-config",
+            "translation-rules",
+            "session-translation",
+        ],
+    );
+    // A group first, which a next hop names as SAG:<group-name>.
+    sh.script(&["session-agent-group", "group-name carriers"]);
+    assert_eq!(
+        sh.err("done"),
+        "session-agent-group[0].dest = []: a group needs at least one member (valid: \"core\")"
+    );
+    assert_eq!(
+        sh.err("dest core nobody"),
+        "session-agent-group[0].dest[1] = \"nobody\": no session-agent has this name \
+         (valid: \"core\")"
+    );
+    sh.ok("dest core");
+    contains_all(
+        &sh.err("stop-sag-recurse +200"),
+        &[
+            "session-agent-group[0].stop-sag-recurse[2] = 200",
+            "300..=699",
+        ],
+    );
+    sh.script(&[
+        "strategy round-robin",
+        "stop-sag-recurse +486",
+        "done",
+        "exit",
+    ]);
+    let group = sh.config.session_agent_group("carriers").unwrap();
+    assert_eq!(group.dest, ["core"]);
+    assert_eq!(group.strategy, crate::SagStrategy::RoundRobin);
+    assert_eq!(group.stop_sag_recurse, [401, 407, 486]);
+
+    // The policy, then its next hops from inside it.
+    sh.ok("local-policy");
+    assert_eq!(sh.prompt(), "sbc(local-policy)#");
+    contains_all(
+        &sh.ok("?"),
+        &["from-address", "policy-attributes", "select", "done"],
+    );
+    // A bare list replaces; +item adds, so a prefix with its leading + is added as ++item.
+    sh.script(&[
+        "to-address 1555 1666",
+        "to-address ++1777",
+        "to-address -1666",
+    ]);
+    sh.script(&["to-address ++1666", "to-address -+1777"]);
+    sh.script(&["source-realm access", "description \"to core\""]);
+    assert_eq!(
+        sh.err("source-realm edge"),
+        "local-policy[0].source-realm[0] = \"edge\": no sip-interface has this realm \
+         (valid: \"*\" alone, or \"access\", \"core\")"
+    );
+    let complete = |sh: &Shell, line: &str| sh.session.complete(line, &sh.config);
+    assert_eq!(
+        complete(&sh, "source-realm "),
+        ["+access", "+core", "+*", "-access", "access", "core", "*", "\"\""]
+    );
+    sh.ok("policy-attributes");
+    assert_eq!(sh.prompt(), "sbc(policy-attributes)#");
+    assert_eq!(complete(&sh, "next-hop "), ["core", "SAG:carriers"]);
+    assert_eq!(
+        sh.err("next-hop SAG:nobody"),
+        "local-policy[0].policy-attribute[0].next-hop = \"SAG:nobody\": no session-agent-group \
+         has this group-name (valid: \"core\", \"SAG:carriers\")"
+    );
+    // Each key is checked as typed once the element is otherwise complete.
+    sh.ok("next-hop SAG:carriers");
+    contains_all(
+        &sh.err("days-of-week Mon"),
+        &[
+            "local-policy[0].policy-attribute[0].days-of-week = \"Mon\"",
+            "\"o\" is not a day letter",
+            "U M T W R F S",
+        ],
+    );
+    contains_all(
+        &sh.err("cost 1000000000"),
+        &["policy-attribute[0].cost = 1000000000", "0..=999999999"],
+    );
+    sh.script(&[
+        "cost 10",
+        "start-time 0800",
+        "end-time 1800",
+        "days-of-week M-F",
+        "terminate-recursion enabled",
+    ]);
+    contains_all(
+        &sh.err("start-time 2500"),
+        &["policy-attribute[0].start-time = \"2500\"", "after 2400"],
+    );
+    let text = sh.ok("done");
+    assert!(text.starts_with("policy-attributes\n"), "{text}");
+    for (name, value) in [
+        ("next-hop", "SAG:carriers"),
+        ("cost", "10"),
+        ("days-of-week", "M-F"),
+    ] {
+        assert!(text.contains(&shown(name, value)), "{name}: {text}");
+    }
+    // done on the sub-element committed the policy with it.
+    assert_eq!(sh.config.local_policies.len(), 1);
+    assert_eq!(sh.config.local_policies[0].policy_attributes.len(), 1);
+    sh.script(&[
+        "exit",
+        "policy-attributes",
+        "next-hop core",
+        "cost 20",
+        "done",
+        "exit",
+    ]);
+    let policy = &sh.config.local_policies[0];
+    assert_eq!(policy.key(), "* 1555,+1666 access");
+    assert_eq!(policy.description.as_deref(), Some("to core"));
+    let hops: Vec<&str> = policy
+        .policy_attributes
+        .iter()
+        .map(|a| a.next_hop.as_str())
+        .collect();
+    assert_eq!(hops, ["SAG:carriers", "core"]);
+    assert!(policy.policy_attributes[0].terminate_recursion);
+    // show nests the attributes under the policy, as Oracle's.
+    let text = sh.ok("show");
+    assert!(text.starts_with("local-policy\n"), "{text}");
+    assert_eq!(
+        text.matches("\n        policy-attributes\n").count(),
+        2,
+        "{text}"
+    );
+    // Select an attribute by its next-hop, change it, delete the other.
+    sh.ok("policy-attributes");
+    assert_eq!(sh.ok("select"), "1: SAG:carriers\n2: core\n");
+    sh.script(&["select core", "state disabled", "done"]);
+    assert_eq!(
+        sh.config.local_policies[0].policy_attributes[1].state,
+        crate::AdminState::Disabled
+    );
+    assert_eq!(
+        sh.ok("no SAG:carriers"),
+        "deleted policy-attributes \"SAG:carriers\"\n"
+    );
+    assert_eq!(sh.config.local_policies[0].policy_attributes.len(), 1);
+    sh.script(&["exit", "exit"]);
+    assert_eq!(sh.prompt(), "sbc(session-router)#");
+    // A second policy with the same key is refused; select by key or number.
+    sh.script(&[
+        "local-policy",
+        "to-address 1555",
+        "to-address ++1666",
+        "source-realm access",
+    ]);
+    contains_all(
+        &sh.err("done"),
+        &[
+            "local-policy[1].from-address = \"* 1555,+1666 access\"",
+            "the same from-address, to-address and source-realm as local-policy[0]",
+        ],
+    );
+    sh.script(&["to-address 1777", "done"]);
+    assert_eq!(
+        sh.ok("select"),
+        "1: * 1555,+1666 access\n2: * 1777 access\n"
+    );
+    sh.script(&["select * 1777 access", "to-address 1888", "done"]);
+    assert_eq!(sh.config.local_policies[1].to_address, ["1888"]);
+    assert_eq!(sh.ok("no 2"), "deleted local-policy \"* 1888 access\"\n");
+    // Deleting the agent a policy names is refused with the validation error.
+    sh.script(&["exit", "session-agent"]);
+    contains_all(
+        &sh.err("no core"),
+        &[
+            "cannot delete session-agent \"core\"",
+            "session-router.default-route",
+        ],
+    );
+    // Everything shows in the configuration and round-trips through the file.
+    let rendered = render_config(&sh.config);
+    for part in [
+        "session-agent-group\n",
+        "local-policy\n",
+        "        policy-attributes\n",
+        "        next-hop                        core\n",
+    ] {
+        assert!(rendered.contains(part), "{part}: {rendered}");
+    }
+    assert_eq!(
+        Config::from_toml_str(&sh.config.to_toml_string()).unwrap(),
+        sh.config
+    );
+}
+
+#[test]
+fn session_agent_routing_keys_and_translations_are_edited() {
+    let mut sh = Shell::new();
+    sh.script(&[
+        "configure terminal",
+        "session-router",
+        "translation-rules",
+        "id add-hash",
+        "type add",
+    ]);
+    assert_eq!(
+        sh.err("done"),
+        "translation-rules[0].add-string = \"\": required with type = \"add\" \
+         (valid: a non-empty add-string, or another type)"
+    );
+    contains_all(
+        &sh.err("add-index end"),
+        &[
+            "translation-rules[0].add-index",
+            "not a position",
+            "$ for the end",
+        ],
+    );
+    sh.script(&["add-string #", "add-index $", "done"]);
+    assert_eq!(
+        sh.config.translation_rule("add-hash").unwrap().add_index,
+        crate::TranslationIndex::End
+    );
+    sh.script(&["add-index 3", "done"]);
+    assert_eq!(
+        sh.config.translation_rule("add-hash").unwrap().add_index,
+        crate::TranslationIndex::At(3)
+    );
+    sh.script(&["exit", "session-translation", "id out"]);
+    let complete = |sh: &Shell, line: &str| sh.session.complete(line, &sh.config);
+    assert_eq!(
+        complete(&sh, "rules-called "),
+        ["+add-hash", "add-hash", "\"\""]
+    );
+    assert_eq!(
+        sh.err("rules-called nope"),
+        "session-translation[0].rules-called[0] = \"nope\": no translation-rules has this id \
+         (valid: \"add-hash\")"
+    );
+    sh.script(&[
+        "rules-called add-hash",
+        "done",
+        "exit",
+        "session-agent",
+        "select core",
+    ]);
+    assert_eq!(complete(&sh, "out-translationid "), ["out", "\"\""]);
+    assert_eq!(
+        sh.err("in-translationid nope"),
+        "session-agent[0].in-translationid = \"nope\": no session-translation has this id \
+         (valid: \"out\")"
+    );
+    // Lists of response codes are numbers, edited with +, - or a bare list.
+    sh.script(&[
+        "out-service-response-codes 503 502",
+        "out-service-response-codes +500",
+        "out-service-response-codes -502",
+        "ping-in-service-response-codes 200",
+    ]);
+    assert_eq!(
+        sh.err("ping-in-service-response-codes +700"),
+        "session-agent[0].ping-in-service-response-codes[1] = 700: not a SIP response code of \
+         this use (valid: 100..=699)"
+    );
+    contains_all(
+        &sh.err("ping-in-service-response-codes x"),
+        &[
+            "ping-in-service-response-codes = \"x\"",
+            "not a whole number",
+        ],
+    );
+    assert_eq!(
+        sh.err("ping-misses 11"),
+        "session-agent[0].ping-misses = 11: out of range (valid: 1..=10)"
+    );
+    assert_eq!(
+        sh.err("invite-trans-expire 33"),
+        "session-agent[0].invite-trans-expire = 33: out of range (valid: 0..=32)"
+    );
+    sh.script(&[
+        "hostname pbx.example.com",
+        "state disabled",
+        "ping-interval 30",
+        "ping-send-mode continuous",
+        "max-sessions 10",
+        "max-outbound-sessions 5",
+        "out-translationid out",
+        "done",
+    ]);
+    let core = sh.config.session_agent("core").unwrap();
+    assert_eq!(core.out_service_response_codes, [503, 500]);
+    assert_eq!(core.ping_in_service_response_codes, [200]);
+    assert_eq!(core.request_uri_host(), "pbx.example.com");
+    assert!(!core.is_enabled());
+    assert_eq!(core.ping_send_mode, crate::PingSendMode::Continuous);
+    assert_eq!((core.max_sessions, core.max_outbound_sessions), (10, 5));
+    assert_eq!(core.out_translationid.as_deref(), Some("out"));
+    let text = sh.ok("show");
+    assert!(
+        text.contains(&shown("out-service-response-codes", "503")),
+        "{text}"
+    );
+    // The session-translation an agent names cannot be deleted.
+    sh.script(&["exit", "session-translation"]);
+    contains_all(
+        &sh.err("no out"),
+        &[
+            "cannot delete session-translation \"out\"",
+            "session-agent[0].out-translationid",
+        ],
+    );
+    // A local-routing-config: its file is the node's to read.
+    sh.script(&["exit", "local-routing-config", "name numbers"]);
+    contains_all(
+        &sh.err("done"),
+        &["local-routing-config[0].file-name", "must not be empty"],
+    );
+    sh.script(&["file-name /etc/sbc/routes.csv", "source-realm core", "done"]);
+    assert_eq!(sh.config.local_routing_configs[0].source_realm, ["core"]);
+    // sip-config's default INVITE expiry.
+    sh.script(&["exit", "sip-config"]);
+    assert_eq!(
+        sh.err("initial-inv-trans-expire 0"),
+        "sip-config.initial-inv-trans-expire = 0: out of range (valid: 1..=32)"
+    );
+    sh.script(&["initial-inv-trans-expire 6", "done"]);
+    assert_eq!(sh.config.sip_config.initial_inv_trans_expire, 6);
+    assert_eq!(
+        Config::from_toml_str(&sh.config.to_toml_string()).unwrap(),
+        sh.config
+    );
 }
