@@ -9,14 +9,17 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use sbc_alarms::{AlarmKind, EvaluatorConfig, MemorySource, Threshold, Thresholds};
+use sbc_config::SagStrategy;
 use sbc_config::{AccessAction, Config, MediaManagerState, RestrictedLatching, Transport};
 use sbc_proto::access::AccessSettings;
 use sbc_proto::engine::{EngineConfig, Interface, NextHop, SourcePolicy};
 use sbc_proto::media::MediaSettings;
 use sbc_proto::overload::autoscale::ScalingProfile;
 use sbc_proto::overload::prsm::PrsmConfig;
-use sbc_proto::routing::local_policy::{AddressPattern, LocalPolicy};
-use sbc_proto::routing::router::{attribute_to, RouteAgent, Router, DEFAULT_ATTEMPT_EXPIRY};
+use sbc_proto::routing::agent::{AgentPolicy, PingSendMode};
+use sbc_proto::routing::local_policy::{AddressPattern, Days, LocalPolicy, PolicyAttribute};
+use sbc_proto::routing::route_file::load_route_file;
+use sbc_proto::routing::router::{GroupStrategy, RouteAgent, RouteGroup, Router};
 use sbc_proto::sip::dialog::LegTransport;
 use sbc_proto::sip::transaction::Timers;
 use sbc_proto::trace::capture::TraceFilter;
@@ -192,11 +195,14 @@ pub fn tls(cfg: &Config) -> TlsSettings {
     }
 }
 
-/// The router of a validated configuration: every session-agent (with the interface that
-/// faces it) and the routes between realms.
-fn router(cfg: &Config) -> anyhow::Result<Router> {
+/// The router of a validated configuration: every enabled session-agent (with the interface
+/// that faces it, its hostname, attempt expiry, health and limits), every enabled
+/// session-agent-group, the `local-policy` table (with `session-router`'s compatibility rows:
+/// one routing path) and the `local-routing-config` files, each read and checked here.
+pub fn router(cfg: &Config) -> anyhow::Result<Router> {
+    let default_expiry = Duration::from_secs(u64::from(cfg.sip_config.initial_inv_trans_expire));
     let mut agents = Vec::new();
-    for agent in &cfg.session_agents {
+    for agent in cfg.session_agents.iter().filter(|a| a.state.is_enabled()) {
         let out = cfg
             .interface_for(&agent.realm, agent.address)
             .with_context(|| format!("session-agent {} has no interface", agent.name))?;
@@ -211,40 +217,128 @@ fn router(cfg: &Config) -> anyhow::Result<Router> {
                 agent.realm
             );
         }
-        agents.push(RouteAgent::at(
-            NextHop {
+        let secs = |s: u32| Duration::from_secs(u64::from(s));
+        agents.push(RouteAgent {
+            hop: NextHop {
                 name: agent.name.clone(),
                 addr: agent.socket_addr(),
                 transport: leg_transport(agent.transport),
                 interface: out,
                 max_udp_length: usize::from(agent.max_udp_length),
             },
-            DEFAULT_ATTEMPT_EXPIRY,
-        ));
+            hostname: agent.hostname.clone(),
+            attempt_expiry: match agent.invite_trans_expire {
+                0 => default_expiry,
+                s => secs(s),
+            },
+            health: AgentPolicy {
+                ping_interval: (agent.ping_interval > 0).then(|| secs(agent.ping_interval)),
+                ping_timeout: Duration::from_millis(u64::from(agent.ping_response_timeout_ms)),
+                ping_misses: u32::from(agent.ping_misses),
+                send_mode: match agent.ping_send_mode {
+                    sbc_config::PingSendMode::KeepAlive => PingSendMode::KeepAlive,
+                    sbc_config::PingSendMode::Continuous => PingSendMode::Continuous,
+                },
+                in_service_codes: agent.ping_in_service_response_codes.clone(),
+                out_service_codes: agent.out_service_response_codes.clone(),
+                trans_timeouts: agent.trans_timeouts,
+                time_to_resume: (agent.time_to_resume > 0).then(|| secs(agent.time_to_resume)),
+                max_sessions: agent.max_sessions,
+                max_outbound_sessions: agent.max_outbound_sessions,
+                max_burst_rate: agent.max_burst_rate,
+            },
+        });
     }
-    let mut policies = Vec::new();
-    let mut realms: Vec<&str> = cfg
-        .sip_interfaces
+    let index_of = |name: &str| agents.iter().position(|a| a.hop.name == name);
+    let groups: Vec<RouteGroup> = cfg
+        .session_agent_groups
         .iter()
-        .map(|i| i.realm.as_str())
+        .filter(|g| g.state.is_enabled())
+        .map(|g| RouteGroup {
+            name: g.group_name.clone(),
+            strategy: match g.strategy {
+                SagStrategy::Hunt => GroupStrategy::Hunt,
+                SagStrategy::RoundRobin => GroupStrategy::RoundRobin,
+                SagStrategy::LeastBusy => GroupStrategy::LeastBusy,
+                SagStrategy::PropDist => GroupStrategy::PropDist,
+            },
+            dests: g.dest.iter().filter_map(|d| index_of(d)).collect(),
+            recursion: g.sag_recursion,
+            stop_recurse: g.stop_sag_recurse.clone(),
+        })
         .collect();
-    realms.sort_unstable();
-    realms.dedup();
-    for realm in realms {
-        if let Some(agent) = cfg.route_for(realm) {
-            policies.push(LocalPolicy {
-                from: AddressPattern::Any,
-                to: AddressPattern::Any,
-                source_realm: Some(realm.to_owned()),
-                enabled: true,
-                attributes: vec![attribute_to(&agent.name)],
-            });
+    let known = |next_hop: &str| {
+        index_of(next_hop).is_some()
+            || next_hop
+                .get(..4)
+                .is_some_and(|p| p.eq_ignore_ascii_case("SAG:"))
+                && groups
+                    .iter()
+                    .any(|g| g.name.eq_ignore_ascii_case(&next_hop[4..]))
+    };
+    let mut policies = Vec::new();
+    for p in cfg
+        .effective_local_policies()
+        .iter()
+        .filter(|p| p.state.is_enabled())
+    {
+        // A disabled agent or group is left out of the attributes that name it.
+        let attributes: Vec<PolicyAttribute> = p
+            .policy_attributes
+            .iter()
+            .filter(|a| known(&a.next_hop))
+            .map(|a| PolicyAttribute {
+                next_hop: a.next_hop.clone(),
+                realm: a.realm.clone(),
+                cost: a.cost,
+                start: a.start().unwrap_or(0),
+                end: a.end().unwrap_or(2400),
+                days: a.days().and_then(Days::from_bits).unwrap_or(Days::ALL),
+                terminate_recursion: a.terminate_recursion,
+                enabled: a.state.is_enabled(),
+            })
+            .collect();
+        for from in &p.from_address {
+            for to in &p.to_address {
+                for realm in &p.source_realm {
+                    policies.push(LocalPolicy {
+                        from: AddressPattern::parse(from),
+                        to: AddressPattern::parse(to),
+                        source_realm: (realm != "*").then(|| realm.clone()),
+                        enabled: true,
+                        attributes: attributes.clone(),
+                    });
+                }
+            }
         }
     }
-    Ok(Router::new(
+    let mut files = Vec::new();
+    for lrt in cfg
+        .local_routing_configs
+        .iter()
+        .filter(|l| l.state.is_enabled())
+    {
+        let file = std::fs::File::open(&lrt.file_name).with_context(|| {
+            format!(
+                "local-routing-config {}: cannot open {}",
+                lrt.name, lrt.file_name
+            )
+        })?;
+        let realms = lrt
+            .source_realm
+            .iter()
+            .filter(|r| *r != "*")
+            .cloned()
+            .collect();
+        let table = load_route_file(std::io::BufReader::new(file), realms)
+            .with_context(|| format!("local-routing-config {} ({})", lrt.name, lrt.file_name))?;
+        files.push(table);
+    }
+    Ok(Router::with_files(
         agents,
-        Vec::new(),
+        groups,
         policies,
+        files,
         std::time::Instant::now(),
     )?)
 }

@@ -85,6 +85,13 @@ impl Days {
         (bits != 0).then_some(Self(bits))
     }
 
+    /// The days of a bit set (bit 0 Sunday .. bit 6 Saturday); `None` for no day.
+    #[must_use]
+    pub fn from_bits(bits: u8) -> Option<Self> {
+        let bits = bits & 0x7f;
+        (bits != 0).then_some(Self(bits))
+    }
+
     /// Whether `weekday` (0 = Sunday .. 6 = Saturday) is one of them.
     #[must_use]
     pub fn contains(self, weekday: u8) -> bool {

@@ -42,6 +42,7 @@ mod pair_strangers;
 mod pair_tcp_failover;
 mod reinvite;
 mod retransmission;
+mod routing;
 mod scenarios_selfcheck;
 mod sip_trace;
 mod snmp_agent;
