@@ -34,6 +34,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use crate::control::context::Console;
+use crate::status::SessionAgentRow;
 use crate::status::{
     HealthReport, MemoryReport, NodeStatus, RedundancyReport, SipStatus, TlsReport,
 };
@@ -294,6 +295,32 @@ fn sip_counter(
             None,
             "Calls ended after rtp-inactivity without RTP",
         ),
+        "rerouted" => (
+            "sbc_routing_reroutes",
+            None,
+            "New requests sent on to their next candidate after an attempt failed",
+        ),
+        "hunts_exhausted" => (
+            "sbc_routing_hunts_exhausted",
+            None,
+            "New requests whose every candidate failed",
+        ),
+        "attempts_expired" => (
+            "sbc_routing_attempts_expired",
+            None,
+            "Attempts abandoned without any response within the agent's attempt expiry",
+        ),
+        "agent_refused" => (
+            "sbc_routing_agent_refused",
+            None,
+            "Candidates passed over: their agent out of service or at its limits",
+        ),
+        "no_agent_503" => (REFUSED, Some(("reason", "no_agent")), REFUSED_HELP),
+        "pings_sent" => (
+            "sbc_session_agent_pings",
+            None,
+            "Health pings sent to session-agents",
+        ),
         _ => ("", None, ""),
     }
 }
@@ -326,6 +353,7 @@ pub fn encode(src: &Sources) -> String {
     alarms(&mut m, &status.alarms);
     tls(&mut m, &status.tls);
     trace(&mut m, &status.trace);
+    session_agents(&mut m, &status.session_agents);
     m.finish()
 }
 
@@ -1018,3 +1046,43 @@ pub async fn run(console: Arc<Console>, first: Option<TcpListener>, tasks: Tasks
 
 #[cfg(test)]
 pub(crate) mod tests;
+
+fn session_agents(m: &mut Builder, agents: &[SessionAgentRow]) {
+    for a in agents {
+        let l = [("session_agent", a.name.as_str())];
+        m.gauge(
+            "sbc_session_agent_in_service",
+            "1 while a session-agent is in service, 0 while out of service",
+            &l,
+            if a.in_service { 1.0 } else { 0.0 },
+        );
+        m.gauge(
+            "sbc_session_agent_sessions",
+            "Sessions a session-agent holds (calls set up or in set-up through it)",
+            &l,
+            f64::from(a.sessions),
+        );
+        if let Some(rtt) = a.last_ping_rtt_ms {
+            m.gauge(
+                "sbc_session_agent_ping_rtt_seconds",
+                "Round trip of a session-agent's last answered ping",
+                &l,
+                rtt / 1000.0,
+            );
+        }
+        for (n, name, help) in [
+            (
+                a.pings_missed,
+                "sbc_session_agent_pings_missed",
+                "Health pings a session-agent left unanswered",
+            ),
+            (
+                a.refusals,
+                "sbc_session_agent_refusals",
+                "New sessions a session-agent refused (out of service, at its limits)",
+            ),
+        ] {
+            m.counter(name, help, &l, n);
+        }
+    }
+}

@@ -227,6 +227,7 @@ pub fn router(cfg: &Config) -> anyhow::Result<Router> {
                 max_udp_length: usize::from(agent.max_udp_length),
             },
             hostname: agent.hostname.clone(),
+            ping_method: agent.ping_method.clone(),
             attempt_expiry: match agent.invite_trans_expire {
                 0 => default_expiry,
                 s => secs(s),

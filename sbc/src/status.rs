@@ -135,6 +135,80 @@ pub struct NodeStatus {
     pub tls: TlsReport,
     /// `show sip-trace`'s counters.
     pub trace: crate::trace::TraceCounters,
+    /// `show session-agents`.
+    pub session_agents: Vec<SessionAgentRow>,
+}
+
+/// One row of `show session-agents`: a session-agent's state, load and pings on this node.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SessionAgentRow {
+    /// `name`.
+    pub name: String,
+    /// Where its requests go (`address:port`) and over what.
+    pub address: String,
+    /// `in-service`, or `out-of-service (<why>)`.
+    pub state: String,
+    /// Whether it takes new sessions' attempts.
+    pub in_service: bool,
+    /// Seconds since its state last changed (or since the node started pinging it).
+    pub state_for_s: u64,
+    /// Sessions it holds (calls set up, or being set up, through it).
+    pub sessions: u32,
+    /// New sessions admitted in the current second (`max-burst-rate`'s window).
+    pub burst_sessions: u32,
+    /// The round trip of its last answered ping, ms.
+    pub last_ping_rtt_ms: Option<f64>,
+    /// The code of its last answered ping.
+    pub last_ping_code: Option<u16>,
+    /// Seconds since its last ping was sent.
+    pub last_ping_s_ago: Option<u64>,
+    /// Pings sent, and left unanswered.
+    pub pings_sent: u64,
+    /// Pings left unanswered.
+    pub pings_missed: u64,
+    /// New sessions it refused (out of service, at its limits).
+    pub refusals: u64,
+    /// Whether this node pings (the active does, a standby does not).
+    pub pinging: bool,
+}
+
+/// `show session-agents` of `node`: the router's agents and their live state.
+#[must_use]
+pub fn session_agents(node: &Node) -> Vec<SessionAgentRow> {
+    let router = node.router();
+    let board = router.board();
+    let now = std::time::Instant::now();
+    let pinging = board.is_pinging();
+    router
+        .agents()
+        .iter()
+        .zip(board.snapshots(now))
+        .map(|(agent, snap)| {
+            let in_service = snap.state.is_in_service();
+            SessionAgentRow {
+                name: agent.hop.name.clone(),
+                address: format!("{} {:?}", agent.hop.addr, agent.hop.transport),
+                state: if in_service {
+                    "in-service".to_owned()
+                } else {
+                    format!("out-of-service ({:?})", snap.state)
+                },
+                in_service,
+                state_for_s: now.saturating_duration_since(snap.since).as_secs(),
+                sessions: snap.sessions,
+                burst_sessions: snap.burst_sessions,
+                last_ping_rtt_ms: snap.last_ping_rtt.map(|d| d.as_secs_f64() * 1000.0),
+                last_ping_code: snap.last_ping_code,
+                last_ping_s_ago: snap
+                    .last_ping_at
+                    .map(|t| now.saturating_duration_since(t).as_secs()),
+                pings_sent: snap.pings_sent,
+                pings_missed: snap.pings_missed,
+                refusals: snap.refusals,
+                pinging,
+            }
+        })
+        .collect()
 }
 
 /// `show sip-stats` of `node`: one pass over the shards, never waiting on an engine's lock on

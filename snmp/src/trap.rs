@@ -20,7 +20,8 @@
 //! | `1.3.6.1.3.3261.0.5`        | `sbcSourceDeniedTrap`   | source, seconds denied (0: let in again), node |
 //! | `1.3.6.1.3.3261.0.6`        | `sbcMediaPortsLowTrap`  | realm, port pairs free, pairs in all, node |
 //! | `1.3.6.1.3.3261.0.7`        | `sbcTlsCertExpiringTrap` | tls-profile, days left, expiry date, node |
-//! | `1.3.6.1.3.3261.1.1.1..23`  | `sbcAlarmType` … `sbcTlsCertNotAfter` | the objects, sent as instance `.0` |
+//! | `1.3.6.1.3.3261.0.8`        | `sbcSessionAgentStatusTrap` | session-agent, in service (1) or out (2), reason, node |
+//! | `1.3.6.1.3.3261.1.1.1..26`  | `sbcAlarmType` … `sbcSessionAgentReason` | the objects, sent as instance `.0` |
 //!
 //! Every trap's varbinds are `sysUpTime.0`, `snmpTrapOID.0`, then the notification's objects
 //! in the MIB's order.
@@ -162,6 +163,19 @@ pub enum Trap {
         /// The sending node's hostname.
         node: String,
     },
+    /// `sbcSessionAgentStatusTrap` (Oracle's `apSysMgmtSAStatusChangeTrap`): a session-agent
+    /// went in or out of service.
+    SessionAgentStatus {
+        /// The `session-agent`'s name.
+        agent: String,
+        /// In service now (else out of service).
+        in_service: bool,
+        /// Why (a ping timeout, a ping's or a request's answer code, transaction timeouts, a
+        /// transport failure; or what brought it back).
+        reason: String,
+        /// The sending node's hostname.
+        node: String,
+    },
 }
 
 impl Trap {
@@ -206,6 +220,7 @@ impl Trap {
             Self::SourceDenied { .. } => 5,
             Self::MediaPortsLow { .. } => 6,
             Self::TlsCertExpiring { .. } => 7,
+            Self::SessionAgentStatus { .. } => 8,
         }
     }
 
@@ -303,11 +318,22 @@ impl Trap {
                 (23, Value::Str(expires.clone())),
                 (7, Value::Str(node.clone())),
             ],
+            Self::SessionAgentStatus {
+                agent,
+                in_service,
+                reason,
+                node,
+            } => vec![
+                (24, Value::Str(agent.clone())),
+                (25, Value::Int(if *in_service { 1 } else { 2 })),
+                (26, Value::Str(reason.clone())),
+                (7, Value::Str(node.clone())),
+            ],
         }
     }
 }
 
-const NOTIFICATIONS: [&str; 7] = [
+const NOTIFICATIONS: [&str; 8] = [
     "sbcAlarmTrap",
     "sbcAlarmClearTrap",
     "sbcRedundancyTrap",
@@ -315,6 +341,7 @@ const NOTIFICATIONS: [&str; 7] = [
     "sbcSourceDeniedTrap",
     "sbcMediaPortsLowTrap",
     "sbcTlsCertExpiringTrap",
+    "sbcSessionAgentStatusTrap",
 ];
 
 enum Value {
@@ -332,9 +359,10 @@ const TYPE_NAMES: EnumNames = &[
     (5, "spaceUtilization"),
 ];
 const CLEARED_NAMES: EnumNames = &[(1, "operator"), (2, "restart"), (3, "auto")];
+const AGENT_STATE_NAMES: EnumNames = &[(1, "inService"), (2, "outOfService")];
 
 /// The objects of `sbcTrapObjects` (`1.3.6.1.3.3261.1.1.n`): name and enumeration, if any.
-const OBJECTS: [(&str, Option<EnumNames>); 23] = [
+const OBJECTS: [(&str, Option<EnumNames>); 26] = [
     ("sbcAlarmType", Some(TYPE_NAMES)),
     ("sbcAlarmValue", None),
     ("sbcAlarmSeverity", Some(SEVERITY_NAMES)),
@@ -358,6 +386,9 @@ const OBJECTS: [(&str, Option<EnumNames>); 23] = [
     ("sbcTlsProfile", None),
     ("sbcTlsCertDaysLeft", None),
     ("sbcTlsCertNotAfter", None),
+    ("sbcSessionAgentName", None),
+    ("sbcSessionAgentState", Some(AGENT_STATE_NAMES)),
+    ("sbcSessionAgentReason", None),
 ];
 
 fn object_oid(n: u32) -> ObjectIdentifier {
@@ -847,6 +878,18 @@ mod tests {
         assert_eq!(dc.get("sbcTlsProfile"), Some("edge"));
         assert_eq!(dc.get("sbcTlsCertDaysLeft"), Some("4"));
         assert_eq!(dc.get("sbcTlsCertNotAfter"), Some("2026-12-05"));
+        let agent = Trap::SessionAgentStatus {
+            agent: "pbx-a".into(),
+            in_service: false,
+            reason: "PingTimeout".into(),
+            node: "sbc-a".into(),
+        };
+        let da =
+            decode_trap(&encode_trap(&agent, "c", Duration::ZERO, 1).expect("enc")).expect("dec");
+        assert_eq!(da.trap, "SBC-PAIR-MIB::sbcSessionAgentStatusTrap");
+        assert_eq!(da.get("sbcSessionAgentName"), Some("pbx-a"));
+        assert_eq!(da.get("sbcSessionAgentState"), Some("outOfService(2)"));
+        assert_eq!(da.get("sbcSessionAgentReason"), Some("PingTimeout"));
         assert_eq!(d.get("sbcHealthScore"), Some("0"));
         assert_eq!(d.get("sbcHealthPreviousScore"), Some("100"));
         assert!(d

@@ -116,6 +116,7 @@ impl Engine {
                 armed: None,
                 attempt_expires: None,
                 agent: None,
+                ping: false,
             },
         );
         self.arm_client(&ckey.cancel_of());

@@ -38,6 +38,7 @@ mod config;
 mod hunt;
 mod ids;
 mod media;
+mod ping;
 mod reach;
 mod refusal;
 mod request;

@@ -768,6 +768,7 @@ impl Engine {
                 armed: None,
                 attempt_expires: None,
                 agent: None,
+                ping: false,
             },
         );
         self.arm_client(&key);

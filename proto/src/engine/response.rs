@@ -14,7 +14,7 @@ use super::transactions::{ClientKey, ClientTxn, ServerKey, ServerTxn};
 use super::transmit::{Inbound, Transmit};
 use super::{Engine, MAX_VERIFIED_SOURCES};
 use crate::sip::dialog::{DialogState, Side};
-use crate::sip::message::{reason_for, HeaderName, Method, SipMessage};
+use crate::sip::message::{reason_for, HeaderName, Method, SipMessage, TRANSPORT_FAILURE_WARNING};
 use crate::sip::transaction::{ClientInviteState, ClientResponse};
 
 impl Engine {
@@ -178,7 +178,13 @@ impl Engine {
         );
         if code >= 200 {
             if let Some(agent) = &entry.agent {
-                agent.answered(now, code);
+                if code == 503 && is_transport_failure(msg) {
+                    agent.transport_failed(now);
+                } else if entry.ping {
+                    agent.ping_answered(now, code);
+                } else {
+                    agent.answered(now, code);
+                }
             }
         }
         let initial_invite = call_id
@@ -417,4 +423,13 @@ impl Engine {
         }
         self.verified.insert(source);
     }
+}
+
+/// Whether `msg` is the 503 the runtime makes for a request it could not send
+/// ([`crate::sip::message::transport_failure_response`]).
+fn is_transport_failure(msg: &SipMessage) -> bool {
+    msg.headers.iter().any(|h| {
+        matches!(&h.name, HeaderName::Other(n) if n.eq_ignore_ascii_case("warning"))
+            && h.value.trim() == TRANSPORT_FAILURE_WARNING
+    })
 }

@@ -72,6 +72,8 @@ pub struct Stats {
     pub agent_refused: u64,
     /// New requests refused with 503 because every candidate's agent refused them.
     pub no_agent_503: u64,
+    /// Health pings sent to session-agents.
+    pub pings_sent: u64,
 }
 
 impl std::ops::AddAssign<&Self> for Stats {
@@ -86,7 +88,7 @@ impl std::ops::AddAssign<&Self> for Stats {
 
 impl Stats {
     /// The number of counters.
-    pub const COUNT: usize = 29;
+    pub const COUNT: usize = 30;
 
     /// Every counter with its name (the serialised field name), in declaration order.
     fn counters_mut(&mut self) -> [(&'static str, &mut u64); Self::COUNT] {
@@ -120,6 +122,7 @@ impl Stats {
             attempts_expired,
             agent_refused,
             no_agent_503,
+            pings_sent,
         } = self;
         // Destructured, so a new counter that is not listed here does not compile.
         [
@@ -152,6 +155,7 @@ impl Stats {
             ("attempts_expired", attempts_expired),
             ("agent_refused", agent_refused),
             ("no_agent_503", no_agent_503),
+            ("pings_sent", pings_sent),
         ]
     }
 

@@ -218,6 +218,8 @@ pub(super) struct ClientEntry {
     pub(super) attempt_expires: Option<Instant>,
     /// A new request's attempt: the agent whose health its outcome feeds.
     pub(super) agent: Option<crate::routing::board::AgentHandle>,
+    /// A health ping of `agent` (its answer feeds the agent's ping state, not a caller).
+    pub(super) ping: bool,
 }
 
 impl ClientEntry {

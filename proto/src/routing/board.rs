@@ -4,6 +4,7 @@
 //!
 //! Engines pass the time in; nothing here reads a clock.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -14,6 +15,9 @@ use super::group::{self, AgentLoad, GroupCursor, Strategy};
 #[derive(Debug, Default)]
 pub struct AgentBoard {
     state: Mutex<BoardState>,
+    /// Whether this node pings (the active of a pair, or a single node): a standby never
+    /// pings, so it never marks an agent down by itself (kamailio#473).
+    pinging: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -37,6 +41,51 @@ impl AgentBoard {
                     .collect(),
                 cursors: vec![GroupCursor::new(); groups],
             }),
+            pinging: AtomicBool::new(false),
+        }
+    }
+
+    /// Starts or stops the pings (the node became active, or standby). Started again, every
+    /// agent whose ping came due meanwhile is pinged at once: a new active corrects the
+    /// states it starts from within one ping interval.
+    pub fn set_pinging(&self, on: bool) {
+        self.pinging.store(on, Ordering::Release);
+    }
+
+    /// Whether this node pings.
+    #[must_use]
+    pub fn is_pinging(&self) -> bool {
+        self.pinging.load(Ordering::Acquire)
+    }
+
+    /// The agents to ping now (each then has its ping outstanding until
+    /// [`AgentBoard::ping_answered`] or its ping timeout); none while not pinging.
+    #[must_use]
+    pub fn take_due_pings(&self, now: Instant) -> Vec<usize> {
+        if !self.is_pinging() {
+            return Vec::new();
+        }
+        let mut state = self.lock();
+        state
+            .agents
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(i, h)| h.poll_ping(now).then_some(i))
+            .collect()
+    }
+
+    /// `agent` answered its ping with `code`.
+    pub fn ping_answered(&self, agent: usize, now: Instant, code: u16) {
+        if let Some(h) = self.lock().agents.get_mut(agent) {
+            h.on_ping_answer(now, code);
+        }
+    }
+
+    /// A request to `agent` could not be sent (a refused connect or TLS handshake): out of
+    /// service at once.
+    pub fn transport_failed(&self, agent: usize, now: Instant) {
+        if let Some(h) = self.lock().agents.get_mut(agent) {
+            h.on_transport_failure(now);
         }
     }
 
@@ -190,6 +239,16 @@ impl AgentHandle {
     /// A new request to the agent got no answer.
     pub fn timed_out(&self, now: Instant) {
         self.board.timed_out(self.index, now);
+    }
+
+    /// The agent answered its ping with `code`.
+    pub fn ping_answered(&self, now: Instant, code: u16) {
+        self.board.ping_answered(self.index, now, code);
+    }
+
+    /// A request to the agent could not be sent.
+    pub fn transport_failed(&self, now: Instant) {
+        self.board.transport_failed(self.index, now);
     }
 }
 

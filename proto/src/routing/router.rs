@@ -47,6 +47,8 @@ pub struct RouteAgent {
     /// next candidate is tried (`invite-trans-expire`, else `sip-config`'s
     /// `initial-inv-trans-expire`).
     pub attempt_expiry: Duration,
+    /// `ping-method`: the method of its health pings (OPTIONS).
+    pub ping_method: String,
     /// Its health and admission settings (pings, `out-service-response-codes`, limits); its
     /// `out-service-response-codes` also make a request try the next candidate (besides 503,
     /// a timeout and a transport failure).
@@ -62,6 +64,7 @@ impl RouteAgent {
             hop,
             hostname: None,
             attempt_expiry,
+            ping_method: "OPTIONS".to_owned(),
             health: AgentPolicy::default(),
         }
     }

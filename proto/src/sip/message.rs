@@ -618,9 +618,13 @@ pub fn transport_failure_response(data: &[u8]) -> Option<Bytes> {
     ] {
         w.header(name.as_str(), msg.header(&name)?);
     }
-    w.header("Warning", "399 sbc \"the next hop could not be reached\"");
+    w.header("Warning", TRANSPORT_FAILURE_WARNING);
     Some(w.finish(b""))
 }
+
+/// The Warning of [`transport_failure_response`]'s 503, by which the engine tells a transport
+/// failure from a next hop's own 503.
+pub const TRANSPORT_FAILURE_WARNING: &str = "399 sbc \"the next hop could not be reached\"";
 
 /// Writes SIP messages into a byte buffer.
 #[derive(Debug, Default)]

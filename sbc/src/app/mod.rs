@@ -224,8 +224,9 @@ const CERT_TRAP_EVERY: Duration = Duration::from_secs(86_400);
 
 /// Source denies at the SIP edge: logged and trapped (`sbcSourceDeniedTrap`) as they start
 /// and end; steering pools running low (`sbcMediaPortsLowTrap`); TLS certificates within their
-/// expiry warning (`sbcTlsCertExpiringTrap`, at once and then daily while they stay); checked
-/// once a second.
+/// expiry warning (`sbcTlsCertExpiringTrap`, at once and then daily while they stay);
+/// session-agents going out of service or back (`sbcSessionAgentStatusTrap`); checked once a
+/// second.
 async fn report_source_denies(node: Arc<Node>, alarms: Arc<AlarmService>, hostname: String) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     // (profile, file, notAfter) -> when last trapped.
@@ -274,6 +275,31 @@ async fn report_source_denies(node: Arc<Node>, alarms: Arc<AlarmService>, hostna
             alarms.sink().send(sbc_snmp::Trap::SourceDenied {
                 source: source.to_string(),
                 seconds,
+                node: hostname.clone(),
+            });
+        }
+        let router = node.router();
+        for (agent, t) in router.board().poll_transitions(Instant::now()) {
+            let name = router
+                .agent(agent)
+                .map_or_else(|| format!("#{agent}"), |a| a.hop.name.clone());
+            let in_service = t.to.is_in_service();
+            let reason = match (t.to, t.from) {
+                (sbc_proto::routing::agent::AgentState::OutOfService(why), _) => format!("{why:?}"),
+                (_, sbc_proto::routing::agent::AgentState::OutOfService(why)) => {
+                    format!("recovered from {why:?}")
+                }
+                _ => "in service".to_owned(),
+            };
+            if in_service {
+                info!(session_agent = %name, %reason, "session-agent back in service");
+            } else {
+                warn!(session_agent = %name, %reason, "session-agent out of service: new sessions pass it over");
+            }
+            alarms.sink().send(sbc_snmp::Trap::SessionAgentStatus {
+                agent: name,
+                in_service,
+                reason,
                 node: hostname.clone(),
             });
         }

@@ -51,6 +51,8 @@ pub enum OperCommand {
     ShowSipStats,
     /// `show workers`: worker groups and their loads.
     ShowWorkers,
+    /// `show session-agents`.
+    ShowSessionAgents,
     /// `show dialogs`: the dialog table.
     ShowDialogs,
     /// `show media`: the media sessions (anchored calls, their ports and latching) and the
@@ -173,6 +175,10 @@ pub static OPERATIONS: Operations = Operations {
         ("alarms", "the alarm table (as display-alarms)"),
         ("sip-stats", "SIP counters"),
         ("workers", "worker groups and their loads"),
+        (
+            "session-agents",
+            "session-agents: in or out of service, sessions, pings and their round trip",
+        ),
         ("dialogs", "the dialog table"),
         (
             "media",
@@ -216,6 +222,7 @@ impl OperCommand {
                 Some("alarms") => Ok(Self::DisplayAlarms),
                 Some("sip-stats") => Ok(Self::ShowSipStats),
                 Some("workers") => Ok(Self::ShowWorkers),
+                Some("session-agents") => Ok(Self::ShowSessionAgents),
                 Some("dialogs") => Ok(Self::ShowDialogs),
                 Some("media") => Ok(Self::ShowMedia),
                 Some("access-control") => Ok(Self::ShowAccessControl),
@@ -441,6 +448,7 @@ mod tests {
             ("disp", OperCommand::DisplayAlarms),
             ("show sip-stats", OperCommand::ShowSipStats),
             ("show workers", OperCommand::ShowWorkers),
+            ("show session-agents", OperCommand::ShowSessionAgents),
             ("show dialogs", OperCommand::ShowDialogs),
             ("show media", OperCommand::ShowMedia),
             ("SHOW MED", OperCommand::ShowMedia),
@@ -621,8 +629,9 @@ mod tests {
         assert_eq!(
             show,
             Some(
-                "show health | redundancy | memory | alarms | sip-stats | workers | dialogs | \
-                 media | access-control | tls | sip-trace | running-config | configuration"
+                "show health | redundancy | memory | alarms | sip-stats | workers | \
+                 session-agents | dialogs | media | access-control | tls | sip-trace | \
+                 running-config | configuration"
             )
         );
         assert_eq!(

@@ -276,9 +276,11 @@ pub async fn start(settings: &RuntimeSettings, bind: bool) -> anyhow::Result<Nod
         dialog_sync: Mutex::new(None),
         trace,
     });
+    ecfg.router.board().set_pinging(bind);
     let ctx = Arc::new(Ctx {
         shards: Arc::new(Shards::new(&ecfg)),
         out: wire.clone(),
+        router: RwLock::new(Arc::clone(&ecfg.router)),
     });
     let cycle = settings.autoscale_cycle;
     let mut udp_groups = Vec::new();
@@ -453,6 +455,7 @@ impl Node {
                 tokio::spawn(tcp::accept_loop(idx, l, edge, dispatcher(&self.shared)))
             })
             .collect();
+        self.set_pinging(true);
         *guard = Some(Bound {
             stop,
             threads,
@@ -468,6 +471,7 @@ impl Node {
         let Some(bound) = self.bound.lock().await.take() else {
             return;
         };
+        self.set_pinging(false);
         bound.stop.store(true, Ordering::Release);
         for t in &bound.accept_tasks {
             t.abort();
@@ -629,10 +633,38 @@ impl Node {
         let mut cfg = cfg.clone();
         cfg.media = self.media.as_ref().map(NodeMedia::anchoring);
         cfg.trace_switch = Some(self.shared.wire.trace.switch());
+        {
+            let mut router = self
+                .shared
+                .ctx
+                .router
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            cfg.router.board().set_pinging(router.board().is_pinging());
+            router.board().set_pinging(false);
+            *router = Arc::clone(&cfg.router);
+        }
         self.shared
             .ctx
             .shards
             .each(self.shared.wire.as_ref(), |_, e| e.set_config(cfg.clone()));
+    }
+
+    /// The router the engines use now.
+    #[must_use]
+    pub fn router(&self) -> Arc<sbc_proto::routing::router::Router> {
+        match self.shared.ctx.router.read() {
+            Ok(r) => Arc::clone(&r),
+            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+        }
+    }
+
+    /// Starts or stops the session-agents' health pings (the node became active, or
+    /// standby: a standby never pings).
+    fn set_pinging(&self, on: bool) {
+        if let Ok(router) = self.shared.ctx.router.read() {
+            router.board().set_pinging(on);
+        }
     }
 
     /// Applies an activation's live settings: TCP limits (for new connections and writes),

@@ -114,6 +114,8 @@ type CycleStart = (usize, u64, u64, u64);
 pub(crate) struct Ctx {
     pub shards: Arc<Shards>,
     pub out: Arc<dyn Outlet>,
+    /// The router the engines use now (its board is pinged from the timer thread).
+    pub router: RwLock<Arc<sbc_proto::routing::router::Router>>,
 }
 
 impl Group {

@@ -77,6 +77,7 @@ fn scaling_up_and_down_while_messages_arrive_loses_and_reorders_nothing() {
     let ctx = Arc::new(Ctx {
         shards: Arc::new(Shards::new(&engine)),
         out: out.clone(),
+        router: std::sync::RwLock::new(Arc::clone(&engine.router)),
     });
     let group = Group::start(
         "test".into(),

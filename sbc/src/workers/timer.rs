@@ -111,6 +111,9 @@ fn timer_loop(ctx: &Ctx, stop: &AtomicBool, busy_ns: &AtomicU64) {
                 next = next.min(t);
             }
         }
+        if let Some(t) = ping_agents(ctx) {
+            next = next.min(t);
+        }
         if compact {
             // What the engines freed sits in this thread's allocator cache: give it back.
             sbc_alarms::release_thread_cache();
@@ -121,4 +124,28 @@ fn timer_loop(ctx: &Ctx, stop: &AtomicBool, busy_ns: &AtomicU64) {
             thread::sleep(wait.max(Duration::from_millis(1)));
         }
     }
+}
+
+/// Sends the session-agents' health pings that are due (each from the shard of the agent's
+/// index, whose engine then gets the answer); returns the earliest timer of the engines that
+/// pinged. (Their state changes are logged and trapped by the node's reporter.)
+fn ping_agents(ctx: &Ctx) -> Option<Instant> {
+    let router = match ctx.router.read() {
+        Ok(r) => Arc::clone(&r),
+        Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+    };
+    let board = router.board();
+    let now = Instant::now();
+    let mut next: Option<Instant> = None;
+    for agent in board.take_due_pings(now) {
+        let due = ctx.shards.with(agent % SHARDS, ctx.out.as_ref(), |e| {
+            e.send_ping(now, agent);
+            e.poll_timeout()
+        });
+        next = match (next, due) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+    next
 }

@@ -379,3 +379,80 @@ fn an_agent_out_of_service_after_trans_timeouts_is_skipped_by_new_calls() {
     assert_eq!(invites_by_agent(&w), [1, 2, 0]);
     assert_eq!(w.engine.stats().agent_refused, 1);
 }
+
+/// The shell's part of pinging: every agent due at the World's time is pinged by the engine.
+fn pump_pings(w: &mut World) {
+    let router = Arc::clone(&w.engine.cfg.router);
+    for agent in router.board().take_due_pings(w.now) {
+        w.engine.send_ping(w.now, agent);
+    }
+    w.collect();
+}
+
+/// Moves the clock by `step` `steps` times, pumping pings at each.
+fn advance_pinging(w: &mut World, step: Duration, steps: u32) {
+    for _ in 0..steps {
+        w.advance(step);
+        pump_pings(w);
+    }
+}
+
+/// The pings among `msgs`, each once (not its retransmissions).
+fn options_to(msgs: &[SipMessage]) -> Vec<SipMessage> {
+    let mut seen = Vec::new();
+    msgs.iter()
+        .filter(|m| m.method() == Some(&Method::Options))
+        .filter(|m| {
+            let id = m.call_id().unwrap_or_default().to_owned();
+            let new = !seen.contains(&id);
+            seen.push(id);
+            new
+        })
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn pings_take_a_silent_agent_out_after_the_misses_and_an_answer_brings_it_back() {
+    use crate::routing::agent::AgentState;
+    let mut w = world_routing_to(&["a", "b"], |agents| {
+        agents[0].health.ping_interval = Some(Duration::from_secs(5));
+        agents[0].health.ping_timeout = Duration::from_secs(1);
+        agents[0].health.ping_misses = 2;
+        agents[0].hostname = Some("pbx.example.test".into());
+    });
+    // A standby never pings.
+    advance_pinging(&mut w, Duration::from_millis(500), 24);
+    assert!(options_to(&w.to_callee).is_empty());
+    w.engine.cfg.router.board().set_pinging(true);
+    // Due since 5 s: pinged at once; the second ping 5 s later; both unanswered.
+    pump_pings(&mut w);
+    let first = options_to(&w.to_callee);
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].request_uri(), Some("sip:pbx.example.test"));
+    advance_pinging(&mut w, Duration::from_millis(500), 12);
+    let states = w.engine.cfg.router.board().states();
+    assert!(!states[0].is_in_service(), "{states:?}");
+    assert_eq!(states[1], AgentState::InService, "b is not pinged");
+    // New calls skip a.
+    w.caller_sends(&nth_invite(0));
+    assert_eq!(invites_by_agent(&w), [0, 1, 0]);
+    // The next ping (backed off) is answered: a is back.
+    let before = options_to(&w.to_callee).len();
+    let mut waited = 0;
+    while options_to(&w.to_callee).len() == before && waited < 60 {
+        advance_pinging(&mut w, Duration::from_millis(500), 1);
+        waited += 1;
+    }
+    let pings = options_to(&w.to_callee);
+    assert!(pings.len() > before, "pinged while out of service");
+    let last = pings.last().expect("a ping").clone();
+    w.callee_responds_to(&last, 200, "p1");
+    assert_eq!(
+        w.engine.cfg.router.board().states()[0],
+        AgentState::InService
+    );
+    w.caller_sends(&nth_invite(1));
+    assert_eq!(invites_by_agent(&w), [1, 1, 0]);
+    assert!(w.engine.stats().pings_sent >= 3);
+}

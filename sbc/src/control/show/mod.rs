@@ -12,6 +12,7 @@ mod health;
 mod media;
 mod memory;
 mod redundancy;
+mod session_agents;
 mod sip_stats;
 mod sip_trace;
 mod tls;
@@ -45,6 +46,15 @@ impl Console {
             OperCommand::ShowSipStats => {
                 let s = status::sip(&self.node).await;
                 view(&s, json, sip_stats::text, sip_stats::json)
+            }
+            OperCommand::ShowSessionAgents => {
+                let rows = status::session_agents(&self.node);
+                view(
+                    rows.as_slice(),
+                    json,
+                    session_agents::text,
+                    session_agents::json,
+                )
             }
             OperCommand::ShowWorkers => {
                 let groups = self.node.worker_groups();
@@ -155,6 +165,7 @@ impl Console {
             alarms: subsystems.alarms.rows(),
             tls: status::tls(&self.node),
             trace: self.node.trace().counters(),
+            session_agents: status::session_agents(&self.node),
         }
     }
 }
