@@ -8,12 +8,21 @@
 //!   not timer B), then answered by the third: 5 successful calls at the caller, 5 at the
 //!   answering UAS, the 503 agent's 5 INVITEs ACKed; the silent agent saw the INVITEs with the
 //!   Request-URI host its address (it has no `hostname`).
+//! - `pings_take_a_silent_agent_out_of_service_and_an_answer_brings_it_back`: an agent pinged
+//!   every second (`ping-misses = 2`, `ping-response-timeout-ms = 300`) that answers nothing
+//!   goes out of service within interval × misses + timeout (plus the reporter's second):
+//!   `sbcSessionAgentStatusTrap` outOfService reaches snmptrapd and `show session-agents` says
+//!   so; once it answers its pings with 200, the next ping brings it back (the trap again,
+//!   inService), and its round trip is shown.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use sbc_e2e::raw::{RawUdp, SipMsg};
+use sbc_e2e::acli::Mgmt;
+use sbc_e2e::raw::{response_to, RawUdp, SipMsg};
 use sbc_e2e::sipp::Sipp;
+use sbc_e2e::snmp::Trapd;
+use sbc_e2e::TestDir;
 use sbc_e2e::{calls_through_sbc, ports, Load, SbcConfig, SbcNode, Scenario};
 
 fn lo(last: u8) -> IpAddr {
@@ -108,4 +117,108 @@ next-hop = "SAG:pbx"
         uri.ends_with(&format!("@{}", silent.local_addr())),
         "Request-URI {uri}"
     );
+}
+
+#[test]
+fn pings_take_a_silent_agent_out_of_service_and_an_answer_brings_it_back() {
+    const TRAP: &str = "SBC-PAIR-MIB::sbcSessionAgentStatusTrap";
+    let trap_dir = TestDir::new("routing-pings-trapd");
+    let trapd = Trapd::start(&trap_dir);
+    let agent = RawUdp::bind(lo(5));
+    let mut config = SbcConfig::with_addresses(lo(1), lo(1), lo(4));
+    config.extra_toml = format!(
+        r#"
+[[session-agent]]
+name = "pinged"
+realm = "core"
+address = "{}"
+port = {}
+hostname = "pbx.example.test"
+ping-interval = 1
+ping-misses = 2
+ping-response-timeout-ms = 300
+
+[[system-config.trap-receiver]]
+ip-address = "127.0.0.1"
+port = {}
+"#,
+        agent.local_addr().ip(),
+        agent.local_addr().port(),
+        trapd.port(),
+    );
+    let started = std::time::Instant::now();
+    let node = SbcNode::start_config(&config);
+    // Silent: out after two missed pings (the first due 1 s after start).
+    let out = trapd.wait_trap(TRAP, 0, Duration::from_secs(10));
+    let took = started.elapsed();
+    eprintln!("out of service after {took:?}: {out:?}");
+    let get = |t: &sbc_e2e::snmp::ReceivedTrap, name: &str| {
+        t.get(&format!("SBC-PAIR-MIB::{name}.0"))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(
+        get(&out, "sbcSessionAgentName").contains("pinged"),
+        "{out:?}"
+    );
+    assert!(
+        get(&out, "sbcSessionAgentState").contains("outOfService"),
+        "{out:?}"
+    );
+    assert!(
+        get(&out, "sbcSessionAgentReason").contains("PingTimeout"),
+        "{out:?}"
+    );
+    assert!(
+        took < Duration::from_secs(6),
+        "interval x misses + timeout is 2.3 s (and the node's start): took {took:?}"
+    );
+    let pings: Vec<SipMsg> = agent
+        .recv_all(Duration::from_millis(50))
+        .iter()
+        .filter_map(|(b, _)| SipMsg::parse(b))
+        .filter(|m| m.method() == Some("OPTIONS"))
+        .collect();
+    assert!(!pings.is_empty(), "pinged");
+    assert!(
+        pings[0]
+            .start_line
+            .starts_with("OPTIONS sip:pbx.example.test SIP/2.0"),
+        "{}",
+        pings[0].start_line
+    );
+    let mut mgmt = Mgmt::connect(&node.mgmt_socket());
+    let shown = mgmt.data("show session-agents");
+    let row = shown["session_agents"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["name"] == "pinged"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(row["in_service"], false, "{shown:#}");
+    assert!(row["pings_missed"].as_u64().unwrap_or(0) >= 2, "{shown:#}");
+    // Now it answers: back in service with the next ping (backed off to at most 4 s).
+    let answering = std::time::Instant::now();
+    let deadline = answering + Duration::from_secs(12);
+    while trapd.traps_named(TRAP).len() < 2 && std::time::Instant::now() < deadline {
+        if let Some((bytes, from)) = agent.recv(Duration::from_millis(100)) {
+            if let Some(m) = SipMsg::parse(&bytes).filter(|m| m.method() == Some("OPTIONS")) {
+                agent.send_to(&response_to(&m, 200, "OK", "pong"), from);
+            }
+        }
+    }
+    let back = trapd.wait_trap(TRAP, 1, Duration::from_secs(1));
+    eprintln!("back in service after {:?}: {back:?}", answering.elapsed());
+    assert!(
+        get(&back, "sbcSessionAgentState").contains("inService"),
+        "{back:?}"
+    );
+    let shown = mgmt.data("show session-agents");
+    let row = shown["session_agents"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["name"] == "pinged"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(row["in_service"], true, "{shown:#}");
+    assert!(row["last_ping_rtt_ms"].as_f64().is_some(), "{shown:#}");
+    drop(node);
 }
