@@ -20,6 +20,7 @@ use sbc_proto::routing::agent::{AgentPolicy, PingSendMode};
 use sbc_proto::routing::local_policy::{AddressPattern, Days, LocalPolicy, PolicyAttribute};
 use sbc_proto::routing::route_file::load_route_file;
 use sbc_proto::routing::router::{GroupStrategy, RouteAgent, RouteGroup, Router};
+use sbc_proto::routing::translation::{RuleKind, SessionTranslation, StringIndex, TranslationRule};
 use sbc_proto::sip::dialog::LegTransport;
 use sbc_proto::sip::transaction::Timers;
 use sbc_proto::trace::capture::TraceFilter;
@@ -228,6 +229,8 @@ pub fn router(cfg: &Config) -> anyhow::Result<Router> {
             },
             hostname: agent.hostname.clone(),
             ping_method: agent.ping_method.clone(),
+            in_translation: session_translation(cfg, agent.in_translationid.as_deref()),
+            out_translation: session_translation(cfg, agent.out_translationid.as_deref()),
             attempt_expiry: match agent.invite_trans_expire {
                 0 => default_expiry,
                 s => secs(s),
@@ -342,6 +345,41 @@ pub fn router(cfg: &Config) -> anyhow::Result<Router> {
         files,
         std::time::Instant::now(),
     )?)
+}
+
+/// The `session-translation` `id` names, with its rules in order (a rule validation let
+/// through always exists).
+fn session_translation(cfg: &Config, id: Option<&str>) -> Option<Arc<SessionTranslation>> {
+    let t = cfg.session_translation(id?)?;
+    let rules = |ids: &[String]| -> Vec<TranslationRule> {
+        ids.iter()
+            .filter_map(|id| cfg.translation_rule(id))
+            .map(|r| {
+                let index = |i: sbc_config::TranslationIndex| match i {
+                    sbc_config::TranslationIndex::At(n) => {
+                        StringIndex::At(usize::try_from(n).unwrap_or(usize::MAX))
+                    }
+                    sbc_config::TranslationIndex::End => StringIndex::End,
+                };
+                TranslationRule {
+                    kind: match r.kind {
+                        sbc_config::TranslationType::Add => RuleKind::Add,
+                        sbc_config::TranslationType::Delete => RuleKind::Delete,
+                        sbc_config::TranslationType::Replace => RuleKind::Replace,
+                        sbc_config::TranslationType::None => RuleKind::None,
+                    },
+                    add_string: r.add_string.clone(),
+                    add_index: index(r.add_index),
+                    delete_string: r.delete_string.clone(),
+                    delete_index: index(r.delete_index),
+                }
+            })
+            .collect()
+    };
+    Some(Arc::new(SessionTranslation {
+        calling: rules(&t.rules_calling),
+        called: rules(&t.rules_called),
+    }))
 }
 
 /// Builds the engine's view of a validated configuration.

@@ -50,6 +50,7 @@ mod tests;
 mod timers;
 mod trace;
 mod transactions;
+mod translate;
 mod transmit;
 
 use std::collections::{HashMap, HashSet, VecDeque};

@@ -194,7 +194,10 @@ impl Engine {
             self.answer(inbound, &msg, 503, Some(("Retry-After", "5".into())));
             return;
         }
-        let mut plan = self.plan_route(now, inbound, &msg);
+        // `in-translationid` of the agent it comes from: a copy for routing and the next hop
+        // (the caller's own From and To stay in what is echoed back to it).
+        let translated = self.translate_inbound(inbound, &msg);
+        let mut plan = self.plan_route(now, inbound, translated.as_ref().unwrap_or(&msg));
         if plan.is_empty() {
             self.trace_note("refused 404: no route from this realm");
             self.answer(
@@ -249,9 +252,9 @@ impl Engine {
             }
         }
         if method == Method::Invite {
-            self.new_call(now, inbound, msg, key, plan, session, mf);
+            self.new_call(now, inbound, msg, translated, key, plan, session, mf);
         } else {
-            self.standalone(now, inbound, msg, key, plan, mf);
+            self.standalone(now, inbound, msg, translated, key, plan, mf);
         }
     }
 
@@ -271,6 +274,7 @@ impl Engine {
         now: Instant,
         inbound: &Inbound,
         msg: SipMessage,
+        translated: Option<SipMessage>,
         key: ServerKey,
         plan: Vec<Attempt>,
         session: Option<AgentSession>,
@@ -310,7 +314,12 @@ impl Engine {
             local_cseq: 0,
             last_invite_cseq: 0,
         };
-        let callee = self.outbound_leg(&msg, agent, 1);
+        let out_translation = agent.out_translation.clone();
+        let callee = {
+            let routed = translated.as_ref().unwrap_or(&msg);
+            let view = self.translate_outbound(out_translation.as_deref(), routed);
+            self.outbound_leg(&view, agent, 1)
+        };
         self.stats.calls_attempted += 1;
         self.stats.routed_new += 1;
         debug!(call_id = %a_call_id, b_call_id = %callee.call_id, next_hop = %hop.name, "new call");
@@ -365,8 +374,25 @@ impl Engine {
                 return;
             }
         }
+        // What goes to the agent: the request translated (in, then out), with the anchored
+        // offer; and what a hunt re-sends to the next candidates (translated in only).
+        let translated = translated.map(|mut t| {
+            t.body = msg.body.clone();
+            t
+        });
+        let routed = translated.as_ref().unwrap_or(&msg);
+        let sent = match out_translation.as_deref() {
+            Some(t) => {
+                let mut copy = routed.clone();
+                // Counted once, when the callee leg was built from it.
+                super::translate::translate(&mut copy, t);
+                std::borrow::Cow::Owned(copy)
+            }
+            None => std::borrow::Cow::Borrowed(routed),
+        };
+        let msg = &*sent;
         if let Some(call) = self.calls.get(&id) {
-            if self.over_udp_length(hop, &call.dialog.callee, &Method::Invite, &msg, mf) {
+            if self.over_udp_length(hop, &call.dialog.callee, &Method::Invite, msg, mf) {
                 self.stats.udp_to_tcp += 1;
                 if let Some(call) = self.calls.get_mut(&id) {
                     call.dialog.callee.transport = LegTransport::Tcp;
@@ -379,7 +405,7 @@ impl Engine {
             Side::Callee,
             &Method::Invite,
             1,
-            &msg,
+            msg,
             mf,
             Some(key.clone()),
         );
@@ -389,7 +415,7 @@ impl Engine {
         if let Some(ckey) = &ckey {
             self.start_attempt(now, ckey, agent, router.handle(index));
         }
-        self.start_hunt(&key, plan, &msg, mf);
+        self.start_hunt(&key, plan, routed, mf);
         // From here the callee may answer: the standby must be able to finish the set-up.
         self.replicate(id);
     }
@@ -486,11 +512,13 @@ impl Engine {
 
     /// Relays an out-of-dialog non-INVITE request (OPTIONS, MESSAGE, REGISTER, ...) as a
     /// one-transaction B2BUA exchange.
+    #[allow(clippy::too_many_arguments)] // the request, its translated copy and its route
     pub(super) fn standalone(
         &mut self,
         now: Instant,
         inbound: &Inbound,
         msg: SipMessage,
+        translated: Option<SipMessage>,
         key: ServerKey,
         plan: Vec<Attempt>,
         mf: u32,
@@ -503,8 +531,10 @@ impl Engine {
             return;
         };
         let method = msg.method().cloned().unwrap_or(Method::Options);
-        let mut leg = self.outbound_leg(&msg, agent, 0);
-        if self.over_udp_length(&agent.hop, &leg, &method, &msg, mf) {
+        let routed = translated.as_ref().unwrap_or(&msg);
+        let sent = self.translate_outbound(agent.out_translation.as_deref(), routed);
+        let mut leg = self.outbound_leg(&sent, agent, 0);
+        if self.over_udp_length(&agent.hop, &leg, &method, &sent, mf) {
             self.stats.udp_to_tcp += 1;
             leg.transport = LegTransport::Tcp;
         }
@@ -519,12 +549,12 @@ impl Engine {
             Side::Callee,
             &method,
             1,
-            &msg,
+            &sent,
             mf,
             Some(key.clone()),
         );
         self.start_attempt(now, &ckey, agent, router.handle(index));
-        self.start_hunt(&key, plan, &msg, mf);
+        self.start_hunt(&key, plan, routed, mf);
     }
 
     #[allow(clippy::too_many_arguments)] // the request and where it goes, all needed

@@ -74,6 +74,8 @@ pub struct Stats {
     pub no_agent_503: u64,
     /// Health pings sent to session-agents.
     pub pings_sent: u64,
+    /// Requests whose numbers a session-translation rewrote (in and out counted apart).
+    pub translated: u64,
 }
 
 impl std::ops::AddAssign<&Self> for Stats {
@@ -88,7 +90,7 @@ impl std::ops::AddAssign<&Self> for Stats {
 
 impl Stats {
     /// The number of counters.
-    pub const COUNT: usize = 30;
+    pub const COUNT: usize = 31;
 
     /// Every counter with its name (the serialised field name), in declaration order.
     fn counters_mut(&mut self) -> [(&'static str, &mut u64); Self::COUNT] {
@@ -123,6 +125,7 @@ impl Stats {
             agent_refused,
             no_agent_503,
             pings_sent,
+            translated,
         } = self;
         // Destructured, so a new counter that is not listed here does not compile.
         [
@@ -156,6 +159,7 @@ impl Stats {
             ("agent_refused", agent_refused),
             ("no_agent_503", no_agent_503),
             ("pings_sent", pings_sent),
+            ("translated", translated),
         ]
     }
 

@@ -17,6 +17,7 @@ use super::board::{AgentBoard, AgentHandle};
 use super::local_policy::{self, LocalPolicy, PolicyAttribute, RouteQuery};
 use super::route_file::RouteFile;
 use super::table::RouteTable;
+use super::translation::SessionTranslation;
 use crate::sip::dialog::LegTransport;
 
 /// Where one agent's new requests are sent, as the engine needs it.
@@ -49,6 +50,10 @@ pub struct RouteAgent {
     pub attempt_expiry: Duration,
     /// `ping-method`: the method of its health pings (OPTIONS).
     pub ping_method: String,
+    /// `in-translationid`: numbers translated in requests that come from it, before routing.
+    pub in_translation: Option<Arc<SessionTranslation>>,
+    /// `out-translationid`: numbers translated in requests sent to it, after routing.
+    pub out_translation: Option<Arc<SessionTranslation>>,
     /// Its health and admission settings (pings, `out-service-response-codes`, limits); its
     /// `out-service-response-codes` also make a request try the next candidate (besides 503,
     /// a timeout and a transport failure).
@@ -65,6 +70,8 @@ impl RouteAgent {
             hostname: None,
             attempt_expiry,
             ping_method: "OPTIONS".to_owned(),
+            in_translation: None,
+            out_translation: None,
             health: AgentPolicy::default(),
         }
     }
@@ -297,6 +304,16 @@ impl Router {
     #[must_use]
     pub fn agents(&self) -> &[RouteAgent] {
         &self.agents
+    }
+
+    /// The agent requests from `source` come from, if any: one at that address and port, else
+    /// the first at that IP.
+    #[must_use]
+    pub fn agent_at(&self, source: SocketAddr) -> Option<&RouteAgent> {
+        self.agents
+            .iter()
+            .find(|a| a.hop.addr == source)
+            .or_else(|| self.agents.iter().find(|a| a.hop.addr.ip() == source.ip()))
     }
 
     /// The agent at `index`.

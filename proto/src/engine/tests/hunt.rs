@@ -456,3 +456,53 @@ fn pings_take_a_silent_agent_out_after_the_misses_and_an_answer_brings_it_back()
     assert_eq!(invites_by_agent(&w), [1, 1, 0]);
     assert!(w.engine.stats().pings_sent >= 3);
 }
+
+#[test]
+fn translations_are_applied_per_agent_and_the_caller_keeps_its_own_numbers() {
+    use crate::routing::translation::{SessionTranslation, StringIndex, TranslationRule};
+    let strip_9 = Arc::new(SessionTranslation {
+        calling: vec![TranslationRule::add("+1", StringIndex::At(0))],
+        called: vec![TranslationRule::delete("9", StringIndex::At(0))],
+    });
+    let mut w = world_routing_to(&["a", "b"], |agents| {
+        agents[0].out_translation = Some(Arc::clone(&strip_9));
+        agents[1].out_translation = Some(Arc::new(SessionTranslation {
+            calling: Vec::new(),
+            called: vec![TranslationRule::add("00", StringIndex::At(0))],
+        }));
+    });
+    w.caller_sends(
+        &nth_invite(0)
+            .replace(
+                &format!("sip:bob@{ACCESS}"),
+                &format!("sip:95551234@{ACCESS}"),
+            )
+            .replace("sip:alice@10.1.1.1", "sip:5550001@10.1.1.1"),
+    );
+    let out = w.last_to_callee().clone();
+    assert_eq!(
+        out.request_uri(),
+        Some(format!("sip:5551234@{CALLEE}").as_str())
+    );
+    assert!(out
+        .header(&HeaderName::To)
+        .unwrap_or_default()
+        .starts_with("<sip:5551234@"));
+    assert!(out
+        .header(&HeaderName::From)
+        .unwrap_or_default()
+        .starts_with("\"Alice\" <sip:+15550001@"));
+    // The caller's own numbers in what comes back to it.
+    assert!(w.to_caller[0]
+        .header(&HeaderName::To)
+        .unwrap_or_default()
+        .contains("sip:95551234@"));
+    // The next candidate gets its own agent's translation of the original numbers.
+    w.callee_answers(503, "a1");
+    let to_b = sent_to(&w, B);
+    assert_eq!(
+        to_b[0].request_uri(),
+        Some(format!("sip:0095551234@{B}").as_str())
+    );
+    assert_eq!(w.engine.stats().translated, 2);
+}
