@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use sbc_e2e::acli::Mgmt;
 use sbc_e2e::raw::{response_to, RawUdp, SipMsg};
-use sbc_e2e::sipp::Sipp;
+use sbc_e2e::Sipp;
 use sbc_e2e::snmp::Trapd;
 use sbc_e2e::TestDir;
 use sbc_e2e::{calls_through_sbc, ports, Load, SbcConfig, SbcNode, Scenario};
@@ -221,4 +221,142 @@ port = {}
     assert_eq!(row["in_service"], true, "{shown:#}");
     assert!(row["last_ping_rtt_ms"].as_f64().is_some(), "{shown:#}");
     drop(node);
+}
+
+/// Kamailio, started by a test, killed by its PID when dropped.
+struct Kamailio(std::process::Child);
+
+impl Drop for Kamailio {
+    fn drop(&mut self) {
+        // The main process's PID; with fork=no it is the only one.
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A multi-domain registrar for `example.test` (usrloc keyed by user and domain) at `addr`,
+/// relaying calls to a registered user's contact with itself record-routed.
+fn registrar(dir: &TestDir, addr: SocketAddr) -> Kamailio {
+    let cfg = format!(
+        r#"#!KAMAILIO
+debug=2
+log_stderror=yes
+fork=no
+listen=udp:{addr}
+disable_tcp=yes
+auto_aliases=no
+alias="example.test"
+dns=no
+rev_dns=no
+use_dns_cache=off
+mpath="/usr/lib/x86_64-linux-gnu/kamailio/modules/"
+loadmodule "tm.so"
+loadmodule "sl.so"
+loadmodule "rr.so"
+loadmodule "maxfwd.so"
+loadmodule "pv.so"
+loadmodule "siputils.so"
+loadmodule "textops.so"
+loadmodule "usrloc.so"
+loadmodule "registrar.so"
+modparam("usrloc", "db_mode", 0)
+modparam("usrloc", "use_domain", 1)
+
+request_route {{
+    if (!mf_process_maxfwd_header("10")) {{ sl_send_reply("483", "Too Many Hops"); exit; }}
+    if (is_method("CANCEL")) {{ if (t_check_trans()) t_relay(); exit; }}
+    if (has_totag()) {{
+        if (loose_route()) {{ t_relay(); exit; }}
+        if (is_method("ACK")) {{ if (t_check_trans()) t_relay(); exit; }}
+        sl_send_reply("404", "Not here");
+        exit;
+    }}
+    if (is_method("REGISTER")) {{ save("location"); exit; }}
+    if (!lookup("location")) {{ sl_send_reply("404", "Not Found"); exit; }}
+    record_route();
+    t_relay();
+}}
+"#
+    );
+    let path = dir.path().join("kamailio.cfg");
+    std::fs::write(&path, cfg).expect("write kamailio.cfg");
+    let log = std::fs::File::create(dir.path().join("kamailio.log")).expect("log");
+    let child = std::process::Command::new("kamailio")
+        .arg("-f")
+        .arg(&path)
+        .args(["-DD", "-E", "-m", "64", "-M", "8", "-Y"])
+        .arg(dir.path())
+        .arg("-P")
+        .arg(dir.path().join("kamailio.pid"))
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("kamailio (Debian package kamailio) starts");
+    Kamailio(child)
+}
+
+/// The registrar's answer to one REGISTER of `user@example.test` with `contact`.
+fn register(registrar: SocketAddr, user: &str, contact: SocketAddr) -> Option<u16> {
+    let sock = RawUdp::bind(lo(7));
+    let request = format!(
+        "REGISTER sip:example.test SIP/2.0\r\nVia: SIP/2.0/UDP {local};branch=z9hG4bK-reg-{user}\r\n\
+         Max-Forwards: 70\r\nFrom: <sip:{user}@example.test>;tag=r1\r\nTo: <sip:{user}@example.test>\r\n\
+         Call-ID: reg-{user}@{ip}\r\nCSeq: 1 REGISTER\r\nContact: <sip:{user}@{contact}>\r\n\
+         Expires: 300\r\nContent-Length: 0\r\n\r\n",
+        local = sock.local_addr(),
+        ip = sock.local_addr().ip(),
+    );
+    // Kamailio may still be starting: a few tries, each waiting a second.
+    for _ in 0..10 {
+        sock.send_to(request.as_bytes(), registrar);
+        if let Some((bytes, _)) = sock.recv(Duration::from_secs(1)) {
+            if let Some(code) = SipMsg::parse(&bytes).and_then(|m| m.status()) {
+                return Some(code);
+            }
+        }
+    }
+    None
+}
+
+/// A phone registered to a real Kamailio registrar hosting `example.test`, which keys its
+/// bindings by user and domain, is called through the SBC as `sip:bob@example.test`: the
+/// Request-URI reaches the registrar with its domain (before issue 28 it arrived as
+/// `sip:bob@<agent address>`, and the registrar answered 404), and the call reaches the
+/// registered UAS, in-dialog requests through the registrar's Record-Route.
+#[test]
+fn a_call_to_a_user_of_a_domain_reaches_the_phone_registered_at_a_kamailio_registrar() {
+    let calls = 3;
+    let config = SbcConfig::with_addresses(lo(1), lo(1), lo(6));
+    let dir = TestDir::new("routing-registrar");
+    let _kamailio = registrar(&dir, config.agent);
+    let phone = SocketAddr::new(lo(7), ports::free_port());
+    assert_eq!(
+        register(config.agent, "bob", phone),
+        Some(200),
+        "registered at {} (kamailio.log in {})",
+        config.agent,
+        dir.path().display()
+    );
+    let mut node = SbcNode::start_config(&config);
+    let uas = Sipp::new(node.dir(), "phone")
+        .play(Scenario::File("uas_phone.xml"))
+        .local(phone)
+        .calls(calls)
+        .timeout(Duration::from_secs(60))
+        .spawn();
+    sbc_e2e::sipp::wait_listening(phone, false, Duration::from_secs(5));
+    let uac = Sipp::new(node.dir(), "caller")
+        .play(Scenario::File("uac_domain.xml"))
+        .local(SocketAddr::new(lo(1), ports::free_port()))
+        .remote(config.access)
+        .arg("-s")
+        .arg("bob")
+        .calls(calls)
+        .rate(2)
+        .timeout(Duration::from_secs(40))
+        .run();
+    uac.assert_success(u64::from(calls));
+    let uas = uas.wait_at_most(Duration::from_secs(15));
+    uas.assert_success(u64::from(calls));
+    node.assert_alive();
 }

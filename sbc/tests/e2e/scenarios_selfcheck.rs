@@ -118,6 +118,11 @@ fn busy_pair_direct() {
 }
 
 #[test]
+fn domain_caller_and_phone_pair_direct() {
+    pair("uac_domain.xml", "uas_phone.xml", 3);
+}
+
+#[test]
 fn no_answer_uac_against_stand_in_408() {
     pair("uac_no_answer.xml", "uas_selfcheck_408.xml", 2);
 }
