@@ -336,7 +336,7 @@ pub fn router(cfg: &Config) -> anyhow::Result<Router> {
             .collect();
         let table = load_route_file(std::io::BufReader::new(file), realms)
             .with_context(|| format!("local-routing-config {} ({})", lrt.name, lrt.file_name))?;
-        files.push(table);
+        files.push((lrt.name.clone(), table));
     }
     Ok(Router::with_files(
         agents,

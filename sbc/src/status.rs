@@ -137,6 +137,39 @@ pub struct NodeStatus {
     pub trace: crate::trace::TraceCounters,
     /// `show session-agents`.
     pub session_agents: Vec<SessionAgentRow>,
+    /// `show local-routing`.
+    pub route_files: Vec<RouteFileRow>,
+}
+
+/// One row of `show local-routing`: a `local-routing-config` file as this node loaded it (each
+/// node loads its own copy: compare the checksums of both nodes).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RouteFileRow {
+    /// `name`.
+    pub name: String,
+    /// Rows loaded.
+    pub rows: usize,
+    /// Distinct prefixes.
+    pub prefixes: usize,
+    /// SHA-256 of the file as loaded, hex.
+    pub sha256: String,
+    /// Heap the file's index takes, bytes.
+    pub heap_bytes: usize,
+}
+
+/// `show local-routing` of `node`: the route files of the router in use.
+#[must_use]
+pub fn route_files(node: &Node) -> Vec<RouteFileRow> {
+    node.router()
+        .route_files()
+        .map(|(name, f)| RouteFileRow {
+            name: name.to_owned(),
+            rows: f.row_count(),
+            prefixes: f.prefix_count(),
+            sha256: f.checksum().to_owned(),
+            heap_bytes: f.heap_bytes(),
+        })
+        .collect()
 }
 
 /// One row of `show session-agents`: a session-agent's state, load and pings on this node.

@@ -136,6 +136,8 @@ pub const MAX_ATTEMPTS: usize = 16;
 pub struct Router {
     /// The policies and route files, indexed by `to-address` prefix.
     table: Arc<RouteTable>,
+    /// Each route file's name (`local-routing-config`), in the table's order.
+    file_names: Vec<String>,
     /// What each `next-hop` names (agents by name, groups as lower-case `sag:<name>`).
     targets: HashMap<String, Target>,
     agents: Vec<RouteAgent>,
@@ -149,6 +151,7 @@ impl Default for Router {
     fn default() -> Self {
         Self {
             table: Arc::new(RouteTable::new(Vec::new(), Vec::new())),
+            file_names: Vec::new(),
             targets: HashMap::new(),
             agents: Vec::new(),
             groups: Vec::new(),
@@ -177,7 +180,8 @@ impl Router {
         Self::with_files(agents, groups, policies, Vec::new(), now)
     }
 
-    /// [`Router::new`] with large route files (`local-routing-config`) beside the policies.
+    /// [`Router::new`] with large route files (`local-routing-config`, each with its name)
+    /// beside the policies.
     ///
     /// # Errors
     /// [`UnknownNextHop`] for a `next-hop` (of a policy or a file's row) that names nothing.
@@ -185,9 +189,10 @@ impl Router {
         agents: Vec<RouteAgent>,
         groups: Vec<RouteGroup>,
         policies: Vec<LocalPolicy>,
-        files: Vec<RouteFile>,
+        files: Vec<(String, RouteFile)>,
         now: Instant,
     ) -> Result<Self, UnknownNextHop> {
+        let (file_names, files): (Vec<String>, Vec<RouteFile>) = files.into_iter().unzip();
         let mut targets: HashMap<String, Target> = HashMap::new();
         for (i, a) in agents.iter().enumerate() {
             targets
@@ -223,6 +228,7 @@ impl Router {
         ));
         Ok(Self {
             table: Arc::new(RouteTable::new(policies, files)),
+            file_names,
             targets,
             agents,
             groups,
@@ -332,6 +338,14 @@ impl Router {
     #[must_use]
     pub fn policies(&self) -> &[LocalPolicy] {
         self.table.policies()
+    }
+
+    /// The route files with their names (`local-routing-config`), in the table's order.
+    pub fn route_files(&self) -> impl Iterator<Item = (&str, &RouteFile)> {
+        self.file_names
+            .iter()
+            .map(String::as_str)
+            .zip(self.table.files())
     }
 
     /// The route table (policies and route files).

@@ -53,6 +53,8 @@ pub enum OperCommand {
     ShowWorkers,
     /// `show session-agents`.
     ShowSessionAgents,
+    /// `show local-routing`.
+    ShowLocalRouting,
     /// `show dialogs`: the dialog table.
     ShowDialogs,
     /// `show media`: the media sessions (anchored calls, their ports and latching) and the
@@ -179,6 +181,10 @@ pub static OPERATIONS: Operations = Operations {
             "session-agents",
             "session-agents: in or out of service, sessions, pings and their round trip",
         ),
+        (
+            "local-routing",
+            "route files (local-routing-config) loaded: rows, prefixes, sha256",
+        ),
         ("dialogs", "the dialog table"),
         (
             "media",
@@ -223,6 +229,7 @@ impl OperCommand {
                 Some("sip-stats") => Ok(Self::ShowSipStats),
                 Some("workers") => Ok(Self::ShowWorkers),
                 Some("session-agents") => Ok(Self::ShowSessionAgents),
+                Some("local-routing") => Ok(Self::ShowLocalRouting),
                 Some("dialogs") => Ok(Self::ShowDialogs),
                 Some("media") => Ok(Self::ShowMedia),
                 Some("access-control") => Ok(Self::ShowAccessControl),
@@ -449,6 +456,7 @@ mod tests {
             ("show sip-stats", OperCommand::ShowSipStats),
             ("show workers", OperCommand::ShowWorkers),
             ("show session-agents", OperCommand::ShowSessionAgents),
+            ("show local-routing", OperCommand::ShowLocalRouting),
             ("show dialogs", OperCommand::ShowDialogs),
             ("show media", OperCommand::ShowMedia),
             ("SHOW MED", OperCommand::ShowMedia),
@@ -630,8 +638,8 @@ mod tests {
             show,
             Some(
                 "show health | redundancy | memory | alarms | sip-stats | workers | \
-                 session-agents | dialogs | media | access-control | tls | sip-trace | \
-                 running-config | configuration"
+                 session-agents | local-routing | dialogs | media | access-control | tls | \
+                 sip-trace | running-config | configuration"
             )
         );
         assert_eq!(

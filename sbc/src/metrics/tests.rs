@@ -190,6 +190,7 @@ pub(crate) fn sample() -> Sources {
                 refusals: 2,
                 pinging: true,
             }],
+            route_files: Vec::new(),
         },
         collection_seconds: 0.001,
     }

@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use sbc_e2e::acli::Mgmt;
 use sbc_e2e::raw::{response_to, RawUdp, SipMsg};
-use sbc_e2e::Sipp;
 use sbc_e2e::snmp::Trapd;
+use sbc_e2e::Sipp;
 use sbc_e2e::TestDir;
 use sbc_e2e::{calls_through_sbc, ports, Load, SbcConfig, SbcNode, Scenario};
 
@@ -359,4 +359,89 @@ fn a_call_to_a_user_of_a_domain_reaches_the_phone_registered_at_a_kamailio_regis
     let uas = uas.wait_at_most(Duration::from_secs(15));
     uas.assert_success(u64::from(calls));
     node.assert_alive();
+}
+
+/// A `local-routing-config` file routes by the called number's prefix (its rows beside the
+/// configured policies), `show local-routing` reports its rows and the SHA-256 of the file
+/// (what `sha256sum` says), and a call to a prefix of a silent agent is hunted to the next
+/// candidate (session-router's compatibility row).
+#[test]
+fn a_route_file_routes_by_prefix_and_shows_its_checksum() {
+    let mut config = SbcConfig::with_addresses(lo(1), lo(1), lo(4));
+    config.sip_lines.push("initial-inv-trans-expire = 1".into());
+    let silent = RawUdp::bind(lo(3));
+    let dir = TestDir::new("routing-file");
+    let file = dir.path().join("routes.csv");
+    std::fs::write(
+        &file,
+        "# prefix,next-hop[,cost]\n555,core\n+1-666,other,5\n",
+    )
+    .expect("write");
+    config.extra_toml = format!(
+        r#"
+[[session-agent]]
+name = "other"
+realm = "core"
+address = "{}"
+port = {}
+
+[[local-routing-config]]
+name = "numbers"
+file-name = "{}"
+source-realm = ["access"]
+"#,
+        silent.local_addr().ip(),
+        silent.local_addr().port(),
+        file.display(),
+    );
+    let mut node = SbcNode::start_config(&config);
+    let mut mgmt = Mgmt::connect(&node.mgmt_socket());
+    let shown = mgmt.data("show local-routing");
+    let row = &shown["route_files"][0];
+    assert_eq!(row["name"], "numbers", "{shown:#}");
+    assert_eq!(row["rows"], 2, "{shown:#}");
+    let sum = std::process::Command::new("sha256sum")
+        .arg(&file)
+        .output()
+        .expect("sha256sum");
+    let sum = String::from_utf8_lossy(&sum.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(row["sha256"], sum.as_str(), "{shown:#}");
+    for (n, (number, silent_tried)) in [("5551234", false), ("+16661234", true)].iter().enumerate()
+    {
+        let uas = Sipp::new(node.dir(), &format!("uas{n}"))
+            .play(Scenario::Builtin("uas"))
+            .local(config.agent)
+            .calls(1)
+            .timeout(Duration::from_secs(30))
+            .spawn();
+        sbc_e2e::sipp::wait_listening(config.agent, false, Duration::from_secs(5));
+        let uac = Sipp::new(node.dir(), &format!("uac{n}"))
+            .play(Scenario::Builtin("uac"))
+            .local(SocketAddr::new(lo(1), ports::free_port()))
+            .remote(config.access)
+            .arg("-s")
+            .arg(number)
+            .calls(1)
+            .timeout(Duration::from_secs(20))
+            .run();
+        uac.assert_success(1);
+        uas.wait_at_most(Duration::from_secs(15)).assert_success(1);
+        let invites = silent
+            .recv_all(Duration::from_millis(100))
+            .iter()
+            .filter_map(|(b, _)| SipMsg::parse(b))
+            .filter(|m| m.method() == Some("INVITE"))
+            .count();
+        assert_eq!(
+            invites > 0,
+            *silent_tried,
+            "{number}: the silent agent tried?"
+        );
+    }
+    node.assert_alive();
+    drop(node);
 }

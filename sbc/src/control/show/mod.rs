@@ -56,6 +56,15 @@ impl Console {
                     session_agents::json,
                 )
             }
+            OperCommand::ShowLocalRouting => {
+                let rows = status::route_files(&self.node);
+                view(
+                    rows.as_slice(),
+                    json,
+                    session_agents::route_files_text,
+                    session_agents::route_files_json,
+                )
+            }
             OperCommand::ShowWorkers => {
                 let groups = self.node.worker_groups();
                 view(groups.as_slice(), json, workers::text, workers::json)
@@ -166,6 +175,7 @@ impl Console {
             tls: status::tls(&self.node),
             trace: self.node.trace().counters(),
             session_agents: status::session_agents(&self.node),
+            route_files: status::route_files(&self.node),
         }
     }
 }

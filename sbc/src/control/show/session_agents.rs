@@ -1,10 +1,11 @@
-//! `show session-agents`: each session-agent's state, sessions and pings on this node.
+//! `show session-agents`: each session-agent's state, sessions and pings on this node; `show
+//! local-routing`: the route files this node loaded, with their checksums.
 
 use std::fmt::Write as _;
 
 use serde_json::{json, Value};
 
-use crate::status::SessionAgentRow;
+use crate::status::{RouteFileRow, SessionAgentRow};
 
 /// The text view.
 pub(crate) fn text(rows: &[SessionAgentRow]) -> String {
@@ -44,4 +45,29 @@ pub(crate) fn text(rows: &[SessionAgentRow]) -> String {
 /// The JSON view.
 pub(crate) fn json(rows: &[SessionAgentRow]) -> Value {
     json!({ "session_agents": rows })
+}
+
+/// The text view of `show local-routing`.
+pub(crate) fn route_files_text(rows: &[RouteFileRow]) -> String {
+    if rows.is_empty() {
+        return "no local-routing-config file loaded\n".to_owned();
+    }
+    let mut out = format!(
+        "{:<16} {:>10} {:>10} {:>12}  sha256\n",
+        "name", "rows", "prefixes", "heap bytes"
+    );
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "{:<16} {:>10} {:>10} {:>12}  {}",
+            r.name, r.rows, r.prefixes, r.heap_bytes, r.sha256
+        );
+    }
+    out.push_str("each node loads its own copy: the checksums of both nodes must match\n");
+    out
+}
+
+/// The JSON view of `show local-routing`.
+pub(crate) fn route_files_json(rows: &[RouteFileRow]) -> Value {
+    json!({ "route_files": rows })
 }
