@@ -9,8 +9,10 @@
 #
 # The agent: SIPp's built-in `uas` with -aa (it answers OPTIONS 200) on 127.0.0.2:$AGENT_PORT.
 # For each relay in turn and each round: both see the agent up; the agent is SIGSTOPped (by
-# its PID) and the relay's view is polled every 50 ms until it says out of service
-# (detection); then SIGCONTed and polled until it says in service again (recovery).
+# its PID, at a random phase of the ping cycle: the same phases for both relays) and the
+# relay's view is polled every 50 ms until it says out of service (detection); then
+# SIGCONTed and polled until it says in service again (recovery). With INTERVAL i, MISSES m
+# and TIMEOUT_MS t, expect detection between (m-1)·i + t and m·i + t.
 #
 #   sbc:      session-agent with ping-interval = $INTERVAL, ping-misses = $MISSES,
 #             ping-response-timeout-ms = $TIMEOUT_MS; state read with
@@ -18,7 +20,9 @@
 #   kamailio: dispatcher with ds_ping_interval = $INTERVAL, ds_probing_threshold = $MISSES,
 #             ds_inactive_threshold = 1, ds_probing_mode = 1 (probe always), tm fr_timer =
 #             $TIMEOUT_MS (the OPTIONS' answer timeout); state read with
-#             `kamcmd dispatcher.list` (flags AP / IP / TP)
+#             `kamcmd dispatcher.list`: up = A (active), down = I (inactive, no longer
+#             selected); T (trying: failed pings below the threshold, still selected) is
+#             neither
 #
 # Writes lab/results/agent-health-<UTC date>.md. Traffic: loopback only. Processes are
 # stopped by the PIDs this script started.
@@ -29,7 +33,7 @@ ROOT=$(cd "$SCRIPT_DIR/../.." && pwd)
 # shellcheck source=lib.sh
 source "$SCRIPT_DIR/lib.sh"
 
-ROUNDS=${ROUNDS:-3}
+ROUNDS=${ROUNDS:-6}
 INTERVAL=${INTERVAL:-1}
 MISSES=${MISSES:-2}
 TIMEOUT_MS=${TIMEOUT_MS:-500}
@@ -142,9 +146,12 @@ EOF
 kam_state() {
   local flags
   flags=$("$KAMCMD" -s "unix:$WORK/kamailio.ctl" dispatcher.list 2>/dev/null | grep -o 'FLAGS: [A-Z]*' | head -1 | cut -d' ' -f2) || true
+  # A: active; T: trying (failed pings below ds_probing_threshold: still selected); I:
+  # inactive (not selected); D: disabled.
   case $flags in
     A*) echo up ;;
-    I* | T*) echo down ;;
+    I* | D*) echo down ;;
+    T*) echo trying ;;
     *) echo "?" ;;
   esac
 }
@@ -176,8 +183,11 @@ for relay in sbc kamailio; do
   PIDS+=("$RELAY_PID")
   log "$relay: waiting until it sees the agent in service"
   [[ $(poll_until $STATE up) != timeout ]] || die "$relay never saw the agent up (logs in $WORK)"
+  RANDOM=28   # the same stop phases for both relays, run after run
   for (( r = 1; r <= ROUNDS; r++ )); do
-    sleep "$(( INTERVAL * 2 ))"
+    # Stopped at a random phase of the ping cycle (an up-detection follows an answered
+    # ping, so a whole-interval sleep would always stop it just after one: the worst case).
+    sleep "$(( INTERVAL * 2 )).$(printf '%03d' $(( RANDOM % 1000 )))"
     kill -STOP "$AGENT_PID"
     d=$(poll_until $STATE down)
     kill -CONT "$AGENT_PID"

@@ -12,8 +12,8 @@
 #   SIPp UAC (uac-numbers.xml, -inf: each call dials the next of 20,000 random 10-13 digit
 #   numbers) -> relay -> SIPp built-in uas (127.0.0.1:$UAS_PORT)
 # at $RATE calls/s for $DURATION s. Reported: calls, failed, the relay's CPU per call
-# (utime+stime of its process tree over the load), its resident memory (ΣVmRSS) after
-# loading the table and after the load, and its start-up time with the table.
+# (utime+stime of its process tree over the load), its memory (ΣPss: shared pages counted
+# once) 2 s after it is ready with the table and after the load, and its start-up time.
 #   sbc:      [[local-routing-config]] with the N prefixes, every row to the UAS's agent;
 #             a number no prefix matches goes by session-router's default-route (the same
 #             agent)
@@ -46,10 +46,12 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/routes.XXXXXX")
 PIDS=()
 cleanup() { local p; for p in "${PIDS[@]}"; do stop_pid "$p" 3; done; }
 trap cleanup EXIT
+# ΣPss of the process tree of $1, kB: shared pages (Kamailio's shared memory, where mtree
+# lives) counted once in all, not once per process as ΣVmRSS would.
 mem_kb() {
   local sum=0 p v
   for p in $(tree_pids "$1"); do
-    v=$(awk '$1 == "VmRSS:" { print $2; exit }' "/proc/$p/status" 2>/dev/null) || true
+    v=$(awk '$1 == "Pss:" { print $2; exit }' "/proc/$p/smaps_rollup" 2>/dev/null) || true
     sum=$(( sum + ${v:-0} ))
   done
   echo "$sum"
@@ -75,7 +77,7 @@ for n in sizes:
     with open(os.path.join(work, "db-%d" % n, "version"), "w") as f:
         f.write("table_name(str) table_version(int)\nroutes:1\n")
     with open(os.path.join(work, "db-%d" % n, "routes"), "w") as f:
-        f.write("id(int,auto) tprefix(str) tvalue(str)\n")
+        f.write("id(int,auto) tprefix(string) tvalue(string)\n")
         for i, p in enumerate(sorted(seen), 1):
             f.write("%d:%s:1\n" % (i, p))
 PY
@@ -130,8 +132,11 @@ loadmodule "tm.so"
 loadmodule "sl.so"
 loadmodule "rr.so"
 loadmodule "pv.so"
+loadmodule "siputils.so"
+loadmodule "textops.so"
 loadmodule "db_text.so"
 loadmodule "mtree.so"
+modparam("db_text", "max_result_rows", 2000000)
 modparam("mtree", "db_url", "text://$WORK/db-$1")
 modparam("mtree", "mtree", "name=routes;dbtable=routes;type=0")
 modparam("mtree", "char_list", "0123456789")
@@ -172,6 +177,7 @@ for n in $SIZES; do
     esac
     PIDS+=("$RELAY_PID")
     R[$relay,$n,start]=$(python3 -c "import sys; print(f'{float(sys.argv[2])-float(sys.argv[1]):.1f}')" "$t0" "$(date +%s.%N)")
+    sleep 2
     R[$relay,$n,rss0]=$(mem_kb "$RELAY_PID")
     need_free "$UAS_PORT"
     "$SIPP" -sn uas -i "$IP" -p "$UAS_PORT" -nostdin -timeout $(( DURATION + 40 ))s \
@@ -189,7 +195,7 @@ for n in $SIZES; do
     R[$relay,$n,failed]=$(csv_last "$WORK/uac-$relay-$n.csv" "FailedCall(C)")
     hz=$(getconf CLK_TCK)
     R[$relay,$n,cpu]=$(python3 -c "import sys; t=(int(sys.argv[2])-int(sys.argv[1]))/int(sys.argv[3]); c=max(int(sys.argv[4] or 0),1); print(f'{t/c*1e6:.0f}')" "$c0" "$c1" "$hz" "${R[$relay,$n,ok]}")
-    log "$relay, $n prefixes: ${R[$relay,$n,ok]} ok, ${R[$relay,$n,failed]} failed, ${R[$relay,$n,cpu]} us CPU/call, RSS ${R[$relay,$n,rss0]} -> ${R[$relay,$n,rss1]} kB, started in ${R[$relay,$n,start]} s"
+    log "$relay, $n prefixes: ${R[$relay,$n,ok]} ok, ${R[$relay,$n,failed]} failed, ${R[$relay,$n,cpu]} us CPU/call, Pss ${R[$relay,$n,rss0]} -> ${R[$relay,$n,rss1]} kB, started in ${R[$relay,$n,start]} s"
     stop_pid "$UAS_PID" 3
     stop_pid "$RELAY_PID" 5
   done
@@ -203,7 +209,7 @@ OUT=$ROOT/lab/results/routes-$(date -u +%Y-%m-%d).md
   echo "Run: \`SIZES=\"$SIZES\" RATE=$RATE DURATION=$DURATION lab/bench/routes-vs-mtree.sh\` at $(repo_rev "$ROOT"), $(date -u +%FT%TZ), $(nproc) cores."
   echo "Each call dials a different random 10-13 digit number (20,000 in a SIPp -inf file); prefixes random, 1-9 digits."
   echo
-  echo "| prefixes | relay | calls ok | failed | CPU per call (µs) | ΣVmRSS loaded → after (kB) | start (s) |"
+  echo "| prefixes | relay | calls ok | failed | CPU per call (µs) | ΣPss loaded → after the load (kB) | start (s) |"
   echo "|---|---|---|---|---|---|---|"
   for n in $SIZES; do
     for relay in sbc kamailio; do
