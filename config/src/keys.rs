@@ -753,10 +753,11 @@ element! {
         "answers to a ping that count as up (none: any answer not in out-service-response-codes)");
     OUT_SERVICE_RESPONSE_CODES "out-service-response-codes": list(&CODE, &[],
         "<+code | -code | code ...: 100..=699>",
-        "answers to a ping that take the agent out of service");
+        "answers to a ping, or to a new request (which then tries the next candidate), that \
+         take the agent out of service (by a request's: only with pings or time-to-resume)");
     TRANS_TIMEOUTS "trans-timeouts": int32(0,
         "consecutive timeouts of requests sent to the agent that take it out of service \
-         (Oracle's option)")
+         (Oracle's option; only with pings or time-to-resume, which bring it back)")
         .range(0, 100).note("0 = off");
     TIME_TO_RESUME "time-to-resume": int32(0,
         "an out-of-service agent that is not pinged is in service again after this, s")

@@ -407,14 +407,17 @@ impl AgentHealth {
         self.last_answer = Some(now);
         self.trans_timeouts = 0;
         self.misses = 0;
-        if self.state.is_in_service() && self.policy.out_service_codes.contains(&code) {
+        if self.state.is_in_service()
+            && self.policy.out_service_codes.contains(&code)
+            && self.can_come_back()
+        {
             self.go_out(now, OutReason::RequestResponse(code));
         }
     }
 
     /// A request of real traffic to the agent got no answer (its transaction timed out).
     pub fn on_request_timeout(&mut self, now: Instant) {
-        if !self.state.is_in_service() || self.policy.trans_timeouts == 0 {
+        if !self.state.is_in_service() || self.policy.trans_timeouts == 0 || !self.can_come_back() {
             return;
         }
         self.trans_timeouts = self.trans_timeouts.saturating_add(1);
@@ -425,9 +428,16 @@ impl AgentHealth {
 
     /// The transport to the agent failed: out of service at once.
     pub fn on_transport_failure(&mut self, now: Instant) {
-        if self.state.is_in_service() {
+        if self.state.is_in_service() && self.can_come_back() {
             self.go_out(now, OutReason::TransportFailure);
         }
+    }
+
+    /// Whether something would bring the agent back into service if real traffic took it
+    /// out: pings, or `time-to-resume`. Without either, traffic never takes it out (it would
+    /// stay out for good on one failure; the request itself still hunts on); only pings do.
+    fn can_come_back(&self) -> bool {
+        self.policy.ping_interval.is_some() || self.policy.time_to_resume.is_some()
     }
 
     /// Handles the deadlines that have passed: the outstanding ping's answer deadline and
@@ -1069,10 +1079,23 @@ mod tests {
     }
 
     #[test]
-    fn without_pings_or_resume_it_stays_out() {
+    fn without_pings_or_resume_traffic_never_takes_it_out() {
+        // Nothing would bring it back: one failure must not take it out for good (the
+        // request itself still hunts on); only the operator's disable does.
         let t0 = Instant::now();
-        let mut a = AgentHealth::new(AgentPolicy::default(), t0);
+        let mut a = AgentHealth::new(
+            AgentPolicy {
+                trans_timeouts: 1,
+                out_service_codes: vec![480],
+                ..AgentPolicy::default()
+            },
+            t0,
+        );
         a.on_transport_failure(t0);
+        a.on_request_timeout(t0);
+        a.on_request_answered(t0, 480);
+        assert!(a.state().is_in_service());
+        a.disable(t0);
         a.on_timeout(t0 + secs(1_000_000));
         assert!(!a.state().is_in_service());
         assert_eq!(a.next_deadline(), None);
@@ -1152,7 +1175,7 @@ mod tests {
         }
         assert_eq!(a.snapshot(t0).sessions, 0);
         // Out of service refuses first.
-        a.on_transport_failure(t0);
+        a.disable(t0);
         assert_eq!(a.admit(t0, true), Err(Refusal::OutOfService));
     }
 

@@ -14,6 +14,9 @@
 //!   `sbcSessionAgentStatusTrap` outOfService reaches snmptrapd and `show session-agents` says
 //!   so; once it answers its pings with 200, the next ping brings it back (the trap again,
 //!   inService), and its round trip is shown.
+//! - `round_robin_and_prop_dist_spread_calls_over_sipp_agents`, `in_dialog_requests_reach_a_disabled_agent_and_max_sessions_is_respected`,
+//!   `a_call_to_a_user_of_a_domain_reaches_the_phone_registered_at_a_kamailio_registrar`,
+//!   `a_route_file_routes_by_prefix_and_shows_its_checksum`: see each test's doc.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
@@ -444,4 +447,145 @@ source-realm = ["access"]
     }
     node.assert_alive();
     drop(node);
+}
+
+/// Three SIPp UAS agents (127.0.0.2-4, each also answering pings: `-aa`) in one group.
+fn group_config(strategy: &str, agents: &[SocketAddr], extra_agent_lines: &[&str]) -> SbcConfig {
+    let mut config = SbcConfig::with_addresses(lo(1), lo(1), lo(9));
+    let mut toml = String::new();
+    for (i, a) in agents.iter().enumerate() {
+        toml.push_str(&format!(
+            "\n[[session-agent]]\nname = \"a{i}\"\nrealm = \"core\"\naddress = \"{}\"\nport = {}\n{}\n",
+            a.ip(),
+            a.port(),
+            extra_agent_lines.get(i).copied().unwrap_or("")
+        ));
+    }
+    let names: Vec<String> = (0..agents.len()).map(|i| format!("\"a{i}\"")).collect();
+    toml.push_str(&format!(
+        "\n[[session-agent-group]]\ngroup-name = \"pbx\"\nstrategy = \"{strategy}\"\ndest = [{}]\nsag-recursion = true\n\n[[local-policy]]\nsource-realm = [\"access\"]\n\n[[local-policy.policy-attribute]]\nnext-hop = \"SAG:pbx\"\n",
+        names.join(", ")
+    ));
+    config.extra_toml = toml;
+    config
+}
+
+/// The agents' UASes: SIPp's built-in `uas` answering pings (`-aa`), each ending after the
+/// number of calls `counts` gives it (one more would be refused: a spread other than the
+/// expected one fails the caller's calls or leaves a UAS waiting).
+fn agent_uases(node: &SbcNode, agents: &[SocketAddr], counts: &[u64]) -> Vec<sbc_e2e::SippProcess> {
+    agents
+        .iter()
+        .zip(counts)
+        .enumerate()
+        .map(|(i, (a, n))| {
+            let p = Sipp::new(node.dir(), &format!("agent{i}"))
+                .play(Scenario::Builtin("uas"))
+                .arg("-aa")
+                .local(*a)
+                .calls(u32::try_from(*n).unwrap_or(u32::MAX))
+                .timeout(Duration::from_secs(120))
+                .spawn();
+            sbc_e2e::sipp::wait_listening(*a, false, Duration::from_secs(5));
+            p
+        })
+        .collect()
+}
+
+/// `calls` calls from a SIPp UAC through `node`, each held `hold_ms`.
+fn place_calls(
+    node: &SbcNode,
+    config: &SbcConfig,
+    name: &str,
+    calls: u32,
+    hold_ms: u32,
+) -> sbc_e2e::SippProcess {
+    Sipp::new(node.dir(), name)
+        .play(Scenario::Builtin("uac"))
+        .local(SocketAddr::new(lo(1), ports::free_port()))
+        .remote(config.access)
+        .arg("-d")
+        .arg(hold_ms.to_string())
+        .calls(calls)
+        .rate(10)
+        .timeout(Duration::from_secs(60))
+        .spawn()
+}
+
+/// Round-robin spreads 30 calls over three SIPp agents 10 each; prop-dist by `max-sessions`
+/// 1:2:3 gives 60 calls 10, 20 and 30 (both exact: each UAS takes exactly its share and
+/// ends, and every call of the caller succeeds).
+#[test]
+fn round_robin_and_prop_dist_spread_calls_over_sipp_agents() {
+    for (strategy, calls, lines, expected) in [
+        ("round-robin", 30u32, ["", "", ""], [10u64, 10, 10]),
+        (
+            "prop-dist",
+            60,
+            [
+                "max-sessions = 100",
+                "max-sessions = 200",
+                "max-sessions = 300",
+            ],
+            [10, 20, 30],
+        ),
+    ] {
+        let agents: Vec<SocketAddr> = (2..=4)
+            .map(|i| SocketAddr::new(lo(i), ports::free_port()))
+            .collect();
+        let config = group_config(strategy, &agents, &lines);
+        let mut node = SbcNode::start_config(&config);
+        let uases = agent_uases(&node, &agents, &expected);
+        let uac = place_calls(&node, &config, "uac", calls, 0).wait();
+        uac.assert_success(u64::from(calls));
+        for (u, e) in uases.into_iter().zip(expected) {
+            u.wait_at_most(Duration::from_secs(15)).assert_success(e);
+        }
+        node.assert_alive();
+    }
+}
+
+/// Calls established through an agent that the operator then disables (`state disabled`,
+/// activate-config) still reach it in-dialog (their BYEs), while new calls go to the group's
+/// other agent; `max-sessions` holds a hunt group's first agent to its limit.
+#[test]
+fn in_dialog_requests_reach_a_disabled_agent_and_max_sessions_is_respected() {
+    let agents: Vec<SocketAddr> = (2..=3)
+        .map(|i| SocketAddr::new(lo(i), ports::free_port()))
+        .collect();
+    let config = group_config("hunt", &agents, &["max-sessions = 4", ""]);
+    let mut node = SbcNode::start_config(&config);
+    let uases = agent_uases(&node, &agents, &[4, 6]);
+    // 6 calls held 6 s: a0 takes 4 (its max-sessions), a1 the other 2.
+    let held = place_calls(&node, &config, "held", 6, 6000);
+    std::thread::sleep(Duration::from_millis(2000));
+    let mut mgmt = Mgmt::connect(&node.mgmt_socket());
+    let shown = mgmt.data("show session-agents");
+    let sessions: Vec<u64> = ["a0", "a1"]
+        .iter()
+        .map(|name| {
+            shown["session_agents"]
+                .as_array()
+                .and_then(|rows| rows.iter().find(|r| r["name"] == *name))
+                .and_then(|r| r["sessions"].as_u64())
+                .unwrap_or(u64::MAX)
+        })
+        .collect();
+    assert_eq!(sessions, vec![4, 2], "{shown:#}");
+    // Disable a0 while its 4 calls are up.
+    let out = sbc_e2e::acli::acli_script(
+        &node.mgmt_socket(),
+        "configure terminal\nsession-router\nsession-agent\nselect a0\nstate disabled\ndone\nexit\nexit\nexit\nactivate-config\n",
+    );
+    out.assert_ok();
+    // New calls go to a1 only.
+    let more = place_calls(&node, &config, "more", 4, 0).wait();
+    more.assert_success(4);
+    // The held calls end with their BYEs delivered, a0's included.
+    held.wait().assert_success(6);
+    // a0 finished its 4 calls, a1 took 2 + 4.
+    for (u, n) in uases.into_iter().zip([4, 6]) {
+        u.wait_at_most(Duration::from_secs(15)).assert_success(n);
+    }
+    node.assert_alive();
 }

@@ -370,6 +370,7 @@ fn max_sessions_are_respected_and_freed_when_a_call_ends() {
 fn an_agent_out_of_service_after_trans_timeouts_is_skipped_by_new_calls() {
     let mut w = world_routing_to(&["a", "b"], |agents| {
         agents[0].health.trans_timeouts = 1;
+        agents[0].health.time_to_resume = Some(Duration::from_secs(60));
     });
     w.caller_sends(&nth_invite(0));
     w.advance(DEFAULT_ATTEMPT_EXPIRY);
