@@ -142,3 +142,25 @@ pub fn calls_through_sbc(
     node.assert_alive();
     out
 }
+
+/// Stops a child process a test started: SIGTERM to its PID (a daemon such as Kamailio then
+/// stops the processes it forked), up to `grace` to exit, then SIGKILL.
+pub fn terminate(child: &mut std::process::Child, grace: std::time::Duration) {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    if let Ok(Some(_)) = child.try_wait() {
+        return;
+    }
+    if let Ok(pid) = i32::try_from(child.id()) {
+        let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+    }
+    let deadline = std::time::Instant::now() + grace;
+    while std::time::Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}

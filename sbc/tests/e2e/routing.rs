@@ -226,14 +226,14 @@ port = {}
     drop(node);
 }
 
-/// Kamailio, started by a test, killed by its PID when dropped.
+/// Kamailio, started by a test, stopped by its main PID when dropped: SIGTERM, on which it
+/// stops the processes it forked (a SIGKILL would leave them running), then SIGKILL if it
+/// did not exit within 5 s.
 struct Kamailio(std::process::Child);
 
 impl Drop for Kamailio {
     fn drop(&mut self) {
-        // The main process's PID; with fork=no it is the only one.
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        sbc_e2e::terminate(&mut self.0, Duration::from_secs(5));
     }
 }
 
@@ -244,7 +244,7 @@ fn registrar(dir: &TestDir, addr: SocketAddr) -> Kamailio {
         r#"#!KAMAILIO
 debug=2
 log_stderror=yes
-fork=no
+children=1
 listen=udp:{addr}
 disable_tcp=yes
 auto_aliases=no
