@@ -502,6 +502,12 @@ element! {
     METRICS_ADDRESS "metrics-address": addr("<address:port | none>",
         "where the Prometheus /metrics HTTP listener binds (none: no listener)")
         .example("\"127.0.0.1:9100\"");
+    DNS_IP_PRIMARY "dns-ip-primary": addr("<address:port | none>",
+        "the DNS server session-agents named by DNS are resolved with (none: /etc/resolv.conf's)")
+        .example("\"192.0.2.53:53\"");
+    DNS_IP_BACKUP1 "dns-ip-backup1": addr("<address:port | none>",
+        "a second DNS server, asked when the primary does not answer")
+        .example("\"192.0.2.54:53\"");
 }}
 
 element! {
@@ -716,8 +722,12 @@ element! {
         .example("\"pbx\"");
     REALM "realm": text("", "<realm>", "realm through which the agent is reached").required()
         .example("\"core\"");
-    ADDRESS "address": ip(Dflt::Ip(LOOPBACK), "<IP address>", "the agent's address");
-    PORT "port": port(5060, "the agent's port");
+    ADDRESS "address": KeySpec::new(Ty::Ip, Dflt::Unset,
+        "the agent's IP address (unset: its hostname resolved by DNS if that is a DNS name, \
+         else 127.0.0.1)")
+        .hint("<IP address | \"\">").optional().example("\"192.0.2.10\"");
+    PORT "port": int16(5060, "the agent's port (0 with a DNS hostname and no address: from SRV \
+         records, RFC 3263)").range(0, 65_535);
     TRANSPORT "transport": word(TRANSPORT_WORDS, DEFAULT_TRANSPORT.as_str(), "transport to the agent");
     TLS_PROFILE "tls-profile": KeySpec::new(Ty::Str, Dflt::Unset,
         "with transport tls: the CAs that verify the agent (and our client certificate)")
@@ -730,7 +740,8 @@ element! {
          (RFC 3261 18.1.1: 1300 when the path MTU is unknown; the agent must listen on TCP), bytes")
         .range(0, 65_535).note("0 = off");
     HOSTNAME "hostname": KeySpec::new(Ty::Str, Dflt::Unset,
-        "the host of the Request-URI sent to the agent (default its address)")
+        "the host of the Request-URI sent to the agent (default its address); a DNS name with \
+         no address: resolved by DNS (SRV with port 0, else A/AAAA), again at each answer's TTL")
         .hint("<DNS name or IP address | \"\">").optional().example("\"pbx.example.com\"");
     STATE "state": word(STATE_WORDS, AdminState::DEFAULT.as_str(),
         "disabled: no candidate of any route, not pinged");

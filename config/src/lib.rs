@@ -403,6 +403,20 @@ impl Config {
             .position(|i| i.realm == realm && i.address.is_ipv4() == peer.is_ipv4())
     }
 
+    /// The index of the sip-interface that faces session-agent `agent`: its realm's
+    /// interface of its address's family; for an agent resolved by DNS, its realm's first
+    /// interface (whose family its DNS answers are then taken in).
+    #[must_use]
+    pub fn agent_interface(&self, agent: &SessionAgent) -> Option<usize> {
+        if agent.dns_name().is_some() {
+            self.sip_interfaces
+                .iter()
+                .position(|i| i.realm == agent.realm)
+        } else {
+            self.interface_for(&agent.realm, agent.ip())
+        }
+    }
+
     /// The index of the steering-pool that anchors the legs of sip-interface `index`: its
     /// realm's pool of the interface's address family (a realm has at most one per family).
     #[must_use]
@@ -589,7 +603,7 @@ impl Config {
                             self.session_agents.push(SessionAgent {
                                 name: CORE.to_owned(),
                                 realm: CORE.to_owned(),
-                                address: next_hop.ip(),
+                                address: Some(next_hop.ip()),
                                 port: next_hop.port(),
                                 transport: Transport::Udp,
                                 ..SessionAgent::default()
@@ -602,7 +616,7 @@ impl Config {
                 }
             };
             if let Some(agent) = self.session_agents.get_mut(index) {
-                agent.address = next_hop.ip();
+                agent.address = Some(next_hop.ip());
                 agent.port = next_hop.port();
             }
         }

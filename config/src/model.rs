@@ -380,6 +380,15 @@ pub struct SystemConfig {
     /// port not 0). Default none: no listener.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metrics_address: Option<SocketAddr>,
+    /// `dns-ip-primary`: the DNS server (`address:port`) that resolves session-agents named by
+    /// DNS (Oracle's key on its `network-interface`, an address there; here with its port, so
+    /// that a server off port 53 can be named). Default none: the servers of
+    /// `/etc/resolv.conf`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dns_ip_primary: Option<SocketAddr>,
+    /// `dns-ip-backup1`: a second DNS server, asked when the primary does not answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dns_ip_backup1: Option<SocketAddr>,
 }
 
 impl Default for SystemConfig {
@@ -401,6 +410,8 @@ impl Default for SystemConfig {
             snmp_users: Vec::new(),
             snmp_engine_id: None,
             metrics_address: None,
+            dns_ip_primary: None,
+            dns_ip_backup1: None,
         }
     }
 }
@@ -1102,10 +1113,12 @@ pub struct SessionAgent {
     /// `realm`: the realm (a `sip-interface`'s realm) through which the agent is reached.
     /// Required.
     pub realm: String,
-    /// `address`: the agent's IP address.
-    #[serde(default = "default_address")]
-    pub address: IpAddr,
-    /// `port`: the agent's port.
+    /// `address`: the agent's IP address. Unset with a `hostname` that is a DNS name: that
+    /// name resolved by DNS (RFC 3263, [`SessionAgent::dns_name`]); unset otherwise: 127.0.0.1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<IpAddr>,
+    /// `port`: the agent's port; 0 with a DNS-resolved agent: the port (and the order of its
+    /// hosts) from SRV records (RFC 3263 section 4.2).
     #[serde(default = "default_agent_port")]
     pub port: u16,
     /// `transport`: the transport used to reach the agent; `tls` needs a `tls-profile`, and TLS
@@ -1215,7 +1228,7 @@ impl Default for SessionAgent {
         Self {
             name: String::new(),
             realm: String::new(),
-            address: default_address(),
+            address: None,
             port: default_agent_port(),
             transport: DEFAULT_TRANSPORT,
             tls_profile: None,
@@ -1252,16 +1265,35 @@ impl SessionAgent {
     /// The host of the Request-URI sent to the agent: `hostname`, else its address.
     #[must_use]
     pub fn request_uri_host(&self) -> String {
-        self.hostname.clone().unwrap_or_else(|| match self.address {
+        self.hostname.clone().unwrap_or_else(|| match self.ip() {
             IpAddr::V4(v4) => v4.to_string(),
             IpAddr::V6(v6) => format!("[{v6}]"),
         })
     }
 
-    /// The agent's address and port.
+    /// The agent's configured address: `address`, else 127.0.0.1 (for an agent resolved by
+    /// DNS, a placeholder: see [`Self::dns_name`]).
+    #[must_use]
+    pub fn ip(&self) -> IpAddr {
+        self.address.unwrap_or_else(default_address)
+    }
+
+    /// The DNS name the agent is resolved by: its `hostname` when `address` is unset and the
+    /// hostname is not an IP address.
+    #[must_use]
+    pub fn dns_name(&self) -> Option<&str> {
+        if self.address.is_some() {
+            return None;
+        }
+        let host = self.hostname.as_deref()?;
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        (!host.is_empty() && bare.parse::<IpAddr>().is_err()).then_some(host)
+    }
+
+    /// The agent's configured address and port.
     #[must_use]
     pub fn socket_addr(&self) -> SocketAddr {
-        SocketAddr::new(self.address, self.port)
+        SocketAddr::new(self.ip(), self.port)
     }
 }
 

@@ -2204,6 +2204,18 @@ fn session_agent_routing_keys_are_validated() {
             ][..],
         ),
         (
+            "hostname = \"pbx.example.com\"",
+            "hostname = \"pbx.example.com\"\ntransport = \"tls\"",
+            "session-agent[0].address",
+            &["over TLS", "not resolved by DNS"][..],
+        ),
+        (
+            "address = \"127.0.0.2\"",
+            "address = \"127.0.0.2\"\nport = 0",
+            "session-agent[1].port",
+            &["0"][..],
+        ),
+        (
             "ping-method = \"NOTIFY\"",
             "ping-method = \"options\"",
             "session-agent[0].ping-method",
@@ -2640,4 +2652,24 @@ fn session_router_becomes_local_policies_after_the_explicit_ones() {
         rows,
         [converted("access", "core", "session-router.default-route")]
     );
+}
+
+#[test]
+fn an_agent_with_a_dns_hostname_and_no_address_is_resolved_by_dns() {
+    let c = Config::from_toml_str(ROUTING).unwrap();
+    let pbx = &c.session_agents[0];
+    assert_eq!(pbx.dns_name(), Some("pbx.example.com"));
+    let carrier = &c.session_agents[1];
+    assert_eq!(carrier.dns_name(), None, "an address is configured");
+    let mut ip_host = pbx.clone();
+    ip_host.hostname = Some("[::1]".into());
+    assert_eq!(ip_host.dns_name(), None, "an IP hostname is no DNS name");
+    // An SRV agent (port 0) validates; the same with an address does not.
+    let srv = Config::from_toml_str(&ROUTING.replacen(
+        "hostname = \"pbx.example.com\"",
+        "hostname = \"pbx.example.com\"\nport = 0",
+        1,
+    ))
+    .unwrap();
+    assert_eq!(srv.session_agents[0].port, 0);
 }

@@ -208,7 +208,7 @@ fn embedded_default_is_exactly_as_documented() {
         vec![SessionAgent {
             name: "core".into(),
             realm: "core".into(),
-            address: LOCALHOST,
+            address: None,
             port: 5080,
             transport: Transport::Udp,
             tls_profile: None,

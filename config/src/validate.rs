@@ -642,6 +642,14 @@ fn communities(system: &SystemConfig) -> Result<(), ConfigError> {
             })?;
         }
     }
+    for (key, dns) in [
+        ("system-config.dns-ip-primary", system.dns_ip_primary),
+        ("system-config.dns-ip-backup1", system.dns_ip_backup1),
+    ] {
+        if let Some(addr) = dns {
+            port(key.to_owned(), addr.port())?;
+        }
+    }
     if let Some(addr) = system.snmp_agent_address {
         port("system-config.snmp-agent-address".to_owned(), addr.port())?;
         if list.is_empty() && system.snmp_users.is_empty() {
@@ -1590,30 +1598,69 @@ fn agents(
                 realm_list(interfaces),
             ));
         }
-        if !interfaces
-            .iter()
-            .any(|iface| iface.realm == agent.realm && same_family(iface.address, agent.address))
-        {
-            return Err(ConfigError::invalid(
-                key("address"),
-                quoted(&agent.address.to_string()),
-                format!(
-                    "realm {} has no {} sip-interface to reach the agent through",
-                    quoted(&agent.realm),
-                    family(agent.address)
-                ),
-                format!(
-                    "an address of the family of realm {}'s interfaces, or an {} sip-interface \
-                     in that realm",
-                    quoted(&agent.realm),
-                    family(agent.address)
-                ),
-            ));
+        if agent.dns_name().is_some() {
+            dns_agent(agent, key)?;
+        } else {
+            let ip = agent.ip();
+            if !interfaces
+                .iter()
+                .any(|iface| iface.realm == agent.realm && same_family(iface.address, ip))
+            {
+                return Err(ConfigError::invalid(
+                    key("address"),
+                    quoted(&ip.to_string()),
+                    format!(
+                        "realm {} has no {} sip-interface to reach the agent through",
+                        quoted(&agent.realm),
+                        family(ip)
+                    ),
+                    format!(
+                        "an address of the family of realm {}'s interfaces, or an {} \
+                         sip-interface in that realm",
+                        quoted(&agent.realm),
+                        family(ip)
+                    ),
+                ));
+            }
+            port(key("port"), agent.port)?;
         }
-        port(key("port"), agent.port)?;
         agent_udp_length(agent, interfaces, key)?;
         agent_tls(agent, interfaces, profiles, key)?;
         routing::agent(agent, &format!("session-agent[{i}]"))?;
+    }
+    Ok(())
+}
+
+/// A session-agent resolved by DNS: its `hostname` a DNS name (RFC 1035 labels), not over
+/// TLS (the certificate check and the TLS connection table key on a configured address).
+fn dns_agent(agent: &SessionAgent, key: impl Fn(&str) -> String) -> Result<(), ConfigError> {
+    let name = agent.dns_name().unwrap_or_default();
+    let labels_ok = name.len() <= 253
+        && name.trim_end_matches('.').split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+                && l.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        });
+    if !labels_ok {
+        return Err(ConfigError::invalid(
+            key("hostname"),
+            quoted(name),
+            "not a DNS name nor an IP address",
+            "an IP address, or a DNS name (pbx.example.com), resolved when address is unset: \
+             labels of letters, digits and '-', at most 63 characters each, 253 in all",
+        ));
+    }
+    if agent.transport == Transport::Tls {
+        return Err(ConfigError::invalid(
+            key("address"),
+            "none".to_owned(),
+            "an agent reached over TLS needs its address configured (not resolved by DNS)",
+            "the agent's IP address, with hostname kept for the Request-URI and \
+             tls-server-name for the certificate",
+        ));
     }
     Ok(())
 }
@@ -1651,13 +1698,15 @@ fn agent_udp_length(
         );
     }
     let tcp = interfaces.iter().any(|i| {
-        i.realm == agent.realm && same_family(i.address, agent.address) && i.has(Transport::Tcp)
+        i.realm == agent.realm
+            && (agent.dns_name().is_some() || same_family(i.address, agent.ip()))
+            && i.has(Transport::Tcp)
     });
     if !tcp {
         return refuse(
             format!(
                 "the {} sip-interface of realm {} does not listen on TCP",
-                family(agent.address),
+                family(agent.ip()),
                 quoted(&agent.realm)
             ),
             "0 (off), or add tcp to that interface's transports",

@@ -35,6 +35,7 @@
 pub mod alarm_service;
 pub mod app;
 pub mod control;
+pub mod dns;
 pub mod heap_gate;
 pub mod manpage;
 pub mod metrics;

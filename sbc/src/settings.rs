@@ -10,13 +10,16 @@ use std::time::Duration;
 use anyhow::Context as _;
 use sbc_alarms::{AlarmKind, EvaluatorConfig, MemorySource, Threshold, Thresholds};
 use sbc_config::SagStrategy;
-use sbc_config::{AccessAction, Config, MediaManagerState, RestrictedLatching, Transport};
+use sbc_config::{
+    AccessAction, Config, MediaManagerState, RestrictedLatching, SessionAgent, Transport,
+};
 use sbc_proto::access::AccessSettings;
 use sbc_proto::engine::{EngineConfig, Interface, NextHop, SourcePolicy};
 use sbc_proto::media::MediaSettings;
 use sbc_proto::overload::autoscale::ScalingProfile;
 use sbc_proto::overload::prsm::PrsmConfig;
 use sbc_proto::routing::agent::{AgentPolicy, PingSendMode};
+use sbc_proto::routing::dns::DnsName;
 use sbc_proto::routing::local_policy::{AddressPattern, Days, LocalPolicy, PolicyAttribute};
 use sbc_proto::routing::route_file::load_route_file;
 use sbc_proto::routing::router::{GroupStrategy, RouteAgent, RouteGroup, Router};
@@ -62,7 +65,12 @@ pub fn access(cfg: &Config) -> AccessSettings {
         deny_for: Duration::from_secs(s.source_deny_seconds),
         allow,
         deny,
-        trusted: cfg.session_agents.iter().map(|a| a.address).collect(),
+        trusted: cfg
+            .session_agents
+            .iter()
+            .filter(|a| a.dns_name().is_none())
+            .map(SessionAgent::ip)
+            .collect(),
         ipv6_prefix: s.source_ipv6_prefix_length,
     }
 }
@@ -146,7 +154,8 @@ pub fn tcp_edge(cfg: &Config) -> EdgeSettings {
         trusted: cfg
             .session_agents
             .iter()
-            .map(|a| a.address.to_canonical())
+            .filter(|a| a.dns_name().is_none())
+            .map(|a| a.ip().to_canonical())
             .collect(),
     }
 }
@@ -205,7 +214,7 @@ pub fn router(cfg: &Config) -> anyhow::Result<Router> {
     let mut agents = Vec::new();
     for agent in cfg.session_agents.iter().filter(|a| a.state.is_enabled()) {
         let out = cfg
-            .interface_for(&agent.realm, agent.address)
+            .agent_interface(agent)
             .with_context(|| format!("session-agent {} has no interface", agent.name))?;
         if !cfg.sip_interfaces[out]
             .transports
@@ -219,10 +228,25 @@ pub fn router(cfg: &Config) -> anyhow::Result<Router> {
             );
         }
         let secs = |s: u32| Duration::from_secs(u64::from(s));
+        // An agent resolved by DNS starts at an unspecified address of its interface's
+        // family (out of service until the name resolves: see `crate::dns`).
+        let addr = match agent.dns_name() {
+            Some(_) if cfg.sip_interfaces[out].address.is_ipv6() => {
+                std::net::SocketAddr::new(std::net::Ipv6Addr::UNSPECIFIED.into(), agent.port)
+            }
+            Some(_) => {
+                std::net::SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), agent.port)
+            }
+            None => agent.socket_addr(),
+        };
         agents.push(RouteAgent {
+            dns: agent.dns_name().map(|name| DnsName {
+                name: name.to_owned(),
+                port: agent.port,
+            }),
             hop: NextHop {
                 name: agent.name.clone(),
-                addr: agent.socket_addr(),
+                addr,
                 transport: leg_transport(agent.transport),
                 interface: out,
                 max_udp_length: usize::from(agent.max_udp_length),
@@ -607,10 +631,17 @@ pub fn replica_rules(cfg: &Config) -> ReplicaRules {
     let agents = cfg
         .session_agents
         .iter()
+        .filter(|a| a.dns_name().is_none())
         .filter_map(|a| {
-            let iface = cfg.interface_for(&a.realm, a.address)?;
+            let iface = cfg.interface_for(&a.realm, a.ip())?;
             Some((a.socket_addr(), iface))
         })
+        .collect();
+    let dns_interfaces = cfg
+        .session_agents
+        .iter()
+        .filter(|a| a.dns_name().is_some())
+        .filter_map(|a| cfg.agent_interface(a))
         .collect();
     let pools = (0..cfg.sip_interfaces.len())
         .map(|i| {
@@ -622,6 +653,7 @@ pub fn replica_rules(cfg: &Config) -> ReplicaRules {
     ReplicaRules {
         interfaces,
         agents,
+        dns_interfaces,
         pools,
     }
 }
@@ -822,7 +854,8 @@ pub fn trace(cfg: &Config) -> TraceSettings {
             agents: cfg
                 .session_agents
                 .iter()
-                .map(|a| (a.address, a.name.clone()))
+                .filter(|a| a.dns_name().is_none())
+                .map(|a| (a.ip(), a.name.clone()))
                 .collect(),
         },
         hep: c
@@ -872,7 +905,7 @@ mod tests {
         cfg.sip_config.source_ipv6_prefix_length = 56;
         assert!(!cfg.session_agents.is_empty(), "the default agent");
         for a in &mut cfg.session_agents {
-            a.address = "::ffff:192.0.2.9".parse().expect("address");
+            a.address = Some("::ffff:192.0.2.9".parse().expect("address"));
         }
         assert_eq!(super::access(&cfg).ipv6_prefix, 56);
         let edge = super::tcp_edge(&cfg);

@@ -220,7 +220,14 @@ pub fn session_agents(node: &Node) -> Vec<SessionAgentRow> {
             let in_service = snap.state.is_in_service();
             SessionAgentRow {
                 name: agent.hop.name.clone(),
-                address: format!("{} {:?}", agent.hop.addr, agent.hop.transport),
+                address: match &agent.dns {
+                    // A DNS-named agent: the name, and the address it resolved to (unspecified
+                    // until it has).
+                    Some(dns) => {
+                        format!("{}={} {:?}", dns.name, agent.hop.addr, agent.hop.transport)
+                    }
+                    None => format!("{} {:?}", agent.hop.addr, agent.hop.transport),
+                },
                 state: if in_service {
                     "in-service".to_owned()
                 } else {

@@ -1392,6 +1392,8 @@ fn every_attribute_exists_in_the_model() {
         if let Element::SystemConfig(s) = &mut fresh {
             s.snmp_agent_address = Some("127.0.0.1:161".parse().unwrap());
             s.metrics_address = Some("127.0.0.1:9464".parse().unwrap());
+            s.dns_ip_primary = Some("127.0.0.1:53".parse().unwrap());
+            s.dns_ip_backup1 = Some("127.0.0.2:53".parse().unwrap());
             s.snmp_engine_id = Some("0x8000000001".into());
         }
         if let Element::TrapReceiver(t) = &mut fresh {
@@ -1414,6 +1416,7 @@ fn every_attribute_exists_in_the_model() {
             i.tls_profile = Some("x".into());
         }
         if let Element::SessionAgent(a) = &mut fresh {
+            a.address = Some("127.0.0.1".parse().unwrap());
             a.tls_profile = Some("x".into());
             a.tls_server_name = Some("x".into());
             a.hostname = Some("x".into());

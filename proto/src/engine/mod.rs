@@ -205,6 +205,12 @@ impl Engine {
         self.cfg = cfg;
     }
 
+    /// Replaces the router alone (a DNS-named session-agent resolved to a new address; see
+    /// [`crate::routing::router::Router::with_agent_addr`]).
+    pub fn set_router(&mut self, router: std::sync::Arc<crate::routing::router::Router>) {
+        self.cfg.router = router;
+    }
+
     /// Next change of the dialog table (confirmed calls, and calls in set-up once their INVITE
     /// is forwarded), for state sync to the standby.
     #[must_use]

@@ -162,6 +162,8 @@ pub enum OutReason {
     TransportFailure,
     /// An operator disabled it.
     Disabled,
+    /// It is named by a DNS name that has not resolved yet (no pings until it has).
+    Unresolved,
 }
 
 /// An agent's state.
@@ -466,6 +468,36 @@ impl AgentHealth {
         self.resume_at = None;
     }
 
+    /// An agent named by DNS has no address (yet): out of service, no pings, until
+    /// [`Self::resolved`].
+    pub fn unresolved(&mut self, now: Instant) {
+        if self.is_disabled() || self.state == AgentState::OutOfService(OutReason::Unresolved) {
+            return;
+        }
+        self.go_out(now, OutReason::Unresolved);
+        self.outstanding = None;
+        self.next_ping = None;
+        self.resume_at = None;
+    }
+
+    /// Its DNS name resolved to a new address: an agent that waited for it is in service; one
+    /// out of service (its old address stopped answering) stays out. Either way the new
+    /// address is pinged at once (a ping outstanding to the old one is forgotten), so that it
+    /// is found up or down within one ping timeout.
+    pub fn resolved(&mut self, now: Instant) {
+        if self.is_disabled() {
+            return;
+        }
+        if self.state == AgentState::OutOfService(OutReason::Unresolved) {
+            self.go_in(now);
+        } else if self.state.is_in_service() {
+            return;
+        }
+        self.backoff = 0;
+        self.outstanding = None;
+        self.next_ping = self.policy.ping_interval.map(|_| now);
+    }
+
     /// An operator enables a disabled agent: in service, its first ping one interval later.
     pub fn enable(&mut self, now: Instant) {
         if !self.is_disabled() {
@@ -653,7 +685,7 @@ impl AgentHealth {
     fn go_out(&mut self, now: Instant, reason: OutReason) {
         self.backoff = 0;
         self.trans_timeouts = 0;
-        self.resume_at = if reason == OutReason::Disabled {
+        self.resume_at = if matches!(reason, OutReason::Disabled | OutReason::Unresolved) {
             None
         } else {
             self.resume_after(now)
@@ -1253,6 +1285,35 @@ mod tests {
         assert!(a.state().is_in_service());
         assert_eq!(a.next_deadline(), Some(t0 + 101 * I));
         assert_eq!(transitions(&mut a).len(), 2);
+    }
+
+    #[test]
+    fn an_unresolved_agent_waits_then_is_pinged_at_once() {
+        let t0 = Instant::now();
+        let mut a = AgentHealth::new(pinging(1, PingSendMode::Continuous), t0);
+        a.unresolved(t0);
+        assert_eq!(a.state(), AgentState::OutOfService(OutReason::Unresolved));
+        assert_eq!(a.next_deadline(), None, "no pings to no address");
+        assert!(!a.poll_ping(t0 + 100 * I));
+        assert!(!a.can_admit(t0 + 100 * I, true));
+        a.resolved(t0 + 100 * I);
+        assert!(a.state().is_in_service());
+        assert!(
+            a.poll_ping(t0 + 100 * I),
+            "the new address is pinged at once"
+        );
+        // Resolving again later changes nothing; a disabled agent stays disabled.
+        a.resolved(t0 + 101 * I);
+        assert_eq!(transitions(&mut a).len(), 2);
+        // Out of service on its address, then moved to another: pinged at once, still out.
+        a.on_ping_timeout(t0 + 100 * I + T);
+        assert!(!a.state().is_in_service());
+        a.resolved(t0 + 101 * I);
+        assert!(!a.state().is_in_service());
+        assert!(a.poll_ping(t0 + 101 * I));
+        a.disable(t0 + 102 * I);
+        a.unresolved(t0 + 102 * I);
+        assert_eq!(a.state(), AgentState::OutOfService(OutReason::Disabled));
     }
 
     #[test]

@@ -89,6 +89,27 @@ impl AgentBoard {
         }
     }
 
+    /// `agent` is named by DNS and has no address yet: out of service, not pinged.
+    pub fn unresolved(&self, agent: usize, now: Instant) {
+        if let Some(h) = self.lock().agents.get_mut(agent) {
+            h.unresolved(now);
+        }
+    }
+
+    /// `agent`'s DNS name resolved: in service if it waited for that, pinged at once.
+    pub fn resolved(&self, agent: usize, now: Instant) {
+        if let Some(h) = self.lock().agents.get_mut(agent) {
+            h.resolved(now);
+        }
+    }
+
+    /// Forgets `agent`'s state changes not yet polled.
+    pub fn drop_transitions(&self, agent: usize) {
+        if let Some(h) = self.lock().agents.get_mut(agent) {
+            while h.poll_transition().is_some() {}
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, BoardState> {
         self.state
             .lock()

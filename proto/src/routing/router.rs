@@ -58,6 +58,10 @@ pub struct RouteAgent {
     /// `out-service-response-codes` also make a request try the next candidate (besides 503,
     /// a timeout and a transport failure).
     pub health: AgentPolicy,
+    /// The DNS name its address comes from (RFC 3263, see [`super::dns`]); `None`: a
+    /// configured address. Until the name resolves, the agent is out of service
+    /// ([`super::agent::OutReason::Unresolved`]) and `hop.addr` a placeholder.
+    pub dns: Option<super::dns::DnsName>,
 }
 
 impl RouteAgent {
@@ -73,6 +77,7 @@ impl RouteAgent {
             in_translation: None,
             out_translation: None,
             health: AgentPolicy::default(),
+            dns: None,
         }
     }
 
@@ -226,6 +231,13 @@ impl Router {
             groups.len(),
             now,
         ));
+        for (i, a) in agents.iter().enumerate() {
+            if a.dns.is_some() {
+                board.unresolved(i, now);
+                // Not a change anyone is told about: the agent starts that way.
+                board.drop_transitions(i);
+            }
+        }
         Ok(Self {
             table: Arc::new(RouteTable::new(policies, files)),
             file_names,
@@ -275,6 +287,18 @@ impl Router {
     #[must_use]
     pub fn board(&self) -> &Arc<AgentBoard> {
         &self.board
+    }
+
+    /// A copy of this router in which agent `index` is reached at `addr` (its DNS name
+    /// resolved to it), sharing the table, the groups and the board: the agent's live state
+    /// and sessions carry over, and dialogs already set up keep the address they had.
+    #[must_use]
+    pub fn with_agent_addr(&self, index: usize, addr: SocketAddr) -> Self {
+        let mut next = self.clone();
+        if let Some(agent) = next.agents.get_mut(index) {
+            agent.hop.addr = addr;
+        }
+        next
     }
 
     /// Agent `index` on this router's board.

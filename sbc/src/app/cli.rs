@@ -105,12 +105,19 @@ pub fn load(config: Option<&PathBuf>) -> anyhow::Result<Config> {
     }
 }
 
-/// Logs to stderr, at `info` unless `RUST_LOG` says otherwise.
+/// Logs to stderr, at `info` unless `RUST_LOG` says otherwise; the DNS library's own lines
+/// (every packet at `debug`) only from `warn`, unless `RUST_LOG` names it.
 pub fn init_logging() {
+    let spec = std::env::var("RUST_LOG").unwrap_or_else(|_| "info".to_owned());
+    let spec = if spec.contains("hickory") {
+        spec
+    } else {
+        format!("{spec},hickory_net=warn,hickory_proto=warn,hickory_resolver=warn")
+    };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
+            tracing_subscriber::EnvFilter::try_new(&spec)
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .init();

@@ -129,6 +129,7 @@ pub async fn run(launch: Launch, shutdown: impl Future<Output = ()>) -> anyhow::
         alarms.clone(),
         cfg.system.hostname.clone(),
     ));
+    tasks.spawn(crate::dns::run(console.clone()));
     let snmp_agent = crate::snmp_agent::bind_at_start(&console).await?;
     tasks.spawn(crate::snmp_agent::run(
         console.clone(),

@@ -11,7 +11,8 @@
 //! - on the callee leg, go to one of this node's `session-agent`s, in that agent's realm: calls
 //!   are only ever routed to session-agents, so a dialog whose callee is anywhere else was not
 //!   made by a B2BUA with this configuration (it would make the SBC relay in-dialog requests
-//!   to an address of someone's choosing);
+//!   to an address of someone's choosing); an agent named by DNS is at whatever address DNS
+//!   gave the node that made the dialog, so on its interface any unicast peer is taken;
 //! - have both legs' Call-IDs in the same shard (the callee leg's generated Call-ID embeds the
 //!   caller's shard key), non-empty Call-IDs and local tags, peers with a port and a unicast
 //!   address, and every string and the route set within SIP-sized bounds;
@@ -45,6 +46,9 @@ pub struct ReplicaRules {
     pub interfaces: Vec<(bool, bool, bool)>,
     /// Session-agents: address and the index of the interface of their realm.
     pub agents: Vec<(SocketAddr, usize)>,
+    /// Interfaces that face a session-agent named by DNS: its address is whatever DNS said
+    /// to the node that made the dialog, so a callee leg there is not tied to an address.
+    pub dns_interfaces: Vec<usize>,
     /// Per interface (by index): the index and ports of its realm's steering pool.
     pub pools: Vec<Option<(usize, std::ops::RangeInclusive<u16>)>>,
 }
@@ -109,6 +113,7 @@ impl ReplicaRules {
             .agents
             .iter()
             .any(|&(addr, iface)| addr == d.callee.peer && iface == d.callee.interface)
+            && !self.dns_interfaces.contains(&d.callee.interface)
         {
             return Err(format!(
                 "callee leg goes to {} on interface {}, which is no session-agent of this node",

@@ -659,6 +659,36 @@ impl Node {
         }
     }
 
+    /// Installs `next` as the router if `current` is still the one in use, in the engines
+    /// too (a DNS answer applied to a router that an activation replaced meanwhile is not
+    /// installed: the resolver applies it to the new one). Returns whether it was installed.
+    pub fn swap_router(
+        &self,
+        current: &Arc<sbc_proto::routing::router::Router>,
+        next: sbc_proto::routing::router::Router,
+    ) -> bool {
+        let next = Arc::new(next);
+        {
+            let mut router = self
+                .shared
+                .ctx
+                .router
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if !Arc::ptr_eq(&router, current) {
+                return false;
+            }
+            *router = Arc::clone(&next);
+        }
+        self.shared
+            .ctx
+            .shards
+            .each(self.shared.wire.as_ref(), |_, e| {
+                e.set_router(Arc::clone(&next))
+            });
+        true
+    }
+
     /// Starts or stops the session-agents' health pings (the node became active, or
     /// standby: a standby never pings).
     fn set_pinging(&self, on: bool) {

@@ -589,3 +589,202 @@ fn in_dialog_requests_reach_a_disabled_agent_and_max_sessions_is_respected() {
     }
     node.assert_alive();
 }
+
+/// Debian's dnsmasq serving `records` (its `--srv-host` / `--host-record` arguments) on
+/// `addr`, every answer with a TTL of `ttl` seconds, no upstream; stopped by PID on drop.
+struct Dnsmasq {
+    child: std::process::Child,
+}
+
+impl Dnsmasq {
+    fn start(dir: &TestDir, addr: SocketAddr, ttl: u32, records: &[String]) -> Self {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.file(&format!("dnsmasq-{}.log", addr.port())))
+            .expect("dnsmasq log");
+        let child = std::process::Command::new("dnsmasq")
+            .args([
+                "--keep-in-foreground",
+                "--no-resolv",
+                "--no-hosts",
+                "--conf-file=/dev/null",
+                "--bind-interfaces",
+                "--pid-file=",
+                "--log-facility=-",
+                "--log-queries",
+            ])
+            .arg(format!("--listen-address={}", addr.ip()))
+            .arg(format!("--port={}", addr.port()))
+            .arg(format!("--local-ttl={ttl}"))
+            .args(records)
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("dnsmasq (Debian package dnsmasq-base) not installed");
+        // Ready once it answers a query for a name it serves.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let probe = std::net::UdpSocket::bind((addr.ip(), 0)).expect("probe socket");
+        probe
+            .set_read_timeout(Some(Duration::from_millis(100)))
+            .expect("timeout");
+        // A query for "." type NS, id 0x5b5b.
+        let query = [0x5b, 0x5b, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 1];
+        let mut buf = [0u8; 512];
+        loop {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "dnsmasq did not answer on {addr}"
+            );
+            let _ = probe.send_to(&query, addr);
+            if probe.recv_from(&mut buf).is_ok() {
+                break;
+            }
+        }
+        Self { child }
+    }
+}
+
+impl Drop for Dnsmasq {
+    fn drop(&mut self) {
+        sbc_e2e::terminate(&mut self.child, Duration::from_secs(3));
+    }
+}
+
+/// The `show session-agents` row of `name`.
+fn agent_row(node: &SbcNode, name: &str) -> serde_json::Value {
+    let shown = Mgmt::connect(&node.mgmt_socket()).data("show session-agents");
+    shown["session_agents"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["name"] == name))
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Waits (bounded) until agent `name` is in service at `addr`.
+fn wait_agent_at(node: &SbcNode, name: &str, addr: SocketAddr, within: Duration) {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let row = agent_row(node, name);
+        let at = row["address"].as_str().unwrap_or_default().to_owned();
+        if row["in_service"] == true && at.contains(&format!("={addr} ")) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{name} not in service at {addr} within {within:?}: {row:#}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// INVITEs the SIPp agent `name` in `dir` received (its `-trace_msg` log).
+fn invites_at(dir: &TestDir, name: &str) -> usize {
+    std::fs::read_to_string(dir.file(&format!("{name}.messages.log")))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("INVITE sip:"))
+        .count()
+}
+
+/// A session-agent named by DNS (`hostname = "pbx.test"`, no address, `port = 0`) is found
+/// through SRV records that Debian's dnsmasq serves on loopback (RFC 3263): its calls go to
+/// the priority-10 target, with the name in their Request-URI; when that target stops (its
+/// SIPp UAS killed), the missed ping moves the agent on to the priority-20 target, which
+/// takes the next 3 calls; when the zone changes (dnsmasq restarted with one other target),
+/// the agent follows it within the records' TTL (2 s) and the last 3 calls reach the new
+/// target. No call fails. (The UASes answer pings, `-aa`, which SIPp counts as calls: they
+/// are given room and stopped by PID.)
+#[test]
+fn an_agent_named_by_dns_follows_its_srv_records() {
+    let dir = TestDir::for_current_test();
+    let dns = SocketAddr::new(lo(1), ports::free_port());
+    let targets: Vec<SocketAddr> = (2..=4)
+        .map(|i| SocketAddr::new(lo(i), ports::free_port()))
+        .collect();
+    let srv = |host: &str, t: SocketAddr, priority: u16| {
+        vec![
+            format!(
+                "--srv-host=_sip._udp.pbx.test,{host}.pbx.test,{},{priority},50",
+                t.port()
+            ),
+            format!("--host-record={host}.pbx.test,{}", t.ip()),
+        ]
+    };
+    let first_zone: Vec<String> = [srv("a1", targets[0], 10), srv("b1", targets[1], 20)].concat();
+    let first = Dnsmasq::start(&dir, dns, 2, &first_zone);
+    let mut config = SbcConfig::with_addresses(lo(1), lo(1), lo(9));
+    config.extra_toml = format!(
+        r#"
+[system-config]
+dns-ip-primary = "{dns}"
+
+[[session-agent]]
+name = "carrier"
+realm = "core"
+hostname = "pbx.test"
+port = 0
+ping-interval = 1
+ping-response-timeout-ms = 300
+
+[[local-policy]]
+source-realm = ["access"]
+
+[[local-policy.policy-attribute]]
+next-hop = "carrier"
+"#
+    );
+    // The agents listen before the node resolves and pings them.
+    let mut uases = targets
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let p = Sipp::new(&dir, &format!("agent{i}"))
+                .play(Scenario::Builtin("uas"))
+                .arg("-aa")
+                .local(*a)
+                .calls(1000)
+                .timeout(Duration::from_secs(120))
+                .spawn();
+            sbc_e2e::sipp::wait_listening(*a, false, Duration::from_secs(5));
+            p
+        })
+        .collect::<Vec<_>>()
+        .into_iter();
+    let mut node = SbcNode::start_config(&config);
+    let wait = Duration::from_secs(10);
+    let spread = |_: &SbcNode| -> Vec<usize> {
+        (0..3)
+            .map(|i| invites_at(&dir, &format!("agent{i}")))
+            .collect()
+    };
+
+    wait_agent_at(&node, "carrier", targets[0], wait);
+    place_calls(&node, &config, "to-a", 3, 0)
+        .wait()
+        .assert_success(3);
+    assert_eq!(spread(&node), [3, 0, 0]);
+    let uri = std::fs::read_to_string(dir.file("agent0.messages.log")).unwrap_or_default();
+    assert!(
+        uri.contains("INVITE sip:service@pbx.test SIP/2.0"),
+        "Request-URI: {uri}"
+    );
+
+    // a1 is gone: the next missed ping moves the agent to b1.
+    drop(uases.next());
+    wait_agent_at(&node, "carrier", targets[1], wait);
+    place_calls(&node, &config, "to-b", 3, 0)
+        .wait()
+        .assert_success(3);
+    assert_eq!(spread(&node), [3, 3, 0]);
+
+    // The zone now names c1 alone: followed within the TTL.
+    drop(first);
+    let _second = Dnsmasq::start(&dir, dns, 2, &srv("c1", targets[2], 10));
+    wait_agent_at(&node, "carrier", targets[2], wait);
+    place_calls(&node, &config, "to-c", 3, 0)
+        .wait()
+        .assert_success(3);
+    assert_eq!(spread(&node), [3, 3, 3]);
+    node.assert_alive();
+}
