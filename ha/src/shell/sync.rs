@@ -506,6 +506,12 @@ impl SyncPublisher {
         self.lock().table.len()
     }
 
+    /// Whether `key` is live in the table.
+    #[must_use]
+    pub fn contains(&self, key: &[u8]) -> bool {
+        self.lock().table.get(key).is_some()
+    }
+
     /// Whether the table holds no live key.
     #[must_use]
     pub fn is_empty(&self) -> bool {

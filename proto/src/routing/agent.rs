@@ -181,6 +181,46 @@ impl AgentState {
     pub fn is_in_service(self) -> bool {
         self == Self::InService
     }
+
+    /// Its form on the pair's sync channel: a tag and a status code (0 when none).
+    #[must_use]
+    pub fn to_wire(self) -> [u8; 3] {
+        let (tag, code) = match self {
+            Self::InService => (0, 0),
+            Self::OutOfService(OutReason::PingTimeout) => (1, 0),
+            Self::OutOfService(OutReason::PingResponse(c)) => (2, c),
+            Self::OutOfService(OutReason::RequestResponse(c)) => (3, c),
+            Self::OutOfService(OutReason::TransactionTimeouts) => (4, 0),
+            Self::OutOfService(OutReason::TransportFailure) => (5, 0),
+            Self::OutOfService(OutReason::Disabled) => (6, 0),
+            Self::OutOfService(OutReason::Unresolved) => (7, 0),
+        };
+        let [hi, lo] = u16::to_be_bytes(code);
+        [tag, hi, lo]
+    }
+
+    /// The state [`Self::to_wire`] wrote; `None` for anything else (a status code outside
+    /// 100..=699 included).
+    #[must_use]
+    pub fn from_wire(bytes: &[u8]) -> Option<Self> {
+        let &[tag, hi, lo] = bytes else {
+            return None;
+        };
+        let code = u16::from_be_bytes([hi, lo]);
+        let sip = (100..=699).contains(&code).then_some(code);
+        let out = |r| Some(Self::OutOfService(r));
+        match (tag, code) {
+            (0, 0) => Some(Self::InService),
+            (1, 0) => out(OutReason::PingTimeout),
+            (2, _) => out(OutReason::PingResponse(sip?)),
+            (3, _) => out(OutReason::RequestResponse(sip?)),
+            (4, 0) => out(OutReason::TransactionTimeouts),
+            (5, 0) => out(OutReason::TransportFailure),
+            (6, 0) => out(OutReason::Disabled),
+            (7, 0) => out(OutReason::Unresolved),
+            _ => None,
+        }
+    }
 }
 
 /// A change of an agent's state, for a trap and a log line.
@@ -1285,6 +1325,34 @@ mod tests {
         assert!(a.state().is_in_service());
         assert_eq!(a.next_deadline(), Some(t0 + 101 * I));
         assert_eq!(transitions(&mut a).len(), 2);
+    }
+
+    #[test]
+    fn states_cross_the_sync_channel_unchanged_and_garbage_is_refused() {
+        let all = [
+            AgentState::InService,
+            AgentState::OutOfService(OutReason::PingTimeout),
+            AgentState::OutOfService(OutReason::PingResponse(503)),
+            AgentState::OutOfService(OutReason::RequestResponse(480)),
+            AgentState::OutOfService(OutReason::TransactionTimeouts),
+            AgentState::OutOfService(OutReason::TransportFailure),
+            AgentState::OutOfService(OutReason::Disabled),
+            AgentState::OutOfService(OutReason::Unresolved),
+        ];
+        for s in all {
+            assert_eq!(AgentState::from_wire(&s.to_wire()), Some(s));
+        }
+        for bad in [
+            &[][..],
+            &[0, 0],
+            &[0, 0, 1],
+            &[2, 0, 0],
+            &[2, 3, 0xE8],
+            &[8, 0, 0],
+            &[0; 4],
+        ] {
+            assert_eq!(AgentState::from_wire(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

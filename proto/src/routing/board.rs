@@ -103,6 +103,14 @@ impl AgentBoard {
         }
     }
 
+    /// Adopts `state` for `agent`, replicated from the previous active after a takeover
+    /// ([`AgentHealth::restore_state`]: no transition, pings correct it within an interval).
+    pub fn restore(&self, agent: usize, state: AgentState, now: Instant) {
+        if let Some(h) = self.lock().agents.get_mut(agent) {
+            h.restore_state(state, now);
+        }
+    }
+
     /// Forgets `agent`'s state changes not yet polled.
     pub fn drop_transitions(&self, agent: usize) {
         if let Some(h) = self.lock().agents.get_mut(agent) {

@@ -127,6 +127,7 @@ pub async fn run(launch: Launch, shutdown: impl Future<Output = ()>) -> anyhow::
     tasks.spawn(report_source_denies(
         node.clone(),
         alarms.clone(),
+        pair.clone(),
         cfg.system.hostname.clone(),
     ));
     tasks.spawn(crate::dns::run(console.clone()));
@@ -226,9 +227,14 @@ const CERT_TRAP_EVERY: Duration = Duration::from_secs(86_400);
 /// Source denies at the SIP edge: logged and trapped (`sbcSourceDeniedTrap`) as they start
 /// and end; steering pools running low (`sbcMediaPortsLowTrap`); TLS certificates within their
 /// expiry warning (`sbcTlsCertExpiringTrap`, at once and then daily while they stay);
-/// session-agents going out of service or back (`sbcSessionAgentStatusTrap`); checked once a
-/// second.
-async fn report_source_denies(node: Arc<Node>, alarms: Arc<AlarmService>, hostname: String) {
+/// session-agents going out of service or back (`sbcSessionAgentStatusTrap`, and replicated
+/// to the standby); checked once a second.
+async fn report_source_denies(
+    node: Arc<Node>,
+    alarms: Arc<AlarmService>,
+    pair: Option<Arc<Pair>>,
+    hostname: String,
+) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     // (profile, file, notAfter) -> when last trapped.
     let mut cert_trapped: std::collections::HashMap<
@@ -292,6 +298,9 @@ async fn report_source_denies(node: Arc<Node>, alarms: Arc<AlarmService>, hostna
                 }
                 _ => "in service".to_owned(),
             };
+            if let Some(pair) = &pair {
+                pair.publish_agent_state(&name, t.to);
+            }
             if in_service {
                 info!(session_agent = %name, %reason, "session-agent back in service");
             } else {

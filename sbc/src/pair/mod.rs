@@ -42,6 +42,7 @@ use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
 use sbc_proto::engine::DialogChange;
+use sbc_proto::routing::agent::{AgentState, OutReason};
 use sbc_proto::sip::dialog::Dialog;
 
 use crate::alarm_service::AlarmService;
@@ -217,6 +218,9 @@ impl Pair {
         let check: EntryCheck = {
             let rules = rules.clone();
             Arc::new(move |key: &[u8], value: &[u8]| {
+                if let Some(name) = agent_of_key(key) {
+                    return check_agent_entry(name, value);
+                }
                 rules
                     .read()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -313,10 +317,36 @@ impl Pair {
     /// Dialogs replicated: on the active those its publisher streams (its table changes with
     /// every call), on the standby those its replica holds.
     pub fn replicated_dialogs(&self) -> usize {
+        let keys: Vec<Vec<u8>> = self
+            .node
+            .router()
+            .agents()
+            .iter()
+            .map(|a| agent_key(&a.hop.name))
+            .collect();
         if let Some(p) = self.publisher.lock().ok().and_then(|p| p.clone()) {
-            return p.len();
+            let agents = keys.iter().filter(|k| p.contains(k)).count();
+            return p.len().saturating_sub(agents);
         }
-        self.table.lock().map(|t| t.len()).unwrap_or(0)
+        self.table
+            .lock()
+            .map(|t| {
+                let agents = keys.iter().filter(|k| t.get(k).is_some()).count();
+                t.len().saturating_sub(agents)
+            })
+            .unwrap_or(0)
+    }
+
+    /// Replicates a session-agent's new state (the active's pings and traffic decided it), so
+    /// that a new active starts from it (kamailio#473: a standby that never learnt them marks
+    /// agents by itself). Nothing while this node has no publisher (it is not active).
+    pub fn publish_agent_state(&self, name: &str, state: AgentState) {
+        let Ok(guard) = self.publisher.lock() else {
+            return;
+        };
+        if let Some(publisher) = guard.as_ref() {
+            publisher.upsert(agent_key(name), state.to_wire().to_vec());
+        }
     }
 
     /// The replicated table's revision (its Lamport clock): on the active its publisher's, on
@@ -533,7 +563,37 @@ impl Pair {
             .unwrap_or_default();
         let mut installed = 0usize;
         let rules = self.rules.read().map(|r| r.clone()).unwrap_or_default();
+        let router = self.node.router();
+        let now = Instant::now();
+        for (key, bytes) in &entries {
+            let Some(name) = agent_of_key(key) else {
+                continue;
+            };
+            let state = AgentState::from_wire(bytes);
+            let index = router.agents().iter().position(|a| a.hop.name == name);
+            // Disabled and unresolved are this node's own configuration's and DNS's to say.
+            if let (
+                Some(index),
+                Some(state @ (AgentState::InService | AgentState::OutOfService(_))),
+            ) = (index, state)
+            {
+                if !matches!(
+                    state,
+                    AgentState::OutOfService(OutReason::Disabled | OutReason::Unresolved)
+                ) {
+                    router.board().restore(index, state, now);
+                    info!(
+                        session_agent = name,
+                        ?state,
+                        "session-agent state replicated from the former active"
+                    );
+                }
+            }
+        }
         for (key, bytes) in entries {
+            if agent_of_key(&key).is_some() {
+                continue;
+            }
             match rules.check(&key, &bytes) {
                 Ok(d) => {
                     self.node.apply_replica(DialogChange::Upsert(Box::new(d)));
@@ -618,7 +678,7 @@ impl Pair {
                 let mut installed = 0usize;
                 let rules = me.rules.read().map(|r| r.clone()).unwrap_or_default();
                 for (key, value) in table.iter() {
-                    if known.insert(key.to_vec()) {
+                    if agent_of_key(key).is_none() && known.insert(key.to_vec()) {
                         if let Ok(d) = rules.check(key, value) {
                             me.node.apply_replica(DialogChange::Upsert(Box::new(d)));
                             installed += 1;
@@ -729,6 +789,36 @@ fn transition_state(s: State) -> TransitionState {
 /// allocated whole when a node becomes active (about 100 bytes a slot): 65,536 slots were
 /// 6.3 MB of every active's heap (the soak: 6.67 MB idle against the standby's 1.46). 16,384
 /// are 2-4 s of changes at 2,000 calls/s, and a snapshot of 10,000 dialogs takes 30 ms.
+/// The sync-table keys of session-agent states: this prefix and the agent's name (never 8
+/// bytes long, as a dialog's key is).
+const AGENT_KEY_PREFIX: &[u8] = b"session-agent:";
+/// The longest agent name a replicated entry may carry.
+const MAX_AGENT_NAME: usize = 128;
+
+/// The sync-table key of agent `name`'s state.
+fn agent_key(name: &str) -> Vec<u8> {
+    [AGENT_KEY_PREFIX, name.as_bytes()].concat()
+}
+
+/// The agent name of a session-agent state key; `None` for a dialog's key (or garbage).
+fn agent_of_key(key: &[u8]) -> Option<&str> {
+    key.strip_prefix(AGENT_KEY_PREFIX)
+        .and_then(|n| std::str::from_utf8(n).ok())
+}
+
+/// A replicated agent state must name an agent in a bounded name and decode.
+fn check_agent_entry(name: &str, value: &[u8]) -> Result<(), String> {
+    if name.is_empty() || name.len() > MAX_AGENT_NAME {
+        return Err(format!(
+            "a session-agent state for a name of {} bytes",
+            name.len()
+        ));
+    }
+    AgentState::from_wire(value)
+        .map(|_| ())
+        .ok_or_else(|| format!("session-agent {name:?}: not a state"))
+}
+
 const SYNC_BUFFER: usize = 16_384;
 
 /// Most dialog changes published in one batch.

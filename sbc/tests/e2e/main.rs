@@ -28,6 +28,7 @@ mod metrics;
 mod mgmt_socket;
 mod no_answer;
 mod overload_heap_gate;
+mod pair_agent_states;
 mod pair_cpu_hog;
 mod pair_forged;
 mod pair_ipv6;
