@@ -640,6 +640,7 @@ impl Node {
                 .router
                 .write()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
+            carry_agent_states(&router, &cfg.router, Instant::now());
             cfg.router.board().set_pinging(router.board().is_pinging());
             router.board().set_pinging(false);
             *router = Arc::clone(&cfg.router);
@@ -1070,5 +1071,108 @@ fn counters_report(c: &sbc_proto::media::LegCounters) -> CountersReport {
         lost: c.lost,
         dropped: c.dropped,
         ssrc: c.ssrc,
+    }
+}
+
+/// An activation's new router keeps what the old one learnt: an agent kept with the same
+/// name and address that was out of service (pings, traffic) stays out, as restored after a
+/// takeover (its next ping corrects it). A new or moved agent, or one named by DNS (its
+/// resolver installs its address again at once), starts afresh; session counts start from
+/// the new board (calls set up before hold their sessions on the old one).
+fn carry_agent_states(
+    old: &sbc_proto::routing::router::Router,
+    new: &sbc_proto::routing::router::Router,
+    now: Instant,
+) {
+    use sbc_proto::routing::agent::{AgentState, OutReason};
+    let states = old.board().states();
+    for (i, agent) in new.agents().iter().enumerate() {
+        if agent.dns.is_some() {
+            continue;
+        }
+        let Some(j) = old
+            .agents()
+            .iter()
+            .position(|a| a.hop.name == agent.hop.name && a.hop.addr == agent.hop.addr)
+        else {
+            continue;
+        };
+        match states.get(j).copied() {
+            Some(AgentState::OutOfService(OutReason::Disabled | OutReason::Unresolved))
+            | Some(AgentState::InService)
+            | None => {}
+            Some(state) => new.board().restore(i, state, now),
+        }
+    }
+}
+
+#[cfg(test)]
+mod carry_tests {
+    use std::time::{Duration, Instant};
+
+    use sbc_proto::routing::agent::{AgentState, OutReason};
+    use sbc_proto::routing::router::{NextHop, RouteAgent, Router, DEFAULT_ATTEMPT_EXPIRY};
+    use sbc_proto::sip::dialog::LegTransport;
+
+    fn router(agents: &[(&str, &str)], now: Instant) -> Router {
+        let agents = agents
+            .iter()
+            .map(|(name, addr)| {
+                let mut agent = RouteAgent::at(
+                    NextHop {
+                        name: (*name).into(),
+                        addr: addr.parse().expect("addr"),
+                        transport: LegTransport::Udp,
+                        interface: 0,
+                        max_udp_length: 0,
+                    },
+                    DEFAULT_ATTEMPT_EXPIRY,
+                );
+                // Pinged: traffic may take it out (something brings it back).
+                agent.health.ping_interval = Some(Duration::from_secs(5));
+                agent
+            })
+            .collect();
+        Router::new(agents, Vec::new(), Vec::new(), now).expect("router")
+    }
+
+    #[test]
+    fn an_activation_keeps_what_the_old_board_learnt_of_kept_agents() {
+        let t0 = Instant::now();
+        let old = router(
+            &[
+                ("a", "192.0.2.1:5060"),
+                ("b", "192.0.2.2:5060"),
+                ("c", "192.0.2.3:5060"),
+            ],
+            t0,
+        );
+        // a and b went out (a by transport failure), c stays in.
+        old.board().transport_failed(0, t0);
+        old.board().transport_failed(1, t0);
+        // The new configuration keeps a, moves b, keeps c, adds d.
+        let new = router(
+            &[
+                ("d", "192.0.2.4:5060"),
+                ("c", "192.0.2.3:5060"),
+                ("b", "192.0.2.9:5060"),
+                ("a", "192.0.2.1:5060"),
+            ],
+            t0 + Duration::from_secs(1),
+        );
+        super::carry_agent_states(&old, &new, t0 + Duration::from_secs(1));
+        assert_eq!(
+            new.board().states(),
+            [
+                AgentState::InService,
+                AgentState::InService,
+                AgentState::InService,
+                AgentState::OutOfService(OutReason::TransportFailure),
+            ]
+        );
+        assert!(
+            new.board().poll_transitions(t0).is_empty(),
+            "carried over, not decided again"
+        );
     }
 }

@@ -788,3 +788,50 @@ next-hop = "carrier"
     assert_eq!(spread(&node), [3, 3, 3]);
     node.assert_alive();
 }
+
+/// Sessions per agent of `show session-agents`, for `names`.
+fn sessions_of(node: &SbcNode, names: &[&str]) -> Vec<u64> {
+    names
+        .iter()
+        .map(|n| agent_row(node, n)["sessions"].as_u64().unwrap_or(u64::MAX))
+        .collect()
+}
+
+/// Least-busy sends each new call to the agent with the fewest sessions relative to its
+/// `max-sessions` (10 and 20 here): 6 held calls go 2 and 4, as `show session-agents` and the
+/// UASes count them. `max-burst-rate = 2` on a hunt group's first agent: of 6 calls placed
+/// within one second it takes 2, the next agent 4.
+#[test]
+fn least_busy_follows_live_sessions_and_max_burst_rate_holds() {
+    for (strategy, lines, expected) in [
+        (
+            "least-busy",
+            ["max-sessions = 10", "max-sessions = 20"],
+            [2u64, 4],
+        ),
+        ("hunt", ["max-burst-rate = 2", ""], [2, 4]),
+    ] {
+        let agents: Vec<SocketAddr> = (2..=3)
+            .map(|i| SocketAddr::new(lo(i), ports::free_port()))
+            .collect();
+        let config = group_config(strategy, &agents, &lines);
+        let mut node = SbcNode::start_config(&config);
+        let uases = agent_uases(&node, &agents, &expected);
+        // 6 calls at 10/s (within 0.6 s), each held 4 s: all up together.
+        let held = place_calls(&node, &config, "held", 6, 4000);
+        let deadline = std::time::Instant::now() + Duration::from_secs(3);
+        let mut sessions = sessions_of(&node, &["a0", "a1"]);
+        while sessions.iter().sum::<u64>() < 6 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+            sessions = sessions_of(&node, &["a0", "a1"]);
+        }
+        if strategy == "least-busy" {
+            assert_eq!(sessions, expected, "{strategy}: live sessions");
+        }
+        held.wait().assert_success(6);
+        for (u, e) in uases.into_iter().zip(expected) {
+            u.wait_at_most(Duration::from_secs(15)).assert_success(e);
+        }
+        node.assert_alive();
+    }
+}
