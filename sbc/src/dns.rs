@@ -71,8 +71,7 @@ pub async fn run(console: Arc<Console>) {
         if !seen.as_ref().is_some_and(|s| Arc::ptr_eq(s, &router)) {
             // A new configuration: new servers, perhaps; agents it dropped forgotten, those
             // it kept put at the address they had at once.
-            let running = console.running();
-            let wanted = (running.system.dns_ip_primary, running.system.dns_ip_backup1);
+            let wanted = crate::settings::dns_servers(&console.running());
             if servers != Some(wanted) {
                 resolver = build_resolver(wanted);
                 servers = Some(wanted);

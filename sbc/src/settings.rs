@@ -658,6 +658,13 @@ pub fn replica_rules(cfg: &Config) -> ReplicaRules {
     }
 }
 
+/// The DNS servers that resolve session-agents named by DNS (`dns-ip-primary`,
+/// `dns-ip-backup1`; both `None`: the system's, from `/etc/resolv.conf`).
+#[must_use]
+pub fn dns_servers(cfg: &Config) -> (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>) {
+    (cfg.system.dns_ip_primary, cfg.system.dns_ip_backup1)
+}
+
 /// Maps the configuration's memory source onto the sampler's.
 pub fn memory_source(cfg: &Config) -> MemorySource {
     match cfg.system.memory_source {
