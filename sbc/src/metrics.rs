@@ -310,6 +310,11 @@ fn sip_counter(
             None,
             "Attempts abandoned without any response within the agent's attempt expiry",
         ),
+        "abandoned_answers_released" => (
+            "sbc_routing_abandoned_answers_released",
+            None,
+            "Late 2xx answers to abandoned attempts, ACKed and hung up with BYE",
+        ),
         "agent_refused" => (
             "sbc_routing_agent_refused",
             None,

@@ -7,8 +7,12 @@ use super::build::empty_message;
 use super::transactions::{ClientKey, ServerKey};
 use super::transmit::Transmit;
 use super::Engine;
-use crate::sip::dialog::{Dialog, DialogState, Side};
-use crate::sip::message::Method;
+use crate::sip::dialog::{Dialog, DialogState, Leg, Side};
+use crate::sip::message::{HeaderName, Method, SipMessage};
+use tracing::debug;
+
+/// Abandoned attempts' callee legs an engine keeps at most (each for 64·T1).
+pub(super) const MAX_ABANDONED: usize = 256;
 
 /// A change of the dialog table, streamed to the standby: confirmed calls, and calls in
 /// set-up from the moment their INVITE is forwarded (with their [`crate::sip::dialog::CallSetup`]).
@@ -372,6 +376,90 @@ impl Engine {
             }
             self.dialogs.remove_call(d);
         }
+    }
+
+    /// Keeps the callee leg of an INVITE attempt abandoned at its expiry for 64·T1, so that
+    /// a 2xx it sends late is ACKed and hung up ([`Self::take_abandoned`]); at most
+    /// [`MAX_ABANDONED`] are kept (the oldest goes first).
+    pub(super) fn remember_abandoned(&mut self, now: Instant, leg: Leg) {
+        while self
+            .abandoned
+            .front()
+            .is_some_and(|(until, _)| *until <= now)
+            || self.abandoned.len() >= MAX_ABANDONED
+        {
+            self.abandoned.pop_front();
+        }
+        self.abandoned.push_back((now + self.cfg.timers.t64(), leg));
+    }
+
+    /// The abandoned attempt's leg a 2xx answers (its Call-ID and our tag), taken out.
+    pub(super) fn take_abandoned(&mut self, now: Instant, msg: &SipMessage) -> Option<Leg> {
+        while self
+            .abandoned
+            .front()
+            .is_some_and(|(until, _)| *until <= now)
+        {
+            self.abandoned.pop_front();
+        }
+        let (call_id, tag) = (msg.call_id()?, msg.from_tag()?);
+        let i = self
+            .abandoned
+            .iter()
+            .position(|(_, l)| l.call_id == call_id && l.local_tag == tag)?;
+        self.abandoned.remove(i).map(|(_, leg)| leg)
+    }
+
+    /// A late 2xx to an abandoned attempt: the dialog it makes is ACKed and ended with BYE
+    /// (RFC 3261 §13.2.2.4 gives a UAC no other way out), on that leg alone.
+    pub(super) fn release_abandoned_answer(
+        &mut self,
+        now: Instant,
+        mut leg: Leg,
+        msg: &SipMessage,
+    ) {
+        leg.remote_tag = msg.to_tag().map(str::to_owned);
+        if let Some(target) = msg.contact_uri() {
+            leg.remote_target = target.to_owned();
+        }
+        leg.route_set = msg
+            .header_values(&HeaderName::RecordRoute)
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        self.stats.abandoned_answers_released += 1;
+        self.trace_note("a late 2xx to an abandoned attempt: ACKed and hung up with BYE");
+        debug!(call_id = %leg.call_id, "late answer to an abandoned attempt released");
+        let branch = self.ids.branch();
+        let ack = self.build_request(
+            &leg,
+            &Method::Ack,
+            leg.last_invite_cseq,
+            &branch,
+            &empty_message(),
+            70,
+        );
+        self.out.push_back(Transmit {
+            interface: leg.interface,
+            transport: leg.transport,
+            dest: leg.peer,
+            payload: ack,
+        });
+        leg.local_cseq += 1;
+        let cseq = leg.local_cseq;
+        self.send_request(
+            now,
+            &leg,
+            None,
+            Side::Callee,
+            &Method::Bye,
+            cseq,
+            &empty_message(),
+            70,
+            None,
+        );
     }
 
     /// Answered after a CANCEL or timer C: ACK the 2xx and send BYE to the callee.

@@ -98,6 +98,9 @@ pub struct Engine {
     /// Dialog ends not replicated yet, and replicated dialogs in `Terminating` to forget, in time
     /// order (both after 64·T1; see [`Lingering`]).
     lingering: VecDeque<(Instant, Lingering)>,
+    /// Callee legs of INVITE attempts abandoned at their expiry, until when a late 2xx on
+    /// them is still hung up (bounded: [`call::MAX_ABANDONED`]).
+    abandoned: VecDeque<(Instant, crate::sip::dialog::Leg)>,
     /// The time last passed in (the engine has no clock of its own).
     now: Option<Instant>,
     dialogs: DialogIndex,
@@ -176,6 +179,7 @@ impl Engine {
             calls: HashMap::new(),
             changes: VecDeque::new(),
             lingering: VecDeque::new(),
+            abandoned: VecDeque::new(),
             now: None,
             dialogs: DialogIndex::default(),
             server: HashMap::new(),

@@ -125,7 +125,7 @@ impl Engine {
 
     /// A response that matched no client transaction: a retransmitted 2xx after our INVITE
     /// transaction ended, or junk.
-    pub(super) fn stray_response(&mut self, _now: Instant, code: u16, msg: &SipMessage) {
+    pub(super) fn stray_response(&mut self, now: Instant, code: u16, msg: &SipMessage) {
         let is_invite_2xx =
             (200..300).contains(&code) && msg.cseq().is_some_and(|c| c.method == Method::Invite);
         if is_invite_2xx {
@@ -136,6 +136,10 @@ impl Engine {
             if let Some((id, side)) = found {
                 self.trace_call(id);
                 self.retransmitted_2xx(id, side);
+                return;
+            }
+            if let Some(leg) = self.take_abandoned(now, msg) {
+                self.release_abandoned_answer(now, leg, msg);
                 return;
             }
         }

@@ -76,6 +76,9 @@ pub struct Stats {
     pub pings_sent: u64,
     /// Requests whose numbers a session-translation rewrote (in and out counted apart).
     pub translated: u64,
+    /// 2xx answers to an attempt abandoned at its expiry (a later candidate had the call):
+    /// ACKed and hung up with BYE, so that the late callee does not hold a call alone.
+    pub abandoned_answers_released: u64,
 }
 
 impl std::ops::AddAssign<&Self> for Stats {
@@ -90,7 +93,7 @@ impl std::ops::AddAssign<&Self> for Stats {
 
 impl Stats {
     /// The number of counters.
-    pub const COUNT: usize = 31;
+    pub const COUNT: usize = 32;
 
     /// Every counter with its name (the serialised field name), in declaration order.
     fn counters_mut(&mut self) -> [(&'static str, &mut u64); Self::COUNT] {
@@ -126,6 +129,7 @@ impl Stats {
             no_agent_503,
             pings_sent,
             translated,
+            abandoned_answers_released,
         } = self;
         // Destructured, so a new counter that is not listed here does not compile.
         [
@@ -160,6 +164,7 @@ impl Stats {
             ("no_agent_503", no_agent_503),
             ("pings_sent", pings_sent),
             ("translated", translated),
+            ("abandoned_answers_released", abandoned_answers_released),
         ]
     }
 

@@ -187,6 +187,12 @@ impl Engine {
                 }
                 self.stats.attempts_expired += 1;
                 debug!(method = %entry.method, "no response within the attempt expiry");
+                if entry.method == Method::Invite {
+                    if let Some(call) = entry.call.and_then(|id| self.calls.get(&id)) {
+                        let leg = call.dialog.callee.clone();
+                        self.remember_abandoned(now, leg);
+                    }
+                }
                 self.client_timed_out(now, &key, entry, true);
             }
             return;

@@ -103,13 +103,40 @@ next-hop = "SAG:pbx"
     );
     let busy_uas = busy_uas.wait_at_most(Duration::from_secs(20));
     busy_uas.assert_success(u64::from(calls));
-    let invites: Vec<SipMsg> = silent
-        .recv_all(Duration::from_millis(200))
+    let received = silent.recv_all(Duration::from_millis(200));
+    let invites: Vec<SipMsg> = received
         .iter()
         .filter_map(|(b, _)| SipMsg::parse(b))
         .filter(|m| m.method() == Some("INVITE"))
         .collect();
     assert!(!invites.is_empty(), "the silent agent was tried");
+    // The silent agent answers its last INVITE after all (within 64·T1 of its abandonment):
+    // the SBC ACKs that 2xx and hangs it up with BYE, on that leg alone.
+    let (last, from) = received
+        .iter()
+        .rev()
+        .find_map(|(b, from)| {
+            SipMsg::parse(b)
+                .filter(|m| m.method() == Some("INVITE"))
+                .map(|m| (m, *from))
+        })
+        .expect("an INVITE");
+    silent.send_to(&response_to(&last, 200, "OK", "late"), from);
+    let call_id = last.header("call-id").unwrap_or_default().to_owned();
+    let after: Vec<SipMsg> = silent
+        .recv_all(Duration::from_millis(1500))
+        .iter()
+        .filter_map(|(b, _)| SipMsg::parse(b))
+        .filter(|m| m.header("call-id") == Some(call_id.as_str()))
+        .collect();
+    let methods: Vec<&str> = after.iter().filter_map(SipMsg::method).collect();
+    assert!(
+        methods.contains(&"ACK") && methods.contains(&"BYE"),
+        "the late 2xx was not ACKed and hung up: {methods:?}"
+    );
+    if let Some(bye) = after.iter().find(|m| m.method() == Some("BYE")) {
+        silent.send_to(&response_to(bye, 200, "OK", "late"), from);
+    }
     let uri = invites[0]
         .start_line
         .split(' ')

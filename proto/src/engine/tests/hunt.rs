@@ -153,6 +153,42 @@ fn a_silent_agent_is_abandoned_then_a_busy_one_ends_the_hunt() {
 }
 
 #[test]
+fn a_late_answer_to_an_abandoned_attempt_is_acked_and_hung_up() {
+    let mut w = world_routing_to(&["a", "b"], |_| {});
+    w.caller_sends(&invite("z9hG4bKlate"));
+    w.advance(DEFAULT_ATTEMPT_EXPIRY);
+    let to_b = sent_to(&w, B);
+    assert_eq!(to_b.len(), 1, "b tried after a's expiry");
+    answer_from(&mut w, B, &to_b[0], 200, "b1");
+    assert_eq!(w.codes_to_caller(), vec![100, 200]);
+    // a answers its abandoned INVITE after all: ACKed and hung up on that leg alone.
+    w.callee_answers(200, "a-late");
+    let mut methods = w.methods_to_callee();
+    methods.dedup(); // the INVITE was retransmitted (timer A) before its expiry
+    assert_eq!(methods, vec!["INVITE", "ACK", "BYE"]);
+    let bye = w
+        .to_callee
+        .iter()
+        .find(|m| m.method() == Some(&Method::Bye))
+        .cloned()
+        .expect("a BYE");
+    assert_eq!(bye.call_id(), w.to_callee[0].call_id(), "a's own leg");
+    assert_eq!(bye.to_tag(), Some("a-late"));
+    let uri = bye.request_uri().unwrap_or_default();
+    assert!(uri.contains(CALLEE), "to a's Contact: {uri}");
+    assert_eq!(
+        w.codes_to_caller(),
+        vec![100, 200],
+        "the caller sees nothing of it"
+    );
+    assert_eq!(w.engine.stats().abandoned_answers_released, 1);
+    assert_eq!(w.engine.call_count(), 1, "b's call stays up");
+    // a answers the BYE: nothing more is released.
+    w.callee_answers(200, "a-late");
+    assert_eq!(w.engine.stats().abandoned_answers_released, 1);
+}
+
+#[test]
 fn when_every_candidate_fails_the_caller_gets_the_best_failure_never_503() {
     // 503 then 503: 500 (RFC 3261 §16.7).
     let mut w = world_routing_to(&["a", "b"], |_| {});
