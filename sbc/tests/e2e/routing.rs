@@ -862,3 +862,75 @@ fn least_busy_follows_live_sessions_and_max_burst_rate_holds() {
         node.assert_alive();
     }
 }
+
+/// Translations on the wire: the agent's `out-translationid` adds 99 before the called user
+/// (Request-URI and To) and replaces the calling user `sipp` by `+15550100` (From); the agent
+/// (SIPp's UAS) sees the translated numbers, the caller (SIPp's UAC) its own in the answer.
+#[test]
+fn translations_are_seen_on_the_wire_toward_the_agent_only() {
+    let agents = [SocketAddr::new(lo(2), ports::free_port())];
+    let mut config = group_config("hunt", &agents, &["out-translationid = \"to-carrier\""]);
+    config.extra_toml.push_str(
+        r#"
+[[translation-rules]]
+id = "prefix-99"
+type = "add"
+add-string = "99"
+add-index = 0
+
+[[translation-rules]]
+id = "calling-e164"
+type = "replace"
+delete-string = "sipp"
+delete-index = 0
+add-string = "+15550100"
+add-index = 0
+
+[[session-translation]]
+id = "to-carrier"
+rules-called = ["prefix-99"]
+rules-calling = ["calling-e164"]
+"#,
+    );
+    let mut node = SbcNode::start_config(&config);
+    let uases = agent_uases(&node, &agents, &[2]);
+    place_calls(&node, &config, "uac", 2, 0)
+        .wait()
+        .assert_success(2);
+    for u in uases {
+        u.wait_at_most(Duration::from_secs(15)).assert_success(2);
+    }
+    let at_agent =
+        std::fs::read_to_string(node.dir().file("agent0.messages.log")).unwrap_or_default();
+    let invite = at_agent
+        .split("-----")
+        .find(|m| m.contains("INVITE sip:"))
+        .unwrap_or_default();
+    assert!(
+        invite.contains("INVITE sip:99service@"),
+        "Request-URI: {invite}"
+    );
+    assert!(
+        invite.contains("To: service <sip:99service@"),
+        "To: {invite}"
+    );
+    assert!(invite.contains("<sip:+15550100@"), "From: {invite}");
+    let at_caller =
+        std::fs::read_to_string(node.dir().file("uac.messages.log")).unwrap_or_default();
+    let answer = at_caller
+        .split("-----")
+        .find(|m| m.contains("SIP/2.0 200 OK") && m.contains("INVITE"))
+        .unwrap_or_default();
+    assert!(
+        answer.contains("<sip:service@"),
+        "the caller's own To: {answer}"
+    );
+    assert!(!answer.contains("99service"), "{answer}");
+    assert!(!answer.contains("+15550100"), "{answer}");
+    let stats = Mgmt::connect(&node.mgmt_socket()).data("show sip-stats");
+    assert!(
+        stats["counters"]["translated"].as_u64().unwrap_or(0) >= 2,
+        "{stats:#}"
+    );
+    node.assert_alive();
+}
