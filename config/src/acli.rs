@@ -750,6 +750,7 @@ impl Session {
                 for kind in [
                     Kind::AutoScalingProfile,
                     Kind::MediaManager,
+                    Kind::RealmConfig,
                     Kind::SteeringPool,
                 ] {
                     entries.push(entry(kind.word(), kind.help(), Cmd::Element(kind)));

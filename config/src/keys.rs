@@ -848,6 +848,23 @@ element! {
 }}
 
 element! {
+    /// `realm-config`.
+    realm_config: "realm-config" in "[[realm-config]]",
+        "what a realm applies to the requests it carries: its number translations \
+         (multi-instance, key: identifier)" {
+    IDENTIFIER "identifier": text("", "<realm>", "the realm (a sip-interface's realm)").required()
+        .example("\"access\"");
+    IN_TRANSLATIONID "in-translationid": KeySpec::new(Ty::Str, Dflt::Unset,
+        "the session-translation applied to new requests arriving in the realm, before routing \
+         (a session-agent's own wins)")
+        .hint("<session-translation id | \"\">").optional().example("\"strip-plus\"");
+    OUT_TRANSLATIONID "out-translationid": KeySpec::new(Ty::Str, Dflt::Unset,
+        "the session-translation applied to new requests sent into the realm, after routing \
+         (a session-agent's own wins)")
+        .hint("<session-translation id | \"\">").optional().example("\"add-plus\"");
+}}
+
+element! {
     /// `local-policy`.
     local_policy: "local-policy" in "[[local-policy]]",
         "a routing table row: where requests from, to and arriving in these may go \
@@ -1103,6 +1120,7 @@ pub const ELEMENTS: &[ElementSpec] = &[
     session_agent_group::ELEMENT,
     translation_rules::ELEMENT,
     session_translation::ELEMENT,
+    realm_config::ELEMENT,
     local_policy::ELEMENT,
     policy_attributes::ELEMENT,
     local_routing_config::ELEMENT,

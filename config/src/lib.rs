@@ -13,7 +13,8 @@
 //!   issue 28: [`SessionAgentGroup`] `session-agent-group`, [`LocalPolicy`] `local-policy`
 //!   with its [`PolicyAttribute`]s (`policy-attributes`), [`LocalRoutingConfig`]
 //!   `local-routing-config`, [`TranslationRules`] `translation-rules` and
-//!   [`SessionTranslation`] `session-translation`;
+//!   [`SessionTranslation`] `session-translation`; [`RealmConfig`] `realm-config` (a realm's
+//!   translations);
 //!   [`RedundancyConfig`] `redundancy-config` with its [`Peer`]s; [`AutoScalingProfile`]
 //!   `auto-scaling-profile`; [`AccessControl`] `access-control`; [`MediaManager`]
 //!   `media-manager`; [`SteeringPool`] `steering-pool`; [`TlsProfile`] `tls-profile`; the SIP
@@ -106,12 +107,12 @@ pub use model::{
     AdminState, AlarmThreshold, AlarmType, AutoScalingProfile, CaptureAgent, CaptureAgentState,
     CaptureTransport, CriticalMemoryAbort, FilterConfig, FilterLevel, InDialogSource, LocalPolicy,
     LocalRoutingConfig, MediaManager, MediaManagerState, MemorySource, NextHop, Peer, PeerType,
-    PingSendMode, PolicyAttribute, RedundancyConfig, RedundancyState, RestrictedLatching, Route,
-    SagStrategy, SessionAgent, SessionAgentGroup, SessionRouter, SessionTranslation, Severity,
-    SipConfig, SipInterface, SipMonitoring, SipMonitoringState, SnmpAuthProtocol, SnmpCommunity,
-    SnmpPrivProtocol, SnmpUserEntry, SnmpVersion, SteeringPool, SystemConfig, TlsProfile,
-    TlsVersion, TranslationIndex, TranslationRules, TranslationType, Transport, TrapReceiver,
-    DAY_LETTERS, SAG_PREFIX,
+    PingSendMode, PolicyAttribute, RealmConfig, RedundancyConfig, RedundancyState,
+    RestrictedLatching, Route, SagStrategy, SessionAgent, SessionAgentGroup, SessionRouter,
+    SessionTranslation, Severity, SipConfig, SipInterface, SipMonitoring, SipMonitoringState,
+    SnmpAuthProtocol, SnmpCommunity, SnmpPrivProtocol, SnmpUserEntry, SnmpVersion, SteeringPool,
+    SystemConfig, TlsProfile, TlsVersion, TranslationIndex, TranslationRules, TranslationType,
+    Transport, TrapReceiver, DAY_LETTERS, SAG_PREFIX,
 };
 pub use net::{parse_net, IpNet};
 pub use push::{MASK, NODE_LOCAL, SECRET_KEYS};
@@ -148,6 +149,10 @@ pub struct Config {
     /// name. Default none.
     #[serde(rename = "session-translation")]
     pub session_translations: Vec<SessionTranslation>,
+    /// `[[realm-config]]`: what a realm (a `sip-interface`'s realm) applies to the requests it
+    /// carries: its `in-translationid` and `out-translationid`. Default none.
+    #[serde(rename = "realm-config")]
+    pub realm_configs: Vec<RealmConfig>,
     /// `[[local-policy]]`: the routing table (see [`Config::effective_local_policies`] for the
     /// rows `session-router` adds). Default none.
     #[serde(rename = "local-policy")]
@@ -199,6 +204,7 @@ struct RawConfig {
     session_agent_group: Vec<SessionAgentGroup>,
     translation_rules: Vec<TranslationRules>,
     session_translation: Vec<SessionTranslation>,
+    realm_config: Vec<RealmConfig>,
     local_policy: Vec<LocalPolicy>,
     local_routing_config: Vec<LocalRoutingConfig>,
     session_router: SessionRouter,
@@ -238,6 +244,7 @@ impl From<RawConfig> for Config {
             session_agent_groups: raw.session_agent_group,
             translation_rules: raw.translation_rules,
             session_translations: raw.session_translation,
+            realm_configs: raw.realm_config,
             local_policies: raw.local_policy,
             local_routing_configs: raw.local_routing_config,
             session_router,
@@ -465,7 +472,13 @@ impl Config {
         self.translation_rules.iter().find(|r| r.id == id)
     }
 
-    /// The `session-translation` whose `id` is `id`, if any.
+    /// The `realm-config` of realm `realm`, if any.
+    #[must_use]
+    pub fn realm_config(&self, realm: &str) -> Option<&RealmConfig> {
+        self.realm_configs.iter().find(|r| r.identifier == realm)
+    }
+
+    /// The `session-translation` named `id`.
     #[must_use]
     pub fn session_translation(&self, id: &str) -> Option<&SessionTranslation> {
         self.session_translations.iter().find(|t| t.id == id)

@@ -95,7 +95,7 @@ mod routing;
 
 pub use routing::{
     parse_days_of_week, parse_hhmm, AdminState, LocalPolicy, LocalRoutingConfig, NextHop,
-    PingSendMode, PolicyAttribute, SagStrategy, SessionAgentGroup, SessionTranslation,
+    PingSendMode, PolicyAttribute, RealmConfig, SagStrategy, SessionAgentGroup, SessionTranslation,
     TranslationIndex, TranslationRules, TranslationType, DAY_LETTERS, SAG_PREFIX,
 };
 

@@ -1863,6 +1863,11 @@ name = "carrier-b"
 realm = "core"
 address = "127.0.0.3"
 
+[[realm-config]]
+identifier = "access"
+in-translationid = "in"
+out-translationid = "out"
+
 [[session-agent-group]]
 group-name = "carriers"
 state = "disabled"
@@ -2214,6 +2219,22 @@ fn session_agent_routing_keys_are_validated() {
             "address = \"127.0.0.2\"\nport = 0",
             "session-agent[1].port",
             &["0"][..],
+        ),
+        (
+            "identifier = \"access\"",
+            "identifier = \"nowhere\"",
+            "realm-config[0].identifier",
+            &[
+                "\"nowhere\"",
+                "no sip-interface has this realm",
+                "\"access\"",
+            ][..],
+        ),
+        (
+            "in-translationid = \"in\"\nout-translationid = \"out\"\n\n[[session-agent-group]]",
+            "in-translationid = \"nope\"\nout-translationid = \"out\"\n\n[[session-agent-group]]",
+            "realm-config[0].in-translationid",
+            &["\"nope\"", "no session-translation has this id"][..],
         ),
         (
             "ping-method = \"NOTIFY\"",
@@ -2657,6 +2678,11 @@ fn session_router_becomes_local_policies_after_the_explicit_ones() {
 #[test]
 fn an_agent_with_a_dns_hostname_and_no_address_is_resolved_by_dns() {
     let c = Config::from_toml_str(ROUTING).unwrap();
+    assert_eq!(
+        c.realm_config("access")
+            .and_then(|r| r.in_translationid.as_deref()),
+        Some("in")
+    );
     let pbx = &c.session_agents[0];
     assert_eq!(pbx.dns_name(), Some("pbx.example.com"));
     let carrier = &c.session_agents[1];

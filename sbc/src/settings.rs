@@ -22,7 +22,9 @@ use sbc_proto::routing::agent::{AgentPolicy, PingSendMode};
 use sbc_proto::routing::dns::DnsName;
 use sbc_proto::routing::local_policy::{AddressPattern, Days, LocalPolicy, PolicyAttribute};
 use sbc_proto::routing::route_file::load_route_file;
-use sbc_proto::routing::router::{GroupStrategy, RouteAgent, RouteGroup, Router};
+use sbc_proto::routing::router::{
+    GroupStrategy, RealmTranslations, RouteAgent, RouteGroup, Router,
+};
 use sbc_proto::routing::translation::{RuleKind, SessionTranslation, StringIndex, TranslationRule};
 use sbc_proto::sip::dialog::LegTransport;
 use sbc_proto::sip::transaction::Timers;
@@ -362,13 +364,27 @@ pub fn router(cfg: &Config) -> anyhow::Result<Router> {
             .with_context(|| format!("local-routing-config {} ({})", lrt.name, lrt.file_name))?;
         files.push((lrt.name.clone(), table));
     }
-    Ok(Router::with_files(
-        agents,
-        groups,
-        policies,
-        files,
-        std::time::Instant::now(),
-    )?)
+    let realms = cfg
+        .sip_interfaces
+        .iter()
+        .map(|iface| {
+            let realm = cfg.realm_config(&iface.realm);
+            RealmTranslations {
+                inbound: session_translation(
+                    cfg,
+                    realm.and_then(|r| r.in_translationid.as_deref()),
+                ),
+                outbound: session_translation(
+                    cfg,
+                    realm.and_then(|r| r.out_translationid.as_deref()),
+                ),
+            }
+        })
+        .collect();
+    Ok(
+        Router::with_files(agents, groups, policies, files, std::time::Instant::now())?
+            .with_realm_translations(realms),
+    )
 }
 
 /// The `session-translation` `id` names, with its rules in order (a rule validation let

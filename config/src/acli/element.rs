@@ -12,10 +12,10 @@ use toml::value::{Table, Value};
 use crate::keys::{self, ElementSpec, KeySpec, Ty};
 use crate::model::{
     default_address, AccessControl, AlarmThreshold, AutoScalingProfile, CaptureAgent, FilterConfig,
-    LocalPolicy, LocalRoutingConfig, MediaManager, Peer, PolicyAttribute, RedundancyConfig,
-    SessionAgent, SessionAgentGroup, SessionRouter, SessionTranslation, SipConfig, SipInterface,
-    SipMonitoring, SnmpCommunity, SnmpUserEntry, SteeringPool, SystemConfig, TlsProfile,
-    TranslationRules, TrapReceiver,
+    LocalPolicy, LocalRoutingConfig, MediaManager, Peer, PolicyAttribute, RealmConfig,
+    RedundancyConfig, SessionAgent, SessionAgentGroup, SessionRouter, SessionTranslation,
+    SipConfig, SipInterface, SipMonitoring, SnmpCommunity, SnmpUserEntry, SteeringPool,
+    SystemConfig, TlsProfile, TranslationRules, TrapReceiver,
 };
 use crate::Config;
 
@@ -73,6 +73,8 @@ pub enum Element {
     TranslationRules(TranslationRules),
     /// One `session-translation`.
     SessionTranslation(SessionTranslation),
+    /// One `realm-config`.
+    RealmConfig(RealmConfig),
 }
 
 /// The kinds of [`Element`].
@@ -103,6 +105,7 @@ pub(crate) enum Kind {
     LocalRoutingConfig,
     TranslationRules,
     SessionTranslation,
+    RealmConfig,
 }
 
 /// One attribute of an element: its key's declaration in the key tables.
@@ -137,6 +140,7 @@ impl Kind {
             Self::LocalRoutingConfig => &keys::local_routing_config::ELEMENT,
             Self::TranslationRules => &keys::translation_rules::ELEMENT,
             Self::SessionTranslation => &keys::session_translation::ELEMENT,
+            Self::RealmConfig => &keys::realm_config::ELEMENT,
         }
     }
 
@@ -243,6 +247,7 @@ impl Kind {
             Self::LocalRoutingConfig => Element::LocalRoutingConfig(LocalRoutingConfig::default()),
             Self::TranslationRules => Element::TranslationRules(TranslationRules::default()),
             Self::SessionTranslation => Element::SessionTranslation(SessionTranslation::default()),
+            Self::RealmConfig => Element::RealmConfig(RealmConfig::default()),
         }
     }
 }
@@ -290,6 +295,7 @@ impl Element {
             Self::LocalRoutingConfig(_) => Kind::LocalRoutingConfig,
             Self::TranslationRules(_) => Kind::TranslationRules,
             Self::SessionTranslation(_) => Kind::SessionTranslation,
+            Self::RealmConfig(_) => Kind::RealmConfig,
         }
     }
 
@@ -327,6 +333,7 @@ impl Element {
             Self::LocalRoutingConfig(v) => table_of(v),
             Self::TranslationRules(v) => table_of(v),
             Self::SessionTranslation(v) => table_of(v),
+            Self::RealmConfig(v) => table_of(v),
         }
     }
 
@@ -359,6 +366,7 @@ impl Element {
             Kind::LocalRoutingConfig => value.try_into().map(Self::LocalRoutingConfig),
             Kind::TranslationRules => value.try_into().map(Self::TranslationRules),
             Kind::SessionTranslation => value.try_into().map(Self::SessionTranslation),
+            Kind::RealmConfig => value.try_into().map(Self::RealmConfig),
         };
         result.map_err(|err| err.to_string().trim_end().to_owned())
     }
@@ -384,6 +392,7 @@ impl Element {
             Self::LocalRoutingConfig(v) => v.name.clone(),
             Self::TranslationRules(v) => v.id.clone(),
             Self::SessionTranslation(v) => v.id.clone(),
+            Self::RealmConfig(v) => v.key(),
             Self::AlarmThreshold(v) if v.volume.is_empty() => {
                 format!("{} {}", v.kind, v.severity)
             }
@@ -620,6 +629,12 @@ pub(crate) fn top_list(config: &Config, kind: Kind) -> Vec<Element> {
             .cloned()
             .map(Element::TranslationRules)
             .collect(),
+        Kind::RealmConfig => config
+            .realm_configs
+            .iter()
+            .cloned()
+            .map(Element::RealmConfig)
+            .collect(),
         Kind::SessionTranslation => config
             .session_translations
             .iter()
@@ -677,6 +692,7 @@ pub(crate) fn top_put(config: &mut Config, element: Element, at: Option<&str>) -
         Element::SessionTranslation(v) => {
             return put(&mut config.session_translations, v, at, |t| t.id.clone())
         }
+        Element::RealmConfig(v) => return put(&mut config.realm_configs, v, at, RealmConfig::key),
         other => unreachable!("{} is a sub-element", other.name()),
     }
     0
@@ -720,6 +736,9 @@ pub(crate) fn top_remove(config: &mut Config, kind: Kind, index: usize) {
         }
         Kind::SessionTranslation => {
             config.session_translations.remove(index);
+        }
+        Kind::RealmConfig => {
+            config.realm_configs.remove(index);
         }
         _ => {}
     }
@@ -860,6 +879,7 @@ pub fn render_config(config: &Config) -> String {
         Kind::SessionAgentGroup,
         Kind::TranslationRules,
         Kind::SessionTranslation,
+        Kind::RealmConfig,
         Kind::LocalPolicy,
         Kind::LocalRoutingConfig,
     ] {

@@ -524,7 +524,7 @@ fn unknown_words_name_the_word_and_what_is_valid() {
     assert_eq!(
         sh.err("sytem"),
         "unknown command \"sytem\": valid here: system, session-router, sip-interface, \
-         redundancy, security, auto-scaling-profile, media-manager, steering-pool, show, exit"
+         redundancy, security, auto-scaling-profile, media-manager, realm-config, steering-pool, show, exit"
     );
     contains_all(&sh.err("save-config"), &["valid at the top level"]);
     contains_all(
@@ -1372,6 +1372,7 @@ fn every_attribute_exists_in_the_model() {
         Kind::LocalRoutingConfig,
         Kind::TranslationRules,
         Kind::SessionTranslation,
+        Kind::RealmConfig,
     ];
     let children = [
         "alarm-threshold",
@@ -1438,6 +1439,10 @@ fn every_attribute_exists_in_the_model() {
         }
         if let Element::CaptureAgent(a) = &mut fresh {
             a.address = Some("127.0.0.1:9060".parse().unwrap());
+        }
+        if let Element::RealmConfig(r) = &mut fresh {
+            r.in_translationid = Some("x".into());
+            r.out_translationid = Some("x".into());
         }
         if let Element::TlsProfile(p) = &mut fresh {
             p.end_entity_certificate = "x".into();
@@ -2594,4 +2599,55 @@ fn session_agent_routing_keys_and_translations_are_edited() {
         Config::from_toml_str(&sh.config.to_toml_string()).unwrap(),
         sh.config
     );
+}
+
+#[test]
+fn a_realm_config_attaches_translations_to_a_realm() {
+    let mut sh = Shell::new();
+    sh.script(&[
+        "configure terminal",
+        "session-router",
+        "translation-rules",
+        "id add-plus",
+        "type add",
+        "add-string +",
+        "done",
+        "exit",
+        "session-translation",
+        "id to-e164",
+        "rules-called add-plus",
+        "done",
+        "exit",
+        "exit",
+        "realm-config",
+    ]);
+    assert_eq!(sh.prompt(), "sbc(realm-config)#");
+    contains_all(
+        &sh.err("identifier edge"),
+        &[
+            "realm-config[0].identifier = \"edge\"",
+            "no sip-interface has this realm",
+        ],
+    );
+    sh.ok("identifier core");
+    contains_all(
+        &sh.err("out-translationid nope"),
+        &[
+            "realm-config[0].out-translationid = \"nope\"",
+            "\"to-e164\"",
+        ],
+    );
+    sh.ok("out-translationid to-e164");
+    sh.ok("done");
+    assert_eq!(
+        sh.config
+            .realm_config("core")
+            .and_then(|r| r.out_translationid.as_deref()),
+        Some("to-e164")
+    );
+    sh.ok("exit");
+    sh.ok("realm-config");
+    assert_eq!(sh.ok("select"), "1: core\n");
+    assert_eq!(sh.ok("no core"), "deleted realm-config \"core\"\n");
+    assert!(sh.config.realm_configs.is_empty());
 }

@@ -555,6 +555,32 @@ impl Default for TranslationRules {
     }
 }
 
+/// `realm-config`: what a realm (the `realm` of `sip-interface`s) applies to the requests it
+/// carries: Oracle's element, with its translation keys only. A session-agent's own
+/// `in-translationid` / `out-translationid` wins over its realm's.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RealmConfig {
+    /// `identifier`: the realm (a sip-interface's `realm`), each once. Required.
+    pub identifier: String,
+    /// `in-translationid`: the `session-translation` applied to new requests arriving in the
+    /// realm (from anyone but a session-agent that has its own), before routing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_translationid: Option<String>,
+    /// `out-translationid`: the `session-translation` applied to new requests sent into the
+    /// realm (to a session-agent without its own), after routing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub out_translationid: Option<String>,
+}
+
+impl RealmConfig {
+    /// Its key: the realm.
+    #[must_use]
+    pub fn key(&self) -> String {
+        self.identifier.clone()
+    }
+}
+
 /// `session-translation`: the `translation-rules` applied to the calling (From, P-Asserted)
 /// and called (Request-URI, To) users, in order; a session-agent (or realm) names it as its
 /// `in-translationid` (applied before routing) or `out-translationid` (after).

@@ -161,6 +161,7 @@ fn name<'a>(
 pub(super) fn routing(config: &Config) -> Result<(), ConfigError> {
     translation_rules(&config.translation_rules)?;
     session_translations(config)?;
+    realm_configs(config)?;
     groups(config)?;
     local_policies(config)?;
     local_routing(config)
@@ -236,6 +237,49 @@ fn session_translations(config: &Config) -> Result<(), ConfigError> {
             if config.session_translation(id).is_none() {
                 return Err(ConfigError::invalid(
                     format!("session-agent[{i}].{field}"),
+                    quoted(id),
+                    "no session-translation has this id",
+                    translation_ids(),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `realm-config`: each names a sip-interface realm, once; its translation ids name
+/// session-translations.
+fn realm_configs(config: &Config) -> Result<(), ConfigError> {
+    let mut realms = HashMap::new();
+    let translation_ids = || quoted_list(config.session_translations.iter().map(|t| t.id.as_str()));
+    for (i, realm) in config.realm_configs.iter().enumerate() {
+        name(
+            &mut realms,
+            "realm-config",
+            i,
+            "identifier",
+            &realm.identifier,
+        )?;
+        if !config
+            .sip_interfaces
+            .iter()
+            .any(|iface| iface.realm == realm.identifier)
+        {
+            return Err(ConfigError::invalid(
+                format!("realm-config[{i}].identifier"),
+                quoted(&realm.identifier),
+                "no sip-interface has this realm",
+                realm_list(&config.sip_interfaces),
+            ));
+        }
+        for (field, id) in [
+            ("in-translationid", &realm.in_translationid),
+            ("out-translationid", &realm.out_translationid),
+        ] {
+            let Some(id) = id else { continue };
+            if config.session_translation(id).is_none() {
+                return Err(ConfigError::invalid(
+                    format!("realm-config[{i}].{field}"),
                     quoted(id),
                     "no session-translation has this id",
                     translation_ids(),

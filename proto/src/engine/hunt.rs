@@ -236,7 +236,8 @@ impl Engine {
         orig: &SipMessage,
         mf: u32,
     ) -> bool {
-        let sent = self.translate_outbound(agent.out_translation.as_deref(), orig);
+        let out = self.cfg.router.outbound_translation(agent);
+        let sent = self.translate_outbound(out.as_deref(), orig);
         let orig = &*sent;
         let mut callee = self.outbound_leg(orig, agent, 1);
         if self.over_udp_length(&agent.hop, &callee, &Method::Invite, orig, mf) {
@@ -281,7 +282,8 @@ impl Engine {
         mf: u32,
     ) {
         let method = orig.method().cloned().unwrap_or(Method::Options);
-        let sent = self.translate_outbound(agent.out_translation.as_deref(), orig);
+        let out = self.cfg.router.outbound_translation(agent);
+        let sent = self.translate_outbound(out.as_deref(), orig);
         let orig = &*sent;
         let mut leg = self.outbound_leg(orig, agent, 0);
         if self.over_udp_length(&agent.hop, &leg, &method, orig, mf) {

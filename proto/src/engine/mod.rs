@@ -209,6 +209,12 @@ impl Engine {
         self.cfg = cfg;
     }
 
+    /// The router this engine routes new requests with.
+    #[must_use]
+    pub fn router(&self) -> &std::sync::Arc<crate::routing::router::Router> {
+        &self.cfg.router
+    }
+
     /// Replaces the router alone (a DNS-named session-agent resolved to a new address; see
     /// [`crate::routing::router::Router::with_agent_addr`]).
     pub fn set_router(&mut self, router: std::sync::Arc<crate::routing::router::Router>) {

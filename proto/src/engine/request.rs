@@ -314,7 +314,7 @@ impl Engine {
             local_cseq: 0,
             last_invite_cseq: 0,
         };
-        let out_translation = agent.out_translation.clone();
+        let out_translation = self.cfg.router.outbound_translation(agent);
         let callee = {
             let routed = translated.as_ref().unwrap_or(&msg);
             let view = self.translate_outbound(out_translation.as_deref(), routed);
@@ -532,7 +532,8 @@ impl Engine {
         };
         let method = msg.method().cloned().unwrap_or(Method::Options);
         let routed = translated.as_ref().unwrap_or(&msg);
-        let sent = self.translate_outbound(agent.out_translation.as_deref(), routed);
+        let out = self.cfg.router.outbound_translation(agent);
+        let sent = self.translate_outbound(out.as_deref(), routed);
         let mut leg = self.outbound_leg(&sent, agent, 0);
         if self.over_udp_length(&agent.hop, &leg, &method, &sent, mf) {
             self.stats.udp_to_tcp += 1;

@@ -37,18 +37,16 @@ pub(super) fn translate(msg: &mut SipMessage, t: &SessionTranslation) {
 }
 
 impl Engine {
-    /// A new request from a session-agent with an `in-translationid`, translated (a copy:
-    /// the caller's own From and To stay in what is echoed back to it); `None` from anyone
-    /// else.
+    /// A new request from a session-agent with an `in-translationid`, or arriving in a realm
+    /// with one, translated (a copy: the caller's own From and To stay in what is echoed back
+    /// to it); `None` otherwise.
     pub(super) fn translate_inbound(
         &mut self,
         inbound: &Inbound,
         msg: &SipMessage,
     ) -> Option<SipMessage> {
         let router = std::sync::Arc::clone(&self.cfg.router);
-        let t = router
-            .agent_at(inbound.source)
-            .and_then(|a| a.in_translation.as_deref())?;
+        let t = router.inbound_translation(inbound.interface, inbound.source)?;
         let mut copy = msg.clone();
         translate(&mut copy, t);
         self.stats.translated += 1;

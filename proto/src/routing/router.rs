@@ -149,6 +149,19 @@ pub struct Router {
     groups: Vec<RouteGroup>,
     /// The agents' live state, shared by every engine.
     board: Arc<AgentBoard>,
+    /// Per interface (by index): its realm's `in-translationid` and `out-translationid`.
+    realm_translations: Vec<RealmTranslations>,
+}
+
+/// A realm's translations (`realm-config`), as the interfaces of that realm apply them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RealmTranslations {
+    /// `in-translationid`: new requests arriving in the realm, before routing (unless they
+    /// come from a session-agent with its own).
+    pub inbound: Option<Arc<SessionTranslation>>,
+    /// `out-translationid`: new requests sent into the realm, after routing (unless their
+    /// session-agent has its own).
+    pub outbound: Option<Arc<SessionTranslation>>,
 }
 
 impl Default for Router {
@@ -161,6 +174,7 @@ impl Default for Router {
             agents: Vec::new(),
             groups: Vec::new(),
             board: Arc::default(),
+            realm_translations: Vec::new(),
         }
     }
 }
@@ -245,6 +259,7 @@ impl Router {
             agents,
             groups,
             board,
+            realm_translations: Vec::new(),
         })
     }
 
@@ -287,6 +302,42 @@ impl Router {
     #[must_use]
     pub fn board(&self) -> &Arc<AgentBoard> {
         &self.board
+    }
+
+    /// This router with the realms' translations, per interface index.
+    #[must_use]
+    pub fn with_realm_translations(mut self, per_interface: Vec<RealmTranslations>) -> Self {
+        self.realm_translations = per_interface;
+        self
+    }
+
+    /// The translation of a new request arriving on `interface` from `source`: the sending
+    /// session-agent's `in-translationid`, else the realm's.
+    #[must_use]
+    pub fn inbound_translation(
+        &self,
+        interface: usize,
+        source: SocketAddr,
+    ) -> Option<&Arc<SessionTranslation>> {
+        self.agent_at(source)
+            .and_then(|a| a.in_translation.as_ref())
+            .or_else(|| self.realm_translations.get(interface)?.inbound.as_ref())
+    }
+
+    /// The translation of a new request sent to `agent`: its `out-translationid`, else its
+    /// realm's.
+    #[must_use]
+    pub fn outbound_translation(&self, agent: &RouteAgent) -> Option<Arc<SessionTranslation>> {
+        agent
+            .out_translation
+            .as_ref()
+            .or_else(|| {
+                self.realm_translations
+                    .get(agent.hop.interface)?
+                    .outbound
+                    .as_ref()
+            })
+            .cloned()
     }
 
     /// A copy of this router in which agent `index` is reached at `addr` (its DNS name

@@ -863,7 +863,8 @@ fn least_busy_follows_live_sessions_and_max_burst_rate_holds() {
     }
 }
 
-/// Translations on the wire: the agent's `out-translationid` adds 99 before the called user
+/// Translations on the wire: the access realm's `in-translationid` (`realm-config`) adds 55
+/// before the called user, before routing; the agent's `out-translationid` adds 99 after it
 /// (Request-URI and To) and replaces the calling user `sipp` by `+15550100` (From); the agent
 /// (SIPp's UAS) sees the translated numbers, the caller (SIPp's UAC) its own in the answer.
 #[test]
@@ -890,6 +891,20 @@ add-index = 0
 id = "to-carrier"
 rules-called = ["prefix-99"]
 rules-calling = ["calling-e164"]
+
+[[translation-rules]]
+id = "prefix-55"
+type = "add"
+add-string = "55"
+add-index = 0
+
+[[session-translation]]
+id = "from-access"
+rules-called = ["prefix-55"]
+
+[[realm-config]]
+identifier = "access"
+in-translationid = "from-access"
 "#,
     );
     let mut node = SbcNode::start_config(&config);
@@ -906,12 +921,13 @@ rules-calling = ["calling-e164"]
         .split("-----")
         .find(|m| m.contains("INVITE sip:"))
         .unwrap_or_default();
+    // The access realm's in-translationid (55) before routing, the agent's out (99) after.
     assert!(
-        invite.contains("INVITE sip:99service@"),
+        invite.contains("INVITE sip:9955service@"),
         "Request-URI: {invite}"
     );
     assert!(
-        invite.contains("To: service <sip:99service@"),
+        invite.contains("To: service <sip:9955service@"),
         "To: {invite}"
     );
     assert!(invite.contains("<sip:+15550100@"), "From: {invite}");
@@ -925,11 +941,11 @@ rules-calling = ["calling-e164"]
         answer.contains("<sip:service@"),
         "the caller's own To: {answer}"
     );
-    assert!(!answer.contains("99service"), "{answer}");
+    assert!(!answer.contains("55service"), "{answer}");
     assert!(!answer.contains("+15550100"), "{answer}");
     let stats = Mgmt::connect(&node.mgmt_socket()).data("show sip-stats");
     assert!(
-        stats["counters"]["translated"].as_u64().unwrap_or(0) >= 2,
+        stats["counters"]["translated"].as_u64().unwrap_or(0) >= 4,
         "{stats:#}"
     );
     node.assert_alive();

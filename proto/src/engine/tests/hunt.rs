@@ -28,6 +28,23 @@ fn world_routing_to(next_hops: &[&str], edit: impl FnOnce(&mut Vec<RouteAgent>))
     world_with(next_hops, edit, |_| {})
 }
 
+/// [`world_routing_to`], with the realms' translations per interface (access, core).
+fn world_with_realms(
+    next_hops: &[&str],
+    edit: impl FnOnce(&mut Vec<RouteAgent>),
+    realms: Vec<crate::routing::router::RealmTranslations>,
+) -> World {
+    let mut w = world_routing_to(next_hops, edit);
+    let router = w
+        .engine
+        .router()
+        .as_ref()
+        .clone()
+        .with_realm_translations(realms);
+    w.engine.set_router(Arc::new(router));
+    w
+}
+
 /// [`world_routing_to`], with group `pbx` (a, b, c; hunt, recursion) edited.
 fn world_with(
     next_hops: &[&str],
@@ -492,6 +509,50 @@ fn pings_take_a_silent_agent_out_after_the_misses_and_an_answer_brings_it_back()
     w.caller_sends(&nth_invite(1));
     assert_eq!(invites_by_agent(&w), [1, 1, 0]);
     assert!(w.engine.stats().pings_sent >= 3);
+}
+
+#[test]
+fn realm_translations_apply_unless_the_agent_has_its_own() {
+    use crate::routing::router::RealmTranslations;
+    use crate::routing::translation::{SessionTranslation, StringIndex, TranslationRule};
+    let add = |s: &str| {
+        Arc::new(SessionTranslation {
+            calling: Vec::new(),
+            called: vec![TranslationRule::add(s, StringIndex::At(0))],
+        })
+    };
+    let realms = vec![
+        // access: in-translationid adds 1 (before routing).
+        RealmTranslations {
+            inbound: Some(add("1")),
+            outbound: None,
+        },
+        // core: out-translationid adds 7 (after routing), unless the agent has its own.
+        RealmTranslations {
+            inbound: None,
+            outbound: Some(add("7")),
+        },
+    ];
+    let mut w = world_with_realms(
+        &["a", "b"],
+        |agents| agents[1].out_translation = Some(add("00")),
+        realms,
+    );
+    w.caller_sends(&nth_invite(0).replace(
+        &format!("sip:bob@{ACCESS}"),
+        &format!("sip:5551234@{ACCESS}"),
+    ));
+    // a has none of its own: the realm's, after the access realm's inbound one.
+    assert_eq!(
+        w.last_to_callee().request_uri(),
+        Some(format!("sip:715551234@{CALLEE}").as_str())
+    );
+    // b has its own: it wins over the realm's.
+    w.callee_answers(503, "a1");
+    assert_eq!(
+        sent_to(&w, B)[0].request_uri(),
+        Some(format!("sip:0015551234@{B}").as_str())
+    );
 }
 
 #[test]
