@@ -227,21 +227,37 @@ fn session_translations(config: &Config) -> Result<(), ConfigError> {
             }
         }
     }
-    let translation_ids = || quoted_list(config.session_translations.iter().map(|t| t.id.as_str()));
     for (i, agent) in config.session_agents.iter().enumerate() {
-        for (field, id) in [
-            ("in-translationid", &agent.in_translationid),
-            ("out-translationid", &agent.out_translationid),
-        ] {
-            let Some(id) = id else { continue };
-            if config.session_translation(id).is_none() {
-                return Err(ConfigError::invalid(
-                    format!("session-agent[{i}].{field}"),
-                    quoted(id),
-                    "no session-translation has this id",
-                    translation_ids(),
-                ));
-            }
+        translation_ids(
+            config,
+            &format!("session-agent[{i}]"),
+            &agent.in_translationid,
+            &agent.out_translationid,
+        )?;
+    }
+    Ok(())
+}
+
+/// An element's `in-translationid` and `out-translationid`: each, when set, a
+/// session-translation's id.
+fn translation_ids(
+    config: &Config,
+    at: &str,
+    inbound: &Option<String>,
+    outbound: &Option<String>,
+) -> Result<(), ConfigError> {
+    for (field, id) in [
+        ("in-translationid", inbound),
+        ("out-translationid", outbound),
+    ] {
+        let Some(id) = id else { continue };
+        if config.session_translation(id).is_none() {
+            return Err(ConfigError::invalid(
+                format!("{at}.{field}"),
+                quoted(id),
+                "no session-translation has this id",
+                quoted_list(config.session_translations.iter().map(|t| t.id.as_str())),
+            ));
         }
     }
     Ok(())
@@ -251,7 +267,6 @@ fn session_translations(config: &Config) -> Result<(), ConfigError> {
 /// session-translations.
 fn realm_configs(config: &Config) -> Result<(), ConfigError> {
     let mut realms = HashMap::new();
-    let translation_ids = || quoted_list(config.session_translations.iter().map(|t| t.id.as_str()));
     for (i, realm) in config.realm_configs.iter().enumerate() {
         name(
             &mut realms,
@@ -272,20 +287,12 @@ fn realm_configs(config: &Config) -> Result<(), ConfigError> {
                 realm_list(&config.sip_interfaces),
             ));
         }
-        for (field, id) in [
-            ("in-translationid", &realm.in_translationid),
-            ("out-translationid", &realm.out_translationid),
-        ] {
-            let Some(id) = id else { continue };
-            if config.session_translation(id).is_none() {
-                return Err(ConfigError::invalid(
-                    format!("realm-config[{i}].{field}"),
-                    quoted(id),
-                    "no session-translation has this id",
-                    translation_ids(),
-                ));
-            }
-        }
+        translation_ids(
+            config,
+            &format!("realm-config[{i}]"),
+            &realm.in_translationid,
+            &realm.out_translationid,
+        )?;
     }
     Ok(())
 }

@@ -14,6 +14,17 @@ use tracing::debug;
 /// Abandoned attempts' callee legs an engine keeps at most (each for 64·T1).
 pub(super) const MAX_ABANDONED: usize = 256;
 
+/// The route set a 2xx to an initial INVITE gives the UAC: its Record-Route, reversed
+/// (RFC 3261 §12.1.2).
+pub(super) fn route_set_of_answer(msg: &SipMessage) -> Vec<String> {
+    let mut set: Vec<String> = msg
+        .header_values(&HeaderName::RecordRoute)
+        .map(str::to_owned)
+        .collect();
+    set.reverse();
+    set
+}
+
 /// A change of the dialog table, streamed to the standby: confirmed calls, and calls in
 /// set-up from the moment their INVITE is forwarded (with their [`crate::sip::dialog::CallSetup`]).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -422,16 +433,16 @@ impl Engine {
         if let Some(target) = msg.contact_uri() {
             leg.remote_target = target.to_owned();
         }
-        leg.route_set = msg
-            .header_values(&HeaderName::RecordRoute)
-            .map(str::to_owned)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect();
+        leg.route_set = route_set_of_answer(msg);
         self.stats.abandoned_answers_released += 1;
         self.trace_note("a late 2xx to an abandoned attempt: ACKed and hung up with BYE");
         debug!(call_id = %leg.call_id, "late answer to an abandoned attempt released");
+        self.ack_then_bye(now, leg);
+    }
+
+    /// ACKs the 2xx that made `leg`'s dialog, then ends it with BYE (a call no longer
+    /// holds it).
+    fn ack_then_bye(&mut self, now: Instant, mut leg: Leg) {
         let branch = self.ids.branch();
         let ack = self.build_request(
             &leg,
@@ -468,36 +479,8 @@ impl Engine {
             return;
         };
         let leg = call.dialog.callee.clone();
-        let branch = self.ids.branch();
-        let ack = self.build_request(
-            &leg,
-            &Method::Ack,
-            leg.last_invite_cseq,
-            &branch,
-            &empty_message(),
-            70,
-        );
-        self.out.push_back(Transmit {
-            interface: leg.interface,
-            transport: leg.transport,
-            dest: leg.peer,
-            payload: ack,
-        });
-        let mut leg = leg;
-        leg.local_cseq += 1;
-        let cseq = leg.local_cseq;
         self.remove_call(id);
-        self.send_request(
-            now,
-            &leg,
-            None,
-            Side::Callee,
-            &Method::Bye,
-            cseq,
-            &empty_message(),
-            70,
-            None,
-        );
+        self.ack_then_bye(now, leg);
     }
 
     /// Ends a call on both legs with BYE (no caller ACK, or a fatal condition).

@@ -9,6 +9,7 @@ use bytes::Bytes;
 use tracing::{debug, trace};
 
 use super::build::{build_ack, contact, copy_end_to_end, is_sips};
+use super::call::route_set_of_answer;
 use super::hunt::AfterFailure;
 use super::transactions::{ClientKey, ClientTxn, ServerKey, ServerTxn};
 use super::transmit::{Inbound, Transmit};
@@ -231,13 +232,7 @@ impl Engine {
                         leg.remote_target = target.to_owned();
                     }
                     if initial_invite && (200..300).contains(&code) {
-                        leg.route_set = msg
-                            .header_values(&HeaderName::RecordRoute)
-                            .map(str::to_owned)
-                            .collect::<Vec<_>>()
-                            .into_iter()
-                            .rev()
-                            .collect();
+                        leg.route_set = route_set_of_answer(msg);
                     }
                 }
                 if initial_invite {

@@ -634,12 +634,7 @@ impl Node {
         cfg.media = self.media.as_ref().map(NodeMedia::anchoring);
         cfg.trace_switch = Some(self.shared.wire.trace.switch());
         {
-            let mut router = self
-                .shared
-                .ctx
-                .router
-                .write()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut router = self.router_slot();
             carry_agent_states(&router, &cfg.router, Instant::now());
             cfg.router.board().set_pinging(router.board().is_pinging());
             router.board().set_pinging(false);
@@ -649,6 +644,18 @@ impl Node {
             .ctx
             .shards
             .each(self.shared.wire.as_ref(), |_, e| e.set_config(cfg.clone()));
+    }
+
+    /// The router's slot, write-locked (a poisoned lock is taken over: the router is
+    /// replaced whole).
+    fn router_slot(
+        &self,
+    ) -> std::sync::RwLockWriteGuard<'_, Arc<sbc_proto::routing::router::Router>> {
+        self.shared
+            .ctx
+            .router
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The router the engines use now.
@@ -670,12 +677,7 @@ impl Node {
     ) -> bool {
         let next = Arc::new(next);
         {
-            let mut router = self
-                .shared
-                .ctx
-                .router
-                .write()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut router = self.router_slot();
             if !Arc::ptr_eq(&router, current) {
                 return false;
             }
