@@ -155,19 +155,30 @@ pub struct RouteFileRow {
     pub sha256: String,
     /// Heap the file's index takes, bytes.
     pub heap_bytes: usize,
+    /// On a standby: the SHA-256 of the active's copy, as it published it on the sync
+    /// channel (`None` on the active, alone, or before it came).
+    pub active_sha256: Option<String>,
+    /// On a standby: whether its copy is the active's (`None` when unknown).
+    pub matches_active: Option<bool>,
 }
 
-/// `show local-routing` of `node`: the route files of the router in use.
+/// `show local-routing` of `node`: the route files of the router in use, and on a standby
+/// of `pair` whether each is the active's copy.
 #[must_use]
-pub fn route_files(node: &Node) -> Vec<RouteFileRow> {
+pub fn route_files(node: &Node, pair: Option<&Pair>) -> Vec<RouteFileRow> {
     node.router()
         .route_files()
-        .map(|(name, f)| RouteFileRow {
-            name: name.to_owned(),
-            rows: f.row_count(),
-            prefixes: f.prefix_count(),
-            sha256: f.checksum().to_owned(),
-            heap_bytes: f.heap_bytes(),
+        .map(|(name, f)| {
+            let active_sha256 = pair.and_then(|p| p.active_route_file_checksum(name));
+            RouteFileRow {
+                name: name.to_owned(),
+                rows: f.row_count(),
+                prefixes: f.prefix_count(),
+                sha256: f.checksum().to_owned(),
+                heap_bytes: f.heap_bytes(),
+                matches_active: active_sha256.as_deref().map(|a| a == f.checksum()),
+                active_sha256,
+            }
         })
         .collect()
 }

@@ -512,6 +512,12 @@ impl SyncPublisher {
         self.lock().table.get(key).is_some()
     }
 
+    /// The value of `key`, if live in the table.
+    #[must_use]
+    pub fn value(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.lock().table.get(key).map(<[u8]>::to_vec)
+    }
+
     /// Whether the table holds no live key.
     #[must_use]
     pub fn is_empty(&self) -> bool {

@@ -228,7 +228,8 @@ const CERT_TRAP_EVERY: Duration = Duration::from_secs(86_400);
 /// and end; steering pools running low (`sbcMediaPortsLowTrap`); TLS certificates within their
 /// expiry warning (`sbcTlsCertExpiringTrap`, at once and then daily while they stay);
 /// session-agents going out of service or back (`sbcSessionAgentStatusTrap`, and replicated
-/// to the standby); checked once a second.
+/// to the standby); the route files' checksums published for the standby; checked once a
+/// second.
 async fn report_source_denies(
     node: Arc<Node>,
     alarms: Arc<AlarmService>,
@@ -286,6 +287,15 @@ async fn report_source_denies(
             });
         }
         let router = node.router();
+        if let Some(pair) = &pair {
+            let files: Vec<(String, String)> = router
+                .route_files()
+                .map(|(name, f)| (name.to_owned(), f.checksum().to_owned()))
+                .collect();
+            if !files.is_empty() {
+                pair.publish_route_files(&files);
+            }
+        }
         for (agent, t) in router.board().poll_transitions(Instant::now()) {
             let name = router
                 .agent(agent)

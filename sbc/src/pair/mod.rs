@@ -221,6 +221,9 @@ impl Pair {
                 if let Some(name) = agent_of_key(key) {
                     return check_agent_entry(name, value);
                 }
+                if let Some(name) = route_file_of_key(key) {
+                    return check_route_file_entry(name, value);
+                }
                 rules
                     .read()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -317,12 +320,12 @@ impl Pair {
     /// Dialogs replicated: on the active those its publisher streams (its table changes with
     /// every call), on the standby those its replica holds.
     pub fn replicated_dialogs(&self) -> usize {
-        let keys: Vec<Vec<u8>> = self
-            .node
-            .router()
+        let router = self.node.router();
+        let keys: Vec<Vec<u8>> = router
             .agents()
             .iter()
             .map(|a| agent_key(&a.hop.name))
+            .chain(router.route_files().map(|(name, _)| route_file_key(name)))
             .collect();
         if let Some(p) = self.publisher.lock().ok().and_then(|p| p.clone()) {
             let agents = keys.iter().filter(|k| p.contains(k)).count();
@@ -335,6 +338,34 @@ impl Pair {
                 t.len().saturating_sub(agents)
             })
             .unwrap_or(0)
+    }
+
+    /// Publishes the checksums of the route files this node loaded (on the active; only what
+    /// changed is sent), so that the standby can tell whether its own copies are the same.
+    pub fn publish_route_files(&self, files: &[(String, String)]) {
+        let Ok(guard) = self.publisher.lock() else {
+            return;
+        };
+        let Some(publisher) = guard.as_ref() else {
+            return;
+        };
+        for (name, sha256) in files {
+            let key = route_file_key(name);
+            if publisher.value(&key).as_deref() != Some(sha256.as_bytes()) {
+                publisher.upsert(key, sha256.as_bytes().to_vec());
+            }
+        }
+    }
+
+    /// The SHA-256 the active published for route file `name` (on the standby, from its
+    /// replica); `None` on the active, or when none came.
+    #[must_use]
+    pub fn active_route_file_checksum(&self, name: &str) -> Option<String> {
+        if self.publisher.lock().is_ok_and(|p| p.is_some()) {
+            return None;
+        }
+        let value = self.table.lock().ok()?.get(&route_file_key(name))?.to_vec();
+        String::from_utf8(value).ok()
     }
 
     /// Replicates a session-agent's new state (the active's pings and traffic decided it), so
@@ -591,7 +622,7 @@ impl Pair {
             }
         }
         for (key, bytes) in entries {
-            if agent_of_key(&key).is_some() {
+            if agent_of_key(&key).is_some() || route_file_of_key(&key).is_some() {
                 continue;
             }
             match rules.check(&key, &bytes) {
@@ -678,7 +709,10 @@ impl Pair {
                 let mut installed = 0usize;
                 let rules = me.rules.read().map(|r| r.clone()).unwrap_or_default();
                 for (key, value) in table.iter() {
-                    if agent_of_key(key).is_none() && known.insert(key.to_vec()) {
+                    if agent_of_key(key).is_none()
+                        && route_file_of_key(key).is_none()
+                        && known.insert(key.to_vec())
+                    {
                         if let Ok(d) = rules.check(key, value) {
                             me.node.apply_replica(DialogChange::Upsert(Box::new(d)));
                             installed += 1;
@@ -792,8 +826,8 @@ fn transition_state(s: State) -> TransitionState {
 /// The sync-table keys of session-agent states: this prefix and the agent's name (never 8
 /// bytes long, as a dialog's key is).
 const AGENT_KEY_PREFIX: &[u8] = b"session-agent:";
-/// The longest agent name a replicated entry may carry.
-const MAX_AGENT_NAME: usize = 128;
+/// The longest session-agent or route-file name a replicated entry may carry.
+const MAX_STATE_NAME: usize = 128;
 
 /// The sync-table key of agent `name`'s state.
 fn agent_key(name: &str) -> Vec<u8> {
@@ -806,9 +840,38 @@ fn agent_of_key(key: &[u8]) -> Option<&str> {
         .and_then(|n| std::str::from_utf8(n).ok())
 }
 
+/// The sync-table keys of the active's route-file checksums: this prefix and the file's
+/// `local-routing-config` name.
+const ROUTE_FILE_KEY_PREFIX: &[u8] = b"route-file:";
+
+/// The sync-table key of route file `name`'s checksum.
+fn route_file_key(name: &str) -> Vec<u8> {
+    [ROUTE_FILE_KEY_PREFIX, name.as_bytes()].concat()
+}
+
+/// The route-file name of a checksum key; `None` for any other key.
+fn route_file_of_key(key: &[u8]) -> Option<&str> {
+    key.strip_prefix(ROUTE_FILE_KEY_PREFIX)
+        .and_then(|n| std::str::from_utf8(n).ok())
+}
+
+/// A replicated route-file checksum: a bounded name and 64 hex digits.
+fn check_route_file_entry(name: &str, value: &[u8]) -> Result<(), String> {
+    if name.is_empty() || name.len() > MAX_STATE_NAME {
+        return Err(format!(
+            "a route-file checksum for a name of {} bytes",
+            name.len()
+        ));
+    }
+    if value.len() != 64 || !value.iter().all(u8::is_ascii_hexdigit) {
+        return Err(format!("route file {name:?}: not a SHA-256"));
+    }
+    Ok(())
+}
+
 /// A replicated agent state must name an agent in a bounded name and decode.
 fn check_agent_entry(name: &str, value: &[u8]) -> Result<(), String> {
-    if name.is_empty() || name.len() > MAX_AGENT_NAME {
+    if name.is_empty() || name.len() > MAX_STATE_NAME {
         return Err(format!(
             "a session-agent state for a name of {} bytes",
             name.len()

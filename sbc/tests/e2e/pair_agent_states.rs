@@ -1,3 +1,6 @@
+//! What the active learnt, on the standby: session-agent states (through a kill -9) and the
+//! route files' checksums (`a_standby_tells_whether_its_route_files_are_the_actives`).
+//!
 //! Session-agent states survive a kill -9 of the active (kamailio#473: a standby that never
 //! learnt them starts from "all up" and marks agents by itself).
 //!
@@ -118,4 +121,74 @@ next-hop = "SAG:pbx"
         !log.contains("session-agent out of service"),
         "the new active took the agent out by itself instead of starting from the replica"
     );
+}
+
+/// The `show local-routing` rows of node `i`.
+fn route_rows(pair: &Pair, i: usize) -> Vec<serde_json::Value> {
+    pair.exec(i, "show local-routing")
+        .and_then(|v| v["data"]["route_files"].as_array().cloned())
+        .unwrap_or_default()
+}
+
+/// Each node loads its own copy of a route file (`file-name` relative to its directory); the
+/// active publishes its copies' SHA-256 on the sync channel, and the standby's `show
+/// local-routing` says, per file, whether its copy is the active's: `same.csv` is, `other.csv`
+/// is not (a route differs).
+#[test]
+fn a_standby_tells_whether_its_route_files_are_the_actives() {
+    let pair = Pair::start(PairConfig::new());
+    let (active, standby) = pair.wait_roles(Duration::from_secs(15));
+    for (i, other) in [(active, "1666,core\n"), (standby, "1667,core\n")] {
+        let dir = pair.nodes[i].dir();
+        std::fs::write(dir.file("same.csv"), "1555,core\n").expect("same.csv");
+        std::fs::write(dir.file("other.csv"), other).expect("other.csv");
+    }
+    let out = sbc_e2e::acli::acli_script(
+        &pair.socket(active),
+        "configure terminal\nsession-router\n\
+         local-routing-config\nname same\nfile-name same.csv\ndone\nexit\n\
+         local-routing-config\nname other\nfile-name other.csv\ndone\nexit\n\
+         exit\nexit\nsave-config\nactivate-config\n",
+    );
+    out.assert_ok();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let rows = loop {
+        let rows = route_rows(&pair, standby);
+        if rows.len() == 2 && rows.iter().all(|r| !r["active_sha256"].is_null()) {
+            break rows;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the standby never compared its route files with the active's: {rows:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let by_name = |name: &str| {
+        rows.iter()
+            .find(|r| r["name"] == name)
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(by_name("same")["matches_active"], true, "{rows:?}");
+    assert_eq!(by_name("other")["matches_active"], false, "{rows:?}");
+    let active_rows = route_rows(&pair, active);
+    let active_other = active_rows
+        .iter()
+        .find(|r| r["name"] == "other")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        by_name("other")["active_sha256"],
+        active_other["sha256"],
+        "the standby shows the active's checksum"
+    );
+    assert!(
+        active_other["matches_active"].is_null(),
+        "the active compares with no one"
+    );
+    let text = pair
+        .exec(standby, "show local-routing")
+        .and_then(|v| v["output"].as_str().map(str::to_owned))
+        .unwrap_or_default();
+    assert!(text.contains("DIFFERS from the active's copy"), "{text}");
 }

@@ -57,7 +57,7 @@ impl Console {
                 )
             }
             OperCommand::ShowLocalRouting => {
-                let rows = status::route_files(&self.node);
+                let rows = status::route_files(&self.node, self.subsystems.pair.as_deref());
                 view(
                     rows.as_slice(),
                     json,
@@ -175,7 +175,7 @@ impl Console {
             tls: status::tls(&self.node),
             trace: self.node.trace().counters(),
             session_agents: status::session_agents(&self.node),
-            route_files: status::route_files(&self.node),
+            route_files: status::route_files(&self.node, subsystems.pair.as_deref()),
         }
     }
 }

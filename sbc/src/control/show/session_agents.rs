@@ -62,8 +62,18 @@ pub(crate) fn route_files_text(rows: &[RouteFileRow]) -> String {
             "{:<16} {:>10} {:>10} {:>12}  {}",
             r.name, r.rows, r.prefixes, r.heap_bytes, r.sha256
         );
+        match (&r.active_sha256, r.matches_active) {
+            (Some(_), Some(true)) => out.push_str("  the active's copy is the same\n"),
+            (Some(a), _) => {
+                let _ = writeln!(out, "  DIFFERS from the active's copy: {a}");
+            }
+            _ => {}
+        }
     }
-    out.push_str("each node loads its own copy: the checksums of both nodes must match\n");
+    out.push_str(
+        "each node loads its own copy: the checksums of both nodes must match (a standby \
+         compares its copies with the active's)\n",
+    );
     out
 }
 
