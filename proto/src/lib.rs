@@ -22,6 +22,7 @@ pub mod dialling;
 pub mod engine;
 pub mod media;
 pub mod overload;
+pub mod registration;
 pub mod routing;
 pub mod sdp;
 pub mod shard;
