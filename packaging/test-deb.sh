@@ -132,7 +132,12 @@ unit=$R/usr/lib/systemd/system/sbc.service
 sed "s|/usr/bin/sbc|$R/usr/bin/sbc|g" "$unit" > "$tmp/sbc.service"
 out=$(MANPATH=$R/usr/share/man systemd-analyze verify "$tmp/sbc.service" 2>&1) \
     || fail "systemd-analyze verify: $out"
-[ -z "$out" ] || fail "systemd-analyze verify warned: $out"
+# verify also loads the units ours is ordered with, so another package's unit on this machine
+# can warn (freeradius.service's MemoryLimit= on Debian 12): reported, only ours must be clean.
+ours=$(printf '%s\n' "$out" | grep -F "sbc.service" || true)
+others=$(printf '%s\n' "$out" | grep -vF "sbc.service" | grep -v '^$' || true)
+[ -z "$others" ] || echo "test-deb: systemd-analyze verify, about other units (not ours): $others"
+[ -z "$ours" ] || fail "systemd-analyze verify warned: $ours"
 exposure=$(systemd-analyze security --offline=yes "$tmp/sbc.service" 2>/dev/null \
     | sed -n 's/.*Overall exposure level for sbc.service: *//p')
 echo "test-deb: installed; systemd-analyze verify clean; exposure $exposure"
