@@ -35,6 +35,15 @@ fn register(call_id: &str, cseq: u32, contact: &str, expires: Option<u32>) -> Re
     }
 }
 
+/// The pending key and our Contacts of a decision that must be a forward.
+#[track_caller]
+fn forwarded(d: RegisterDecision) -> (u64, Vec<OurContact>) {
+    match d {
+        RegisterDecision::Forward { pending, contacts } => (pending, contacts),
+        other => panic!("expected a forward, got {other:?}"),
+    }
+}
+
 /// Tokens 101, 102, ... in turn.
 fn tokens() -> impl FnMut() -> u64 {
     let mut next = 100;
@@ -48,14 +57,12 @@ fn tokens() -> impl FnMut() -> u64 {
 /// `granted` seconds; returns the token.
 fn registered(c: &mut RegistrationCache, now: Instant, granted: u32) -> u64 {
     let mut draw = tokens();
-    let RegisterDecision::Forward { pending, contacts } = c.on_register(
+    let (pending, contacts) = forwarded(c.on_register(
         now,
         flow(5060),
         register("c1", 1, PHONE, Some(3600)),
         &mut draw,
-    ) else {
-        panic!("a first REGISTER is forwarded");
-    };
+    ));
     assert_eq!(contacts.len(), 1);
     assert_eq!(
         contacts[0].expires, 3600,
@@ -128,7 +135,7 @@ fn anything_but_a_refresh_on_the_same_flow_is_forwarded_and_changes_nothing_by_i
     let token = registered(&mut c, t0, 3600);
     let now = t0 + Duration::from_secs(20);
     let mut draw = tokens();
-    let forwarded = |d: &RegisterDecision| matches!(d, RegisterDecision::Forward { .. });
+    let is_forward = |d: &RegisterDecision| matches!(d, RegisterDecision::Forward { .. });
     // Another source port (a stranger shaped as a refresh: the phone's Call-ID, a higher CSeq).
     let d = c.on_register(
         now,
@@ -136,7 +143,7 @@ fn anything_but_a_refresh_on_the_same_flow_is_forwarded_and_changes_nothing_by_i
         register("c1", 2, PHONE, Some(3600)),
         &mut draw,
     );
-    assert!(forwarded(&d), "{d:?}");
+    assert!(is_forward(&d), "{d:?}");
     assert_eq!(c.binding_for_token(token).map(|b| b.flow), Some(flow(5060)));
     // Another Call-ID; the same CSeq; a lower one.
     for r in [
@@ -145,17 +152,15 @@ fn anything_but_a_refresh_on_the_same_flow_is_forwarded_and_changes_nothing_by_i
         register("c1", 0, PHONE, Some(3600)),
     ] {
         let d = c.on_register(now, flow(5060), r, &mut draw);
-        assert!(forwarded(&d), "{d:?}");
+        assert!(is_forward(&d), "{d:?}");
     }
     // The stranger's REGISTER is answered 401 by the registrar: still the phone's flow.
-    let RegisterDecision::Forward { pending, .. } = c.on_register(
+    let (pending, _) = forwarded(c.on_register(
         now,
         flow(6000),
         register("c1", 9, PHONE, Some(3600)),
         &mut draw,
-    ) else {
-        panic!("forwarded");
-    };
+    ));
     assert_eq!(
         c.on_registrar_answer(now, pending, 401, &[]),
         AnswerOutcome::Unchanged
@@ -174,14 +179,12 @@ fn a_new_flow_accepted_by_the_registrar_moves_the_binding_and_keeps_its_token() 
     let token = registered(&mut c, t0, 3600);
     let now = t0 + Duration::from_secs(10);
     let mut draw = tokens();
-    let RegisterDecision::Forward { pending, contacts } = c.on_register(
+    let (pending, contacts) = forwarded(c.on_register(
         now,
         flow(7000),
         register("c2", 1, PHONE, Some(3600)),
         &mut draw,
-    ) else {
-        panic!("forwarded");
-    };
+    ));
     assert_eq!(contacts[0].token, token, "the same Contact of ours");
     c.on_registrar_answer(now, pending, 200, &[(token, 3600)]);
     assert_eq!(c.binding_for_token(token).map(|b| b.flow), Some(flow(7000)));
@@ -195,11 +198,8 @@ fn de_registration_is_forwarded_and_clears_on_the_2xx() {
     let mut c = RegistrationCache::new(settings());
     let token = registered(&mut c, t0, 3600);
     let mut draw = tokens();
-    let RegisterDecision::Forward { pending, contacts } =
-        c.on_register(t0, flow(5060), register("c1", 2, PHONE, Some(0)), &mut draw)
-    else {
-        panic!("a removal is never absorbed");
-    };
+    let (pending, contacts) =
+        forwarded(c.on_register(t0, flow(5060), register("c1", 2, PHONE, Some(0)), &mut draw));
     assert_eq!(contacts[0].expires, 0);
     assert!(c.binding_for_token(token).is_some(), "until the 2xx");
     assert_eq!(
@@ -212,11 +212,7 @@ fn de_registration_is_forwarded_and_clears_on_the_2xx() {
     let mut star = register("c1", 3, PHONE, Some(0));
     star.star = true;
     star.contacts.clear();
-    let RegisterDecision::Forward { pending, contacts } =
-        c.on_register(t0, flow(5060), star, &mut draw)
-    else {
-        panic!("forwarded");
-    };
+    let (pending, contacts) = forwarded(c.on_register(t0, flow(5060), star, &mut draw));
     assert_eq!(
         contacts.iter().map(|c| c.token).collect::<Vec<_>>(),
         [token]
@@ -233,21 +229,13 @@ fn a_phone_not_behind_nat_gets_at_least_min_reg_expire_and_never_beyond_the_regi
     let mut draw = tokens();
     let mut r = register("c1", 1, PHONE, Some(60));
     r.behind_nat = false;
-    let RegisterDecision::Forward { pending, contacts } =
-        c.on_register(t0, flow(5060), r, &mut draw)
-    else {
-        panic!("forwarded");
-    };
+    let (pending, contacts) = forwarded(c.on_register(t0, flow(5060), r, &mut draw));
     // The registrar grants 200 s only: the phone is told 200, not min-reg-expire's 300.
     let out = c.on_registrar_answer(t0, pending, 200, &[(contacts[0].token, 200)]);
     assert_eq!(out, AnswerOutcome::Registered(vec![(PHONE.into(), 200)]));
     let mut r = register("c2", 1, "sip:alice@127.0.0.51:5060", Some(60));
     r.behind_nat = false;
-    let RegisterDecision::Forward { pending, contacts } =
-        c.on_register(t0, flow(5061), r, &mut draw)
-    else {
-        panic!("forwarded");
-    };
+    let (pending, contacts) = forwarded(c.on_register(t0, flow(5061), r, &mut draw));
     let out = c.on_registrar_answer(t0, pending, 200, &[(contacts[0].token, 3600)]);
     assert_eq!(
         out,
@@ -303,27 +291,23 @@ fn a_registrar_that_drops_a_contact_unbinds_it_and_tokens_never_collide() {
     // A refresh past half-way is forwarded; the registrar's 2xx no longer lists our Contact.
     let later = t0 + Duration::from_secs(1800);
     let mut draw = tokens();
-    let RegisterDecision::Forward { pending, .. } = c.on_register(
+    let (pending, _) = forwarded(c.on_register(
         later,
         flow(5060),
         register("c1", 2, PHONE, Some(3600)),
         &mut draw,
-    ) else {
-        panic!("forwarded");
-    };
+    ));
     c.on_registrar_answer(later, pending, 200, &[]);
     assert!(c.binding_for_token(token).is_none());
     // A stuck RNG (always the token in use) still yields an unused token.
     let token = registered(&mut c, later, 3600);
     let mut stuck = || token;
-    let RegisterDecision::Forward { contacts, .. } = c.on_register(
+    let (_, contacts) = forwarded(c.on_register(
         later,
         flow(5080),
         register("c3", 1, "sip:alice@127.0.0.53:5060", Some(3600)),
         &mut stuck,
-    ) else {
-        panic!("forwarded");
-    };
+    ));
     assert_ne!(contacts[0].token, token);
     assert_ne!(contacts[0].token, 0);
 }
