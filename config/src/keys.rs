@@ -20,7 +20,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use crate::model::{
-    AccessAction, AdminState, AlarmType, CaptureAgentState, CaptureTransport, FilterLevel,
+    AccessAction, AdminState, AlarmType, AllowAnonymous, NatTraversal, CaptureAgentState, CaptureTransport, FilterLevel,
     InDialogSource, MediaManagerState, MemorySource, PeerType, PingSendMode, RedundancyState,
     RestrictedLatching, SagStrategy, Severity, SipMonitoringState, SnmpAuthProtocol,
     SnmpPrivProtocol, SnmpVersion, TlsVersion, TranslationType, DEFAULT_TRANSPORT,
@@ -649,6 +649,9 @@ element! {
         "how long an initial INVITE waits for a first response (even 100) before the next \
          candidate is tried, s (a session-agent's invite-trans-expire overrides it)")
         .range(1, 32);
+    REG_CACHE_LIMIT "reg-cache-limit": int(0,
+        "registration-cache bindings at most; a REGISTER that would add one beyond gets 503")
+        .range(0, 10_000_000).note("0 = no limit");
 }}
 
 element! {
@@ -712,6 +715,21 @@ element! {
     AUTO_SCALING_PROFILE "auto-scaling-profile": KeySpec::new(Ty::Str, Dflt::Unset,
         "scaling profile of this interface's UDP worker group (\"\" for none: fixed count)")
         .hint("<auto-scaling-profile name | \"\">").optional().example("\"PROFILE_A\"");
+    REGISTRATION_CACHING "registration-caching": flag(false,
+        "cache phones' registrations: REGISTERs relayed with a Contact of ours, refreshes \
+         answered from the cache, requests for a registered phone sent over its flow");
+    MIN_REG_EXPIRE "min-reg-expire": int32(300,
+        "with registration-caching: the shortest expiry a phone not behind NAT is given, s")
+        .range(1, 86_400);
+    REGISTRATION_INTERVAL "registration-interval": int32(3600,
+        "with registration-caching: the expiry asked of the registrar (how often it sees a \
+         refresh of each binding), s").range(60, 604_800);
+    NAT_TRAVERSAL "nat-traversal": word(NatTraversal::WORDS, NatTraversal::DEFAULT.as_str(),
+        "hosted NAT traversal: which phones are taken as behind a NAT (their source differs \
+         from their Via or Contact)");
+    NAT_INTERVAL "nat-interval": int32(30,
+        "the registration expiry a phone behind NAT is given (its re-REGISTERs keep its \
+         pinhole open), s").range(5, 3600);
 }}
 
 element! {
@@ -862,6 +880,9 @@ element! {
         "the session-translation applied to new requests sent into the realm, after routing \
          (a session-agent's own wins)")
         .hint("<session-translation id | \"\">").optional().example("\"add-plus\"");
+    ALLOW_ANONYMOUS "allow-anonymous": word(AllowAnonymous::WORDS,
+        AllowAnonymous::DEFAULT.as_str(),
+        "who may place new requests arriving in the realm (REGISTER is always let through)");
 }}
 
 element! {

@@ -169,6 +169,35 @@ keyword_enum! {
 }
 
 keyword_enum! {
+    /// `sip-interface` `nat-traversal` (Oracle's hosted NAT traversal): which phones are taken
+    /// as behind a NAT, answered at their source (RFC 3581) and given `nat-interval` as their
+    /// registration expiry.
+    NatTraversal, key "nat-traversal", default None {
+        /// No phone is (its Via and Contact are trusted as written).
+        None = "none",
+        /// A phone whose top Via has `rport` and whose Via or Contact does not name its
+        /// source address.
+        Rport = "rport",
+        /// Any phone whose Via or Contact does not name its source address.
+        Always = "always",
+    }
+}
+
+keyword_enum! {
+    /// `realm-config` `allow-anonymous`: who may place new requests (calls, MESSAGE, ...)
+    /// arriving in the realm; REGISTER is always let through.
+    AllowAnonymous, key "allow-anonymous", default All {
+        /// Anyone.
+        All = "all",
+        /// Only session-agents (by source address).
+        AgentsOnly = "agents-only",
+        /// Only sources with a binding in the registration cache, and session-agents
+        /// (Oracle's `registered`: toll fraud from an unregistered source is refused, 403).
+        Registered = "registered",
+    }
+}
+
+keyword_enum! {
     /// `sip-config` `in-dialog-source`: where in-dialog requests (and responses) must come from.
     InDialogSource, key "in-dialog-source", default Address {
         /// From the address the leg's peer used (UDP: address and port; TCP and
@@ -919,6 +948,9 @@ pub struct SipConfig {
     /// is 0 there, which waits for timer B: 4 s here, so that a dead next hop costs a caller
     /// 4 s, not 32.)
     pub initial_inv_trans_expire: u32,
+    /// `reg-cache-limit`: registration-cache bindings at most (0: no limit); a REGISTER that
+    /// would add one beyond gets 503.
+    pub reg_cache_limit: u64,
 }
 
 impl Default for SipConfig {
@@ -958,6 +990,7 @@ impl Default for SipConfig {
             tcp_write_timeout_ms: const { sip_config::TCP_WRITE_TIMEOUT_MS.int() },
             tls_handshake_timeout_ms: const { sip_config::TLS_HANDSHAKE_TIMEOUT_MS.int() },
             initial_inv_trans_expire: const { sip_config::INITIAL_INV_TRANS_EXPIRE.u32() },
+            reg_cache_limit: const { sip_config::REG_CACHE_LIMIT.int() },
         }
     }
 }
@@ -1054,6 +1087,22 @@ pub struct SipInterface {
     /// `sip-config.workers`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auto_scaling_profile: Option<String>,
+    /// `registration-caching`: phones' REGISTERs arriving here are cached (see
+    /// `sbc_proto::registration`). Default disabled (relayed as any request).
+    #[serde(default = "default_registration_caching")]
+    pub registration_caching: bool,
+    /// `min-reg-expire`: the shortest expiry a phone not behind NAT is given, s (300).
+    #[serde(default = "default_min_reg_expire")]
+    pub min_reg_expire: u32,
+    /// `registration-interval`: the expiry asked of the registrar, s (3600).
+    #[serde(default = "default_registration_interval")]
+    pub registration_interval: u32,
+    /// `nat-traversal`: which phones are taken as behind a NAT (default none).
+    #[serde(default)]
+    pub nat_traversal: NatTraversal,
+    /// `nat-interval`: the registration expiry a phone behind NAT is given, s (30).
+    #[serde(default = "default_nat_interval")]
+    pub nat_interval: u32,
 }
 
 /// The key of an element of which a realm has one per address family: the realm for IPv4 (a
@@ -1067,6 +1116,26 @@ fn family_key(realm: &str, address: IpAddr) -> String {
 }
 
 impl SipInterface {
+    /// An interface of `realm` on `port` of the default address, every other key at its
+    /// default.
+    #[must_use]
+    pub fn with_defaults(realm: &str, port: u16) -> Self {
+        Self {
+            realm: realm.to_owned(),
+            address: default_address(),
+            port,
+            transports: default_transports(),
+            tls_port: default_tls_port(),
+            tls_profile: None,
+            auto_scaling_profile: None,
+            registration_caching: default_registration_caching(),
+            min_reg_expire: default_min_reg_expire(),
+            registration_interval: default_registration_interval(),
+            nat_traversal: NatTraversal::DEFAULT,
+            nat_interval: default_nat_interval(),
+        }
+    }
+
     /// What names this interface among the configuration's: its realm, with ` ipv6` for an
     /// IPv6 one (a realm has at most one interface per address family).
     #[must_use]
@@ -1708,6 +1777,22 @@ pub(crate) const fn default_tls_port() -> u16 {
     sip_interface::TLS_PORT.u16()
 }
 
+const fn default_registration_caching() -> bool {
+    sip_interface::REGISTRATION_CACHING.flag()
+}
+
+const fn default_min_reg_expire() -> u32 {
+    sip_interface::MIN_REG_EXPIRE.u32()
+}
+
+const fn default_registration_interval() -> u32 {
+    sip_interface::REGISTRATION_INTERVAL.u32()
+}
+
+const fn default_nat_interval() -> u32 {
+    sip_interface::NAT_INTERVAL.u32()
+}
+
 /// The default `transport` of a session-agent, which its key table reads.
 pub(crate) const DEFAULT_TRANSPORT: Transport = Transport::Udp;
 
@@ -1718,24 +1803,8 @@ const fn default_transport() -> Transport {
 /// The interfaces used when the file has no `[[sip-interface]]`: access on 5060, core on 5062.
 pub(crate) fn default_interfaces() -> Vec<SipInterface> {
     vec![
-        SipInterface {
-            realm: ACCESS_REALM.to_owned(),
-            address: default_address(),
-            port: 5060,
-            transports: default_transports(),
-            tls_port: default_tls_port(),
-            tls_profile: None,
-            auto_scaling_profile: None,
-        },
-        SipInterface {
-            realm: CORE.to_owned(),
-            address: default_address(),
-            port: 5062,
-            transports: default_transports(),
-            tls_port: default_tls_port(),
-            tls_profile: None,
-            auto_scaling_profile: None,
-        },
+        SipInterface::with_defaults(ACCESS_REALM, 5060),
+        SipInterface::with_defaults(CORE, 5062),
     ]
 }
 

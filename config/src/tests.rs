@@ -183,24 +183,8 @@ fn embedded_default_is_exactly_as_documented() {
     assert_eq!(
         c.sip_interfaces,
         vec![
-            SipInterface {
-                realm: "access".into(),
-                address: LOCALHOST,
-                port: 5060,
-                transports: vec![Transport::Udp, Transport::Tcp],
-                tls_port: 5061,
-                tls_profile: None,
-                auto_scaling_profile: None,
-            },
-            SipInterface {
-                realm: "core".into(),
-                address: LOCALHOST,
-                port: 5062,
-                transports: vec![Transport::Udp, Transport::Tcp],
-                tls_port: 5061,
-                tls_profile: None,
-                auto_scaling_profile: None,
-            },
+            SipInterface::with_defaults("access", 5060),
+            SipInterface::with_defaults("core", 5062),
         ]
     );
     assert_eq!(

@@ -1241,7 +1241,8 @@ fn sip(sip: &SipConfig) -> Result<(), ConfigError> {
         at,
         &k::INITIAL_INV_TRANS_EXPIRE,
         sip.initial_inv_trans_expire,
-    )
+    )?;
+    check(at, &k::REG_CACHE_LIMIT, sip.reg_cache_limit)
 }
 
 fn port(key: String, port: u16) -> Result<(), ConfigError> {
@@ -1423,6 +1424,13 @@ fn interfaces(interfaces: &[SipInterface], profiles: &[TlsProfile]) -> Result<()
     let mut realms: HashMap<(&str, bool), usize> = HashMap::new();
     for (i, iface) in interfaces.iter().enumerate() {
         let key = |field: &str| format!("sip-interface[{i}].{field}");
+        {
+            use crate::keys::sip_interface as si;
+            let at = format!("sip-interface[{i}]");
+            check(&at, &si::MIN_REG_EXPIRE, iface.min_reg_expire)?;
+            check(&at, &si::REGISTRATION_INTERVAL, iface.registration_interval)?;
+            check(&at, &si::NAT_INTERVAL, iface.nat_interval)?;
+        }
         if iface.realm.trim().is_empty() {
             return Err(ConfigError::invalid(
                 key("realm"),

@@ -212,15 +212,9 @@ impl Kind {
             Self::SipConfig => Element::SipConfig(SipConfig::default()),
             Self::SessionRouter => Element::SessionRouter(SessionRouter::default()),
             Self::RedundancyConfig => Element::RedundancyConfig(RedundancyConfig::default()),
-            Self::SipInterface => Element::SipInterface(SipInterface {
-                realm: String::new(),
-                address: default_address(),
-                port: crate::model::default_port(),
-                transports: crate::model::default_transports(),
-                tls_port: crate::model::default_tls_port(),
-                tls_profile: None,
-                auto_scaling_profile: None,
-            }),
+            Self::SipInterface => {
+                Element::SipInterface(SipInterface::with_defaults("", crate::model::default_port()))
+            }
             Self::SessionAgent => Element::SessionAgent(SessionAgent::default()),
             Self::AlarmThreshold => Element::AlarmThreshold(AlarmThreshold::default()),
             Self::TrapReceiver => Element::TrapReceiver(TrapReceiver::default()),

@@ -571,6 +571,9 @@ pub struct RealmConfig {
     /// realm (to a session-agent without its own), after routing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub out_translationid: Option<String>,
+    /// `allow-anonymous`: who may place new requests arriving in the realm (default all).
+    #[serde(default)]
+    pub allow_anonymous: super::AllowAnonymous,
 }
 
 impl RealmConfig {

@@ -20,7 +20,7 @@
 //!
 //! Time is passed in; nothing here reads a clock.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -211,7 +211,14 @@ pub const MAX_PENDING: usize = 4096;
 #[derive(Debug, Clone)]
 pub struct RegistrationCache {
     settings: CacheSettings,
+    /// Timings of interfaces that have their own (`sip-interface` keys), by index.
+    interface_settings: HashMap<usize, CacheSettings>,
     bindings: HashMap<u64, Binding>,
+    /// Bindings per source address (`allow-anonymous registered`).
+    sources: HashMap<SocketAddr, u32>,
+    /// Tokens whose binding changed since [`RegistrationCache::take_changes`], when changes
+    /// are tracked (for the standby).
+    changed: Option<HashSet<u64>>,
     /// Tokens by (AoR, phone Contact).
     by_contact: HashMap<(String, String), u64>,
     pending: HashMap<u64, Pending>,
@@ -225,11 +232,100 @@ impl RegistrationCache {
     pub fn new(settings: CacheSettings) -> Self {
         Self {
             settings,
+            interface_settings: HashMap::new(),
             bindings: HashMap::new(),
+            sources: HashMap::new(),
+            changed: None,
             by_contact: HashMap::new(),
             pending: HashMap::new(),
             next_pending: 1,
             counters: CacheCounters::default(),
+        }
+    }
+
+    /// Interface `interface` gives phones these timings (its `min-reg-expire`,
+    /// `registration-interval`, `nat-interval`); `max_bindings` stays the cache's.
+    pub fn set_interface_settings(&mut self, interface: usize, settings: CacheSettings) {
+        self.interface_settings.insert(interface, settings);
+    }
+
+    fn settings_for(&self, interface: usize) -> CacheSettings {
+        self.interface_settings
+            .get(&interface)
+            .copied()
+            .unwrap_or(self.settings)
+    }
+
+    /// Starts recording which bindings change, for [`RegistrationCache::take_changes`] (a
+    /// node of a pair replicates them); off by default, so that nothing accumulates on a
+    /// node nobody drains.
+    pub fn track_changes(&mut self) {
+        if self.changed.is_none() {
+            self.changed = Some(HashSet::new());
+        }
+    }
+
+    /// The bindings changed since the last call, each once (refreshes coalesced): the
+    /// binding as it is now, or `None` for one removed.
+    pub fn take_changes(&mut self) -> Vec<(u64, Option<Binding>)> {
+        let Some(changed) = self.changed.as_mut() else {
+            return Vec::new();
+        };
+        let tokens: Vec<u64> = changed.drain().collect();
+        tokens
+            .into_iter()
+            .map(|t| (t, self.bindings.get(&t).cloned()))
+            .collect()
+    }
+
+    fn mark(&mut self, token: u64) {
+        if let Some(changed) = self.changed.as_mut() {
+            changed.insert(token);
+        }
+    }
+
+    /// Whether `source` has a binding (its phone registered through us).
+    #[must_use]
+    pub fn is_registered_source(&self, source: SocketAddr) -> bool {
+        self.sources.contains_key(&source)
+    }
+
+    /// Every binding, by token.
+    pub fn bindings(&self) -> impl Iterator<Item = &Binding> {
+        self.bindings.values()
+    }
+
+    /// Installs a binding replicated from the active (or replaces the one of its token).
+    pub fn install(&mut self, binding: Binding) {
+        self.insert_binding(binding);
+    }
+
+    /// Removes the binding of `token` (its removal replicated from the active).
+    pub fn uninstall(&mut self, token: u64) -> Option<Binding> {
+        self.remove(token)
+    }
+
+    fn insert_binding(&mut self, binding: Binding) -> bool {
+        let token = binding.token;
+        *self.sources.entry(binding.flow.source).or_default() += 1;
+        self.by_contact.insert(
+            (binding.aor.clone(), binding.phone_contact.clone()),
+            token,
+        );
+        let old = self.bindings.insert(token, binding);
+        if let Some(old) = &old {
+            self.forget_source(old.flow.source);
+        }
+        self.mark(token);
+        old.is_none()
+    }
+
+    fn forget_source(&mut self, source: SocketAddr) {
+        if let Some(n) = self.sources.get_mut(&source) {
+            *n -= 1;
+            if *n == 0 {
+                self.sources.remove(&source);
+            }
         }
     }
 
@@ -310,7 +406,7 @@ impl RegistrationCache {
                         expires: if asked == 0 {
                             0
                         } else {
-                            secs(self.settings.registration_interval)
+                            secs(self.settings_for(flow.interface).registration_interval)
                         },
                     }
                 })
@@ -370,7 +466,9 @@ impl RegistrationCache {
         }
         let mut answer = Vec::with_capacity(tokens.len());
         for (token, c) in tokens.iter().zip(&request.contacts) {
-            let expires = self.phone_expiry(request.requested(c), request.behind_nat);
+            let expires =
+                self.phone_expiry(flow.interface, request.requested(c), request.behind_nat);
+            self.mark(*token);
             if let Some(b) = self.bindings.get_mut(token) {
                 // Never beyond what the registrar still holds.
                 let left = secs(b.registrar_expires_at.saturating_duration_since(now));
@@ -428,7 +526,7 @@ impl RegistrationCache {
             match granted {
                 Some(registrar) if registrar > 0 && c.expires > 0 => {
                     let phone = self
-                        .phone_expiry(asked, p.request.behind_nat)
+                        .phone_expiry(p.flow.interface, asked, p.request.behind_nat)
                         .min(registrar);
                     let binding = Binding {
                         token: c.token,
@@ -443,11 +541,9 @@ impl RegistrationCache {
                         registrar_expires: registrar,
                         refreshed_at: now,
                     };
-                    if self.bindings.insert(c.token, binding).is_none() {
+                    if self.insert_binding(binding) {
                         self.counters.created += 1;
                     }
-                    self.by_contact
-                        .insert((p.request.aor.clone(), c.phone_contact.clone()), c.token);
                     answer.push((c.phone_contact.clone(), phone));
                 }
                 // Removed by the phone, or not listed by the registrar: not bound there.
@@ -501,16 +597,19 @@ impl RegistrationCache {
         let b = self.bindings.remove(&token)?;
         self.by_contact
             .remove(&(b.aor.clone(), b.phone_contact.clone()));
+        self.forget_source(b.flow.source);
+        self.mark(token);
         Some(b)
     }
 
     /// The expiry a phone is told: `nat-interval` behind a NAT, else what it asked, at least
-    /// `min-reg-expire`.
-    fn phone_expiry(&self, asked: u32, behind_nat: bool) -> u32 {
+    /// `min-reg-expire` (the settings of the interface it registered on).
+    fn phone_expiry(&self, interface: usize, asked: u32, behind_nat: bool) -> u32 {
+        let settings = self.settings_for(interface);
         if behind_nat {
-            secs(self.settings.nat_interval).min(asked.max(1))
+            secs(settings.nat_interval).min(asked.max(1))
         } else {
-            asked.max(secs(self.settings.min_reg_expire))
+            asked.max(secs(settings.min_reg_expire))
         }
     }
 
