@@ -20,10 +20,11 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use crate::model::{
-    AccessAction, AdminState, AlarmType, AllowAnonymous, NatTraversal, CaptureAgentState, CaptureTransport, FilterLevel,
-    InDialogSource, MediaManagerState, MemorySource, PeerType, PingSendMode, RedundancyState,
-    RestrictedLatching, SagStrategy, Severity, SipMonitoringState, SnmpAuthProtocol,
-    SnmpPrivProtocol, SnmpVersion, TlsVersion, TranslationType, DEFAULT_TRANSPORT,
+    AccessAction, AdminState, AlarmType, AllowAnonymous, CaptureAgentState, CaptureTransport,
+    FilterLevel, InDialogSource, MediaManagerState, MemorySource, NatTraversal, PeerType,
+    PingSendMode, RedundancyState, RestrictedLatching, SagStrategy, Severity, SipMonitoringState,
+    SnmpAuthProtocol, SnmpPrivProtocol, SnmpVersion, TlsVersion, TranslationType,
+    DEFAULT_TRANSPORT,
 };
 
 /// The type of a key's value, which decides how the ACLI parses it and how the reference

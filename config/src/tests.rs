@@ -178,6 +178,7 @@ fn embedded_default_is_exactly_as_documented() {
             tcp_write_timeout_ms: 10_000,
             tls_handshake_timeout_ms: 5000,
             initial_inv_trans_expire: 4,
+            reg_cache_limit: 0,
         }
     );
     assert_eq!(

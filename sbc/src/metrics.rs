@@ -321,6 +321,17 @@ fn sip_counter(
             "Candidates passed over: their agent out of service or at its limits",
         ),
         "no_agent_503" => (REFUSED, Some(("reason", "no_agent")), REFUSED_HELP),
+        "anonymous_refused" => (REFUSED, Some(("reason", "anonymous")), REFUSED_HELP),
+        "to_registered_phones" => (
+            "sbc_registration_requests_to_phones",
+            None,
+            "New requests sent to a registered phone over its flow",
+        ),
+        "registered_phone_gone" => (
+            "sbc_registration_phone_gone",
+            None,
+            "Requests for a registration Contact whose binding is gone (480)",
+        ),
         "pings_sent" => (
             "sbc_session_agent_pings",
             None,
@@ -359,6 +370,7 @@ pub fn encode(src: &Sources) -> String {
     tls(&mut m, &status.tls);
     trace(&mut m, &status.trace);
     session_agents(&mut m, &status.session_agents);
+    registrations(&mut m, &status.registrations);
     m.finish()
 }
 
@@ -1051,6 +1063,40 @@ pub async fn run(console: Arc<Console>, first: Option<TcpListener>, tasks: Tasks
 
 #[cfg(test)]
 pub(crate) mod tests;
+
+fn registrations(m: &mut Builder, r: &crate::status::RegistrationsReport) {
+    m.gauge(
+        "sbc_registration_bindings",
+        "Bindings in the registration cache (phones registered through this node)",
+        &[],
+        r.bindings as f64,
+    );
+    let c = &r.counters;
+    for (n, what) in [
+        (c.forwarded, "forwarded"),
+        (c.absorbed, "absorbed"),
+        (c.refused_full, "refused_full"),
+    ] {
+        m.counter(
+            "sbc_registration_registers",
+            "Phones' REGISTERs by outcome: forwarded to the registrar, answered from the cache, refused (reg-cache-limit)",
+            &[("outcome", what)],
+            n,
+        );
+    }
+    for (n, what) in [
+        (c.created, "created"),
+        (c.removed, "removed"),
+        (c.expired, "expired"),
+    ] {
+        m.counter(
+            "sbc_registration_binding_changes",
+            "Bindings created (the registrar's 2xx), removed (de-registered), expired (purged)",
+            &[("change", what)],
+            n,
+        );
+    }
+}
 
 fn session_agents(m: &mut Builder, agents: &[SessionAgentRow]) {
     for a in agents {

@@ -14,10 +14,15 @@ use sbc_config::{
     AccessAction, Config, MediaManagerState, RestrictedLatching, SessionAgent, Transport,
 };
 use sbc_proto::access::AccessSettings;
-use sbc_proto::engine::{EngineConfig, Interface, NextHop, SourcePolicy};
+use sbc_proto::engine::{
+    AllowAnonymous, EngineConfig, Interface, InterfaceRegistration, NextHop, Registrations,
+    SourcePolicy,
+};
 use sbc_proto::media::MediaSettings;
 use sbc_proto::overload::autoscale::ScalingProfile;
 use sbc_proto::overload::prsm::PrsmConfig;
+use sbc_proto::registration::cache::CacheSettings;
+use sbc_proto::registration::message::NatTraversal;
 use sbc_proto::routing::agent::{AgentPolicy, PingSendMode};
 use sbc_proto::routing::dns::DnsName;
 use sbc_proto::routing::local_policy::{AddressPattern, Days, LocalPolicy, PolicyAttribute};
@@ -120,6 +125,7 @@ pub fn runtime(cfg: &Config) -> anyhow::Result<RuntimeSettings> {
         shutdown_grace: Duration::from_millis(s.shutdown_grace_ms),
         max_message_size: s.max_message_size,
         retry_after: (s.retry_after_min, s.retry_after_max),
+        registration: registration_settings(cfg),
     })
 }
 
@@ -459,7 +465,53 @@ pub fn engine_config(cfg: &Config) -> anyhow::Result<EngineConfig> {
         trace: trace_on(cfg),
         // The node's trace switch, its trace thread's, is attached by the runtime.
         trace_switch: None,
+        registration: Registrations {
+            // The node's cache, kept across activations, is attached by the runtime.
+            cache: None,
+            interfaces: cfg
+                .sip_interfaces
+                .iter()
+                .map(|i| InterfaceRegistration {
+                    caching: i.registration_caching,
+                    nat: match i.nat_traversal {
+                        sbc_config::NatTraversal::None => NatTraversal::Off,
+                        sbc_config::NatTraversal::Rport => NatTraversal::Rport,
+                        sbc_config::NatTraversal::Always => NatTraversal::Always,
+                    },
+                    allow_anonymous: match cfg
+                        .realm_config(&i.realm)
+                        .map(|r| r.allow_anonymous)
+                        .unwrap_or_default()
+                    {
+                        sbc_config::AllowAnonymous::All => AllowAnonymous::All,
+                        sbc_config::AllowAnonymous::AgentsOnly => AllowAnonymous::AgentsOnly,
+                        sbc_config::AllowAnonymous::Registered => AllowAnonymous::Registered,
+                    },
+                })
+                .collect(),
+        },
     })
+}
+
+/// The registration cache's settings: the node-wide limit (`reg-cache-limit`) with the first
+/// caching interface's timings, and each interface's own timings, by index.
+#[must_use]
+pub fn registration_settings(cfg: &Config) -> (CacheSettings, Vec<CacheSettings>) {
+    let limit = usize::try_from(cfg.sip_config.reg_cache_limit).unwrap_or(usize::MAX);
+    let of = |i: &sbc_config::SipInterface| CacheSettings {
+        registration_interval: Duration::from_secs(u64::from(i.registration_interval)),
+        min_reg_expire: Duration::from_secs(u64::from(i.min_reg_expire)),
+        nat_interval: Duration::from_secs(u64::from(i.nat_interval)),
+        max_bindings: limit,
+    };
+    let each: Vec<CacheSettings> = cfg.sip_interfaces.iter().map(of).collect();
+    let default = cfg
+        .sip_interfaces
+        .iter()
+        .position(|i| i.registration_caching)
+        .and_then(|i| each.get(i).copied())
+        .unwrap_or_else(|| of(&sbc_config::SipInterface::with_defaults("", 5060)));
+    (default, each)
 }
 
 /// Media anchoring (`media-manager`, `steering-pool`): `None` when the media manager is

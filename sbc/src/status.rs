@@ -139,6 +139,74 @@ pub struct NodeStatus {
     pub session_agents: Vec<SessionAgentRow>,
     /// `show local-routing`.
     pub route_files: Vec<RouteFileRow>,
+    /// `show registrations`.
+    pub registrations: RegistrationsReport,
+}
+
+/// The most bindings `show registrations` lists (the count is always whole).
+pub const MAX_LISTED_BINDINGS: usize = 1000;
+
+/// `show registrations`: the cache's bindings (at most [`MAX_LISTED_BINDINGS`], by address of
+/// record), their count, the limit and the counters.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct RegistrationsReport {
+    /// Bindings held.
+    pub bindings: usize,
+    /// `reg-cache-limit` (0: none).
+    pub limit: usize,
+    /// The counters since the node started.
+    pub counters: sbc_proto::registration::cache::CacheCounters,
+    /// The bindings listed.
+    pub rows: Vec<BindingRow>,
+}
+
+/// One binding of `show registrations`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct BindingRow {
+    /// The address of record.
+    pub aor: String,
+    /// The phone's Contact.
+    pub contact: String,
+    /// Where the phone is reached: transport and source address (the NAT's).
+    pub flow: String,
+    /// Our Contact's user part toward the registrar.
+    pub token: String,
+    /// Seconds until the phone must refresh.
+    pub phone_expires_s: u64,
+    /// Seconds until the registrar's binding expires.
+    pub registrar_expires_s: u64,
+}
+
+/// `show registrations` of `node`.
+#[must_use]
+pub fn registrations(node: &Node) -> RegistrationsReport {
+    let now = std::time::Instant::now();
+    let cache = node
+        .registrations()
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut rows: Vec<BindingRow> = cache
+        .bindings()
+        .map(|b| BindingRow {
+            aor: b.aor.clone(),
+            contact: b.phone_contact.clone(),
+            flow: format!("{} {}", b.flow.transport.uri_param(), b.flow.source),
+            token: format!("r-{:016x}", b.token),
+            phone_expires_s: b.phone_expires_at.saturating_duration_since(now).as_secs(),
+            registrar_expires_s: b
+                .registrar_expires_at
+                .saturating_duration_since(now)
+                .as_secs(),
+        })
+        .collect();
+    rows.sort_by(|a, b| (&a.aor, &a.contact).cmp(&(&b.aor, &b.contact)));
+    rows.truncate(MAX_LISTED_BINDINGS);
+    RegistrationsReport {
+        bindings: cache.len(),
+        limit: cache.limit(),
+        counters: cache.counters(),
+        rows,
+    }
 }
 
 /// One row of `show local-routing`: a `local-routing-config` file as this node loaded it (each

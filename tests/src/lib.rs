@@ -26,6 +26,7 @@
 pub mod acli;
 pub mod dir;
 pub mod hog;
+pub mod kamailio;
 pub mod netns;
 pub mod pair;
 pub mod ports;

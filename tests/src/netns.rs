@@ -39,6 +39,21 @@ pub fn enter(addresses: &[IpAddr]) {
     }
 }
 
+/// Gives the namespace a second interface (one end of a veth pair, both ends inside it, up)
+/// carrying `cidr`: for peers that take their media address from a non-loopback interface
+/// (baresip ignores `lo`). Its traffic never leaves the namespace.
+///
+/// # Panics
+/// If `ip` fails.
+pub fn add_veth_address(cidr: &str) {
+    ip(&[
+        "link", "add", "sbc-v0", "type", "veth", "peer", "name", "sbc-v1",
+    ]);
+    ip(&["addr", "add", cidr, "dev", "sbc-v0"]);
+    ip(&["link", "set", "sbc-v0", "up"]);
+    ip(&["link", "set", "sbc-v1", "up"]);
+}
+
 /// Makes a whole prefix local to the namespace's loopback (`ip route add local PREFIX dev
 /// lo`), so a process may bind any address in it with `IPV6_FREEBIND`/`ip_nonlocal_bind`, as
 /// a stranger holding a /64 would send from any of its 2^64 addresses.

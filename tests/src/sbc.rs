@@ -88,6 +88,8 @@ pub struct SbcConfig {
     pub sip_lines: Vec<String>,
     /// More TOML appended to the file (whole tables, e.g. `[[access-control]]`).
     pub extra_toml: String,
+    /// More lines of the access `sip-interface` (`key = value`), e.g. registration caching.
+    pub access_lines: Vec<String>,
     /// TLS on both interfaces with one `tls-profile` (and, with `agent_transport = "tls"`,
     /// toward the agent), if set.
     pub tls: Option<TlsSetup>,
@@ -166,6 +168,7 @@ impl SbcConfig {
             agent_transport: "udp",
             sip_lines: Vec::new(),
             extra_toml: String::new(),
+            access_lines: Vec::new(),
             tls: None,
         }
     }
@@ -189,6 +192,11 @@ impl SbcConfig {
             let _ = writeln!(s, "realm = \"{realm}\"");
             let _ = writeln!(s, "address = \"{}\"", addr.ip());
             let _ = writeln!(s, "port = {}", addr.port());
+            if realm == "access" {
+                for line in &self.access_lines {
+                    let _ = writeln!(s, "{line}");
+                }
+            }
             match &self.tls {
                 None => {
                     let _ = writeln!(s, "transports = [\"udp\", \"tcp\"]");

@@ -212,9 +212,10 @@ impl Kind {
             Self::SipConfig => Element::SipConfig(SipConfig::default()),
             Self::SessionRouter => Element::SessionRouter(SessionRouter::default()),
             Self::RedundancyConfig => Element::RedundancyConfig(RedundancyConfig::default()),
-            Self::SipInterface => {
-                Element::SipInterface(SipInterface::with_defaults("", crate::model::default_port()))
-            }
+            Self::SipInterface => Element::SipInterface(SipInterface::with_defaults(
+                "",
+                crate::model::default_port(),
+            )),
             Self::SessionAgent => Element::SessionAgent(SessionAgent::default()),
             Self::AlarmThreshold => Element::AlarmThreshold(AlarmThreshold::default()),
             Self::TrapReceiver => Element::TrapReceiver(TrapReceiver::default()),

@@ -14,11 +14,21 @@ use crate::sip::message::{param, Header, HeaderName, MessageWriter, Method, SipM
 pub(super) use crate::sip::dialog::ResponseEcho as ResponseContext;
 
 impl ResponseContext {
-    pub(crate) fn of(msg: &SipMessage) -> Self {
+    /// What a response to `msg`, received from `source`, echoes: its top Via stamped with
+    /// where it came from (RFC 3261 section 18.2.1 `received`, RFC 3581 `rport`), so that a
+    /// phone behind a NAT learns its public address and the answer goes where it sent from.
+    pub(crate) fn of(msg: &SipMessage, source: SocketAddr) -> Self {
         Self {
             vias: msg
                 .header_values(&HeaderName::Via)
-                .map(str::to_owned)
+                .enumerate()
+                .map(|(i, v)| {
+                    if i == 0 {
+                        stamp_received(v, source)
+                    } else {
+                        v.to_owned()
+                    }
+                })
                 .collect(),
             from: msg.header(&HeaderName::From).unwrap_or_default().to_owned(),
             to: msg.header(&HeaderName::To).unwrap_or_default().to_owned(),
@@ -43,6 +53,41 @@ impl ResponseContext {
         w.header("CSeq", &self.cseq);
         w
     }
+}
+
+/// `via` with `received=<source IP>` when its sent-by host is not that IP, and `rport=<source
+/// port>` when it asks for it (an `rport` without a value, RFC 3581 section 4; `received` is
+/// then always added).
+pub(super) fn stamp_received(via: &str, source: SocketAddr) -> String {
+    let mut parts = via.split(';');
+    let head = parts.next().unwrap_or("").trim_end();
+    let params: Vec<&str> = parts.map(str::trim).collect();
+    let is = |p: &str, name: &str| {
+        p.split('=')
+            .next()
+            .is_some_and(|n| n.trim().eq_ignore_ascii_case(name))
+    };
+    let wants_rport = params.iter().any(|p| p.eq_ignore_ascii_case("rport"));
+    let host =
+        crate::sip::uri::UriParts::parse(&format!("sip:{}", via_sent_by(via))).and_then(|p| p.ip());
+    let received = wants_rport || host != Some(source.ip());
+    if !received && !wants_rport {
+        return via.to_owned();
+    }
+    let mut out = head.to_owned();
+    for p in params.iter().filter(|p| !is(p, "received")) {
+        out.push(';');
+        if p.eq_ignore_ascii_case("rport") {
+            out.push_str(&format!("rport={}", source.port()));
+        } else {
+            out.push_str(p);
+        }
+    }
+    if received {
+        // An IPv6 `received` is written without brackets (RFC 5118 section 4.5).
+        out.push_str(&format!(";received={}", source.ip()));
+    }
+    out
 }
 
 pub(super) fn strip_tag(v: &str) -> String {
@@ -181,5 +226,32 @@ impl Engine {
         }
         copy_end_to_end(&mut w, &orig.headers);
         w.finish(&orig.body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stamp_received;
+
+    #[test]
+    fn the_top_via_learns_where_the_request_came_from() {
+        let src = "127.0.0.9:40000".parse().expect("an address");
+        let same = "SIP/2.0/UDP 127.0.0.9:40000;branch=z9hG4bK1";
+        assert_eq!(stamp_received(same, src), same);
+        assert_eq!(
+            stamp_received("SIP/2.0/UDP 127.0.0.9:5060;branch=z9hG4bK1;rport", src),
+            "SIP/2.0/UDP 127.0.0.9:5060;branch=z9hG4bK1;rport=40000;received=127.0.0.9"
+        );
+        assert_eq!(
+            stamp_received("SIP/2.0/UDP 127.0.0.60:5060;branch=z9hG4bK1", src),
+            "SIP/2.0/UDP 127.0.0.60:5060;branch=z9hG4bK1;received=127.0.0.9"
+        );
+        assert_eq!(
+            stamp_received(
+                "SIP/2.0/UDP [::1]:5060;rport;branch=z9hG4bK1",
+                "[::1]:7000".parse().expect("an address")
+            ),
+            "SIP/2.0/UDP [::1]:5060;rport=7000;branch=z9hG4bK1;received=::1"
+        );
     }
 }

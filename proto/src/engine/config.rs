@@ -75,6 +75,9 @@ pub struct EngineConfig {
     /// the events (the capture server down, no monitor), and the engine then only counts the
     /// messages it did not trace.
     pub trace_switch: Option<Arc<AtomicBool>>,
+    /// Phones registered through us: the node's registration cache and each interface's
+    /// settings.
+    pub registration: super::Registrations,
 }
 
 /// The node's media table, shared by every engine (which open, update and close sessions as

@@ -290,6 +290,7 @@ impl Engine {
             self.stats.udp_to_tcp += 1;
             leg.transport = LegTransport::Tcp;
         }
+        let (orig, cseq) = self.register_view(skey, &mut leg, orig.clone());
         self.trace_exchange(orig.call_id().unwrap_or_default(), &leg.call_id);
         let ckey = self.send_request(
             now,
@@ -297,8 +298,8 @@ impl Engine {
             None,
             Side::Callee,
             &method,
-            1,
-            orig,
+            cseq,
+            &orig,
             mf,
             Some(skey.clone()),
         );

@@ -32,6 +32,11 @@ impl Ids {
     }
 
     /// A From/To tag: 64 random bits in hex.
+    /// A random 64-bit value (a registration binding's token).
+    pub(super) fn token_value(&mut self) -> u64 {
+        self.rng.next_u64()
+    }
+
     pub(super) fn tag(&mut self) -> String {
         format!("{:016x}", self.rng.next_u64())
     }

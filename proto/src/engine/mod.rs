@@ -41,6 +41,7 @@ mod media;
 mod ping;
 mod reach;
 mod refusal;
+mod register;
 mod request;
 mod response;
 mod setup;
@@ -67,6 +68,7 @@ use ids::Ids;
 pub use ids::BRANCH_PREFIX;
 pub use reach::uri_addr;
 pub use refusal::{stateless_503, Admission};
+pub use register::{AllowAnonymous, InterfaceRegistration, Registrations, SharedRegistrations};
 pub use stats::Stats;
 use timers::TimerHeap;
 pub use trace::{TraceEvent, TracedCall, MAX_PENDING_TRACE_EVENTS};
@@ -108,6 +110,9 @@ pub struct Engine {
     client: HashMap<ClientKey, ClientEntry>,
     /// New requests with candidates left to try, by the caller's transaction.
     hunts: HashMap<ServerKey, hunt::Hunt>,
+    /// REGISTERs forwarded to the registrar through the registration cache, by the phone's
+    /// transaction.
+    registering: HashMap<ServerKey, register::Registering>,
     timers: TimerHeap,
     out: VecDeque<Transmit>,
     admission: Admission,
@@ -185,6 +190,7 @@ impl Engine {
             server: HashMap::new(),
             client: HashMap::new(),
             hunts: HashMap::new(),
+            registering: HashMap::new(),
             timers: TimerHeap::default(),
             out: VecDeque::new(),
             admission: Admission::Accept,

@@ -289,6 +289,7 @@ mod takeover {
             media: None,
             trace: false,
             trace_switch: None,
+            registration: crate::engine::Registrations::default(),
         };
         let now = Instant::now();
         Engine::new(

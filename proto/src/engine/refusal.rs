@@ -144,7 +144,7 @@ impl Engine {
         code: u16,
         extra: Option<(&str, String)>,
     ) {
-        let ctx = ResponseContext::of(msg);
+        let ctx = ResponseContext::of(msg, inbound.source);
         let tag = (code > 100 && msg.to_tag().is_none()).then(|| self.ids.tag());
         let mut w = ctx.write(code, reason_for(code), tag.as_deref());
         if let Some((name, value)) = extra {

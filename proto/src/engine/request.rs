@@ -29,6 +29,16 @@ use crate::sip::transaction::{ClientInvite, ClientNonInvite, ServerRequest};
 use crate::sip::uri::{display_name, UriParts};
 use std::sync::Arc;
 
+/// Where a new request goes.
+#[derive(Debug)]
+pub(super) enum Target {
+    /// The route's candidates, in order, and the first one's session (an INVITE's).
+    Agents(Vec<Attempt>, Option<AgentSession>),
+    /// A registered phone, over its flow (the Request-URI was one of our registration
+    /// Contacts).
+    Phone(crate::registration::cache::Binding),
+}
+
 impl Engine {
     pub(super) fn on_request(&mut self, now: Instant, inbound: &Inbound, msg: SipMessage) {
         self.stats.requests_in += 1;
@@ -116,11 +126,6 @@ impl Engine {
             self.answer(inbound, &msg, 483, None);
             return;
         }
-        if self.is_loop(&msg) {
-            self.trace_note("refused 482: loop (our own Via is in it)");
-            self.answer(inbound, &msg, 482, None);
-            return;
-        }
         let mf = (max_forwards - 1).min(70);
 
         if let Some(to_tag) = msg.to_tag() {
@@ -137,6 +142,20 @@ impl Engine {
             return;
         }
 
+        // Loops are looked for out of dialog only: an in-dialog request of a hairpinned call
+        // (a phone behind us calling another through the registrar) carries our own Via and
+        // is matched to its dialog. A new request for a registered phone carries it too, its
+        // Request-URI changed on the way: not a loop either (RFC 3261 section 16.3).
+        let for_phone = self.cfg.registration.cache.is_some()
+            && msg
+                .request_uri()
+                .and_then(crate::registration::message::token_of)
+                .is_some();
+        if !for_phone && self.is_loop(&msg) {
+            self.trace_note("refused 482: loop (our own Via is in it)");
+            self.answer(inbound, &msg, 482, None);
+            return;
+        }
         if self.admission == Admission::Drop {
             // Handing the service address over: the caller's retransmission reaches the next
             // active, which serves the call from its start. Before the shutdown's 503: a node
@@ -194,9 +213,43 @@ impl Engine {
             self.answer(inbound, &msg, 503, Some(("Retry-After", "5".into())));
             return;
         }
+        if method != Method::Register && self.anonymous_refused(inbound) {
+            self.stats.anonymous_refused += 1;
+            self.trace_note("refused 403: allow-anonymous of the realm (not registered)");
+            self.answer(
+                inbound,
+                &msg,
+                403,
+                Some(("Warning", "399 sbc \"not registered\"".into())),
+            );
+            return;
+        }
+        if method == Method::Register && self.cached_register(now, inbound, &msg, &key, mf) {
+            return;
+        }
+        if self.request_for_phone(now, inbound, &msg, &key, mf) {
+            return;
+        }
         // `in-translationid` of the agent it comes from: a copy for routing and the next hop
         // (the caller's own From and To stay in what is echoed back to it).
         let translated = self.translate_inbound(inbound, &msg);
+        self.route_new(now, inbound, msg, translated, key, mf);
+    }
+
+    /// Routes a new request to the first candidate of its route that may take it; false when
+    /// it was answered instead (no route, no agent may take it, `sips:` rules).
+    pub(super) fn route_new(
+        &mut self,
+        now: Instant,
+        inbound: &Inbound,
+        msg: SipMessage,
+        translated: Option<SipMessage>,
+        key: ServerKey,
+        mf: u32,
+    ) -> bool {
+        let Some(method) = msg.method().cloned() else {
+            return false;
+        };
         let mut plan = self.plan_route(now, inbound, translated.as_ref().unwrap_or(&msg));
         if plan.is_empty() {
             self.trace_note("refused 404: no route from this realm");
@@ -206,7 +259,7 @@ impl Engine {
                 404,
                 Some(("Warning", "399 sbc \"no route\"".into())),
             );
-            return;
+            return false;
         }
         // The first candidate whose agent takes it.
         let invite = method == Method::Invite;
@@ -222,12 +275,12 @@ impl Engine {
             self.stats.no_agent_503 += 1;
             self.trace_note("refused 503: no session-agent of the route may take it now");
             self.answer(inbound, &msg, 503, Some(("Retry-After", "5".into())));
-            return;
+            return false;
         };
         plan.drain(..start);
         let router = Arc::clone(&self.cfg.router);
         let Some(first) = plan.first().and_then(|a| router.agent(a.agent)) else {
-            return;
+            return false;
         };
         if msg.request_uri().is_some_and(is_sips) {
             // RFC 3261 §26.2.2, RFC 5630 §3: a `sips:` request travels over TLS on every hop.
@@ -248,14 +301,31 @@ impl Engine {
                 self.stats.sips_refused += 1;
                 self.trace_note_with(|| format!("refused {code}: {warning}"));
                 self.answer(inbound, &msg, code, Some(("Warning", warning.into())));
-                return;
+                return false;
             }
         }
         if method == Method::Invite {
-            self.new_call(now, inbound, msg, translated, key, plan, session, mf);
+            self.new_call(
+                now,
+                inbound,
+                msg,
+                translated,
+                key,
+                Target::Agents(plan, session),
+                mf,
+            );
         } else {
-            self.standalone(now, inbound, msg, translated, key, plan, mf);
+            self.standalone(
+                now,
+                inbound,
+                msg,
+                translated,
+                key,
+                Target::Agents(plan, None),
+                mf,
+            );
         }
+        true
     }
 
     pub(super) fn is_loop(&self, msg: &SipMessage) -> bool {
@@ -268,7 +338,7 @@ impl Engine {
         })
     }
 
-    #[allow(clippy::too_many_arguments)] // the request, its route and its agent's session
+    #[allow(clippy::too_many_arguments)] // the request and where it goes
     pub(super) fn new_call(
         &mut self,
         now: Instant,
@@ -276,18 +346,20 @@ impl Engine {
         msg: SipMessage,
         translated: Option<SipMessage>,
         key: ServerKey,
-        plan: Vec<Attempt>,
-        session: Option<AgentSession>,
+        target: Target,
         mf: u32,
     ) {
         let router = Arc::clone(&self.cfg.router);
-        let Some((index, agent)) = plan
-            .first()
-            .and_then(|a| Some((a.agent, router.agent(a.agent)?)))
-        else {
-            return;
+        let (plan, session, phone) = match target {
+            Target::Agents(plan, session) => (plan, session, None),
+            Target::Phone(binding) => (Vec::new(), None, Some(binding)),
         };
-        let hop = &agent.hop;
+        let agent = plan
+            .first()
+            .and_then(|a| Some((a.agent, router.agent(a.agent)?)));
+        if agent.is_none() && phone.is_none() {
+            return;
+        }
         let calls = &self.calls;
         let id = self.ids.call_id(|id| calls.contains_key(&id));
         let a_call_id = msg.call_id().unwrap_or_default().to_owned();
@@ -314,15 +386,22 @@ impl Engine {
             local_cseq: 0,
             last_invite_cseq: 0,
         };
-        let out_translation = self.cfg.router.outbound_translation(agent);
+        let out_translation = agent.and_then(|(_, a)| self.cfg.router.outbound_translation(a));
         let callee = {
             let routed = translated.as_ref().unwrap_or(&msg);
-            let view = self.translate_outbound(out_translation.as_deref(), routed);
-            self.outbound_leg(&view, agent, 1)
+            match (agent, &phone) {
+                (Some((_, agent)), _) => {
+                    let view = self.translate_outbound(out_translation.as_deref(), routed);
+                    self.outbound_leg(&view, agent, 1)
+                }
+                (None, Some(binding)) => self.phone_leg(routed, binding, 1),
+                (None, None) => return,
+            }
         };
+        let next_hop = agent.map_or("registered phone", |(_, a)| a.hop.name.as_str());
         self.stats.calls_attempted += 1;
         self.stats.routed_new += 1;
-        debug!(call_id = %a_call_id, b_call_id = %callee.call_id, next_hop = %hop.name, "new call");
+        debug!(call_id = %a_call_id, b_call_id = %callee.call_id, next_hop, "new call");
 
         // 100 Trying at once.
         self.new_server(
@@ -391,7 +470,8 @@ impl Engine {
             None => std::borrow::Cow::Borrowed(routed),
         };
         let msg = &*sent;
-        if let Some(call) = self.calls.get(&id) {
+        let hop = agent.map(|(_, a)| &a.hop);
+        if let (Some(call), Some(hop)) = (self.calls.get(&id), hop) {
             if self.over_udp_length(hop, &call.dialog.callee, &Method::Invite, msg, mf) {
                 self.stats.udp_to_tcp += 1;
                 if let Some(call) = self.calls.get_mut(&id) {
@@ -412,7 +492,7 @@ impl Engine {
         if let Some(call) = self.calls.get_mut(&id) {
             call.invite_sent(ckey.clone());
         }
-        if let Some(ckey) = &ckey {
+        if let (Some(ckey), Some((index, agent))) = (&ckey, agent) {
             self.start_attempt(now, ckey, agent, router.handle(index));
         }
         self.start_hunt(&key, plan, routed, mf);
@@ -456,14 +536,27 @@ impl Engine {
         invite_cseq: u32,
     ) -> Leg {
         let hop = &agent.hop;
-        let our_host = uri_host(self.cfg.interfaces[hop.interface].addr.ip());
+        let to = (hop.interface, hop.transport, hop.addr);
+        self.outbound_leg_to(msg, to, &agent.uri_host(), invite_cseq)
+    }
+
+    /// A leg for a new request `msg` toward `peer`, over `transport` from `interface` (see
+    /// [`Engine::outbound_leg`]); an IP host of its Request-URI becomes `host`.
+    pub(super) fn outbound_leg_to(
+        &mut self,
+        msg: &SipMessage,
+        (interface, transport, peer): (usize, LegTransport, std::net::SocketAddr),
+        ip_host: &str,
+        invite_cseq: u32,
+    ) -> Leg {
+        let our_host = uri_host(self.cfg.interfaces[interface].addr.ip());
         let request_uri = msg.request_uri().unwrap_or_default();
         // A `sips:` request stays `sips:` (it is only routed over TLS, see `route_new`).
         let scheme = if is_sips(request_uri) { "sips" } else { "sip" };
         let target = UriParts::parse(request_uri);
         let host = target
             .and_then(|p| p.domain())
-            .map_or_else(|| agent.uri_host(), str::to_owned);
+            .map_or_else(|| ip_host.to_owned(), str::to_owned);
         let uri = match target.and_then(|p| p.user) {
             Some(user) if target.is_some_and(|p| p.is_tel()) => {
                 format!("{scheme}:{user}@{host};user=phone")
@@ -493,9 +586,9 @@ impl Engine {
         };
         let a_call_id = msg.call_id().unwrap_or_default();
         Leg {
-            interface: hop.interface,
-            transport: hop.transport,
-            peer: hop.addr,
+            interface,
+            transport,
+            peer,
             call_id: self
                 .ids
                 .b2b_call_id(shard::call_id_key(a_call_id.as_bytes())),
@@ -520,25 +613,37 @@ impl Engine {
         msg: SipMessage,
         translated: Option<SipMessage>,
         key: ServerKey,
-        plan: Vec<Attempt>,
+        target: Target,
         mf: u32,
     ) {
         let router = Arc::clone(&self.cfg.router);
-        let Some((index, agent)) = plan
-            .first()
-            .and_then(|a| Some((a.agent, router.agent(a.agent)?)))
-        else {
-            return;
-        };
         let method = msg.method().cloned().unwrap_or(Method::Options);
         let routed = translated.as_ref().unwrap_or(&msg);
-        let out = self.cfg.router.outbound_translation(agent);
-        let sent = self.translate_outbound(out.as_deref(), routed);
-        let mut leg = self.outbound_leg(&sent, agent, 0);
-        if self.over_udp_length(&agent.hop, &leg, &method, &sent, mf) {
-            self.stats.udp_to_tcp += 1;
-            leg.transport = LegTransport::Tcp;
+        let (plan, mut leg, sent, agent) = match target {
+            Target::Agents(plan, _) => {
+                let Some((index, agent)) = plan
+                    .first()
+                    .and_then(|a| Some((a.agent, router.agent(a.agent)?)))
+                else {
+                    return;
+                };
+                let out = self.cfg.router.outbound_translation(agent);
+                let sent = self.translate_outbound(out.as_deref(), routed).into_owned();
+                let leg = self.outbound_leg(&sent, agent, 0);
+                (plan, leg, sent, Some((index, agent)))
+            }
+            Target::Phone(binding) => {
+                let leg = self.phone_leg(routed, &binding, 0);
+                (Vec::new(), leg, routed.clone(), None)
+            }
+        };
+        if let Some((_, agent)) = agent {
+            if self.over_udp_length(&agent.hop, &leg, &method, &sent, mf) {
+                self.stats.udp_to_tcp += 1;
+                leg.transport = LegTransport::Tcp;
+            }
         }
+        let (sent, cseq) = self.register_view(&key, &mut leg, sent);
         self.stats.routed_new += 1;
         self.trace_exchange(msg.call_id().unwrap_or_default(), &leg.call_id);
         let tag = self.ids.tag();
@@ -549,12 +654,14 @@ impl Engine {
             None,
             Side::Callee,
             &method,
-            1,
+            cseq,
             &sent,
             mf,
             Some(key.clone()),
         );
-        self.start_attempt(now, &ckey, agent, router.handle(index));
+        if let Some((index, agent)) = agent {
+            self.start_attempt(now, &ckey, agent, router.handle(index));
+        }
         self.start_hunt(&key, plan, routed, mf);
     }
 

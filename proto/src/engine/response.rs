@@ -202,6 +202,7 @@ impl Engine {
                 match self.attempt_failed(now, skey, call_id, code) {
                     AfterFailure::Rerouted => return,
                     AfterFailure::Answer(best) => {
+                        self.forget_register(skey);
                         if let Some(id) = call_id {
                             if self.calls.get(&id).is_some_and(|c| !c.is_cancelled()) {
                                 self.stats.calls_failed += 1;
@@ -304,6 +305,12 @@ impl Engine {
                 }
                 self.relay_response(now, &skey, code, &with)
             }
+            None if method == Method::Register && code >= 200 => {
+                match self.registrar_answered(now, &skey, code, msg) {
+                    Some(relayed) => self.relay_response(now, &skey, code, &relayed),
+                    None => self.relay_response(now, &skey, code, msg),
+                }
+            }
             None => self.relay_response(now, &skey, code, msg),
         };
         let initial_2xx = initial_invite && (200..300).contains(&code);
@@ -343,7 +350,14 @@ impl Engine {
                 let transport = leg.as_ref().map_or(entry.reply.transport, |l| l.transport);
                 let iface = self.cfg.interfaces[entry.reply.interface].addr_for(transport);
                 let sips = leg.as_ref().is_some_and(|l| is_sips(&l.remote_target));
-                contact(iface, transport, sips)
+                // The caller's Record-Route, echoed in a dialog-creating response (RFC 3261
+                // section 12.1.1): a proxy before us (a registrar hairpinning a call to a
+                // phone behind us) stays on the dialog's path.
+                let record_route = match (&leg, entry.to_tag.is_some()) {
+                    (Some(l), true) => l.route_set.clone(),
+                    _ => Vec::new(),
+                };
+                (contact(iface, transport, sips), record_route)
             })
         };
         let entry = self.server.get_mut(skey)?;
@@ -358,7 +372,10 @@ impl Engine {
             _ => reason_for(code),
         };
         let mut w = entry.ctx.write(code, reason, entry.to_tag.as_deref());
-        if let Some(c) = contact {
+        if let Some((c, record_route)) = contact {
+            for r in &record_route {
+                w.header("Record-Route", r);
+            }
             w.header("Contact", c);
         }
         copy_end_to_end(&mut w, &msg.headers);
@@ -384,6 +401,17 @@ impl Engine {
         code: u16,
         extra: Option<(&str, String)>,
     ) {
+        self.respond_local_headers(now, skey, code, extra.as_slice());
+    }
+
+    /// Sends a locally generated response on server transaction `skey`, with these headers.
+    pub(super) fn respond_local_headers(
+        &mut self,
+        now: Instant,
+        skey: &ServerKey,
+        code: u16,
+        extra: &[(&str, String)],
+    ) {
         let Some(entry) = self.server.get_mut(skey) else {
             return;
         };
@@ -398,7 +426,7 @@ impl Engine {
         let mut w = entry
             .ctx
             .write(code, reason_for(code), entry.to_tag.as_deref());
-        if let Some((name, value)) = extra {
+        for (name, value) in extra {
             w.header(name, value);
         }
         let payload = w.finish(b"");

@@ -79,6 +79,14 @@ pub struct Stats {
     /// 2xx answers to an attempt abandoned at its expiry (a later candidate had the call):
     /// ACKed and hung up with BYE, so that the late callee does not hold a call alone.
     pub abandoned_answers_released: u64,
+    /// New requests from the core sent to a registered phone over its flow (their
+    /// Request-URI one of our registration Contacts).
+    pub to_registered_phones: u64,
+    /// Requests for one of our registration Contacts whose binding is gone: 480.
+    pub registered_phone_gone: u64,
+    /// New requests refused 403 by the realm's `allow-anonymous` (an unregistered source,
+    /// or not a session-agent).
+    pub anonymous_refused: u64,
 }
 
 impl std::ops::AddAssign<&Self> for Stats {
@@ -93,7 +101,7 @@ impl std::ops::AddAssign<&Self> for Stats {
 
 impl Stats {
     /// The number of counters.
-    pub const COUNT: usize = 32;
+    pub const COUNT: usize = 35;
 
     /// Every counter with its name (the serialised field name), in declaration order.
     fn counters_mut(&mut self) -> [(&'static str, &mut u64); Self::COUNT] {
@@ -130,6 +138,9 @@ impl Stats {
             pings_sent,
             translated,
             abandoned_answers_released,
+            to_registered_phones,
+            registered_phone_gone,
+            anonymous_refused,
         } = self;
         // Destructured, so a new counter that is not listed here does not compile.
         [
@@ -165,6 +176,9 @@ impl Stats {
             ("pings_sent", pings_sent),
             ("translated", translated),
             ("abandoned_answers_released", abandoned_answers_released),
+            ("to_registered_phones", to_registered_phones),
+            ("registered_phone_gone", registered_phone_gone),
+            ("anonymous_refused", anonymous_refused),
         ]
     }
 

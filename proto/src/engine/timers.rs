@@ -153,6 +153,7 @@ impl Engine {
             TimerAction::TimedOut | TimerAction::Terminated => {
                 let call = entry.call;
                 self.server.remove(&key);
+                self.forget_register(&key);
                 // A 2xx that the caller never ACKed (timer L): end the call on both legs.
                 if key.kind == TxKind::Invite && !acked {
                     if let Some(id) = call {

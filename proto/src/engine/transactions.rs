@@ -279,7 +279,7 @@ impl Engine {
             ServerEntry {
                 txn,
                 reply: Self::reply_to(inbound),
-                ctx: ResponseContext::of(msg),
+                ctx: ResponseContext::of(msg, inbound.source),
                 to_tag,
                 contact,
                 last_response: None,

@@ -188,7 +188,7 @@ pub enum AnswerOutcome {
 }
 
 /// Counters for `show registrations` and `/metrics`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct CacheCounters {
     /// REGISTERs answered from the cache.
     pub absorbed: u64,
@@ -241,6 +241,12 @@ impl RegistrationCache {
             next_pending: 1,
             counters: CacheCounters::default(),
         }
+    }
+
+    /// Replaces the node-wide settings (`reg-cache-limit` and the default timings); bindings
+    /// are kept, also beyond a lowered limit (new ones are refused until below it).
+    pub fn set_settings(&mut self, settings: CacheSettings) {
+        self.settings = settings;
     }
 
     /// Interface `interface` gives phones these timings (its `min-reg-expire`,
@@ -300,6 +306,18 @@ impl RegistrationCache {
         self.insert_binding(binding);
     }
 
+    /// Forgets every binding and pending REGISTER (a new active installs the replicated
+    /// ones instead); the counters stay.
+    pub fn clear(&mut self) {
+        self.bindings.clear();
+        self.by_contact.clear();
+        self.sources.clear();
+        self.pending.clear();
+        if let Some(changed) = self.changed.as_mut() {
+            changed.clear();
+        }
+    }
+
     /// Removes the binding of `token` (its removal replicated from the active).
     pub fn uninstall(&mut self, token: u64) -> Option<Binding> {
         self.remove(token)
@@ -308,10 +326,8 @@ impl RegistrationCache {
     fn insert_binding(&mut self, binding: Binding) -> bool {
         let token = binding.token;
         *self.sources.entry(binding.flow.source).or_default() += 1;
-        self.by_contact.insert(
-            (binding.aor.clone(), binding.phone_contact.clone()),
-            token,
-        );
+        self.by_contact
+            .insert((binding.aor.clone(), binding.phone_contact.clone()), token);
         let old = self.bindings.insert(token, binding);
         if let Some(old) = &old {
             self.forget_source(old.flow.source);
@@ -327,6 +343,12 @@ impl RegistrationCache {
                 self.sources.remove(&source);
             }
         }
+    }
+
+    /// `reg-cache-limit` (0: none).
+    #[must_use]
+    pub const fn limit(&self) -> usize {
+        self.settings.max_bindings
     }
 
     /// The counters.

@@ -86,7 +86,9 @@ fn port_of(hostport: &str) -> Option<u16> {
         Some(i) => &hostport[i + 1..],
         None => hostport,
     };
-    after_host.rsplit_once(':').and_then(|(_, p)| p.parse().ok())
+    after_host
+        .rsplit_once(':')
+        .and_then(|(_, p)| p.parse().ok())
 }
 
 /// A phone's REGISTER as the cache reads it; `None` when it has no To URI or Call-ID.
@@ -188,15 +190,18 @@ mod tests {
             "127.0.0.50:5070",
             "<sip:alice@127.0.0.50:5070>;expires=60, <sip:alice@127.0.0.51>",
         );
-        let r = register_request(&msg, false).unwrap();
+        let r = register_request(&msg, false).expect("a register");
         assert_eq!(r.aor, "sip:alice@example.test");
-        assert_eq!((r.call_id.as_str(), r.cseq, r.expires), ("c1", 7, Some(600)));
+        assert_eq!(
+            (r.call_id.as_str(), r.cseq, r.expires),
+            ("c1", 7, Some(600))
+        );
         assert_eq!(r.contacts.len(), 2);
         assert_eq!(r.contacts[0].uri, "sip:alice@127.0.0.50:5070");
         assert_eq!(r.contacts[0].expires, Some(60));
         assert_eq!(r.contacts[1].expires, None);
         assert!(!r.star);
-        let star = register_request(&register("127.0.0.50:5070", "*"), false).unwrap();
+        let star = register_request(&register("127.0.0.50:5070", "*"), false).expect("a register");
         assert!(star.star && star.contacts.is_empty());
     }
 
@@ -207,13 +212,20 @@ mod tests {
         let rport = register("127.0.0.50:5070;rport", "<sip:alice@127.0.0.50:5070>");
         assert!(!behind_nat(&plain, at(5070), NatTraversal::Always));
         assert!(behind_nat(&plain, at(40000), NatTraversal::Always));
-        assert!(!behind_nat(&plain, at(40000), NatTraversal::Rport), "no rport");
+        assert!(
+            !behind_nat(&plain, at(40000), NatTraversal::Rport),
+            "no rport"
+        );
         assert!(behind_nat(&rport, at(40000), NatTraversal::Rport));
         assert!(!behind_nat(&rport, at(40000), NatTraversal::Off));
         let private = register("127.0.0.60:5060;rport", "<sip:alice@127.0.0.60>");
         assert!(behind_nat(&private, at(5060), NatTraversal::Rport));
         let v6 = register("[::1]:5070;rport", "<sip:alice@[::1]:5070>");
-        assert!(!behind_nat(&v6, "[::1]:5070".parse().unwrap(), NatTraversal::Rport));
+        assert!(!behind_nat(
+            &v6,
+            "[::1]:5070".parse().expect("an address"),
+            NatTraversal::Rport
+        ));
     }
 
     #[test]
@@ -223,7 +235,12 @@ mod tests {
             phone_contact: "sip:alice@127.0.0.50".into(),
             expires: 3600,
         }];
-        let c = our_contact(0xabc, "127.0.0.1:5062".parse().unwrap(), LegTransport::Udp, 3600);
+        let c = our_contact(
+            0xabc,
+            "127.0.0.1:5062".parse().expect("an address"),
+            LegTransport::Udp,
+            3600,
+        );
         assert_eq!(
             c,
             "<sip:r-0000000000000abc@127.0.0.1:5062;transport=udp>;expires=3600"
@@ -231,13 +248,13 @@ mod tests {
         assert_eq!(token_of(name_addr_uri(&c)), Some(0xabc));
         assert_eq!(token_of("sip:r-0000000000000000@h"), None);
         assert_eq!(token_of("sip:alice@h"), None);
-        let ok = parse(&format!(
+        let ok = parse(
             "SIP/2.0 200 OK\nVia: SIP/2.0/UDP 127.0.0.1:5062;branch=z9hG4bK1\nFrom: <sip:a@b>;tag=1\n\
              To: <sip:a@b>;tag=2\nCall-ID: c\nCSeq: 1 REGISTER\n\
              Contact: <sip:r-0000000000000abc@127.0.0.1:5062;transport=udp>;expires=1800, \
              <sip:r-00000000000000ff@127.0.0.1:5062>;expires=99, <sip:bob@127.0.0.9>\n\
              Expires: 3600\nContent-Length: 0\n\n"
-        ));
+        );
         assert_eq!(granted(&ok, &ours), vec![(0xabc, 1800)]);
     }
 }

@@ -133,7 +133,7 @@ mod tests {
             flow: Flow {
                 interface: 1,
                 transport: LegTransport::Tcp,
-                source: "[::1]:40000".parse().unwrap(),
+                source: "[::1]:40000".parse().expect("an address"),
                 connection: None,
             },
             call_id: "abc@127.0.0.50".into(),
@@ -154,7 +154,7 @@ mod tests {
         // The standby reads it 5 s later on its own monotonic clock: the expiries are the
         // same wall-clock moments, so 5 s nearer.
         let later = now + Duration::from_secs(100);
-        let back = Binding::from_wire(&wire, later, 1_005_000).unwrap();
+        let back = Binding::from_wire(&wire, later, 1_005_000).expect("reads back");
         assert_eq!(back.phone_expires_at, later + Duration::from_secs(25));
         assert_eq!(back.registrar_expires_at, later + Duration::from_secs(3595));
         assert_eq!(
@@ -171,11 +171,12 @@ mod tests {
     #[test]
     fn anything_else_is_refused() {
         let now = Instant::now();
-        let good = String::from_utf8(binding(now).to_wire(now, 1_000)).unwrap();
+        let good = String::from_utf8(binding(now).to_wire(now, 1_000)).expect("UTF-8");
         for bad in [
             String::new(),
             good.replace("binding/1", "binding/2"),
-            good.replace("\nudp\n", "\nsctp\n").replace("\ntcp\n", "\nsctp\n"),
+            good.replace("\nudp\n", "\nsctp\n")
+                .replace("\ntcp\n", "\nsctp\n"),
             format!("{good}\nextra"),
             good.replace("abc@127.0.0.50", "abc\r@x"),
             good.lines().take(5).collect::<Vec<_>>().join("\n"),

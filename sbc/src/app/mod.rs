@@ -130,6 +130,7 @@ pub async fn run(launch: Launch, shutdown: impl Future<Output = ()>) -> anyhow::
         pair.clone(),
         cfg.system.hostname.clone(),
     ));
+    tasks.spawn(keep_registrations(node.clone(), pair.clone()));
     tasks.spawn(crate::dns::run(console.clone()));
     let snmp_agent = crate::snmp_agent::bind_at_start(&console).await?;
     tasks.spawn(crate::snmp_agent::run(
@@ -223,6 +224,35 @@ async fn apply_pushed_configs(
 
 /// How often a certificate that stays within its expiry warning is trapped again.
 const CERT_TRAP_EVERY: Duration = Duration::from_secs(86_400);
+
+/// How often expired registrations are purged and changed ones replicated: a binding
+/// created this long before a kill -9 of the active may be lost (its phone's next
+/// REGISTER, forwarded, restores it).
+const REGISTRATION_SYNC_EVERY: Duration = Duration::from_millis(200);
+
+/// The registration cache's timer: bindings whose phones stopped refreshing purged (not only
+/// on traffic), and on the active of a pair every change replicated to the standby.
+async fn keep_registrations(node: Arc<Node>, pair: Option<Arc<Pair>>) {
+    if pair.is_some() {
+        node.registrations()
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .track_changes();
+    }
+    let mut tick = tokio::time::interval(REGISTRATION_SYNC_EVERY);
+    loop {
+        tick.tick().await;
+        node.purge_registrations(Instant::now());
+        if let Some(pair) = &pair {
+            let changes = node
+                .registrations()
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take_changes();
+            pair.publish_registrations(changes);
+        }
+    }
+}
 
 /// Source denies at the SIP edge: logged and trapped (`sbcSourceDeniedTrap`) as they start
 /// and end; steering pools running low (`sbcMediaPortsLowTrap`); TLS certificates within their

@@ -156,6 +156,8 @@ impl Console {
             info!(profiles = ?rotated, "TLS certificates rotated: new handshakes present them");
         }
         self.node.reconfigure(&ecfg);
+        self.node
+            .reconfigure_registrations(&settings::registration_settings(&effective));
         self.node.reconfigure_edge(&settings::live(&effective));
         self.subsystems.reconfigure(&effective, &cfg);
         if let Ok(mut m) = self.management.lock() {

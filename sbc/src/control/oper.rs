@@ -57,6 +57,14 @@ pub enum OperCommand {
     ShowLocalRouting,
     /// `show dialogs`: the dialog table.
     ShowDialogs,
+    /// `show registrations`: the registration cache's bindings and counters.
+    ShowRegistrations,
+    /// `clear-registration <aor>`: forget an address of record's bindings (its phones
+    /// register again on their next refresh).
+    ClearRegistration {
+        /// The address of record, as `show registrations` shows it.
+        aor: String,
+    },
     /// `show media`: the media sessions (anchored calls, their ports and latching) and the
     /// steering pools.
     ShowMedia,
@@ -124,6 +132,12 @@ pub static OPERATIONS: Operations = Operations {
             late: false,
         },
         OperSpec {
+            word: "clear-registration",
+            help: "clear-registration <aor>: forget an address of record's cached bindings",
+            args: &[&[("<aor>", "an address of record, as show registrations shows it")]],
+            late: false,
+        },
+        OperSpec {
             word: "capture",
             help: "capture start|stop <global|realm R|session-agent A> <*|user U|addr-prefix P|method M>: a live trace filter",
             args: &[
@@ -187,6 +201,10 @@ pub static OPERATIONS: Operations = Operations {
         ),
         ("dialogs", "the dialog table"),
         (
+            "registrations",
+            "cached registrations: address of record, phone contact, flow, expiries",
+        ),
+        (
             "media",
             "anchored media sessions, their ports and latching, the steering pools",
         ),
@@ -231,6 +249,7 @@ impl OperCommand {
                 Some("session-agents") => Ok(Self::ShowSessionAgents),
                 Some("local-routing") => Ok(Self::ShowLocalRouting),
                 Some("dialogs") => Ok(Self::ShowDialogs),
+                Some("registrations") => Ok(Self::ShowRegistrations),
                 Some("media") => Ok(Self::ShowMedia),
                 Some("access-control") => Ok(Self::ShowAccessControl),
                 Some("tls") => Ok(Self::ShowTls),
@@ -256,6 +275,16 @@ impl OperCommand {
                     id,
                     task: task.clone(),
                 })
+            }
+            "clear-registration" => {
+                let [aor] = args else {
+                    return Err(format!(
+                        "\"clear-registration\" takes one address of record, got {} word(s): \
+                         valid: clear-registration <aor> (as show registrations shows it)",
+                        args.len()
+                    ));
+                };
+                Ok(Self::ClearRegistration { aor: aor.clone() })
             }
             "clear-deny" => {
                 let usage = "clear-deny <address | prefix> (as show access-control lists it)";
@@ -458,6 +487,13 @@ mod tests {
             ("show session-agents", OperCommand::ShowSessionAgents),
             ("show local-routing", OperCommand::ShowLocalRouting),
             ("show dialogs", OperCommand::ShowDialogs),
+            ("show registrations", OperCommand::ShowRegistrations),
+            (
+                "clear-registration sip:alice@example.test",
+                OperCommand::ClearRegistration {
+                    aor: "sip:alice@example.test".into(),
+                },
+            ),
             ("show media", OperCommand::ShowMedia),
             ("SHOW MED", OperCommand::ShowMedia),
             ("show access-control", OperCommand::ShowAccessControl),
@@ -620,7 +656,7 @@ mod tests {
             session.execute("sytem", &mut config),
             Reply::Error(
                 "unknown command \"sytem\": valid here: configure, show, display-alarms, \
-                 clear-alarm, clear-deny, capture, clear-sip-trace, notify, reboot, save-config, \
+                 clear-alarm, clear-deny, clear-registration, capture, clear-sip-trace, notify, reboot, save-config, \
                  activate-config, verify-config, lab, exit"
                     .to_owned()
             )
@@ -638,8 +674,8 @@ mod tests {
             show,
             Some(
                 "show health | redundancy | memory | alarms | sip-stats | workers | \
-                 session-agents | local-routing | dialogs | media | access-control | tls | \
-                 sip-trace | running-config | configuration"
+                 session-agents | local-routing | dialogs | registrations | media | \
+                 access-control | tls | sip-trace | running-config | configuration"
             )
         );
         assert_eq!(

@@ -191,6 +191,7 @@ pub(crate) fn sample() -> Sources {
                 pinging: true,
             }],
             route_files: Vec::new(),
+            registrations: crate::status::RegistrationsReport::default(),
         },
         collection_seconds: 0.001,
     }

@@ -42,6 +42,7 @@ use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
 use sbc_proto::engine::DialogChange;
+use sbc_proto::registration::cache::Binding;
 use sbc_proto::routing::agent::{AgentState, OutReason};
 use sbc_proto::sip::dialog::Dialog;
 
@@ -224,6 +225,9 @@ impl Pair {
                 if let Some(name) = route_file_of_key(key) {
                     return check_route_file_entry(name, value);
                 }
+                if let Some(token) = registration_of_key(key) {
+                    return check_registration_entry(token, value);
+                }
                 rules
                     .read()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -329,13 +333,24 @@ impl Pair {
             .collect();
         if let Some(p) = self.publisher.lock().ok().and_then(|p| p.clone()) {
             let agents = keys.iter().filter(|k| p.contains(k)).count();
-            return p.len().saturating_sub(agents);
+            // The bindings published are the cache's (each change is streamed).
+            let bindings = self
+                .node
+                .registrations()
+                .lock()
+                .map(|c| c.len())
+                .unwrap_or(0);
+            return p.len().saturating_sub(agents + bindings);
         }
         self.table
             .lock()
             .map(|t| {
                 let agents = keys.iter().filter(|k| t.get(k).is_some()).count();
-                t.len().saturating_sub(agents)
+                let bindings = t
+                    .iter()
+                    .filter(|(k, _)| registration_of_key(k).is_some())
+                    .count();
+                t.len().saturating_sub(agents + bindings)
             })
             .unwrap_or(0)
     }
@@ -366,6 +381,60 @@ impl Pair {
         }
         let value = self.table.lock().ok()?.get(&route_file_key(name))?.to_vec();
         String::from_utf8(value).ok()
+    }
+
+    /// Replicates registration bindings that changed (created, refreshed, moved, removed),
+    /// refreshes coalesced by the cache, deletes replicated as deletes (kamailio#265, #1445).
+    /// Nothing while this node has no publisher (it is not active).
+    pub fn publish_registrations(&self, changes: Vec<(u64, Option<Binding>)>) {
+        if changes.is_empty() {
+            return;
+        }
+        let Ok(guard) = self.publisher.lock() else {
+            return;
+        };
+        let Some(publisher) = guard.as_ref() else {
+            return;
+        };
+        let (now, unix_ms) = (Instant::now(), unix_ms_now());
+        for (token, binding) in changes {
+            let key = registration_key(token);
+            match binding {
+                Some(b) => publisher.upsert(key, b.to_wire(now, unix_ms)),
+                None => {
+                    if publisher.contains(&key) {
+                        publisher.delete(key);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Installs the replicated bindings into the node's cache (a new active), replacing
+    /// what it held (a former active's cache is stale); returns how many.
+    fn install_registrations(&self, entries: &[(Vec<u8>, Vec<u8>)]) -> usize {
+        let (now, unix_ms) = (Instant::now(), unix_ms_now());
+        let mut cache = self
+            .node
+            .registrations()
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        cache.clear();
+        let mut installed = 0;
+        for (key, value) in entries {
+            let Some(token) = registration_of_key(key) else {
+                continue;
+            };
+            match Binding::from_wire(value, now, unix_ms) {
+                Some(b) if b.token == token && b.phone_expires_at > now => {
+                    cache.install(b);
+                    installed += 1;
+                }
+                Some(_) => {}
+                None => warn!(token, "replicated registration binding not installed"),
+            }
+        }
+        installed
     }
 
     /// Replicates a session-agent's new state (the active's pings and traffic decided it), so
@@ -621,8 +690,18 @@ impl Pair {
                 }
             }
         }
+        let bindings = self.install_registrations(&entries);
+        if bindings > 0 {
+            info!(
+                bindings,
+                "registration bindings replicated from the former active"
+            );
+        }
         for (key, bytes) in entries {
-            if agent_of_key(&key).is_some() || route_file_of_key(&key).is_some() {
+            if agent_of_key(&key).is_some()
+                || route_file_of_key(&key).is_some()
+                || registration_of_key(&key).is_some()
+            {
                 continue;
             }
             match rules.check(&key, &bytes) {
@@ -838,6 +917,41 @@ fn agent_key(name: &str) -> Vec<u8> {
 fn agent_of_key(key: &[u8]) -> Option<&str> {
     key.strip_prefix(AGENT_KEY_PREFIX)
         .and_then(|n| std::str::from_utf8(n).ok())
+}
+
+/// The sync-table keys of registration bindings: this prefix and the binding's token in 16
+/// hex digits.
+const REGISTRATION_KEY_PREFIX: &[u8] = b"registration:";
+
+/// The sync-table key of the binding of `token`.
+fn registration_key(token: u64) -> Vec<u8> {
+    [REGISTRATION_KEY_PREFIX, format!("{token:016x}").as_bytes()].concat()
+}
+
+/// The token of a registration key; `None` for any other key.
+fn registration_of_key(key: &[u8]) -> Option<u64> {
+    let hex = key.strip_prefix(REGISTRATION_KEY_PREFIX)?;
+    if hex.len() != 16 {
+        return None;
+    }
+    u64::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()
+}
+
+/// A replicated binding must decode, for the token its key names.
+fn check_registration_entry(token: u64, value: &[u8]) -> Result<(), String> {
+    match Binding::from_wire(value, Instant::now(), unix_ms_now()) {
+        Some(b) if b.token == token => Ok(()),
+        Some(_) => Err(format!("registration {token:016x}: another token inside")),
+        None => Err(format!("registration {token:016x}: not a binding")),
+    }
+}
+
+/// The wall clock in Unix milliseconds.
+fn unix_ms_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
 }
 
 /// The sync-table keys of the active's route-file checksums: this prefix and the file's

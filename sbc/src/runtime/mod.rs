@@ -36,11 +36,12 @@ use tracing::{debug, info, warn};
 
 use sbc_proto::access::{AccessControl, AccessCounters, AccessEvent, DeniedSource, Verdict};
 use sbc_proto::engine::{
-    Admission, DialogChange, EngineConfig, Inbound, MediaAnchoring, SharedMediaTable, Stats,
-    TraceEvent, Transmit,
+    Admission, DialogChange, EngineConfig, Inbound, MediaAnchoring, SharedMediaTable,
+    SharedRegistrations, Stats, TraceEvent, Transmit,
 };
 use sbc_proto::media::{MediaEvent, MediaTable};
 use sbc_proto::overload::prsm::Kind;
+use sbc_proto::registration::cache::{CacheSettings, RegistrationCache};
 use sbc_proto::shard;
 use sbc_proto::sip::classify::classify;
 use sbc_proto::sip::dialog::LegTransport;
@@ -227,6 +228,8 @@ pub struct Node {
     bound: tokio::sync::Mutex<Option<Bound>>,
     admission: Mutex<AdmissionState>,
     media: Option<NodeMedia>,
+    /// The registration cache, node-wide and kept across activations.
+    registrations: SharedRegistrations,
 }
 
 /// The reasons new requests are refused, and the Retry-After range of the 503.
@@ -258,6 +261,10 @@ pub async fn start(settings: &RuntimeSettings, bind: bool) -> anyhow::Result<Nod
         alerts: Arc::new(Mutex::new(Vec::new())),
     });
     ecfg.media = media.as_ref().map(NodeMedia::anchoring);
+    let registrations: SharedRegistrations =
+        Arc::new(Mutex::new(RegistrationCache::new(settings.registration.0)));
+    configure_cache(&registrations, &settings.registration);
+    ecfg.registration.cache = Some(Arc::clone(&registrations));
     let tls_ctx = Arc::new(tls::TlsContext::default());
     tls_ctx.load(&settings.tls)?;
     let (tcp_tx, tcp_rx) = tmpsc::unbounded_channel();
@@ -342,6 +349,7 @@ pub async fn start(settings: &RuntimeSettings, bind: bool) -> anyhow::Result<Nod
         tls_ctx,
         bound: tokio::sync::Mutex::new(None),
         media,
+        registrations,
         admission: Mutex::new(AdmissionState {
             reasons: std::collections::BTreeSet::new(),
             retry_after: settings.retry_after,
@@ -633,6 +641,7 @@ impl Node {
         let mut cfg = cfg.clone();
         cfg.media = self.media.as_ref().map(NodeMedia::anchoring);
         cfg.trace_switch = Some(self.shared.wire.trace.switch());
+        cfg.registration.cache = Some(Arc::clone(&self.registrations));
         {
             let mut router = self.router_slot();
             carry_agent_states(&router, &cfg.router, Instant::now());
@@ -644,6 +653,26 @@ impl Node {
             .ctx
             .shards
             .each(self.shared.wire.as_ref(), |_, e| e.set_config(cfg.clone()));
+    }
+
+    /// Applies an activation's registration-cache settings (bindings are kept).
+    pub fn reconfigure_registrations(&self, settings: &(CacheSettings, Vec<CacheSettings>)) {
+        configure_cache(&self.registrations, settings);
+    }
+
+    /// The node's registration cache.
+    #[must_use]
+    pub fn registrations(&self) -> &SharedRegistrations {
+        &self.registrations
+    }
+
+    /// Purges the bindings whose phones stopped refreshing; returns how many.
+    pub fn purge_registrations(&self, now: Instant) -> usize {
+        let gone = lock(&self.registrations).purge_expired(now);
+        for b in &gone {
+            debug!(aor = %b.aor, source = %b.flow.source, "registration expired: binding purged");
+        }
+        gone.len()
     }
 
     /// The router's slot, write-locked (a poisoned lock is taken over: the router is
@@ -1105,6 +1134,15 @@ fn carry_agent_states(
             | None => {}
             Some(state) => new.board().restore(i, state, now),
         }
+    }
+}
+
+/// Applies `settings` (the node's, then each interface's) to `cache`.
+fn configure_cache(cache: &SharedRegistrations, settings: &(CacheSettings, Vec<CacheSettings>)) {
+    let mut c = lock(cache);
+    c.set_settings(settings.0);
+    for (i, s) in settings.1.iter().enumerate() {
+        c.set_interface_settings(i, *s);
     }
 }
 

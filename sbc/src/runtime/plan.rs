@@ -45,6 +45,12 @@ pub struct RuntimeSettings {
     pub max_message_size: usize,
     /// The Retry-After range of the 503s the runtime sends.
     pub retry_after: (u32, u32),
+    /// The registration cache's settings: the node's and each interface's
+    /// ([`crate::settings::registration_settings`]).
+    pub registration: (
+        sbc_proto::registration::cache::CacheSettings,
+        Vec<sbc_proto::registration::cache::CacheSettings>,
+    ),
 }
 
 /// One SIP interface as the runtime binds it.

@@ -41,6 +41,7 @@ mod pair_push;
 mod pair_setup_failover;
 mod pair_strangers;
 mod pair_tcp_failover;
+mod registration;
 mod reinvite;
 mod retransmission;
 mod routing;

@@ -22,6 +22,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use sbc_e2e::acli::Mgmt;
+use sbc_e2e::kamailio::{Kamailio, MODULES};
 use sbc_e2e::raw::{response_to, RawUdp, SipMsg};
 use sbc_e2e::snmp::Trapd;
 use sbc_e2e::Sipp;
@@ -253,17 +254,6 @@ port = {}
     drop(node);
 }
 
-/// Kamailio, started by a test, stopped by its main PID when dropped: SIGTERM, on which it
-/// stops the processes it forked (a SIGKILL would leave them running), then SIGKILL if it
-/// did not exit within 5 s.
-struct Kamailio(std::process::Child);
-
-impl Drop for Kamailio {
-    fn drop(&mut self) {
-        sbc_e2e::terminate(&mut self.0, Duration::from_secs(5));
-    }
-}
-
 /// A multi-domain registrar for `example.test` (usrloc keyed by user and domain) at `addr`,
 /// relaying calls to a registered user's contact with itself record-routed.
 fn registrar(dir: &TestDir, addr: SocketAddr) -> Kamailio {
@@ -279,7 +269,7 @@ alias="example.test"
 dns=no
 rev_dns=no
 use_dns_cache=off
-mpath="/usr/lib/x86_64-linux-gnu/kamailio/modules/"
+mpath="{MODULES}"
 loadmodule "tm.so"
 loadmodule "sl.so"
 loadmodule "rr.so"
@@ -308,21 +298,7 @@ request_route {{
 }}
 "#
     );
-    let path = dir.path().join("kamailio.cfg");
-    std::fs::write(&path, cfg).expect("write kamailio.cfg");
-    let log = std::fs::File::create(dir.path().join("kamailio.log")).expect("log");
-    let child = std::process::Command::new("kamailio")
-        .arg("-f")
-        .arg(&path)
-        .args(["-DD", "-E", "-m", "64", "-M", "8", "-Y"])
-        .arg(dir.path())
-        .arg("-P")
-        .arg(dir.path().join("kamailio.pid"))
-        .stdout(std::process::Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("kamailio (Debian package kamailio) starts");
-    Kamailio(child)
+    Kamailio::start(dir, &cfg)
 }
 
 /// The registrar's answer to one REGISTER of `user@example.test` with `contact`.

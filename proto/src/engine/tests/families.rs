@@ -80,6 +80,7 @@ fn engine(s: &Sides, table: &Arc<Mutex<MediaTable>>) -> Engine {
         }),
         trace: false,
         trace_switch: None,
+        registration: Registrations::default(),
     };
     Engine::new(
         cfg,

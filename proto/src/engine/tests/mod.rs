@@ -70,6 +70,7 @@ fn config() -> EngineConfig {
         media: None,
         trace: false,
         trace_switch: None,
+        registration: Registrations::default(),
     }
 }
 

@@ -46,6 +46,27 @@ pub(crate) fn clear_deny(console: &Console, address: ipnet::IpNet, json: bool) -
     }
 }
 
+/// `clear-registration <aor>`: forgets the address of record's cached bindings; its phones'
+/// next REGISTERs are forwarded and bind them again.
+pub(crate) fn clear_registration(console: &Console, aor: &str, json: bool) -> Outcome {
+    let cleared = console
+        .node
+        .registrations()
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clear_aor(aor);
+    if cleared == 0 {
+        return Err(format!(
+            "{aor:?} has no cached binding (show registrations lists them)"
+        ));
+    }
+    info!(aor, cleared, "registration cleared by an operator");
+    Ok((
+        format!("{aor}: {cleared} binding(s) cleared\n"),
+        json.then(|| json!({"cleared": aor, "bindings": cleared})),
+    ))
+}
+
 /// `notify berpd force`: asks the redundancy machine for a switchover.
 pub(crate) async fn force_switchover(console: &Console, json: bool) -> Outcome {
     let Some(p) = &console.subsystems.pair else {

@@ -12,6 +12,7 @@ mod health;
 mod media;
 mod memory;
 mod redundancy;
+mod registrations;
 mod session_agents;
 mod sip_stats;
 mod sip_trace;
@@ -85,6 +86,11 @@ impl Console {
                 let v = dialogs::DialogsView::new(dialogs, calls);
                 view(&v, json, dialogs::text, dialogs::json)
             }
+            OperCommand::ShowRegistrations => {
+                let r = status::registrations(&self.node);
+                view(&r, json, registrations::text, registrations::json)
+            }
+            OperCommand::ClearRegistration { aor } => actions::clear_registration(self, &aor, json),
             OperCommand::ShowMedia => {
                 let m = self.node.media_report();
                 let text = m
@@ -176,6 +182,7 @@ impl Console {
             trace: self.node.trace().counters(),
             session_agents: status::session_agents(&self.node),
             route_files: status::route_files(&self.node, subsystems.pair.as_deref()),
+            registrations: status::registrations(&self.node),
         }
     }
 }

@@ -1,0 +1,47 @@
+//! `show registrations`: the registration cache's bindings (address of record, the phone's
+//! Contact, its flow, our token toward the registrar, both expiries) and counters.
+
+use std::fmt::Write as _;
+
+use serde_json::{json, Value};
+
+use crate::status::RegistrationsReport;
+
+/// The text view.
+pub(crate) fn text(r: &RegistrationsReport) -> String {
+    let limit = if r.limit == 0 {
+        "no limit".to_owned()
+    } else {
+        format!("limit {}", r.limit)
+    };
+    let mut out = format!("{} bindings ({limit})\n", r.bindings);
+    if !r.rows.is_empty() {
+        let _ = writeln!(
+            out,
+            "  {:<32} {:<40} {:<28} {:>8} {:>10}",
+            "aor", "contact", "flow", "phone-s", "registrar-s"
+        );
+    }
+    for b in &r.rows {
+        let _ = writeln!(
+            out,
+            "  {:<32} {:<40} {:<28} {:>8} {:>10}",
+            b.aor, b.contact, b.flow, b.phone_expires_s, b.registrar_expires_s
+        );
+    }
+    if r.rows.len() < r.bindings {
+        let _ = writeln!(out, "  ... {} more", r.bindings - r.rows.len());
+    }
+    let c = &r.counters;
+    let _ = writeln!(
+        out,
+        "REGISTERs forwarded {}, answered from the cache {}, refused (full) {}; bindings created {}, removed {}, expired {}",
+        c.forwarded, c.absorbed, c.refused_full, c.created, c.removed, c.expired
+    );
+    out
+}
+
+/// The JSON view.
+pub(crate) fn json(r: &RegistrationsReport) -> Value {
+    json!(r)
+}

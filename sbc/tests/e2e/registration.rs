@@ -1,0 +1,401 @@
+//! Phones registered through the SBC (`registration-caching`), end to end with real peers:
+//! two baresip softphones register through the SBC's access interface to a Kamailio
+//! registrar that challenges every REGISTER (digest, `pv_www_authenticate`), and call each
+//! other by address of record.
+//!
+//! - `phones_registered_through_the_sbc_call_each_other_by_aor`: both phones authenticate with
+//!   the registrar through the SBC (the 401 and the credentials pass both ways), the cache
+//!   holds one binding each with the phone's own Contact and flow, the registrar holds our
+//!   Contacts (`sip:r-<token>@<core>`), and a call from alice to `sip:bob@example.test` goes
+//!   phone → SBC → registrar → SBC (our Contact: the binding's flow) → phone and is answered
+//!   (before issue 29 the registrar held the SBC's rewritten AoR and the call got 404). A
+//!   second call the other way works too. `clear-registration` removes a phone's binding.
+//! - `a_stranger_cannot_take_a_phones_calls_and_unregistered_sources_are_refused`: a REGISTER
+//!   for alice from another source, answered 401 by the registrar, changes nothing (only the
+//!   registrar's 2xx binds); with `allow-anonymous = registered` an INVITE from an
+//!   unregistered source gets 403; a request for a token no binding has gets 480.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use sbc_e2e::acli::Mgmt;
+use sbc_e2e::kamailio::{Kamailio, MODULES};
+use sbc_e2e::raw::{RawUdp, SipMsg};
+use sbc_e2e::{ports, SbcConfig, SbcNode, TestDir};
+
+fn lo(last: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(127, 0, 0, last))
+}
+
+/// The password the registrar checks for every user.
+const PASSWORD: &str = "e2e-secret";
+
+/// A registrar for `example.test` at `addr` that challenges every REGISTER (digest with
+/// `PASSWORD`) and relays calls to a registered user's contact, record-routed.
+fn authenticating_registrar(dir: &TestDir, addr: SocketAddr) -> Kamailio {
+    let cfg = format!(
+        r#"#!KAMAILIO
+debug=2
+log_stderror=yes
+children=1
+listen=udp:{addr}
+disable_tcp=yes
+auto_aliases=no
+alias="example.test"
+dns=no
+rev_dns=no
+use_dns_cache=off
+mpath="{MODULES}"
+loadmodule "tm.so"
+loadmodule "sl.so"
+loadmodule "rr.so"
+loadmodule "maxfwd.so"
+loadmodule "pv.so"
+loadmodule "siputils.so"
+loadmodule "textops.so"
+loadmodule "usrloc.so"
+loadmodule "registrar.so"
+loadmodule "auth.so"
+modparam("usrloc", "db_mode", 0)
+modparam("usrloc", "use_domain", 1)
+
+request_route {{
+    if (!mf_process_maxfwd_header("10")) {{ sl_send_reply("483", "Too Many Hops"); exit; }}
+    if (is_method("CANCEL")) {{ if (t_check_trans()) t_relay(); exit; }}
+    if (has_totag()) {{
+        if (loose_route()) {{ t_relay(); exit; }}
+        if (is_method("ACK")) {{ if (t_check_trans()) t_relay(); exit; }}
+        sl_send_reply("404", "Not here");
+        exit;
+    }}
+    if (is_method("REGISTER")) {{
+        if (!pv_www_authenticate("$td", "{PASSWORD}", "0")) {{
+            www_challenge("$td", "0");
+            exit;
+        }}
+        consume_credentials();
+        save("location");
+        exit;
+    }}
+    if (!lookup("location")) {{ sl_send_reply("404", "Not Found"); exit; }}
+    record_route();
+    t_relay();
+}}
+"#
+    );
+    Kamailio::start(dir, &cfg)
+}
+
+/// A baresip softphone (Debian's `baresip`), driven through its UDP console (`cons`), stopped
+/// by its PID when dropped.
+struct Baresip {
+    child: Child,
+    console: SocketAddr,
+    log: PathBuf,
+}
+
+/// Five seconds of 8 kHz mono 16-bit silence as a WAV file in `dir` (what the phones send).
+fn silence(dir: &std::path::Path) -> PathBuf {
+    let samples: u32 = 8000 * 5;
+    let data = samples * 2;
+    let mut wav = Vec::with_capacity(44 + data as usize);
+    wav.extend_from_slice(b"RIFF");
+    wav.extend_from_slice(&(36 + data).to_le_bytes());
+    wav.extend_from_slice(b"WAVEfmt ");
+    wav.extend_from_slice(&16u32.to_le_bytes());
+    wav.extend_from_slice(&1u16.to_le_bytes()); // PCM
+    wav.extend_from_slice(&1u16.to_le_bytes()); // mono
+    wav.extend_from_slice(&8000u32.to_le_bytes());
+    wav.extend_from_slice(&16_000u32.to_le_bytes()); // bytes per second
+    wav.extend_from_slice(&2u16.to_le_bytes()); // block align
+    wav.extend_from_slice(&16u16.to_le_bytes()); // bits per sample
+    wav.extend_from_slice(b"data");
+    wav.extend_from_slice(&data.to_le_bytes());
+    wav.resize(44 + data as usize, 0);
+    let path = dir.join("silence.wav");
+    std::fs::write(&path, wav).expect("silence.wav");
+    path
+}
+
+impl Baresip {
+    /// `user@example.test` listening at `sip`, registering through `proxy` (the SBC) with
+    /// `PASSWORD`, answering calls itself.
+    fn start(dir: &TestDir, user: &str, sip: SocketAddr, proxy: SocketAddr) -> Self {
+        let home = dir.path().join(user);
+        std::fs::create_dir_all(&home).expect("baresip dir");
+        let console = SocketAddr::new(sip.ip(), ports::free_port());
+        let config = format!(
+            "poll_method epoll\nsip_listen {sip}\n\
+             audio_player aufile,{play}\naudio_source aufile,{source}\naudio_alert aufile,{play}\n\
+             audio_srate 8000\naudio_channels 1\nrtp_ports 40000-40999\n\
+             module_path /usr/lib/baresip/modules\n\
+             module g711.so\nmodule aufile.so\nmodule cons.so\n\
+             module_app account.so\nmodule_app menu.so\ncons_listen {console}\n",
+            play = home.join("out.wav").display(),
+            source = silence(&home).display(),
+        );
+        std::fs::write(home.join("config"), config).expect("config");
+        std::fs::write(
+            home.join("accounts"),
+            format!(
+                "<sip:{user}@example.test>;auth_pass={PASSWORD};outbound=\"sip:{proxy};transport=udp\";\
+                 regint=120;answermode=auto;audio_codecs=PCMU\n"
+            ),
+        )
+        .expect("accounts");
+        let log = dir.path().join(format!("baresip-{user}.log"));
+        let out = std::fs::File::create(&log).expect("log");
+        let child = Command::new("baresip")
+            .arg("-f")
+            .arg(&home)
+            .arg("-v")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().expect("log"))
+            .stderr(out)
+            .spawn()
+            .expect("baresip (Debian package baresip) starts");
+        Self {
+            child,
+            console,
+            log,
+        }
+    }
+
+    /// Sends one console command (`/dial ...`, `/hangup`).
+    fn command(&self, line: &str) {
+        let sock = UdpSocket::bind(SocketAddr::new(self.console.ip(), 0)).expect("bind");
+        sock.send_to(format!("{line}\n").as_bytes(), self.console)
+            .expect("send to the console");
+    }
+
+    /// The phone's output so far.
+    fn output(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Baresip {
+    fn drop(&mut self) {
+        sbc_e2e::terminate(&mut self.child, Duration::from_secs(3));
+    }
+}
+
+/// Moves the test into a network namespace of its own, with a veth address for the phones'
+/// media (baresip takes its SDP address from a non-loopback interface, never `lo`): nothing
+/// the test sends leaves it.
+fn phones_namespace() {
+    sbc_e2e::netns::enter(&[]);
+    sbc_e2e::netns::add_veth_address("10.99.0.1/24");
+}
+
+/// Polls `f` every 200 ms for at most `limit`; whether it became true.
+fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    f()
+}
+
+/// A node caching registrations on its access interface (and `extra` more access keys).
+fn caching_config(registrar: IpAddr, extra: &[&str]) -> SbcConfig {
+    let mut config = SbcConfig::with_addresses(lo(1), lo(1), registrar);
+    config
+        .access_lines
+        .push("registration-caching = true".into());
+    config.access_lines.push("nat-traversal = \"rport\"".into());
+    config
+        .access_lines
+        .extend(extra.iter().map(|l| (*l).to_owned()));
+    config
+}
+
+fn bindings(mgmt: &mut Mgmt) -> serde_json::Value {
+    mgmt.data("show registrations")
+}
+
+#[test]
+fn phones_registered_through_the_sbc_call_each_other_by_aor() {
+    phones_namespace();
+    let config = caching_config(lo(6), &[]);
+    let dir = TestDir::new("registration-phones");
+    let _kamailio = authenticating_registrar(&dir, config.agent);
+    let mut node = SbcNode::start_config(&config);
+    let mut mgmt = Mgmt::connect(&node.mgmt_socket());
+    let alice_at = SocketAddr::new(lo(21), ports::free_port());
+    let bob_at = SocketAddr::new(lo(22), ports::free_port());
+    let alice = Baresip::start(&dir, "alice", alice_at, config.access);
+    let bob = Baresip::start(&dir, "bob", bob_at, config.access);
+
+    let registered = eventually(Duration::from_secs(20), || {
+        bindings(&mut mgmt)["bindings"].as_u64() == Some(2)
+    });
+    let shown = bindings(&mut mgmt);
+    assert!(
+        registered,
+        "{shown:#}\nalice:\n{}\nbob:\n{}",
+        alice.output(),
+        bob.output()
+    );
+    let rows = shown["rows"].as_array().cloned().unwrap_or_default();
+    let aors: Vec<&str> = rows.iter().filter_map(|r| r["aor"].as_str()).collect();
+    assert_eq!(
+        aors,
+        ["sip:alice@example.test", "sip:bob@example.test"],
+        "{shown:#}"
+    );
+    // Each binding is reached where its phone sends from, and was challenged first: the
+    // registrar's 401 went back and the phone's credentials came through.
+    assert!(
+        rows[0]["flow"]
+            .as_str()
+            .is_some_and(|f| f.contains(&alice_at.to_string())),
+        "{shown:#}"
+    );
+    assert!(
+        shown["counters"]["forwarded"].as_u64() >= Some(4),
+        "{shown:#}"
+    );
+    assert_eq!(shown["counters"]["created"].as_u64(), Some(2), "{shown:#}");
+
+    // alice calls bob by his address of record: phone → SBC → registrar → SBC → phone.
+    alice.command("/dial sip:bob@example.test");
+    let answered = eventually(Duration::from_secs(15), || {
+        mgmt.data("show sip-stats")["counters"]["calls_answered"].as_u64() >= Some(2)
+    });
+    let stats = mgmt.data("show sip-stats");
+    assert!(
+        answered,
+        "{stats:#}\nalice:\n{}\nbob:\n{}",
+        alice.output(),
+        bob.output()
+    );
+    assert!(
+        stats["counters"]["to_registered_phones"].as_u64() >= Some(1),
+        "{stats:#}"
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    alice.command("/hangup");
+    let ended = eventually(Duration::from_secs(10), || {
+        mgmt.data("show dialogs")["dialogs"]
+            .as_array()
+            .is_some_and(Vec::is_empty)
+    });
+    assert!(ended, "{:#}", mgmt.data("show dialogs"));
+
+    // And back: bob calls alice.
+    bob.command("/dial sip:alice@example.test");
+    let answered = eventually(Duration::from_secs(15), || {
+        mgmt.data("show sip-stats")["counters"]["calls_answered"].as_u64() >= Some(4)
+    });
+    assert!(
+        answered,
+        "{:#}\nbob:\n{}",
+        mgmt.data("show sip-stats"),
+        bob.output()
+    );
+    bob.command("/hangup");
+    assert_eq!(
+        mgmt.data("show sip-stats")["counters"]["calls_failed"].as_u64(),
+        Some(0)
+    );
+
+    // The operator forgets bob's binding: a call to him now finds no phone (480 from us, or
+    // the registrar's answer once its own binding is gone).
+    let cleared = mgmt.data("clear-registration sip:bob@example.test");
+    assert_eq!(cleared["bindings"].as_u64(), Some(1), "{cleared:#}");
+    assert_eq!(bindings(&mut mgmt)["bindings"].as_u64(), Some(1));
+    drop(alice);
+    drop(bob);
+    node.assert_alive();
+}
+
+/// A REGISTER and an INVITE from `from` (a stranger on a loopback address of its own).
+fn stranger_request(method: &str, from: &RawUdp, access: SocketAddr, uri: &str) -> Option<u16> {
+    let local = from.local_addr();
+    let request = format!(
+        "{method} {uri} SIP/2.0\r\nVia: SIP/2.0/UDP {local};branch=z9hG4bK-s-{method}\r\n\
+         Max-Forwards: 70\r\nFrom: <sip:alice@example.test>;tag=s1\r\nTo: <sip:alice@example.test>\r\n\
+         Call-ID: stranger-{method}@{ip}\r\nCSeq: 1 {method}\r\nContact: <sip:mallory@{local}>\r\n\
+         Content-Length: 0\r\n\r\n",
+        ip = local.ip(),
+    );
+    from.send_to(request.as_bytes(), access);
+    let end = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < end {
+        let (bytes, _) = from.recv(Duration::from_secs(1))?;
+        if let Some(code) = SipMsg::parse(&bytes).and_then(|m| m.status()) {
+            if code >= 200 {
+                return Some(code);
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn a_stranger_cannot_take_a_phones_calls_and_unregistered_sources_are_refused() {
+    phones_namespace();
+    let mut config = caching_config(lo(6), &[]);
+    config.extra_toml =
+        "\n[[realm-config]]\nidentifier = \"access\"\nallow-anonymous = \"registered\"\n".into();
+    let dir = TestDir::new("registration-strangers");
+    let _kamailio = authenticating_registrar(&dir, config.agent);
+    let mut node = SbcNode::start_config(&config);
+    let mut mgmt = Mgmt::connect(&node.mgmt_socket());
+    let alice = Baresip::start(
+        &dir,
+        "alice",
+        SocketAddr::new(lo(21), ports::free_port()),
+        config.access,
+    );
+    assert!(
+        eventually(Duration::from_secs(20), || {
+            bindings(&mut mgmt)["bindings"].as_u64() == Some(1)
+        }),
+        "{:#}\n{}",
+        bindings(&mut mgmt),
+        alice.output()
+    );
+    let before = bindings(&mut mgmt)["rows"][0].clone();
+
+    // Mallory registers alice's AoR from elsewhere: the registrar challenges it, she has no
+    // password, and nothing changed.
+    let mallory = RawUdp::bind(lo(31));
+    let code = stranger_request("REGISTER", &mallory, config.access, "sip:example.test");
+    assert_eq!(code, Some(401));
+    let after = bindings(&mut mgmt);
+    assert_eq!(after["bindings"].as_u64(), Some(1), "{after:#}");
+    assert_eq!(after["rows"][0], before, "{after:#}");
+
+    // An unregistered source may not call through the access realm (toll fraud).
+    let code = stranger_request("INVITE", &mallory, config.access, "sip:bob@example.test");
+    assert_eq!(code, Some(403));
+    // A request for a Contact of ours that no binding has any more: 480.
+    let core_peer = RawUdp::bind(lo(6));
+    let code = stranger_request(
+        "OPTIONS",
+        &core_peer,
+        config.core,
+        "sip:r-00000000000000aa@127.0.0.1",
+    );
+    assert_eq!(code, Some(480));
+    let stats = mgmt.data("show sip-stats");
+    assert_eq!(
+        stats["counters"]["anonymous_refused"].as_u64(),
+        Some(1),
+        "{stats:#}"
+    );
+    assert_eq!(
+        stats["counters"]["registered_phone_gone"].as_u64(),
+        Some(1),
+        "{stats:#}"
+    );
+    drop(alice);
+    node.assert_alive();
+}
