@@ -5,6 +5,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use std::net::SocketAddr;
+
 use crate::TestDir;
 
 /// Where Debian installs Kamailio's modules.
@@ -51,4 +53,62 @@ impl Drop for Kamailio {
     fn drop(&mut self) {
         crate::terminate(&mut self.0, Duration::from_secs(5));
     }
+}
+
+/// A multi-domain registrar for `example.test` (usrloc keyed by user and domain) at `addr`,
+/// relaying calls to a registered user's contact with itself record-routed.
+///
+/// # Panics
+/// As [`Kamailio::start`].
+#[must_use]
+pub fn registrar(dir: &TestDir, addr: SocketAddr) -> Kamailio {
+    Kamailio::start(dir, &registrar_cfg(addr, "", "save(\"location\");"))
+}
+
+/// The configuration of [`registrar`], with more modules loaded (`loadmodule` lines) and
+/// `on_register` run for each REGISTER (e.g. a digest challenge before `save`).
+#[must_use]
+pub fn registrar_cfg(addr: SocketAddr, modules: &str, on_register: &str) -> String {
+    format!(
+        r#"#!KAMAILIO
+debug=2
+log_stderror=yes
+children=1
+listen=udp:{addr}
+disable_tcp=yes
+auto_aliases=no
+alias="example.test"
+dns=no
+rev_dns=no
+use_dns_cache=off
+mpath="{MODULES}"
+loadmodule "tm.so"
+loadmodule "sl.so"
+loadmodule "rr.so"
+loadmodule "maxfwd.so"
+loadmodule "pv.so"
+loadmodule "siputils.so"
+loadmodule "textops.so"
+loadmodule "usrloc.so"
+loadmodule "registrar.so"
+{modules}
+modparam("usrloc", "db_mode", 0)
+modparam("usrloc", "use_domain", 1)
+
+request_route {{
+    if (!mf_process_maxfwd_header("10")) {{ sl_send_reply("483", "Too Many Hops"); exit; }}
+    if (is_method("CANCEL")) {{ if (t_check_trans()) t_relay(); exit; }}
+    if (has_totag()) {{
+        if (loose_route()) {{ t_relay(); exit; }}
+        if (is_method("ACK")) {{ if (t_check_trans()) t_relay(); exit; }}
+        sl_send_reply("404", "Not here");
+        exit;
+    }}
+    if (is_method("REGISTER")) {{ {on_register} exit; }}
+    if (!lookup("location")) {{ sl_send_reply("404", "Not Found"); exit; }}
+    record_route();
+    t_relay();
+}}
+"#
+    )
 }

@@ -38,6 +38,7 @@ mod pair_media_failover;
 mod pair_memory_switchover;
 mod pair_partition;
 mod pair_push;
+mod pair_registrations;
 mod pair_setup_failover;
 mod pair_strangers;
 mod pair_tcp_failover;

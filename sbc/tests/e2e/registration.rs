@@ -21,7 +21,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use sbc_e2e::acli::Mgmt;
-use sbc_e2e::kamailio::{Kamailio, MODULES};
+use sbc_e2e::kamailio::{registrar_cfg, Kamailio};
 use sbc_e2e::raw::{RawUdp, SipMsg};
 use sbc_e2e::{ports, SbcConfig, SbcNode, TestDir};
 
@@ -35,57 +35,14 @@ const PASSWORD: &str = "e2e-secret";
 /// A registrar for `example.test` at `addr` that challenges every REGISTER (digest with
 /// `PASSWORD`) and relays calls to a registered user's contact, record-routed.
 fn authenticating_registrar(dir: &TestDir, addr: SocketAddr) -> Kamailio {
-    let cfg = format!(
-        r#"#!KAMAILIO
-debug=2
-log_stderror=yes
-children=1
-listen=udp:{addr}
-disable_tcp=yes
-auto_aliases=no
-alias="example.test"
-dns=no
-rev_dns=no
-use_dns_cache=off
-mpath="{MODULES}"
-loadmodule "tm.so"
-loadmodule "sl.so"
-loadmodule "rr.so"
-loadmodule "maxfwd.so"
-loadmodule "pv.so"
-loadmodule "siputils.so"
-loadmodule "textops.so"
-loadmodule "usrloc.so"
-loadmodule "registrar.so"
-loadmodule "auth.so"
-modparam("usrloc", "db_mode", 0)
-modparam("usrloc", "use_domain", 1)
-
-request_route {{
-    if (!mf_process_maxfwd_header("10")) {{ sl_send_reply("483", "Too Many Hops"); exit; }}
-    if (is_method("CANCEL")) {{ if (t_check_trans()) t_relay(); exit; }}
-    if (has_totag()) {{
-        if (loose_route()) {{ t_relay(); exit; }}
-        if (is_method("ACK")) {{ if (t_check_trans()) t_relay(); exit; }}
-        sl_send_reply("404", "Not here");
-        exit;
-    }}
-    if (is_method("REGISTER")) {{
-        if (!pv_www_authenticate("$td", "{PASSWORD}", "0")) {{
-            www_challenge("$td", "0");
-            exit;
-        }}
-        consume_credentials();
-        save("location");
-        exit;
-    }}
-    if (!lookup("location")) {{ sl_send_reply("404", "Not Found"); exit; }}
-    record_route();
-    t_relay();
-}}
-"#
+    let challenge = format!(
+        "if (!pv_www_authenticate(\"$td\", \"{PASSWORD}\", \"0\")) {{ www_challenge(\"$td\", \"0\"); exit; }} \
+         consume_credentials(); save(\"location\");"
     );
-    Kamailio::start(dir, &cfg)
+    Kamailio::start(
+        dir,
+        &registrar_cfg(addr, "loadmodule \"auth.so\"", &challenge),
+    )
 }
 
 /// A baresip softphone (Debian's `baresip`), driven through its UDP console (`cons`), stopped

@@ -22,7 +22,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use sbc_e2e::acli::Mgmt;
-use sbc_e2e::kamailio::{Kamailio, MODULES};
+use sbc_e2e::kamailio::registrar;
 use sbc_e2e::raw::{response_to, RawUdp, SipMsg};
 use sbc_e2e::snmp::Trapd;
 use sbc_e2e::Sipp;
@@ -252,53 +252,6 @@ port = {}
     assert_eq!(row["in_service"], true, "{shown:#}");
     assert!(row["last_ping_rtt_ms"].as_f64().is_some(), "{shown:#}");
     drop(node);
-}
-
-/// A multi-domain registrar for `example.test` (usrloc keyed by user and domain) at `addr`,
-/// relaying calls to a registered user's contact with itself record-routed.
-fn registrar(dir: &TestDir, addr: SocketAddr) -> Kamailio {
-    let cfg = format!(
-        r#"#!KAMAILIO
-debug=2
-log_stderror=yes
-children=1
-listen=udp:{addr}
-disable_tcp=yes
-auto_aliases=no
-alias="example.test"
-dns=no
-rev_dns=no
-use_dns_cache=off
-mpath="{MODULES}"
-loadmodule "tm.so"
-loadmodule "sl.so"
-loadmodule "rr.so"
-loadmodule "maxfwd.so"
-loadmodule "pv.so"
-loadmodule "siputils.so"
-loadmodule "textops.so"
-loadmodule "usrloc.so"
-loadmodule "registrar.so"
-modparam("usrloc", "db_mode", 0)
-modparam("usrloc", "use_domain", 1)
-
-request_route {{
-    if (!mf_process_maxfwd_header("10")) {{ sl_send_reply("483", "Too Many Hops"); exit; }}
-    if (is_method("CANCEL")) {{ if (t_check_trans()) t_relay(); exit; }}
-    if (has_totag()) {{
-        if (loose_route()) {{ t_relay(); exit; }}
-        if (is_method("ACK")) {{ if (t_check_trans()) t_relay(); exit; }}
-        sl_send_reply("404", "Not here");
-        exit;
-    }}
-    if (is_method("REGISTER")) {{ save("location"); exit; }}
-    if (!lookup("location")) {{ sl_send_reply("404", "Not Found"); exit; }}
-    record_route();
-    t_relay();
-}}
-"#
-    );
-    Kamailio::start(dir, &cfg)
 }
 
 /// The registrar's answer to one REGISTER of `user@example.test` with `contact`.

@@ -1,0 +1,114 @@
+//! Registrations survive a kill -9 of the active: a phone registered through the pair (to a
+//! Kamailio registrar, with `registration-caching` on the access interface) is called through
+//! the new active without registering again. The binding crossed the sync channel; the
+//! registrar still holds our Contact, which names the pair's service address; the new active
+//! installed the binding before it served and sends the INVITE to the phone's flow.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::{Duration, Instant};
+
+use sbc_e2e::kamailio::registrar;
+use sbc_e2e::pair::{kill9, Pair, PairConfig};
+use sbc_e2e::raw::{RawUdp, SipMsg};
+use sbc_e2e::SbcConfig;
+
+fn lo(last: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(127, 0, 0, last))
+}
+
+/// The bindings node `i` holds.
+fn bindings(pair: &Pair, i: usize) -> u64 {
+    pair.exec(i, "show registrations")
+        .and_then(|v| v["data"]["bindings"].as_u64())
+        .unwrap_or(0)
+}
+
+/// The first final response `sock` receives within `limit`.
+fn final_response(sock: &RawUdp, limit: Duration) -> Option<SipMsg> {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        let (bytes, _) = sock.recv(Duration::from_millis(500))?;
+        if let Some(m) = SipMsg::parse(&bytes) {
+            if m.status().is_some_and(|c| c >= 200) {
+                return Some(m);
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn a_phone_registered_before_a_kill_9_is_called_through_the_new_active() {
+    let mut sip = SbcConfig::with_addresses(lo(1), lo(2), lo(6));
+    sip.access_lines.push("registration-caching = true".into());
+    let config = PairConfig::with_addresses(sip, [lo(11), lo(12)]);
+    let (access, registrar_at) = (config.sip.access, config.sip.agent);
+    let mut pair = Pair::start(config);
+    let _kamailio = registrar(pair.dir(), registrar_at);
+    let (active, standby) = pair.wait_roles(Duration::from_secs(15));
+
+    // The phone registers bob@example.test through the pair (Kamailio may still be starting:
+    // a few tries).
+    let phone = RawUdp::bind(lo(21));
+    let at = phone.local_addr();
+    let mut answer = None;
+    for cseq in 1..=10 {
+        let register = format!(
+            "REGISTER sip:example.test SIP/2.0\r\nVia: SIP/2.0/UDP {at};branch=z9hG4bK-preg-{cseq};rport\r\n\
+             Max-Forwards: 70\r\nFrom: <sip:bob@example.test>;tag=p1\r\nTo: <sip:bob@example.test>\r\n\
+             Call-ID: pair-reg@{ip}\r\nCSeq: {cseq} REGISTER\r\nContact: <sip:bob@{at}>\r\n\
+             Expires: 600\r\nContent-Length: 0\r\n\r\n",
+            ip = at.ip()
+        );
+        phone.send_to(register.as_bytes(), access);
+        answer = final_response(&phone, Duration::from_secs(2));
+        if answer.as_ref().and_then(SipMsg::status) == Some(200) {
+            break;
+        }
+    }
+    let answer = answer.expect("the registrar answered through the pair");
+    assert_eq!(answer.status(), Some(200), "{answer:?}");
+    assert_eq!(bindings(&pair, active), 1);
+    // Replicated within the registration timer (200 ms), then streamed.
+    std::thread::sleep(Duration::from_millis(1500));
+
+    kill9(&mut pair.nodes[active]);
+    pair.wait_redundancy(standby, Duration::from_secs(5), "active", |r| r.is_active());
+    assert_eq!(
+        bindings(&pair, standby),
+        1,
+        "the new active did not install the replicated binding"
+    );
+
+    // Someone calls bob at the registrar: it forks to our Contact at the service address,
+    // and the new active sends the INVITE to the phone, which never registered again.
+    let caller = RawUdp::bind(lo(7));
+    let from = caller.local_addr();
+    let invite = format!(
+        "INVITE sip:bob@example.test SIP/2.0\r\nVia: SIP/2.0/UDP {from};branch=z9hG4bK-pcall-1\r\n\
+         Max-Forwards: 70\r\nFrom: <sip:carol@example.test>;tag=c1\r\nTo: <sip:bob@example.test>\r\n\
+         Call-ID: pair-call@{ip}\r\nCSeq: 1 INVITE\r\nContact: <sip:carol@{from}>\r\n\
+         Content-Length: 0\r\n\r\n",
+        ip = from.ip()
+    );
+    caller.send_to(invite.as_bytes(), registrar_at);
+    let end = Instant::now() + Duration::from_secs(10);
+    let mut reached = None;
+    while Instant::now() < end && reached.is_none() {
+        if let Some((bytes, _)) = phone.recv(Duration::from_millis(500)) {
+            if bytes.starts_with(b"INVITE ") {
+                reached = Some(String::from_utf8_lossy(&bytes).into_owned());
+            }
+        }
+    }
+    let invite = reached.expect("the phone was not called through the new active");
+    assert!(
+        invite.starts_with(&format!("INVITE sip:bob@{at} ")),
+        "{invite}"
+    );
+    let stats = pair.exec(standby, "show sip-stats").unwrap_or_default();
+    assert!(
+        stats["data"]["counters"]["to_registered_phones"].as_u64() >= Some(1),
+        "{stats:#}"
+    );
+}
