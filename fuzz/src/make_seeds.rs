@@ -241,6 +241,21 @@ fn main() -> std::io::Result<()> {
         seed.extend_from_slice(text.as_bytes());
         write("trace", name, &seed)?;
     }
+
+    // The registration cache: 0 + a STUN binding request, 1 + a replicated binding, 2 + a
+    // REGISTER.
+    let mut stun = vec![0u8, 0x00, 0x01, 0x00, 0x00, 0x21, 0x12, 0xa4, 0x42];
+    stun.extend_from_slice(&[7; 12]);
+    write("registration", "stun-binding-request", &stun)?;
+    let binding = "binding/1\n3735928559\nsip:alice@example.test\nsip:alice@127.0.0.50:5070\n0\nudp\n\
+                   127.0.0.50:40000\nabc@127.0.0.50\n7\n1796083230000\n30\n1796086800000\n3600\n\
+                   1796083200000";
+    let mut seed = vec![1u8];
+    seed.extend_from_slice(binding.as_bytes());
+    write("registration", "binding", &seed)?;
+    let mut seed = vec![2u8];
+    seed.extend_from_slice(register.as_bytes());
+    write("registration", "register", &seed)?;
     Ok(())
 }
 

@@ -1085,6 +1085,17 @@ fn registrations(m: &mut Builder, r: &crate::status::RegistrationsReport) {
         );
     }
     for (n, what) in [
+        (c.keepalives_answered, "answered"),
+        (c.keepalives_ignored, "ignored"),
+    ] {
+        m.counter(
+            "sbc_registration_stun_keepalives",
+            "STUN keep-alives on the SIP port: answered (a registered phone), ignored (any other source)",
+            &[("outcome", what)],
+            n,
+        );
+    }
+    for (n, what) in [
         (c.created, "created"),
         (c.removed, "removed"),
         (c.expired, "expired"),

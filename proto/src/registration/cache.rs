@@ -202,6 +202,10 @@ pub struct CacheCounters {
     pub expired: u64,
     /// REGISTERs refused because the cache was full.
     pub refused_full: u64,
+    /// STUN keep-alives of registered phones answered.
+    pub keepalives_answered: u64,
+    /// STUN messages not answered: from a source with no binding, or not a binding request.
+    pub keepalives_ignored: u64,
 }
 
 /// Forwarded REGISTERs waiting at most (a registrar that never answers cannot grow this).
@@ -342,6 +346,15 @@ impl RegistrationCache {
             if *n == 0 {
                 self.sources.remove(&source);
             }
+        }
+    }
+
+    /// Counts a STUN keep-alive: answered, or ignored.
+    pub fn count_keepalive(&mut self, answered: bool) {
+        if answered {
+            self.counters.keepalives_answered += 1;
+        } else {
+            self.counters.keepalives_ignored += 1;
         }
     }
 

@@ -4,5 +4,6 @@
 //! replicates it ([`wire`]).
 
 pub mod cache;
+pub mod keepalive;
 pub mod message;
 pub mod wire;

@@ -144,6 +144,8 @@ struct Shared {
     stopping: AtomicBool,
     /// Per-source protection, asked before anything is queued.
     access: Mutex<AccessControl>,
+    /// The registration cache: STUN keep-alives are answered to its phones only.
+    registrations: SharedRegistrations,
 }
 
 impl Shared {
@@ -322,6 +324,7 @@ pub async fn start(settings: &RuntimeSettings, bind: bool) -> anyhow::Result<Nod
         timers,
         stopping: AtomicBool::new(false),
         access: Mutex::new(AccessControl::new(settings.live.access.clone())),
+        registrations: Arc::clone(&registrations),
     });
     let control = {
         let shared = shared.clone();

@@ -9,6 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use sbc_proto::access::canonical;
 use sbc_proto::engine::Inbound;
+use sbc_proto::registration::keepalive;
 use sbc_proto::sip::dialog::LegTransport;
 use tracing::debug;
 
@@ -58,6 +59,10 @@ pub(super) fn receive_loop(
         match sock.recv_from(&mut buf) {
             Ok((len, source)) => {
                 received_since_release = true;
+                if keepalive::is_stun(&buf[..len]) {
+                    answer_stun(sock, canonical(source), &buf[..len], shared);
+                    continue;
+                }
                 shared.dispatch(Inbound {
                     interface,
                     transport: LegTransport::Udp,
@@ -81,6 +86,26 @@ pub(super) fn receive_loop(
                 // ICMP port unreachable from a previous send shows up here on Linux; go on.
                 debug!(error = %e, "UDP receive error");
             }
+        }
+    }
+}
+
+/// A STUN message on the SIP port: a registered phone's keep-alive gets its reflexive address
+/// back (RFC 5626 section 4.4.2); a source with no binding gets nothing (no reflection for a
+/// forged source), and a source the edge denies is not even looked up.
+fn answer_stun(sock: &UdpSocket, source: SocketAddr, datagram: &[u8], shared: &Shared) {
+    let denied = super::lock(&shared.access).check(std::time::Instant::now(), source.ip(), false)
+        != sbc_proto::access::Verdict::Pass;
+    let mut cache = super::lock(&shared.registrations);
+    let answer = (!denied && cache.is_registered_source(source))
+        .then(|| keepalive::binding_response(datagram, source))
+        .flatten();
+    cache.count_keepalive(answer.is_some());
+    drop(cache);
+    if let Some(answer) = answer {
+        let v6 = sock.local_addr().is_ok_and(|a| a.is_ipv6());
+        if let Err(e) = sock.send_to(&answer, dest_for(v6, source)) {
+            debug!(error = %e, %source, "STUN keep-alive answer not sent");
         }
     }
 }

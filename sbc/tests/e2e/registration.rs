@@ -272,6 +272,100 @@ fn phones_registered_through_the_sbc_call_each_other_by_aor() {
     node.assert_alive();
 }
 
+/// The first final response `sock` receives within `limit`.
+fn final_response(sock: &RawUdp, limit: Duration) -> Option<SipMsg> {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        let (bytes, _) = sock.recv(Duration::from_millis(500))?;
+        if let Some(m) = SipMsg::parse(&bytes) {
+            if m.status().is_some_and(|c| c >= 200) {
+                return Some(m);
+            }
+        }
+    }
+    None
+}
+
+/// Registers `user@example.test` at `phone`'s address through the SBC at `access` (the
+/// registrar may still be starting: up to ten tries); panics unless the answer is 200.
+pub(crate) fn register_raw(phone: &RawUdp, user: &str, access: SocketAddr) {
+    let at = phone.local_addr();
+    let mut answer = None;
+    for cseq in 1..=10 {
+        let register = format!(
+            "REGISTER sip:example.test SIP/2.0\r\nVia: SIP/2.0/UDP {at};branch=z9hG4bK-reg-{user}-{cseq};rport\r\n\
+             Max-Forwards: 70\r\nFrom: <sip:{user}@example.test>;tag=p1\r\nTo: <sip:{user}@example.test>\r\n\
+             Call-ID: raw-reg-{user}@{ip}\r\nCSeq: {cseq} REGISTER\r\nContact: <sip:{user}@{at}>\r\n\
+             Expires: 600\r\nContent-Length: 0\r\n\r\n",
+            ip = at.ip()
+        );
+        phone.send_to(register.as_bytes(), access);
+        answer = final_response(phone, Duration::from_secs(2));
+        if answer.as_ref().and_then(SipMsg::status) == Some(200) {
+            return;
+        }
+    }
+    panic!("{user} was not registered through the SBC: {answer:?}");
+}
+
+/// A STUN binding request (RFC 5389: type, length 0, magic cookie, transaction id).
+fn stun_binding_request(id: u8) -> Vec<u8> {
+    let mut m = vec![0x00, 0x01, 0x00, 0x00, 0x21, 0x12, 0xa4, 0x42];
+    m.extend_from_slice(&[id; 12]);
+    m
+}
+
+/// The address in a binding success response's XOR-MAPPED-ADDRESS (IPv4), if it is one.
+fn xor_mapped(response: &[u8]) -> Option<SocketAddr> {
+    if response.len() < 32 || response[0..2] != [0x01, 0x01] || response[20..22] != [0x00, 0x20] {
+        return None;
+    }
+    let port = u16::from_be_bytes([response[26], response[27]]) ^ 0x2112;
+    let cookie = [0x21, 0x12, 0xa4, 0x42];
+    let ip: [u8; 4] = std::array::from_fn(|i| response[28 + i] ^ cookie[i]);
+    Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::from(ip)), port))
+}
+
+/// RFC 5626 keep-alives over UDP: a phone registered through the SBC gets its STUN binding
+/// requests on the SIP port answered with its own address; a source with no binding gets
+/// nothing (no reflection toward a forged source). Counted in `show registrations`.
+#[test]
+fn stun_keepalives_are_answered_to_registered_phones_only() {
+    let config = caching_config(lo(6), &[]);
+    let dir = TestDir::new("registration-stun");
+    let _kamailio = sbc_e2e::kamailio::registrar(&dir, config.agent);
+    let mut node = SbcNode::start_config(&config);
+    let mut mgmt = Mgmt::connect(&node.mgmt_socket());
+    let phone = RawUdp::bind(lo(21));
+    register_raw(&phone, "carol", config.access);
+
+    phone.send_to(&stun_binding_request(1), config.access);
+    let (answer, _) = phone
+        .recv(Duration::from_secs(3))
+        .expect("the registered phone's keep-alive is answered");
+    assert_eq!(xor_mapped(&answer), Some(phone.local_addr()), "{answer:?}");
+    assert_eq!(&answer[8..20], &[1u8; 12], "the request's transaction id");
+
+    let stranger = RawUdp::bind(lo(31));
+    stranger.send_to(&stun_binding_request(2), config.access);
+    assert!(
+        stranger.recv_all(Duration::from_millis(500)).is_empty(),
+        "a source with no binding was answered"
+    );
+    let counters = bindings(&mut mgmt)["counters"].clone();
+    assert_eq!(
+        counters["keepalives_answered"].as_u64(),
+        Some(1),
+        "{counters:#}"
+    );
+    assert_eq!(
+        counters["keepalives_ignored"].as_u64(),
+        Some(1),
+        "{counters:#}"
+    );
+    node.assert_alive();
+}
+
 /// A REGISTER and an INVITE from `from` (a stranger on a loopback address of its own).
 fn stranger_request(method: &str, from: &RawUdp, access: SocketAddr, uri: &str) -> Option<u16> {
     let local = from.local_addr();

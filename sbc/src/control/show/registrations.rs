@@ -35,8 +35,9 @@ pub(crate) fn text(r: &RegistrationsReport) -> String {
     let c = &r.counters;
     let _ = writeln!(
         out,
-        "REGISTERs forwarded {}, answered from the cache {}, refused (full) {}; bindings created {}, removed {}, expired {}",
-        c.forwarded, c.absorbed, c.refused_full, c.created, c.removed, c.expired
+        "REGISTERs forwarded {}, answered from the cache {}, refused (full) {}; bindings created {}, removed {}, expired {}; STUN keep-alives answered {}, ignored {}",
+        c.forwarded, c.absorbed, c.refused_full, c.created, c.removed, c.expired,
+        c.keepalives_answered, c.keepalives_ignored
     );
     out
 }
