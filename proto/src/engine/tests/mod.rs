@@ -1498,6 +1498,7 @@ mod media {
 
 mod families;
 mod hunt;
+mod register;
 mod setup;
 mod tap;
 
