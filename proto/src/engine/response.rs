@@ -195,6 +195,28 @@ impl Engine {
         let initial_invite = call_id
             .and_then(|id| self.calls.get(&id))
             .is_some_and(|c| c.is_initial_invite(ckey));
+        // A new request to a registered phone (no agent) that could not be sent: its flow is
+        // gone (the TCP connection it registered over closed, and it has not registered
+        // again): 480 Temporarily Unavailable, not the transport failure's 503.
+        let phone_gone = code == 503
+            && entry.agent.is_none()
+            && !entry.ping
+            && (initial_invite || call_id.is_none())
+            && is_transport_failure(msg);
+        let unavailable;
+        let (code, msg) = if phone_gone {
+            self.stats.registered_phone_gone += 1;
+            self.trace_note("answered 480: the registered phone's flow is gone");
+            let mut m = msg.clone();
+            m.start = crate::sip::message::StartLine::Response {
+                code: 480,
+                reason: reason_for(480).to_owned(),
+            };
+            unavailable = m;
+            (480, &unavailable)
+        } else {
+            (code, msg)
+        };
         let mut rang = false;
 
         if let (Some(skey), true) = (&server, initial_invite || call_id.is_none()) {

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use sbc_e2e::acli::Mgmt;
 use sbc_e2e::kamailio::{registrar_cfg, Kamailio};
-use sbc_e2e::raw::{RawUdp, SipMsg};
+use sbc_e2e::raw::{RawTcp, RawUdp, SipMsg};
 use sbc_e2e::{ports, SbcConfig, SbcNode, TestDir};
 
 fn lo(last: u8) -> IpAddr {
@@ -363,6 +363,78 @@ fn stun_keepalives_are_answered_to_registered_phones_only() {
         Some(1),
         "{counters:#}"
     );
+    node.assert_alive();
+}
+
+/// A phone registered over TCP is called over the connection it registered on; once that
+/// connection is gone (and the phone has not registered again), a call to it gets 480, not
+/// the transport failure's 503.
+#[test]
+fn a_tcp_phone_is_called_over_its_connection_and_480_once_it_is_gone() {
+    let config = caching_config(lo(6), &[]);
+    let dir = TestDir::new("registration-tcp");
+    let _kamailio = sbc_e2e::kamailio::registrar(&dir, config.agent);
+    let mut node = SbcNode::start_config(&config);
+    let mut phone = RawTcp::connect(config.access);
+    let at = phone.local_addr();
+    let mut registered = false;
+    for cseq in 1..=10 {
+        let register = format!(
+            "REGISTER sip:example.test SIP/2.0\r\nVia: SIP/2.0/TCP {at};branch=z9hG4bK-tcp-{cseq};rport\r\n\
+             Max-Forwards: 70\r\nFrom: <sip:dave@example.test>;tag=d1\r\nTo: <sip:dave@example.test>\r\n\
+             Call-ID: tcp-reg@{ip}\r\nCSeq: {cseq} REGISTER\r\nContact: <sip:dave@{at};transport=tcp>\r\n\
+             Expires: 600\r\nContent-Length: 0\r\n\r\n",
+            ip = at.ip()
+        );
+        phone.send(register.as_bytes()).expect("send over TCP");
+        if phone
+            .recv_messages(Duration::from_secs(2))
+            .iter()
+            .any(|m| m.status() == Some(200))
+        {
+            registered = true;
+            break;
+        }
+    }
+    assert!(registered, "the TCP phone was not registered");
+
+    let caller = RawUdp::bind(lo(7));
+    let invite = |n: u32| {
+        let from = caller.local_addr();
+        format!(
+            "INVITE sip:dave@example.test SIP/2.0\r\nVia: SIP/2.0/UDP {from};branch=z9hG4bK-tcpcall-{n}\r\n\
+             Max-Forwards: 70\r\nFrom: <sip:carol@example.test>;tag=c{n}\r\nTo: <sip:dave@example.test>\r\n\
+             Call-ID: tcp-call-{n}@{ip}\r\nCSeq: 1 INVITE\r\nContact: <sip:carol@{from}>\r\n\
+             Content-Length: 0\r\n\r\n",
+            ip = from.ip()
+        )
+    };
+    caller.send_to(invite(1).as_bytes(), config.agent);
+    let got = phone.recv_messages(Duration::from_secs(5));
+    assert!(
+        got.iter()
+            .any(|m| m.start_line == format!("INVITE sip:dave@{at};transport=tcp SIP/2.0")),
+        "the INVITE did not come over the phone's connection: {got:?}"
+    );
+
+    // The phone goes away: its connection closes.
+    drop(phone);
+    std::thread::sleep(Duration::from_millis(500));
+    caller.send_to(invite(2).as_bytes(), config.agent);
+    let end = Instant::now() + Duration::from_secs(10);
+    let mut code = None;
+    while Instant::now() < end && code.is_none() {
+        if let Some((bytes, _)) = caller.recv(Duration::from_millis(500)) {
+            code = SipMsg::parse(&bytes)
+                .filter(|m| {
+                    m.header("call-id")
+                        .is_some_and(|c| c.starts_with("tcp-call-2"))
+                })
+                .and_then(|m| m.status())
+                .filter(|c| *c >= 200);
+        }
+    }
+    assert_eq!(code, Some(480));
     node.assert_alive();
 }
 
