@@ -90,6 +90,7 @@ pub fn mib_view(status: &NodeStatus) -> StatusSnapshot {
         calls_attempted: counters.calls_attempted,
         calls_answered: counters.calls_answered,
         calls_failed: counters.calls_failed,
+        registration_bindings: status.registrations.bindings as u64,
         alarms,
     }
 }

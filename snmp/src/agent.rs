@@ -127,6 +127,8 @@ pub struct StatusSnapshot {
     pub calls_failed: u64,
     /// The raised alarms.
     pub alarms: Vec<AlarmEntry>,
+    /// Bindings in the registration cache.
+    pub registration_bindings: u64,
 }
 
 /// One community: its name and the sources it is allowed from (empty: any).
@@ -359,6 +361,7 @@ fn view(s: &StatusSnapshot, stats: &AgentStats, engine: Option<&EngineView<'_>>)
     });
     rows.push((with(&STATUS_ARC, &[14, 0]), int(lag)));
     rows.push((with(&STATUS_ARC, &[15, 0]), gauge(replicated)));
+    rows.push((with(&STATUS_ARC, &[16, 0]), gauge(s.registration_bindings)));
     let mut alarms: Vec<&AlarmEntry> = s.alarms.iter().collect();
     alarms.sort_by_key(|a| a.id);
     for a in &alarms {
@@ -782,6 +785,7 @@ mod tests {
             calls_attempted: 10,
             calls_answered: 8,
             calls_failed: 1,
+            registration_bindings: 0,
             alarms: vec![
                 AlarmEntry {
                     id: 131_074,
@@ -924,8 +928,8 @@ mod tests {
             at = vb.name.to_vec();
             seen.push(at.clone());
         }
-        // 4 system + 5 snmp + 14 status scalars + 6 columns of 2 rows.
-        assert_eq!(seen.len(), 4 + 5 + 14 + 12);
+        // 4 system + 5 snmp + 15 status scalars + 6 columns of 2 rows.
+        assert_eq!(seen.len(), 4 + 5 + 15 + 12);
         assert_eq!(seen[0], with(&SYSTEM, &[1, 0]));
         // The table's columns, rows by id within each column (131073 before 131074).
         let type_col = with(&STATUS_ARC, &[12, 1, 2]);
@@ -934,7 +938,7 @@ mod tests {
             rows,
             [&with(&type_col, &[131_073]), &with(&type_col, &[131_074])]
         );
-        assert_eq!(seen.last(), Some(&with(&STATUS_ARC, &[15, 0])));
+        assert_eq!(seen.last(), Some(&with(&STATUS_ARC, &[16, 0])));
         let p = ask(&mut a, Pdus::GetNextRequest(GetNextRequest(pdu(&[&at]))));
         assert_eq!(p.variable_bindings[0].value, VarBindValue::EndOfMibView);
         assert_eq!(p.variable_bindings[0].name.to_vec(), at);
@@ -965,7 +969,7 @@ mod tests {
             ]
         );
         // Past the end: one repetition of endOfMibView, then it stops.
-        let last = with(&STATUS_ARC, &[15, 0]);
+        let last = with(&STATUS_ARC, &[16, 0]);
         let p = ask(&mut a, bulk(0, 50, &[&last]));
         assert_eq!(p.variable_bindings.len(), 1);
         assert_eq!(p.variable_bindings[0].value, VarBindValue::EndOfMibView);

@@ -21,7 +21,8 @@
 //! | `1.3.6.1.3.3261.0.6`        | `sbcMediaPortsLowTrap`  | realm, port pairs free, pairs in all, node |
 //! | `1.3.6.1.3.3261.0.7`        | `sbcTlsCertExpiringTrap` | tls-profile, days left, expiry date, node |
 //! | `1.3.6.1.3.3261.0.8`        | `sbcSessionAgentStatusTrap` | session-agent, in service (1) or out (2), reason, node |
-//! | `1.3.6.1.3.3261.1.1.1..26`  | `sbcAlarmType` … `sbcSessionAgentReason` | the objects, sent as instance `.0` |
+//! | `1.3.6.1.3.3261.0.9`        | `sbcRegCacheFullTrap`   | bindings, reg-cache-limit, node |
+//! | `1.3.6.1.3.3261.1.1.1..28`  | `sbcAlarmType` … `sbcRegCacheLimit` | the objects, sent as instance `.0` |
 //!
 //! Every trap's varbinds are `sysUpTime.0`, `snmpTrapOID.0`, then the notification's objects
 //! in the MIB's order.
@@ -176,6 +177,16 @@ pub enum Trap {
         /// The sending node's hostname.
         node: String,
     },
+    /// `sbcRegCacheFullTrap`: the registration cache holds `reg-cache-limit` bindings and
+    /// refused a REGISTER that would add one.
+    RegCacheFull {
+        /// Bindings held.
+        bindings: u32,
+        /// `reg-cache-limit`.
+        limit: u32,
+        /// The sending node's hostname.
+        node: String,
+    },
 }
 
 impl Trap {
@@ -221,6 +232,7 @@ impl Trap {
             Self::MediaPortsLow { .. } => 6,
             Self::TlsCertExpiring { .. } => 7,
             Self::SessionAgentStatus { .. } => 8,
+            Self::RegCacheFull { .. } => 9,
         }
     }
 
@@ -329,11 +341,20 @@ impl Trap {
                 (26, Value::Str(reason.clone())),
                 (7, Value::Str(node.clone())),
             ],
+            Self::RegCacheFull {
+                bindings,
+                limit,
+                node,
+            } => vec![
+                (27, Value::Unsigned(*bindings)),
+                (28, Value::Unsigned(*limit)),
+                (7, Value::Str(node.clone())),
+            ],
         }
     }
 }
 
-const NOTIFICATIONS: [&str; 8] = [
+const NOTIFICATIONS: [&str; 9] = [
     "sbcAlarmTrap",
     "sbcAlarmClearTrap",
     "sbcRedundancyTrap",
@@ -342,6 +363,7 @@ const NOTIFICATIONS: [&str; 8] = [
     "sbcMediaPortsLowTrap",
     "sbcTlsCertExpiringTrap",
     "sbcSessionAgentStatusTrap",
+    "sbcRegCacheFullTrap",
 ];
 
 enum Value {
@@ -362,7 +384,7 @@ const CLEARED_NAMES: EnumNames = &[(1, "operator"), (2, "restart"), (3, "auto")]
 const AGENT_STATE_NAMES: EnumNames = &[(1, "inService"), (2, "outOfService")];
 
 /// The objects of `sbcTrapObjects` (`1.3.6.1.3.3261.1.1.n`): name and enumeration, if any.
-const OBJECTS: [(&str, Option<EnumNames>); 26] = [
+const OBJECTS: [(&str, Option<EnumNames>); 28] = [
     ("sbcAlarmType", Some(TYPE_NAMES)),
     ("sbcAlarmValue", None),
     ("sbcAlarmSeverity", Some(SEVERITY_NAMES)),
@@ -389,6 +411,8 @@ const OBJECTS: [(&str, Option<EnumNames>); 26] = [
     ("sbcSessionAgentName", None),
     ("sbcSessionAgentState", Some(AGENT_STATE_NAMES)),
     ("sbcSessionAgentReason", None),
+    ("sbcRegCacheBindings", None),
+    ("sbcRegCacheLimit", None),
 ];
 
 fn object_oid(n: u32) -> ObjectIdentifier {
@@ -886,6 +910,16 @@ mod tests {
         };
         let da =
             decode_trap(&encode_trap(&agent, "c", Duration::ZERO, 1).expect("enc")).expect("dec");
+        let full = Trap::RegCacheFull {
+            bindings: 10_000,
+            limit: 10_000,
+            node: "sbc-a".into(),
+        };
+        let df =
+            decode_trap(&encode_trap(&full, "c", Duration::ZERO, 1).expect("enc")).expect("dec");
+        assert_eq!(df.trap, "SBC-PAIR-MIB::sbcRegCacheFullTrap");
+        assert_eq!(df.get("sbcRegCacheBindings"), Some("10000"));
+        assert_eq!(df.get("sbcRegCacheLimit"), Some("10000"));
         assert_eq!(da.trap, "SBC-PAIR-MIB::sbcSessionAgentStatusTrap");
         assert_eq!(da.get("sbcSessionAgentName"), Some("pbx-a"));
         assert_eq!(da.get("sbcSessionAgentState"), Some("outOfService(2)"));

@@ -130,7 +130,12 @@ pub async fn run(launch: Launch, shutdown: impl Future<Output = ()>) -> anyhow::
         pair.clone(),
         cfg.system.hostname.clone(),
     ));
-    tasks.spawn(keep_registrations(node.clone(), pair.clone()));
+    tasks.spawn(keep_registrations(
+        node.clone(),
+        pair.clone(),
+        alarms.clone(),
+        cfg.system.hostname.clone(),
+    ));
     tasks.spawn(crate::dns::run(console.clone()));
     let snmp_agent = crate::snmp_agent::bind_at_start(&console).await?;
     tasks.spawn(crate::snmp_agent::run(
@@ -230,9 +235,21 @@ const CERT_TRAP_EVERY: Duration = Duration::from_secs(86_400);
 /// REGISTER, forwarded, restores it).
 const REGISTRATION_SYNC_EVERY: Duration = Duration::from_millis(200);
 
+/// How often `sbcRegCacheFullTrap` is sent at most while REGISTERs are refused.
+const REG_CACHE_FULL_TRAP_EVERY: Duration = Duration::from_secs(60);
+
 /// The registration cache's timer: bindings whose phones stopped refreshing purged (not only
-/// on traffic), and on the active of a pair every change replicated to the standby.
-async fn keep_registrations(node: Arc<Node>, pair: Option<Arc<Pair>>) {
+/// on traffic), on the active of a pair every change replicated to the standby, and a
+/// REGISTER refused at `reg-cache-limit` logged and trapped (`sbcRegCacheFullTrap`, at most
+/// once a minute).
+async fn keep_registrations(
+    node: Arc<Node>,
+    pair: Option<Arc<Pair>>,
+    alarms: Arc<AlarmService>,
+    hostname: String,
+) {
+    let mut refused_seen = 0u64;
+    let mut trapped_at: Option<Instant> = None;
     if pair.is_some() {
         node.registrations()
             .lock()
@@ -242,7 +259,32 @@ async fn keep_registrations(node: Arc<Node>, pair: Option<Arc<Pair>>) {
     let mut tick = tokio::time::interval(REGISTRATION_SYNC_EVERY);
     loop {
         tick.tick().await;
-        node.purge_registrations(Instant::now());
+        let now = Instant::now();
+        node.purge_registrations(now);
+        let (refused, bindings, limit) = {
+            let cache = node
+                .registrations()
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            (cache.counters().refused_full, cache.len(), cache.limit())
+        };
+        if refused > refused_seen
+            && trapped_at.is_none_or(|t| now.duration_since(t) >= REG_CACHE_FULL_TRAP_EVERY)
+        {
+            warn!(
+                bindings,
+                limit,
+                refused = refused - refused_seen,
+                "registration cache full (reg-cache-limit): REGISTERs refused with 503"
+            );
+            alarms.sink().send(sbc_snmp::Trap::RegCacheFull {
+                bindings: u32::try_from(bindings).unwrap_or(u32::MAX),
+                limit: u32::try_from(limit).unwrap_or(u32::MAX),
+                node: hostname.clone(),
+            });
+            trapped_at = Some(now);
+            refused_seen = refused;
+        }
         if let Some(pair) = &pair {
             let changes = node
                 .registrations()

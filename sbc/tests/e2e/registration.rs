@@ -286,26 +286,78 @@ fn final_response(sock: &RawUdp, limit: Duration) -> Option<SipMsg> {
     None
 }
 
+/// One REGISTER of `user@example.test` at `phone`'s address through the SBC at `access`;
+/// the final answer's code, if one came within 2 s.
+fn register_once(phone: &RawUdp, user: &str, access: SocketAddr, cseq: u32) -> Option<u16> {
+    let at = phone.local_addr();
+    let register = format!(
+        "REGISTER sip:example.test SIP/2.0\r\nVia: SIP/2.0/UDP {at};branch=z9hG4bK-reg-{user}-{cseq};rport\r\n\
+         Max-Forwards: 70\r\nFrom: <sip:{user}@example.test>;tag=p1\r\nTo: <sip:{user}@example.test>\r\n\
+         Call-ID: raw-reg-{user}@{ip}\r\nCSeq: {cseq} REGISTER\r\nContact: <sip:{user}@{at}>\r\n\
+         Expires: 600\r\nContent-Length: 0\r\n\r\n",
+        ip = at.ip()
+    );
+    phone.send_to(register.as_bytes(), access);
+    final_response(phone, Duration::from_secs(2)).and_then(|m| m.status())
+}
+
 /// Registers `user@example.test` at `phone`'s address through the SBC at `access` (the
 /// registrar may still be starting: up to ten tries); panics unless the answer is 200.
 pub(crate) fn register_raw(phone: &RawUdp, user: &str, access: SocketAddr) {
-    let at = phone.local_addr();
-    let mut answer = None;
+    let mut last = None;
     for cseq in 1..=10 {
-        let register = format!(
-            "REGISTER sip:example.test SIP/2.0\r\nVia: SIP/2.0/UDP {at};branch=z9hG4bK-reg-{user}-{cseq};rport\r\n\
-             Max-Forwards: 70\r\nFrom: <sip:{user}@example.test>;tag=p1\r\nTo: <sip:{user}@example.test>\r\n\
-             Call-ID: raw-reg-{user}@{ip}\r\nCSeq: {cseq} REGISTER\r\nContact: <sip:{user}@{at}>\r\n\
-             Expires: 600\r\nContent-Length: 0\r\n\r\n",
-            ip = at.ip()
-        );
-        phone.send_to(register.as_bytes(), access);
-        answer = final_response(phone, Duration::from_secs(2));
-        if answer.as_ref().and_then(SipMsg::status) == Some(200) {
+        last = register_once(phone, user, access, cseq);
+        if last == Some(200) {
             return;
         }
     }
-    panic!("{user} was not registered through the SBC: {answer:?}");
+    panic!("{user} was not registered through the SBC: {last:?}");
+}
+
+/// `reg-cache-limit` bounds the cache: with 2, a third phone's REGISTER gets 503 with
+/// Retry-After from the SBC (the registrar never sees it), counted, and
+/// `sbcRegCacheFullTrap` reaches snmptrapd.
+#[test]
+fn the_cache_is_bounded_by_reg_cache_limit_and_trapped_when_full() {
+    let trap_dir = TestDir::new("registration-full-trapd");
+    let trapd = sbc_e2e::snmp::Trapd::start(&trap_dir);
+    let mut config = caching_config(lo(6), &[]);
+    config.sip_lines.push("reg-cache-limit = 2".into());
+    config.extra_toml = format!(
+        "\n[[system-config.trap-receiver]]\nip-address = \"127.0.0.1\"\nport = {}\n",
+        trapd.port()
+    );
+    let dir = TestDir::new("registration-full");
+    let _kamailio = sbc_e2e::kamailio::registrar(&dir, config.agent);
+    let mut node = SbcNode::start_config(&config);
+    let mut mgmt = Mgmt::connect(&node.mgmt_socket());
+    let phones: Vec<RawUdp> = (41..=43).map(|n| RawUdp::bind(lo(n))).collect();
+    register_raw(&phones[0], "p1", config.access);
+    register_raw(&phones[1], "p2", config.access);
+    assert_eq!(register_once(&phones[2], "p3", config.access, 1), Some(503));
+    let shown = bindings(&mut mgmt);
+    assert_eq!(shown["bindings"].as_u64(), Some(2), "{shown:#}");
+    assert_eq!(
+        shown["counters"]["refused_full"].as_u64(),
+        Some(1),
+        "{shown:#}"
+    );
+    let trap = trapd.wait_trap(
+        "SBC-PAIR-MIB::sbcRegCacheFullTrap",
+        0,
+        Duration::from_secs(5),
+    );
+    assert_eq!(
+        trap.get("SBC-PAIR-MIB::sbcRegCacheLimit.0").map(str::trim),
+        Some("Gauge32: 2"),
+        "{trap:?}"
+    );
+    // A refresh of a phone already bound still passes.
+    assert_eq!(
+        register_once(&phones[0], "p1", config.access, 20),
+        Some(200)
+    );
+    node.assert_alive();
 }
 
 /// A STUN binding request (RFC 5389: type, length 0, magic cookie, transaction id).

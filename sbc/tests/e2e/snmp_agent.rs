@@ -8,7 +8,7 @@
 //! - `walk_get_and_bulk`: `snmpwalk SBC-PAIR-MIB::sbcPairStatus` prints our objects by name,
 //!   health and redundancy agreeing with `show health` (score 100) and `show redundancy`
 //!   (standalone); `snmpget` of `sysUpTime.0`, `sysDescr.0`, `sysName.0` (the hostname);
-//!   `snmpbulkwalk` of the node's whole view ends on `sbcStatusReplicatedDialogs.0` and gives the
+//!   `snmpbulkwalk` of the node's whole view ends on `sbcStatusRegistrationBindings.0` and gives the
 //!   same objects as the walk; a wrong community gets no answer (the tool times out) and
 //!   `snmpInBadCommunityNames.0` counts it; `show running-config` masks the community.
 //! - `alarm_table_follows_display_alarms`: a lab node (process memory against 64 MB, 1 s
@@ -144,7 +144,7 @@ fn walk_get_and_bulk() {
         .parse()
         .expect("a number");
     assert!((-1..=100).contains(&memory), "{walk}");
-    assert_eq!(objects(&walk), 14, "14 scalars and no alarm row:\n{walk}");
+    assert_eq!(objects(&walk), 15, "15 scalars and no alarm row:\n{walk}");
 
     let get = ok(v2c(
         "snmpget",
@@ -175,11 +175,11 @@ fn walk_get_and_bulk() {
         .lines()
         .filter(|l| l.starts_with("SBC-PAIR-MIB::") && !l.contains("No more variables"))
         .collect();
-    assert_eq!(status.len(), 14, "{bulk}");
+    assert_eq!(status.len(), 15, "{bulk}");
     assert!(
         status
             .last()
-            .is_some_and(|l| l.starts_with("SBC-PAIR-MIB::sbcStatusReplicatedDialogs.0")),
+            .is_some_and(|l| l.starts_with("SBC-PAIR-MIB::sbcStatusRegistrationBindings.0")),
         "{bulk}"
     );
 
@@ -216,7 +216,7 @@ fn walks_under_sipp_load() {
                 &agent,
                 &["SBC-PAIR-MIB::sbcPairStatus"],
             ));
-            assert_eq!(objects(&out), 14, "{out}");
+            assert_eq!(objects(&out), 15, "{out}");
             answered += 1;
             std::thread::sleep(Duration::from_millis(100));
         }
