@@ -652,7 +652,7 @@ element! {
         .range(1, 32);
     REG_CACHE_LIMIT "reg-cache-limit": int(0,
         "registration-cache bindings at most; a REGISTER that would add one beyond gets 503")
-        .range(0, 10_000_000).note("0 = no limit");
+        .range(0, 1_000_000).note("0 = the hard cap, 1,000,000");
 }}
 
 element! {

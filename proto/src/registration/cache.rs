@@ -96,7 +96,8 @@ pub struct CacheSettings {
     /// `nat-interval`: the expiry a phone behind NAT is given (its own refreshes keep its
     /// pinhole open).
     pub nat_interval: Duration,
-    /// `reg-cache-limit`: bindings at most; 0 = no limit.
+    /// `reg-cache-limit`: bindings at most; 0 = no limit of the operator's (the hard cap,
+    /// [`MAX_BINDINGS`], still holds).
     pub max_bindings: usize,
 }
 
@@ -210,6 +211,10 @@ pub struct CacheCounters {
 
 /// Forwarded REGISTERs waiting at most (a registrar that never answers cannot grow this).
 pub const MAX_PENDING: usize = 4096;
+
+/// Bindings at most whatever `reg-cache-limit` says (0, Oracle's default, means this): a
+/// registrar that accepts anyone cannot make a stranger grow the cache without bound.
+pub const MAX_BINDINGS: usize = 1_000_000;
 
 /// The bindings of every AoR, indexed by token.
 #[derive(Debug, Clone)]
@@ -446,8 +451,11 @@ impl RegistrationCache {
                     }
                 })
                 .collect();
-            let limit = self.settings.max_bindings;
-            if !removal && limit > 0 && self.bindings.len() + fresh > limit {
+            let limit = match self.settings.max_bindings {
+                0 => MAX_BINDINGS,
+                n => n.min(MAX_BINDINGS),
+            };
+            if !removal && self.bindings.len() + fresh > limit {
                 self.counters.refused_full += 1;
                 return RegisterDecision::Refuse(503);
             }
