@@ -10,8 +10,8 @@
 # Call-ID with the next CSeq (the "refresh" pass), as a phone does. Per path and pass: the
 # REGISTERs the registrar accepted (its own `registrar:accepted_regs`, read with kamcmd), the
 # CPU of the sbc and of Kamailio per phone (utime + stime of each process tree), failures;
-# and the sbc's heap per binding (jemalloc `stats.allocated`, `show memory`, before and after
-# the register pass).
+# and the sbc's heap per binding (jemalloc `stats.allocated`, `show memory`, before the storm
+# and once its transactions have ended).
 #
 # Usage:  cargo build --release -p sbc && lab/bench/register-storm.sh
 # Knobs:  PHONES [10000], RATE [500], PAUSE_MS [PHONES/RATE*1000 + 5000], SBC_BIN
@@ -69,6 +69,7 @@ mpath="/usr/lib/x86_64-linux-gnu/kamailio/modules/"
 loadmodule "tm.so"
 loadmodule "sl.so"
 loadmodule "pv.so"
+loadmodule "textops.so"
 loadmodule "usrloc.so"
 loadmodule "registrar.so"
 loadmodule "ctl.so"
@@ -91,7 +92,7 @@ KAM
   wait_until 10 test -S "$WORK/kamailio.ctl" || die "kamailio's ctl socket did not appear"
 }
 accepted_regs() {
-  "$KAMCMD" -s "unix:$WORK/kamailio.ctl" stats.get_statistics registrar:accepted_regs 2>/dev/null \
+  "$KAMCMD" -s "unix:$WORK/kamailio.ctl" stats.get_statistics registrar: 2>/dev/null \
     | sed -n 's/.*accepted_regs *= *\([0-9][0-9]*\).*/\1/p' | head -1
 }
 stop_kamailio() { stop_pid "$KAM_PID" 5; }
@@ -130,7 +131,6 @@ run_path() {   # run_path kamailio|sbc
     || log "$path: the registrar accepted $(accepted_regs) of $PHONES in the register pass"
   k1=$(cpu_ticks "$KAM_PID"); s1=0; [[ $path == sbc ]] && s1=$(cpu_ticks "$SBC_PID")
   regs1=$(accepted_regs)
-  [[ $path == sbc ]] && h1=$(sbc_heap)
   wait_until $(( PAUSE_MS / 1000 + PHONES / RATE * 3 + 60 )) sipp_done \
     || die "$path: sipp still running"
   k2=$(cpu_ticks "$KAM_PID"); s2=0; [[ $path == sbc ]] && s2=$(cpu_ticks "$SBC_PID")
@@ -141,6 +141,11 @@ run_path() {   # run_path kamailio|sbc
   R[$path,ok]=$(csv_last "$WORK/stat-$path.csv" 'SuccessfulCall(C)')
   R[$path,failed]=$(csv_last "$WORK/stat-$path.csv" 'FailedCall(C)')
   if [[ $path == sbc ]]; then
+    # The phones' transactions end 64·T1 (32 s) after their last answer: what stays is the
+    # bindings.
+    log "sbc: waiting 35 s for the transactions to end before reading the heap"
+    sleep 35
+    h1=$(sbc_heap)
     R[sbc,heap]=$(awk -v a="$h0" -v b="$h1" -v n="$PHONES" 'BEGIN { printf "%.0f", (b - a) / n }')
     R[sbc,forwarded]=$(sbc_count forwarded); R[sbc,absorbed]=$(sbc_count absorbed)
     R[sbc,bindings]=$(sbc_json "show registrations" | sed -n 's/.*"bindings": *\([0-9][0-9]*\).*/\1/p' | head -1)
@@ -169,7 +174,7 @@ us() { awk -v t="$1" -v n="$2" -v hz="$TICK" 'BEGIN { if (n > 0) printf "%.1f", 
   echo
   echo "SIPp: kamailio path ${R[kamailio,ok]:-?} phones registered and refreshed, ${R[kamailio,failed]:-?} failed; sbc path ${R[sbc,ok]:-?}, ${R[sbc,failed]:-?} failed."
   echo "The sbc's cache: ${R[sbc,bindings]:-?} bindings, REGISTERs forwarded ${R[sbc,forwarded]:-?}, answered from the cache ${R[sbc,absorbed]:-?}."
-  echo "The sbc's heap (jemalloc \`stats.allocated\`, \`show memory\`): **${R[sbc,heap]:-?} bytes per binding** (the register pass's growth over $PHONES phones, pending transactions included)."
+  echo "The sbc's heap (jemalloc \`stats.allocated\`, \`show memory\`): **${R[sbc,heap]:-?} bytes per binding** (its growth from before the storm to 35 s after the last refresh, when the transactions have ended, over $PHONES bindings)."
   kr=$(awk -v a="${R[kamailio,regs2]}" -v b="${R[sbc,regs2]}" 'BEGIN { if (a > 0) printf "%.3f", b / a; else print "n/a" }')
   echo
   echo "Refreshes reaching the registrar, sbc ÷ straight: **$kr**."
