@@ -289,12 +289,23 @@ fn final_response(sock: &RawUdp, limit: Duration) -> Option<SipMsg> {
 /// One REGISTER of `user@example.test` at `phone`'s address through the SBC at `access`;
 /// the final answer's code, if one came within 2 s.
 fn register_once(phone: &RawUdp, user: &str, access: SocketAddr, cseq: u32) -> Option<u16> {
+    register_for(phone, user, access, cseq, 600)
+}
+
+/// One REGISTER asking `expires` seconds (0: de-registration); the final answer's code.
+fn register_for(
+    phone: &RawUdp,
+    user: &str,
+    access: SocketAddr,
+    cseq: u32,
+    expires: u32,
+) -> Option<u16> {
     let at = phone.local_addr();
     let register = format!(
         "REGISTER sip:example.test SIP/2.0\r\nVia: SIP/2.0/UDP {at};branch=z9hG4bK-reg-{user}-{cseq};rport\r\n\
          Max-Forwards: 70\r\nFrom: <sip:{user}@example.test>;tag=p1\r\nTo: <sip:{user}@example.test>\r\n\
          Call-ID: raw-reg-{user}@{ip}\r\nCSeq: {cseq} REGISTER\r\nContact: <sip:{user}@{at}>\r\n\
-         Expires: 600\r\nContent-Length: 0\r\n\r\n",
+         Expires: {expires}\r\nContent-Length: 0\r\n\r\n",
         ip = at.ip()
     );
     phone.send_to(register.as_bytes(), access);
@@ -380,7 +391,9 @@ fn xor_mapped(response: &[u8]) -> Option<SocketAddr> {
 
 /// RFC 5626 keep-alives over UDP: a phone registered through the SBC gets its STUN binding
 /// requests on the SIP port answered with its own address; a source with no binding gets
-/// nothing (no reflection toward a forged source). Counted in `show registrations`.
+/// nothing (no reflection toward a forged source). Counted in `show registrations`. Once the
+/// phone de-registers (Expires: 0, the registrar's 2xx), its binding is gone and so are the
+/// answers.
 #[test]
 fn stun_keepalives_are_answered_to_registered_phones_only() {
     let config = caching_config(lo(6), &[]);
