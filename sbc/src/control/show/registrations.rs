@@ -10,7 +10,10 @@ use crate::status::RegistrationsReport;
 /// The text view.
 pub(crate) fn text(r: &RegistrationsReport) -> String {
     let limit = if r.limit == 0 {
-        format!("no limit but the hard cap, {}", sbc_proto::registration::cache::MAX_BINDINGS)
+        format!(
+            "no limit but the hard cap, {}",
+            sbc_proto::registration::cache::MAX_BINDINGS
+        )
     } else {
         format!("limit {}", r.limit)
     };
