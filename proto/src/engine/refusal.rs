@@ -137,6 +137,22 @@ impl Engine {
     }
 
     /// Answers a request statelessly (errors before any transaction exists).
+    /// Answers `msg` with `code` and a `Warning: 399 sbc "<why>"` saying why.
+    pub(super) fn answer_warning(
+        &mut self,
+        inbound: &Inbound,
+        msg: &SipMessage,
+        code: u16,
+        why: &str,
+    ) {
+        self.answer(
+            inbound,
+            msg,
+            code,
+            Some(("Warning", format!("399 sbc \"{why}\""))),
+        );
+    }
+
     pub(super) fn answer(
         &mut self,
         inbound: &Inbound,

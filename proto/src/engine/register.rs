@@ -137,12 +137,7 @@ impl Engine {
         let Some(request) = register_request(msg, nat) else {
             self.stats.malformed_answered += 1;
             self.trace_note("refused 400: a REGISTER without an address of record");
-            self.answer(
-                inbound,
-                msg,
-                400,
-                Some(("Warning", "399 sbc \"no address of record\"".into())),
-            );
+            self.answer_warning(inbound, msg, 400, "no address of record");
             return true;
         };
         let (phone_call_id, cseq) = (request.call_id.clone(), request.cseq);

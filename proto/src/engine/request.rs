@@ -112,12 +112,7 @@ impl Engine {
             Some(Err(())) => {
                 self.stats.malformed_answered += 1;
                 self.trace_note("refused 400: bad Max-Forwards");
-                self.answer(
-                    inbound,
-                    &msg,
-                    400,
-                    Some(("Warning", "399 sbc \"bad Max-Forwards\"".into())),
-                );
+                self.answer_warning(inbound, &msg, 400, "bad Max-Forwards");
                 return;
             }
         };
@@ -216,12 +211,7 @@ impl Engine {
         if method != Method::Register && self.anonymous_refused(inbound) {
             self.stats.anonymous_refused += 1;
             self.trace_note("refused 403: allow-anonymous of the realm (not registered)");
-            self.answer(
-                inbound,
-                &msg,
-                403,
-                Some(("Warning", "399 sbc \"not registered\"".into())),
-            );
+            self.answer_warning(inbound, &msg, 403, "not registered");
             return;
         }
         if method == Method::Register && self.cached_register(now, inbound, &msg, &key, mf) {
@@ -253,12 +243,7 @@ impl Engine {
         let mut plan = self.plan_route(now, inbound, translated.as_ref().unwrap_or(&msg));
         if plan.is_empty() {
             self.trace_note("refused 404: no route from this realm");
-            self.answer(
-                inbound,
-                &msg,
-                404,
-                Some(("Warning", "399 sbc \"no route\"".into())),
-            );
+            self.answer_warning(inbound, &msg, 404, "no route");
             return false;
         }
         // The first candidate whose agent takes it.
