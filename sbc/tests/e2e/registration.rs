@@ -300,7 +300,20 @@ fn register_for(
     cseq: u32,
     expires: u32,
 ) -> Option<u16> {
-    let at = phone.local_addr();
+    register_as(phone, user, access, cseq, expires, phone.local_addr())
+}
+
+/// One REGISTER whose Via and Contact name `contact` (where the phone thinks it is: behind a
+/// NAT, not where it sends from); the final answer's code.
+fn register_as(
+    phone: &RawUdp,
+    user: &str,
+    access: SocketAddr,
+    cseq: u32,
+    expires: u32,
+    contact: SocketAddr,
+) -> Option<u16> {
+    let at = contact;
     let register = format!(
         "REGISTER sip:example.test SIP/2.0\r\nVia: SIP/2.0/UDP {at};branch=z9hG4bK-reg-{user}-{cseq};rport\r\n\
          Max-Forwards: 70\r\nFrom: <sip:{user}@example.test>;tag=p1\r\nTo: <sip:{user}@example.test>\r\n\
@@ -323,6 +336,70 @@ pub(crate) fn register_raw(phone: &RawUdp, user: &str, access: SocketAddr) {
         }
     }
     panic!("{user} was not registered through the SBC: {last:?}");
+}
+
+/// A phone behind a NAT: its Via and Contact name 127.0.0.99:5060, where nothing listens; it
+/// sends from another address. With `nat-traversal = rport` it is told `nat-interval` (30 s),
+/// and a call through the registrar reaches it at the address it sends from.
+#[test]
+fn a_phone_behind_a_nat_is_reached_where_it_sends_from() {
+    let config = caching_config(lo(6), &[]);
+    let dir = TestDir::new("registration-nat");
+    let _kamailio = sbc_e2e::kamailio::registrar(&dir, config.agent);
+    let mut node = SbcNode::start_config(&config);
+    let mut mgmt = Mgmt::connect(&node.mgmt_socket());
+    let phone = RawUdp::bind(lo(23));
+    let private = SocketAddr::new(lo(99), 5060);
+    let mut code = None;
+    for cseq in 1..=10 {
+        code = register_as(&phone, "erin", config.access, cseq, 600, private);
+        if code == Some(200) {
+            break;
+        }
+    }
+    assert_eq!(code, Some(200));
+    let row = bindings(&mut mgmt)["rows"][0].clone();
+    assert_eq!(
+        row["contact"].as_str(),
+        Some("sip:erin@127.0.0.99:5060"),
+        "{row:#}"
+    );
+    assert!(
+        row["flow"]
+            .as_str()
+            .is_some_and(|f| f.ends_with(&phone.local_addr().to_string())),
+        "{row:#}"
+    );
+    assert!(
+        row["phone_expires_s"].as_u64() <= Some(30),
+        "nat-interval: {row:#}"
+    );
+
+    let caller = RawUdp::bind(lo(7));
+    let from = caller.local_addr();
+    let invite = format!(
+        "INVITE sip:erin@example.test SIP/2.0\r\nVia: SIP/2.0/UDP {from};branch=z9hG4bK-nat-1\r\n\
+         Max-Forwards: 70\r\nFrom: <sip:carol@example.test>;tag=c1\r\nTo: <sip:erin@example.test>\r\n\
+         Call-ID: nat-call@{ip}\r\nCSeq: 1 INVITE\r\nContact: <sip:carol@{from}>\r\n\
+         Content-Length: 0\r\n\r\n",
+        ip = from.ip()
+    );
+    caller.send_to(invite.as_bytes(), config.agent);
+    let end = Instant::now() + Duration::from_secs(10);
+    let mut reached = None;
+    while Instant::now() < end && reached.is_none() {
+        if let Some((bytes, _)) = phone.recv(Duration::from_millis(500)) {
+            if bytes.starts_with(b"INVITE ") {
+                reached = Some(String::from_utf8_lossy(&bytes).into_owned());
+            }
+        }
+    }
+    let invite = reached.expect("the phone was not reached where it sends from");
+    assert!(
+        invite.starts_with("INVITE sip:erin@127.0.0.99:5060 SIP/2.0"),
+        "{invite}"
+    );
+    node.assert_alive();
 }
 
 /// `reg-cache-limit` bounds the cache: with 2, a third phone's REGISTER gets 503 with
