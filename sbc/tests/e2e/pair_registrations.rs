@@ -5,7 +5,7 @@
 //! installed the binding before it served and sends the INVITE to the phone's flow.
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sbc_e2e::kamailio::registrar;
 use sbc_e2e::pair::{kill9, Pair, PairConfig};
@@ -52,25 +52,9 @@ fn a_phone_registered_before_a_kill_9_is_called_through_the_new_active() {
     // Someone calls bob at the registrar: it forks to our Contact at the service address,
     // and the new active sends the INVITE to the phone, which never registered again.
     let caller = RawUdp::bind(lo(7));
-    let from = caller.local_addr();
-    let invite = format!(
-        "INVITE sip:bob@example.test SIP/2.0\r\nVia: SIP/2.0/UDP {from};branch=z9hG4bK-pcall-1\r\n\
-         Max-Forwards: 70\r\nFrom: <sip:carol@example.test>;tag=c1\r\nTo: <sip:bob@example.test>\r\n\
-         Call-ID: pair-call@{ip}\r\nCSeq: 1 INVITE\r\nContact: <sip:carol@{from}>\r\n\
-         Content-Length: 0\r\n\r\n",
-        ip = from.ip()
-    );
-    caller.send_to(invite.as_bytes(), registrar_at);
-    let end = Instant::now() + Duration::from_secs(10);
-    let mut reached = None;
-    while Instant::now() < end && reached.is_none() {
-        if let Some((bytes, _)) = phone.recv(Duration::from_millis(500)) {
-            if bytes.starts_with(b"INVITE ") {
-                reached = Some(String::from_utf8_lossy(&bytes).into_owned());
-            }
-        }
-    }
-    let invite = reached.expect("the phone was not called through the new active");
+    crate::registration::call_at_registrar(&caller, "bob", "pcall", registrar_at);
+    let invite = crate::registration::invite_received(&phone)
+        .expect("the phone was not called through the new active");
     assert!(
         invite.starts_with(&format!("INVITE sip:bob@{at} ")),
         "{invite}"

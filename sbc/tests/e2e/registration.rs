@@ -338,6 +338,33 @@ pub(crate) fn register_raw(phone: &RawUdp, user: &str, access: SocketAddr) {
     panic!("{user} was not registered through the SBC: {last:?}");
 }
 
+/// Sends an INVITE for `user@example.test` from `caller` to the registrar at `registrar`
+/// (Call-ID `<tag>-call@...`), which forks it to the user's bindings.
+pub(crate) fn call_at_registrar(caller: &RawUdp, user: &str, tag: &str, registrar: SocketAddr) {
+    let from = caller.local_addr();
+    let invite = format!(
+        "INVITE sip:{user}@example.test SIP/2.0\r\nVia: SIP/2.0/UDP {from};branch=z9hG4bK-{tag}-1\r\n\
+         Max-Forwards: 70\r\nFrom: <sip:carol@example.test>;tag=c1\r\nTo: <sip:{user}@example.test>\r\n\
+         Call-ID: {tag}-call@{ip}\r\nCSeq: 1 INVITE\r\nContact: <sip:carol@{from}>\r\n\
+         Content-Length: 0\r\n\r\n",
+        ip = from.ip()
+    );
+    caller.send_to(invite.as_bytes(), registrar);
+}
+
+/// The first INVITE `phone` receives within 10 s, as text.
+pub(crate) fn invite_received(phone: &RawUdp) -> Option<String> {
+    let end = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < end {
+        if let Some((bytes, _)) = phone.recv(Duration::from_millis(500)) {
+            if bytes.starts_with(b"INVITE ") {
+                return Some(String::from_utf8_lossy(&bytes).into_owned());
+            }
+        }
+    }
+    None
+}
+
 /// A phone behind a NAT: its Via and Contact name 127.0.0.99:5060, where nothing listens; it
 /// sends from another address. With `nat-traversal = rport` it is told `nat-interval` (30 s),
 /// and a call through the registrar reaches it at the address it sends from.
@@ -376,25 +403,8 @@ fn a_phone_behind_a_nat_is_reached_where_it_sends_from() {
     );
 
     let caller = RawUdp::bind(lo(7));
-    let from = caller.local_addr();
-    let invite = format!(
-        "INVITE sip:erin@example.test SIP/2.0\r\nVia: SIP/2.0/UDP {from};branch=z9hG4bK-nat-1\r\n\
-         Max-Forwards: 70\r\nFrom: <sip:carol@example.test>;tag=c1\r\nTo: <sip:erin@example.test>\r\n\
-         Call-ID: nat-call@{ip}\r\nCSeq: 1 INVITE\r\nContact: <sip:carol@{from}>\r\n\
-         Content-Length: 0\r\n\r\n",
-        ip = from.ip()
-    );
-    caller.send_to(invite.as_bytes(), config.agent);
-    let end = Instant::now() + Duration::from_secs(10);
-    let mut reached = None;
-    while Instant::now() < end && reached.is_none() {
-        if let Some((bytes, _)) = phone.recv(Duration::from_millis(500)) {
-            if bytes.starts_with(b"INVITE ") {
-                reached = Some(String::from_utf8_lossy(&bytes).into_owned());
-            }
-        }
-    }
-    let invite = reached.expect("the phone was not reached where it sends from");
+    call_at_registrar(&caller, "erin", "nat", config.agent);
+    let invite = invite_received(&phone).expect("the phone was not reached where it sends from");
     assert!(
         invite.starts_with("INVITE sip:erin@127.0.0.99:5060 SIP/2.0"),
         "{invite}"
