@@ -723,8 +723,8 @@ element! {
         "with registration-caching: the shortest expiry a phone not behind NAT is given, s")
         .range(1, 86_400);
     REGISTRATION_INTERVAL "registration-interval": int32(3600,
-        "with registration-caching: the expiry asked of the registrar (how often it sees a \
-         refresh of each binding), s").range(60, 604_800);
+        "with registration-caching: how often the registrar sees a refresh of each binding \
+         (it is asked this plus the phone's own interval), s").range(60, 604_800);
     NAT_TRAVERSAL "nat-traversal": word(NatTraversal::WORDS, NatTraversal::DEFAULT.as_str(),
         "hosted NAT traversal: which phones are taken as behind a NAT (their source differs \
          from their Via or Contact)");

@@ -1094,7 +1094,7 @@ pub struct SipInterface {
     /// `min-reg-expire`: the shortest expiry a phone not behind NAT is given, s (300).
     #[serde(default = "default_min_reg_expire")]
     pub min_reg_expire: u32,
-    /// `registration-interval`: the expiry asked of the registrar, s (3600).
+    /// `registration-interval`: how often the registrar sees each binding refreshed, s (3600).
     #[serde(default = "default_registration_interval")]
     pub registration_interval: u32,
     /// `nat-traversal`: which phones are taken as behind a NAT (default none).

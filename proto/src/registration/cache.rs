@@ -12,11 +12,14 @@
 //! its RNG), so that several phones of one AoR each get their own Contact and the registrar
 //! forks to them as it would.
 //!
-//! The refresh rule (Oracle's): a phone's re-REGISTER on the same flow, with the same Call-ID,
-//! a higher CSeq and the same Contacts, while the registrar's binding is not yet half-way to
-//! its expiry, is answered from the cache; the registrar then sees one refresh per
+//! The refresh rule: a phone's re-REGISTER on the same flow, with the same Call-ID, a higher
+//! CSeq and the same Contacts, is answered from the cache until the registrar's binding is
+//! `registration-interval` old (less half the phone's interval, so the phone refresh nearest
+//! it goes) and while it outlives the binding the phone is given; anything else is forwarded.
+//! The registrar is asked for `registration-interval` plus the phone's own interval, so a
+//! phone binding never outlives the registrar's, and the registrar sees one refresh per
 //! `registration-interval` however often the phone refreshes (a phone behind NAT is told to
-//! refresh every `nat-interval`, to keep its pinhole open). Anything else is forwarded.
+//! refresh every `nat-interval`, to keep its pinhole open).
 //!
 //! Time is passed in; nothing here reads a clock.
 
@@ -88,8 +91,8 @@ pub const DEFAULT_EXPIRES: u32 = 3600;
 /// The cache's settings (`sip-interface` and `sip-config` keys).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheSettings {
-    /// `registration-interval`: the expiry asked of the registrar, and so how often it sees
-    /// a refresh of each binding.
+    /// `registration-interval`: how often the registrar sees a refresh of each binding (it
+    /// is asked this plus the phone's own interval).
     pub registration_interval: Duration,
     /// `min-reg-expire`: the shortest expiry a phone not behind NAT is given.
     pub min_reg_expire: Duration,
@@ -158,11 +161,17 @@ pub struct Binding {
 }
 
 impl Binding {
-    /// Whether the registrar's binding is half-way to its expiry or beyond: the phone's next
-    /// refresh is forwarded.
-    fn registrar_refresh_due(&self, now: Instant) -> bool {
-        let half = Duration::from_secs(u64::from(self.registrar_expires) / 2);
-        now + half >= self.registrar_expires_at
+    /// Whether a phone refresh at `now`, to be granted `phone` seconds, goes to the
+    /// registrar: its binding would end before the phone's, or it was last refreshed at
+    /// least `interval` (`registration-interval`) less half the phone's interval ago (so the
+    /// phone refresh nearest `registration-interval` is the one forwarded).
+    fn registrar_refresh_due(&self, now: Instant, phone: u32, interval: Duration) -> bool {
+        let phone = Duration::from_secs(u64::from(phone));
+        let refreshed_at = self
+            .registrar_expires_at
+            .checked_sub(Duration::from_secs(u64::from(self.registrar_expires)))
+            .unwrap_or(self.registrar_expires_at);
+        now + phone > self.registrar_expires_at || now + phone / 2 >= refreshed_at + interval
     }
 }
 
@@ -446,7 +455,7 @@ impl RegistrationCache {
                         expires: if asked == 0 {
                             0
                         } else {
-                            secs(self.settings_for(flow.interface).registration_interval)
+                            self.registrar_expiry(flow.interface, asked, request.behind_nat)
                         },
                     }
                 })
@@ -476,7 +485,7 @@ impl RegistrationCache {
     }
 
     /// The answer to a refresh the cache can give by itself, if it can: the same flow,
-    /// Call-ID and Contacts, a higher CSeq, the registrar's binding not yet half-way.
+    /// Call-ID and Contacts, a higher CSeq, the registrar's binding outliving the phone's.
     fn absorb(
         &mut self,
         now: Instant,
@@ -495,12 +504,14 @@ impl RegistrationCache {
                     .copied()
             })
             .collect::<Option<Vec<u64>>>()?;
-        let all_match = tokens.iter().all(|t| {
+        let interval = self.settings_for(flow.interface).registration_interval;
+        let all_match = tokens.iter().zip(&request.contacts).all(|(t, c)| {
+            let phone = self.phone_expiry(flow.interface, request.requested(c), request.behind_nat);
             self.bindings.get(t).is_some_and(|b| {
                 b.flow == *flow
                     && b.call_id == request.call_id
                     && request.cseq > b.cseq
-                    && !b.registrar_refresh_due(now)
+                    && !b.registrar_refresh_due(now, phone, interval)
                     && b.phone_expires_at > now
             })
         });
@@ -654,6 +665,14 @@ impl RegistrationCache {
         } else {
             asked.max(secs(settings.min_reg_expire))
         }
+    }
+
+    /// The expiry asked of the registrar for a phone Contact: `registration-interval` plus
+    /// what the phone is told, so that the registrar's binding outlives every phone binding
+    /// given until the next forwarded refresh, one `registration-interval` later.
+    fn registrar_expiry(&self, interface: usize, asked: u32, behind_nat: bool) -> u32 {
+        let interval = secs(self.settings_for(interface).registration_interval);
+        interval.saturating_add(self.phone_expiry(interface, asked, behind_nat))
     }
 
     /// A token no binding or pending REGISTER uses (0 is never one): a draw of `new_token`,

@@ -87,7 +87,7 @@ fn a_phone_registers_through_the_cache_and_is_called_over_its_flow() {
     assert_eq!(ours.len(), 1, "{ours:?}");
     let token = token_of(name_addr_uri(&ours[0])).expect("our token");
     assert!(
-        ours[0].contains(CORE) && ours[0].ends_with(";expires=3600"),
+        ours[0].contains(CORE) && ours[0].ends_with(";expires=3630"),
         "{ours:?}"
     );
     assert_eq!(fwd.cseq().map(|c| c.seq), Some(1), "the phone's CSeq");
