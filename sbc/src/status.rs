@@ -175,6 +175,12 @@ pub struct BindingRow {
     pub phone_expires_s: u64,
     /// Seconds until the registrar's binding expires.
     pub registrar_expires_s: u64,
+    /// Seconds since the phone's last REGISTER the cache took (forwarded or absorbed).
+    pub refreshed_s_ago: u64,
+    /// The Call-ID of the phone's registration (its refreshes must keep it).
+    pub call_id: String,
+    /// The CSeq of its last REGISTER the cache took.
+    pub cseq: u32,
 }
 
 /// `show registrations` of `node`.
@@ -197,6 +203,9 @@ pub fn registrations(node: &Node) -> RegistrationsReport {
                 .registrar_expires_at
                 .saturating_duration_since(now)
                 .as_secs(),
+            refreshed_s_ago: now.saturating_duration_since(b.refreshed_at).as_secs(),
+            call_id: b.call_id.clone(),
+            cseq: b.cseq,
         })
         .collect();
     rows.sort_by(|a, b| (&a.aor, &a.contact).cmp(&(&b.aor, &b.contact)));

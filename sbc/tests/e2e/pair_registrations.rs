@@ -1,6 +1,6 @@
-//! Registrations survive a kill -9 of the active: a phone registered through the pair (to a
-//! Kamailio registrar, with `registration-caching` on the access interface) is called through
-//! the new active without registering again. The binding crossed the sync channel; the
+//! Registrations survive a kill -9 of the active: 20 phones registered through the pair (to a
+//! Kamailio registrar, with `registration-caching` on the access interface) are each called
+//! through the new active and answer, 20/20, without registering again. The binding crossed the sync channel; the
 //! registrar still holds our Contact, which names the pair's service address; the new active
 //! installed the binding before it served and sends the INVITE to the phone's flow.
 
@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use sbc_e2e::kamailio::registrar;
 use sbc_e2e::pair::{kill9, Pair, PairConfig};
-use sbc_e2e::raw::RawUdp;
+use sbc_e2e::raw::{response_to, RawUdp};
 use sbc_e2e::SbcConfig;
 
 fn lo(last: u8) -> IpAddr {
@@ -23,8 +23,11 @@ fn bindings(pair: &Pair, i: usize) -> u64 {
         .unwrap_or(0)
 }
 
+/// How many phones register before the kill.
+const PHONES: u8 = 20;
+
 #[test]
-fn a_phone_registered_before_a_kill_9_is_called_through_the_new_active() {
+fn phones_registered_before_a_kill_9_are_called_through_the_new_active() {
     let mut sip = SbcConfig::with_addresses(lo(1), lo(2), lo(6));
     sip.access_lines.push("registration-caching = true".into());
     let config = PairConfig::with_addresses(sip, [lo(11), lo(12)]);
@@ -33,11 +36,17 @@ fn a_phone_registered_before_a_kill_9_is_called_through_the_new_active() {
     let _kamailio = registrar(pair.dir(), registrar_at);
     let (active, standby) = pair.wait_roles(Duration::from_secs(15));
 
-    // The phone registers bob@example.test through the pair.
-    let phone = RawUdp::bind(lo(21));
-    let at = phone.local_addr();
-    crate::registration::register_raw(&phone, "bob", access);
-    assert_eq!(bindings(&pair, active), 1);
+    // phone01..phone20@example.test register through the pair, each from a loopback address
+    // of its own (127.0.0.21..40).
+    let phones: Vec<(String, RawUdp)> = (0..PHONES)
+        .map(|i| {
+            let user = format!("phone{:02}", i + 1);
+            let phone = RawUdp::bind(lo(21 + i));
+            crate::registration::register_raw(&phone, &user, access);
+            (user, phone)
+        })
+        .collect();
+    assert_eq!(bindings(&pair, active), u64::from(PHONES));
     // Replicated within the registration timer (200 ms), then streamed.
     std::thread::sleep(Duration::from_millis(1500));
 
@@ -45,23 +54,58 @@ fn a_phone_registered_before_a_kill_9_is_called_through_the_new_active() {
     pair.wait_redundancy(standby, Duration::from_secs(5), "active", |r| r.is_active());
     assert_eq!(
         bindings(&pair, standby),
-        1,
-        "the new active did not install the replicated binding"
+        u64::from(PHONES),
+        "the new active did not install the replicated bindings"
     );
 
-    // Someone calls bob at the registrar: it forks to our Contact at the service address,
-    // and the new active sends the INVITE to the phone, which never registered again.
+    // Someone calls each phone at the registrar: it forks to our Contact at the service
+    // address, the new active sends the INVITE to the phone, which never registered again,
+    // and the phone's 200 reaches the caller.
     let caller = RawUdp::bind(lo(7));
-    crate::registration::call_at_registrar(&caller, "bob", "pcall", registrar_at);
-    let invite = crate::registration::invite_received(&phone)
-        .expect("the phone was not called through the new active");
-    assert!(
-        invite.starts_with(&format!("INVITE sip:bob@{at} ")),
-        "{invite}"
+    let mut answered = Vec::new();
+    for (user, phone) in &phones {
+        let tag = format!("kill9-{user}");
+        crate::registration::call_at_registrar(&caller, user, &tag, registrar_at);
+        let invite = phone.recv_sip_until(
+            Duration::from_secs(10),
+            |m| m.method() == Some("INVITE"),
+            &mut Vec::new(),
+        );
+        let Some((invite, sbc)) = invite else {
+            continue;
+        };
+        let at = phone.local_addr();
+        assert!(
+            invite.start_line.starts_with(&format!("INVITE sip:{user}@{at} ")),
+            "{}",
+            invite.start_line
+        );
+        phone.send_to(&response_to(&invite, 200, "OK", "ph"), sbc);
+        let call_id = format!("{tag}-call@");
+        let ok = caller.recv_sip_until(
+            Duration::from_secs(5),
+            |m| {
+                m.status() == Some(200)
+                    && m.header("call-id").is_some_and(|c| c.starts_with(&call_id))
+            },
+            &mut Vec::new(),
+        );
+        if ok.is_some() {
+            answered.push(user.clone());
+        }
+    }
+    assert_eq!(answered.len(), usize::from(PHONES), "answered: {answered:?}");
+    let registrations = pair
+        .exec(standby, "show registrations")
+        .unwrap_or_default();
+    assert_eq!(
+        registrations["data"]["counters"]["forwarded"].as_u64(),
+        Some(0),
+        "no phone registered again through the new active: {registrations:#}"
     );
     let stats = pair.exec(standby, "show sip-stats").unwrap_or_default();
     assert!(
-        stats["data"]["counters"]["to_registered_phones"].as_u64() >= Some(1),
+        stats["data"]["counters"]["to_registered_phones"].as_u64() >= Some(u64::from(PHONES)),
         "{stats:#}"
     );
 }

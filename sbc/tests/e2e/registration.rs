@@ -8,11 +8,13 @@
 //!   holds one binding each with the phone's own Contact and flow, the registrar holds our
 //!   Contacts (`sip:r-<token>@<core>`), and a call from alice to `sip:bob@example.test` goes
 //!   phone → SBC → registrar → SBC (our Contact: the binding's flow) → phone and is answered
-//!   (before issue 29 the registrar held the SBC's rewritten AoR and the call got 404). A
-//!   second call the other way works too. `clear-registration` removes a phone's binding.
+//!   (before issue 29 the registrar held the SBC's rewritten AoR and the call got 404), with
+//!   its media anchored in both realms. A second call the other way works too, a MESSAGE
+//!   reaches each phone, and `clear-registration` removes a phone's binding.
 //! - `a_stranger_cannot_take_a_phones_calls_and_unregistered_sources_are_refused`: a REGISTER
 //!   for alice from another source, answered 401 by the registrar, changes nothing (only the
-//!   registrar's 2xx binds); with `allow-anonymous = registered` an INVITE from an
+//!   registrar's 2xx binds), nor does one shaped as alice's refresh (her Call-ID, a higher
+//!   CSeq, from another port of her address): a call to alice still reaches her; with `allow-anonymous = registered` an INVITE from an
 //!   unregistered source gets 403; a request for a token no binding has gets 480.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
@@ -78,8 +80,9 @@ fn silence(dir: &std::path::Path) -> PathBuf {
 
 impl Baresip {
     /// `user@example.test` listening at `sip`, registering through `proxy` (the SBC) with
-    /// `PASSWORD`, answering calls itself.
-    fn start(dir: &TestDir, user: &str, sip: SocketAddr, proxy: SocketAddr) -> Self {
+    /// `PASSWORD`, answering calls itself; `peer@example.test` is its one contact (whom
+    /// `/message` writes to).
+    fn start(dir: &TestDir, user: &str, peer: &str, sip: SocketAddr, proxy: SocketAddr) -> Self {
         let home = dir.path().join(user);
         std::fs::create_dir_all(&home).expect("baresip dir");
         let console = SocketAddr::new(sip.ip(), ports::free_port());
@@ -89,11 +92,17 @@ impl Baresip {
              audio_srate 8000\naudio_channels 1\nrtp_ports 40000-40999\n\
              module_path /usr/lib/baresip/modules\n\
              module g711.so\nmodule aufile.so\nmodule cons.so\n\
-             module_app account.so\nmodule_app menu.so\ncons_listen {console}\n",
+             module_app account.so\nmodule_app contact.so\nmodule_app menu.so\n\
+             cons_listen {console}\n",
             play = home.join("out.wav").display(),
             source = silence(&home).display(),
         );
         std::fs::write(home.join("config"), config).expect("config");
+        std::fs::write(
+            home.join("contacts"),
+            format!("\"{peer}\" <sip:{peer}@example.test>\n"),
+        )
+        .expect("contacts");
         std::fs::write(
             home.join("accounts"),
             format!(
@@ -120,7 +129,7 @@ impl Baresip {
         }
     }
 
-    /// Sends one console command (`/dial ...`, `/hangup`).
+    /// Sends one console command (`/dial ...`, `/hangup`, `/message ...`).
     fn command(&self, line: &str) {
         let sock = UdpSocket::bind(SocketAddr::new(self.console.ip(), 0)).expect("bind");
         sock.send_to(format!("{line}\n").as_bytes(), self.console)
@@ -179,15 +188,23 @@ fn bindings(mgmt: &mut Mgmt) -> serde_json::Value {
 #[test]
 fn phones_registered_through_the_sbc_call_each_other_by_aor() {
     phones_namespace();
-    let config = caching_config(lo(6), &[]);
+    let mut config = caching_config(lo(6), &[]);
+    // Media anchored in both realms: each call's RTP crosses the SBC's own ports.
+    for realm in ["access", "core"] {
+        let first = ports::free_block(41);
+        config.extra_toml.push_str(&format!(
+            "\n[[steering-pool]]\nip-address = \"127.0.0.1\"\nstart-port = {first}\nend-port = {}\nrealm-id = \"{realm}\"\n",
+            first + 40
+        ));
+    }
     let dir = TestDir::new("registration-phones");
     let _kamailio = authenticating_registrar(&dir, config.agent);
     let mut node = SbcNode::start_config(&config);
     let mut mgmt = Mgmt::connect(&node.mgmt_socket());
     let alice_at = SocketAddr::new(lo(21), ports::free_port());
     let bob_at = SocketAddr::new(lo(22), ports::free_port());
-    let alice = Baresip::start(&dir, "alice", alice_at, config.access);
-    let bob = Baresip::start(&dir, "bob", bob_at, config.access);
+    let alice = Baresip::start(&dir, "alice", "bob", alice_at, config.access);
+    let bob = Baresip::start(&dir, "bob", "alice", bob_at, config.access);
 
     let registered = eventually(Duration::from_secs(20), || {
         bindings(&mut mgmt)["bindings"].as_u64() == Some(2)
@@ -236,7 +253,19 @@ fn phones_registered_through_the_sbc_call_each_other_by_aor() {
         stats["counters"]["to_registered_phones"].as_u64() >= Some(1),
         "{stats:#}"
     );
-    std::thread::sleep(Duration::from_secs(1));
+    // The hairpinned call is two calls through the SBC (alice → registrar, registrar → bob),
+    // each with its media anchored: RTP from both phones crosses both.
+    let both_ways = |c: &serde_json::Value| {
+        ["from_caller", "from_callee"]
+            .iter()
+            .all(|d| c[d]["packets"].as_u64() >= Some(20))
+    };
+    let anchored = eventually(Duration::from_secs(10), || {
+        let media = mgmt.data("show media");
+        let calls = media["media"]["calls"].as_array().cloned().unwrap_or_default();
+        calls.len() == 2 && calls.iter().all(both_ways)
+    });
+    assert!(anchored, "{:#}", mgmt.data("show media"));
     alice.command("/hangup");
     let ended = eventually(Duration::from_secs(10), || {
         mgmt.data("show dialogs")["dialogs"]
@@ -260,6 +289,21 @@ fn phones_registered_through_the_sbc_call_each_other_by_aor() {
     assert_eq!(
         mgmt.data("show sip-stats")["counters"]["calls_failed"].as_u64(),
         Some(0)
+    );
+
+    // A MESSAGE each way, by address of record, reaches the other phone.
+    alice.command("/message hello-from-alice");
+    bob.command("/message hello-from-bob");
+    let delivered = eventually(Duration::from_secs(10), || {
+        // baresip's menu prints a MESSAGE received as `<peer>: "<text>"`.
+        bob.output().contains("\"hello-from-alice\"")
+            && alice.output().contains("\"hello-from-bob\"")
+    });
+    assert!(
+        delivered,
+        "alice:\n{}\nbob:\n{}",
+        alice.output(),
+        bob.output()
     );
 
     // The operator forgets bob's binding: a call to him now finds no phone (480 from us, or
@@ -626,6 +670,7 @@ fn a_stranger_cannot_take_a_phones_calls_and_unregistered_sources_are_refused() 
     let alice = Baresip::start(
         &dir,
         "alice",
+        "bob",
         SocketAddr::new(lo(21), ports::free_port()),
         config.access,
     );
@@ -644,9 +689,61 @@ fn a_stranger_cannot_take_a_phones_calls_and_unregistered_sources_are_refused() 
     let mallory = RawUdp::bind(lo(31));
     let code = stranger_request("REGISTER", &mallory, config.access, "sip:example.test");
     assert_eq!(code, Some(401));
+    let where_to = |row: &serde_json::Value| {
+        ["aor", "contact", "flow", "token", "call_id"].map(|k| row[k].clone())
+    };
     let after = bindings(&mut mgmt);
     assert_eq!(after["bindings"].as_u64(), Some(1), "{after:#}");
-    assert_eq!(after["rows"][0], before, "{after:#}");
+    assert_eq!(where_to(&after["rows"][0]), where_to(&before), "{after:#}");
+
+    // Mallory shapes hers as alice's refresh: alice's Call-ID, a higher CSeq, from another
+    // port of alice's own address and from her own. A new flow is never absorbed: forwarded,
+    // challenged, and where alice's calls go is unchanged.
+    let call_id = before["call_id"].as_str().unwrap_or_default().to_owned();
+    let cseq = before["cseq"].as_u64().unwrap_or_default() + 1;
+    let beside_alice = RawUdp::bind(lo(21));
+    for (i, from) in [&beside_alice, &mallory].into_iter().enumerate() {
+        let at = from.local_addr();
+        let refresh = format!(
+            "REGISTER sip:example.test SIP/2.0\r\nVia: SIP/2.0/UDP {at};branch=z9hG4bK-forged-{i};rport\r\n\
+             Max-Forwards: 70\r\nFrom: <sip:alice@example.test>;tag=forged{i}\r\nTo: <sip:alice@example.test>\r\n\
+             Call-ID: {call_id}\r\nCSeq: {cseq} REGISTER\r\nContact: <sip:mallory@{at}>\r\n\
+             Expires: 3600\r\nContent-Length: 0\r\n\r\n"
+        );
+        from.send_to(refresh.as_bytes(), config.access);
+        let code = final_response(from, Duration::from_secs(5)).and_then(|m| m.status());
+        assert_eq!(code, Some(401), "a forged refresh from {at}");
+    }
+    let after = bindings(&mut mgmt);
+    assert_eq!(after["bindings"].as_u64(), Some(1), "{after:#}");
+    assert_eq!(where_to(&after["rows"][0]), where_to(&before), "{after:#}");
+    assert_eq!(
+        after["counters"]["absorbed"].as_u64(),
+        Some(0),
+        "a forged refresh was answered from the cache: {after:#}"
+    );
+    // And a call to alice at the registrar still reaches alice (she answers), not mallory.
+    let caller = RawUdp::bind(lo(7));
+    call_at_registrar(&caller, "alice", "after-forgery", config.agent);
+    let answered = caller.recv_sip_until(
+        Duration::from_secs(10),
+        |m| m.status().is_some_and(|c| c >= 200),
+        &mut Vec::new(),
+    );
+    assert_eq!(
+        answered.as_ref().and_then(|(m, _)| m.status()),
+        Some(200),
+        "{}",
+        alice.output()
+    );
+    for from in [&beside_alice, &mallory] {
+        assert!(
+            from.recv_all(Duration::from_millis(300))
+                .iter()
+                .all(|(m, _)| !m.starts_with(b"INVITE ")),
+            "mallory was called"
+        );
+    }
 
     // An unregistered source may not call through the access realm (toll fraud).
     let code = stranger_request("INVITE", &mallory, config.access, "sip:bob@example.test");

@@ -1,5 +1,6 @@
 //! `show registrations`: the registration cache's bindings (address of record, the phone's
-//! Contact, its flow, our token toward the registrar, both expiries) and counters.
+//! Contact, its flow, our Contact's token toward the registrar, both expiries, the last
+//! refresh; the Call-ID and CSeq in the JSON view) and counters.
 
 use std::fmt::Write as _;
 
@@ -21,15 +22,21 @@ pub(crate) fn text(r: &RegistrationsReport) -> String {
     if !r.rows.is_empty() {
         let _ = writeln!(
             out,
-            "  {:<32} {:<40} {:<28} {:>8} {:>10}",
-            "aor", "contact", "flow", "phone-s", "registrar-s"
+            "  {:<32} {:<40} {:<28} {:<18} {:>8} {:>11} {:>7}",
+            "aor", "contact", "flow", "ours", "phone-s", "registrar-s", "last-s"
         );
     }
     for b in &r.rows {
         let _ = writeln!(
             out,
-            "  {:<32} {:<40} {:<28} {:>8} {:>10}",
-            b.aor, b.contact, b.flow, b.phone_expires_s, b.registrar_expires_s
+            "  {:<32} {:<40} {:<28} {:<18} {:>8} {:>11} {:>7}",
+            b.aor,
+            b.contact,
+            b.flow,
+            b.token,
+            b.phone_expires_s,
+            b.registrar_expires_s,
+            b.refreshed_s_ago
         );
     }
     if r.rows.len() < r.bindings {
