@@ -76,7 +76,9 @@ fn phones_registered_before_a_kill_9_are_called_through_the_new_active() {
         };
         let at = phone.local_addr();
         assert!(
-            invite.start_line.starts_with(&format!("INVITE sip:{user}@{at} ")),
+            invite
+                .start_line
+                .starts_with(&format!("INVITE sip:{user}@{at} ")),
             "{}",
             invite.start_line
         );
@@ -94,10 +96,12 @@ fn phones_registered_before_a_kill_9_are_called_through_the_new_active() {
             answered.push(user.clone());
         }
     }
-    assert_eq!(answered.len(), usize::from(PHONES), "answered: {answered:?}");
-    let registrations = pair
-        .exec(standby, "show registrations")
-        .unwrap_or_default();
+    assert_eq!(
+        answered.len(),
+        usize::from(PHONES),
+        "answered: {answered:?}"
+    );
+    let registrations = pair.exec(standby, "show registrations").unwrap_or_default();
     assert_eq!(
         registrations["data"]["counters"]["forwarded"].as_u64(),
         Some(0),
