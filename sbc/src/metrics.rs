@@ -332,6 +332,16 @@ fn sip_counter(
             None,
             "Requests for a registration Contact whose binding is gone (480)",
         ),
+        "auth_on_challenged_leg" => (
+            "sbc_sip_auth_on_challenged_leg",
+            None,
+            "Authenticated INVITEs sent on the leg the next hop challenged (same Call-ID, next CSeq)",
+        ),
+        "challenges_evicted" => (
+            "sbc_sip_challenges_evicted",
+            None,
+            "Challenged legs forgotten before their caller re-sent with credentials (table full)",
+        ),
         "pings_sent" => (
             "sbc_session_agent_pings",
             None,

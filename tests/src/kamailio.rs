@@ -55,6 +55,32 @@ impl Drop for Kamailio {
     }
 }
 
+/// The global part of a one-process Kamailio configuration: UDP on `addr` only, the domain
+/// `example.test`, no DNS, logging to stderr, and `modules` (names without `.so`) loaded from
+/// [`MODULES`].
+#[must_use]
+pub fn cfg_head(addr: SocketAddr, modules: &[&str]) -> String {
+    let mut head = format!(
+        r#"#!KAMAILIO
+debug=2
+log_stderror=yes
+children=1
+listen=udp:{addr}
+disable_tcp=yes
+auto_aliases=no
+alias="example.test"
+dns=no
+rev_dns=no
+use_dns_cache=off
+mpath="{MODULES}"
+"#
+    );
+    for module in modules {
+        head.push_str(&format!("loadmodule \"{module}.so\"\n"));
+    }
+    head
+}
+
 /// A multi-domain registrar for `example.test` (usrloc keyed by user and domain) at `addr`,
 /// relaying calls to a registered user's contact with itself record-routed.
 ///
@@ -69,29 +95,22 @@ pub fn registrar(dir: &TestDir, addr: SocketAddr) -> Kamailio {
 /// `on_register` run for each REGISTER (e.g. a digest challenge before `save`).
 #[must_use]
 pub fn registrar_cfg(addr: SocketAddr, modules: &str, on_register: &str) -> String {
+    let head = cfg_head(
+        addr,
+        &[
+            "tm",
+            "sl",
+            "rr",
+            "maxfwd",
+            "pv",
+            "siputils",
+            "textops",
+            "usrloc",
+            "registrar",
+        ],
+    );
     format!(
-        r#"#!KAMAILIO
-debug=2
-log_stderror=yes
-children=1
-listen=udp:{addr}
-disable_tcp=yes
-auto_aliases=no
-alias="example.test"
-dns=no
-rev_dns=no
-use_dns_cache=off
-mpath="{MODULES}"
-loadmodule "tm.so"
-loadmodule "sl.so"
-loadmodule "rr.so"
-loadmodule "maxfwd.so"
-loadmodule "pv.so"
-loadmodule "siputils.so"
-loadmodule "textops.so"
-loadmodule "usrloc.so"
-loadmodule "registrar.so"
-{modules}
+        r#"{head}{modules}
 modparam("usrloc", "db_mode", 0)
 modparam("usrloc", "use_domain", 1)
 

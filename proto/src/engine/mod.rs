@@ -34,6 +34,7 @@
 mod build;
 mod call;
 mod cancel;
+mod challenge;
 mod config;
 mod hunt;
 mod ids;
@@ -113,6 +114,8 @@ pub struct Engine {
     /// REGISTERs forwarded to the registrar through the registration cache, by the phone's
     /// transaction.
     registering: HashMap<ServerKey, register::Registering>,
+    /// Callee legs a next hop challenged (401/407), by caller, for its authenticated INVITE.
+    challenged: challenge::Challenged,
     timers: TimerHeap,
     out: VecDeque<Transmit>,
     admission: Admission,
@@ -191,6 +194,7 @@ impl Engine {
             client: HashMap::new(),
             hunts: HashMap::new(),
             registering: HashMap::new(),
+            challenged: challenge::Challenged::default(),
             timers: TimerHeap::default(),
             out: VecDeque::new(),
             admission: Admission::Accept,

@@ -372,7 +372,7 @@ impl Engine {
             last_invite_cseq: 0,
         };
         let out_translation = agent.and_then(|(_, a)| self.cfg.router.outbound_translation(a));
-        let callee = {
+        let mut callee = {
             let routed = translated.as_ref().unwrap_or(&msg);
             match (agent, &phone) {
                 (Some((_, agent)), _) => {
@@ -383,6 +383,9 @@ impl Engine {
                 (None, None) => return,
             }
         };
+        // The caller's INVITE with credentials, after a challenge from this next hop: out on
+        // the challenged leg's Call-ID and From tag with the next CSeq.
+        let invite_cseq = self.onto_challenged_leg(now, &msg, &mut callee);
         let next_hop = agent.map_or("registered phone", |(_, a)| a.hop.name.as_str());
         self.stats.calls_attempted += 1;
         self.stats.routed_new += 1;
@@ -469,7 +472,7 @@ impl Engine {
             id,
             Side::Callee,
             &Method::Invite,
-            1,
+            invite_cseq,
             msg,
             mf,
             Some(key.clone()),

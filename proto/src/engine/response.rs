@@ -279,6 +279,9 @@ impl Engine {
                                 self.stats.calls_failed += 1;
                             }
                             debug!(call_id = %call.dialog.caller.call_id, code, "call failed");
+                            if matches!(code, 401 | 407) && side == Side::Callee {
+                                self.remember_challenge(now, id);
+                            }
                             self.remove_call(id);
                         }
                         _ => {}

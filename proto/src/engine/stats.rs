@@ -87,6 +87,11 @@ pub struct Stats {
     /// New requests refused 403 by the realm's `allow-anonymous` (an unregistered source,
     /// or not a session-agent).
     pub anonymous_refused: u64,
+    /// Authenticated INVITEs (re-sent after a 401/407 from the next hop) sent out on the
+    /// challenged leg's Call-ID and From tag with the next CSeq.
+    pub auth_on_challenged_leg: u64,
+    /// Challenged legs forgotten before their caller re-sent (the table was full).
+    pub challenges_evicted: u64,
 }
 
 impl std::ops::AddAssign<&Self> for Stats {
@@ -101,7 +106,7 @@ impl std::ops::AddAssign<&Self> for Stats {
 
 impl Stats {
     /// The number of counters.
-    pub const COUNT: usize = 35;
+    pub const COUNT: usize = 37;
 
     /// Every counter with its name (the serialised field name), in declaration order.
     fn counters_mut(&mut self) -> [(&'static str, &mut u64); Self::COUNT] {
@@ -141,6 +146,8 @@ impl Stats {
             to_registered_phones,
             registered_phone_gone,
             anonymous_refused,
+            auth_on_challenged_leg,
+            challenges_evicted,
         } = self;
         // Destructured, so a new counter that is not listed here does not compile.
         [
@@ -179,6 +186,8 @@ impl Stats {
             ("to_registered_phones", to_registered_phones),
             ("registered_phone_gone", registered_phone_gone),
             ("anonymous_refused", anonymous_refused),
+            ("auth_on_challenged_leg", auth_on_challenged_leg),
+            ("challenges_evicted", challenges_evicted),
         ]
     }
 

@@ -8,6 +8,7 @@
 
 mod acli;
 mod alarms_snmp;
+mod auth_challenge;
 mod autoscale;
 mod basic_tcp;
 mod basic_udp;

@@ -550,6 +550,61 @@ fn busy_is_relayed_and_acked_hop_by_hop() {
 }
 
 #[test]
+fn an_authenticated_invite_goes_out_on_the_challenged_leg_with_the_next_cseq() {
+    let mut w = World::new();
+    w.caller_sends(&invite("z9hG4bKau1"));
+    w.callee_answers(407, "px");
+    assert_eq!(w.codes_to_caller(), vec![100, 407]);
+    let challenged = w.to_callee[0].clone();
+    let caller_ack = invite("z9hG4bKau1")
+        .replacen("INVITE sip", "ACK sip", 1)
+        .replace("CSeq: 1 INVITE", "CSeq: 1 ACK");
+    w.caller_sends(&caller_ack);
+    // The caller re-sends on its Call-ID and From tag, CSeq 2, with credentials.
+    let authenticated = invite("z9hG4bKau2").replace("CSeq: 1 INVITE", "CSeq: 2 INVITE").replace(
+        "Contact:",
+        "Proxy-Authorization: Digest username=\"alice\", realm=\"example.test\", nonce=\"n1\", uri=\"sip:bob@example.test\", response=\"00\"\nContact:",
+    );
+    w.caller_sends(&authenticated);
+    let out = w.last_to_callee().clone();
+    assert_eq!(out.method(), Some(&Method::Invite));
+    assert_ne!(
+        out.top_via_branch(),
+        challenged.top_via_branch(),
+        "a new transaction"
+    );
+    assert_eq!(
+        out.call_id(),
+        challenged.call_id(),
+        "the challenged leg's Call-ID"
+    );
+    assert_eq!(out.from_tag(), challenged.from_tag(), "and From tag");
+    assert_eq!(out.cseq().map(|c| c.seq), Some(2), "the next CSeq");
+    assert!(
+        out.headers
+            .iter()
+            .any(|h| h.name.as_str().eq_ignore_ascii_case("proxy-authorization")),
+        "the credentials go to the next hop"
+    );
+    assert_eq!(w.engine.stats().auth_on_challenged_leg, 1);
+    // Answered: one call, its callee leg the challenged one.
+    w.callee_answers(200, "b2");
+    assert_eq!(w.codes_to_caller(), vec![100, 407, 100, 200]);
+    assert_eq!(w.engine.call_count(), 1);
+
+    // A new call (another Call-ID) with credentials but no challenge: a fresh leg, CSeq 1.
+    let other = invite("z9hG4bKau3").replace("call-1@", "call-2@").replace(
+        "Contact:",
+        "Authorization: Digest username=\"alice\"\nContact:",
+    );
+    w.caller_sends(&other);
+    let out = w.last_to_callee().clone();
+    assert_ne!(out.call_id(), challenged.call_id());
+    assert_eq!(out.cseq().map(|c| c.seq), Some(1));
+    assert_eq!(w.engine.stats().auth_on_challenged_leg, 1);
+}
+
+#[test]
 fn a_silent_next_hop_is_abandoned_after_the_attempt_expiry_with_408() {
     let mut w = World::new();
     w.caller_sends(&invite("z9hG4bKinv1"));
@@ -702,6 +757,12 @@ fn out_of_dialog_message_is_relayed_and_answered() {
         "MESSAGE sip:bob@{ACCESS} SIP/2.0\nVia: SIP/2.0/UDP {CALLER};branch=z9hG4bKm\nFrom: <sip:alice@x>;tag=m\nTo: <sip:bob@{ACCESS}>\nCall-ID: m1\nCSeq: 1 MESSAGE\nContent-Type: text/plain\nContent-Length: 2\n\nhi"
     ));
     assert_eq!(w.methods_to_callee(), vec!["MESSAGE"]);
+    let relayed = w.last_to_callee();
+    assert_eq!(&relayed.body[..], b"hi", "the text goes as it came");
+    assert_eq!(
+        relayed.header(&HeaderName::Other("Content-Type".into())),
+        Some("text/plain")
+    );
     w.callee_answers(202, "b");
     assert_eq!(w.codes_to_caller(), vec![202]);
 }
