@@ -150,10 +150,11 @@ run_path() {   # run_path kamailio|sbc
   log "$path: $PHONES phones from $SOURCES addresses at $RATE REGISTERs/s, then $REFRESHES refreshes each, $REFRESH_MS ms apart"
   SIPP_PIDS=()
   for (( k = 1; k <= SOURCES; k++ )); do
-    "$SIPP" "$target" -sf "$WORK/uac-register.xml" -inf "$WORK/phones-$k.csv" -i "127.0.1.$k" -p 5090 -t un -max_socket $(( PER_SOURCE + 100 )) \
+    # In $WORK: SIPp writes files of its own (<scenario>_<pid>_.csv) where it runs.
+    (cd "$WORK" && "$SIPP" "$target" -sf "$WORK/uac-register.xml" -inf "$WORK/phones-$k.csv" -i "127.0.1.$k" -p 5090 -t un -max_socket $(( PER_SOURCE + 100 )) \
       -m "$PER_SOURCE" -r "$(( (RATE + SOURCES - 1) / SOURCES ))" -l $(( PER_SOURCE + 10 )) -nostdin -bg \
       -trace_stat -stf "$WORK/stat-$path-$k.csv" -trace_err -error_file "$WORK/err-$path-$k.log" \
-      >"$WORK/sipp-$path-$k.out" 2>&1 || true
+      >"$WORK/sipp-$path-$k.out" 2>&1) || true
     p=$(sed -n 's/.*PID=\[\([0-9]*\)\].*/\1/p' "$WORK/sipp-$path-$k.out" | head -1)
     [[ -n $p ]] || die "sipp did not start (see $WORK/sipp-$path-$k.out)"
     SIPP_PIDS+=("$p"); PIDS+=("$p")
