@@ -222,6 +222,9 @@ fn sip_counter(
     const REFUSED_HELP: &str = "SIP requests refused by the SBC, by reason";
     const DROPPED: &str = "sbc_sip_dropped";
     const DROPPED_HELP: &str = "SIP messages dropped unanswered, by reason";
+    const SUBSCRIPTIONS: &str = "sbc_sip_subscriptions";
+    const SUBSCRIPTIONS_HELP: &str =
+        "Subscriptions (SUBSCRIBE, REFER) by outcome: accepted, refused, ended by NOTIFY or 481, expired";
     match key {
         "calls_attempted" => (
             "sbc_sip_calls_attempted",
@@ -342,6 +345,10 @@ fn sip_counter(
             None,
             "Challenged legs forgotten before their caller re-sent with credentials (table full)",
         ),
+        "subscriptions_accepted" => (SUBSCRIPTIONS, Some(("outcome", "accepted")), SUBSCRIPTIONS_HELP),
+        "subscriptions_refused" => (SUBSCRIPTIONS, Some(("outcome", "refused")), SUBSCRIPTIONS_HELP),
+        "subscriptions_ended" => (SUBSCRIPTIONS, Some(("outcome", "ended")), SUBSCRIPTIONS_HELP),
+        "subscriptions_expired" => (SUBSCRIPTIONS, Some(("outcome", "expired")), SUBSCRIPTIONS_HELP),
         "pings_sent" => (
             "sbc_session_agent_pings",
             None,
@@ -701,6 +708,12 @@ fn redundancy(m: &mut Builder, r: Option<&RedundancyReport>) {
         "Dialogs replicated between the nodes",
         &[],
         r.replicated_dialogs as f64,
+    );
+    m.gauge(
+        "sbc_redundancy_replicated_bindings",
+        "Registration bindings replicated between the nodes",
+        &[],
+        r.replicated_bindings as f64,
     );
     if let Some(w) = s.witness {
         m.gauge(

@@ -80,6 +80,8 @@ pub struct RedundancyReport {
     pub status: sbc_ha::Status,
     /// Dialogs replicated (streamed by the active, held by the standby).
     pub replicated_dialogs: usize,
+    /// Registration bindings replicated (the active's cache, the standby's replica).
+    pub replicated_bindings: usize,
     /// The sync channel's counters.
     pub sync: SyncCountersSnapshot,
     /// The replicated table's revision.
@@ -339,6 +341,91 @@ pub fn session_agents(node: &Node) -> Vec<SessionAgentRow> {
         .collect()
 }
 
+/// Subscriptions listed at most by `show subscriptions` (the count is whole).
+pub const MAX_LISTED_SUBSCRIPTIONS: usize = 1000;
+
+/// `show subscriptions`: the subscription dialogs (SUBSCRIBE, REFER) and their counters.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct SubscriptionsReport {
+    /// Subscriptions held (accepted, or waiting for the notifier's answer).
+    pub subscriptions: usize,
+    /// Accepted by the notifier (2xx) since the node started.
+    pub accepted: u64,
+    /// Refused (a final non-2xx, or no `Event`).
+    pub refused: u64,
+    /// Ended by their last NOTIFY, or by a 481/408 in them.
+    pub ended: u64,
+    /// Released at their expiry without a refresh.
+    pub expired: u64,
+    /// The subscriptions listed, oldest first.
+    pub rows: Vec<SubscriptionRow>,
+}
+
+/// One subscription of `show subscriptions`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SubscriptionRow {
+    /// The dialog's id (as `show dialogs` lists it).
+    pub id: String,
+    /// The event package (`Event` header).
+    pub event: String,
+    /// `trying` until the notifier accepts, `confirmed`, `terminating` after its last NOTIFY.
+    pub state: String,
+    /// The subscriber's address and its Call-ID.
+    pub subscriber: String,
+    /// The subscriber's Call-ID.
+    pub subscriber_call_id: String,
+    /// The notifier's address.
+    pub notifier: String,
+    /// The notifier leg's Call-ID (ours).
+    pub notifier_call_id: String,
+    /// Seconds until it expires unless refreshed (none until accepted).
+    pub expires_s: Option<u64>,
+    /// NOTIFYs relayed in it.
+    pub notifies: u32,
+}
+
+/// `show subscriptions` of `node`.
+pub async fn subscriptions(node: &Node) -> SubscriptionsReport {
+    let snapshots = node.snapshots(true).await;
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let mut report = SubscriptionsReport::default();
+    let mut listed = Vec::new();
+    for shard in &snapshots {
+        report.accepted += shard.stats.subscriptions_accepted;
+        report.refused += shard.stats.subscriptions_refused;
+        report.ended += shard.stats.subscriptions_ended;
+        report.expired += shard.stats.subscriptions_expired;
+        for d in &shard.dialogs {
+            let Some(sub) = &d.subscription else { continue };
+            report.subscriptions += 1;
+            listed.push((
+                d.created_unix,
+                SubscriptionRow {
+                    id: format!("{:016x}", d.id),
+                    event: sub.event.clone(),
+                    state: format!("{:?}", d.state).to_lowercase(),
+                    subscriber: d.caller.peer.to_string(),
+                    subscriber_call_id: d.caller.call_id.clone(),
+                    notifier: d.callee.peer.to_string(),
+                    notifier_call_id: d.callee.call_id.clone(),
+                    expires_s: (sub.expires_unix_ms > 0)
+                        .then(|| sub.expires_unix_ms.saturating_sub(now_ms) / 1000),
+                    notifies: sub.notifies,
+                },
+            ));
+        }
+    }
+    listed.sort_by(|a, b| (a.0, &a.1.id).cmp(&(b.0, &b.1.id)));
+    report.rows = listed
+        .into_iter()
+        .take(MAX_LISTED_SUBSCRIPTIONS)
+        .map(|(_, row)| row)
+        .collect();
+    report
+}
+
 /// `show sip-stats` of `node`: one pass over the shards, never waiting on an engine's lock on
 /// the I/O thread ([`Node::totals_nonblocking`]).
 pub async fn sip(node: &Node) -> SipStatus {
@@ -368,10 +455,15 @@ pub fn health(
             let s = p.status();
             let text = match s.state {
                 sbc_ha::State::Active => format!(
-                    "active: streaming {} dialogs to the standby",
-                    p.replicated_dialogs()
+                    "active: streaming {} dialogs and {} registrations to the standby",
+                    p.replicated_dialogs(),
+                    p.replicated_bindings()
                 ),
-                _ if s.synced => format!("synchronized ({} dialogs)", p.replicated_dialogs()),
+                _ if s.synced => format!(
+                    "synchronized ({} dialogs, {} registrations)",
+                    p.replicated_dialogs(),
+                    p.replicated_bindings()
+                ),
                 _ => "not synchronized".to_owned(),
             };
             (text, Some(s.synced))
@@ -406,6 +498,7 @@ pub fn redundancy(pair: &Pair) -> RedundancyReport {
     RedundancyReport {
         status: pair.status(),
         replicated_dialogs: pair.replicated_dialogs(),
+        replicated_bindings: pair.replicated_bindings(),
         sync: pair.sync_counters(),
         sync_revision: pair.sync_revision(),
         sync_lag: pair.sync_lag(),

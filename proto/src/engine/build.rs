@@ -221,7 +221,10 @@ impl Engine {
         };
         w.header("Call-ID", &leg.call_id)
             .header("CSeq", format_args!("{cseq} {method}"));
-        if matches!(method, Method::Invite | Method::Update) {
+        if matches!(
+            method,
+            Method::Invite | Method::Update | Method::Subscribe | Method::Notify | Method::Refer
+        ) {
             w.header("Contact", self.our_contact(leg));
         }
         copy_end_to_end(&mut w, &orig.headers);

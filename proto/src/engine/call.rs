@@ -273,6 +273,13 @@ impl Call {
         matches!(self.setup.as_deref(), Some(Setup::Answered { server, .. }) if server == key)
     }
 
+    /// A subscription's notifier accepted it (2xx): no ACK follows, the dialog is
+    /// `Confirmed` at once.
+    pub(super) fn establish(&mut self) {
+        self.setup = None;
+        self.dialog.state = DialogState::Confirmed;
+    }
+
     /// The caller ACKed the 2xx: the call is established and its dialog `Confirmed`.
     /// Returns whether this ACK was the one that confirmed it.
     pub(super) fn confirm(&mut self) -> bool {

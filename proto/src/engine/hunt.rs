@@ -189,7 +189,11 @@ impl Engine {
             let Some(agent) = router.agent(attempt.agent) else {
                 continue;
             };
-            let Some(session) = self.admit_attempt(now, &attempt, call.is_some()) else {
+            // A call holds a session on its agent; a subscription does not.
+            let is_call = call
+                .and_then(|id| self.calls.get(&id))
+                .is_some_and(|c| c.dialog.subscription.is_none());
+            let Some(session) = self.admit_attempt(now, &attempt, is_call) else {
                 continue;
             };
             self.stats.rerouted += 1;
@@ -223,7 +227,8 @@ impl Engine {
         AfterFailure::Answer(best_failure(&hunt.failures))
     }
 
-    /// Sends call `id`'s INVITE to `agent` on a fresh callee leg (its Call-ID, tag and CSeq
+    /// Sends call `id`'s INVITE (or subscription `id`'s SUBSCRIBE or REFER) to `agent` on a
+    /// fresh callee leg (its Call-ID, tag and CSeq
     /// new); returns false when the call is gone.
     #[allow(clippy::too_many_arguments)] // the call, the request and where it goes
     fn reroute_call(
@@ -239,8 +244,11 @@ impl Engine {
         let out = self.cfg.router.outbound_translation(agent);
         let sent = self.translate_outbound(out.as_deref(), orig);
         let orig = &*sent;
-        let mut callee = self.outbound_leg(orig, agent, 1);
-        if self.over_udp_length(&agent.hop, &callee, &Method::Invite, orig, mf) {
+        // An INVITE, or a subscription's SUBSCRIBE or REFER.
+        let method = orig.method().cloned().unwrap_or(Method::Invite);
+        let invite_cseq = u32::from(method == Method::Invite);
+        let mut callee = self.outbound_leg(orig, agent, invite_cseq);
+        if self.over_udp_length(&agent.hop, &callee, &method, orig, mf) {
             self.stats.udp_to_tcp += 1;
             callee.transport = LegTransport::Tcp;
         }
@@ -255,7 +263,7 @@ impl Engine {
             now,
             id,
             Side::Callee,
-            &Method::Invite,
+            &method,
             1,
             orig,
             mf,

@@ -47,6 +47,7 @@ mod request;
 mod response;
 mod setup;
 mod stats;
+mod subscription;
 #[cfg(test)]
 mod tests;
 mod timers;
@@ -276,8 +277,12 @@ impl Engine {
             self.lingering
                 .push_back((now + self.cfg.timers.t64(), Lingering::Forget(id)));
         }
+        let subscription = call.dialog.subscription.is_some();
         self.dialogs.insert_call(&call.dialog);
         self.calls.insert(id, Box::new(call));
+        if subscription {
+            self.arm_replicated_subscription(now, id);
+        }
         self.restore_media(now, id, record.as_ref());
     }
 
@@ -340,10 +345,13 @@ impl Engine {
 
     /// Number of calls in progress: set up or being set up, not ending (a call whose BYE was
     /// answered lingers for 64·T1 in `Terminating` after a switchover, for a retransmitted BYE).
+    /// Subscriptions are counted apart ([`Engine::subscription_count`]).
     pub fn active_call_count(&self) -> usize {
         self.calls
             .values()
-            .filter(|c| c.dialog.state != DialogState::Terminating)
+            .filter(|c| {
+                c.dialog.state != DialogState::Terminating && c.dialog.subscription.is_none()
+            })
             .count()
     }
 
@@ -466,6 +474,7 @@ impl Engine {
             match target {
                 TimerTarget::Server(key) => self.server_timeout(now, key),
                 TimerTarget::Client(key) => self.client_timeout(now, key),
+                TimerTarget::Subscription(id) => self.subscription_timeout(now, id),
             }
             self.trace_end(now, None);
         }

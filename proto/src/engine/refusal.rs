@@ -33,7 +33,7 @@ pub enum Admission {
 
 /// Methods the SBC relays or answers.
 pub(super) const ALLOW: &str =
-    "INVITE, ACK, BYE, CANCEL, OPTIONS, UPDATE, INFO, MESSAGE, REGISTER, NOTIFY";
+    "INVITE, ACK, BYE, CANCEL, OPTIONS, UPDATE, INFO, MESSAGE, REGISTER, SUBSCRIBE, NOTIFY, REFER, PUBLISH";
 
 /// The headers of a request that failed strict parsing, read leniently so it can get a 400.
 pub(super) struct LenientRequest {

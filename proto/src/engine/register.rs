@@ -288,11 +288,7 @@ impl Engine {
             )
         });
         let target = super::request::Target::Phone(binding);
-        if msg.method() == Some(&crate::sip::message::Method::Invite) {
-            self.new_call(now, inbound, msg.clone(), None, key.clone(), target, mf);
-        } else {
-            self.standalone(now, inbound, msg.clone(), None, key.clone(), target, mf);
-        }
+        self.new_request_to(now, inbound, msg.clone(), None, key.clone(), target, mf);
         true
     }
 

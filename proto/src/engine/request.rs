@@ -19,7 +19,7 @@ use super::transactions::{
 use super::transmit::{Inbound, Transmit};
 use super::Engine;
 use crate::routing::board::AgentSession;
-use crate::routing::router::{Attempt, RouteAgent};
+use crate::routing::router::{Attempt, RouteAgent, Router};
 use crate::shard;
 use crate::sip::dialog::{Dialog, DialogState, Leg, LegTransport, Side};
 use crate::sip::message::{
@@ -188,15 +188,14 @@ impl Engine {
             self.answer(inbound, &msg, 200, Some(("Allow", ALLOW.into())));
             return;
         }
-        if matches!(method, Method::Subscribe | Method::Refer | Method::Prack)
-            || matches!(method, Method::Other(_))
-        {
-            // Dialog-creating methods other than INVITE are not relayed yet.
+        if matches!(method, Method::Prack | Method::Other(_)) {
+            // A PRACK outside its early dialog, or a method this SBC does not know.
             self.trace_note("refused 501: method not relayed");
             self.answer(inbound, &msg, 501, Some(("Allow", ALLOW.into())));
             return;
         }
-        let over = if method == Method::Invite {
+        let over = if matches!(method, Method::Invite | Method::Subscribe | Method::Refer) {
+            // Subscriptions are held in the call table, and bounded with it.
             self.calls.len() >= self.cfg.max_calls
         } else {
             false
@@ -289,28 +288,44 @@ impl Engine {
                 return false;
             }
         }
-        if method == Method::Invite {
-            self.new_call(
-                now,
-                inbound,
-                msg,
-                translated,
-                key,
-                Target::Agents(plan, session),
-                mf,
-            );
-        } else {
-            self.standalone(
-                now,
-                inbound,
-                msg,
-                translated,
-                key,
-                Target::Agents(plan, None),
-                mf,
-            );
-        }
+        self.new_request_to(
+            now,
+            inbound,
+            msg,
+            translated,
+            key,
+            Target::Agents(plan, session),
+            mf,
+        );
         true
+    }
+
+    /// Sends a new request on to `target`: an INVITE as a call, a SUBSCRIBE or REFER as a
+    /// subscription, anything else as a one-transaction exchange.
+    #[allow(clippy::too_many_arguments)] // the request and where it goes
+    pub(super) fn new_request_to(
+        &mut self,
+        now: Instant,
+        inbound: &Inbound,
+        msg: SipMessage,
+        translated: Option<SipMessage>,
+        key: ServerKey,
+        target: Target,
+        mf: u32,
+    ) {
+        match msg.method() {
+            Some(Method::Invite) => self.new_call(now, inbound, msg, translated, key, target, mf),
+            Some(Method::Subscribe | Method::Refer) => {
+                self.new_subscription(now, inbound, msg, translated, key, target, mf);
+            }
+            _ => {
+                let target = match target {
+                    Target::Agents(plan, _) => Target::Agents(plan, None),
+                    phone @ Target::Phone(_) => phone,
+                };
+                self.standalone(now, inbound, msg, translated, key, target, mf);
+            }
+        }
     }
 
     pub(super) fn is_loop(&self, msg: &SipMessage) -> bool {
@@ -349,28 +364,7 @@ impl Engine {
         let id = self.ids.call_id(|id| calls.contains_key(&id));
         let a_call_id = msg.call_id().unwrap_or_default().to_owned();
         let caller_tag = self.ids.tag();
-        let from = msg.header(&HeaderName::From).unwrap_or_default();
-        let to = msg.header(&HeaderName::To).unwrap_or_default();
-        let caller = Leg {
-            interface: inbound.interface,
-            transport: inbound.transport,
-            peer: inbound.source,
-            call_id: a_call_id.clone(),
-            local_tag: caller_tag.clone(),
-            remote_tag: msg.from_tag().map(str::to_owned),
-            local_party: strip_tag(to),
-            remote_party: strip_tag(from),
-            remote_target: msg
-                .contact_uri()
-                .map(str::to_owned)
-                .unwrap_or_else(|| name_addr_uri(from).to_owned()),
-            route_set: msg
-                .header_values(&HeaderName::RecordRoute)
-                .map(str::to_owned)
-                .collect(),
-            local_cseq: 0,
-            last_invite_cseq: 0,
-        };
+        let caller = caller_leg(inbound, &msg, &caller_tag);
         let out_translation = agent.and_then(|(_, a)| self.cfg.router.outbound_translation(a));
         let mut callee = {
             let routed = translated.as_ref().unwrap_or(&msg);
@@ -412,6 +406,7 @@ impl Engine {
             sdp_version: [(0, 0); 2],
             media: None,
             setup: None,
+            subscription: None,
         };
         self.dialogs.insert_call(&dialog);
         let mut call = Box::new(Call::inviting(dialog, key.clone()));
@@ -591,6 +586,48 @@ impl Engine {
         }
     }
 
+    /// The callee leg of a new non-INVITE request `routed` (`method`) to `target`, and the
+    /// request as it goes out (translated for the first agent); over TCP when it exceeds the
+    /// agent's `max-udp-length`. `None` when the route names no agent.
+    pub(super) fn new_request_leg<'r>(
+        &mut self,
+        router: &'r Router,
+        routed: &SipMessage,
+        target: Target,
+        method: &Method,
+        mf: u32,
+    ) -> Option<NewLeg<'r>> {
+        let mut new = match target {
+            Target::Agents(plan, _) => {
+                let (index, agent) = plan
+                    .first()
+                    .and_then(|a| Some((a.agent, router.agent(a.agent)?)))?;
+                let out = router.outbound_translation(agent);
+                let sent = self.translate_outbound(out.as_deref(), routed).into_owned();
+                let leg = self.outbound_leg(&sent, agent, 0);
+                NewLeg {
+                    plan,
+                    leg,
+                    sent,
+                    agent: Some((index, agent)),
+                }
+            }
+            Target::Phone(binding) => NewLeg {
+                plan: Vec::new(),
+                leg: self.phone_leg(routed, &binding, 0),
+                sent: routed.clone(),
+                agent: None,
+            },
+        };
+        if let Some((_, agent)) = new.agent {
+            if self.over_udp_length(&agent.hop, &new.leg, method, &new.sent, mf) {
+                self.stats.udp_to_tcp += 1;
+                new.leg.transport = LegTransport::Tcp;
+            }
+        }
+        Some(new)
+    }
+
     /// Relays an out-of-dialog non-INVITE request (OPTIONS, MESSAGE, REGISTER, ...) as a
     /// one-transaction B2BUA exchange.
     #[allow(clippy::too_many_arguments)] // the request, its translated copy and its route
@@ -607,30 +644,15 @@ impl Engine {
         let router = Arc::clone(&self.cfg.router);
         let method = msg.method().cloned().unwrap_or(Method::Options);
         let routed = translated.as_ref().unwrap_or(&msg);
-        let (plan, mut leg, sent, agent) = match target {
-            Target::Agents(plan, _) => {
-                let Some((index, agent)) = plan
-                    .first()
-                    .and_then(|a| Some((a.agent, router.agent(a.agent)?)))
-                else {
-                    return;
-                };
-                let out = self.cfg.router.outbound_translation(agent);
-                let sent = self.translate_outbound(out.as_deref(), routed).into_owned();
-                let leg = self.outbound_leg(&sent, agent, 0);
-                (plan, leg, sent, Some((index, agent)))
-            }
-            Target::Phone(binding) => {
-                let leg = self.phone_leg(routed, &binding, 0);
-                (Vec::new(), leg, routed.clone(), None)
-            }
+        let Some(NewLeg {
+            plan,
+            mut leg,
+            sent,
+            agent,
+        }) = self.new_request_leg(&router, routed, target, &method, mf)
+        else {
+            return;
         };
-        if let Some((_, agent)) = agent {
-            if self.over_udp_length(&agent.hop, &leg, &method, &sent, mf) {
-                self.stats.udp_to_tcp += 1;
-                leg.transport = LegTransport::Tcp;
-            }
-        }
         let (sent, cseq) = self.register_view(&key, &mut leg, sent);
         self.stats.routed_new += 1;
         self.trace_exchange(msg.call_id().unwrap_or_default(), &leg.call_id);
@@ -708,11 +730,21 @@ impl Engine {
         if ending_again {
             debug!(call_id = %call.dialog.caller.call_id, "BYE on an ending dialog");
         }
-        if matches!(method, Method::Invite | Method::Update) {
+        if matches!(
+            method,
+            Method::Invite | Method::Update | Method::Subscribe | Method::Notify
+        ) {
+            // Target refreshes (RFC 3261 section 12.2, RFC 6665 section 4.1.2.4 and 4.2.1.1).
             if let Some(target) = msg.contact_uri() {
                 call.dialog.leg_mut(side).remote_target = target.to_owned();
             }
         }
+        if call.dialog.subscription.is_some() {
+            self.subscription_request(id, side, &msg);
+        }
+        let Some(call) = self.calls.get_mut(&id) else {
+            return;
+        };
         if method == Method::Bye {
             call.dialog.state = DialogState::Terminating;
             debug!(call_id = %call.dialog.caller.call_id, from = ?side, "BYE");
@@ -900,6 +932,46 @@ impl Engine {
         self.arm_client(&key);
         self.out.push_back(tx);
         key
+    }
+}
+
+/// The callee leg of a new non-INVITE request, and what goes out on it.
+pub(super) struct NewLeg<'r> {
+    /// The route's candidates (empty toward a registered phone).
+    pub(super) plan: Vec<Attempt>,
+    /// The leg toward the first candidate or the phone.
+    pub(super) leg: Leg,
+    /// The request as it goes out (the agent's outbound translation applied).
+    pub(super) sent: SipMessage,
+    /// The first candidate's index and agent, when routed to agents.
+    pub(super) agent: Option<(usize, &'r RouteAgent)>,
+}
+
+/// The caller's leg of a new dialog made by `msg` (INVITE, SUBSCRIBE, REFER) from `inbound`,
+/// our tag toward it `caller_tag`: its Call-ID and tag, the parties as it wrote them, its
+/// Contact as the target, its Record-Route as the route set (RFC 3261 section 12.1.1).
+pub(super) fn caller_leg(inbound: &Inbound, msg: &SipMessage, caller_tag: &str) -> Leg {
+    let from = msg.header(&HeaderName::From).unwrap_or_default();
+    let to = msg.header(&HeaderName::To).unwrap_or_default();
+    Leg {
+        interface: inbound.interface,
+        transport: inbound.transport,
+        peer: inbound.source,
+        call_id: msg.call_id().unwrap_or_default().to_owned(),
+        local_tag: caller_tag.to_owned(),
+        remote_tag: msg.from_tag().map(str::to_owned),
+        local_party: strip_tag(to),
+        remote_party: strip_tag(from),
+        remote_target: msg
+            .contact_uri()
+            .map(str::to_owned)
+            .unwrap_or_else(|| name_addr_uri(from).to_owned()),
+        route_set: msg
+            .header_values(&HeaderName::RecordRoute)
+            .map(str::to_owned)
+            .collect(),
+        local_cseq: 0,
+        last_invite_cseq: 0,
     }
 }
 

@@ -192,16 +192,21 @@ impl Engine {
                 }
             }
         }
-        let initial_invite = call_id
+        let subscription = call_id
+            .and_then(|id| self.calls.get(&id))
+            .is_some_and(|c| c.dialog.subscription.is_some());
+        let initial = call_id
             .and_then(|id| self.calls.get(&id))
             .is_some_and(|c| c.is_initial_invite(ckey));
+        let initial_invite = initial && !subscription;
+        let initial_subscribe = initial && subscription;
         // A new request to a registered phone (no agent) that could not be sent: its flow is
         // gone (the TCP connection it registered over closed, and it has not registered
         // again): 480 Temporarily Unavailable, not the transport failure's 503.
         let phone_gone = code == 503
             && entry.agent.is_none()
             && !entry.ping
-            && (initial_invite || call_id.is_none())
+            && (initial || call_id.is_none())
             && is_transport_failure(msg);
         let unavailable;
         let (code, msg) = if phone_gone {
@@ -219,14 +224,16 @@ impl Engine {
         };
         let mut rang = false;
 
-        if let (Some(skey), true) = (&server, initial_invite || call_id.is_none()) {
+        if let (Some(skey), true) = (&server, initial || call_id.is_none()) {
             if code >= 300 {
                 match self.attempt_failed(now, skey, call_id, code) {
                     AfterFailure::Rerouted => return,
                     AfterFailure::Answer(best) => {
                         self.forget_register(skey);
                         if let Some(id) = call_id {
-                            if self.calls.get(&id).is_some_and(|c| !c.is_cancelled()) {
+                            if subscription {
+                                self.stats.subscriptions_refused += 1;
+                            } else if self.calls.get(&id).is_some_and(|c| !c.is_cancelled()) {
                                 self.stats.calls_failed += 1;
                             }
                             self.remove_call(id);
@@ -244,7 +251,16 @@ impl Engine {
             }
         }
 
-        if let Some(id) = call_id {
+        match call_id {
+            Some(id) if initial_subscribe && code >= 200 => {
+                self.subscription_answered(now, id, code, msg);
+            }
+            Some(id) if subscription => {
+                self.subscription_request_answered(now, id, &method, code, msg);
+            }
+            _ => {}
+        }
+        if let Some(id) = call_id.filter(|_| !subscription) {
             if let Some(call) = self.calls.get_mut(&id) {
                 let leg = call.dialog.leg_mut(side);
                 if method == Method::Invite && (101..300).contains(&code) {

@@ -44,8 +44,11 @@ impl Engine {
             call.dialog.state,
             DialogState::Confirmed | DialogState::Terminating
         );
-        if !settled && setup.is_none() {
-            return; // cancelled, or not forwarded yet: nothing the standby could finish
+        if !settled && (setup.is_none() || call.dialog.subscription.is_some()) {
+            // Cancelled, or not forwarded yet: nothing the standby could finish. A
+            // subscription goes once accepted: before, the subscriber's retransmission or
+            // its next try reaches the new active as a new request.
+            return;
         }
         call.replicated = true;
         call.dialog.media = record;

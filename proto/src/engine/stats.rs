@@ -92,6 +92,16 @@ pub struct Stats {
     pub auth_on_challenged_leg: u64,
     /// Challenged legs forgotten before their caller re-sent (the table was full).
     pub challenges_evicted: u64,
+    /// Subscriptions (SUBSCRIBE, or REFER's implicit one) the notifier accepted (2xx).
+    pub subscriptions_accepted: u64,
+    /// New subscriptions that ended before one was made: a final non-2xx (relayed), or
+    /// refused by the SBC (no `Event`).
+    pub subscriptions_refused: u64,
+    /// Subscriptions ended by their last NOTIFY (`Subscription-State: terminated`) or by a
+    /// 481/408 to a request in them.
+    pub subscriptions_ended: u64,
+    /// Subscriptions released at their expiry (plus a grace) without a refresh.
+    pub subscriptions_expired: u64,
 }
 
 impl std::ops::AddAssign<&Self> for Stats {
@@ -106,7 +116,7 @@ impl std::ops::AddAssign<&Self> for Stats {
 
 impl Stats {
     /// The number of counters.
-    pub const COUNT: usize = 37;
+    pub const COUNT: usize = 41;
 
     /// Every counter with its name (the serialised field name), in declaration order.
     fn counters_mut(&mut self) -> [(&'static str, &mut u64); Self::COUNT] {
@@ -148,6 +158,10 @@ impl Stats {
             anonymous_refused,
             auth_on_challenged_leg,
             challenges_evicted,
+            subscriptions_accepted,
+            subscriptions_refused,
+            subscriptions_ended,
+            subscriptions_expired,
         } = self;
         // Destructured, so a new counter that is not listed here does not compile.
         [
@@ -188,6 +202,10 @@ impl Stats {
             ("anonymous_refused", anonymous_refused),
             ("auth_on_challenged_leg", auth_on_challenged_leg),
             ("challenges_evicted", challenges_evicted),
+            ("subscriptions_accepted", subscriptions_accepted),
+            ("subscriptions_refused", subscriptions_refused),
+            ("subscriptions_ended", subscriptions_ended),
+            ("subscriptions_expired", subscriptions_expired),
         ]
     }
 

@@ -62,6 +62,8 @@ impl ClientKey {
 pub(super) enum TimerTarget {
     Server(ServerKey),
     Client(ClientKey),
+    /// A subscription's expiry (its call id).
+    Subscription(u64),
 }
 
 #[derive(Debug)]
@@ -273,7 +275,17 @@ impl Engine {
         } else {
             ServerTxn::NonInvite(ServerNonInvite::new(timers, reliable))
         };
-        let contact = matches!(msg.method(), Some(Method::Invite | Method::Update));
+        // Target-refresh requests: their 2xx carries our Contact.
+        let contact = matches!(
+            msg.method(),
+            Some(
+                Method::Invite
+                    | Method::Update
+                    | Method::Subscribe
+                    | Method::Notify
+                    | Method::Refer
+            )
+        );
         self.server.insert(
             key.clone(),
             ServerEntry {

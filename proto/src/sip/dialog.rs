@@ -133,6 +133,23 @@ pub struct Dialog {
     /// While the call is being set up (`Trying`, `Early`, `Answered`), in a replica only: what
     /// the new active needs of the set-up's two INVITE transactions to finish it.
     pub setup: Option<Box<CallSetup>>,
+    /// Set when this dialog is a subscription (RFC 6665, made by SUBSCRIBE or REFER), not a
+    /// call: no media, no ACK, and it ends on its expiry or its last NOTIFY. Boxed: a call
+    /// pays one pointer for it.
+    pub subscription: Option<Box<Subscription>>,
+}
+
+/// What a subscription dialog adds to [`Dialog`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Subscription {
+    /// Its event package as the `Event` header names it (`message-summary`, `dialog`,
+    /// `presence`, `refer`), parameters (`id`) included.
+    pub event: String,
+    /// When it expires unless refreshed, in milliseconds since the Unix epoch (the nodes'
+    /// clocks synchronised, as for replicated bindings); 0 until the notifier accepted it.
+    pub expires_unix_ms: u64,
+    /// NOTIFYs relayed in it.
+    pub notifies: u32,
 }
 
 /// The headers a response echoes from its request (RFC 3261 §8.2.6.2).

@@ -41,6 +41,8 @@ pub enum Method {
     Notify,
     /// SUBSCRIBE
     Subscribe,
+    /// PUBLISH
+    Publish,
     /// Any other token.
     Other(String),
 }
@@ -62,6 +64,7 @@ impl Method {
             "REFER" => Self::Refer,
             "NOTIFY" => Self::Notify,
             "SUBSCRIBE" => Self::Subscribe,
+            "PUBLISH" => Self::Publish,
             other => Self::Other(other.to_owned()),
         }
     }
@@ -82,6 +85,7 @@ impl Method {
             Self::Refer => "REFER",
             Self::Notify => "NOTIFY",
             Self::Subscribe => "SUBSCRIBE",
+            Self::Publish => "PUBLISH",
             Self::Other(s) => s,
         }
     }

@@ -59,6 +59,8 @@ pub enum OperCommand {
     ShowDialogs,
     /// `show registrations`: the registration cache's bindings and counters.
     ShowRegistrations,
+    /// `show subscriptions`: the subscription dialogs and their counters.
+    ShowSubscriptions,
     /// `clear-registration <aor>`: forget an address of record's bindings (its phones
     /// register again on their next refresh).
     ClearRegistration {
@@ -205,6 +207,10 @@ pub static OPERATIONS: Operations = Operations {
             "cached registrations: address of record, phone contact, flow, expiries",
         ),
         (
+            "subscriptions",
+            "subscription dialogs (SUBSCRIBE, REFER): event, both legs, expiry, NOTIFYs",
+        ),
+        (
             "media",
             "anchored media sessions, their ports and latching, the steering pools",
         ),
@@ -250,6 +256,7 @@ impl OperCommand {
                 Some("local-routing") => Ok(Self::ShowLocalRouting),
                 Some("dialogs") => Ok(Self::ShowDialogs),
                 Some("registrations") => Ok(Self::ShowRegistrations),
+                Some("subscriptions") => Ok(Self::ShowSubscriptions),
                 Some("media") => Ok(Self::ShowMedia),
                 Some("access-control") => Ok(Self::ShowAccessControl),
                 Some("tls") => Ok(Self::ShowTls),
@@ -488,6 +495,7 @@ mod tests {
             ("show local-routing", OperCommand::ShowLocalRouting),
             ("show dialogs", OperCommand::ShowDialogs),
             ("show registrations", OperCommand::ShowRegistrations),
+            ("show subscriptions", OperCommand::ShowSubscriptions),
             (
                 "clear-registration sip:alice@example.test",
                 OperCommand::ClearRegistration {
@@ -674,7 +682,7 @@ mod tests {
             show,
             Some(
                 "show health | redundancy | memory | alarms | sip-stats | workers | \
-                 session-agents | local-routing | dialogs | registrations | media | \
+                 session-agents | local-routing | dialogs | registrations | subscriptions | media | \
                  access-control | tls | sip-trace | running-config | configuration"
             )
         );

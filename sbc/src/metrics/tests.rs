@@ -97,6 +97,7 @@ pub(crate) fn sample() -> Sources {
             },
         },
         replicated_dialogs: 12,
+        replicated_bindings: 3,
         sync: sbc_ha::shell::sync::SyncCountersSnapshot {
             sessions: 1,
             refused_busy: 4,
@@ -257,6 +258,7 @@ fn snapshots_map_to_conventional_families() {
         ("sbc_redundancy_epoch", 7.0),
         ("sbc_redundancy_heartbeat_path_up{path=\"1\"}", 0.0),
         ("sbc_redundancy_replicated_dialogs", 12.0),
+        ("sbc_redundancy_replicated_bindings", 3.0),
         ("sbc_ha_heartbeats_received_total", 20.0),
         ("sbc_ha_heartbeats_accepted_total", 18.0),
         ("sbc_ha_heartbeats_refused_total{reason=\"bad_mac\"}", 2.0),

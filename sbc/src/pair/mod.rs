@@ -324,6 +324,18 @@ impl Pair {
     /// Dialogs replicated: on the active those its publisher streams (its table changes with
     /// every call), on the standby those its replica holds.
     pub fn replicated_dialogs(&self) -> usize {
+        self.replicated().0
+    }
+
+    /// Registration bindings replicated: on the active those its cache holds (each change is
+    /// streamed), on the standby those its replica holds (installed when it takes over).
+    pub fn replicated_bindings(&self) -> usize {
+        self.replicated().1
+    }
+
+    /// (dialogs, bindings) replicated: the sync table less the session-agents' and route
+    /// files' entries.
+    fn replicated(&self) -> (usize, usize) {
         let router = self.node.router();
         let keys: Vec<Vec<u8>> = router
             .agents()
@@ -333,14 +345,13 @@ impl Pair {
             .collect();
         if let Some(p) = self.publisher.lock().ok().and_then(|p| p.clone()) {
             let agents = keys.iter().filter(|k| p.contains(k)).count();
-            // The bindings published are the cache's (each change is streamed).
             let bindings = self
                 .node
                 .registrations()
                 .lock()
                 .map(|c| c.len())
                 .unwrap_or(0);
-            return p.len().saturating_sub(agents + bindings);
+            return (p.len().saturating_sub(agents + bindings), bindings);
         }
         self.table
             .lock()
@@ -350,9 +361,9 @@ impl Pair {
                     .iter()
                     .filter(|(k, _)| registration_of_key(k).is_some())
                     .count();
-                t.len().saturating_sub(agents + bindings)
+                (t.len().saturating_sub(agents + bindings), bindings)
             })
-            .unwrap_or(0)
+            .unwrap_or((0, 0))
     }
 
     /// Publishes the checksums of the route files this node loaded (on the active; only what
@@ -1055,6 +1066,7 @@ mod tests {
             sdp_version: [(0, 0); 2],
             media: None,
             setup: None,
+            subscription: None,
         }))
     }
 

@@ -258,6 +258,7 @@ mod tests {
             sdp_version: [(0, 0); 2],
             media: None,
             setup: None,
+            subscription: None,
         }
     }
 

@@ -3,6 +3,11 @@
 //! through the new active and answer, 20/20, without registering again. The binding crossed the sync channel; the
 //! registrar still holds our Contact, which names the pair's service address; the new active
 //! installed the binding before it served and sends the INVITE to the phone's flow.
+//!
+//! Deletes replicate too (Kamailio's `dmq_usrloc` lost them: kamailio#265, #1445): a phone that
+//! de-registers and one removed with `clear-registration` on the active are gone from the
+//! standby before the kill, and the new active does not reach the cleared one, whose Contact
+//! the registrar still holds (480).
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
@@ -12,8 +17,17 @@ use sbc_e2e::pair::{kill9, Pair, PairConfig};
 use sbc_e2e::raw::{response_to, RawUdp};
 use sbc_e2e::SbcConfig;
 
+use crate::registration::eventually;
+
 fn lo(last: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(127, 0, 0, last))
+}
+
+/// The bindings the standby `i` holds in its replica.
+fn replicated(pair: &Pair, i: usize) -> u64 {
+    pair.exec(i, "show redundancy")
+        .and_then(|v| v["data"]["replicated_bindings"].as_u64())
+        .unwrap_or(0)
 }
 
 /// The bindings node `i` holds.
@@ -46,9 +60,34 @@ fn phones_registered_before_a_kill_9_are_called_through_the_new_active() {
             (user, phone)
         })
         .collect();
-    assert_eq!(bindings(&pair, active), u64::from(PHONES));
+    // Two more: one de-registers, one is cleared by the operator, both on the active.
+    let leaving = RawUdp::bind(lo(21 + PHONES));
+    let cleared = RawUdp::bind(lo(22 + PHONES));
+    crate::registration::register_raw(&leaving, "leaving", access);
+    crate::registration::register_raw(&cleared, "cleared", access);
+    let all = u64::from(PHONES) + 2;
+    assert_eq!(bindings(&pair, active), all);
     // Replicated within the registration timer (200 ms), then streamed.
-    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        eventually(Duration::from_secs(5), || replicated(&pair, standby) == all),
+        "the standby holds {} bindings, not {all}",
+        replicated(&pair, standby)
+    );
+    assert_eq!(
+        crate::registration::register_for(&leaving, "leaving", access, 11, 0),
+        Some(200),
+        "de-registration"
+    );
+    let clear = pair
+        .exec(active, "clear-registration sip:cleared@example.test")
+        .unwrap_or_default();
+    assert_eq!(clear["data"]["bindings"].as_u64(), Some(1), "{clear:#}");
+    assert!(
+        eventually(Duration::from_secs(5), || replicated(&pair, standby)
+            == u64::from(PHONES)),
+        "deletes not replicated: the standby holds {} bindings, not {PHONES}",
+        replicated(&pair, standby)
+    );
 
     kill9(&mut pair.nodes[active]);
     pair.wait_redundancy(standby, Duration::from_secs(5), "active", |r| r.is_active());
@@ -107,6 +146,18 @@ fn phones_registered_before_a_kill_9_are_called_through_the_new_active() {
         Some(0),
         "no phone registered again through the new active: {registrations:#}"
     );
+
+    // The cleared phone's Contact is still at the registrar, which forks to it: the new active
+    // has no binding for it (480) and the phone hears nothing.
+    crate::registration::call_at_registrar(&caller, "cleared", "kill9-cleared", registrar_at);
+    let refused = caller.recv_sip_until(
+        Duration::from_secs(5),
+        |m| m.status().is_some_and(|s| s >= 400),
+        &mut Vec::new(),
+    );
+    assert_eq!(refused.and_then(|(m, _)| m.status()), Some(480));
+    assert!(cleared.recv(Duration::from_millis(500)).is_none());
+
     let stats = pair.exec(standby, "show sip-stats").unwrap_or_default();
     assert!(
         stats["data"]["counters"]["to_registered_phones"].as_u64() >= Some(u64::from(PHONES)),

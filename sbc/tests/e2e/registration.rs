@@ -151,7 +151,7 @@ fn phones_namespace() {
 }
 
 /// Polls `f` every 200 ms for at most `limit`; whether it became true.
-fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+pub(crate) fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + limit;
     while Instant::now() < end {
         if f() {
@@ -351,7 +351,7 @@ fn register_once(phone: &RawUdp, user: &str, access: SocketAddr, cseq: u32) -> O
 }
 
 /// One REGISTER asking `expires` seconds (0: de-registration); the final answer's code.
-fn register_for(
+pub(crate) fn register_for(
     phone: &RawUdp,
     user: &str,
     access: SocketAddr,

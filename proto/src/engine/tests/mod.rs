@@ -1561,6 +1561,7 @@ mod families;
 mod hunt;
 mod register;
 mod setup;
+mod subscription;
 mod tap;
 
 #[test]

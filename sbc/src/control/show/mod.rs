@@ -16,6 +16,7 @@ mod registrations;
 mod session_agents;
 mod sip_stats;
 mod sip_trace;
+mod subscriptions;
 mod tls;
 mod workers;
 
@@ -89,6 +90,10 @@ impl Console {
             OperCommand::ShowRegistrations => {
                 let r = status::registrations(&self.node);
                 view(&r, json, registrations::text, registrations::json)
+            }
+            OperCommand::ShowSubscriptions => {
+                let r = status::subscriptions(&self.node).await;
+                view(&r, json, subscriptions::text, subscriptions::json)
             }
             OperCommand::ClearRegistration { aor } => actions::clear_registration(self, &aor, json),
             OperCommand::ShowMedia => {

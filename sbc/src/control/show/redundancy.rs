@@ -132,6 +132,7 @@ pub(crate) fn json(r: &RedundancyReport) -> Value {
         "peer": s.peer.as_ref().map(|p| format!("{p:?}")),
         "paths_up": s.paths_up,
         "replicated_dialogs": r.replicated_dialogs,
+        "replicated_bindings": r.replicated_bindings,
         "witness": s.witness,
         "witness_lease": s.lease,
         "counters": counters,
