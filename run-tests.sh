@@ -3,7 +3,7 @@
 # `sbc` binary and SIPp on loopback.
 #
 # The end-to-end tests need SIPp (Debian package `sip-tester`) and net-snmp's trap receiver and
-# tools (`snmptrapd`, `snmp`), `tshark` and `sngrep` (the SIP trace), `kamailio` (a registrar), `baresip-core` (softphones), `dnsmasq` (SRV records); the lab's media tests and lab/bench/media-vs-rtpengine.sh need
+# tools (`snmptrapd`, `snmp`), `tshark` and `sngrep` (the SIP trace), `kamailio` (a registrar) and `kamailio-presence-modules` (a presence server), `baresip-core` (softphones), `dnsmasq` (SRV records); the lab's media tests and lab/bench/media-vs-rtpengine.sh need
 # rtpengine (`rtpengine-daemon`); the package test needs `systemd`, `man-db`, `python3` and
 # `dpkg-dev`. As root this script installs what is missing; otherwise it
 # stops and prints the exact apt-get line to run.
@@ -27,6 +27,10 @@ command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v sysctl >/dev/null 2>&1 || missing+=(procps)
 # The routing tests: Kamailio as a multi-domain registrar (usrloc, registrar, tm, rr).
 command -v kamailio >/dev/null 2>&1 || missing+=(kamailio)
+# The subscription tests: Kamailio as a presence server (presence, presence_mwi; its tables in
+# db_text, which the kamailio package has).
+[ -f /usr/lib/x86_64-linux-gnu/kamailio/modules/presence_mwi.so ] ||
+    missing+=(kamailio-presence-modules)
 # The registration tests: baresip softphones register through the SBC and call each other
 # (the core package: the binary and its modules, without the GTK front end).
 command -v baresip >/dev/null 2>&1 || missing+=(baresip-core)
