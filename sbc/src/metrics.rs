@@ -349,6 +349,21 @@ fn sip_counter(
         "subscriptions_refused" => (SUBSCRIPTIONS, Some(("outcome", "refused")), SUBSCRIPTIONS_HELP),
         "subscriptions_ended" => (SUBSCRIPTIONS, Some(("outcome", "ended")), SUBSCRIPTIONS_HELP),
         "subscriptions_expired" => (SUBSCRIPTIONS, Some(("outcome", "expired")), SUBSCRIPTIONS_HELP),
+        "refers_translated" => (
+            "sbc_sip_refers_translated",
+            None,
+            "In-dialog REFERs whose Refer-To (Replaces, our address) was translated for the leg they went out on",
+        ),
+        "replaces_matched" => (
+            "sbc_sip_replaces",
+            Some(("outcome", "matched")),
+            "New INVITEs with Replaces: matched to one of our legs (sent to its far end) or not",
+        ),
+        "replaces_unmatched" => (
+            "sbc_sip_replaces",
+            Some(("outcome", "unmatched")),
+            "New INVITEs with Replaces: matched to one of our legs (sent to its far end) or not",
+        ),
         "pings_sent" => (
             "sbc_session_agent_pings",
             None,

@@ -53,6 +53,7 @@ mod tests;
 mod timers;
 mod trace;
 mod transactions;
+mod transfer;
 mod translate;
 mod transmit;
 
@@ -75,6 +76,7 @@ pub use stats::Stats;
 use timers::TimerHeap;
 pub use trace::{TraceEvent, TracedCall, MAX_PENDING_TRACE_EVENTS};
 use transactions::{ClientEntry, ClientKey, ServerEntry, ServerKey, TimerTarget};
+pub use transfer::transfer_named_call_id;
 pub use transmit::{Inbound, Transmit};
 
 use crate::sip::dialog::{Dialog, DialogState};
@@ -117,6 +119,9 @@ pub struct Engine {
     registering: HashMap<ServerKey, register::Registering>,
     /// Callee legs a next hop challenged (401/407), by caller, for its authenticated INVITE.
     challenged: challenge::Challenged,
+    /// The far leg the message being handled names (a transfer's `Replaces`), when another
+    /// shard's engine found it ([`Engine::handle_inbound_with_far_leg`]).
+    far_leg_hint: Option<crate::sip::dialog::Leg>,
     timers: TimerHeap,
     out: VecDeque<Transmit>,
     admission: Admission,
@@ -196,6 +201,7 @@ impl Engine {
             hunts: HashMap::new(),
             registering: HashMap::new(),
             challenged: challenge::Challenged::default(),
+            far_leg_hint: None,
             timers: TimerHeap::default(),
             out: VecDeque::new(),
             admission: Admission::Accept,

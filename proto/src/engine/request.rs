@@ -37,6 +37,8 @@ pub(super) enum Target {
     /// A registered phone, over its flow (the Request-URI was one of our registration
     /// Contacts).
     Phone(crate::registration::cache::Binding),
+    /// The far end of one of our legs (an INVITE whose `Replaces` names that leg).
+    Party(Box<Leg>),
 }
 
 impl Engine {
@@ -219,6 +221,14 @@ impl Engine {
         if self.request_for_phone(now, inbound, &msg, &key, mf) {
             return;
         }
+        if method == Method::Invite {
+            // Attended transfer, call pickup (RFC 3891): to the party of the call it replaces.
+            if let Some(leg) = self.replaces_target(&msg) {
+                let target = Target::Party(Box::new(leg));
+                self.new_request_to(now, inbound, msg, None, key, target, mf);
+                return;
+            }
+        }
         // `in-translationid` of the agent it comes from: a copy for routing and the next hop
         // (the caller's own From and To stay in what is echoed back to it).
         let translated = self.translate_inbound(inbound, &msg);
@@ -321,7 +331,7 @@ impl Engine {
             _ => {
                 let target = match target {
                     Target::Agents(plan, _) => Target::Agents(plan, None),
-                    phone @ Target::Phone(_) => phone,
+                    direct => direct,
                 };
                 self.standalone(now, inbound, msg, translated, key, target, mf);
             }
@@ -350,14 +360,14 @@ impl Engine {
         mf: u32,
     ) {
         let router = Arc::clone(&self.cfg.router);
-        let (plan, session, phone) = match target {
+        let (plan, session, direct) = match target {
             Target::Agents(plan, session) => (plan, session, None),
-            Target::Phone(binding) => (Vec::new(), None, Some(binding)),
+            direct @ (Target::Phone(_) | Target::Party(_)) => (Vec::new(), None, Some(direct)),
         };
         let agent = plan
             .first()
             .and_then(|a| Some((a.agent, router.agent(a.agent)?)));
-        if agent.is_none() && phone.is_none() {
+        if agent.is_none() && direct.is_none() {
             return;
         }
         let calls = &self.calls;
@@ -368,19 +378,24 @@ impl Engine {
         let out_translation = agent.and_then(|(_, a)| self.cfg.router.outbound_translation(a));
         let mut callee = {
             let routed = translated.as_ref().unwrap_or(&msg);
-            match (agent, &phone) {
+            match (agent, &direct) {
                 (Some((_, agent)), _) => {
                     let view = self.translate_outbound(out_translation.as_deref(), routed);
                     self.outbound_leg(&view, agent, 1)
                 }
-                (None, Some(binding)) => self.phone_leg(routed, binding, 1),
-                (None, None) => return,
+                (None, Some(Target::Phone(binding))) => self.phone_leg(routed, binding, 1),
+                (None, Some(Target::Party(leg))) => self.party_leg(routed, leg, 1),
+                (None, _) => return,
             }
         };
         // The caller's INVITE with credentials, after a challenge from this next hop: out on
         // the challenged leg's Call-ID and From tag with the next CSeq.
         let invite_cseq = self.onto_challenged_leg(now, &msg, &mut callee);
-        let next_hop = agent.map_or("registered phone", |(_, a)| a.hop.name.as_str());
+        let next_hop = match (agent, &direct) {
+            (Some((_, a)), _) => a.hop.name.as_str(),
+            (None, Some(Target::Party(_))) => "the party of the call it replaces",
+            _ => "registered phone",
+        };
         self.stats.calls_attempted += 1;
         self.stats.routed_new += 1;
         debug!(call_id = %a_call_id, b_call_id = %callee.call_id, next_hop, "new call");
@@ -586,6 +601,21 @@ impl Engine {
         }
     }
 
+    /// A leg for a new request `msg` toward the far end of `far` (one of our legs): its
+    /// address, transport, target and route set.
+    pub(super) fn party_leg(&mut self, msg: &SipMessage, far: &Leg, invite_cseq: u32) -> Leg {
+        let host = uri_host(far.peer.ip());
+        let mut leg = self.outbound_leg_to(
+            msg,
+            (far.interface, far.transport, far.peer),
+            &host,
+            invite_cseq,
+        );
+        leg.remote_target.clone_from(&far.remote_target);
+        leg.route_set.clone_from(&far.route_set);
+        leg
+    }
+
     /// The callee leg of a new non-INVITE request `routed` (`method`) to `target`, and the
     /// request as it goes out (translated for the first agent); over TCP when it exceeds the
     /// agent's `max-udp-length`. `None` when the route names no agent.
@@ -615,6 +645,12 @@ impl Engine {
             Target::Phone(binding) => NewLeg {
                 plan: Vec::new(),
                 leg: self.phone_leg(routed, &binding, 0),
+                sent: routed.clone(),
+                agent: None,
+            },
+            Target::Party(far) => NewLeg {
+                plan: Vec::new(),
+                leg: self.party_leg(routed, &far, 0),
                 sent: routed.clone(),
                 agent: None,
             },
@@ -741,6 +777,9 @@ impl Engine {
         }
         if call.dialog.subscription.is_some() {
             self.subscription_request(id, side, &msg);
+        }
+        if method == Method::Refer {
+            self.translate_refer(id, side, &mut msg);
         }
         let Some(call) = self.calls.get_mut(&id) else {
             return;

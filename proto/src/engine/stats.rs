@@ -102,6 +102,13 @@ pub struct Stats {
     pub subscriptions_ended: u64,
     /// Subscriptions released at their expiry (plus a grace) without a refresh.
     pub subscriptions_expired: u64,
+    /// In-dialog REFERs whose `Refer-To` was translated for the leg they went out on (a
+    /// `Replaces` naming the other call's far leg, or our own address).
+    pub refers_translated: u64,
+    /// New INVITEs with `Replaces` naming one of our legs: sent to that leg's far end.
+    pub replaces_matched: u64,
+    /// New INVITEs with `Replaces` that named no leg of ours: routed as any INVITE.
+    pub replaces_unmatched: u64,
 }
 
 impl std::ops::AddAssign<&Self> for Stats {
@@ -116,7 +123,7 @@ impl std::ops::AddAssign<&Self> for Stats {
 
 impl Stats {
     /// The number of counters.
-    pub const COUNT: usize = 41;
+    pub const COUNT: usize = 44;
 
     /// Every counter with its name (the serialised field name), in declaration order.
     fn counters_mut(&mut self) -> [(&'static str, &mut u64); Self::COUNT] {
@@ -162,6 +169,9 @@ impl Stats {
             subscriptions_refused,
             subscriptions_ended,
             subscriptions_expired,
+            refers_translated,
+            replaces_matched,
+            replaces_unmatched,
         } = self;
         // Destructured, so a new counter that is not listed here does not compile.
         [
@@ -206,6 +216,9 @@ impl Stats {
             ("subscriptions_refused", subscriptions_refused),
             ("subscriptions_ended", subscriptions_ended),
             ("subscriptions_expired", subscriptions_expired),
+            ("refers_translated", refers_translated),
+            ("replaces_matched", replaces_matched),
+            ("replaces_unmatched", replaces_unmatched),
         ]
     }
 

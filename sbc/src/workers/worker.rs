@@ -9,11 +9,13 @@ use std::time::{Duration, Instant};
 
 use tracing::{debug, warn};
 
-use sbc_proto::engine::Inbound;
+use sbc_proto::engine::{self, Inbound};
 use sbc_proto::overload::handover::plan_retirement;
 use sbc_proto::overload::prsm::Kind;
 use sbc_proto::overload::worker_queue::{Next, Served, WorkerQueue};
+use sbc_proto::shard;
 
+use super::shards::Shards;
 use super::{lock, Ctx, Group, WorkSettings, SHARDS};
 
 /// How long an idle worker waits before looking at its control queue again.
@@ -153,9 +155,24 @@ pub(super) fn worker_loop(w: &Arc<Worker>, group: &Arc<Group>, ctx: &Arc<Ctx>) {
 }
 
 fn process(job: Job, now: Instant, settings: WorkSettings, ctx: &Ctx) {
+    // A transfer (an INVITE's Replaces, a REFER's Refer-To) names a call that is most often in
+    // another shard: that shard's engine is asked for its far leg first, one lock at a time.
+    let far = engine::transfer_named_call_id(&job.inbound.data).and_then(|call_id| {
+        let named = Shards::of_key(shard::call_id_key(call_id.as_bytes()));
+        (named != job.shard)
+            .then(|| {
+                ctx.shards.with(named, ctx.out.as_ref(), |e| {
+                    e.transfer_far_leg(&job.inbound.data)
+                })
+            })
+            .flatten()
+    });
     let routed = ctx.shards.with(job.shard, ctx.out.as_ref(), |e| {
         let before = e.stats().routed_new;
-        e.handle_inbound(now, job.inbound);
+        match far {
+            Some(far) => e.handle_inbound_with_far_leg(now, job.inbound, Some(far)),
+            None => e.handle_inbound(now, job.inbound),
+        }
         e.stats().routed_new > before
     });
     if routed && !settings.routing_cost.is_zero() {

@@ -57,3 +57,4 @@ mod tcp_edge;
 mod through_sbc;
 mod tls;
 mod topology_hiding;
+mod transfer;

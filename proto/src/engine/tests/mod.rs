@@ -1563,6 +1563,7 @@ mod register;
 mod setup;
 mod subscription;
 mod tap;
+mod transfer;
 
 #[test]
 fn an_unreachable_next_hop_answers_500_at_once() {
