@@ -364,6 +364,11 @@ fn sip_counter(
             Some(("outcome", "unmatched")),
             "New INVITEs with Replaces: matched to one of our legs (sent to its far end) or not",
         ),
+        "session_timer_ended" => (
+            "sbc_sip_session_timer_ended",
+            None,
+            "Calls ended with BYE on both legs: the session timer their endpoints negotiated ran out",
+        ),
         "pings_sent" => (
             "sbc_session_agent_pings",
             None,

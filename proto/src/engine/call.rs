@@ -492,6 +492,11 @@ impl Engine {
 
     /// Ends a call on both legs with BYE (no caller ACK, or a fatal condition).
     pub(super) fn tear_down(&mut self, now: Instant, id: u64) {
+        self.tear_down_with(now, id, &empty_message());
+    }
+
+    /// [`Self::tear_down`], the BYEs carrying `orig`'s end-to-end headers (a `Reason`).
+    pub(super) fn tear_down_with(&mut self, now: Instant, id: u64, orig: &SipMessage) {
         let Some(call) = self.calls.get(&id) else {
             return;
         };
@@ -526,7 +531,7 @@ impl Engine {
                 Side::Callee,
                 &Method::Bye,
                 cseq,
-                &empty_message(),
+                orig,
                 70,
                 None,
             );

@@ -45,6 +45,7 @@ mod refusal;
 mod register;
 mod request;
 mod response;
+mod session_timer;
 mod setup;
 mod stats;
 mod subscription;
@@ -284,10 +285,14 @@ impl Engine {
                 .push_back((now + self.cfg.timers.t64(), Lingering::Forget(id)));
         }
         let subscription = call.dialog.subscription.is_some();
+        let session_timer = call.dialog.session_timer.is_some();
         self.dialogs.insert_call(&call.dialog);
         self.calls.insert(id, Box::new(call));
         if subscription {
             self.arm_replicated_subscription(now, id);
+        }
+        if session_timer {
+            self.arm_replicated_session_timer(now, id);
         }
         self.restore_media(now, id, record.as_ref());
     }
@@ -481,6 +486,7 @@ impl Engine {
                 TimerTarget::Server(key) => self.server_timeout(now, key),
                 TimerTarget::Client(key) => self.client_timeout(now, key),
                 TimerTarget::Subscription(id) => self.subscription_timeout(now, id),
+                TimerTarget::SessionTimer(id) => self.session_timer_timeout(now, id),
             }
             self.trace_end(now, None);
         }

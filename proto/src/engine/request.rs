@@ -422,6 +422,7 @@ impl Engine {
             media: None,
             setup: None,
             subscription: None,
+            session_timer: None,
         };
         self.dialogs.insert_call(&dialog);
         let mut call = Box::new(Call::inviting(dialog, key.clone()));

@@ -354,6 +354,21 @@ impl Engine {
             }
             None => self.relay_response(now, &skey, code, msg),
         };
+        // A session timer the endpoints negotiated starts, moves or stops with each 2xx to an
+        // INVITE or UPDATE (RFC 4028).
+        let session_refresh = call_id.filter(|_| {
+            !subscription
+                && (200..300).contains(&code)
+                && matches!(method, Method::Invite | Method::Update)
+        });
+        let had_timer = session_refresh.is_some_and(|id| {
+            self.calls
+                .get(&id)
+                .is_some_and(|c| c.dialog.session_timer.is_some())
+        });
+        if let Some(id) = session_refresh {
+            self.session_refreshed(now, id, msg);
+        }
         let initial_2xx = initial_invite && (200..300).contains(&code);
         if initial_2xx {
             if let (Some(id), Some(tx)) = (call_id, tx) {
@@ -362,7 +377,17 @@ impl Engine {
                 }
             }
         }
-        if let (true, Some(id)) = (replicate_answer || initial_2xx || rang, call_id) {
+        // Started, refreshed or stopped: the standby must end the call at the same date.
+        let timer_moved = had_timer
+            || session_refresh.is_some_and(|id| {
+                self.calls
+                    .get(&id)
+                    .is_some_and(|c| c.dialog.session_timer.is_some())
+            });
+        if let (true, Some(id)) = (
+            replicate_answer || initial_2xx || rang || timer_moved,
+            call_id,
+        ) {
             // An answer moved the media, the callee rings (the new active must not re-send
             // the INVITE: a callee may take that for a new request), or the call was answered
             // (with the 2xx relayed to the caller, until its ACK comes): the standby needs it.

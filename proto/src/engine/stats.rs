@@ -109,6 +109,9 @@ pub struct Stats {
     pub replaces_matched: u64,
     /// New INVITEs with `Replaces` that named no leg of ours: routed as any INVITE.
     pub replaces_unmatched: u64,
+    /// Calls ended with BYE on both legs because the session timer their endpoints negotiated
+    /// (RFC 4028) ran out without a refresh.
+    pub session_timer_ended: u64,
 }
 
 impl std::ops::AddAssign<&Self> for Stats {
@@ -123,7 +126,7 @@ impl std::ops::AddAssign<&Self> for Stats {
 
 impl Stats {
     /// The number of counters.
-    pub const COUNT: usize = 44;
+    pub const COUNT: usize = 45;
 
     /// Every counter with its name (the serialised field name), in declaration order.
     fn counters_mut(&mut self) -> [(&'static str, &mut u64); Self::COUNT] {
@@ -172,6 +175,7 @@ impl Stats {
             refers_translated,
             replaces_matched,
             replaces_unmatched,
+            session_timer_ended,
         } = self;
         // Destructured, so a new counter that is not listed here does not compile.
         [
@@ -219,6 +223,7 @@ impl Stats {
             ("refers_translated", refers_translated),
             ("replaces_matched", replaces_matched),
             ("replaces_unmatched", replaces_unmatched),
+            ("session_timer_ended", session_timer_ended),
         ]
     }
 

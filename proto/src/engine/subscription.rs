@@ -126,6 +126,7 @@ impl Engine {
                 expires_unix_ms: 0,
                 notifies: 0,
             })),
+            session_timer: None,
         };
         self.dialogs.insert_call(&dialog);
         self.calls

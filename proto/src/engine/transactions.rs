@@ -64,6 +64,8 @@ pub(super) enum TimerTarget {
     Client(ClientKey),
     /// A subscription's expiry (its call id).
     Subscription(u64),
+    /// A call's session-timer deadline (its call id).
+    SessionTimer(u64),
 }
 
 #[derive(Debug)]

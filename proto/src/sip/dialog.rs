@@ -137,6 +137,22 @@ pub struct Dialog {
     /// call: no media, no ACK, and it ends on its expiry or its last NOTIFY. Boxed: a call
     /// pays one pointer for it.
     pub subscription: Option<Box<Subscription>>,
+    /// The session timer its endpoints negotiated (RFC 4028), while one runs: the SBC ends the
+    /// call when no refresh comes in time. Boxed, as `subscription`.
+    pub session_timer: Option<Box<SessionTimer>>,
+}
+
+/// A session timer the endpoints negotiated (`Session-Expires` in the 2xx to an INVITE or
+/// UPDATE).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionTimer {
+    /// The session interval, in seconds.
+    pub interval_secs: u32,
+    /// Who refreshes (`uac` or `uas`, as the 2xx said; empty when it did not).
+    pub refresher: String,
+    /// When the session was last refreshed (its 2xx relayed), in milliseconds since the Unix
+    /// epoch (the nodes' clocks synchronised).
+    pub refreshed_unix_ms: u64,
 }
 
 /// What a subscription dialog adds to [`Dialog`].

@@ -1067,6 +1067,7 @@ mod tests {
             media: None,
             setup: None,
             subscription: None,
+            session_timer: None,
         }))
     }
 

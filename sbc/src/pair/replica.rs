@@ -259,6 +259,7 @@ mod tests {
             media: None,
             setup: None,
             subscription: None,
+            session_timer: None,
         }
     }
 

@@ -49,6 +49,7 @@ mod reinvite;
 mod retransmission;
 mod routing;
 mod scenarios_selfcheck;
+mod session_timer;
 mod sip_trace;
 mod snmp_agent;
 mod snmp_v3;

@@ -1560,6 +1560,7 @@ mod media {
 mod families;
 mod hunt;
 mod register;
+mod session_timer;
 mod setup;
 mod subscription;
 mod tap;
