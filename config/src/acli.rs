@@ -19,7 +19,7 @@
 //! sbc(session-router)#        sip-config, session-router, session-agent, sip-interface,
 //!                             access-control, filter-config, sip-monitoring,
 //!                             session-agent-group, local-policy, local-routing-config,
-//!                             translation-rules, session-translation
+//!                             translation-rules, session-translation, session-timer-profile
 //! sbc(redundancy)#            redundancy-config
 //! sbc(security)#              tls-profile
 //! sbc(system-config)#         attributes; alarm-threshold, trap-receiver
@@ -38,7 +38,7 @@
 //!   `session-agent-group`, `local-policy` (keyed by from-address to-address source-realm,
 //!   each list joined with commas: `select * 1555 access`), `policy-attributes` (keyed by
 //!   next-hop), `local-routing-config`, `translation-rules`, `session-translation`,
-//!   `alarm-threshold`, `trap-receiver`, `peer`) starts a **new
+//!   `session-timer-profile`, `alarm-threshold`, `trap-receiver`, `peer`) starts a **new
 //!   instance** with defaults, as in Oracle; `select <key>` (or `select <n>`, or bare `select`
 //!   to list them) edits an existing one instead, and `no <key>` (bare `no`: the selected one)
 //!   deletes one, as Oracle's `no` does.
@@ -212,8 +212,8 @@ impl Path {
             Self::SessionRouter => {
                 "sip-config, session-router, session-agent, sip-interface, access-control; \
                  routing: session-agent-group, local-policy, local-routing-config, \
-                 translation-rules, session-translation; the SIP trace: filter-config, \
-                 sip-monitoring"
+                 translation-rules, session-translation, session-timer-profile; the SIP trace: \
+                 filter-config, sip-monitoring"
             }
             Self::Redundancy => "redundancy-config and its peers",
             Self::Security => "tls-profile: certificates and peer verification for SIP over TLS",
@@ -236,6 +236,7 @@ impl Path {
                 Kind::LocalRoutingConfig,
                 Kind::TranslationRules,
                 Kind::SessionTranslation,
+                Kind::SessionTimerProfile,
             ],
             Self::Redundancy => &[Kind::RedundancyConfig],
             Self::Security => &[Kind::TlsProfile],
@@ -492,6 +493,11 @@ fn referenced_names(
             .translation_rules
             .iter()
             .map(|r| (r.id.clone(), "translation-rules"))
+            .collect(),
+        (Some(Kind::RealmConfig), "session-timer-profile") => editing
+            .session_timer_profiles
+            .iter()
+            .map(|p| (p.name.clone(), "session-timer-profile"))
             .collect(),
         (Some(Kind::SessionAgent), "in-translationid" | "out-translationid") => editing
             .session_translations

@@ -51,6 +51,11 @@ fn notes(element: &str) -> &'static str {
              \"$\" for the end (add-index = \"$\")."
         }
         "session-translation" => "None by default.",
+        "session-timer-profile" => {
+            "None by default. A realm-config names it; Oracle's force-reinvite is not here: \
+             the SBC refreshes with UPDATE when the leg's peer allows it, else it probes the \
+             leg with an in-dialog OPTIONS (see the methods chapter)."
+        }
         "local-policy" => {
             "None by default (session-router's routes still apply, after these). In the ACLI \
              its next hops are the sub-element policy-attributes, as Oracle's; in the file \

@@ -22,7 +22,8 @@ use std::net::{IpAddr, Ipv4Addr};
 use crate::model::{
     AccessAction, AdminState, AlarmType, AllowAnonymous, CaptureAgentState, CaptureTransport,
     FilterLevel, InDialogSource, MediaManagerState, MemorySource, NatTraversal, PeerType,
-    PingSendMode, RedundancyState, RestrictedLatching, SagStrategy, Severity, SipMonitoringState,
+    PingSendMode, RedundancyState, Refresher, RestrictedLatching, SagStrategy, Severity,
+    SipMonitoringState,
     SnmpAuthProtocol, SnmpPrivProtocol, SnmpVersion, TlsVersion, TranslationType,
     DEFAULT_TRANSPORT,
 };
@@ -884,6 +885,33 @@ element! {
     ALLOW_ANONYMOUS "allow-anonymous": word(AllowAnonymous::WORDS,
         AllowAnonymous::DEFAULT.as_str(),
         "who may place new requests arriving in the realm (REGISTER is always let through)");
+    SESSION_TIMER_PROFILE "session-timer-profile": KeySpec::new(Ty::Str, Dflt::Unset,
+        "the session timer the SBC runs on the realm's legs when the caller asked for none, \
+         and the Min-SE it enforces (none: only the endpoints' own timers are enforced)")
+        .hint("<session-timer-profile name | \"\">").optional().example("\"default\"");
+    SESSION_MAX_LIFE_LIMIT "session-max-life-limit": int32(0,
+        "a call with a leg in the realm ends (BYE on both legs) this long after its INVITE, s")
+        .range(0, 31_536_000).note("0 = no limit");
+}}
+
+element! {
+    /// `session-timer-profile`.
+    session_timer_profile: "session-timer-profile" in "[[session-timer-profile]]",
+        "the session timer (RFC 4028) the SBC runs on the legs of a realm that names it \
+         (multi-instance, key: name)" {
+    NAME "name": text("", "<name, no spaces>", "how realm-configs name it").required()
+        .example("\"default\"");
+    SESSION_EXPIRES "session-expires": int32(1800,
+        "the session interval offered in Session-Expires, s").range(90, 86_400);
+    MIN_SE "min-se": int32(90,
+        "the smallest session interval accepted (below: 422 with Min-SE), s")
+        .bounds(Bound::Value(90), Bound::Key("session-expires"));
+    REQUEST_REFRESHER "request-refresher": word(Refresher::WORDS, "uac",
+        "the refresher asked of the callee (uac: the SBC refreshes; a callee that answers \
+         without a timer is refreshed by the SBC)");
+    RESPONSE_REFRESHER "response-refresher": word(Refresher::WORDS, "uas",
+        "the refresher named to a caller that supports timers (uas: the SBC refreshes; a \
+         caller without timer support is refreshed by the SBC)");
 }}
 
 element! {
@@ -1142,6 +1170,7 @@ pub const ELEMENTS: &[ElementSpec] = &[
     session_agent_group::ELEMENT,
     translation_rules::ELEMENT,
     session_translation::ELEMENT,
+    session_timer_profile::ELEMENT,
     realm_config::ELEMENT,
     local_policy::ELEMENT,
     policy_attributes::ELEMENT,

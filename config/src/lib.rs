@@ -14,7 +14,8 @@
 //!   with its [`PolicyAttribute`]s (`policy-attributes`), [`LocalRoutingConfig`]
 //!   `local-routing-config`, [`TranslationRules`] `translation-rules` and
 //!   [`SessionTranslation`] `session-translation`; [`RealmConfig`] `realm-config` (a realm's
-//!   translations);
+//!   translations, session timer and call duration limit); [`SessionTimerProfile`]
+//!   `session-timer-profile`;
 //!   [`RedundancyConfig`] `redundancy-config` with its [`Peer`]s; [`AutoScalingProfile`]
 //!   `auto-scaling-profile`; [`AccessControl`] `access-control`; [`MediaManager`]
 //!   `media-manager`; [`SteeringPool`] `steering-pool`; [`TlsProfile`] `tls-profile`; the SIP
@@ -54,7 +55,7 @@
 //!   unchanged: pools name addresses of the file's own networks, which no default can guess);
 //! - `[[session-router.route]]` defaults to none, as do the routing elements
 //!   (`[[session-agent-group]]`, `[[local-policy]]`, `[[local-routing-config]]`,
-//!   `[[translation-rules]]`, `[[session-translation]]`).
+//!   `[[translation-rules]]`, `[[session-translation]]`), as does `[[session-timer-profile]]`.
 //!
 //! # Routing: local-policy, and session-router as its compatibility form
 //!
@@ -108,8 +109,8 @@ pub use model::{
     CaptureAgentState, CaptureTransport, CriticalMemoryAbort, FilterConfig, FilterLevel,
     InDialogSource, LocalPolicy, LocalRoutingConfig, MediaManager, MediaManagerState, MemorySource,
     NatTraversal, NextHop, Peer, PeerType, PingSendMode, PolicyAttribute, RealmConfig,
-    RedundancyConfig, RedundancyState, RestrictedLatching, Route, SagStrategy, SessionAgent,
-    SessionAgentGroup, SessionRouter, SessionTranslation, Severity, SipConfig, SipInterface,
+    RedundancyConfig, RedundancyState, Refresher, RestrictedLatching, Route, SagStrategy,
+    SessionAgent, SessionAgentGroup, SessionRouter, SessionTimerProfile, SessionTranslation, Severity, SipConfig, SipInterface,
     SipMonitoring, SipMonitoringState, SnmpAuthProtocol, SnmpCommunity, SnmpPrivProtocol,
     SnmpUserEntry, SnmpVersion, SteeringPool, SystemConfig, TlsProfile, TlsVersion,
     TranslationIndex, TranslationRules, TranslationType, Transport, TrapReceiver, DAY_LETTERS,
@@ -150,6 +151,10 @@ pub struct Config {
     /// name. Default none.
     #[serde(rename = "session-translation")]
     pub session_translations: Vec<SessionTranslation>,
+    /// `[[session-timer-profile]]`: session timers (RFC 4028) the SBC runs on the legs of the
+    /// realms that name one. Default none.
+    #[serde(rename = "session-timer-profile")]
+    pub session_timer_profiles: Vec<SessionTimerProfile>,
     /// `[[realm-config]]`: what a realm (a `sip-interface`'s realm) applies to the requests it
     /// carries: its `in-translationid` and `out-translationid`. Default none.
     #[serde(rename = "realm-config")]
@@ -205,6 +210,7 @@ struct RawConfig {
     session_agent_group: Vec<SessionAgentGroup>,
     translation_rules: Vec<TranslationRules>,
     session_translation: Vec<SessionTranslation>,
+    session_timer_profile: Vec<SessionTimerProfile>,
     realm_config: Vec<RealmConfig>,
     local_policy: Vec<LocalPolicy>,
     local_routing_config: Vec<LocalRoutingConfig>,
@@ -245,6 +251,7 @@ impl From<RawConfig> for Config {
             session_agent_groups: raw.session_agent_group,
             translation_rules: raw.translation_rules,
             session_translations: raw.session_translation,
+            session_timer_profiles: raw.session_timer_profile,
             realm_configs: raw.realm_config,
             local_policies: raw.local_policy,
             local_routing_configs: raw.local_routing_config,
@@ -477,6 +484,12 @@ impl Config {
     #[must_use]
     pub fn realm_config(&self, realm: &str) -> Option<&RealmConfig> {
         self.realm_configs.iter().find(|r| r.identifier == realm)
+    }
+
+    /// The `session-timer-profile` named `name`.
+    #[must_use]
+    pub fn session_timer_profile(&self, name: &str) -> Option<&SessionTimerProfile> {
+        self.session_timer_profiles.iter().find(|p| p.name == name)
     }
 
     /// The `session-translation` named `id`.

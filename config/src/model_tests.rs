@@ -2699,3 +2699,49 @@ fn an_agent_with_a_dns_hostname_and_no_address_is_resolved_by_dns() {
     .unwrap();
     assert_eq!(srv.session_agents[0].port, 0);
 }
+
+#[test]
+fn session_timer_profiles_default_as_oracle_and_are_checked() {
+    let c = Config::from_toml_str(
+        "[[session-timer-profile]]\nname = \"st\"\n\
+         [[realm-config]]\nidentifier = \"core\"\nsession-timer-profile = \"st\"\n\
+         session-max-life-limit = 7200\n",
+    )
+    .unwrap();
+    let p = c.session_timer_profile("st").unwrap();
+    assert_eq!((p.session_expires, p.min_se), (1800, 90));
+    assert_eq!(
+        (p.request_refresher, p.response_refresher),
+        (Refresher::Uac, Refresher::Uas)
+    );
+    let realm = c.realm_config("core").unwrap();
+    assert_eq!(realm.session_timer_profile.as_deref(), Some("st"));
+    assert_eq!(realm.session_max_life_limit, 7200);
+
+    refused_invalid(
+        "[[realm-config]]\nidentifier = \"core\"\nsession-timer-profile = \"none\"\n",
+        "realm-config[0].session-timer-profile",
+        &["no session-timer-profile has this name"],
+    );
+    refused_invalid(
+        "[[session-timer-profile]]\nname = \"st\"\nmin-se = 60\n",
+        "session-timer-profile[0].min-se",
+        &["must be from 90", "90..=1800"],
+    );
+    refused_invalid(
+        "[[session-timer-profile]]\nname = \"st\"\nsession-expires = 600\nmin-se = 900\n",
+        "session-timer-profile[0].min-se",
+        &["90..=600"],
+    );
+    refused_invalid(
+        "[[session-timer-profile]]\nname = \"st\"\nsession-expires = 30\n",
+        "session-timer-profile[0].session-expires",
+        &["90..=86400"],
+    );
+    let err = Config::from_toml_str(
+        "[[session-timer-profile]]\nname = \"st\"\nrequest-refresher = \"both\"\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("line 3") && err.contains("`uac` or `uas`"), "{err}");
+}

@@ -13,7 +13,7 @@ use crate::keys::{self, ElementSpec, KeySpec, Ty};
 use crate::model::{
     default_address, AccessControl, AlarmThreshold, AutoScalingProfile, CaptureAgent, FilterConfig,
     LocalPolicy, LocalRoutingConfig, MediaManager, Peer, PolicyAttribute, RealmConfig,
-    RedundancyConfig, SessionAgent, SessionAgentGroup, SessionRouter, SessionTranslation,
+    RedundancyConfig, SessionAgent, SessionAgentGroup, SessionRouter, SessionTimerProfile, SessionTranslation,
     SipConfig, SipInterface, SipMonitoring, SnmpCommunity, SnmpUserEntry, SteeringPool,
     SystemConfig, TlsProfile, TranslationRules, TrapReceiver,
 };
@@ -73,6 +73,8 @@ pub enum Element {
     TranslationRules(TranslationRules),
     /// One `session-translation`.
     SessionTranslation(SessionTranslation),
+    /// One `session-timer-profile`.
+    SessionTimerProfile(SessionTimerProfile),
     /// One `realm-config`.
     RealmConfig(RealmConfig),
 }
@@ -105,6 +107,7 @@ pub(crate) enum Kind {
     LocalRoutingConfig,
     TranslationRules,
     SessionTranslation,
+    SessionTimerProfile,
     RealmConfig,
 }
 
@@ -140,6 +143,7 @@ impl Kind {
             Self::LocalRoutingConfig => &keys::local_routing_config::ELEMENT,
             Self::TranslationRules => &keys::translation_rules::ELEMENT,
             Self::SessionTranslation => &keys::session_translation::ELEMENT,
+            Self::SessionTimerProfile => &keys::session_timer_profile::ELEMENT,
             Self::RealmConfig => &keys::realm_config::ELEMENT,
         }
     }
@@ -242,6 +246,9 @@ impl Kind {
             Self::LocalRoutingConfig => Element::LocalRoutingConfig(LocalRoutingConfig::default()),
             Self::TranslationRules => Element::TranslationRules(TranslationRules::default()),
             Self::SessionTranslation => Element::SessionTranslation(SessionTranslation::default()),
+            Self::SessionTimerProfile => {
+                Element::SessionTimerProfile(SessionTimerProfile::default())
+            }
             Self::RealmConfig => Element::RealmConfig(RealmConfig::default()),
         }
     }
@@ -290,6 +297,7 @@ impl Element {
             Self::LocalRoutingConfig(_) => Kind::LocalRoutingConfig,
             Self::TranslationRules(_) => Kind::TranslationRules,
             Self::SessionTranslation(_) => Kind::SessionTranslation,
+            Self::SessionTimerProfile(_) => Kind::SessionTimerProfile,
             Self::RealmConfig(_) => Kind::RealmConfig,
         }
     }
@@ -328,6 +336,7 @@ impl Element {
             Self::LocalRoutingConfig(v) => table_of(v),
             Self::TranslationRules(v) => table_of(v),
             Self::SessionTranslation(v) => table_of(v),
+            Self::SessionTimerProfile(v) => table_of(v),
             Self::RealmConfig(v) => table_of(v),
         }
     }
@@ -361,6 +370,7 @@ impl Element {
             Kind::LocalRoutingConfig => value.try_into().map(Self::LocalRoutingConfig),
             Kind::TranslationRules => value.try_into().map(Self::TranslationRules),
             Kind::SessionTranslation => value.try_into().map(Self::SessionTranslation),
+            Kind::SessionTimerProfile => value.try_into().map(Self::SessionTimerProfile),
             Kind::RealmConfig => value.try_into().map(Self::RealmConfig),
         };
         result.map_err(|err| err.to_string().trim_end().to_owned())
@@ -387,6 +397,7 @@ impl Element {
             Self::LocalRoutingConfig(v) => v.name.clone(),
             Self::TranslationRules(v) => v.id.clone(),
             Self::SessionTranslation(v) => v.id.clone(),
+            Self::SessionTimerProfile(v) => v.name.clone(),
             Self::RealmConfig(v) => v.key(),
             Self::AlarmThreshold(v) if v.volume.is_empty() => {
                 format!("{} {}", v.kind, v.severity)
@@ -636,6 +647,12 @@ pub(crate) fn top_list(config: &Config, kind: Kind) -> Vec<Element> {
             .cloned()
             .map(Element::SessionTranslation)
             .collect(),
+        Kind::SessionTimerProfile => config
+            .session_timer_profiles
+            .iter()
+            .cloned()
+            .map(Element::SessionTimerProfile)
+            .collect(),
         _ => Vec::new(),
     }
 }
@@ -687,6 +704,9 @@ pub(crate) fn top_put(config: &mut Config, element: Element, at: Option<&str>) -
         Element::SessionTranslation(v) => {
             return put(&mut config.session_translations, v, at, |t| t.id.clone())
         }
+        Element::SessionTimerProfile(v) => {
+            return put(&mut config.session_timer_profiles, v, at, |p| p.name.clone())
+        }
         Element::RealmConfig(v) => return put(&mut config.realm_configs, v, at, RealmConfig::key),
         other => unreachable!("{} is a sub-element", other.name()),
     }
@@ -731,6 +751,9 @@ pub(crate) fn top_remove(config: &mut Config, kind: Kind, index: usize) {
         }
         Kind::SessionTranslation => {
             config.session_translations.remove(index);
+        }
+        Kind::SessionTimerProfile => {
+            config.session_timer_profiles.remove(index);
         }
         Kind::RealmConfig => {
             config.realm_configs.remove(index);
@@ -854,7 +877,7 @@ fn render_into(out: &mut String, element: &Element, depth: usize) {
 /// `system-config`, `capture-agent`, `sip-config`, `session-router`, each `filter-config`,
 /// `sip-monitoring`, each `tls-profile`, each `sip-interface`, each `session-agent`, each
 /// `session-agent-group`, each `translation-rules`, each `session-translation`, each
-/// `local-policy` (with its `policy-attributes`), each `local-routing-config`,
+/// `session-timer-profile`, each `realm-config`, each `local-policy` (with its `policy-attributes`), each `local-routing-config`,
 /// `redundancy-config`, each `auto-scaling-profile`, each `access-control`, `media-manager`,
 /// each `steering-pool`. (The session-router's `route` list is only in the TOML form.)
 #[must_use]
@@ -874,6 +897,7 @@ pub fn render_config(config: &Config) -> String {
         Kind::SessionAgentGroup,
         Kind::TranslationRules,
         Kind::SessionTranslation,
+        Kind::SessionTimerProfile,
         Kind::RealmConfig,
         Kind::LocalPolicy,
         Kind::LocalRoutingConfig,

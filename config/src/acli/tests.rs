@@ -1443,6 +1443,7 @@ fn every_attribute_exists_in_the_model() {
         if let Element::RealmConfig(r) = &mut fresh {
             r.in_translationid = Some("x".into());
             r.out_translationid = Some("x".into());
+            r.session_timer_profile = Some("x".into());
         }
         if let Element::TlsProfile(p) = &mut fresh {
             p.end_entity_certificate = "x".into();

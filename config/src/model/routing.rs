@@ -13,7 +13,7 @@ use serde::de::{self, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::{quoted, ConfigError};
-use crate::keys::{local_policy, policy_attributes, session_agent_group};
+use crate::keys::{local_policy, policy_attributes, session_agent_group, session_timer_profile};
 
 keyword_enum! {
     /// `state` of a session-agent, session-agent-group, local-policy, policy-attribute or
@@ -72,6 +72,50 @@ keyword_enum! {
         Replace = "replace",
         /// Nothing (a rule kept but inactive).
         None = "none",
+    }
+}
+
+keyword_enum! {
+    /// `session-timer-profile` `request-refresher` and `response-refresher` (RFC 4028 words):
+    /// who refreshes the session on a leg where the SBC runs the timer.
+    Refresher, key "refresher", default Uac {
+        /// The UAC of the leg's INVITE: the SBC toward the callee, the caller toward the SBC.
+        Uac = "uac",
+        /// The UAS of the leg's INVITE: the callee toward the SBC, the SBC toward the caller.
+        Uas = "uas",
+    }
+}
+
+/// `session-timer-profile`: the session timer (RFC 4028) the SBC runs on the legs of a realm
+/// that names it (`realm-config` `session-timer-profile`), where the caller did not ask for one
+/// itself: `Session-Expires` and `Min-SE` offered, the SBC refreshing (UPDATE, else an
+/// in-dialog OPTIONS) or waiting for the peer's refresh, and a call ended when its leg is not
+/// refreshed in time. Requests asking for less than `min-se` get 422.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct SessionTimerProfile {
+    /// `name`: unique, non-empty, without spaces. Required.
+    pub name: String,
+    /// `session-expires`: the interval offered, seconds.
+    pub session_expires: u32,
+    /// `min-se`: the smallest interval accepted (below: 422 with `Min-SE`), seconds.
+    pub min_se: u32,
+    /// `request-refresher`: the refresher asked of the callee in our INVITE (`uac`: the SBC).
+    pub request_refresher: Refresher,
+    /// `response-refresher`: the refresher named in our 2xx to a caller that supports timers
+    /// (`uas`: the SBC); a caller without timer support is refreshed by the SBC.
+    pub response_refresher: Refresher,
+}
+
+impl Default for SessionTimerProfile {
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            session_expires: const { session_timer_profile::SESSION_EXPIRES.u32() },
+            min_se: const { session_timer_profile::MIN_SE.u32() },
+            request_refresher: Refresher::Uac,
+            response_refresher: Refresher::Uas,
+        }
     }
 }
 
@@ -574,6 +618,14 @@ pub struct RealmConfig {
     /// `allow-anonymous`: who may place new requests arriving in the realm (default all).
     #[serde(default)]
     pub allow_anonymous: super::AllowAnonymous,
+    /// `session-timer-profile`: the session timer the SBC runs on the realm's legs (none:
+    /// only the timers the endpoints negotiate are enforced).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_timer_profile: Option<String>,
+    /// `session-max-life-limit`: a call with a leg in the realm ends (BYE on both legs) this
+    /// long after its INVITE, seconds; 0 = no limit.
+    #[serde(default)]
+    pub session_max_life_limit: u32,
 }
 
 impl RealmConfig {

@@ -7,7 +7,7 @@ use std::ops::RangeInclusive;
 
 use super::{agent_list, check, is_cert_name, realm_list, sip_method};
 use crate::error::{quoted, quoted_list, ConfigError};
-use crate::keys::{policy_attributes, session_agent};
+use crate::keys::{policy_attributes, realm_config, session_agent, session_timer_profile};
 use crate::model::{
     parse_days_of_week, parse_hhmm, LocalPolicy, NextHop, SessionAgent, SipInterface,
     TranslationRules, TranslationType,
@@ -161,6 +161,7 @@ fn name<'a>(
 pub(super) fn routing(config: &Config) -> Result<(), ConfigError> {
     translation_rules(&config.translation_rules)?;
     session_translations(config)?;
+    session_timer_profiles(config)?;
     realm_configs(config)?;
     groups(config)?;
     local_policies(config)?;
@@ -263,8 +264,35 @@ fn translation_ids(
     Ok(())
 }
 
+/// `session-timer-profile`: unique names; `session-expires` 90..=86400, `min-se` from 90 to
+/// `session-expires` (RFC 4028: Min-SE is never below 90 s).
+fn session_timer_profiles(config: &Config) -> Result<(), ConfigError> {
+    let mut names = HashMap::new();
+    for (i, p) in config.session_timer_profiles.iter().enumerate() {
+        name(&mut names, "session-timer-profile", i, "name", &p.name)?;
+        let at = format!("session-timer-profile[{i}]");
+        check(
+            &at,
+            &session_timer_profile::SESSION_EXPIRES,
+            p.session_expires,
+        )?;
+        if !(90..=p.session_expires).contains(&p.min_se) {
+            return Err(ConfigError::invalid(
+                format!("{at}.min-se"),
+                p.min_se.to_string(),
+                format!(
+                    "must be from 90 (RFC 4028) to session-expires ({})",
+                    p.session_expires
+                ),
+                format!("90..={}, or change session-expires", p.session_expires.max(90)),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// `realm-config`: each names a sip-interface realm, once; its translation ids name
-/// session-translations.
+/// session-translations, its `session-timer-profile` a profile.
 fn realm_configs(config: &Config) -> Result<(), ConfigError> {
     let mut realms = HashMap::new();
     for (i, realm) in config.realm_configs.iter().enumerate() {
@@ -292,6 +320,21 @@ fn realm_configs(config: &Config) -> Result<(), ConfigError> {
             &format!("realm-config[{i}]"),
             &realm.in_translationid,
             &realm.out_translationid,
+        )?;
+        if let Some(profile) = &realm.session_timer_profile {
+            if config.session_timer_profile(profile).is_none() {
+                return Err(ConfigError::invalid(
+                    format!("realm-config[{i}].session-timer-profile"),
+                    quoted(profile),
+                    "no session-timer-profile has this name",
+                    quoted_list(config.session_timer_profiles.iter().map(|p| p.name.as_str())),
+                ));
+            }
+        }
+        check(
+            &format!("realm-config[{i}]"),
+            &realm_config::SESSION_MAX_LIFE_LIMIT,
+            realm.session_max_life_limit,
         )?;
     }
     Ok(())
