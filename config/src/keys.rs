@@ -23,9 +23,8 @@ use crate::model::{
     AccessAction, AdminState, AlarmType, AllowAnonymous, CaptureAgentState, CaptureTransport,
     FilterLevel, InDialogSource, MediaManagerState, MemorySource, NatTraversal, PeerType,
     PingSendMode, RedundancyState, Refresher, RestrictedLatching, SagStrategy, Severity,
-    SipMonitoringState,
-    SnmpAuthProtocol, SnmpPrivProtocol, SnmpVersion, TlsVersion, TranslationType,
-    DEFAULT_TRANSPORT,
+    SipMonitoringState, SnmpAuthProtocol, SnmpPrivProtocol, SnmpVersion, TlsVersion,
+    TranslationType, DEFAULT_TRANSPORT,
 };
 
 /// The type of a key's value, which decides how the ACLI parses it and how the reference

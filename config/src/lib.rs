@@ -110,11 +110,11 @@ pub use model::{
     InDialogSource, LocalPolicy, LocalRoutingConfig, MediaManager, MediaManagerState, MemorySource,
     NatTraversal, NextHop, Peer, PeerType, PingSendMode, PolicyAttribute, RealmConfig,
     RedundancyConfig, RedundancyState, Refresher, RestrictedLatching, Route, SagStrategy,
-    SessionAgent, SessionAgentGroup, SessionRouter, SessionTimerProfile, SessionTranslation, Severity, SipConfig, SipInterface,
-    SipMonitoring, SipMonitoringState, SnmpAuthProtocol, SnmpCommunity, SnmpPrivProtocol,
-    SnmpUserEntry, SnmpVersion, SteeringPool, SystemConfig, TlsProfile, TlsVersion,
-    TranslationIndex, TranslationRules, TranslationType, Transport, TrapReceiver, DAY_LETTERS,
-    SAG_PREFIX,
+    SessionAgent, SessionAgentGroup, SessionRouter, SessionTimerProfile, SessionTranslation,
+    Severity, SipConfig, SipInterface, SipMonitoring, SipMonitoringState, SnmpAuthProtocol,
+    SnmpCommunity, SnmpPrivProtocol, SnmpUserEntry, SnmpVersion, SteeringPool, SystemConfig,
+    TlsProfile, TlsVersion, TranslationIndex, TranslationRules, TranslationType, Transport,
+    TrapReceiver, DAY_LETTERS, SAG_PREFIX,
 };
 pub use net::{parse_net, IpNet};
 pub use push::{MASK, NODE_LOCAL, SECRET_KEYS};

@@ -2743,5 +2743,8 @@ fn session_timer_profiles_default_as_oracle_and_are_checked() {
     )
     .unwrap_err()
     .to_string();
-    assert!(err.contains("line 3") && err.contains("`uac` or `uas`"), "{err}");
+    assert!(
+        err.contains("line 3") && err.contains("`uac` or `uas`"),
+        "{err}"
+    );
 }

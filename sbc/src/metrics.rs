@@ -369,6 +369,31 @@ fn sip_counter(
             None,
             "Calls ended with BYE on both legs: the session timer their endpoints negotiated ran out",
         ),
+        "session_interval_too_small" => (
+            "sbc_sip_session_interval_too_small",
+            None,
+            "New INVITEs answered 422: Session-Expires below the realm's min-se",
+        ),
+        "session_422_retried" => (
+            "sbc_sip_session_422_retried",
+            None,
+            "INVITEs sent again with the larger Session-Expires a 422 from the next hop asked for",
+        ),
+        "session_refreshes_sent" => (
+            "sbc_sip_session_refreshes_sent",
+            None,
+            "Session refreshes (UPDATE, else in-dialog OPTIONS) the SBC sent on legs whose timer it runs",
+        ),
+        "session_refresh_failed" => (
+            "sbc_sip_session_refresh_failed",
+            None,
+            "Calls ended with BYE on both legs: a refresh of the SBC's was answered 481 or 408, or not at all",
+        ),
+        "max_life_ended" => (
+            "sbc_sip_max_life_ended",
+            None,
+            "Calls ended with BYE on both legs at their realm's session-max-life-limit",
+        ),
         "pings_sent" => (
             "sbc_session_agent_pings",
             None,

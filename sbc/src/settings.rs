@@ -16,7 +16,7 @@ use sbc_config::{
 use sbc_proto::access::AccessSettings;
 use sbc_proto::engine::{
     AllowAnonymous, EngineConfig, Interface, InterfaceRegistration, NextHop, Registrations,
-    SourcePolicy,
+    SessionPolicy, SourcePolicy, TimerProfile,
 };
 use sbc_proto::media::MediaSettings;
 use sbc_proto::overload::autoscale::ScalingProfile;
@@ -490,7 +490,30 @@ pub fn engine_config(cfg: &Config) -> anyhow::Result<EngineConfig> {
                 })
                 .collect(),
         },
+        session_policies: cfg
+            .sip_interfaces
+            .iter()
+            .map(|i| session_policy(cfg, &i.realm))
+            .collect(),
     })
+}
+
+/// What realm `realm`'s `realm-config` bounds its calls by: its `session-timer-profile` and
+/// `session-max-life-limit`.
+fn session_policy(cfg: &Config, realm: &str) -> SessionPolicy {
+    let realm = cfg.realm_config(realm);
+    SessionPolicy {
+        timer: realm
+            .and_then(|r| r.session_timer_profile.as_deref())
+            .and_then(|name| cfg.session_timer_profile(name))
+            .map(|p| TimerProfile {
+                session_expires: p.session_expires,
+                min_se: p.min_se,
+                sbc_refreshes_callee: p.request_refresher == sbc_config::Refresher::Uac,
+                sbc_refreshes_caller: p.response_refresher == sbc_config::Refresher::Uas,
+            }),
+        max_life_secs: realm.map_or(0, |r| r.session_max_life_limit),
+    }
 }
 
 /// The registration cache's settings: the node-wide limit (`reg-cache-limit`) with the first

@@ -13,9 +13,9 @@ use crate::keys::{self, ElementSpec, KeySpec, Ty};
 use crate::model::{
     default_address, AccessControl, AlarmThreshold, AutoScalingProfile, CaptureAgent, FilterConfig,
     LocalPolicy, LocalRoutingConfig, MediaManager, Peer, PolicyAttribute, RealmConfig,
-    RedundancyConfig, SessionAgent, SessionAgentGroup, SessionRouter, SessionTimerProfile, SessionTranslation,
-    SipConfig, SipInterface, SipMonitoring, SnmpCommunity, SnmpUserEntry, SteeringPool,
-    SystemConfig, TlsProfile, TranslationRules, TrapReceiver,
+    RedundancyConfig, SessionAgent, SessionAgentGroup, SessionRouter, SessionTimerProfile,
+    SessionTranslation, SipConfig, SipInterface, SipMonitoring, SnmpCommunity, SnmpUserEntry,
+    SteeringPool, SystemConfig, TlsProfile, TranslationRules, TrapReceiver,
 };
 use crate::Config;
 
@@ -705,7 +705,9 @@ pub(crate) fn top_put(config: &mut Config, element: Element, at: Option<&str>) -
             return put(&mut config.session_translations, v, at, |t| t.id.clone())
         }
         Element::SessionTimerProfile(v) => {
-            return put(&mut config.session_timer_profiles, v, at, |p| p.name.clone())
+            return put(&mut config.session_timer_profiles, v, at, |p| {
+                p.name.clone()
+            })
         }
         Element::RealmConfig(v) => return put(&mut config.realm_configs, v, at, RealmConfig::key),
         other => unreachable!("{} is a sub-element", other.name()),

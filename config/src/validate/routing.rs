@@ -284,7 +284,10 @@ fn session_timer_profiles(config: &Config) -> Result<(), ConfigError> {
                     "must be from 90 (RFC 4028) to session-expires ({})",
                     p.session_expires
                 ),
-                format!("90..={}, or change session-expires", p.session_expires.max(90)),
+                format!(
+                    "90..={}, or change session-expires",
+                    p.session_expires.max(90)
+                ),
             ));
         }
     }
@@ -327,7 +330,12 @@ fn realm_configs(config: &Config) -> Result<(), ConfigError> {
                     format!("realm-config[{i}].session-timer-profile"),
                     quoted(profile),
                     "no session-timer-profile has this name",
-                    quoted_list(config.session_timer_profiles.iter().map(|p| p.name.as_str())),
+                    quoted_list(
+                        config
+                            .session_timer_profiles
+                            .iter()
+                            .map(|p| p.name.as_str()),
+                    ),
                 ));
             }
         }

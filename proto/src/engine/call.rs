@@ -370,6 +370,7 @@ impl Engine {
 
     pub(super) fn remove_call_quietly(&mut self, id: u64) {
         self.close_media(id);
+        self.disarm_session(id);
         if let Some(call) = self.calls.remove(&id) {
             let d = &call.dialog;
             self.dialogs.remove_call(d);
@@ -378,6 +379,7 @@ impl Engine {
 
     pub(super) fn remove_call(&mut self, id: u64) {
         self.close_media(id);
+        self.disarm_session(id);
         if let Some(call) = self.calls.remove(&id) {
             let d = &call.dialog;
             if matches!(d.state, DialogState::Confirmed | DialogState::Terminating) {

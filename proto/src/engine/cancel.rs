@@ -4,6 +4,7 @@ use std::time::Instant;
 
 use tracing::debug;
 
+use super::transactions::Purpose;
 use super::transactions::{CancelState, ClientEntry, ClientKey, ClientTxn, ServerKey, TxKind};
 use super::transmit::{Inbound, Transmit};
 use super::Engine;
@@ -116,7 +117,7 @@ impl Engine {
                 armed: None,
                 attempt_expires: None,
                 agent: None,
-                ping: false,
+                purpose: Purpose::Relay,
             },
         );
         self.arm_client(&ckey.cancel_of());

@@ -78,6 +78,9 @@ pub struct EngineConfig {
     /// Phones registered through us: the node's registration cache and each interface's
     /// settings.
     pub registration: super::Registrations,
+    /// Each interface's `realm-config` bounds on its calls' lives (session timer profile,
+    /// `session-max-life-limit`), by index (missing: none).
+    pub session_policies: Vec<super::SessionPolicy>,
 }
 
 /// The node's media table, shared by every engine (which open, update and close sessions as

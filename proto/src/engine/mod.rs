@@ -73,6 +73,7 @@ pub use ids::BRANCH_PREFIX;
 pub use reach::uri_addr;
 pub use refusal::{stateless_503, Admission};
 pub use register::{AllowAnonymous, InterfaceRegistration, Registrations, SharedRegistrations};
+pub use session_timer::{SessionPolicy, TimerProfile};
 pub use stats::Stats;
 use timers::TimerHeap;
 pub use trace::{TraceEvent, TracedCall, MAX_PENDING_TRACE_EVENTS};
@@ -124,6 +125,9 @@ pub struct Engine {
     /// shard's engine found it ([`Engine::handle_inbound_with_far_leg`]).
     far_leg_hint: Option<crate::sip::dialog::Leg>,
     timers: TimerHeap,
+    /// Each call's session deadline armed on `timers` (session timers, the life limit): only
+    /// calls that have one.
+    session_armed: HashMap<u64, timers::Armed>,
     out: VecDeque<Transmit>,
     admission: Admission,
     draining: bool,
@@ -204,6 +208,7 @@ impl Engine {
             challenged: challenge::Challenged::default(),
             far_leg_hint: None,
             timers: TimerHeap::default(),
+            session_armed: HashMap::new(),
             out: VecDeque::new(),
             admission: Admission::Accept,
             draining: false,
@@ -285,15 +290,12 @@ impl Engine {
                 .push_back((now + self.cfg.timers.t64(), Lingering::Forget(id)));
         }
         let subscription = call.dialog.subscription.is_some();
-        let session_timer = call.dialog.session_timer.is_some();
         self.dialogs.insert_call(&call.dialog);
         self.calls.insert(id, Box::new(call));
         if subscription {
             self.arm_replicated_subscription(now, id);
         }
-        if session_timer {
-            self.arm_replicated_session_timer(now, id);
-        }
+        self.arm_session(now, id);
         self.restore_media(now, id, record.as_ref());
     }
 
@@ -335,6 +337,7 @@ impl Engine {
         self.client.compact();
         self.hunts.compact();
         self.timers.compact();
+        self.session_armed.compact();
         self.out.compact();
         self.verified.compact();
     }

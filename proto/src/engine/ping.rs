@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::build::empty_message;
+use super::transactions::Purpose;
 use super::Engine;
 use crate::sip::dialog::{Leg, Side};
 use crate::sip::message::{uri_host, Method};
@@ -62,7 +63,7 @@ impl Engine {
         );
         if let Some(entry) = self.client.get_mut(&key) {
             entry.agent = Some(router.handle(agent));
-            entry.ping = true;
+            entry.purpose = Purpose::Ping;
         }
         self.stats.pings_sent += 1;
         self.trace_end(now, None);

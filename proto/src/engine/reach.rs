@@ -290,6 +290,7 @@ mod takeover {
             trace: false,
             trace_switch: None,
             registration: crate::engine::Registrations::default(),
+            session_policies: Vec::new(),
         };
         let now = Instant::now();
         Engine::new(

@@ -13,6 +13,7 @@ use super::config::{leg_matches, NextHop};
 use super::ids::BRANCH_PREFIX;
 use super::media::AnchorRefusal;
 use super::refusal::{Admission, ALLOW};
+use super::transactions::Purpose;
 use super::transactions::{
     server_key, ClientEntry, ClientKey, ClientTxn, InviteProgress, RequestIds, ServerKey, ServerTxn,
 };
@@ -214,6 +215,14 @@ impl Engine {
             self.trace_note("refused 403: allow-anonymous of the realm (not registered)");
             self.answer_warning(inbound, &msg, 403, "not registered");
             return;
+        }
+        if method == Method::Invite {
+            if let Some(min_se) = self.interval_too_small(inbound, &msg) {
+                self.stats.session_interval_too_small += 1;
+                self.trace_note("refused 422: Session-Expires below the realm's min-se");
+                self.answer(inbound, &msg, 422, Some(("Min-SE", min_se.to_string())));
+                return;
+            }
         }
         if method == Method::Register && self.cached_register(now, inbound, &msg, &key, mf) {
             return;
@@ -423,6 +432,7 @@ impl Engine {
             setup: None,
             subscription: None,
             session_timer: None,
+            leg_timers: None,
         };
         self.dialogs.insert_call(&dialog);
         let mut call = Box::new(Call::inviting(dialog, key.clone()));
@@ -459,6 +469,9 @@ impl Engine {
             t
         });
         let routed = translated.as_ref().unwrap_or(&msg);
+        // The realms' session timers: the callee's offered in our INVITE.
+        let timed = self.offer_session_timers(id, &msg, routed);
+        let routed = timed.as_ref().unwrap_or(routed);
         let sent = match out_translation.as_deref() {
             Some(t) => {
                 let mut copy = routed.clone();
@@ -880,6 +893,8 @@ impl Engine {
             if side == Side::Caller && call.confirm() {
                 debug!(call_id = %call.dialog.caller.call_id, "call confirmed");
                 self.replicate(id);
+                // Its life limit counts from here on.
+                self.arm_session(now, id);
             } else if answered {
                 // An answer in the ACK of a re-INVITE: the standby must have it.
                 self.replicate(id);
@@ -966,7 +981,7 @@ impl Engine {
                 armed: None,
                 attempt_expires: None,
                 agent: None,
-                ping: false,
+                purpose: Purpose::Relay,
             },
         );
         self.arm_client(&key);

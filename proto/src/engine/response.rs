@@ -11,7 +11,7 @@ use tracing::{debug, trace};
 use super::build::{build_ack, contact, copy_end_to_end, is_sips};
 use super::call::route_set_of_answer;
 use super::hunt::AfterFailure;
-use super::transactions::{ClientKey, ClientTxn, ServerKey, ServerTxn};
+use super::transactions::{ClientKey, ClientTxn, Purpose, ServerKey, ServerTxn};
 use super::transmit::{Inbound, Transmit};
 use super::{Engine, MAX_VERIFIED_SOURCES};
 use crate::sip::dialog::{DialogState, Side};
@@ -185,12 +185,19 @@ impl Engine {
             if let Some(agent) = &entry.agent {
                 if code == 503 && is_transport_failure(msg) {
                     agent.transport_failed(now);
-                } else if entry.ping {
+                } else if entry.purpose == Purpose::Ping {
                     agent.ping_answered(now, code);
                 } else {
                     agent.answered(now, code);
                 }
             }
+        }
+        if entry.purpose == Purpose::SessionRefresh {
+            // The SBC's own refresh: its answer ends here.
+            if let (Some(id), true) = (call_id, code >= 200) {
+                self.session_refresh_answered(now, id, side, &method, code);
+            }
+            return;
         }
         let subscription = call_id
             .and_then(|id| self.calls.get(&id))
@@ -205,7 +212,7 @@ impl Engine {
         // again): 480 Temporarily Unavailable, not the transport failure's 503.
         let phone_gone = code == 503
             && entry.agent.is_none()
-            && !entry.ping
+            && entry.purpose != Purpose::Ping
             && (initial || call_id.is_none())
             && is_transport_failure(msg);
         let unavailable;
@@ -223,6 +230,13 @@ impl Engine {
             (code, msg)
         };
         let mut rang = false;
+        if code == 422 && initial_invite {
+            if let Some(id) = call_id {
+                if self.retry_after_422(now, ckey, id, msg) {
+                    return;
+                }
+            }
+        }
 
         if let (Some(skey), true) = (&server, initial || call_id.is_none()) {
             if code >= 300 {
@@ -311,6 +325,14 @@ impl Engine {
         if code == 100 && method == Method::Invite {
             return; // we sent our own 100 already
         }
+        // The SBC's leg timers start with the answer: the caller's 2xx names the caller's.
+        let timed = match call_id {
+            Some(id) if initial_invite && (200..300).contains(&code) => {
+                self.leg_timers_answered(now, id, msg)
+            }
+            _ => None,
+        };
+        let msg = timed.as_ref().unwrap_or(msg);
         let Some(skey) = server else { return };
         let anchored = match call_id {
             Some(id) if (101..300).contains(&code) && self.calls.contains_key(&id) => {
@@ -361,11 +383,13 @@ impl Engine {
                 && (200..300).contains(&code)
                 && matches!(method, Method::Invite | Method::Update)
         });
-        let had_timer = session_refresh.is_some_and(|id| {
-            self.calls
+        let timed_call = |engine: &Self, id: u64| {
+            engine
+                .calls
                 .get(&id)
-                .is_some_and(|c| c.dialog.session_timer.is_some())
-        });
+                .is_some_and(|c| c.dialog.session_timer.is_some() || c.dialog.leg_timers.is_some())
+        };
+        let had_timer = session_refresh.is_some_and(|id| timed_call(self, id));
         if let Some(id) = session_refresh {
             self.session_refreshed(now, id, msg);
         }
@@ -378,12 +402,7 @@ impl Engine {
             }
         }
         // Started, refreshed or stopped: the standby must end the call at the same date.
-        let timer_moved = had_timer
-            || session_refresh.is_some_and(|id| {
-                self.calls
-                    .get(&id)
-                    .is_some_and(|c| c.dialog.session_timer.is_some())
-            });
+        let timer_moved = had_timer || session_refresh.is_some_and(|id| timed_call(self, id));
         if let (true, Some(id)) = (
             replicate_answer || initial_2xx || rang || timer_moved,
             call_id,

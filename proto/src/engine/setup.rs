@@ -22,6 +22,7 @@ use bytes::Bytes;
 
 use super::build::ResponseContext;
 use super::call::Call;
+use super::transactions::Purpose;
 use super::transactions::{
     ClientEntry, ClientKey, ClientTxn, InviteProgress, ServerEntry, ServerKey, ServerTxn, TxKind,
 };
@@ -189,7 +190,7 @@ impl Engine {
                     armed: None,
                     attempt_expires: None,
                     agent: None,
-                    ping: false,
+                    purpose: Purpose::Relay,
                 },
             );
             self.arm_client(&ckey);

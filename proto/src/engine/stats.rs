@@ -112,6 +112,17 @@ pub struct Stats {
     /// Calls ended with BYE on both legs because the session timer their endpoints negotiated
     /// (RFC 4028) ran out without a refresh.
     pub session_timer_ended: u64,
+    /// New INVITEs answered 422 (`Session-Expires` below the realm's `min-se`).
+    pub session_interval_too_small: u64,
+    /// INVITEs sent again with a larger `Session-Expires` after a 422 from the next hop.
+    pub session_422_retried: u64,
+    /// Refreshes the SBC sent on a leg whose session timer it runs (UPDATE or OPTIONS).
+    pub session_refreshes_sent: u64,
+    /// Calls ended with BYE on both legs because a refresh of the SBC's was answered 481 or
+    /// 408, or not at all.
+    pub session_refresh_failed: u64,
+    /// Calls ended with BYE on both legs at their realm's `session-max-life-limit`.
+    pub max_life_ended: u64,
 }
 
 impl std::ops::AddAssign<&Self> for Stats {
@@ -126,7 +137,7 @@ impl std::ops::AddAssign<&Self> for Stats {
 
 impl Stats {
     /// The number of counters.
-    pub const COUNT: usize = 45;
+    pub const COUNT: usize = 50;
 
     /// Every counter with its name (the serialised field name), in declaration order.
     fn counters_mut(&mut self) -> [(&'static str, &mut u64); Self::COUNT] {
@@ -176,6 +187,11 @@ impl Stats {
             replaces_matched,
             replaces_unmatched,
             session_timer_ended,
+            session_interval_too_small,
+            session_422_retried,
+            session_refreshes_sent,
+            session_refresh_failed,
+            max_life_ended,
         } = self;
         // Destructured, so a new counter that is not listed here does not compile.
         [
@@ -224,6 +240,11 @@ impl Stats {
             ("replaces_matched", replaces_matched),
             ("replaces_unmatched", replaces_unmatched),
             ("session_timer_ended", session_timer_ended),
+            ("session_interval_too_small", session_interval_too_small),
+            ("session_422_retried", session_422_retried),
+            ("session_refreshes_sent", session_refreshes_sent),
+            ("session_refresh_failed", session_refresh_failed),
+            ("max_life_ended", max_life_ended),
         ]
     }
 

@@ -127,6 +127,7 @@ impl Engine {
                 notifies: 0,
             })),
             session_timer: None,
+            leg_timers: None,
         };
         self.dialogs.insert_call(&dialog);
         self.calls

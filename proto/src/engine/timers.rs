@@ -79,7 +79,7 @@ impl TimerHeap {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Armed {
     pub(super) at: Instant,
-    id: u64,
+    pub(super) id: u64,
 }
 
 /// Arms `next` (a transaction's earliest deadline) if it is not the one `armed` already,
@@ -101,6 +101,25 @@ fn rearm(
         at,
         id: timers.push(at, target()),
     })
+}
+
+/// Arms `at` for a call's `target` in place of `armed` (`None`: cancels it): the arming to
+/// keep.
+pub(super) fn rearm_call(
+    timers: &mut TimerHeap,
+    at: Option<Instant>,
+    armed: Option<Armed>,
+    target: TimerTarget,
+) -> Option<Armed> {
+    match at {
+        None => {
+            if let Some(old) = armed {
+                timers.cancel(old.id);
+            }
+            None
+        }
+        Some(_) => rearm(timers, at, armed, || target).or(armed),
+    }
 }
 
 impl Engine {
@@ -261,6 +280,12 @@ impl Engine {
         entry: ClientEntry,
         expired: bool,
     ) {
+        if entry.purpose == super::transactions::Purpose::SessionRefresh {
+            if let Some(id) = entry.call {
+                self.session_refresh_answered(now, id, entry.side, &entry.method, 408);
+            }
+            return;
+        }
         let initial = entry
             .call
             .and_then(|id| self.calls.get(&id))

@@ -222,8 +222,20 @@ pub(super) struct ClientEntry {
     pub(super) attempt_expires: Option<Instant>,
     /// A new request's attempt: the agent whose health its outcome feeds.
     pub(super) agent: Option<crate::routing::board::AgentHandle>,
-    /// A health ping of `agent` (its answer feeds the agent's ping state, not a caller).
-    pub(super) ping: bool,
+    /// Why it was sent: relayed for a caller, or a request of the SBC's own.
+    pub(super) purpose: Purpose,
+}
+
+/// Why a client transaction's request was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Purpose {
+    /// Relayed (or sent on a caller's behalf: a BYE, a CANCEL).
+    Relay,
+    /// A health ping of its `agent` (the answer feeds the agent's ping state, not a caller).
+    Ping,
+    /// The SBC's refresh of a leg whose session timer it runs (the answer says whether the
+    /// leg's peer is still there).
+    SessionRefresh,
 }
 
 impl ClientEntry {

@@ -140,6 +140,32 @@ pub struct Dialog {
     /// The session timer its endpoints negotiated (RFC 4028), while one runs: the SBC ends the
     /// call when no refresh comes in time. Boxed, as `subscription`.
     pub session_timer: Option<Box<SessionTimer>>,
+    /// The session timers the SBC runs on each leg (caller, callee) for a realm's
+    /// `session-timer-profile`, when the caller asked for none itself. Boxed, as
+    /// `subscription`.
+    pub leg_timers: Option<Box<[Option<LegTimer>; 2]>>,
+}
+
+/// A session timer the SBC runs on one leg (RFC 4028 as a B2BUA: each leg its own).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LegTimer {
+    /// The session interval on the leg, in seconds.
+    pub interval_secs: u32,
+    /// Whether the SBC refreshes the leg (at half the interval); otherwise it waits for the
+    /// leg's peer to refresh and ends the call when it does not.
+    pub sbc_refreshes: bool,
+    /// Whether the leg's peer knows of the timer (it supports timers and `Session-Expires`
+    /// was exchanged with it); the SBC's refresh then names the interval.
+    pub negotiated: bool,
+    /// Whether the leg's peer allows UPDATE (the SBC's refresh); without, the SBC checks the
+    /// leg with an in-dialog OPTIONS.
+    pub update_allowed: bool,
+    /// When the leg was last refreshed, in milliseconds since the Unix epoch; 0 until the
+    /// call is answered.
+    pub refreshed_unix_ms: u64,
+    /// Whether the SBC's refresh is in flight (not replicated: a new active sends its own).
+    #[serde(skip)]
+    pub refreshing: bool,
 }
 
 /// A session timer the endpoints negotiated (`Session-Expires` in the 2xx to an INVITE or

@@ -1068,6 +1068,7 @@ mod tests {
             setup: None,
             subscription: None,
             session_timer: None,
+            leg_timers: None,
         }))
     }
 

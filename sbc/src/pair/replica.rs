@@ -260,6 +260,7 @@ mod tests {
             setup: None,
             subscription: None,
             session_timer: None,
+            leg_timers: None,
         }
     }
 

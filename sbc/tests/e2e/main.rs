@@ -40,6 +40,7 @@ mod pair_memory_switchover;
 mod pair_partition;
 mod pair_push;
 mod pair_registrations;
+mod pair_session_timer;
 mod pair_setup_failover;
 mod pair_strangers;
 mod pair_subscriptions;

@@ -46,3 +46,75 @@ fn an_unrefreshed_session_is_ended_by_the_sbc_on_both_legs() {
     assert_eq!(stats["calls_active"].as_u64(), Some(0), "{stats:#}");
     node.assert_alive();
 }
+
+/// The SBC's own session timers (a realm's `session-timer-profile`: session-expires 90, min-se
+/// 90, the caller asked to refresh, the SBC refreshing the callee): SIPp's caller asks 60 s and
+/// gets 422 with Min-SE 90, tries again without a timer and is told to refresh every 90 s; the
+/// callee, without timers, gets the SBC's UPDATE between 40 and 55 s after the answer; the
+/// caller never refreshes and both legs get BYE between 55 and 72 s (at 60 s: 90 less 30).
+#[test]
+fn a_realm_s_session_timer_profile_is_offered_refreshed_and_enforced() {
+    let mut config = SbcConfig::new();
+    config.extra_toml = "\n[[session-timer-profile]]\nname = \"ninety\"\nsession-expires = 90\n\
+         min-se = 90\nresponse-refresher = \"uac\"\n\
+         [[realm-config]]\nidentifier = \"access\"\nsession-timer-profile = \"ninety\"\n\
+         [[realm-config]]\nidentifier = \"core\"\nsession-timer-profile = \"ninety\"\n"
+        .into();
+    let mut node = SbcNode::start_config(&config);
+    let mut mgmt = Mgmt::connect(&node.mgmt_socket());
+    let socket = node.mgmt_socket();
+    let started = Instant::now();
+    // The SBC's refresh, sampled from beside the call: none at 40 s, one by 56 s.
+    let sampler = std::thread::spawn(move || {
+        let mut mgmt = Mgmt::connect(&socket);
+        let refreshes = |m: &mut Mgmt| {
+            m.data("show sip-stats")["counters"]["session_refreshes_sent"]
+                .as_u64()
+                .unwrap_or(u64::MAX)
+        };
+        std::thread::sleep(Duration::from_secs(40).saturating_sub(started.elapsed()));
+        let at_40 = refreshes(&mut mgmt);
+        std::thread::sleep(Duration::from_secs(56).saturating_sub(started.elapsed()));
+        (at_40, refreshes(&mut mgmt))
+    });
+    let (uac, uas) = calls_through_sbc(
+        &mut node,
+        &config,
+        Scenario::File("uac_profile_timer.xml"),
+        Scenario::File("uas_profile_timer.xml"),
+        Load {
+            calls: 1,
+            rate: 1,
+            tcp: false,
+            timeout: Duration::from_secs(100),
+        },
+    );
+    uac.assert_success(1);
+    uas.assert_success(1);
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_secs(55) && took < Duration::from_secs(72),
+        "the BYEs came {took:?} after the call started"
+    );
+    let (at_40, at_56) = sampler.join().expect("the sampler");
+    assert_eq!((at_40, at_56), (0, 1), "one UPDATE, between 40 and 56 s");
+    let stats = mgmt.data("show sip-stats");
+    let counters = &stats["counters"];
+    assert_eq!(
+        counters["session_interval_too_small"].as_u64(),
+        Some(1),
+        "{stats:#}"
+    );
+    assert_eq!(
+        counters["session_timer_ended"].as_u64(),
+        Some(1),
+        "{stats:#}"
+    );
+    assert_eq!(
+        counters["session_refresh_failed"].as_u64(),
+        Some(0),
+        "{stats:#}"
+    );
+    assert_eq!(stats["calls_active"].as_u64(), Some(0), "{stats:#}");
+    node.assert_alive();
+}

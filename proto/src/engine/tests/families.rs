@@ -81,6 +81,7 @@ fn engine(s: &Sides, table: &Arc<Mutex<MediaTable>>) -> Engine {
         trace: false,
         trace_switch: None,
         registration: Registrations::default(),
+        session_policies: Vec::new(),
     };
     Engine::new(
         cfg,

@@ -71,6 +71,7 @@ fn config() -> EngineConfig {
         trace: false,
         trace_switch: None,
         registration: Registrations::default(),
+        session_policies: Vec::new(),
     }
 }
 

@@ -156,3 +156,328 @@ fn a_new_active_ends_a_replicated_call_at_the_former_active_s_deadline() {
     assert_eq!(byes(&b), (1, 1), "at the former active's deadline");
     assert_eq!(b.engine.stats().session_timer_ended, 1);
 }
+
+// ---- the SBC's own timers: a realm's session-timer-profile, session-max-life-limit ----
+
+/// A world whose access realm (the caller's) and core realm (the callee's) run `access` and
+/// `core`.
+fn profiled(access: SessionPolicy, core: SessionPolicy) -> World {
+    let mut w = World::new();
+    w.engine = Engine::new(
+        EngineConfig {
+            session_policies: vec![access, core],
+            ..config()
+        },
+        seed(),
+    );
+    w
+}
+
+fn profile(session_expires: u32) -> SessionPolicy {
+    SessionPolicy {
+        timer: Some(TimerProfile {
+            session_expires,
+            min_se: 90,
+            sbc_refreshes_callee: true,
+            sbc_refreshes_caller: true,
+        }),
+        max_life_secs: 0,
+    }
+}
+
+fn header<'m>(m: &'m SipMessage, name: &str) -> Option<&'m str> {
+    m.headers
+        .iter()
+        .find(|h| h.name.as_str().eq_ignore_ascii_case(name))
+        .map(|h| h.value.as_str())
+}
+
+/// Requests of `method` sent to the callee (retransmissions counted once).
+fn sent_to_callee(w: &World, method: &Method) -> Vec<SipMessage> {
+    let mut seen = Vec::new();
+    w.to_callee
+        .iter()
+        .filter(|m| m.method() == Some(method))
+        .filter(|m| {
+            let b = m.top_via_branch().map(str::to_owned);
+            let new = !seen.contains(&b);
+            seen.push(b);
+            new
+        })
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn below_the_realm_s_min_se_a_new_invite_gets_422_with_min_se() {
+    let mut w = profiled(profile(1800), SessionPolicy::default());
+    w.caller_sends(
+        &invite("z9hG4bKinv1").replace("CSeq: 1 INVITE\n", "CSeq: 1 INVITE\nSession-Expires: 60\n"),
+    );
+    assert_eq!(w.codes_to_caller(), vec![422]);
+    assert_eq!(header(&w.to_caller[0], "Min-SE"), Some("90"));
+    assert!(w.to_callee.is_empty());
+    assert_eq!(w.engine.stats().session_interval_too_small, 1);
+    // At the minimum it goes on, its timer end to end (the caller's own).
+    w.caller_sends(
+        &invite("z9hG4bKinv2").replace("CSeq: 1 INVITE\n", "CSeq: 2 INVITE\nSession-Expires: 90\n"),
+    );
+    assert_eq!(header(w.last_to_callee(), "Session-Expires"), Some("90"));
+}
+
+#[test]
+fn the_sbc_offers_the_callee_realm_s_timer_and_refreshes_a_callee_without_timers() {
+    let mut w = profiled(SessionPolicy::default(), profile(120));
+    w.caller_sends(&invite("z9hG4bKinv1"));
+    let inv = w.last_to_callee().clone();
+    assert_eq!(header(&inv, "Session-Expires"), Some("120;refresher=uac"));
+    assert_eq!(header(&inv, "Min-SE"), Some("90"));
+    assert_eq!(header(&inv, "Supported"), Some("timer"));
+    // The callee knows no timers but allows UPDATE.
+    callee_200(&mut w, &inv, "b1", "Allow: INVITE, ACK, BYE, UPDATE\n");
+    let ok = w.to_caller.last().expect("the 200").clone();
+    assert_eq!(
+        header(&ok, "Session-Expires"),
+        None,
+        "the caller leg has no timer"
+    );
+    let tag = ok.to_tag().expect("our tag").to_owned();
+    w.caller_sends(&caller_in_dialog("ACK", 1, "z9hG4bKack1", &tag));
+    w.advance(Duration::from_secs(59));
+    assert!(
+        sent_to_callee(&w, &Method::Update).is_empty(),
+        "not before half"
+    );
+    w.advance(Duration::from_secs(2));
+    let updates = sent_to_callee(&w, &Method::Update);
+    assert_eq!(updates.len(), 1, "an UPDATE at half the interval");
+    // Without the callee knowing the timer, the UPDATE does not name it.
+    assert_eq!(header(&updates[0], "Session-Expires"), None);
+    assert!(
+        w.to_caller
+            .iter()
+            .all(|m| m.method() != Some(&Method::Update)),
+        "ours only"
+    );
+    callee_200(&mut w, &updates[0], "b1", "");
+    assert_eq!(w.engine.stats().session_refreshes_sent, 1);
+    // Refreshed at 61 s: the next at 121 s.
+    w.advance(Duration::from_secs(58));
+    assert_eq!(sent_to_callee(&w, &Method::Update).len(), 1);
+    w.advance(Duration::from_secs(3));
+    let updates = sent_to_callee(&w, &Method::Update);
+    assert_eq!(updates.len(), 2);
+    // The callee vanished: 481 ends the call on both legs.
+    w.callee_responds_to(&updates[1], 481, "b1");
+    assert_eq!(byes(&w), (1, 1));
+    assert_eq!(w.engine.stats().session_refresh_failed, 1);
+    assert_eq!(w.engine.active_call_count(), 0);
+}
+
+#[test]
+fn a_refresh_nobody_answers_ends_the_call_and_options_probes_a_peer_without_update() {
+    let mut w = profiled(SessionPolicy::default(), profile(120));
+    w.caller_sends(&invite("z9hG4bKinv1"));
+    let inv = w.last_to_callee().clone();
+    callee_200(&mut w, &inv, "b1", "");
+    let tag = w
+        .to_caller
+        .last()
+        .and_then(SipMessage::to_tag)
+        .expect("tag")
+        .to_owned();
+    w.caller_sends(&caller_in_dialog("ACK", 1, "z9hG4bKack1", &tag));
+    w.advance(Duration::from_secs(61));
+    let probes = sent_to_callee(&w, &Method::Options);
+    assert_eq!(probes.len(), 1, "no Allow: UPDATE, so an in-dialog OPTIONS");
+    assert_eq!(probes[0].to_tag(), Some("b1"), "in the dialog");
+    // Nothing answers: the transaction times out (64·T1) and the call ends.
+    w.advance(Duration::from_secs(33));
+    assert_eq!(byes(&w), (1, 1));
+    assert_eq!(w.engine.stats().session_refresh_failed, 1);
+}
+
+#[test]
+fn a_callee_that_refreshes_itself_is_waited_for_and_the_caller_is_told_its_own_timer() {
+    let mut w = profiled(profile(300), profile(120));
+    w.caller_sends(&invite("z9hG4bKinv1").replace(
+        "CSeq: 1 INVITE\n",
+        "CSeq: 1 INVITE\nSupported: timer\nAllow: INVITE, ACK, BYE, UPDATE\n",
+    ));
+    let inv = w.last_to_callee().clone();
+    callee_200(
+        &mut w,
+        &inv,
+        "b1",
+        "Session-Expires: 120;refresher=uas\nRequire: timer\n",
+    );
+    let ok = w.to_caller.last().expect("the 200").clone();
+    // The caller leg's own timer (300 s, the SBC refreshing), not the callee's.
+    assert_eq!(header(&ok, "Session-Expires"), Some("300;refresher=uas"));
+    assert_eq!(header(&ok, "Require"), Some("timer"));
+    let tag = ok.to_tag().expect("our tag").to_owned();
+    w.caller_sends(&caller_in_dialog("ACK", 1, "z9hG4bKack1", &tag));
+    // The callee refreshes (re-INVITE through us at 50 s: both legs refreshed).
+    w.advance(Duration::from_secs(50));
+    assert!(sent_to_callee(&w, &Method::Update).is_empty());
+    // Then the callee vanishes: 50 + 120 - 32 = 138 s is its deadline; meanwhile the SBC
+    // refreshes the caller's leg at 150 s... which comes later: the callee's deadline ends it.
+    let updates_to_caller = |w: &World| {
+        w.to_caller
+            .iter()
+            .filter(|m| m.method() == Some(&Method::Update))
+            .count()
+    };
+    w.callee_sends(&format!(
+        "UPDATE sip:sbc@{CORE} SIP/2.0\nVia: SIP/2.0/UDP {CALLEE};branch=z9hG4bKcu1\n\
+         From: {};tag=b1\nTo: {}\nCall-ID: {}\nCSeq: 2 UPDATE\nContact: <sip:bob@{CALLEE}>\n\
+         Session-Expires: 120;refresher=uas\nContent-Length: 0\n\n",
+        header(&inv, "To").unwrap_or_default(),
+        header(&inv, "From").unwrap_or_default(),
+        inv.call_id().unwrap_or_default(),
+    ));
+    let relayed = w
+        .to_caller
+        .iter()
+        .rfind(|m| m.method() == Some(&Method::Update))
+        .expect("the callee's UPDATE relayed")
+        .clone();
+    let to = header(&relayed, "To").unwrap_or_default();
+    let to = format!("{};tag=a1", to.split(";tag").next().unwrap_or_default());
+    w.caller_sends(&format!(
+        "SIP/2.0 200 OK\nVia: {}\nFrom: {}\nTo: {to}\nCall-ID: {}\nCSeq: {}\nContent-Length: 0\n\n",
+        relayed.top_via().unwrap_or_default(),
+        header(&relayed, "From").unwrap_or_default(),
+        relayed.call_id().unwrap_or_default(),
+        header(&relayed, "CSeq").unwrap_or_default(),
+    ));
+    assert_eq!(updates_to_caller(&w), 1, "the callee's refresh, relayed");
+    w.advance(Duration::from_secs(87));
+    assert_eq!(byes(&w), (0, 0), "before 50 + 88 s");
+    w.advance(Duration::from_secs(2));
+    assert_eq!(
+        byes(&w),
+        (1, 1),
+        "the callee's leg was not refreshed in time"
+    );
+    assert_eq!(w.engine.stats().session_timer_ended, 1);
+}
+
+#[test]
+fn a_422_to_the_sbc_s_interval_is_retried_on_the_same_leg_with_its_min_se() {
+    let mut w = profiled(SessionPolicy::default(), profile(120));
+    w.caller_sends(&invite("z9hG4bKinv1"));
+    let first = w.last_to_callee().clone();
+    w.callee_sends(&format!(
+        "SIP/2.0 422 Session Interval Too Small\nVia: {}\nFrom: {}\nTo: {};tag=x1\nCall-ID: {}\n\
+         CSeq: 1 INVITE\nMin-SE: 600\nContent-Length: 0\n\n",
+        first.top_via().unwrap_or_default(),
+        header(&first, "From").unwrap_or_default(),
+        header(&first, "To").unwrap_or_default(),
+        first.call_id().unwrap_or_default(),
+    ));
+    assert_eq!(w.codes_to_caller(), vec![100], "the caller sees no 422");
+    let invites = sent_to_callee(&w, &Method::Invite);
+    assert_eq!(invites.len(), 2);
+    let second = &invites[1];
+    assert_eq!(second.call_id(), first.call_id(), "the same leg");
+    assert_eq!(second.from_tag(), first.from_tag());
+    assert_eq!(header(second, "CSeq"), Some("2 INVITE"));
+    assert_eq!(header(second, "Session-Expires"), Some("600;refresher=uac"));
+    assert_eq!(header(second, "Min-SE"), Some("600"));
+    assert!(second.body.starts_with(b"v=0"), "the offer again");
+    assert_eq!(w.engine.stats().session_422_retried, 1);
+    callee_200(&mut w, second, "b2", "Session-Expires: 600;refresher=uac\n");
+    assert_eq!(w.codes_to_caller(), vec![100, 200]);
+}
+
+#[test]
+fn a_call_ends_at_its_realm_s_max_life_and_a_new_active_keeps_the_date() {
+    let limit = SessionPolicy {
+        timer: None,
+        max_life_secs: 600,
+    };
+    let mut w = profiled(SessionPolicy::default(), limit);
+    answered(&mut w, "");
+    w.advance(Duration::from_secs(598));
+    assert_eq!(byes(&w), (0, 0));
+    w.advance(Duration::from_secs(3));
+    assert_eq!(byes(&w), (1, 1));
+    assert_eq!(w.engine.stats().max_life_ended, 1);
+    let bye = w
+        .to_callee
+        .iter()
+        .rfind(|m| m.method() == Some(&Method::Bye))
+        .expect("BYE");
+    assert_eq!(
+        header(bye, "Reason"),
+        Some(crate::engine::session_timer::MAX_LIFE_REASON)
+    );
+
+    // Across a takeover: the standby's copy ends at the same date.
+    let mut a = profiled(SessionPolicy::default(), limit);
+    answered(&mut a, "");
+    let mut last = None;
+    while let Some(change) = a.engine.poll_dialog_change() {
+        last = Some(change);
+    }
+    let Some(DialogChange::Upsert(d)) = last else {
+        panic!("the confirmed call is replicated");
+    };
+    let mut b = profiled(SessionPolicy::default(), limit);
+    b.now = a.now;
+    b.advance(Duration::from_secs(300));
+    b.engine.install_dialog(b.now, *d);
+    b.advance(Duration::from_secs(298));
+    assert_eq!(byes(&b), (0, 0));
+    b.advance(Duration::from_secs(3));
+    assert_eq!(
+        byes(&b),
+        (1, 1),
+        "600 s after the INVITE on the former active"
+    );
+}
+
+#[test]
+fn the_sbc_s_leg_timers_replicate_and_a_new_active_refreshes() {
+    let mut a = profiled(SessionPolicy::default(), profile(120));
+    a.caller_sends(&invite("z9hG4bKinv1"));
+    let inv = a.last_to_callee().clone();
+    callee_200(&mut a, &inv, "b1", "Allow: UPDATE\n");
+    let tag = a
+        .to_caller
+        .last()
+        .and_then(SipMessage::to_tag)
+        .expect("tag")
+        .to_owned();
+    a.caller_sends(&caller_in_dialog("ACK", 1, "z9hG4bKack1", &tag));
+    let mut last = None;
+    while let Some(change) = a.engine.poll_dialog_change() {
+        last = Some(change);
+    }
+    let Some(DialogChange::Upsert(d)) = last else {
+        panic!("the confirmed call is replicated");
+    };
+    let timers = d.leg_timers.as_deref().expect("the leg timers travel");
+    assert!(timers[0].is_none());
+    let callee = timers[1].as_ref().expect("the callee leg's");
+    assert!(callee.sbc_refreshes && callee.update_allowed);
+    let mut b = World::new();
+    b.now = a.now;
+    b.advance(Duration::from_secs(30));
+    b.engine.install_dialog(b.now, *d);
+    b.advance(Duration::from_secs(29));
+    assert!(sent_to_callee(&b, &Method::Update).is_empty());
+    b.advance(Duration::from_secs(2));
+    let updates = sent_to_callee(&b, &Method::Update);
+    assert_eq!(
+        updates.len(),
+        1,
+        "the new active refreshes at the former's date"
+    );
+    assert_eq!(
+        header(&updates[0], "CSeq"),
+        Some("2 UPDATE"),
+        "after the INVITE's CSeq"
+    );
+}
