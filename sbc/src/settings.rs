@@ -705,7 +705,7 @@ pub fn activated(cfg: &Config) -> ActivatedConfig {
 }
 
 /// What `cfg` allows a replicated dialog to name: its interfaces' transports, its session
-/// agents' interfaces, its realms' steering pools.
+/// agents' interfaces, the interfaces of registered phones, its realms' steering pools.
 #[must_use]
 pub fn replica_rules(cfg: &Config) -> ReplicaRules {
     let interfaces = cfg
@@ -734,6 +734,13 @@ pub fn replica_rules(cfg: &Config) -> ReplicaRules {
         .filter(|a| a.dns_name().is_some())
         .filter_map(|a| cfg.agent_interface(a))
         .collect();
+    let phone_interfaces = cfg
+        .sip_interfaces
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| i.registration_caching)
+        .map(|(index, _)| index)
+        .collect();
     let pools = (0..cfg.sip_interfaces.len())
         .map(|i| {
             let k = cfg.steering_pool_for(i)?;
@@ -745,6 +752,7 @@ pub fn replica_rules(cfg: &Config) -> ReplicaRules {
         interfaces,
         agents,
         dns_interfaces,
+        phone_interfaces,
         pools,
     }
 }

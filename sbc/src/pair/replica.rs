@@ -12,7 +12,10 @@
 //!   are only ever routed to session-agents, so a dialog whose callee is anywhere else was not
 //!   made by a B2BUA with this configuration (it would make the SBC relay in-dialog requests
 //!   to an address of someone's choosing); an agent named by DNS is at whatever address DNS
-//!   gave the node that made the dialog, so on its interface any unicast peer is taken;
+//!   gave the node that made the dialog, so on its interface any unicast peer is taken; so is
+//!   any peer on an interface that caches registrations (`registration-caching`): calls and
+//!   subscriptions go to registered phones there, at the flows they registered from (and a
+//!   call made by `Replaces` goes to the far end of the call it replaced, a phone there too);
 //! - have both legs' Call-IDs in the same shard (the callee leg's generated Call-ID embeds the
 //!   caller's shard key), non-empty Call-IDs and local tags, peers with a port and a unicast
 //!   address, and every string and the route set within SIP-sized bounds;
@@ -49,6 +52,9 @@ pub struct ReplicaRules {
     /// Interfaces that face a session-agent named by DNS: its address is whatever DNS said
     /// to the node that made the dialog, so a callee leg there is not tied to an address.
     pub dns_interfaces: Vec<usize>,
+    /// Interfaces that cache registrations: new requests go to registered phones there, so a
+    /// callee leg there is not tied to an agent's address.
+    pub phone_interfaces: Vec<usize>,
     /// Per interface (by index): the index and ports of its realm's steering pool.
     pub pools: Vec<Option<(usize, std::ops::RangeInclusive<u16>)>>,
 }
@@ -114,9 +120,11 @@ impl ReplicaRules {
             .iter()
             .any(|&(addr, iface)| addr == d.callee.peer && iface == d.callee.interface)
             && !self.dns_interfaces.contains(&d.callee.interface)
+            && !self.phone_interfaces.contains(&d.callee.interface)
         {
             return Err(format!(
-                "callee leg goes to {} on interface {}, which is no session-agent of this node",
+                "callee leg goes to {} on interface {}, which is no session-agent of this node \
+                 (nor an interface of registered phones)",
                 d.callee.peer, d.callee.interface
             ));
         }
@@ -409,5 +417,24 @@ mod tests {
         let mut d = dialog();
         d.caller.transport = LegTransport::Tcp;
         assert!(rules.check(&42u64.to_be_bytes(), &enc(&d)).is_err());
+    }
+
+    #[test]
+    fn a_callee_leg_to_a_phone_passes_only_where_phones_register() {
+        let mut d = dialog();
+        d.callee.interface = 0;
+        d.callee.peer = "127.0.0.66:5060".parse().expect("addr");
+        let rules = crate::settings::replica_rules(&Config::embedded_default());
+        assert!(rules.check(&42u64.to_be_bytes(), &enc(&d)).is_err());
+        let mut cfg = Config::embedded_default();
+        cfg.sip_interfaces[0].registration_caching = true;
+        let rules = crate::settings::replica_rules(&cfg);
+        assert_eq!(rules.check(&42u64.to_be_bytes(), &enc(&d)), Ok(d.clone()));
+        let mut core = d.clone();
+        core.callee.interface = 1;
+        assert!(
+            rules.check(&42u64.to_be_bytes(), &enc(&core)).is_err(),
+            "not toward the core, where only agents are"
+        );
     }
 }

@@ -89,12 +89,43 @@ fn phones_registered_before_a_kill_9_are_called_through_the_new_active() {
         replicated(&pair, standby)
     );
 
+    // A call to phone01 is established before the kill (carol at the registrar, phone01
+    // answering through the active): the new active must carry it on (the replica's callee
+    // leg goes to a phone, no session-agent).
+    let (held_phone, held_caller) = (&phones[0].1, RawUdp::bind(lo(8)));
+    let held = establish_held_call(&held_caller, held_phone, registrar_at);
+    assert!(
+        eventually(Duration::from_secs(5), || pair
+            .redundancy(standby)
+            .is_some_and(|r| r.replicated_dialogs >= 1)),
+        "the call to the phone was not replicated"
+    );
+
     kill9(&mut pair.nodes[active]);
     pair.wait_redundancy(standby, Duration::from_secs(5), "active", |r| r.is_active());
     assert_eq!(
         bindings(&pair, standby),
         u64::from(PHONES),
         "the new active did not install the replicated bindings"
+    );
+    // The phone hangs up through the new active: its BYE reaches carol, whose 200 comes back.
+    held_phone.send_to(&held.bye, held.sbc);
+    let bye = held_caller.recv_sip_until(
+        Duration::from_secs(5),
+        |m| m.method() == Some("BYE"),
+        &mut Vec::new(),
+    );
+    let (bye, from) = bye.expect("the phone's BYE relayed to the caller by the new active");
+    held_caller.send_to(&response_to(&bye, 200, "OK", "c1"), from);
+    let ok = held_phone.recv_sip_until(
+        Duration::from_secs(5),
+        |m| m.cseq_method() == Some("BYE"),
+        &mut Vec::new(),
+    );
+    assert_eq!(
+        ok.and_then(|(m, _)| m.status()),
+        Some(200),
+        "the call to a registered phone did not survive the kill"
     );
 
     // Someone calls each phone at the registrar: it forks to our Contact at the service
@@ -163,4 +194,96 @@ fn phones_registered_before_a_kill_9_are_called_through_the_new_active() {
         stats["data"]["counters"]["to_registered_phones"].as_u64() >= Some(u64::from(PHONES)),
         "{stats:#}"
     );
+}
+
+/// A call established from `caller` (at the registrar) to `phone`, and the phone's BYE for it.
+struct HeldCall {
+    /// Where the phone's requests go: the SBC that sent it the INVITE.
+    sbc: std::net::SocketAddr,
+    /// The phone's BYE, ready to send.
+    bye: Vec<u8>,
+}
+
+/// Calls `phone` from `caller` through the registrar at `registrar`; the phone answers and
+/// the caller ACKs (through the registrar, on its Record-Route, to the SBC's Contact).
+fn establish_held_call(
+    caller: &RawUdp,
+    phone: &RawUdp,
+    registrar: std::net::SocketAddr,
+) -> HeldCall {
+    let user = "phone01";
+    crate::registration::call_at_registrar(caller, user, "held", registrar);
+    let (invite, sbc) = phone
+        .recv_sip_until(
+            Duration::from_secs(10),
+            |m| m.method() == Some("INVITE"),
+            &mut Vec::new(),
+        )
+        .expect("the INVITE at the phone");
+    let ok = response_to(&invite, 200, "OK", "ph");
+    let at = phone.local_addr();
+    phone.send_to(&ok, sbc);
+    let (answer, _) = caller
+        .recv_sip_until(
+            Duration::from_secs(5),
+            |m| m.status() == Some(200),
+            &mut Vec::new(),
+        )
+        .expect("the 200 at the caller");
+    let target = answer
+        .header("contact")
+        .map(|c| {
+            c.trim()
+                .trim_start_matches('<')
+                .split('>')
+                .next()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .expect("our Contact in the 200");
+    let from = caller.local_addr();
+    let ack = format!(
+        "ACK {target} SIP/2.0\r\nVia: SIP/2.0/UDP {from};branch=z9hG4bK-held-ack\r\n\
+         Route: {}\r\nMax-Forwards: 70\r\nFrom: {}\r\nTo: {}\r\nCall-ID: {}\r\n\
+         CSeq: 1 ACK\r\nContent-Length: 0\r\n\r\n",
+        answer
+            .header("record-route")
+            .expect("the registrar record-routes"),
+        answer.header("from").unwrap_or_default(),
+        answer.header("to").unwrap_or_default(),
+        answer.header("call-id").unwrap_or_default(),
+    );
+    // Through the registrar, which record-routed (the SBC takes in-dialog requests of that
+    // leg only from it).
+    caller.send_to(ack.as_bytes(), registrar);
+    phone
+        .recv_sip_until(
+            Duration::from_secs(5),
+            |m| m.method() == Some("ACK"),
+            &mut Vec::new(),
+        )
+        .expect("the ACK at the phone");
+    let our_contact = invite
+        .header("contact")
+        .map(|c| {
+            c.trim()
+                .trim_start_matches('<')
+                .split('>')
+                .next()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .expect("the SBC's Contact in the INVITE");
+    let bye = format!(
+        "BYE {our_contact} SIP/2.0\r\nVia: SIP/2.0/UDP {at};branch=z9hG4bK-held-bye\r\n\
+         Max-Forwards: 70\r\nFrom: {};tag=ph\r\nTo: {}\r\nCall-ID: {}\r\nCSeq: 1 BYE\r\n\
+         Content-Length: 0\r\n\r\n",
+        invite.header("to").unwrap_or_default(),
+        invite.header("from").unwrap_or_default(),
+        invite.header("call-id").unwrap_or_default(),
+    );
+    HeldCall {
+        sbc,
+        bye: bye.into_bytes(),
+    }
 }
