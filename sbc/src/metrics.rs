@@ -389,6 +389,11 @@ fn sip_counter(
             None,
             "Calls ended with BYE on both legs: a refresh of the SBC's was answered 481 or 408, or not at all",
         ),
+        "dialog_info_rewritten" => (
+            "sbc_sip_dialog_info_rewritten",
+            None,
+            "NOTIFYs whose dialog-info body (a busy lamp's) was written with the ids of the leg it went out on",
+        ),
         "max_life_ended" => (
             "sbc_sip_max_life_ended",
             None,

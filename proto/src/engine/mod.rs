@@ -78,7 +78,7 @@ pub use stats::Stats;
 use timers::TimerHeap;
 pub use trace::{TraceEvent, TracedCall, MAX_PENDING_TRACE_EVENTS};
 use transactions::{ClientEntry, ClientKey, ServerEntry, ServerKey, TimerTarget};
-pub use transfer::transfer_named_call_id;
+pub use transfer::{named_call_id, NamedCall};
 pub use transmit::{Inbound, Transmit};
 
 use crate::sip::dialog::{Dialog, DialogState};
@@ -122,8 +122,9 @@ pub struct Engine {
     /// Callee legs a next hop challenged (401/407), by caller, for its authenticated INVITE.
     challenged: challenge::Challenged,
     /// The far leg the message being handled names (a transfer's `Replaces`), when another
-    /// shard's engine found it ([`Engine::handle_inbound_with_far_leg`]).
-    far_leg_hint: Option<crate::sip::dialog::Leg>,
+    /// shard's engine found it ([`Engine::handle_inbound_with_named`]), or the dialogs a busy
+    /// lamp's NOTIFY names.
+    named_hint: Option<NamedCall>,
     timers: TimerHeap,
     /// Each call's session deadline armed on `timers` (session timers, the life limit): only
     /// calls that have one.
@@ -206,7 +207,7 @@ impl Engine {
             hunts: HashMap::new(),
             registering: HashMap::new(),
             challenged: challenge::Challenged::default(),
-            far_leg_hint: None,
+            named_hint: None,
             timers: TimerHeap::default(),
             session_armed: HashMap::new(),
             out: VecDeque::new(),

@@ -795,6 +795,9 @@ impl Engine {
         if method == Method::Refer {
             self.translate_refer(id, side, &mut msg);
         }
+        if method == Method::Notify {
+            self.translate_dialog_info(&mut msg);
+        }
         let Some(call) = self.calls.get_mut(&id) else {
             return;
         };

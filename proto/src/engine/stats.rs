@@ -123,6 +123,9 @@ pub struct Stats {
     pub session_refresh_failed: u64,
     /// Calls ended with BYE on both legs at their realm's `session-max-life-limit`.
     pub max_life_ended: u64,
+    /// NOTIFYs whose dialog-info body (a busy lamp's) was written with the ids of the leg it
+    /// went out on.
+    pub dialog_info_rewritten: u64,
 }
 
 impl std::ops::AddAssign<&Self> for Stats {
@@ -137,7 +140,7 @@ impl std::ops::AddAssign<&Self> for Stats {
 
 impl Stats {
     /// The number of counters.
-    pub const COUNT: usize = 50;
+    pub const COUNT: usize = 51;
 
     /// Every counter with its name (the serialised field name), in declaration order.
     fn counters_mut(&mut self) -> [(&'static str, &mut u64); Self::COUNT] {
@@ -192,6 +195,7 @@ impl Stats {
             session_refreshes_sent,
             session_refresh_failed,
             max_life_ended,
+            dialog_info_rewritten,
         } = self;
         // Destructured, so a new counter that is not listed here does not compile.
         [
@@ -245,6 +249,7 @@ impl Stats {
             ("session_refreshes_sent", session_refreshes_sent),
             ("session_refresh_failed", session_refresh_failed),
             ("max_life_ended", max_life_ended),
+            ("dialog_info_rewritten", dialog_info_rewritten),
         ]
     }
 

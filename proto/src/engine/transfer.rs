@@ -16,8 +16,11 @@ use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, CONTRO
 
 use std::time::Instant;
 
+use bytes::Bytes;
+
 use super::{Engine, Inbound};
 use crate::sip::dialog::{Leg, Side};
+use crate::sip::dialog_info::{self, DialogIds};
 use crate::sip::message::{param, uri_host, Header, HeaderName, Method, SipMessage};
 use crate::sip::uri::UriParts;
 
@@ -193,13 +196,22 @@ fn named_in(msg: &SipMessage) -> Option<(Replaces, bool)> {
     }
 }
 
-/// The Call-ID of the call a transfer message names (an INVITE's `Replaces`, a REFER's
-/// `Refer-To` with `?Replaces=`), read without a full parse for any other message: the shell
-/// asks the engine of that call's shard for its far leg ([`Engine::transfer_far_leg`]) before
-/// it hands the message to its own shard, since a transferor's two calls live in different
-/// shards.
+/// The Call-ID of a call a message names, read without a full parse for any other message: a
+/// transfer's (an INVITE's `Replaces`, a REFER's `Refer-To` with `?Replaces=`) or a busy
+/// lamp's (the first dialog of a NOTIFY's dialog-info body). The shell asks the engine of that
+/// call's shard what it holds of it ([`Engine::named_call`]) before it hands the message to its
+/// own shard, since a transferor's two calls, or a lamp's subscription and the call it shows,
+/// live in different shards.
 #[must_use]
-pub fn transfer_named_call_id(data: &[u8]) -> Option<String> {
+pub fn named_call_id(data: &[u8]) -> Option<String> {
+    if data.starts_with(b"NOTIFY ") {
+        memchr::memmem::find(data, b"dialog-info")?;
+        let msg = SipMessage::parse(data).ok()?;
+        return dialog_info::named_dialogs(&msg.body)
+            .into_iter()
+            .next()
+            .map(|d| d.call_id);
+    }
     if !(data.starts_with(b"INVITE ") || data.starts_with(b"REFER ")) {
         return None;
     }
@@ -207,6 +219,16 @@ pub fn transfer_named_call_id(data: &[u8]) -> Option<String> {
     memchr::memmem::find(data, b"eplaces")?;
     let msg = SipMessage::parse(data).ok()?;
     named_in(&msg).map(|(r, _)| r.call_id)
+}
+
+/// What an engine holds of a call another shard's message names (see [`named_call_id`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NamedCall {
+    /// A transfer's: the far leg of the leg its `Replaces` names.
+    FarLeg(Leg),
+    /// A busy lamp's NOTIFY: each dialog its body names that the engine holds, with the ids
+    /// the other leg of that call has.
+    DialogViews(Vec<(DialogIds, DialogIds)>),
 }
 
 impl Engine {
@@ -230,30 +252,103 @@ impl Engine {
         Some(call.dialog.leg(far).clone())
     }
 
-    /// For the shell: the far leg of what the transfer message `data` names (see
-    /// [`transfer_named_call_id`]), if this engine holds that call.
+    /// For the shell: what this engine holds of the call the message `data` names (see
+    /// [`named_call_id`]).
     #[must_use]
-    pub fn transfer_far_leg(&self, data: &[u8]) -> Option<Leg> {
+    pub fn named_call(&self, data: &[u8]) -> Option<NamedCall> {
         let msg = SipMessage::parse(data).ok()?;
-        self.far_leg_named(&msg)
+        if msg.method() == Some(&Method::Notify) {
+            let views: Vec<_> = dialog_info::named_dialogs(&msg.body)
+                .into_iter()
+                .filter_map(|ids| Some((ids.clone(), self.dialog_view(&ids)?)))
+                .collect();
+            return (!views.is_empty()).then_some(NamedCall::DialogViews(views));
+        }
+        self.far_leg_named(&msg).map(NamedCall::FarLeg)
     }
 
-    /// [`Engine::handle_inbound`] for a transfer message whose named call another shard's
-    /// engine holds: `far` is what that engine's [`Engine::transfer_far_leg`] gave.
-    pub fn handle_inbound_with_far_leg(
+    /// [`Engine::handle_inbound`] for a message whose named call another shard's engine
+    /// holds: `named` is what that engine's [`Engine::named_call`] gave.
+    pub fn handle_inbound_with_named(
         &mut self,
         now: Instant,
         inbound: Inbound,
-        far: Option<Leg>,
+        named: Option<NamedCall>,
     ) {
-        self.far_leg_hint = far;
+        self.named_hint = named;
         self.handle_inbound(now, inbound);
-        self.far_leg_hint = None;
+        self.named_hint = None;
     }
 
     /// The far leg `msg` names: found by another shard's engine, or here.
     fn far_leg_of(&mut self, msg: &SipMessage) -> Option<Leg> {
-        self.far_leg_hint.take().or_else(|| self.far_leg_named(msg))
+        match self.named_hint.take() {
+            Some(NamedCall::FarLeg(leg)) => Some(leg),
+            _ => self.far_leg_named(msg),
+        }
+    }
+
+    /// The dialog a dialog-info body names as `ids`, if it is a leg of one of our calls: the
+    /// ids of that call's other leg, each tag mapped across (the leg's party appears on the
+    /// other leg with our tag there, and ours with the party beyond; a tag not known yet, as
+    /// an early dialog's, is left out).
+    pub(super) fn dialog_view(&self, ids: &DialogIds) -> Option<DialogIds> {
+        let (id, side) = [&ids.local_tag, &ids.remote_tag]
+            .into_iter()
+            .flatten()
+            .find_map(|tag| self.find_dialog(&ids.call_id, tag))?;
+        let call = self.calls.get(&id)?;
+        if call.dialog.subscription.is_some() {
+            return None;
+        }
+        let (named, other) = (call.dialog.leg(side), call.dialog.leg(side.other()));
+        let across = |tag: &Option<String>| {
+            let tag = tag.as_deref()?;
+            if tag == named.local_tag {
+                other.remote_tag.clone()
+            } else if named.remote_tag.as_deref() == Some(tag) {
+                Some(other.local_tag.clone())
+            } else {
+                None
+            }
+        };
+        Some(DialogIds {
+            call_id: other.call_id.clone(),
+            local_tag: across(&ids.local_tag),
+            remote_tag: across(&ids.remote_tag),
+        })
+    }
+
+    /// A NOTIFY relayed in a subscription: a dialog-info body (a busy lamp's) is written again
+    /// with the ids each named call has on its other leg, so that a pickup from the lamp (an
+    /// INVITE with `Replaces` built from them) names a leg the subscriber's side knows.
+    pub(super) fn translate_dialog_info(&mut self, msg: &mut SipMessage) {
+        let is_dialog_info = msg.headers.iter().any(|h| {
+            super::request::is_content_type(h)
+                && h.value
+                    .split(';')
+                    .next()
+                    .is_some_and(|t| t.trim().eq_ignore_ascii_case(dialog_info::CONTENT_TYPE))
+        });
+        if !is_dialog_info || msg.body.is_empty() {
+            return;
+        }
+        let hinted = match self.named_hint.take() {
+            Some(NamedCall::DialogViews(views)) => views,
+            _ => Vec::new(),
+        };
+        let rewritten = dialog_info::rewrite(&msg.body, |ids| {
+            hinted
+                .iter()
+                .find(|(named, _)| named == ids)
+                .map(|(_, view)| view.clone())
+                .or_else(|| self.dialog_view(ids))
+        });
+        if let Some(body) = rewritten {
+            self.stats.dialog_info_rewritten += 1;
+            self.trace_note("dialog-info body written with the ids of the leg it goes out on");
+            msg.body = Bytes::from(body);
+        }
     }
 
     /// A new INVITE's `Replaces`, when it names one of our legs as its far end sees it: that

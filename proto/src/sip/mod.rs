@@ -3,6 +3,7 @@
 
 pub mod classify;
 pub mod dialog;
+pub mod dialog_info;
 pub mod framer;
 pub mod message;
 #[cfg(test)]

@@ -155,22 +155,22 @@ pub(super) fn worker_loop(w: &Arc<Worker>, group: &Arc<Group>, ctx: &Arc<Ctx>) {
 }
 
 fn process(job: Job, now: Instant, settings: WorkSettings, ctx: &Ctx) {
-    // A transfer (an INVITE's Replaces, a REFER's Refer-To) names a call that is most often in
-    // another shard: that shard's engine is asked for its far leg first, one lock at a time.
-    let far = engine::transfer_named_call_id(&job.inbound.data).and_then(|call_id| {
+    // A transfer (an INVITE's Replaces, a REFER's Refer-To) or a busy lamp's NOTIFY names a
+    // call that is most often in another shard: that shard's engine is asked what it holds of
+    // it first, one lock at a time.
+    let named = engine::named_call_id(&job.inbound.data).and_then(|call_id| {
         let named = Shards::of_key(shard::call_id_key(call_id.as_bytes()));
         (named != job.shard)
             .then(|| {
-                ctx.shards.with(named, ctx.out.as_ref(), |e| {
-                    e.transfer_far_leg(&job.inbound.data)
-                })
+                ctx.shards
+                    .with(named, ctx.out.as_ref(), |e| e.named_call(&job.inbound.data))
             })
             .flatten()
     });
     let routed = ctx.shards.with(job.shard, ctx.out.as_ref(), |e| {
         let before = e.stats().routed_new;
-        match far {
-            Some(far) => e.handle_inbound_with_far_leg(now, job.inbound, Some(far)),
+        match named {
+            Some(named) => e.handle_inbound_with_named(now, job.inbound, Some(named)),
             None => e.handle_inbound(now, job.inbound),
         }
         e.stats().routed_new > before

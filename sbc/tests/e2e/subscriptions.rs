@@ -38,7 +38,8 @@ pub(crate) fn presence_tables(dir: &TestDir) -> std::path::PathBuf {
     db
 }
 
-/// A presence server at `addr` for `example.test` (message-summary), its tables in `db`;
+/// A presence server at `addr` for `example.test` (message-summary, and dialog for busy lamps),
+/// its tables in `db`;
 /// each request it receives is logged as `e2e-request <method> ci=<Call-ID> cs=<CSeq>`.
 pub(crate) fn presence_server(addr: SocketAddr, db: &Path) -> String {
     let head = cfg_head(
@@ -54,6 +55,7 @@ pub(crate) fn presence_server(addr: SocketAddr, db: &Path) -> String {
             "db_text",
             "presence",
             "presence_mwi",
+            "presence_dialoginfo",
         ],
     );
     format!(
@@ -246,6 +248,143 @@ fn a_message_summary_subscription_through_the_sbc_to_kamailio_presence() {
     assert!(
         seen.iter().all(|c| c == &seen[0] && c != &call_id),
         "{seen:?}"
+    );
+    node.assert_alive();
+}
+
+/// A busy lamp (RFC 4235) through the SBC: a subscriber on the access side watches bob's
+/// dialogs at Kamailio's presence server (`presence_dialoginfo`); a call from the access side
+/// reaches bob's phone in the core (a session-agent of its own) through the SBC. The PBX
+/// side publishes bob's dialog as bob's phone sees it: the SBC's core-leg Call-ID and tags.
+/// The NOTIFY Kamailio makes reaches the subscriber naming the call as the access side knows
+/// it: the caller's Call-ID, bob as our tag there, the caller's tag; none of the core leg's.
+#[test]
+fn a_busy_lamp_names_the_call_as_the_subscriber_s_side_knows_it() {
+    let mut config = SbcConfig::with_addresses(lo(1), lo(2), lo(6));
+    let bob = RawUdp::bind(lo(7));
+    config.extra_toml = format!(
+        "\n[[session-agent]]\nname = \"bob-phone\"\nrealm = \"core\"\naddress = \"{}\"\n\
+         port = {}\n\n[[local-policy]]\nto-address = [\"bobphone\"]\nsource-realm = [\"access\"]\n\n\
+         [[local-policy.policy-attribute]]\nnext-hop = \"bob-phone\"\n",
+        bob.local_addr().ip(),
+        bob.local_addr().port()
+    );
+    let dir = TestDir::new("busy-lamp");
+    let db = presence_tables(&dir);
+    let _presence = Kamailio::start(&dir, &presence_server(config.agent, &db));
+    wait_listening(config.agent, false, Duration::from_secs(10));
+    let mut node = SbcNode::start_config(&config);
+    let mut mgmt = Mgmt::connect(&node.mgmt_socket());
+
+    // alice calls bob's phone through the SBC; bob answers.
+    let alice = RawUdp::bind(lo(21));
+    let at = alice.local_addr();
+    let alice_call = format!("blf-call@{}", at.ip());
+    alice.send_to(
+        format!(
+            "INVITE sip:bobphone@example.test SIP/2.0\r\nVia: SIP/2.0/UDP {at};branch=z9hG4bK-blf-inv\r\n\
+             Max-Forwards: 70\r\nFrom: <sip:alice@example.test>;tag=alicetag\r\n\
+             To: <sip:bobphone@example.test>\r\nCall-ID: {alice_call}\r\nCSeq: 1 INVITE\r\n\
+             Contact: <sip:alice@{at}>\r\nContent-Length: 0\r\n\r\n"
+        )
+        .as_bytes(),
+        config.access,
+    );
+    let (invite, sbc_core) = bob
+        .recv_sip_until(
+            Duration::from_secs(5),
+            |m| m.method() == Some("INVITE"),
+            &mut Vec::new(),
+        )
+        .expect("the INVITE at bob's phone");
+    let (b2b_call, our_core_tag) = (
+        invite.header("call-id").expect("Call-ID").to_owned(),
+        invite.tag("from").expect("our tag").to_owned(),
+    );
+    bob.send_to(&response_to(&invite, 200, "OK", "bobtag"), sbc_core);
+    let ok = final_to(&alice, "INVITE").expect("the 200 at alice");
+    assert_eq!(ok.status(), Some(200), "{ok:?}");
+    let our_access_tag = ok.tag("to").expect("our tag toward alice").to_owned();
+    let target = ok.header("contact").unwrap_or_default();
+    let target = target
+        .trim()
+        .trim_start_matches('<')
+        .split('>')
+        .next()
+        .unwrap_or_default();
+    alice.send_to(
+        format!(
+            "ACK {target} SIP/2.0\r\nVia: SIP/2.0/UDP {at};branch=z9hG4bK-blf-ack\r\n\
+             Max-Forwards: 70\r\nFrom: <sip:alice@example.test>;tag=alicetag\r\n\
+             To: <sip:bobphone@example.test>;tag={our_access_tag}\r\nCall-ID: {alice_call}\r\n\
+             CSeq: 1 ACK\r\nContent-Length: 0\r\n\r\n"
+        )
+        .as_bytes(),
+        config.access,
+    );
+
+    // carol's lamp watches bob.
+    let carol = RawUdp::bind(lo(22));
+    let cat = carol.local_addr();
+    carol.send_to(
+        format!(
+            "SUBSCRIBE sip:bob@example.test SIP/2.0\r\nVia: SIP/2.0/UDP {cat};branch=z9hG4bK-blf-sub\r\n\
+             Max-Forwards: 70\r\nFrom: <sip:carol@example.test>;tag=w1\r\nTo: <sip:bob@example.test>\r\n\
+             Call-ID: blf-sub@{ip}\r\nCSeq: 1 SUBSCRIBE\r\nContact: <sip:carol@{cat}>\r\n\
+             Event: dialog\r\nAccept: application/dialog-info+xml\r\nExpires: 300\r\n\
+             Content-Length: 0\r\n\r\n",
+            ip = cat.ip()
+        )
+        .as_bytes(),
+        config.access,
+    );
+    let subscribed = final_to(&carol, "SUBSCRIBE").expect("an answer to the SUBSCRIBE");
+    assert_eq!(subscribed.status(), Some(200), "{subscribed:?}");
+    notify_answered(&carol).expect("the initial NOTIFY");
+
+    // The PBX side publishes bob's dialog as bob's phone sees it (the core leg).
+    let pbx = RawUdp::bind(lo(23));
+    let pat = pbx.local_addr();
+    let body = format!(
+        "<?xml version=\"1.0\"?>\r\n<dialog-info xmlns=\"urn:ietf:params:xml:ns:dialog-info\" \
+         version=\"1\" state=\"full\" entity=\"sip:bob@example.test\">\r\n\
+         <dialog id=\"bob-1\" call-id=\"{b2b_call}\" local-tag=\"bobtag\" remote-tag=\"{our_core_tag}\" \
+         direction=\"recipient\"><state>confirmed</state></dialog>\r\n</dialog-info>\r\n"
+    );
+    pbx.send_to(
+        format!(
+            "PUBLISH sip:bob@example.test SIP/2.0\r\nVia: SIP/2.0/UDP {pat};branch=z9hG4bK-blf-pub\r\n\
+             Max-Forwards: 70\r\nFrom: <sip:bob@example.test>;tag=p1\r\nTo: <sip:bob@example.test>\r\n\
+             Call-ID: blf-pub@{ip}\r\nCSeq: 1 PUBLISH\r\nEvent: dialog\r\nExpires: 300\r\n\
+             Content-Type: application/dialog-info+xml\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len(),
+            ip = pat.ip()
+        )
+        .as_bytes(),
+        config.agent,
+    );
+    let published = final_to(&pbx, "PUBLISH").expect("an answer to the PUBLISH");
+    assert_eq!(published.status(), Some(200), "{published:?}");
+    let lamp = notify_answered(&carol).expect("the NOTIFY the PUBLISH made");
+    let shown = String::from_utf8_lossy(&lamp.body).into_owned();
+    assert!(
+        shown.contains(&format!("call-id=\"{alice_call}\"")),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(&format!("local-tag=\"{our_access_tag}\"")),
+        "{shown}"
+    );
+    assert!(shown.contains("remote-tag=\"alicetag\""), "{shown}");
+    assert!(
+        !shown.contains(&b2b_call) && !shown.contains("bobtag"),
+        "{shown}"
+    );
+    let stats = mgmt.data("show sip-stats");
+    assert_eq!(
+        stats["counters"]["dialog_info_rewritten"].as_u64(),
+        Some(1),
+        "{stats:#}"
     );
     node.assert_alive();
 }

@@ -313,3 +313,95 @@ fn an_accepted_subscription_is_replicated_and_the_new_active_carries_and_expires
     assert_eq!(b.engine.subscription_count(), 0);
     assert_eq!(b.engine.stats().subscriptions_expired, 1);
 }
+
+/// A dialog-info NOTIFY naming `(call_id, local_tag, remote_tag)`, in the dialog of `sub`.
+fn dialog_info_notify(sub: &SipMessage, cseq: u32, ids: (&str, &str, &str)) -> String {
+    let (call_id, local, remote) = ids;
+    let body = format!(
+        "<?xml version=\"1.0\"?>\n<dialog-info xmlns=\"urn:ietf:params:xml:ns:dialog-info\" \
+         version=\"1\" state=\"full\" entity=\"sip:bob@example.test\">\n\
+         <dialog id=\"d1\" call-id=\"{call_id}\" local-tag=\"{local}\" remote-tag=\"{remote}\" \
+         direction=\"recipient\"><state>confirmed</state></dialog>\n</dialog-info>\n"
+    );
+    notify(sub, cseq, "active;expires=600", &body)
+        .replace("Event: message-summary", "Event: dialog")
+        .replace(
+            "application/simple-message-summary",
+            "application/dialog-info+xml",
+        )
+}
+
+#[test]
+fn a_busy_lamp_s_notify_names_the_call_as_the_subscriber_s_side_knows_it() {
+    let mut w = World::new();
+    let our_caller_tag = establish(&mut w);
+    let invite = w.to_callee[0].clone();
+    let (b2b_call_id, our_callee_tag) = (
+        invite.call_id().expect("Call-ID").to_owned(),
+        invite.from_tag().expect("our tag").to_owned(),
+    );
+    let (sub, _) = subscribed(&mut w, 600);
+    // The notifier saw bob's call on our callee leg: bob's tag b1 local, ours remote.
+    w.callee_sends(&dialog_info_notify(
+        &sub,
+        1,
+        (&b2b_call_id, "b1", &our_callee_tag),
+    ));
+    let n = w.to_caller.last().expect("NOTIFY").clone();
+    let body = String::from_utf8_lossy(&n.body).into_owned();
+    // On the caller's side, bob appears with our tag and the caller with its own.
+    assert!(
+        body.contains(&format!(
+            "call-id=\"call-1@10.1.1.1\" local-tag=\"{our_caller_tag}\" remote-tag=\"a1\""
+        )),
+        "{body}"
+    );
+    assert!(!body.contains(&b2b_call_id), "{body}");
+    assert_eq!(w.engine.stats().dialog_info_rewritten, 1);
+    // A body naming no call of ours passes as it is.
+    w.callee_sends(&dialog_info_notify(&sub, 2, ("elsewhere@x", "p", "q")));
+    let n = w.to_caller.last().expect("NOTIFY").clone();
+    assert!(String::from_utf8_lossy(&n.body).contains("call-id=\"elsewhere@x\""));
+    assert_eq!(w.engine.stats().dialog_info_rewritten, 1);
+}
+
+#[test]
+fn a_busy_lamp_s_call_in_another_shard_is_named_by_that_shard_s_engine() {
+    // The call lives in shard X, the subscription in shard Y: the shell asks X first.
+    let (mut x_shard, mut y_shard) = (World::new(), World::new());
+    let our_caller_tag = establish(&mut x_shard);
+    let invite = x_shard.to_callee[0].clone();
+    let (b2b_call_id, our_callee_tag) = (
+        invite.call_id().expect("Call-ID").to_owned(),
+        invite.from_tag().expect("our tag").to_owned(),
+    );
+    let (sub, _) = subscribed(&mut y_shard, 600);
+    let data =
+        dialog_info_notify(&sub, 1, (&b2b_call_id, "b1", &our_callee_tag)).replace('\n', "\r\n");
+    assert_eq!(
+        named_call_id(data.as_bytes()).as_deref(),
+        Some(b2b_call_id.as_str())
+    );
+    assert_eq!(y_shard.engine.named_call(data.as_bytes()), None);
+    let named = x_shard.engine.named_call(data.as_bytes());
+    assert!(matches!(named, Some(NamedCall::DialogViews(ref v)) if v.len() == 1));
+    y_shard.engine.handle_inbound_with_named(
+        y_shard.now,
+        Inbound {
+            interface: 1,
+            transport: LegTransport::Udp,
+            source: sa(CALLEE),
+            data: Bytes::from(data),
+        },
+        named,
+    );
+    y_shard.collect();
+    let n = y_shard.to_caller.last().expect("NOTIFY").clone();
+    assert!(
+        String::from_utf8_lossy(&n.body).contains(&format!(
+            "call-id=\"call-1@10.1.1.1\" local-tag=\"{our_caller_tag}\" remote-tag=\"a1\""
+        )),
+        "{:?}",
+        n.body
+    );
+}

@@ -110,13 +110,13 @@ fn a_transfer_naming_a_call_in_another_shard_is_translated_with_that_shard_s_ans
         )
         .replace('\n', "\r\n");
     assert_eq!(
-        transfer_named_call_id(refer.as_bytes()).as_deref(),
+        named_call_id(refer.as_bytes()).as_deref(),
         Some("call-2@10.1.1.1")
     );
-    assert!(x_shard.engine.transfer_far_leg(refer.as_bytes()).is_none());
-    let far = y_shard.engine.transfer_far_leg(refer.as_bytes());
+    assert!(x_shard.engine.named_call(refer.as_bytes()).is_none());
+    let far = y_shard.engine.named_call(refer.as_bytes());
     assert!(far.is_some(), "Y's engine knows the far leg");
-    x_shard.engine.handle_inbound_with_far_leg(
+    x_shard.engine.handle_inbound_with_named(
         x_shard.now,
         Inbound {
             interface: 0,
