@@ -624,6 +624,10 @@ element! {
         .range(64, 10_000_000);
     MAX_TRANSACTIONS "max-transactions": int(200_000,
         "transactions held at most; a new request beyond gets 503").range(64, 20_000_000);
+    MAX_SUBSCRIPTIONS_PER_SOURCE "max-subscriptions-per-source": int32(500,
+        "subscriptions (SUBSCRIBE, REFER) one source holds at most, node-wide (an IPv6 source: \
+         its source-ipv6-prefix-length prefix); a new one beyond gets 503")
+        .range(0, 1_000_000).note("0 = only max-calls bounds them");
     IN_DIALOG_SOURCE "in-dialog-source": word(InDialogSource::WORDS,
         InDialogSource::DEFAULT.as_str(),
         "where in-dialog requests and responses must come from (else 481 / dropped)");

@@ -898,6 +898,10 @@ pub struct SipConfig {
     /// request beyond gets 503 (in-dialog requests of existing calls still pass). Per shard as
     /// `max-calls`.
     pub max_transactions: usize,
+    /// `max-subscriptions-per-source`: subscriptions one source (an IPv6 source: its
+    /// `source-ipv6-prefix-length` prefix) holds at most, node-wide; a new SUBSCRIBE or REFER
+    /// beyond gets 503. 0: only `max-calls` bounds them (they take places in the call table).
+    pub max_subscriptions_per_source: u32,
     /// `source-rate`: new requests per second one source may send (a token bucket; session-agents
     /// and `access-control allow` sources are exempt); beyond, they are dropped (the default:
     /// Kamailio's `pike`: 30 per 2 s).
@@ -981,6 +985,7 @@ impl Default for SipConfig {
             source_ipv6_prefix_length: const { sip_config::SOURCE_IPV6_PREFIX_LENGTH.u8() },
             max_calls: const { sip_config::MAX_CALLS.usize() },
             max_transactions: const { sip_config::MAX_TRANSACTIONS.usize() },
+            max_subscriptions_per_source: const { sip_config::MAX_SUBSCRIPTIONS_PER_SOURCE.u32() },
             in_dialog_source: InDialogSource::DEFAULT,
             max_header_size: const { sip_config::MAX_HEADER_SIZE.usize() },
             tcp_max_connections: const { sip_config::TCP_MAX_CONNECTIONS.usize() },

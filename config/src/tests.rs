@@ -168,6 +168,7 @@ fn embedded_default_is_exactly_as_documented() {
             source_ipv6_prefix_length: 64,
             max_calls: 100_000,
             max_transactions: 200_000,
+            max_subscriptions_per_source: 500,
             in_dialog_source: InDialogSource::Address,
             max_header_size: 8192,
             tcp_max_connections: 2048,

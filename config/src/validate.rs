@@ -1215,6 +1215,11 @@ fn sip(sip: &SipConfig) -> Result<(), ConfigError> {
     )?;
     check(at, &k::MAX_CALLS, sip.max_calls)?;
     check(at, &k::MAX_TRANSACTIONS, sip.max_transactions)?;
+    check(
+        at,
+        &k::MAX_SUBSCRIPTIONS_PER_SOURCE,
+        sip.max_subscriptions_per_source,
+    )?;
     check(at, &k::MAX_HEADER_SIZE, sip.max_header_size)?;
     check(at, &k::TCP_MAX_CONNECTIONS, sip.tcp_max_connections)?;
     let per_source = &k::TCP_MAX_CONNECTIONS_PER_SOURCE;

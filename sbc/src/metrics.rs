@@ -349,6 +349,11 @@ fn sip_counter(
         "subscriptions_refused" => (SUBSCRIPTIONS, Some(("outcome", "refused")), SUBSCRIPTIONS_HELP),
         "subscriptions_ended" => (SUBSCRIPTIONS, Some(("outcome", "ended")), SUBSCRIPTIONS_HELP),
         "subscriptions_expired" => (SUBSCRIPTIONS, Some(("outcome", "expired")), SUBSCRIPTIONS_HELP),
+        "subscriptions_source_capped" => (
+            "sbc_sip_subscriptions_source_capped",
+            None,
+            "New SUBSCRIBEs and REFERs refused 503: their source holds max-subscriptions-per-source",
+        ),
         "refers_translated" => (
             "sbc_sip_refers_translated",
             None,

@@ -16,7 +16,7 @@ use sbc_config::{
 use sbc_proto::access::AccessSettings;
 use sbc_proto::engine::{
     AllowAnonymous, EngineConfig, Interface, InterfaceRegistration, NextHop, Registrations,
-    SessionPolicy, SourcePolicy, TimerProfile,
+    SessionPolicy, SourcePolicy, SubscriptionSources, TimerProfile,
 };
 use sbc_proto::media::MediaSettings;
 use sbc_proto::overload::autoscale::ScalingProfile;
@@ -495,6 +495,12 @@ pub fn engine_config(cfg: &Config) -> anyhow::Result<EngineConfig> {
             .iter()
             .map(|i| session_policy(cfg, &i.realm))
             .collect(),
+        subscription_sources: SubscriptionSources {
+            // The node's counts, kept across activations, are attached by the runtime.
+            counts: Arc::default(),
+            per_source: s.max_subscriptions_per_source,
+            ipv6_prefix_len: s.source_ipv6_prefix_length,
+        },
     })
 }
 

@@ -368,11 +368,19 @@ impl Engine {
         (leg.call_id == call_id && leg.local_tag == tag).then_some((id, side))
     }
 
+    /// A subscription's end gives its subscriber's place back.
+    fn release_subscription_place(&self, d: &Dialog) {
+        if d.subscription.is_some() {
+            self.cfg.subscription_sources.release(d.caller.peer.ip());
+        }
+    }
+
     pub(super) fn remove_call_quietly(&mut self, id: u64) {
         self.close_media(id);
         self.disarm_session(id);
         if let Some(call) = self.calls.remove(&id) {
             let d = &call.dialog;
+            self.release_subscription_place(d);
             self.dialogs.remove_call(d);
         }
     }
@@ -382,6 +390,7 @@ impl Engine {
         self.disarm_session(id);
         if let Some(call) = self.calls.remove(&id) {
             let d = &call.dialog;
+            self.release_subscription_place(d);
             if matches!(d.state, DialogState::Confirmed | DialogState::Terminating) {
                 match self.now {
                     Some(now) => self

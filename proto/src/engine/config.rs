@@ -81,6 +81,8 @@ pub struct EngineConfig {
     /// Each interface's `realm-config` bounds on its calls' lives (session timer profile,
     /// `session-max-life-limit`), by index (missing: none).
     pub session_policies: Vec<super::SessionPolicy>,
+    /// Subscriptions held per source, node-wide, and `max-subscriptions-per-source`.
+    pub subscription_sources: super::SubscriptionSources,
 }
 
 /// The node's media table, shared by every engine (which open, update and close sessions as

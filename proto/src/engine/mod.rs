@@ -75,6 +75,7 @@ pub use refusal::{stateless_503, Admission};
 pub use register::{AllowAnonymous, InterfaceRegistration, Registrations, SharedRegistrations};
 pub use session_timer::{SessionPolicy, TimerProfile};
 pub use stats::Stats;
+pub use subscription::SubscriptionSources;
 use timers::TimerHeap;
 pub use trace::{TraceEvent, TracedCall, MAX_PENDING_TRACE_EVENTS};
 use transactions::{ClientEntry, ClientKey, ServerEntry, ServerKey, TimerTarget};
@@ -291,6 +292,12 @@ impl Engine {
                 .push_back((now + self.cfg.timers.t64(), Lingering::Forget(id)));
         }
         let subscription = call.dialog.subscription.is_some();
+        if subscription {
+            // A place for it, whatever the bound: the former active admitted it.
+            self.cfg
+                .subscription_sources
+                .take_replicated(call.dialog.caller.peer.ip());
+        }
         self.dialogs.insert_call(&call.dialog);
         self.calls.insert(id, Box::new(call));
         if subscription {

@@ -291,6 +291,7 @@ mod takeover {
             trace_switch: None,
             registration: crate::engine::Registrations::default(),
             session_policies: Vec::new(),
+            subscription_sources: crate::engine::SubscriptionSources::default(),
         };
         let now = Instant::now();
         Engine::new(

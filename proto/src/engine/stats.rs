@@ -126,6 +126,9 @@ pub struct Stats {
     /// NOTIFYs whose dialog-info body (a busy lamp's) was written with the ids of the leg it
     /// went out on.
     pub dialog_info_rewritten: u64,
+    /// New SUBSCRIBEs and REFERs refused 503: their source holds
+    /// `max-subscriptions-per-source` already (also counted in `subscriptions_refused`).
+    pub subscriptions_source_capped: u64,
 }
 
 impl std::ops::AddAssign<&Self> for Stats {
@@ -140,7 +143,7 @@ impl std::ops::AddAssign<&Self> for Stats {
 
 impl Stats {
     /// The number of counters.
-    pub const COUNT: usize = 51;
+    pub const COUNT: usize = 52;
 
     /// Every counter with its name (the serialised field name), in declaration order.
     fn counters_mut(&mut self) -> [(&'static str, &mut u64); Self::COUNT] {
@@ -196,6 +199,7 @@ impl Stats {
             session_refresh_failed,
             max_life_ended,
             dialog_info_rewritten,
+            subscriptions_source_capped,
         } = self;
         // Destructured, so a new counter that is not listed here does not compile.
         [
@@ -250,6 +254,7 @@ impl Stats {
             ("session_refresh_failed", session_refresh_failed),
             ("max_life_ended", max_life_ended),
             ("dialog_info_rewritten", dialog_info_rewritten),
+            ("subscriptions_source_capped", subscriptions_source_capped),
         ]
     }
 

@@ -12,10 +12,14 @@
 //!  final ≥ 300 ──▶ (gone)
 //! ```
 //!
-//! A subscription is held in the call table (bounded with the calls by `max-calls`), is
+//! A subscription is held in the call table (bounded with the calls by `max-calls`, and per
+//! source by `max-subscriptions-per-source`, counted node-wide in [`SubscriptionSources`]), is
 //! replicated to the standby once accepted, and is counted apart from calls. Sans IO: its
 //! expiry is a timer the shell fires, and its wall-clock date is what the standby gets.
 
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::call::{route_set_of_answer, Call};
@@ -65,6 +69,83 @@ pub(super) fn is_terminating_notify(msg: &SipMessage) -> bool {
     })
 }
 
+/// The subscriptions each source holds, node-wide (every engine counts into the same map),
+/// against `max-subscriptions-per-source`. A source is its address, an IPv6 one its prefix of
+/// `ipv6_prefix_len` bits (a stranger owns a whole /64). The map holds only sources with a
+/// subscription, so it is bounded by the call table.
+#[derive(Debug, Clone, Default)]
+pub struct SubscriptionSources {
+    /// Subscriptions held, by source.
+    pub counts: Arc<Mutex<HashMap<IpAddr, u32>>>,
+    /// The most one source may hold (0: no bound but `max-calls`).
+    pub per_source: u32,
+    /// How many leading bits of an IPv6 source make one source.
+    pub ipv6_prefix_len: u8,
+}
+
+impl SubscriptionSources {
+    fn key(&self, ip: IpAddr) -> IpAddr {
+        match ip {
+            IpAddr::V4(_) => ip,
+            IpAddr::V6(v6) => {
+                let bits = u32::from(self.ipv6_prefix_len.min(128));
+                let mask = u128::MAX.checked_shl(128 - bits).unwrap_or(0);
+                IpAddr::V6((u128::from(v6) & mask).into())
+            }
+        }
+    }
+
+    /// Takes a place for a subscription of `ip`: false when it holds its bound already
+    /// (`force`: taken anyway, for a replicated one).
+    pub(super) fn take(&self, ip: IpAddr, force: bool) -> bool {
+        let key = self.key(ip);
+        let mut counts = self
+            .counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let held = counts.entry(key).or_insert(0);
+        if !force && self.per_source > 0 && *held >= self.per_source {
+            if *held == 0 {
+                counts.remove(&key);
+            }
+            return false;
+        }
+        *held += 1;
+        true
+    }
+
+    /// Takes a place for a subscription of `ip` replicated from the former active, which
+    /// admitted it: whatever the bound.
+    pub(super) fn take_replicated(&self, ip: IpAddr) {
+        self.take(ip, true);
+    }
+
+    /// Gives back the place of a subscription of `ip`.
+    pub(super) fn release(&self, ip: IpAddr) {
+        let key = self.key(ip);
+        let mut counts = self
+            .counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(held) = counts.get_mut(&key) {
+            *held = held.saturating_sub(1);
+            if *held == 0 {
+                counts.remove(&key);
+            }
+        }
+    }
+
+    /// How many subscriptions `ip`'s source holds.
+    #[must_use]
+    pub fn held(&self, ip: IpAddr) -> u32 {
+        let key = self.key(ip);
+        self.counts
+            .lock()
+            .map(|c| c.get(&key).copied().unwrap_or(0))
+            .unwrap_or(0)
+    }
+}
+
 impl Engine {
     /// A new SUBSCRIBE or REFER to `target`: a subscription dialog, its request sent on a
     /// fresh callee leg (hunting as any new request does).
@@ -104,6 +185,17 @@ impl Engine {
         else {
             return;
         };
+        if !self
+            .cfg
+            .subscription_sources
+            .take(inbound.source.ip(), false)
+        {
+            self.stats.subscriptions_refused += 1;
+            self.stats.subscriptions_source_capped += 1;
+            self.trace_note("refused 503: max-subscriptions-per-source reached");
+            self.answer(inbound, &msg, 503, Some(("Retry-After", "60".into())));
+            return;
+        }
         let calls = &self.calls;
         let id = self.ids.call_id(|id| calls.contains_key(&id));
         let caller_tag = self.ids.tag();

@@ -232,6 +232,8 @@ pub struct Node {
     media: Option<NodeMedia>,
     /// The registration cache, node-wide and kept across activations.
     registrations: SharedRegistrations,
+    /// Subscriptions held per source, node-wide and kept across activations.
+    subscription_counts: Arc<Mutex<std::collections::HashMap<IpAddr, u32>>>,
 }
 
 /// The reasons new requests are refused, and the Retry-After range of the 503.
@@ -267,6 +269,7 @@ pub async fn start(settings: &RuntimeSettings, bind: bool) -> anyhow::Result<Nod
         Arc::new(Mutex::new(RegistrationCache::new(settings.registration.0)));
     configure_cache(&registrations, &settings.registration);
     ecfg.registration.cache = Some(Arc::clone(&registrations));
+    let subscription_counts = Arc::clone(&ecfg.subscription_sources.counts);
     let tls_ctx = Arc::new(tls::TlsContext::default());
     tls_ctx.load(&settings.tls)?;
     let (tcp_tx, tcp_rx) = tmpsc::unbounded_channel();
@@ -353,6 +356,7 @@ pub async fn start(settings: &RuntimeSettings, bind: bool) -> anyhow::Result<Nod
         bound: tokio::sync::Mutex::new(None),
         media,
         registrations,
+        subscription_counts,
         admission: Mutex::new(AdmissionState {
             reasons: std::collections::BTreeSet::new(),
             retry_after: settings.retry_after,
@@ -645,6 +649,7 @@ impl Node {
         cfg.media = self.media.as_ref().map(NodeMedia::anchoring);
         cfg.trace_switch = Some(self.shared.wire.trace.switch());
         cfg.registration.cache = Some(Arc::clone(&self.registrations));
+        cfg.subscription_sources.counts = Arc::clone(&self.subscription_counts);
         {
             let mut router = self.router_slot();
             carry_agent_states(&router, &cfg.router, Instant::now());

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use sbc_e2e::acli::Mgmt;
 use sbc_e2e::kamailio::{registrar_cfg, Kamailio};
-use sbc_e2e::raw::{RawTcp, RawUdp, SipMsg};
+use sbc_e2e::raw::{response_to, RawTcp, RawUdp, SipMsg};
 use sbc_e2e::{ports, SbcConfig, SbcNode, TestDir};
 
 fn lo(last: u8) -> IpAddr {
@@ -467,6 +467,62 @@ fn a_phone_behind_a_nat_is_reached_where_it_sends_from() {
         invite.starts_with("INVITE sip:erin@127.0.0.99:5060 SIP/2.0"),
         "{invite}"
     );
+    node.assert_alive();
+}
+
+/// An unsolicited message-summary NOTIFY (RFC 3842's voicemail without a subscription, as
+/// PBXes send it) to a phone's address of record, sent to the registrar, reaches the phone
+/// registered through the SBC, body as is, and the phone's 200 reaches the voicemail server.
+#[test]
+fn an_unsolicited_mwi_notify_reaches_the_registered_phone() {
+    let config = caching_config(lo(6), &[]);
+    let dir = TestDir::new("registration-mwi");
+    let _kamailio = sbc_e2e::kamailio::registrar(&dir, config.agent);
+    let mut node = SbcNode::start_config(&config);
+    let phone = RawUdp::bind(lo(24));
+    register_raw(&phone, "frank", config.access);
+
+    let voicemail = RawUdp::bind(lo(8));
+    let at = voicemail.local_addr();
+    let body = "Messages-Waiting: yes\r\nVoice-Message: 3/1 (0/0)\r\n";
+    voicemail.send_to(
+        format!(
+            "NOTIFY sip:frank@example.test SIP/2.0\r\nVia: SIP/2.0/UDP {at};branch=z9hG4bK-mwi-1\r\n\
+             Max-Forwards: 70\r\nFrom: <sip:voicemail@example.test>;tag=vm1\r\n\
+             To: <sip:frank@example.test>\r\nCall-ID: mwi-unsolicited@{ip}\r\nCSeq: 1 NOTIFY\r\n\
+             Contact: <sip:voicemail@{at}>\r\nEvent: message-summary\r\n\
+             Subscription-State: active\r\nContent-Type: application/simple-message-summary\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            body.len(),
+            ip = at.ip()
+        )
+        .as_bytes(),
+        config.agent,
+    );
+    let (notify, sbc) = phone
+        .recv_sip_until(
+            Duration::from_secs(5),
+            |m| m.method() == Some("NOTIFY"),
+            &mut Vec::new(),
+        )
+        .expect("the NOTIFY at the phone");
+    assert!(
+        notify
+            .start_line
+            .starts_with(&format!("NOTIFY sip:frank@{} ", phone.local_addr())),
+        "{}",
+        notify.start_line
+    );
+    assert_eq!(String::from_utf8_lossy(&notify.body), body);
+    assert_eq!(notify.header("event"), Some("message-summary"));
+    assert_ne!(
+        notify.header("call-id"),
+        Some(format!("mwi-unsolicited@{}", at.ip()).as_str()),
+        "a Call-ID of the SBC's"
+    );
+    phone.send_to(&response_to(&notify, 200, "OK", "fr"), sbc);
+    let answered = final_response(&voicemail, Duration::from_secs(5));
+    assert_eq!(answered.and_then(|m| m.status()), Some(200));
     node.assert_alive();
 }
 

@@ -367,7 +367,10 @@ async fn tls_calls_across_kill9(bye_from: ByeFrom) {
     const CALLS: u64 = 20;
     let _ = sbc_e2e::sbc::sbc_binary();
     let lab = Arc::new(Lab::new("tls-kill9"));
-    let hold = Duration::from_secs(8);
+    // Long enough that the calls are still up at the kill when the machine is loaded (the
+    // suite runs beside it): placing them, replicating them and the takeover take a few
+    // seconds then, and a call that ended before the kill proves nothing.
+    let hold = Duration::from_secs(16);
     let mut uas_cfg = UasConfig::new(SocketAddr::new(LO, 0));
     uas_cfg.transport = Transport::Tls;
     uas_cfg.tls = Some(lab.uas_tls("uas"));

@@ -82,6 +82,7 @@ fn engine(s: &Sides, table: &Arc<Mutex<MediaTable>>) -> Engine {
         trace_switch: None,
         registration: Registrations::default(),
         session_policies: Vec::new(),
+        subscription_sources: SubscriptionSources::default(),
     };
     Engine::new(
         cfg,

@@ -72,6 +72,7 @@ fn config() -> EngineConfig {
         trace_switch: None,
         registration: Registrations::default(),
         session_policies: Vec::new(),
+        subscription_sources: SubscriptionSources::default(),
     }
 }
 

@@ -405,3 +405,67 @@ fn a_busy_lamp_s_call_in_another_shard_is_named_by_that_shard_s_engine() {
         n.body
     );
 }
+
+#[test]
+fn one_source_holds_at_most_its_bound_of_subscriptions_node_wide() {
+    let sources = SubscriptionSources {
+        per_source: 2,
+        ..SubscriptionSources::default()
+    };
+    // Two engines (shards) share the node's counts.
+    let world = |sources: &SubscriptionSources| {
+        let mut w = World::new();
+        w.engine = Engine::new(
+            EngineConfig {
+                subscription_sources: sources.clone(),
+                ..config()
+            },
+            seed(),
+        );
+        w
+    };
+    let (mut a, mut b) = (world(&sources), world(&sources));
+    let sub = |n: u32| {
+        subscribe(&format!("z9hG4bKsub{n}"), Some("presence"), 600)
+            .replace("sub-1@10.1.1.1", &format!("sub-{n}@10.1.1.1"))
+    };
+    a.caller_sends(&sub(1));
+    b.caller_sends(&sub(2));
+    assert_eq!(sources.held(sa(CALLER).ip()), 2);
+    a.caller_sends(&sub(3));
+    assert_eq!(
+        a.codes_to_caller().last(),
+        Some(&503),
+        "the third is refused"
+    );
+    assert_eq!(a.engine.stats().subscriptions_source_capped, 1);
+    assert_eq!(a.to_callee.len(), 1, "not sent on");
+    // The first is refused by its notifier: its place is given back.
+    let first = a.to_callee[0].clone();
+    notifier_answers(&mut a, &first, 404, None);
+    assert_eq!(sources.held(sa(CALLER).ip()), 1);
+    a.caller_sends(&sub(4));
+    assert_eq!(a.to_callee.len(), 2, "admitted again");
+    assert_eq!(sources.held(sa(CALLER).ip()), 2);
+}
+
+#[test]
+fn an_ipv6_source_is_its_prefix() {
+    let sources = SubscriptionSources {
+        per_source: 1,
+        ipv6_prefix_len: 64,
+        ..SubscriptionSources::default()
+    };
+    let ip = |s: &str| s.parse::<std::net::IpAddr>().expect("an address");
+    assert!(sources.take(ip("2001:db8:0:1::1"), false));
+    assert!(!sources.take(ip("2001:db8:0:1::2"), false), "the same /64");
+    assert!(sources.take(ip("2001:db8:0:2::1"), false), "another /64");
+    assert!(sources.take(ip("127.0.0.1"), false));
+    sources.release(ip("2001:db8:0:1::ffff"));
+    assert_eq!(sources.held(ip("2001:db8:0:1::1")), 0);
+    assert_eq!(
+        sources.counts.lock().map(|c| c.len()).unwrap_or(0),
+        2,
+        "no empty entry kept"
+    );
+}
