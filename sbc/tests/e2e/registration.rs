@@ -85,7 +85,12 @@ impl Baresip {
     fn start(dir: &TestDir, user: &str, sip: SocketAddr, proxy: SocketAddr) -> Self {
         let home = dir.path().join(user);
         std::fs::create_dir_all(&home).expect("baresip dir");
-        let console = SocketAddr::new(sip.ip(), ports::free_port());
+        // Not the SIP port + 1: baresip opens TLS there.
+        let console = (0..10)
+            .map(|_| ports::free_port())
+            .find(|&p| p != sip.port().wrapping_add(1))
+            .map(|p| SocketAddr::new(sip.ip(), p))
+            .expect("a free console port");
         let config = format!(
             "poll_method epoll\nsip_listen {sip}\n\
              audio_player aufile,{play}\naudio_source aufile,{source}\naudio_alert aufile,{play}\n\
@@ -182,15 +187,7 @@ fn bindings(mgmt: &mut Mgmt) -> serde_json::Value {
 #[test]
 fn phones_registered_through_the_sbc_call_each_other_by_aor() {
     phones_namespace();
-    let mut config = caching_config(lo(6), &[]);
-    // Media anchored in both realms: each call's RTP crosses the SBC's own ports.
-    for realm in ["access", "core"] {
-        let first = ports::free_block(41);
-        config.extra_toml.push_str(&format!(
-            "\n[[steering-pool]]\nip-address = \"127.0.0.1\"\nstart-port = {first}\nend-port = {}\nrealm-id = \"{realm}\"\n",
-            first + 40
-        ));
-    }
+    let config = anchoring_config();
     let dir = TestDir::new("registration-phones");
     let _kamailio = authenticating_registrar(&dir, config.agent);
     let mut node = SbcNode::start_config(&config);
@@ -327,6 +324,114 @@ fn phones_registered_through_the_sbc_call_each_other_by_aor() {
     assert_eq!(bindings(&mut mgmt)["bindings"].as_u64(), Some(1));
     drop(alice);
     drop(bob);
+    node.assert_alive();
+}
+
+/// A caching config whose calls have their media anchored in both realms: each call's RTP
+/// crosses the SBC's own ports.
+fn anchoring_config() -> SbcConfig {
+    let mut config = caching_config(lo(6), &[]);
+    for realm in ["access", "core"] {
+        let first = ports::free_block(41);
+        config.extra_toml.push_str(&format!(
+            "\n[[steering-pool]]\nip-address = \"127.0.0.1\"\nstart-port = {first}\nend-port = {}\nrealm-id = \"{realm}\"\n",
+            first + 40
+        ));
+    }
+    config
+}
+
+/// Blind transfer between phones registered through the SBC (issue 30, item 2): alice calls
+/// bob; bob transfers her to carol with baresip's `/transfer`; bob's REFER crosses both of the
+/// SBC's hairpinned calls and the registrar to alice, who calls carol. The call ends with alice
+/// and carol talking (RTP from both through the SBC's anchored media) and bob released.
+#[test]
+fn a_blind_transfer_between_registered_phones_ends_with_the_right_two_talking() {
+    phones_namespace();
+    let config = anchoring_config();
+    let dir = TestDir::new("registration-transfer");
+    let _kamailio = authenticating_registrar(&dir, config.agent);
+    let mut node = SbcNode::start_config(&config);
+    let mut mgmt = Mgmt::connect(&node.mgmt_socket());
+    let phone = |user: &str, last: u8| {
+        Baresip::start(
+            &dir,
+            user,
+            SocketAddr::new(lo(last), ports::free_port()),
+            config.access,
+        )
+    };
+    let (alice, bob, carol) = (phone("alice", 21), phone("bob", 22), phone("carol", 23));
+    let everyone = |what: &str| {
+        format!(
+            "{what}\nalice:\n{}\nbob:\n{}\ncarol:\n{}",
+            alice.output(),
+            bob.output(),
+            carol.output()
+        )
+    };
+    assert!(
+        eventually(Duration::from_secs(20), || {
+            bindings(&mut mgmt)["bindings"].as_u64() == Some(3)
+        }),
+        "{}",
+        everyone("not all registered")
+    );
+
+    alice.command("/dial sip:bob@example.test");
+    assert!(
+        eventually(Duration::from_secs(15), || {
+            mgmt.data("show sip-stats")["counters"]["calls_answered"].as_u64() >= Some(2)
+        }),
+        "{}",
+        everyone("alice -> bob not answered")
+    );
+    // Talking a moment before the transfer.
+    std::thread::sleep(Duration::from_secs(1));
+    bob.command("/transfer sip:carol@example.test");
+    // alice calls carol: two more calls through the SBC (alice -> registrar -> carol).
+    assert!(
+        eventually(Duration::from_secs(15), || {
+            mgmt.data("show sip-stats")["counters"]["calls_answered"].as_u64() >= Some(4)
+        }),
+        "{}",
+        everyone(&format!(
+            "alice -> carol not answered: {:#}",
+            mgmt.data("show sip-stats")
+        ))
+    );
+    // bob is released: only alice's call to carol is left, its media flowing both ways.
+    let carried = |c: &serde_json::Value| {
+        ["from_caller", "from_callee"]
+            .iter()
+            .all(|d| c[d]["packets"].as_u64() >= Some(20))
+    };
+    let talking = eventually(Duration::from_secs(15), || {
+        let media = mgmt.data("show media");
+        let calls = media["media"]["calls"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        calls.len() == 2 && calls.iter().all(carried)
+    });
+    assert!(
+        talking,
+        "{}",
+        everyone(&format!("{:#}", mgmt.data("show media")))
+    );
+    let dialogs = mgmt.data("show dialogs");
+    let rows = dialogs["dialogs"].as_array().cloned().unwrap_or_default();
+    assert_eq!(rows.len(), 2, "bob's calls ended: {dialogs:#}");
+    let text = dialogs.to_string();
+    assert!(!text.contains("sip:bob@"), "bob is in no call: {dialogs:#}");
+    let stats = mgmt.data("show sip-stats");
+    assert_eq!(
+        stats["counters"]["calls_failed"].as_u64(),
+        Some(0),
+        "{stats:#}"
+    );
+    alice.command("/hangup");
+    drop((alice, bob, carol));
     node.assert_alive();
 }
 
