@@ -83,6 +83,18 @@ impl Baresip {
     /// `user@example.test` listening at `sip`, registering through `proxy` (the SBC) with
     /// `PASSWORD`, answering calls itself.
     fn start(dir: &TestDir, user: &str, sip: SocketAddr, proxy: SocketAddr) -> Self {
+        Self::start_with(dir, user, sip, proxy, "")
+    }
+
+    /// [`Baresip::start`] with more application modules (`module_app` lines, loaded before
+    /// the account is: baresip's `mwi` loops if the account registers first).
+    fn start_with(
+        dir: &TestDir,
+        user: &str,
+        sip: SocketAddr,
+        proxy: SocketAddr,
+        apps: &str,
+    ) -> Self {
         let home = dir.path().join(user);
         std::fs::create_dir_all(&home).expect("baresip dir");
         // Not the SIP port + 1: baresip opens TLS there.
@@ -97,7 +109,7 @@ impl Baresip {
              audio_srate 8000\naudio_channels 1\nrtp_ports 40000-40999\n\
              module_path /usr/lib/baresip/modules\n\
              module g711.so\nmodule aufile.so\nmodule cons.so\n\
-             module_app account.so\nmodule_app menu.so\ncons_listen {console}\n",
+             {apps}module_app account.so\nmodule_app menu.so\ncons_listen {console}\n",
             play = home.join("out.wav").display(),
             source = silence(&home).display(),
         );
@@ -106,7 +118,8 @@ impl Baresip {
             home.join("accounts"),
             format!(
                 "<sip:{user}@example.test>;auth_pass={PASSWORD};outbound=\"sip:{proxy};transport=udp\";\
-                 regint=120;answermode=auto;audio_codecs=PCMU\n"
+                 regint=120;answermode=auto;audio_codecs=PCMU;mwi={mwi}\n",
+                mwi = if apps.contains("mwi") { "yes" } else { "no" },
             ),
         )
         .expect("accounts");
@@ -432,6 +445,115 @@ fn a_blind_transfer_between_registered_phones_ends_with_the_right_two_talking() 
     );
     alice.command("/hangup");
     drop((alice, bob, carol));
+    node.assert_alive();
+}
+
+/// A registrar that is also the presence server (message-summary): REGISTER saved, SUBSCRIBE
+/// and PUBLISH handled by `presence`, in-dialog SUBSCRIBEs too, calls to its users forked to
+/// their bindings. Its tables in `db`.
+fn registrar_with_voicemail(addr: SocketAddr, db: &std::path::Path) -> String {
+    let head = sbc_e2e::kamailio::cfg_head(
+        addr,
+        &[
+            "tm",
+            "sl",
+            "rr",
+            "maxfwd",
+            "pv",
+            "siputils",
+            "textops",
+            "usrloc",
+            "registrar",
+            "db_text",
+            "presence",
+            "presence_mwi",
+        ],
+    );
+    format!(
+        r#"{head}
+modparam("usrloc", "db_mode", 0)
+modparam("usrloc", "use_domain", 1)
+modparam("presence", "db_url", "text://{db}")
+modparam("presence", "server_address", "sip:{addr}")
+modparam("presence", "subs_db_mode", 0)
+
+request_route {{
+    if (!mf_process_maxfwd_header("10")) {{ sl_send_reply("483", "Too Many Hops"); exit; }}
+    if (is_method("PUBLISH|SUBSCRIBE")) {{
+        if (!t_newtran()) {{ sl_reply_error(); exit; }}
+        if (is_method("PUBLISH")) {{ handle_publish(); }} else {{ handle_subscribe(); }}
+        t_release();
+        exit;
+    }}
+    if (has_totag()) {{
+        if (loose_route()) {{ t_relay(); exit; }}
+        if (is_method("ACK")) {{ if (t_check_trans()) t_relay(); exit; }}
+        sl_send_reply("404", "Not here");
+        exit;
+    }}
+    if (is_method("REGISTER")) {{ save("location"); exit; }}
+    if (!lookup("location")) {{ sl_send_reply("404", "Not Found"); exit; }}
+    record_route();
+    t_relay();
+}}
+"#,
+        db = db.display()
+    )
+}
+
+/// baresip's `mwi` module through the SBC: alice's phone registers through the SBC and
+/// subscribes to its own message-summary at the registrar, which is the presence server; a
+/// voicemail server's PUBLISH there lights the lamp: the NOTIFY reaches baresip through the
+/// SBC in its subscription's dialog, and baresip shows it.
+#[test]
+fn baresip_s_message_waiting_lamp_lights_through_the_sbc() {
+    phones_namespace();
+    let config = caching_config(lo(6), &[]);
+    let dir = TestDir::new("registration-mwi-baresip");
+    let db = crate::subscriptions::presence_tables(&dir);
+    let _kamailio = Kamailio::start(&dir, &registrar_with_voicemail(config.agent, &db));
+    sbc_e2e::sipp::wait_listening(config.agent, false, Duration::from_secs(10));
+    let node = SbcNode::start_config(&config);
+    let mut mgmt = Mgmt::connect(&node.mgmt_socket());
+    let alice = Baresip::start_with(
+        &dir,
+        "alice",
+        SocketAddr::new(lo(21), ports::free_port()),
+        config.access,
+        "module_app mwi.so\n",
+    );
+    let subscribed = eventually(Duration::from_secs(20), || {
+        mgmt.data("show subscriptions")["rows"]
+            .as_array()
+            .is_some_and(|rows| {
+                rows.iter().any(|r| {
+                    r["event"].as_str() == Some("message-summary")
+                        && r["state"].as_str() == Some("confirmed")
+                })
+            })
+    });
+    assert!(
+        subscribed,
+        "{:#}\nalice:\n{}",
+        mgmt.data("show subscriptions"),
+        alice.output()
+    );
+    let voicemail = RawUdp::bind(lo(8));
+    voicemail.send_to(
+        &crate::subscriptions::publish(&voicemail, "vm-baresip", "yes"),
+        config.agent,
+    );
+    let published = final_response(&voicemail, Duration::from_secs(5));
+    assert_eq!(published.and_then(|m| m.status()), Some(200));
+    let lit = eventually(Duration::from_secs(10), || {
+        let out = alice.output();
+        out.contains("MWI for") && out.contains("Messages-Waiting: yes")
+    });
+    assert!(lit, "alice:\n{}", alice.output());
+    let subs = mgmt.data("show subscriptions");
+    assert!(subs["rows"][0]["notifies"].as_u64() >= Some(2), "{subs:#}");
+    drop(alice);
+    let mut node = node;
     node.assert_alive();
 }
 
