@@ -3,7 +3,7 @@
 # `sbc` binary and SIPp on loopback.
 #
 # The end-to-end tests need SIPp (Debian package `sip-tester`) and net-snmp's trap receiver and
-# tools (`snmptrapd`, `snmp`), `tshark` and `sngrep` (the SIP trace), `kamailio` (a registrar) and `kamailio-presence-modules` (a presence server), `baresip-core` (softphones), `dnsmasq` (SRV records); the lab's media tests and lab/bench/media-vs-rtpengine.sh need
+# tools (`snmptrapd`, `snmp`), `tshark` and `sngrep` (the SIP trace), `kamailio` (a registrar) and `kamailio-presence-modules` (a presence server), `baresip-core` and `linphone-cli` (softphones), `dnsmasq` (SRV records); the lab's media tests and lab/bench/media-vs-rtpengine.sh need
 # rtpengine (`rtpengine-daemon`); the package test needs `systemd`, `man-db`, `python3` and
 # `dpkg-dev`. As root this script installs what is missing; otherwise it
 # stops and prints the exact apt-get line to run.
@@ -53,6 +53,9 @@ lean=()
 command -v lintian >/dev/null 2>&1 || lean+=(lintian)
 # The SIP trace tests: tshark reads the pcap `show sip-trace <id> --pcap` writes, and sngrep's.
 command -v tshark >/dev/null 2>&1 || lean+=(tshark)
+# Attended transfer between real phones: linphone's console (linphonec) sends REFER with
+# Replaces and honours an INVITE with Replaces (baresip 1.0 does neither).
+command -v linphonec >/dev/null 2>&1 || lean+=(linphone-cli)
 if ((${#missing[@]} + ${#lean[@]})); then
     if [ "$(id -u)" = 0 ]; then
         echo "installing ${missing[*]} ${lean[*]} (needed by the end-to-end tests)"

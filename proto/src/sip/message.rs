@@ -573,11 +573,26 @@ pub fn name_addr_tag(v: &str) -> Option<&str> {
     param(v, "tag").filter(|t| !t.is_empty())
 }
 
-/// The URI inside a name-addr (`"x" <sip:a@b>;p` gives `sip:a@b`) or an addr-spec.
+/// The URI inside a name-addr (`"x" <sip:a@b>;p` gives `sip:a@b`) or an addr-spec. The URI
+/// ends at the first `>` after the `<` that opens it (a URI holds no bare `>`), not at the
+/// last one: a parameter after it may quote angle brackets (RFC 5626's `+sip.instance=
+/// "<urn:uuid:...>"`), as may a quoted display name before it.
 pub fn name_addr_uri(v: &str) -> &str {
-    if let (Some(a), Some(b)) = (v.find('<'), v.rfind('>')) {
-        if a < b {
-            return v[a + 1..b].trim();
+    let mut quoted = false;
+    let mut escaped = false;
+    for (i, c) in v.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            '<' if !quoted => {
+                let rest = &v[i + 1..];
+                return match rest.find('>') {
+                    Some(end) => rest[..end].trim(),
+                    None => rest.trim(),
+                };
+            }
+            _ => {}
         }
     }
     v.split(';').next().unwrap_or(v).trim()
@@ -702,6 +717,23 @@ pub fn reason_for(code: u16) -> &'static str {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_name_addr_s_uri_ends_at_its_own_closing_bracket() {
+        use super::name_addr_uri;
+        assert_eq!(name_addr_uri("\"x\" <sip:a@b>;p"), "sip:a@b");
+        assert_eq!(name_addr_uri("sip:a@b;p=1"), "sip:a@b");
+        // Linphone's Contact (RFC 5626): the instance id quotes angle brackets.
+        assert_eq!(
+            name_addr_uri(
+                "<sip:bob@127.0.0.1:25778;transport=udp>;+sip.instance=\"<urn:uuid:87a6>\""
+            ),
+            "sip:bob@127.0.0.1:25778;transport=udp"
+        );
+        assert_eq!(name_addr_uri("\"a <b> \\\" c\" <sip:x@y>"), "sip:x@y");
+        assert_eq!(name_addr_uri("<sip:open@y"), "sip:open@y");
+    }
+
     use super::*;
 
     const INVITE: &str = "INVITE sip:bob@example.com SIP/2.0\r\n\

@@ -8,6 +8,7 @@
 
 mod acli;
 mod alarms_snmp;
+mod attended_transfer;
 mod auth_challenge;
 mod autoscale;
 mod basic_tcp;

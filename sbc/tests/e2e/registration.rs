@@ -342,7 +342,7 @@ fn phones_registered_through_the_sbc_call_each_other_by_aor() {
 
 /// A caching config whose calls have their media anchored in both realms: each call's RTP
 /// crosses the SBC's own ports.
-fn anchoring_config() -> SbcConfig {
+pub(crate) fn anchoring_config() -> SbcConfig {
     let mut config = caching_config(lo(6), &[]);
     for realm in ["access", "core"] {
         let first = ports::free_block(41);
