@@ -798,6 +798,10 @@ impl Engine {
         if method == Method::Notify {
             self.translate_dialog_info(&mut msg);
         }
+        if matches!(method, Method::Invite | Method::Update) {
+            // A refresh names the timer of the leg it goes out on, when the SBC runs them.
+            self.leg_timer_headers(id, side.other(), &mut msg, true);
+        }
         let Some(call) = self.calls.get_mut(&id) else {
             return;
         };

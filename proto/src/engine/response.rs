@@ -325,10 +325,19 @@ impl Engine {
         if code == 100 && method == Method::Invite {
             return; // we sent our own 100 already
         }
-        // The SBC's leg timers start with the answer: the caller's 2xx names the caller's.
+        // The SBC's leg timers start with the answer: the caller's 2xx names the caller's; a
+        // refresh's 2xx names the timer of the leg it goes back on.
         let timed = match call_id {
             Some(id) if initial_invite && (200..300).contains(&code) => {
                 self.leg_timers_answered(now, id, msg)
+            }
+            Some(id)
+                if (200..300).contains(&code)
+                    && matches!(method, Method::Invite | Method::Update) =>
+            {
+                let mut relayed = msg.clone();
+                self.leg_timer_headers(id, side.other(), &mut relayed, false)
+                    .then_some(relayed)
             }
             _ => None,
         };

@@ -289,6 +289,50 @@ impl Engine {
         Some(out)
     }
 
+    /// `msg`, a refresh (`request`) or its 2xx going out on leg `to` of call `id`, with the
+    /// `Session-Expires` of the SBC's timer on that leg in place of the other leg's (none to a
+    /// peer that does not know it), the refresher named as the SBC's role in the transaction
+    /// (its UAC for a request, its UAS for a response) says. False when the SBC runs no leg
+    /// timers on the call (`msg` untouched).
+    pub(super) fn leg_timer_headers(
+        &self,
+        id: u64,
+        to: Side,
+        msg: &mut SipMessage,
+        request: bool,
+    ) -> bool {
+        let Some(timers) = self
+            .calls
+            .get(&id)
+            .and_then(|c| c.dialog.leg_timers.as_deref())
+        else {
+            return false;
+        };
+        msg.headers
+            .retain(|h| !is_named(h, "session-expires", "x") && !is_named(h, "min-se", ""));
+        if !request {
+            drop_required(msg, "timer");
+        }
+        let Some(t) = timers[side_index(to)].as_ref().filter(|t| t.negotiated) else {
+            return true;
+        };
+        let refresher = match (request, t.sbc_refreshes) {
+            (true, true) | (false, false) => "uac",
+            (true, false) | (false, true) => "uas",
+        };
+        msg.headers.push(Header {
+            name: HeaderName::Other("Session-Expires".into()),
+            value: format!("{};refresher={refresher}", t.interval_secs),
+        });
+        if !request {
+            msg.headers.push(Header {
+                name: HeaderName::Other("Require".into()),
+                value: "timer".into(),
+            });
+        }
+        true
+    }
+
     /// A 2xx to an INVITE or UPDATE of call `id` was relayed (`msg`): the endpoints' session
     /// timer starts, is refreshed, or stops (a refresh's 2xx without `Session-Expires`); the
     /// SBC's leg timers count it as a refresh of both legs.

@@ -352,6 +352,19 @@ fn a_callee_that_refreshes_itself_is_waited_for_and_the_caller_is_told_its_own_t
         header(&relayed, "CSeq").unwrap_or_default(),
     ));
     assert_eq!(updates_to_caller(&w), 1, "the callee's refresh, relayed");
+    // Each leg hears of its own timer: the caller the SBC's 300 s (the SBC its refresher, and
+    // the UAC of this UPDATE), the callee its 120 s in the 2xx (itself the refresher, the UAC).
+    assert_eq!(
+        header(&relayed, "Session-Expires"),
+        Some("300;refresher=uac")
+    );
+    let ok_to_callee = w.to_callee.last().expect("the 200 relayed").clone();
+    assert_eq!(ok_to_callee.status(), Some(200));
+    assert_eq!(
+        header(&ok_to_callee, "Session-Expires"),
+        Some("120;refresher=uac")
+    );
+    assert_eq!(header(&ok_to_callee, "Require"), Some("timer"));
     w.advance(Duration::from_secs(87));
     assert_eq!(byes(&w), (0, 0), "before 50 + 88 s");
     w.advance(Duration::from_secs(2));
