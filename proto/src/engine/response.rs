@@ -333,8 +333,13 @@ impl Engine {
             }
             Some(id)
                 if (200..300).contains(&code)
-                    && matches!(method, Method::Invite | Method::Update) =>
+                    && matches!(method, Method::Invite | Method::Update)
+                    && self
+                        .calls
+                        .get(&id)
+                        .is_some_and(|c| c.dialog.leg_timers.is_some()) =>
             {
+                // Copied only for a call whose leg timers the SBC runs.
                 let mut relayed = msg.clone();
                 self.leg_timer_headers(id, side.other(), &mut relayed, false)
                     .then_some(relayed)

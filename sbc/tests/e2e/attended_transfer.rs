@@ -175,19 +175,7 @@ fn an_attended_transfer_between_linphones_ends_with_alice_and_carol() {
         )
     );
     // They talk: RTP from both crosses the SBC's anchored ports on the call that is left.
-    let carried = |c: &serde_json::Value| {
-        ["from_caller", "from_callee"]
-            .iter()
-            .all(|d| c[d]["packets"].as_u64() >= Some(20))
-    };
-    let talking = eventually(Duration::from_secs(15), || {
-        let media = mgmt.data("show media");
-        let calls = media["media"]["calls"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        !calls.is_empty() && calls.iter().all(carried)
-    });
+    let talking = crate::registration::media_both_ways(&mut mgmt, None, Duration::from_secs(15));
     assert!(
         talking,
         "{}",

@@ -230,17 +230,7 @@ fn establish_held_call(
             &mut Vec::new(),
         )
         .expect("the 200 at the caller");
-    let target = answer
-        .header("contact")
-        .map(|c| {
-            c.trim()
-                .trim_start_matches('<')
-                .split('>')
-                .next()
-                .unwrap_or_default()
-                .to_owned()
-        })
-        .expect("our Contact in the 200");
+    let target = contact_uri(&answer).expect("our Contact in the 200");
     let from = caller.local_addr();
     let ack = format!(
         "ACK {target} SIP/2.0\r\nVia: SIP/2.0/UDP {from};branch=z9hG4bK-held-ack\r\n\
@@ -263,17 +253,7 @@ fn establish_held_call(
             &mut Vec::new(),
         )
         .expect("the ACK at the phone");
-    let our_contact = invite
-        .header("contact")
-        .map(|c| {
-            c.trim()
-                .trim_start_matches('<')
-                .split('>')
-                .next()
-                .unwrap_or_default()
-                .to_owned()
-        })
-        .expect("the SBC's Contact in the INVITE");
+    let our_contact = contact_uri(&invite).expect("the SBC's Contact in the INVITE");
     let bye = format!(
         "BYE {our_contact} SIP/2.0\r\nVia: SIP/2.0/UDP {at};branch=z9hG4bK-held-bye\r\n\
          Max-Forwards: 70\r\nFrom: {};tag=ph\r\nTo: {}\r\nCall-ID: {}\r\nCSeq: 1 BYE\r\n\
@@ -286,4 +266,16 @@ fn establish_held_call(
         sbc,
         bye: bye.into_bytes(),
     }
+}
+
+/// The URI of a message's Contact (`<...>` taken off).
+fn contact_uri(m: &sbc_e2e::raw::SipMsg) -> Option<String> {
+    let c = m.header("contact")?.trim();
+    Some(
+        c.trim_start_matches('<')
+            .split('>')
+            .next()
+            .unwrap_or_default()
+            .to_owned(),
+    )
 }

@@ -168,6 +168,24 @@ fn phones_namespace() {
     sbc_e2e::netns::add_veth_address("10.99.0.1/24");
 }
 
+/// Whether, within `limit`, the anchored calls (exactly `calls` of them, or at least one) each
+/// carry at least 20 RTP packets from both ends (`show media`).
+pub(crate) fn media_both_ways(mgmt: &mut Mgmt, calls: Option<usize>, limit: Duration) -> bool {
+    let carried = |c: &serde_json::Value| {
+        ["from_caller", "from_callee"]
+            .iter()
+            .all(|d| c[d]["packets"].as_u64() >= Some(20))
+    };
+    eventually(limit, || {
+        let media = mgmt.data("show media");
+        let now = media["media"]["calls"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        calls.map_or(!now.is_empty(), |n| now.len() == n) && now.iter().all(carried)
+    })
+}
+
 /// Polls `f` every 200 ms for at most `limit`; whether it became true.
 pub(crate) fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + limit;
@@ -259,19 +277,7 @@ fn phones_registered_through_the_sbc_call_each_other_by_aor() {
     );
     // The hairpinned call is two calls through the SBC (alice → registrar, registrar → bob),
     // each with its media anchored: RTP from both phones crosses both.
-    let both_ways = |c: &serde_json::Value| {
-        ["from_caller", "from_callee"]
-            .iter()
-            .all(|d| c[d]["packets"].as_u64() >= Some(20))
-    };
-    let anchored = eventually(Duration::from_secs(10), || {
-        let media = mgmt.data("show media");
-        let calls = media["media"]["calls"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        calls.len() == 2 && calls.iter().all(both_ways)
-    });
+    let anchored = media_both_ways(&mut mgmt, Some(2), Duration::from_secs(10));
     assert!(anchored, "{:#}", mgmt.data("show media"));
     alice.command("/hangup");
     let ended = eventually(Duration::from_secs(10), || {
@@ -414,19 +420,7 @@ fn a_blind_transfer_between_registered_phones_ends_with_the_right_two_talking() 
         ))
     );
     // bob is released: only alice's call to carol is left, its media flowing both ways.
-    let carried = |c: &serde_json::Value| {
-        ["from_caller", "from_callee"]
-            .iter()
-            .all(|d| c[d]["packets"].as_u64() >= Some(20))
-    };
-    let talking = eventually(Duration::from_secs(15), || {
-        let media = mgmt.data("show media");
-        let calls = media["media"]["calls"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        calls.len() == 2 && calls.iter().all(carried)
-    });
+    let talking = media_both_ways(&mut mgmt, Some(2), Duration::from_secs(15));
     assert!(
         talking,
         "{}",
