@@ -22,8 +22,8 @@ use std::net::{IpAddr, Ipv4Addr};
 use crate::model::{
     AccessAction, AdminState, AlarmType, AllowAnonymous, CaptureAgentState, CaptureTransport,
     FilterLevel, InDialogSource, MediaManagerState, MemorySource, NatTraversal, PeerType,
-    PingSendMode, RedundancyState, Refresher, RestrictedLatching, SagStrategy, Severity,
-    SipMonitoringState, SnmpAuthProtocol, SnmpPrivProtocol, SnmpVersion, TlsVersion,
+    PingSendMode, RedundancyState, ReferCallTransfer, Refresher, RestrictedLatching, SagStrategy,
+    Severity, SipMonitoringState, SnmpAuthProtocol, SnmpPrivProtocol, SnmpVersion, TlsVersion,
     TranslationType, DEFAULT_TRANSPORT,
 };
 
@@ -895,6 +895,10 @@ element! {
     SESSION_MAX_LIFE_LIMIT "session-max-life-limit": int32(0,
         "a call with a leg in the realm ends (BYE on both legs) this long after its INVITE, s")
         .range(0, 31_536_000).note("0 = no limit");
+    REFER_CALL_TRANSFER "refer-call-transfer": word(ReferCallTransfer::WORDS,
+        ReferCallTransfer::DEFAULT.as_str(),
+        "an in-dialog REFER arriving in the realm: relayed to the transferee (disabled), or \
+         answered by the SBC, which calls the Refer-To target itself (enabled)");
 }}
 
 element! {

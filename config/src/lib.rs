@@ -109,12 +109,12 @@ pub use model::{
     CaptureAgentState, CaptureTransport, CriticalMemoryAbort, FilterConfig, FilterLevel,
     InDialogSource, LocalPolicy, LocalRoutingConfig, MediaManager, MediaManagerState, MemorySource,
     NatTraversal, NextHop, Peer, PeerType, PingSendMode, PolicyAttribute, RealmConfig,
-    RedundancyConfig, RedundancyState, Refresher, RestrictedLatching, Route, SagStrategy,
-    SessionAgent, SessionAgentGroup, SessionRouter, SessionTimerProfile, SessionTranslation,
-    Severity, SipConfig, SipInterface, SipMonitoring, SipMonitoringState, SnmpAuthProtocol,
-    SnmpCommunity, SnmpPrivProtocol, SnmpUserEntry, SnmpVersion, SteeringPool, SystemConfig,
-    TlsProfile, TlsVersion, TranslationIndex, TranslationRules, TranslationType, Transport,
-    TrapReceiver, DAY_LETTERS, SAG_PREFIX,
+    RedundancyConfig, RedundancyState, ReferCallTransfer, Refresher, RestrictedLatching, Route,
+    SagStrategy, SessionAgent, SessionAgentGroup, SessionRouter, SessionTimerProfile,
+    SessionTranslation, Severity, SipConfig, SipInterface, SipMonitoring, SipMonitoringState,
+    SnmpAuthProtocol, SnmpCommunity, SnmpPrivProtocol, SnmpUserEntry, SnmpVersion, SteeringPool,
+    SystemConfig, TlsProfile, TlsVersion, TranslationIndex, TranslationRules, TranslationType,
+    Transport, TrapReceiver, DAY_LETTERS, SAG_PREFIX,
 };
 pub use net::{parse_net, IpNet};
 pub use push::{MASK, NODE_LOCAL, SECRET_KEYS};

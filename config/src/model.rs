@@ -95,9 +95,9 @@ mod routing;
 
 pub use routing::{
     parse_days_of_week, parse_hhmm, AdminState, LocalPolicy, LocalRoutingConfig, NextHop,
-    PingSendMode, PolicyAttribute, RealmConfig, Refresher, SagStrategy, SessionAgentGroup,
-    SessionTimerProfile, SessionTranslation, TranslationIndex, TranslationRules, TranslationType,
-    DAY_LETTERS, SAG_PREFIX,
+    PingSendMode, PolicyAttribute, RealmConfig, ReferCallTransfer, Refresher, SagStrategy,
+    SessionAgentGroup, SessionTimerProfile, SessionTranslation, TranslationIndex, TranslationRules,
+    TranslationType, DAY_LETTERS, SAG_PREFIX,
 };
 
 keyword_enum! {

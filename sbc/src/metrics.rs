@@ -223,6 +223,8 @@ fn sip_counter(
     const DROPPED: &str = "sbc_sip_dropped";
     const DROPPED_HELP: &str = "SIP messages dropped unanswered, by reason";
     const SUBSCRIPTIONS: &str = "sbc_sip_subscriptions";
+    const SBC_TRANSFERS_HELP: &str =
+        "Transfers the SBC performed itself (refer-call-transfer enabled), by outcome";
     const SUBSCRIPTIONS_HELP: &str =
         "Subscriptions (SUBSCRIBE, REFER) by outcome: accepted, refused, ended by NOTIFY or 481, expired";
     match key {
@@ -358,6 +360,16 @@ fn sip_counter(
             "sbc_sip_refers_translated",
             None,
             "In-dialog REFERs whose Refer-To (Replaces, our address) was translated for the leg they went out on",
+        ),
+        "sbc_transfers_performed" => (
+            "sbc_sip_sbc_transfers",
+            Some(("outcome", "performed")),
+            SBC_TRANSFERS_HELP,
+        ),
+        "sbc_transfers_failed" => (
+            "sbc_sip_sbc_transfers",
+            Some(("outcome", "failed")),
+            SBC_TRANSFERS_HELP,
         ),
         "replaces_matched" => (
             "sbc_sip_replaces",

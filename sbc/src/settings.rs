@@ -519,6 +519,8 @@ fn session_policy(cfg: &Config, realm: &str) -> SessionPolicy {
                 sbc_refreshes_caller: p.response_refresher == sbc_config::Refresher::Uas,
             }),
         max_life_secs: realm.map_or(0, |r| r.session_max_life_limit),
+        refer_call_transfer: realm
+            .is_some_and(|r| r.refer_call_transfer == sbc_config::ReferCallTransfer::Enabled),
     }
 }
 

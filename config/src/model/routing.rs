@@ -86,6 +86,19 @@ keyword_enum! {
     }
 }
 
+keyword_enum! {
+    /// `realm-config` `refer-call-transfer` (Oracle's words): what the SBC does with an
+    /// in-dialog REFER arriving in the realm.
+    ReferCallTransfer, key "refer-call-transfer", default Disabled {
+        /// Relayed to the other leg, its `Refer-To` translated (the transferee transfers).
+        Disabled = "disabled",
+        /// Answered 202 by the SBC, which calls the `Refer-To` target itself, joins it to the
+        /// transferee (a re-INVITE with the target's offer), tells the transferor with a
+        /// NOTIFY and releases it.
+        Enabled = "enabled",
+    }
+}
+
 /// `session-timer-profile`: the session timer (RFC 4028) the SBC runs on the legs of a realm
 /// that names it (`realm-config` `session-timer-profile`), where the caller did not ask for one
 /// itself: `Session-Expires` and `Min-SE` offered, the SBC refreshing (UPDATE, else an
@@ -626,6 +639,10 @@ pub struct RealmConfig {
     /// long after its INVITE, seconds; 0 = no limit.
     #[serde(default)]
     pub session_max_life_limit: u32,
+    /// `refer-call-transfer`: whether the SBC performs a transfer asked by an in-dialog REFER
+    /// arriving in the realm (default disabled: the REFER is relayed).
+    #[serde(default)]
+    pub refer_call_transfer: ReferCallTransfer,
 }
 
 impl RealmConfig {

@@ -263,6 +263,13 @@ impl Call {
         self.acks.get_or_insert_with(Box::default)[side_index(side)] = Some(ack);
     }
 
+    /// Forgets the ACK sent on leg `side` (another leg took its place).
+    pub(super) fn clear_ack(&mut self, side: Side) {
+        if let Some(acks) = self.acks.as_deref_mut() {
+            acks[side_index(side)] = None;
+        }
+    }
+
     /// Drops the ACKs kept (no 2xx retransmission can come any more).
     pub(super) fn forget_acks(&mut self) {
         self.acks = None;
@@ -321,11 +328,21 @@ impl DialogIndex {
     /// Forgets both legs of `dialog` (unless another call took a slot since).
     pub(super) fn remove_call(&mut self, dialog: &Dialog) {
         for side in [Side::Caller, Side::Callee] {
-            let leg = dialog.leg(side);
-            let key = self.key(&leg.call_id, &leg.local_tag);
-            if self.map.get(&key).is_some_and(|(id, _)| *id == dialog.id) {
-                self.map.remove(&key);
-            }
+            self.remove_leg(dialog.id, dialog.leg(side));
+        }
+    }
+
+    /// Indexes `leg` as side `side` of call `id` (a leg that took another's place).
+    pub(super) fn insert_leg(&mut self, id: u64, side: Side, leg: &Leg) {
+        let key = self.key(&leg.call_id, &leg.local_tag);
+        self.map.insert(key, (id, side));
+    }
+
+    /// Forgets `leg` of call `id` (unless another call took its slot since).
+    pub(super) fn remove_leg(&mut self, id: u64, leg: &Leg) {
+        let key = self.key(&leg.call_id, &leg.local_tag);
+        if self.map.get(&key).is_some_and(|(call, _)| *call == id) {
+            self.map.remove(&key);
         }
     }
 
@@ -376,6 +393,7 @@ impl Engine {
     }
 
     pub(super) fn remove_call_quietly(&mut self, id: u64) {
+        self.abandon_transfer(id);
         self.close_media(id);
         self.disarm_session(id);
         if let Some(call) = self.calls.remove(&id) {
@@ -386,6 +404,7 @@ impl Engine {
     }
 
     pub(super) fn remove_call(&mut self, id: u64) {
+        self.abandon_transfer(id);
         self.close_media(id);
         self.disarm_session(id);
         if let Some(call) = self.calls.remove(&id) {
@@ -460,7 +479,7 @@ impl Engine {
 
     /// ACKs the 2xx that made `leg`'s dialog, then ends it with BYE (a call no longer
     /// holds it).
-    fn ack_then_bye(&mut self, now: Instant, mut leg: Leg) {
+    pub(super) fn ack_then_bye(&mut self, now: Instant, mut leg: Leg) {
         let branch = self.ids.branch();
         let ack = self.build_request(
             &leg,

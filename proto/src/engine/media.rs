@@ -37,7 +37,7 @@ impl AnchorRefusal {
 }
 
 /// Whether a message's body is a session description (`Content-Type: application/sdp`).
-fn carries_sdp(msg: &SipMessage) -> bool {
+pub(super) fn carries_sdp(msg: &SipMessage) -> bool {
     !msg.body.is_empty()
         && msg.headers.iter().any(|h| {
             matches!(&h.name, HeaderName::Other(n)

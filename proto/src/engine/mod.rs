@@ -41,6 +41,7 @@ mod ids;
 mod media;
 mod ping;
 mod reach;
+mod refer_call;
 mod refusal;
 mod register;
 mod request;
@@ -130,6 +131,8 @@ pub struct Engine {
     /// Each call's session deadline armed on `timers` (session timers, the life limit): only
     /// calls that have one.
     session_armed: HashMap<u64, timers::Armed>,
+    /// Transfers the SBC performs itself (`refer-call-transfer`), by call (at most one each).
+    transfers: HashMap<u64, Box<refer_call::SbcTransfer>>,
     out: VecDeque<Transmit>,
     admission: Admission,
     draining: bool,
@@ -211,6 +214,7 @@ impl Engine {
             named_hint: None,
             timers: TimerHeap::default(),
             session_armed: HashMap::new(),
+            transfers: HashMap::new(),
             out: VecDeque::new(),
             admission: Admission::Accept,
             draining: false,

@@ -755,6 +755,15 @@ impl Engine {
             return;
         }
         self.verify(inbound.source);
+        if method == Method::Refer
+            && self.performs_transfers(inbound.interface)
+            && self.perform_transfer(now, inbound, &msg, key.clone(), id, side, mf)
+        {
+            return;
+        }
+        if method == Method::Bye && self.transferor_hangs_up(now, inbound, &msg, &key, id, side) {
+            return;
+        }
         let mut msg = msg;
         let before = matches!(method, Method::Invite | Method::Update)
             .then(|| self.media_before_offer(id, &msg))

@@ -192,6 +192,14 @@ impl Engine {
                 }
             }
         }
+        if matches!(
+            entry.purpose,
+            Purpose::TransferInvite | Purpose::TransferReoffer
+        ) {
+            // The SBC's own transfer: its answers end here.
+            self.transfer_answered(now, ckey, call_id, code, msg);
+            return;
+        }
         if entry.purpose == Purpose::SessionRefresh {
             // The SBC's own refresh: its answer ends here.
             if let (Some(id), true) = (call_id, code >= 200) {

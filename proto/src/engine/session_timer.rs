@@ -64,6 +64,9 @@ pub struct SessionPolicy {
     pub timer: Option<TimerProfile>,
     /// `session-max-life-limit`, in seconds; 0: none.
     pub max_life_secs: u32,
+    /// `refer-call-transfer enabled`: the SBC performs a transfer an in-dialog REFER arriving
+    /// in the realm asks for, instead of relaying the REFER.
+    pub refer_call_transfer: bool,
 }
 
 /// `Session-Expires` (or its compact form `x`): the interval and the `refresher`, if any.
@@ -142,7 +145,7 @@ fn end_after_ms(interval_secs: u32) -> u64 {
 
 impl Engine {
     /// The `realm-config` bounds of interface `interface`.
-    fn session_policy(&self, interface: usize) -> SessionPolicy {
+    pub(super) fn session_policy(&self, interface: usize) -> SessionPolicy {
         self.cfg
             .session_policies
             .get(interface)

@@ -105,6 +105,12 @@ pub struct Stats {
     /// In-dialog REFERs whose `Refer-To` was translated for the leg they went out on (a
     /// `Replaces` naming the other call's far leg, or our own address).
     pub refers_translated: u64,
+    /// Transfers the SBC performed itself (`refer-call-transfer`): the target and the
+    /// transferee joined, the transferor released.
+    pub sbc_transfers_performed: u64,
+    /// Transfers the SBC was asked to perform that failed (no route, the target or the
+    /// transferee refused): the call goes on as it was.
+    pub sbc_transfers_failed: u64,
     /// New INVITEs with `Replaces` naming one of our legs: sent to that leg's far end.
     pub replaces_matched: u64,
     /// New INVITEs with `Replaces` that named no leg of ours: routed as any INVITE.
@@ -143,7 +149,7 @@ impl std::ops::AddAssign<&Self> for Stats {
 
 impl Stats {
     /// The number of counters.
-    pub const COUNT: usize = 52;
+    pub const COUNT: usize = 54;
 
     /// Every counter with its name (the serialised field name), in declaration order.
     fn counters_mut(&mut self) -> [(&'static str, &mut u64); Self::COUNT] {
@@ -190,6 +196,8 @@ impl Stats {
             subscriptions_ended,
             subscriptions_expired,
             refers_translated,
+            sbc_transfers_performed,
+            sbc_transfers_failed,
             replaces_matched,
             replaces_unmatched,
             session_timer_ended,
@@ -245,6 +253,8 @@ impl Stats {
             ("subscriptions_ended", subscriptions_ended),
             ("subscriptions_expired", subscriptions_expired),
             ("refers_translated", refers_translated),
+            ("sbc_transfers_performed", sbc_transfers_performed),
+            ("sbc_transfers_failed", sbc_transfers_failed),
             ("replaces_matched", replaces_matched),
             ("replaces_unmatched", replaces_unmatched),
             ("session_timer_ended", session_timer_ended),

@@ -280,6 +280,17 @@ impl Engine {
         entry: ClientEntry,
         expired: bool,
     ) {
+        if matches!(
+            entry.purpose,
+            super::transactions::Purpose::TransferInvite
+                | super::transactions::Purpose::TransferReoffer
+        ) {
+            if let Some(agent) = &entry.agent {
+                agent.timed_out(now);
+            }
+            self.transfer_timed_out(now, key, entry.call);
+            return;
+        }
         if entry.purpose == super::transactions::Purpose::SessionRefresh {
             if let Some(id) = entry.call {
                 self.session_refresh_answered(now, id, entry.side, &entry.method, 408);

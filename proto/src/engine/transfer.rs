@@ -179,6 +179,20 @@ impl<'a> ReferTo<'a> {
     }
 }
 
+/// What an in-dialog REFER asks to be called: its `Refer-To` URI (without URI headers), and
+/// the `Replaces` among its headers (attended transfer). `None` when it names no SIP URI.
+pub(super) fn refer_to_target(msg: &SipMessage) -> Option<(String, Option<Replaces>)> {
+    let value = msg.headers.iter().find(|h| is_refer_to(h))?.value.trim();
+    let (uri, replaces) = match ReferTo::parse(value) {
+        Some(r) => (r.uri.trim().to_owned(), r.replaces()),
+        // A bare URI: no headers, its parameters are the header's.
+        None => (value.split(';').next()?.trim().to_owned(), None),
+    };
+    let scheme = uri.split_once(':')?.0;
+    (scheme.eq_ignore_ascii_case("sip") || scheme.eq_ignore_ascii_case("sips"))
+        .then_some((uri, replaces))
+}
+
 /// What a transfer message names: its `Replaces`, and whether it is an INVITE's (naming a leg
 /// as that leg's far end sees it) or a REFER's `Refer-To` (naming a leg as the transferor,
 /// that leg's near end, sees it).
@@ -224,8 +238,9 @@ pub fn named_call_id(data: &[u8]) -> Option<String> {
 /// What an engine holds of a call another shard's message names (see [`named_call_id`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NamedCall {
-    /// A transfer's: the far leg of the leg its `Replaces` names.
-    FarLeg(Leg),
+    /// A transfer's: the far leg of the leg its `Replaces` names, and, when that far leg is
+    /// hairpinned back into one of our calls, that call's far leg (the party at the end).
+    FarLeg(Box<Leg>, Option<Box<Leg>>),
     /// A busy lamp's NOTIFY: each dialog its body names that the engine holds, with the ids
     /// the other leg of that call has.
     DialogViews(Vec<(DialogIds, DialogIds)>),
@@ -264,7 +279,10 @@ impl Engine {
                 .collect();
             return (!views.is_empty()).then_some(NamedCall::DialogViews(views));
         }
-        self.far_leg_named(&msg).map(NamedCall::FarLeg)
+        self.far_leg_named(&msg).map(|leg| {
+            let beyond = self.beyond_hairpin(&leg).map(Box::new);
+            NamedCall::FarLeg(Box::new(leg), beyond)
+        })
     }
 
     /// [`Engine::handle_inbound`] for a message whose named call another shard's engine
@@ -281,11 +299,35 @@ impl Engine {
     }
 
     /// The far leg `msg` names: found by another shard's engine, or here.
-    fn far_leg_of(&mut self, msg: &SipMessage) -> Option<Leg> {
+    pub(super) fn far_leg_of(&mut self, msg: &SipMessage) -> Option<Leg> {
         match self.named_hint.take() {
-            Some(NamedCall::FarLeg(leg)) => Some(leg),
+            Some(NamedCall::FarLeg(leg, _)) => Some(*leg),
             _ => self.far_leg_named(msg),
         }
+    }
+
+    /// The party at the end of the far leg `msg` names: that leg, or, when it is hairpinned
+    /// back into one of our calls, that call's far leg. Found by another shard's engine, or
+    /// here.
+    pub(super) fn far_party_of(&mut self, msg: &SipMessage) -> Option<Leg> {
+        match self.named_hint.take() {
+            Some(NamedCall::FarLeg(leg, beyond)) => Some(*beyond.unwrap_or(leg)),
+            _ => {
+                let leg = self.far_leg_named(msg)?;
+                Some(self.beyond_hairpin(&leg).unwrap_or(leg))
+            }
+        }
+    }
+
+    /// When the far end of `leg` is one of our own calls (a call hairpinned through a proxy
+    /// such as a registrar: our leg out to it and the call it brought back in share one
+    /// dialog), the far leg of that call. Both live in one engine: the call brought back in
+    /// has our leg's Call-ID, which names the shard.
+    fn beyond_hairpin(&self, leg: &Leg) -> Option<Leg> {
+        let (id, side) = self.find_dialog(&leg.call_id, leg.remote_tag.as_deref()?)?;
+        let call = self.calls.get(&id)?;
+        (call.dialog.leg(side).remote_tag.as_deref() == Some(leg.local_tag.as_str()))
+            .then(|| call.dialog.leg(side.other()).clone())
     }
 
     /// The dialog a dialog-info body names as `ids`, if it is a leg of one of our calls: the

@@ -98,17 +98,37 @@ fn dialogs(mgmt: &mut Mgmt) -> Vec<serde_json::Value> {
 
 #[test]
 fn an_attended_transfer_between_linphones_ends_with_alice_and_carol() {
+    attended_transfer(false);
+}
+
+/// The same with `refer-call-transfer enabled` on the phones' realm: the SBC answers bob's
+/// REFER itself and sends carol (through its own hairpin, to her leg directly) an offerless
+/// INVITE with `Replaces` naming her dialog with bob; carol's offer goes to alice in a
+/// re-INVITE, alice's answer to carol in the ACK; carol replaces bob (her BYE reaches him
+/// through the hairpin), and the SBC tells bob (NOTIFY 200) and hangs him up.
+#[test]
+fn an_attended_transfer_the_sbc_performs_ends_with_alice_and_carol() {
+    attended_transfer(true);
+}
+
+fn attended_transfer(sbc_performs: bool) {
     sbc_e2e::netns::enter(&[]);
     sbc_e2e::netns::add_veth_address("10.99.0.1/24");
     // Registration caching, media anchored in both realms.
-    let config = crate::registration::anchoring_config();
+    let mut config = crate::registration::anchoring_config();
+    if sbc_performs {
+        config.extra_toml.push_str(
+            "\n[[realm-config]]\nidentifier = \"access\"\nrefer-call-transfer = \"enabled\"\n",
+        );
+    }
     let dir = TestDir::new("attended-transfer");
     let _kamailio = registrar(&dir, config.agent);
     sbc_e2e::sipp::wait_listening(config.agent, false, Duration::from_secs(10));
     let mut node = SbcNode::start_config(&config);
     let mut mgmt = Mgmt::connect(&node.mgmt_socket());
     let mut alice = Linphone::start(&dir, "alice", ports::free_port(), config.access);
-    let mut bob = Linphone::start(&dir, "bob", ports::free_port(), config.access);
+    let bob_port = ports::free_port();
+    let mut bob = Linphone::start(&dir, "bob", bob_port, config.access);
     let carol = Linphone::start(&dir, "carol", ports::free_port(), config.access);
     let everyone = |what: &str, alice: &Linphone, bob: &Linphone, carol: &Linphone| {
         format!(
@@ -155,6 +175,15 @@ fn an_attended_transfer_between_linphones_ends_with_alice_and_carol() {
     let done = eventually(Duration::from_secs(20), || {
         let d = dialogs(&mut mgmt);
         let text = serde_json::Value::Array(d.clone()).to_string();
+        if sbc_performs {
+            // Alice's calls keep the parties she dialled (bob's name): no leg reaches bob's
+            // phone any more, one reaches carol's.
+            let bob_at = format!(":{bob_port}\"");
+            let performed = mgmt.data("show sip-stats")["counters"]["sbc_transfers_performed"]
+                .as_u64()
+                == Some(1);
+            return performed && !d.is_empty() && !text.contains(&bob_at);
+        }
         !d.is_empty()
             && !text.contains("sip:bob@")
             && text.contains("sip:carol@")
@@ -187,8 +216,9 @@ fn an_attended_transfer_between_linphones_ends_with_alice_and_carol() {
         )
     );
     let counters = &stats["counters"];
+    let relayed = if sbc_performs { 0 } else { 1 };
     assert!(
-        counters["refers_translated"].as_u64() >= Some(1),
+        counters["refers_translated"].as_u64() >= Some(relayed),
         "{stats:#}"
     );
     assert!(

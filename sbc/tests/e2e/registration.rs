@@ -366,8 +366,27 @@ pub(crate) fn anchoring_config() -> SbcConfig {
 /// and carol talking (RTP from both through the SBC's anchored media) and bob released.
 #[test]
 fn a_blind_transfer_between_registered_phones_ends_with_the_right_two_talking() {
+    blind_transfer(false);
+}
+
+/// The same with `refer-call-transfer enabled` on the phones' realm: the SBC answers bob's
+/// REFER itself, calls carol (through the registrar) without an offer, gives carol's offer to
+/// alice in a re-INVITE and carol the answer in the ACK, then tells bob (NOTIFY 200) and hangs
+/// him up. Alice never sees a REFER; she and carol end talking, RTP growing both ways on every
+/// call that carries them.
+#[test]
+fn a_blind_transfer_the_sbc_performs_ends_with_the_right_two_talking() {
+    blind_transfer(true);
+}
+
+fn blind_transfer(sbc_performs: bool) {
     phones_namespace();
-    let config = anchoring_config();
+    let mut config = anchoring_config();
+    if sbc_performs {
+        config.extra_toml.push_str(
+            "\n[[realm-config]]\nidentifier = \"access\"\nrefer-call-transfer = \"enabled\"\n",
+        );
+    }
     let dir = TestDir::new("registration-transfer");
     let _kamailio = authenticating_registrar(&dir, config.agent);
     let mut node = SbcNode::start_config(&config);
@@ -408,19 +427,47 @@ fn a_blind_transfer_between_registered_phones_ends_with_the_right_two_talking() 
     // Talking a moment before the transfer.
     std::thread::sleep(Duration::from_secs(1));
     bob.command("/transfer sip:carol@example.test");
-    // alice calls carol: two more calls through the SBC (alice -> registrar -> carol).
-    assert!(
-        eventually(Duration::from_secs(15), || {
-            mgmt.data("show sip-stats")["counters"]["calls_answered"].as_u64() >= Some(4)
-        }),
-        "{}",
-        everyone(&format!(
-            "alice -> carol not answered: {:#}",
-            mgmt.data("show sip-stats")
-        ))
-    );
-    // bob is released: only alice's call to carol is left, its media flowing both ways.
-    let talking = media_both_ways(&mut mgmt, Some(2), Duration::from_secs(15));
+    let counter = |mgmt: &mut Mgmt, name: &str| {
+        mgmt.data("show sip-stats")["counters"][name]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    if sbc_performs {
+        // The SBC's own INVITE reaches carol through the registrar (one more call), and the
+        // transfer completes.
+        assert!(
+            eventually(Duration::from_secs(15), || {
+                counter(&mut mgmt, "sbc_transfers_performed") == 1
+            }),
+            "{}",
+            everyone(&format!(
+                "the SBC's transfer not done: {:#}",
+                mgmt.data("show sip-stats")
+            ))
+        );
+        assert_eq!(
+            counter(&mut mgmt, "refers_translated"),
+            0,
+            "no REFER relayed"
+        );
+    } else {
+        // alice calls carol: two more calls through the SBC (alice -> registrar -> carol).
+        assert!(
+            eventually(Duration::from_secs(15), || {
+                counter(&mut mgmt, "calls_answered") >= 4
+            }),
+            "{}",
+            everyone(&format!(
+                "alice -> carol not answered: {:#}",
+                mgmt.data("show sip-stats")
+            ))
+        );
+    }
+    // bob is released: only the calls joining alice and carol are left, their media flowing
+    // both ways (alice's call to carol: two calls; alice's first call, its leg to bob now
+    // one to carol, and carol's call from the registrar: three).
+    let calls = if sbc_performs { 3 } else { 2 };
+    let talking = media_both_ways(&mut mgmt, Some(calls), Duration::from_secs(15));
     assert!(
         talking,
         "{}",
@@ -428,9 +475,51 @@ fn a_blind_transfer_between_registered_phones_ends_with_the_right_two_talking() 
     );
     let dialogs = mgmt.data("show dialogs");
     let rows = dialogs["dialogs"].as_array().cloned().unwrap_or_default();
-    assert_eq!(rows.len(), 2, "bob's calls ended: {dialogs:#}");
-    let text = dialogs.to_string();
-    assert!(!text.contains("sip:bob@"), "bob is in no call: {dialogs:#}");
+    assert_eq!(rows.len(), calls, "bob's calls ended: {dialogs:#}");
+    let bob_ip = lo(22).to_string();
+    assert!(
+        rows.iter().all(|d| ["caller", "callee"].iter().all(|leg| {
+            d[leg]["peer"]
+                .as_str()
+                .is_some_and(|p| !p.starts_with(&format!("{bob_ip}:")))
+        })),
+        "bob is in no call: {dialogs:#}"
+    );
+    if sbc_performs {
+        // Carol's media reaches alice and alice's carol after the transfer: every call's
+        // packet counts keep growing both ways.
+        let counts = |mgmt: &mut Mgmt| -> Vec<(u64, u64, u64)> {
+            let media = mgmt.data("show media");
+            let mut rows: Vec<_> = media["media"]["calls"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .map(|c| {
+                    (
+                        c["call"].as_u64().unwrap_or(0),
+                        c["from_caller"]["packets"].as_u64().unwrap_or(0),
+                        c["from_callee"]["packets"].as_u64().unwrap_or(0),
+                    )
+                })
+                .collect();
+            rows.sort_unstable();
+            rows
+        };
+        let before = counts(&mut mgmt);
+        std::thread::sleep(Duration::from_secs(2));
+        let after = counts(&mut mgmt);
+        assert!(
+            before.len() == 3
+                && after.len() == 3
+                && before
+                    .iter()
+                    .zip(&after)
+                    .all(|(b, a)| a.0 == b.0 && a.1 >= b.1 + 20 && a.2 >= b.2 + 20),
+            "media not flowing both ways on all three calls: {before:?} then {after:?}\n{}",
+            everyone("")
+        );
+    }
     let stats = mgmt.data("show sip-stats");
     assert_eq!(
         stats["counters"]["calls_failed"].as_u64(),

@@ -1561,6 +1561,7 @@ mod media {
 
 mod families;
 mod hunt;
+mod refer_call;
 mod register;
 mod session_timer;
 mod setup;

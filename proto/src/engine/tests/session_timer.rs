@@ -182,6 +182,7 @@ fn profile(session_expires: u32) -> SessionPolicy {
             sbc_refreshes_caller: true,
         }),
         max_life_secs: 0,
+        ..SessionPolicy::default()
     }
 }
 
@@ -409,6 +410,7 @@ fn a_call_ends_at_its_realm_s_max_life_and_a_new_active_keeps_the_date() {
     let limit = SessionPolicy {
         timer: None,
         max_life_secs: 600,
+        ..SessionPolicy::default()
     };
     let mut w = profiled(SessionPolicy::default(), limit);
     answered(&mut w, "");
