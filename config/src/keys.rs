@@ -814,6 +814,10 @@ element! {
     OUT_TRANSLATIONID "out-translationid": KeySpec::new(Ty::Str, Dflt::Unset,
         "the session-translation applied to requests sent to the agent, after routing")
         .hint("<session-translation id | \"\">").optional().example("\"add-plus\"");
+    REFER_CALL_TRANSFER "refer-call-transfer": word(ReferCallTransfer::WORDS,
+        ReferCallTransfer::DEFAULT.as_str(),
+        "an in-dialog REFER from the agent is performed by the SBC (enabled), as with its \
+         realm's refer-call-transfer (either enables it)");
 }}
 
 element! {

@@ -1282,6 +1282,10 @@ pub struct SessionAgent {
     /// after routing. Default none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub out_translationid: Option<String>,
+    /// `refer-call-transfer`: whether the SBC performs a transfer an in-dialog REFER from the
+    /// agent asks for (either this or the realm's `refer-call-transfer` enables it).
+    #[serde(default)]
+    pub refer_call_transfer: ReferCallTransfer,
 }
 
 fn default_ping_method() -> String {
@@ -1326,6 +1330,7 @@ impl Default for SessionAgent {
             max_burst_rate: const { session_agent::MAX_BURST_RATE.u32() },
             in_translationid: None,
             out_translationid: None,
+            refer_call_transfer: ReferCallTransfer::default(),
         }
     }
 }

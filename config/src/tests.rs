@@ -217,6 +217,7 @@ fn embedded_default_is_exactly_as_documented() {
             max_burst_rate: 0,
             in_translationid: None,
             out_translationid: None,
+            refer_call_transfer: ReferCallTransfer::default(),
         }]
     );
     assert_eq!(

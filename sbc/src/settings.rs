@@ -263,6 +263,8 @@ pub fn router(cfg: &Config) -> anyhow::Result<Router> {
             ping_method: agent.ping_method.clone(),
             in_translation: session_translation(cfg, agent.in_translationid.as_deref()),
             out_translation: session_translation(cfg, agent.out_translationid.as_deref()),
+            refer_call_transfer: agent.refer_call_transfer
+                == sbc_config::ReferCallTransfer::Enabled,
             attempt_expiry: match agent.invite_trans_expire {
                 0 => default_expiry,
                 s => secs(s),

@@ -82,10 +82,15 @@ fn with_headers(headers: &[(&str, String)]) -> SipMessage {
 }
 
 impl Engine {
-    /// Whether an in-dialog REFER arriving on `interface` is performed by the SBC
-    /// (`refer-call-transfer enabled` on its realm).
-    pub(super) fn performs_transfers(&self, interface: usize) -> bool {
-        self.session_policy(interface).refer_call_transfer
+    /// Whether an in-dialog REFER from `inbound` is performed by the SBC: `refer-call-transfer
+    /// enabled` on its realm, or on the session-agent it comes from.
+    pub(super) fn performs_transfers(&self, inbound: &Inbound) -> bool {
+        self.session_policy(inbound.interface).refer_call_transfer
+            || self
+                .cfg
+                .router
+                .agent_at(inbound.source)
+                .is_some_and(|a| a.refer_call_transfer)
     }
 
     /// An in-dialog REFER from leg `side` of call `id`, in a realm where the SBC performs

@@ -756,7 +756,7 @@ impl Engine {
         }
         self.verify(inbound.source);
         if method == Method::Refer
-            && self.performs_transfers(inbound.interface)
+            && self.performs_transfers(inbound)
             && self.perform_transfer(now, inbound, &msg, key.clone(), id, side, mf)
         {
             return;

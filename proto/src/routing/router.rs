@@ -54,6 +54,9 @@ pub struct RouteAgent {
     pub in_translation: Option<Arc<SessionTranslation>>,
     /// `out-translationid`: numbers translated in requests sent to it, after routing.
     pub out_translation: Option<Arc<SessionTranslation>>,
+    /// `refer-call-transfer enabled`: the SBC performs the transfers its in-dialog REFERs ask
+    /// for (as its realm's `refer-call-transfer` would).
+    pub refer_call_transfer: bool,
     /// Its health and admission settings (pings, `out-service-response-codes`, limits); its
     /// `out-service-response-codes` also make a request try the next candidate (besides 503,
     /// a timeout and a transport failure).
@@ -76,6 +79,7 @@ impl RouteAgent {
             ping_method: "OPTIONS".to_owned(),
             in_translation: None,
             out_translation: None,
+            refer_call_transfer: false,
             health: AgentPolicy::default(),
             dns: None,
         }

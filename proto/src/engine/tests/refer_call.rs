@@ -225,3 +225,64 @@ fn a_transferee_that_refuses_the_offer_gets_the_transferor_back_and_the_target_i
     assert_eq!(w.last_to_callee().method(), Some(&Method::Bye));
     assert_eq!(w.last_to_callee().to_tag(), Some("b1"));
 }
+
+#[test]
+fn a_refer_from_a_session_agent_with_refer_call_transfer_is_performed_and_no_route_is_told() {
+    use crate::routing::local_policy::{AddressPattern, LocalPolicy};
+    use crate::routing::router::{attribute_to, RouteAgent, Router, DEFAULT_ATTEMPT_EXPIRY};
+    // The callee's session-agent has refer-call-transfer; its realm (core) has not, and no
+    // route leaves the core realm.
+    let mut agent = RouteAgent::at(
+        NextHop {
+            name: "core".into(),
+            addr: sa(CALLEE),
+            transport: LegTransport::Udp,
+            interface: 1,
+            max_udp_length: 0,
+        },
+        DEFAULT_ATTEMPT_EXPIRY,
+    );
+    agent.refer_call_transfer = true;
+    let policy = LocalPolicy {
+        from: AddressPattern::Any,
+        to: AddressPattern::Any,
+        source_realm: Some("access".into()),
+        enabled: true,
+        attributes: vec![attribute_to("core")],
+    };
+    let router =
+        Router::new(vec![agent], Vec::new(), vec![policy], Instant::now()).expect("a valid table");
+    let mut w = World::new();
+    w.engine = Engine::new(
+        EngineConfig {
+            router: Arc::new(router),
+            ..config()
+        },
+        seed(),
+    );
+    let tag = establish(&mut w);
+    let invite = w.to_callee[0].clone();
+    let refer = format!(
+        "REFER sip:sbc@{CORE} SIP/2.0\nVia: SIP/2.0/UDP {CALLEE};branch=z9hG4bKbref\n\
+         Max-Forwards: 70\nFrom: {};tag=b1\nTo: {}\nCall-ID: {}\nCSeq: 5 REFER\n\
+         Refer-To: <sip:dave@example.test>\nContact: <sip:bob@{CALLEE}>\nContent-Length: 0\n\n",
+        invite.header(&HeaderName::To).unwrap_or_default(),
+        invite.header(&HeaderName::From).unwrap_or_default(),
+        invite.call_id().unwrap_or_default(),
+    );
+    w.callee_sends(&refer);
+    let answers: Vec<_> = w.to_callee.iter().rev().take(2).cloned().collect();
+    let notify = &answers[0];
+    assert_eq!(answers[1].status(), Some(202), "{answers:?}");
+    assert_eq!(notify.method(), Some(&Method::Notify));
+    assert_eq!(header(notify, "event"), Some("refer;id=5"));
+    assert_eq!(&notify.body[..], b"SIP/2.0 404 Not Found\r\n");
+    assert!(!w
+        .to_caller
+        .iter()
+        .any(|m| m.method() == Some(&Method::Refer)));
+    assert_eq!(w.engine.stats().sbc_transfers_failed, 1);
+    // The call goes on: alice's BYE reaches bob.
+    w.caller_sends(&caller_in_dialog("BYE", 3, "z9hG4bKbye1", &tag));
+    assert_eq!(w.last_to_callee().method(), Some(&Method::Bye));
+}
