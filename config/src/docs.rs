@@ -52,9 +52,9 @@ fn notes(element: &str) -> &'static str {
         }
         "session-translation" => "None by default.",
         "session-timer-profile" => {
-            "None by default. A realm-config names it; Oracle's force-reinvite is not here: \
-             the SBC refreshes with UPDATE when the leg's peer allows it, else it probes the \
-             leg with an in-dialog OPTIONS (see the methods chapter)."
+            "None by default. A realm-config names it. The SBC refreshes with UPDATE when the \
+             leg's peer allows it (and force-reinvite is off), else with a re-INVITE without an \
+             offer, the peer's offer then given to the other leg (see the methods chapter)."
         }
         "local-policy" => {
             "None by default (session-router's routes still apply, after these). In the ACLI \

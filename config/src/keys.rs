@@ -923,6 +923,9 @@ element! {
     RESPONSE_REFRESHER "response-refresher": word(Refresher::WORDS, "uas",
         "the refresher named to a caller that supports timers (uas: the SBC refreshes; a \
          caller without timer support is refreshed by the SBC)");
+    FORCE_REINVITE "force-reinvite": flag(false,
+        "the SBC refreshes with a re-INVITE even where the peer allows UPDATE (disabled: \
+         UPDATE where allowed, a re-INVITE elsewhere)");
 }}
 
 element! {

@@ -519,6 +519,7 @@ fn session_policy(cfg: &Config, realm: &str) -> SessionPolicy {
                 min_se: p.min_se,
                 sbc_refreshes_callee: p.request_refresher == sbc_config::Refresher::Uac,
                 sbc_refreshes_caller: p.response_refresher == sbc_config::Refresher::Uas,
+                force_reinvite: p.force_reinvite,
             }),
         max_life_secs: realm.map_or(0, |r| r.session_max_life_limit),
         refer_call_transfer: realm

@@ -101,8 +101,8 @@ keyword_enum! {
 
 /// `session-timer-profile`: the session timer (RFC 4028) the SBC runs on the legs of a realm
 /// that names it (`realm-config` `session-timer-profile`), where the caller did not ask for one
-/// itself: `Session-Expires` and `Min-SE` offered, the SBC refreshing (UPDATE, else an
-/// in-dialog OPTIONS) or waiting for the peer's refresh, and a call ended when its leg is not
+/// itself: `Session-Expires` and `Min-SE` offered, the SBC refreshing (UPDATE, else a
+/// re-INVITE) or waiting for the peer's refresh, and a call ended when its leg is not
 /// refreshed in time. Requests asking for less than `min-se` get 422.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
@@ -118,6 +118,9 @@ pub struct SessionTimerProfile {
     /// `response-refresher`: the refresher named in our 2xx to a caller that supports timers
     /// (`uas`: the SBC); a caller without timer support is refreshed by the SBC.
     pub response_refresher: Refresher,
+    /// `force-reinvite`: the SBC refreshes with a re-INVITE even where the peer allows UPDATE
+    /// (default: UPDATE where allowed, a re-INVITE elsewhere).
+    pub force_reinvite: bool,
 }
 
 impl Default for SessionTimerProfile {
@@ -128,6 +131,7 @@ impl Default for SessionTimerProfile {
             min_se: const { session_timer_profile::MIN_SE.u32() },
             request_refresher: Refresher::Uac,
             response_refresher: Refresher::Uas,
+            force_reinvite: const { session_timer_profile::FORCE_REINVITE.flag() },
         }
     }
 }

@@ -44,6 +44,7 @@ mod reach;
 mod refer_call;
 mod refusal;
 mod register;
+mod reinvite_refresh;
 mod request;
 mod response;
 mod session_timer;

@@ -36,7 +36,7 @@ use super::call::{route_set_of_answer, side_index};
 use super::request::{NewLeg, Target};
 use super::transactions::{ClientKey, Purpose, ServerKey};
 use super::transfer::{refer_to_target, Replaces};
-use super::transmit::{Inbound, Transmit};
+use super::transmit::Inbound;
 use super::Engine;
 use crate::routing::board::AgentSession;
 use crate::sip::dialog::{DialogState, Leg, Side};
@@ -441,36 +441,17 @@ impl Engine {
                 return;
             }
         };
-        let Some(call) = self.calls.get_mut(&id) else {
-            return;
-        };
-        let transferee = call.dialog.leg_mut(side.other());
-        transferee.local_cseq += 1;
-        transferee.last_invite_cseq = transferee.local_cseq;
-        let cseq = transferee.local_cseq;
-        let mut offer = with_headers(&[("Content-Type", "application/sdp".to_owned())]);
-        offer.body = body;
         self.trace_note("the transfer target answered: its offer goes to the transferee");
-        let Some(rkey) = self.send_on_leg(
+        let rkey = self.offer_on_leg(
             now,
             id,
             side.other(),
-            &Method::Invite,
-            cseq,
-            &offer,
-            70,
-            None,
-        ) else {
-            return;
-        };
-        if let Some(entry) = self.client.get_mut(&rkey) {
-            entry.purpose = Purpose::TransferReoffer;
-        }
-        if let (Some(before), Some(call)) = (before, self.calls.get_mut(&id)) {
-            call.offer_undo = Some(Box::new((rkey.clone(), before)));
-        }
+            body,
+            before,
+            Purpose::TransferReoffer,
+        );
         if let Some(t) = self.transfers.get_mut(&id) {
-            t.reoffer = Some(rkey);
+            t.reoffer = rkey;
         }
     }
 
@@ -488,7 +469,6 @@ impl Engine {
         if let Some(target) = msg.contact_uri() {
             call.dialog.leg_mut(side.other()).remote_target = target.to_owned();
         }
-        let transferee = call.dialog.leg(side.other()).clone();
         let answer = match self.anchor_body(now, id, side.other(), msg) {
             Ok(Some(body)) => body,
             Ok(None) => msg.body.clone(),
@@ -499,59 +479,13 @@ impl Engine {
                 Bytes::new()
             }
         };
-        let branch = self.ids.branch();
-        let ack = Transmit {
-            interface: transferee.interface,
-            transport: transferee.transport,
-            dest: transferee.peer,
-            payload: self.build_request(
-                &transferee,
-                &Method::Ack,
-                transferee.last_invite_cseq,
-                &branch,
-                &empty_message(),
-                70,
-            ),
-        };
-        let Some(call) = self.calls.get(&id) else {
-            return;
-        };
-        let target = call.dialog.leg(side).clone();
-        let mut with = if answer.is_empty() {
-            empty_message()
-        } else {
-            with_headers(&[("Content-Type", "application/sdp".to_owned())])
-        };
-        with.body = answer;
-        let branch = self.ids.branch();
-        let target_ack = Transmit {
-            interface: target.interface,
-            transport: target.transport,
-            dest: target.peer,
-            payload: self.build_request(
-                &target,
-                &Method::Ack,
-                target.last_invite_cseq,
-                &branch,
-                &with,
-                70,
-            ),
-        };
-        if let Some(call) = self.calls.get_mut(&id) {
-            call.set_ack(side.other(), ack.clone());
-            call.set_ack(side, target_ack.clone());
-            if side == Side::Callee {
-                if let Some(session) = t.agent_session {
-                    call.agent_session = Some(session);
-                }
-            }
+        self.ack_leg(now, id, side.other(), None);
+        self.ack_leg(now, id, side, Some(answer));
+        if let (Some(call), Some(session), Side::Callee) =
+            (self.calls.get_mut(&id), t.agent_session, side)
+        {
+            call.agent_session = Some(session);
         }
-        self.lingering.push_back((
-            now + self.cfg.timers.t64(),
-            super::call::Lingering::ForgetAcks(id),
-        ));
-        self.out.push_back(ack);
-        self.out.push_back(target_ack);
         self.stats.sbc_transfers_performed += 1;
         self.trace_note("transfer done: the target and the transferee talk; the transferor goes");
         debug!(call = id, "transfer performed by the SBC");

@@ -200,9 +200,17 @@ impl Engine {
             self.transfer_answered(now, ckey, call_id, code, msg);
             return;
         }
+        if entry.purpose == Purpose::RefreshOffer {
+            self.refresh_offer_settled(now, ckey, call_id, side, code, msg);
+            return;
+        }
         if entry.purpose == Purpose::SessionRefresh {
-            // The SBC's own refresh: its answer ends here.
+            // The SBC's own refresh: its answer ends here (a re-INVITE's 2xx offers the
+            // peer's session, which goes to the other leg).
             if let (Some(id), true) = (call_id, code >= 200) {
+                if method == Method::Invite && (200..300).contains(&code) {
+                    self.refresh_offer_answered(now, id, side, msg);
+                }
                 self.session_refresh_answered(now, id, side, &method, code);
             }
             return;

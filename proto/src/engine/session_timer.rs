@@ -11,7 +11,8 @@
 //!   callee's 2xx says who refreshes that leg (a callee without timers: the SBC); the 2xx
 //!   relayed to the caller names the caller leg's timer instead (to a caller that supports
 //!   timers; one that does not is refreshed by the SBC). Where the SBC refreshes, it sends an
-//!   UPDATE at half the interval (an in-dialog OPTIONS to a peer that does not allow UPDATE);
+//!   UPDATE at half the interval (a re-INVITE without an offer to a peer that does not allow
+//!   UPDATE, or with `force-reinvite`: see [`super::reinvite_refresh`]);
 //!   an answer 481 or 408, or none, ends the call; where the peer refreshes and does not, the
 //!   call ends as above. So a call whose endpoint vanished ends, whichever end supports
 //!   timers (OpenSIPS#991: an injected refresher that nobody honoured dropped calls).
@@ -54,6 +55,8 @@ pub struct TimerProfile {
     pub sbc_refreshes_callee: bool,
     /// `response-refresher uas`: the SBC refreshes a caller that supports timers too.
     pub sbc_refreshes_caller: bool,
+    /// `force-reinvite`: the SBC refreshes with a re-INVITE even where UPDATE is allowed.
+    pub force_reinvite: bool,
 }
 
 /// What a realm's `realm-config` bounds its calls by (by interface in
@@ -482,7 +485,7 @@ impl Engine {
     }
 
     /// Ends call `id` with BYE on both legs carrying `Reason: reason`.
-    fn tear_down_because(&mut self, now: Instant, id: u64, reason: String) {
+    pub(super) fn tear_down_because(&mut self, now: Instant, id: u64, reason: String) {
         let mut orig = empty_message();
         orig.headers.push(Header {
             name: HeaderName::Other("Reason".into()),
@@ -492,9 +495,15 @@ impl Engine {
     }
 
     /// The SBC refreshes leg `side` of call `id`: an UPDATE without a body (with the
-    /// interval, to a peer that negotiated it), or an in-dialog OPTIONS to a peer that does
-    /// not allow UPDATE.
+    /// interval, to a peer that negotiated it), or, to a peer that does not allow UPDATE (or
+    /// with the leg's profile's `force-reinvite`), a re-INVITE without an offer
+    /// ([`super::reinvite_refresh`]).
     fn send_session_refresh(&mut self, now: Instant, id: u64, side: Side) {
+        let force_reinvite = self.calls.get(&id).is_some_and(|c| {
+            self.session_policy(c.dialog.leg(side).interface)
+                .timer
+                .is_some_and(|p| p.force_reinvite)
+        });
         let Some(call) = self.calls.get_mut(&id) else {
             return;
         };
@@ -507,12 +516,19 @@ impl Engine {
             return;
         };
         t.refreshing = true;
-        let (update, negotiated, interval) = (t.update_allowed, t.negotiated, t.interval_secs);
+        let (update, negotiated, interval) = (
+            t.update_allowed && !force_reinvite,
+            t.negotiated,
+            t.interval_secs,
+        );
         let leg = call.dialog.leg_mut(side);
         leg.local_cseq += 1;
         let cseq = leg.local_cseq;
+        if !update {
+            leg.last_invite_cseq = cseq;
+        }
         let mut orig = empty_message();
-        if update && negotiated {
+        if negotiated {
             orig.headers.push(Header {
                 name: HeaderName::Other("Session-Expires".into()),
                 value: format!("{interval};refresher=uac"),
@@ -525,7 +541,7 @@ impl Engine {
         let method = if update {
             Method::Update
         } else {
-            Method::Options
+            Method::Invite
         };
         self.stats.session_refreshes_sent += 1;
         self.trace_call(id);

@@ -291,6 +291,11 @@ impl Engine {
             self.transfer_timed_out(now, key, entry.call);
             return;
         }
+        if entry.purpose == super::transactions::Purpose::RefreshOffer {
+            let timeout = super::build::empty_message();
+            self.refresh_offer_settled(now, key, entry.call, entry.side, 408, &timeout);
+            return;
+        }
         if entry.purpose == super::transactions::Purpose::SessionRefresh {
             if let Some(id) = entry.call {
                 self.session_refresh_answered(now, id, entry.side, &entry.method, 408);

@@ -236,6 +236,9 @@ pub(super) enum Purpose {
     /// The SBC's refresh of a leg whose session timer it runs (the answer says whether the
     /// leg's peer is still there).
     SessionRefresh,
+    /// The SBC's re-INVITE giving the other leg the offer of a peer it refreshed by an
+    /// offerless re-INVITE.
+    RefreshOffer,
     /// The SBC's INVITE to the target of a transfer it performs (`refer-call-transfer`).
     TransferInvite,
     /// The SBC's re-INVITE giving a transfer target's offer to the transferee.

@@ -118,3 +118,54 @@ fn a_realm_s_session_timer_profile_is_offered_refreshed_and_enforced() {
     assert_eq!(stats["calls_active"].as_u64(), Some(0), "{stats:#}");
     node.assert_alive();
 }
+
+/// `force-reinvite` (issue 30, item 4): the callee's realm runs a profile of 90 s with
+/// force-reinvite; the callee, without timers, allows UPDATE but is refreshed with a
+/// re-INVITE without an offer at 45 s; its 200 offers its session again, which the SBC gives
+/// the caller in a re-INVITE; the caller's answer reaches the callee in the ACK; the call goes
+/// on and the caller hangs up. Scenarios uac_reinvite_refresh.xml / uas_reinvite_refresh.xml.
+#[test]
+fn force_reinvite_refreshes_with_an_offerless_reinvite_answered_by_the_other_leg() {
+    let mut config = SbcConfig::new();
+    config.extra_toml = "\n[[session-timer-profile]]\nname = \"ninety\"\nsession-expires = 90\n\
+         force-reinvite = true\n\
+         [[realm-config]]\nidentifier = \"core\"\nsession-timer-profile = \"ninety\"\n"
+        .into();
+    let mut node = SbcNode::start_config(&config);
+    let mut mgmt = Mgmt::connect(&node.mgmt_socket());
+    let started = Instant::now();
+    let (uac, uas) = calls_through_sbc(
+        &mut node,
+        &config,
+        Scenario::File("uac_reinvite_refresh.xml"),
+        Scenario::File("uas_reinvite_refresh.xml"),
+        Load {
+            calls: 1,
+            rate: 1,
+            tcp: false,
+            timeout: Duration::from_secs(80),
+        },
+    );
+    uac.assert_success(1);
+    uas.assert_success(1);
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_secs(44) && took < Duration::from_secs(60),
+        "the refresh came {took:?} after the call started"
+    );
+    let stats = mgmt.data("show sip-stats");
+    let counters = &stats["counters"];
+    assert_eq!(
+        counters["session_refreshes_sent"].as_u64(),
+        Some(1),
+        "{stats:#}"
+    );
+    assert_eq!(
+        counters["session_refresh_failed"].as_u64(),
+        Some(0),
+        "{stats:#}"
+    );
+    assert_eq!(counters["calls_failed"].as_u64(), Some(0), "{stats:#}");
+    assert_eq!(stats["calls_active"].as_u64(), Some(0), "{stats:#}");
+    node.assert_alive();
+}

@@ -180,6 +180,7 @@ fn profile(session_expires: u32) -> SessionPolicy {
             min_se: 90,
             sbc_refreshes_callee: true,
             sbc_refreshes_caller: true,
+            force_reinvite: false,
         }),
         max_life_secs: 0,
         ..SessionPolicy::default()
@@ -276,7 +277,7 @@ fn the_sbc_offers_the_callee_realm_s_timer_and_refreshes_a_callee_without_timers
 }
 
 #[test]
-fn a_refresh_nobody_answers_ends_the_call_and_options_probes_a_peer_without_update() {
+fn a_refresh_nobody_answers_ends_the_call_and_a_peer_without_update_gets_a_reinvite() {
     let mut w = profiled(SessionPolicy::default(), profile(120));
     w.caller_sends(&invite("z9hG4bKinv1"));
     let inv = w.last_to_callee().clone();
@@ -289,9 +290,10 @@ fn a_refresh_nobody_answers_ends_the_call_and_options_probes_a_peer_without_upda
         .to_owned();
     w.caller_sends(&caller_in_dialog("ACK", 1, "z9hG4bKack1", &tag));
     w.advance(Duration::from_secs(61));
-    let probes = sent_to_callee(&w, &Method::Options);
-    assert_eq!(probes.len(), 1, "no Allow: UPDATE, so an in-dialog OPTIONS");
-    assert_eq!(probes[0].to_tag(), Some("b1"), "in the dialog");
+    let probes = sent_to_callee(&w, &Method::Invite);
+    assert_eq!(probes.len(), 2, "no Allow: UPDATE, so a re-INVITE");
+    assert_eq!(probes[1].to_tag(), Some("b1"), "in the dialog");
+    assert!(probes[1].body.is_empty(), "without an offer");
     // Nothing answers: the transaction times out (64·T1) and the call ends.
     w.advance(Duration::from_secs(33));
     assert_eq!(byes(&w), (1, 1));
@@ -495,4 +497,82 @@ fn the_sbc_s_leg_timers_replicate_and_a_new_active_refreshes() {
         Some("2 UPDATE"),
         "after the INVITE's CSeq"
     );
+}
+
+/// Answers `req` (from the caller's or the callee's side) 200 with `sdp`.
+fn ok_with_sdp(w: &mut World, from_callee: bool, req: &SipMessage, tag: &str, sdp: &str) {
+    let to = req.header(&HeaderName::To).unwrap_or_default();
+    let to = if req.to_tag().is_none() {
+        format!("{to};tag={tag}")
+    } else {
+        to.to_owned()
+    };
+    let head = format!(
+        "SIP/2.0 200 OK\r\nVia: {}\r\nFrom: {}\r\nTo: {to}\r\nCall-ID: {}\r\nCSeq: {}\r\n\
+         Contact: <sip:peer@{}>\r\nContent-Type: application/sdp\r\nContent-Length: {}\r\n\r\n",
+        req.top_via().unwrap_or_default(),
+        req.header(&HeaderName::From).unwrap_or_default(),
+        req.call_id().unwrap_or_default(),
+        req.header(&HeaderName::CSeq).unwrap_or_default(),
+        if from_callee { CALLEE } else { CALLER },
+        sdp.len(),
+    );
+    let (interface, source) = if from_callee {
+        (1, CALLEE)
+    } else {
+        (0, CALLER)
+    };
+    w.engine.handle_inbound(
+        w.now,
+        Inbound {
+            interface,
+            transport: LegTransport::Udp,
+            source: sa(source),
+            data: Bytes::from(format!("{head}{sdp}")),
+        },
+    );
+    w.collect();
+}
+
+#[test]
+fn a_reinvite_refresh_carries_no_offer_and_the_peer_s_offer_is_answered_by_the_other_leg() {
+    // force-reinvite: a re-INVITE even though the callee allows UPDATE.
+    let mut forced = profile(120);
+    if let Some(t) = forced.timer.as_mut() {
+        t.force_reinvite = true;
+    }
+    let mut w = profiled(SessionPolicy::default(), forced);
+    let tag = answered(&mut w, "Allow: INVITE, ACK, BYE, UPDATE\n");
+    w.advance(Duration::from_secs(61));
+    assert!(sent_to_callee(&w, &Method::Update).is_empty());
+    let refresh = sent_to_callee(&w, &Method::Invite)
+        .pop()
+        .expect("the refresh");
+    assert_eq!(refresh.to_tag(), Some("b1"));
+    assert!(refresh.body.is_empty(), "without an offer");
+    // Bob offers his session again: alice gets it in a re-INVITE.
+    let bob_sdp = "v=0\r\no=bob 1 1 IN IP4 198.51.100.20\r\ns=-\r\nc=IN IP4 198.51.100.20\r\nt=0 0\r\nm=audio 20000 RTP/AVP 0\r\n";
+    ok_with_sdp(&mut w, true, &refresh, "b1", bob_sdp);
+    let to_alice = w.to_caller.last().expect("re-INVITE to alice").clone();
+    assert_eq!(to_alice.method(), Some(&Method::Invite));
+    assert_eq!(to_alice.to_tag(), Some("a1"));
+    assert_eq!(to_alice.from_tag(), Some(tag.as_str()));
+    assert_eq!(&to_alice.body[..], bob_sdp.as_bytes());
+    // Alice answers: she gets her ACK, bob his, with her answer.
+    let alice_sdp = "v=0\r\no=alice 1 1 IN IP4 10.1.1.1\r\ns=-\r\nc=IN IP4 10.1.1.1\r\nt=0 0\r\nm=audio 10000 RTP/AVP 0\r\n";
+    ok_with_sdp(&mut w, false, &to_alice, "a1", alice_sdp);
+    let ack_alice = w.to_caller.last().expect("ACK to alice");
+    assert_eq!(ack_alice.method(), Some(&Method::Ack));
+    assert!(ack_alice.body.is_empty());
+    let ack_bob = w.last_to_callee();
+    assert_eq!(ack_bob.method(), Some(&Method::Ack));
+    assert_eq!(&ack_bob.body[..], alice_sdp.as_bytes());
+    assert_eq!(
+        header(ack_bob, "cseq").and_then(|c| c.split(' ').next()),
+        header(&refresh, "cseq").and_then(|c| c.split(' ').next())
+    );
+    assert_eq!(w.engine.stats().session_refreshes_sent, 1);
+    // The leg counts as refreshed: no BYE at the old deadline.
+    w.advance(Duration::from_secs(40));
+    assert_eq!(byes(&w), (0, 0));
 }
