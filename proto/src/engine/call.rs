@@ -394,6 +394,7 @@ impl Engine {
 
     pub(super) fn remove_call_quietly(&mut self, id: u64) {
         self.abandon_transfer(id);
+        self.refresh_acks_owed.remove(&id);
         self.close_media(id);
         self.disarm_session(id);
         if let Some(call) = self.calls.remove(&id) {
@@ -405,6 +406,7 @@ impl Engine {
 
     pub(super) fn remove_call(&mut self, id: u64) {
         self.abandon_transfer(id);
+        self.refresh_acks_owed.remove(&id);
         self.close_media(id);
         self.disarm_session(id);
         if let Some(call) = self.calls.remove(&id) {

@@ -134,6 +134,9 @@ pub struct Engine {
     session_armed: HashMap<u64, timers::Armed>,
     /// Transfers the SBC performs itself (`refer-call-transfer`), by call (at most one each).
     transfers: HashMap<u64, Box<refer_call::SbcTransfer>>,
+    /// Calls whose peer answered the SBC's offerless refresh re-INVITE with an offer now on the
+    /// other leg: the side of that peer and the CSeq its ACK (with the answer) must carry.
+    refresh_acks_owed: HashMap<u64, (crate::sip::dialog::Side, u32)>,
     out: VecDeque<Transmit>,
     admission: Admission,
     draining: bool,
@@ -216,6 +219,7 @@ impl Engine {
             timers: TimerHeap::default(),
             session_armed: HashMap::new(),
             transfers: HashMap::new(),
+            refresh_acks_owed: HashMap::new(),
             out: VecDeque::new(),
             admission: Admission::Accept,
             draining: false,

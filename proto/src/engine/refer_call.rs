@@ -39,7 +39,7 @@ use super::transfer::{refer_to_target, Replaces};
 use super::transmit::Inbound;
 use super::Engine;
 use crate::routing::board::AgentSession;
-use crate::sip::dialog::{DialogState, Leg, Side};
+use crate::sip::dialog::{DialogState, Leg, LegTimer, LegTransport, SessionTimer, Side};
 use crate::sip::message::{reason_for, Header, HeaderName, Method, SipMessage, StartLine};
 
 /// How long the transferor's implicit subscription is said to last (RFC 3515 section 2.4.4:
@@ -65,8 +65,20 @@ pub(super) struct SbcTransfer {
     sdp_before: (u64, (u64, u64)),
     /// The transferor hung up after the 202: no NOTIFY, no BYE to it.
     transferor_left: bool,
+    /// The call's session timers before the target's leg took the transferor's place (put
+    /// back if the transfer fails).
+    timers_before: TimersBefore,
     /// The session the target's agent holds for the transfer's INVITE.
     agent_session: Option<AgentSession>,
+}
+
+/// A call's session timers as they were on the transferor's leg.
+#[derive(Debug, Default)]
+struct TimersBefore {
+    /// The endpoints' own timer.
+    session: Option<Box<SessionTimer>>,
+    /// The SBC's timer on the transferor's leg.
+    leg: Option<LegTimer>,
 }
 
 /// A bodyless message with these headers (what [`Engine::build_request`] copies end to end).
@@ -113,8 +125,11 @@ impl Engine {
         if call.dialog.state != DialogState::Confirmed || call.dialog.subscription.is_some() {
             return false;
         }
-        if self.transfers.contains_key(&id) {
-            self.trace_note("refused 491: a transfer of this call is in progress");
+        if self.transfers.contains_key(&id)
+            || self.refresh_acks_owed.contains_key(&id)
+            || call.offer_undo.is_some()
+        {
+            self.trace_note("refused 491: a transfer or an offer of this call is in progress");
             self.answer(inbound, msg, 491, None);
             return true;
         }
@@ -181,6 +196,14 @@ impl Engine {
                 self.transfer_refused(now, id, side, &event, 481);
                 return true;
             };
+            if self
+                .find_dialog(&far.call_id, &far.local_tag)
+                .is_some_and(|(named, _)| named == id)
+            {
+                // The call being transferred cannot replace itself.
+                self.transfer_refused(now, id, side, &event, 403);
+                return true;
+            }
             let Some(value) = Replaces::of_far_end(&far, named.early_only) else {
                 self.transfer_refused(now, id, side, &event, 481);
                 return true;
@@ -226,6 +249,19 @@ impl Engine {
             return true;
         };
         leg.last_invite_cseq = 1;
+        if crate::engine::build::is_sips(&uri) && leg.transport != LegTransport::Tls {
+            // RFC 3261 section 26.2.2: a sips: request travels over TLS on every hop.
+            self.stats.sips_refused += 1;
+            self.transfer_refused(now, id, side, &event, 480);
+            return true;
+        }
+        if !self.same_media_address(id, transferor.interface, leg.interface) {
+            // The target's leg keeps the transferor realm's ports, which the target realm's
+            // media address does not have (no re-anchoring into another pool).
+            self.trace_note("transfer target in a realm of another media address: 488");
+            self.transfer_refused(now, id, side, &event, 488);
+            return true;
+        }
         let ckey = self.send_request(
             now,
             &leg,
@@ -261,11 +297,31 @@ impl Engine {
                 transferor: None,
                 sdp_before,
                 transferor_left: false,
+                timers_before: TimersBefore::default(),
                 agent_session: session,
             }),
         );
         self.notify_transferor(now, id, "SIP/2.0 100 Trying", false);
+        // The NOTIFY's CSeq: a new active continues from it.
+        self.replicate(id);
         true
+    }
+
+    /// Whether a leg of call `id` may move from interface `a` to `b` keeping its media ports:
+    /// the call's media is not anchored, or both realms anchor it at one address (the ports
+    /// stay in `a`'s pool; the description names `b`'s address).
+    fn same_media_address(&self, id: u64, a: usize, b: usize) -> bool {
+        let Some(media) = &self.cfg.media else {
+            return true;
+        };
+        if a == b || self.media_record(id).is_none() {
+            return true;
+        }
+        let realm = |i: usize| media.realms.get(i).copied().flatten();
+        match (realm(a), realm(b)) {
+            (Some((pa, xa)), Some((pb, xb))) => pa == pb || xa == xb,
+            _ => false,
+        }
     }
 
     /// The transfer asked on leg `side` of call `id` cannot start: the transferor's implicit
@@ -404,6 +460,16 @@ impl Engine {
             leg.remote_target = target.to_owned();
         }
         leg.route_set = route_set_of_answer(msg);
+        let ending = self
+            .calls
+            .get(&id)
+            .is_none_or(|c| c.dialog.state != DialogState::Confirmed);
+        if ending {
+            self.trace_note("the transfer target answered a call that is ending: released");
+            self.release_abandoned_answer(now, leg, msg);
+            self.transfer_failed(now, id, 487);
+            return;
+        }
         if !super::media::carries_sdp(msg) {
             // Nothing to offer the transferee: the target is released.
             self.trace_note("the transfer target answered without an offer: released");
@@ -419,16 +485,21 @@ impl Engine {
         call.clear_ack(side);
         call.dialog.sdp_origin[side_index(side)] = new_origin;
         call.dialog.sdp_version[side_index(side)] = (0, 0);
-        // Timers negotiated with the transferor are not the target's.
-        call.dialog.session_timer = None;
-        if let Some(timers) = call.dialog.leg_timers.as_deref_mut() {
-            timers[side_index(side)] = None;
-        }
+        // Timers negotiated with the transferor are not the target's (kept to put back).
+        let timers_before = TimersBefore {
+            session: call.dialog.session_timer.take(),
+            leg: call
+                .dialog
+                .leg_timers
+                .as_deref_mut()
+                .and_then(|l| l[side_index(side)].take()),
+        };
         let new = call.dialog.leg(side).clone();
         self.dialogs.remove_leg(id, &old);
         self.dialogs.insert_leg(id, side, &new);
         if let Some(t) = self.transfers.get_mut(&id) {
             t.transferor = Some(old);
+            t.timers_before = timers_before;
         }
         let before = self.media_record(id);
         let body = match self.anchor_body(now, id, side, msg) {
@@ -479,8 +550,13 @@ impl Engine {
                 Bytes::new()
             }
         };
-        self.ack_leg(now, id, side.other(), None);
-        self.ack_leg(now, id, side, Some(answer));
+        let transferee_cseq = msg.cseq().map_or(0, |c| c.seq);
+        let target_cseq = self
+            .calls
+            .get(&id)
+            .map_or(1, |c| c.dialog.leg(side).last_invite_cseq);
+        self.ack_leg(now, id, side.other(), None, transferee_cseq);
+        self.ack_leg(now, id, side, Some(answer), target_cseq);
         if let (Some(call), Some(session), Side::Callee) =
             (self.calls.get_mut(&id), t.agent_session, side)
         {
@@ -527,15 +603,37 @@ impl Engine {
             return;
         };
         let (side, sdp_before) = (t.side, t.sdp_before);
-        let Some(old) = t.transferor.take() else {
+        let Some(mut old) = t.transferor.take() else {
             return;
         };
+        let timers = std::mem::take(&mut t.timers_before);
         let Some(call) = self.calls.get_mut(&id) else {
             return;
         };
+        if call.dialog.state != DialogState::Confirmed {
+            // The call is ending (the target's BYE crossed): the transferor goes too.
+            old.local_cseq += 1;
+            let cseq = old.local_cseq;
+            self.send_request(
+                now,
+                &old,
+                None,
+                Side::Callee,
+                &Method::Bye,
+                cseq,
+                &empty_message(),
+                70,
+                None,
+            );
+            return;
+        }
         let target = std::mem::replace(call.dialog.leg_mut(side), old);
         call.dialog.sdp_origin[side_index(side)] = sdp_before.0;
         call.dialog.sdp_version[side_index(side)] = sdp_before.1;
+        call.dialog.session_timer = timers.session;
+        if let Some(l) = call.dialog.leg_timers.as_deref_mut() {
+            l[side_index(side)] = timers.leg;
+        }
         let old = call.dialog.leg(side).clone();
         self.dialogs.remove_leg(id, &target);
         self.dialogs.insert_leg(id, side, &old);
@@ -551,10 +649,14 @@ impl Engine {
         self.trace_note_with(|| format!("transfer failed: {code}"));
         let status = format!("SIP/2.0 {code} {}", reason_for(code));
         self.notify_transferor(now, id, &status, true);
-        let left = self
-            .transfers
-            .remove(&id)
-            .is_some_and(|t| t.transferor_left);
+        let Some(t) = self.transfers.remove(&id) else {
+            return;
+        };
+        if let Some(leg) = t.target {
+            // No final answer from it (a timeout): a late 2xx is ACKed and hung up.
+            self.remember_abandoned(now, leg);
+        }
+        let left = t.transferor_left;
         if left {
             self.tear_down(now, id);
         } else {

@@ -43,8 +43,12 @@ impl Engine {
         if let Some(target) = msg.contact_uri() {
             call.dialog.leg_mut(side).remote_target = target.to_owned();
         }
+        let cseq = msg
+            .cseq()
+            .map_or(call.dialog.leg(side).last_invite_cseq, |c| c.seq);
         if !super::media::carries_sdp(msg) {
-            self.ack_leg(now, id, side, None);
+            self.ack_leg(now, id, side, None, cseq);
+            self.bounce_over(now, id, side.other(), false);
             return;
         }
         let before = self.media_record(id);
@@ -54,13 +58,38 @@ impl Engine {
             Err(refusal) => {
                 debug!(call = id, ?refusal, "a refreshed peer's offer not anchored");
                 self.stats.media_sdp_refused += 1;
-                self.ack_leg(now, id, side, None);
+                self.ack_leg(now, id, side, None, cseq);
+                self.bounce_over(now, id, side.other(), false);
                 return;
             }
         };
         self.trace_note("the refreshed peer's offer goes to the other leg in a re-INVITE");
-        self.offer_on_leg(now, id, side.other(), body, before, Purpose::RefreshOffer);
+        if self
+            .offer_on_leg(now, id, side.other(), body, before, Purpose::RefreshOffer)
+            .is_some()
+        {
+            self.refresh_acks_owed.insert(id, (side, cseq));
+        }
         self.replicate(id);
+    }
+
+    /// The re-INVITE of ours on leg `side` of call `id` that carried a refreshed peer's offer
+    /// is over (or never went): that leg, refreshed by it when `refreshed`, is refreshed by the
+    /// SBC again from here.
+    pub(super) fn bounce_over(&mut self, now: Instant, id: u64, side: Side, refreshed: bool) {
+        let unix_ms = self.wall_clock.unix_micros_at(now) / 1000;
+        if let Some(t) = self
+            .calls
+            .get_mut(&id)
+            .and_then(|c| c.dialog.leg_timers.as_deref_mut())
+            .and_then(|l| l[super::call::side_index(side)].as_mut())
+        {
+            t.refreshing = false;
+            if refreshed {
+                t.refreshed_unix_ms = unix_ms;
+            }
+        }
+        self.arm_session(now, id);
     }
 
     /// Sends `offer` (an SDP body) on leg `side` of call `id` in a re-INVITE of the SBC's own
@@ -78,7 +107,10 @@ impl Engine {
         leg.local_cseq += 1;
         leg.last_invite_cseq = leg.local_cseq;
         let cseq = leg.local_cseq;
-        let orig = sdp_message(offer);
+        let mut orig = sdp_message(offer);
+        // A peer that negotiated the leg's timer keeps it (RFC 4028: a re-INVITE without
+        // Session-Expires would turn it off).
+        self.leg_timer_headers(id, side, &mut orig, true);
         let key = self.send_on_leg(now, id, side, &Method::Invite, cseq, &orig, 70, None)?;
         if let Some(entry) = self.client.get_mut(&key) {
             entry.purpose = purpose;
@@ -109,10 +141,13 @@ impl Engine {
         }
         let accepted = (200..300).contains(&code);
         self.offer_settled(id, ckey, accepted);
-        let peer = side.other();
+        let Some((peer, peer_cseq)) = self.refresh_acks_owed.remove(&id) else {
+            return; // the peer's ACK went already
+        };
+        self.bounce_over(now, id, side, accepted);
         if !accepted {
             // The peer keeps its previous session: its offer is ACKed without an answer.
-            self.ack_leg(now, id, peer, None);
+            self.ack_leg(now, id, peer, None, peer_cseq);
             if matches!(code, 408 | 481) {
                 self.stats.session_refresh_failed += 1;
                 self.trace_note("a leg is gone (481 or 408 to a refresh's re-INVITE): BYE");
@@ -129,7 +164,8 @@ impl Engine {
                 call.dialog.leg_mut(side).remote_target = target.to_owned();
             }
         }
-        self.ack_leg(now, id, side, None);
+        let cseq = msg.cseq().map_or(0, |c| c.seq);
+        self.ack_leg(now, id, side, None, cseq);
         let answer = match self.anchor_body(now, id, side, msg) {
             Ok(Some(body)) => Some(body),
             Ok(None) => super::media::carries_sdp(msg).then(|| msg.body.clone()),
@@ -139,18 +175,19 @@ impl Engine {
                 None
             }
         };
-        self.ack_leg(now, id, peer, answer);
+        self.ack_leg(now, id, peer, answer, peer_cseq);
         self.replicate(id);
     }
 
-    /// ACKs the last INVITE's 2xx on leg `side` of call `id`, with `answer` (an SDP body), and
-    /// keeps the ACK for the 2xx's retransmissions.
+    /// ACKs the 2xx of our INVITE `cseq` on leg `side` of call `id`, with `answer` (an SDP
+    /// body), and keeps the ACK for the 2xx's retransmissions.
     pub(super) fn ack_leg(
         &mut self,
         now: Instant,
         id: u64,
         side: Side,
         answer: Option<bytes::Bytes>,
+        cseq: u32,
     ) {
         let Some(call) = self.calls.get(&id) else {
             return;
@@ -165,14 +202,7 @@ impl Engine {
             interface: leg.interface,
             transport: leg.transport,
             dest: leg.peer,
-            payload: self.build_request(
-                &leg,
-                &Method::Ack,
-                leg.last_invite_cseq,
-                &branch,
-                &with,
-                70,
-            ),
+            payload: self.build_request(&leg, &Method::Ack, cseq, &branch, &with, 70),
         };
         if let Some(call) = self.calls.get_mut(&id) {
             call.set_ack(side, tx.clone());

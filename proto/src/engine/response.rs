@@ -210,6 +210,8 @@ impl Engine {
             if let (Some(id), true) = (call_id, code >= 200) {
                 if method == Method::Invite && (200..300).contains(&code) {
                     self.refresh_offer_answered(now, id, side, msg);
+                } else if method == Method::Invite {
+                    self.bounce_over(now, id, side.other(), false);
                 }
                 self.session_refresh_answered(now, id, side, &method, code);
             }

@@ -478,6 +478,24 @@ impl Engine {
             self.tear_down_because(now, id, MAX_LIFE_REASON.to_owned());
             return;
         }
+        // An offer in flight (a relayed re-INVITE or UPDATE, a transfer the SBC performs):
+        // no INVITE of ours beside it (RFC 3261 section 14.1); the refresh waits a second.
+        let busy = self.transfers.contains_key(&id)
+            || self.refresh_acks_owed.contains_key(&id)
+            || self.calls.get(&id).is_some_and(|c| c.offer_undo.is_some());
+        if busy && !to_refresh.is_empty() {
+            let armed = self.session_armed.get(&id).copied();
+            let retry = Some(now + Duration::from_secs(1));
+            if let Some(a) = super::timers::rearm_call(
+                &mut self.timers,
+                retry,
+                armed,
+                TimerTarget::SessionTimer(id),
+            ) {
+                self.session_armed.insert(id, a);
+            }
+            return;
+        }
         for side in to_refresh {
             self.send_session_refresh(now, id, side);
         }
@@ -515,12 +533,28 @@ impl Engine {
         else {
             return;
         };
+        if t.refreshing {
+            return; // the other leg's re-INVITE refreshes this one too
+        }
         t.refreshing = true;
         let (update, negotiated, interval) = (
             t.update_allowed && !force_reinvite,
             t.negotiated,
             t.interval_secs,
         );
+        if !update {
+            // The other leg gets a re-INVITE of ours too (the peer's offer): it is refreshed
+            // by it, not by a second INVITE of ours crossing it.
+            if let Some(other) = call
+                .dialog
+                .leg_timers
+                .as_deref_mut()
+                .and_then(|l| l[side_index(side.other())].as_mut())
+                .filter(|o| o.sbc_refreshes)
+            {
+                other.refreshing = true;
+            }
+        }
         let leg = call.dialog.leg_mut(side);
         leg.local_cseq += 1;
         let cseq = leg.local_cseq;

@@ -207,7 +207,9 @@ impl Engine {
                 }
                 self.stats.attempts_expired += 1;
                 debug!(method = %entry.method, "no response within the attempt expiry");
-                if entry.method == Method::Invite {
+                if entry.method == Method::Invite
+                    && entry.purpose == super::transactions::Purpose::Relay
+                {
                     if let Some(call) = entry.call.and_then(|id| self.calls.get(&id)) {
                         let leg = call.dialog.callee.clone();
                         self.remember_abandoned(now, leg);

@@ -576,3 +576,56 @@ fn a_reinvite_refresh_carries_no_offer_and_the_peer_s_offer_is_answered_by_the_o
     w.advance(Duration::from_secs(40));
     assert_eq!(byes(&w), (0, 0));
 }
+
+#[test]
+fn two_legs_due_at_once_get_one_reinvite_of_ours_each_never_two_crossing() {
+    // Both realms run the profile; neither endpoint does timers nor allows UPDATE: both legs
+    // are the SBC's to refresh, at the same moment.
+    let mut w = profiled(profile(120), profile(120));
+    answered(&mut w, "");
+    w.advance(Duration::from_secs(61));
+    let mut to_alice: Vec<SipMessage> = w
+        .to_caller
+        .iter()
+        .filter(|m| m.method() == Some(&Method::Invite))
+        .cloned()
+        .collect();
+    to_alice.dedup_by(|a, b| a.top_via_branch() == b.top_via_branch());
+    assert_eq!(
+        to_alice.len(),
+        1,
+        "one re-INVITE to alice (retransmissions aside)"
+    );
+    assert!(to_alice[0].body.is_empty(), "without an offer");
+    assert_eq!(
+        sent_to_callee(&w, &Method::Invite).len(),
+        1,
+        "nothing to bob until alice offers"
+    );
+    let alice_sdp = "v=0\r\no=alice 1 1 IN IP4 10.1.1.1\r\ns=-\r\nc=IN IP4 10.1.1.1\r\nt=0 0\r\nm=audio 10000 RTP/AVP 0\r\n";
+    ok_with_sdp(&mut w, false, &to_alice[0], "a1", alice_sdp);
+    // Alice's offer goes to bob; it refreshes bob's leg too.
+    let to_bob = sent_to_callee(&w, &Method::Invite);
+    assert_eq!(to_bob.len(), 2);
+    assert_eq!(&to_bob[1].body[..], alice_sdp.as_bytes());
+    // A second passes: no second INVITE of ours toward bob while this one runs.
+    w.advance(Duration::from_secs(2));
+    assert_eq!(sent_to_callee(&w, &Method::Invite).len(), 2);
+    let bob_sdp = "v=0\r\no=bob 1 1 IN IP4 198.51.100.20\r\ns=-\r\nc=IN IP4 198.51.100.20\r\nt=0 0\r\nm=audio 20000 RTP/AVP 0\r\n";
+    ok_with_sdp(&mut w, true, &to_bob[1], "b1", bob_sdp);
+    let ack_alice = w.to_caller.last().expect("alice's ACK");
+    assert_eq!(ack_alice.method(), Some(&Method::Ack));
+    assert_eq!(&ack_alice.body[..], bob_sdp.as_bytes());
+    assert_eq!(
+        header(ack_alice, "cseq").and_then(|c| c.split(' ').next()),
+        header(&to_alice[0], "cseq").and_then(|c| c.split(' ').next()),
+        "the ACK of alice's 2xx carries its CSeq"
+    );
+    // Both legs refreshed: the next refresh comes a half interval later, the call goes on.
+    w.advance(Duration::from_secs(50));
+    assert_eq!(byes(&w), (0, 0));
+    assert_eq!(w.engine.stats().session_refreshes_sent, 1);
+    w.advance(Duration::from_secs(15));
+    assert_eq!(w.engine.stats().session_refreshes_sent, 2, "the next round");
+    assert_eq!(byes(&w), (0, 0));
+}
