@@ -497,19 +497,21 @@ impl Engine {
             dest: leg.peer,
             payload: ack,
         });
+        self.send_next_on(now, &mut leg, &Method::Bye, &empty_message());
+    }
+
+    /// Sends `orig` as a `method` of ours on `leg` with its next CSeq, outside any call (a
+    /// leg no call holds, or a request whose answer the call does not wait for).
+    pub(super) fn send_next_on(
+        &mut self,
+        now: Instant,
+        leg: &mut Leg,
+        method: &Method,
+        orig: &SipMessage,
+    ) {
         leg.local_cseq += 1;
         let cseq = leg.local_cseq;
-        self.send_request(
-            now,
-            &leg,
-            None,
-            Side::Callee,
-            &Method::Bye,
-            cseq,
-            &empty_message(),
-            70,
-            None,
-        );
+        self.send_request(now, leg, None, Side::Callee, method, cseq, orig, 70, None);
     }
 
     /// Answered after a CANCEL or timer C: ACK the 2xx and send BYE to the callee.
@@ -553,20 +555,7 @@ impl Engine {
         }
         self.remove_call(id);
         for leg in [&mut callee, &mut caller] {
-            leg.local_cseq += 1;
-            let cseq = leg.local_cseq;
-            let l = leg.clone();
-            self.send_request(
-                now,
-                &l,
-                None,
-                Side::Callee,
-                &Method::Bye,
-                cseq,
-                orig,
-                70,
-                None,
-            );
+            self.send_next_on(now, leg, &Method::Bye, orig);
         }
     }
 }

@@ -331,21 +331,16 @@ impl Engine {
         let Some(call) = self.calls.get_mut(&id) else {
             return;
         };
-        let leg = call.dialog.leg_mut(side);
-        leg.local_cseq += 1;
-        let (leg, cseq) = (leg.clone(), leg.local_cseq);
-        let notify = sipfrag_notify(event, code, true);
-        self.send_request(
+        let mut leg = call.dialog.leg(side).clone();
+        self.send_next_on(
             now,
-            &leg,
-            None,
-            Side::Callee,
+            &mut leg,
             &Method::Notify,
-            cseq,
-            &notify,
-            70,
-            None,
+            &sipfrag_notify(event, code, true),
         );
+        if let Some(call) = self.calls.get_mut(&id) {
+            call.dialog.leg_mut(side).local_cseq = leg.local_cseq;
+        }
         self.replicate(id);
     }
 
@@ -360,27 +355,28 @@ impl Engine {
         }
         let side = t.side;
         let event = t.event.clone();
-        let leg = match t.transferor.as_mut() {
+        let swapped_out = t.transferor.is_some();
+        let mut leg = match t.transferor.clone() {
             Some(leg) => leg,
-            None => match self.calls.get_mut(&id) {
-                Some(call) => call.dialog.leg_mut(side),
+            None => match self.calls.get(&id) {
+                Some(call) => call.dialog.leg(side).clone(),
                 None => return,
             },
         };
-        leg.local_cseq += 1;
-        let (leg, cseq) = (leg.clone(), leg.local_cseq);
         let notify = sipfrag_notify_with(&event, status, last);
-        self.send_request(
-            now,
-            &leg,
-            None,
-            Side::Callee,
-            &Method::Notify,
-            cseq,
-            &notify,
-            70,
-            None,
-        );
+        self.send_next_on(now, &mut leg, &Method::Notify, &notify);
+        let cseq = leg.local_cseq;
+        if swapped_out {
+            if let Some(old) = self
+                .transfers
+                .get_mut(&id)
+                .and_then(|t| t.transferor.as_mut())
+            {
+                old.local_cseq = cseq;
+            }
+        } else if let Some(call) = self.calls.get_mut(&id) {
+            call.dialog.leg_mut(side).local_cseq = cseq;
+        }
     }
 
     /// A BYE from the transferor of call `id` while the SBC performs its transfer: answered
@@ -566,31 +562,9 @@ impl Engine {
         self.trace_note("transfer done: the target and the transferee talk; the transferor goes");
         debug!(call = id, "transfer performed by the SBC");
         if let Some(mut transferor) = t.transferor.filter(|_| !t.transferor_left) {
-            transferor.local_cseq += 1;
             let notify = sipfrag_notify_with(&t.event, "SIP/2.0 200 OK", true);
-            self.send_request(
-                now,
-                &transferor,
-                None,
-                Side::Callee,
-                &Method::Notify,
-                transferor.local_cseq,
-                &notify,
-                70,
-                None,
-            );
-            transferor.local_cseq += 1;
-            self.send_request(
-                now,
-                &transferor,
-                None,
-                Side::Callee,
-                &Method::Bye,
-                transferor.local_cseq,
-                &empty_message(),
-                70,
-                None,
-            );
+            self.send_next_on(now, &mut transferor, &Method::Notify, &notify);
+            self.send_next_on(now, &mut transferor, &Method::Bye, &empty_message());
         }
         self.replicate(id);
         self.arm_session(now, id);
@@ -612,19 +586,7 @@ impl Engine {
         };
         if call.dialog.state != DialogState::Confirmed {
             // The call is ending (the target's BYE crossed): the transferor goes too.
-            old.local_cseq += 1;
-            let cseq = old.local_cseq;
-            self.send_request(
-                now,
-                &old,
-                None,
-                Side::Callee,
-                &Method::Bye,
-                cseq,
-                &empty_message(),
-                70,
-                None,
-            );
+            self.send_next_on(now, &mut old, &Method::Bye, &empty_message());
             return;
         }
         let target = std::mem::replace(call.dialog.leg_mut(side), old);
@@ -684,18 +646,7 @@ impl Engine {
             self.remember_abandoned(now, leg);
         }
         if let Some(mut transferor) = t.transferor.filter(|_| !t.transferor_left) {
-            transferor.local_cseq += 1;
-            self.send_request(
-                now,
-                &transferor,
-                None,
-                Side::Callee,
-                &Method::Bye,
-                transferor.local_cseq,
-                &empty_message(),
-                70,
-                None,
-            );
+            self.send_next_on(now, &mut transferor, &Method::Bye, &empty_message());
         }
     }
 }
