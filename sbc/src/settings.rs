@@ -503,6 +503,7 @@ pub fn engine_config(cfg: &Config) -> anyhow::Result<EngineConfig> {
             per_source: s.max_subscriptions_per_source,
             ipv6_prefix_len: s.source_ipv6_prefix_length,
         },
+        accounting: None,
     })
 }
 

@@ -3,6 +3,8 @@
 
 use std::time::Instant;
 
+use sbc_accounting::EndedBy;
+
 use super::build::empty_message;
 use super::transactions::{ClientKey, ServerKey};
 use super::transmit::Transmit;
@@ -405,6 +407,9 @@ impl Engine {
     }
 
     pub(super) fn remove_call(&mut self, id: u64) {
+        if let Some(now) = self.now {
+            self.account_end_unsaid(now, id);
+        }
         self.abandon_transfer(id);
         self.refresh_acks_owed.remove(&id);
         self.close_media(id);
@@ -525,12 +530,19 @@ impl Engine {
     }
 
     /// Ends a call on both legs with BYE (no caller ACK, or a fatal condition).
-    pub(super) fn tear_down(&mut self, now: Instant, id: u64) {
-        self.tear_down_with(now, id, &empty_message());
+    pub(super) fn tear_down(&mut self, now: Instant, id: u64, ended_by: EndedBy) {
+        self.tear_down_with(now, id, &empty_message(), ended_by);
     }
 
     /// [`Self::tear_down`], the BYEs carrying `orig`'s end-to-end headers (a `Reason`).
-    pub(super) fn tear_down_with(&mut self, now: Instant, id: u64, orig: &SipMessage) {
+    pub(super) fn tear_down_with(
+        &mut self,
+        now: Instant,
+        id: u64,
+        orig: &SipMessage,
+        ended_by: EndedBy,
+    ) {
+        self.account_end(now, id, 200, ended_by);
         let Some(call) = self.calls.get(&id) else {
             return;
         };

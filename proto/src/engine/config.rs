@@ -83,6 +83,8 @@ pub struct EngineConfig {
     pub session_policies: Vec<super::SessionPolicy>,
     /// Subscriptions held per source, node-wide, and `max-subscriptions-per-source`.
     pub subscription_sources: super::SubscriptionSources,
+    /// What the calls' accounting records are (`None`: no accounting).
+    pub accounting: Option<super::AccountingPolicy>,
 }
 
 /// The node's media table, shared by every engine (which open, update and close sessions as

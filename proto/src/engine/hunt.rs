@@ -259,6 +259,7 @@ impl Engine {
         call.dialog.callee = callee;
         self.dialogs.insert_call(&call.dialog);
         self.trace_call(id);
+        self.account_reroute(id, &agent.hop.name);
         let ckey = self.send_on_leg(
             now,
             id,

@@ -275,7 +275,7 @@ impl Engine {
                 self.stats.media_inactive_ended += 1;
                 self.trace_call(id);
                 self.trace_note("no RTP for rtp-inactivity: BYE on both legs");
-                self.tear_down(now, id);
+                self.tear_down(now, id, sbc_accounting::EndedBy::MediaInactivity);
                 true
             }
             MediaEvent::Latched { id, .. } => {

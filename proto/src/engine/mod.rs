@@ -31,6 +31,7 @@
 //! 503, Retry-After), `ids` (tags, branches and Call-IDs from the seeded stream), `reach` (where
 //! a new active reaches the peers of the TCP calls it takes over) and `stats`.
 
+mod accounting;
 mod build;
 mod call;
 mod cancel;
@@ -65,6 +66,7 @@ use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+pub use accounting::{AccountingPolicy, StartAt, MAX_PENDING_RECORDS};
 pub use call::DialogChange;
 use call::{Call, DialogIndex, Lingering};
 pub use config::{
@@ -150,6 +152,10 @@ pub struct Engine {
     wall_clock: WallClock,
     /// Traced messages waiting for the shell (see [`trace`]).
     tap: trace::Tap,
+    /// Call detail records waiting for the shell (see [`accounting`]).
+    acct_out: VecDeque<sbc_accounting::CallRecord>,
+    /// Records dropped from a full `acct_out`.
+    acct_dropped: u64,
 }
 
 /// A reading of the wall clock paired with the monotonic instant it was taken at: the engine
@@ -228,6 +234,8 @@ impl Engine {
             ids: Ids::new(seed.rng, seed.shard),
             wall_clock: seed.wall_clock,
             tap: trace::Tap::default(),
+            acct_out: VecDeque::new(),
+            acct_dropped: 0,
         }
     }
 
@@ -283,7 +291,7 @@ impl Engine {
                 .as_ref()
                 .is_some_and(|m| lock(&m.table).session(id).is_none())
             {
-                self.restore_media(now, id, dialog.media.as_ref());
+                self.restore_media(now, id, dialog.media.as_deref());
             }
             return;
         }
@@ -313,7 +321,7 @@ impl Engine {
             self.arm_replicated_subscription(now, id);
         }
         self.arm_session(now, id);
-        self.restore_media(now, id, record.as_ref());
+        self.restore_media(now, id, record.as_deref());
     }
 
     /// Forgets a replicated dialog (deleted on the active).

@@ -292,6 +292,7 @@ mod takeover {
             registration: crate::engine::Registrations::default(),
             session_policies: Vec::new(),
             subscription_sources: crate::engine::SubscriptionSources::default(),
+            accounting: None,
         };
         let now = Instant::now();
         Engine::new(

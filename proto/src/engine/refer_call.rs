@@ -620,7 +620,7 @@ impl Engine {
         }
         let left = t.transferor_left;
         if left {
-            self.tear_down(now, id);
+            self.tear_down(now, id, sbc_accounting::EndedBy::Transfer);
         } else {
             self.replicate(id);
         }

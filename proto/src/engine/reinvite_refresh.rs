@@ -155,6 +155,7 @@ impl Engine {
                     now,
                     id,
                     format!("SIP;cause={code};text=\"session refresh failed\""),
+                    sbc_accounting::EndedBy::SessionTimer,
                 );
             }
             return;

@@ -433,12 +433,15 @@ impl Engine {
             subscription: None,
             session_timer: None,
             leg_timers: None,
+            accounting: None,
         };
         self.dialogs.insert_call(&dialog);
         let mut call = Box::new(Call::inviting(dialog, key.clone()));
         call.agent_session = session;
         self.calls.insert(id, call);
         self.trace_call(id);
+        let egress_agent = agent.map(|(_, a)| a.hop.name.clone()).unwrap_or_default();
+        self.account_new_call(now, id, inbound, &egress_agent);
         let mut msg = msg;
         match self.anchor_body(now, id, Side::Caller, &msg) {
             Ok(Some(body)) => msg.body = body,
@@ -457,6 +460,7 @@ impl Engine {
                 debug!(call_id = %a_call_id_log(&msg), code, ?refusal, "offer not anchored");
                 self.trace_note_with(|| format!("refused {code}: offer not anchored: {refusal:?}"));
                 self.stats.calls_failed += 1;
+                self.account_end(now, id, code, sbc_accounting::EndedBy::Sbc);
                 self.remove_call_quietly(id);
                 self.respond_local_with(now, &key, code, Some(extra));
                 return;
@@ -817,7 +821,11 @@ impl Engine {
         if method == Method::Bye {
             call.dialog.state = DialogState::Terminating;
             debug!(call_id = %call.dialog.caller.call_id, from = ?side, "BYE");
+            self.account_end(now, id, 200, Self::ended_by_side(side));
         }
+        let Some(call) = self.calls.get_mut(&id) else {
+            return;
+        };
         let to_leg = call.dialog.leg_mut(side.other());
         to_leg.local_cseq += 1;
         let cseq = to_leg.local_cseq;

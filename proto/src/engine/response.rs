@@ -268,6 +268,8 @@ impl Engine {
                             } else if self.calls.get(&id).is_some_and(|c| !c.is_cancelled()) {
                                 self.stats.calls_failed += 1;
                             }
+                            let by = self.failed_by(id);
+                            self.account_end(now, id, best, by);
                             self.remove_call(id);
                         }
                         self.trace_note_with(|| {
@@ -321,6 +323,7 @@ impl Engine {
                             call.answer();
                             self.stats.calls_answered += 1;
                             debug!(call_id = %call.dialog.caller.call_id, "call answered");
+                            self.account_answered(now, id);
                         }
                         300.. => {
                             if !call.is_cancelled() {
@@ -330,6 +333,8 @@ impl Engine {
                             if matches!(code, 401 | 407) && side == Side::Callee {
                                 self.remember_challenge(now, id);
                             }
+                            let by = self.failed_by(id);
+                            self.account_end(now, id, code, by);
                             self.remove_call(id);
                         }
                         _ => {}
@@ -337,6 +342,9 @@ impl Engine {
                 } else if method == Method::Bye && code >= 200 {
                     debug!(call_id = %call.dialog.caller.call_id, "call ended");
                     self.remove_call(id);
+                } else if method == Method::Invite && (200..300).contains(&code) {
+                    let cseq = msg.cseq().map_or(0, |c| c.seq);
+                    self.account_reinvite_answered(now, id, side, cseq);
                 }
             }
         }

@@ -156,7 +156,7 @@ impl Engine {
             .unwrap_or_default()
     }
 
-    fn unix_ms(&self, now: Instant) -> u64 {
+    pub(super) fn unix_ms(&self, now: Instant) -> u64 {
         self.wall_clock.unix_micros_at(now) / 1000
     }
 
@@ -464,7 +464,12 @@ impl Engine {
             self.stats.session_timer_ended += 1;
             self.trace_call(id);
             self.trace_note("session not refreshed in time (RFC 4028): BYE on both legs");
-            self.tear_down_because(now, id, EXPIRED_REASON.to_owned());
+            self.tear_down_because(
+                now,
+                id,
+                EXPIRED_REASON.to_owned(),
+                sbc_accounting::EndedBy::SessionTimer,
+            );
             return;
         }
         let created_ms = dialog.created_unix * 1000;
@@ -475,7 +480,12 @@ impl Engine {
             self.stats.max_life_ended += 1;
             self.trace_call(id);
             self.trace_note("session-max-life-limit reached: BYE on both legs");
-            self.tear_down_because(now, id, MAX_LIFE_REASON.to_owned());
+            self.tear_down_because(
+                now,
+                id,
+                MAX_LIFE_REASON.to_owned(),
+                sbc_accounting::EndedBy::MaxDuration,
+            );
             return;
         }
         // An offer in flight (a relayed re-INVITE or UPDATE, a transfer the SBC performs):
@@ -503,13 +513,19 @@ impl Engine {
     }
 
     /// Ends call `id` with BYE on both legs carrying `Reason: reason`.
-    pub(super) fn tear_down_because(&mut self, now: Instant, id: u64, reason: String) {
+    pub(super) fn tear_down_because(
+        &mut self,
+        now: Instant,
+        id: u64,
+        reason: String,
+        ended_by: sbc_accounting::EndedBy,
+    ) {
         let mut orig = empty_message();
         orig.headers.push(Header {
             name: HeaderName::Other("Reason".into()),
             value: reason,
         });
-        self.tear_down_with(now, id, &orig);
+        self.tear_down_with(now, id, &orig, ended_by);
     }
 
     /// The SBC refreshes leg `side` of call `id`: an UPDATE without a body (with the
@@ -619,6 +635,7 @@ impl Engine {
                 now,
                 id,
                 format!("SIP;cause={code};text=\"session refresh failed\""),
+                sbc_accounting::EndedBy::SessionTimer,
             );
             return;
         }

@@ -52,7 +52,7 @@ impl Engine {
             return;
         }
         call.replicated = true;
-        call.dialog.media = record;
+        call.dialog.media = record.map(Box::new);
         let mut dialog = call.dialog.clone();
         dialog.setup = setup;
         self.changes

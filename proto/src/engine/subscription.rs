@@ -220,6 +220,7 @@ impl Engine {
             })),
             session_timer: None,
             leg_timers: None,
+            accounting: None,
         };
         self.dialogs.insert_call(&dialog);
         self.calls

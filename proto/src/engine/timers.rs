@@ -182,7 +182,7 @@ impl Engine {
                             self.trace_note(
                                 "the caller never ACKed the 2xx (timer H): BYE on both legs",
                             );
-                            self.tear_down(now, id);
+                            self.tear_down(now, id, sbc_accounting::EndedBy::Sbc);
                         }
                     }
                 }

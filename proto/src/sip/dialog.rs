@@ -129,7 +129,7 @@ pub struct Dialog {
     /// description changes (RFC 3264 §8), whatever the far side's numbering.
     pub sdp_version: [(u64, u64); 2],
     /// The call's anchored media, when the SBC relays it: ports, addresses, counters.
-    pub media: Option<crate::media::MediaRecord>,
+    pub media: Option<Box<crate::media::MediaRecord>>,
     /// While the call is being set up (`Trying`, `Early`, `Answered`), in a replica only: what
     /// the new active needs of the set-up's two INVITE transactions to finish it.
     pub setup: Option<Box<CallSetup>>,
@@ -144,6 +144,42 @@ pub struct Dialog {
     /// `session-timer-profile`, when the caller asked for none itself. Boxed, as
     /// `subscription`.
     pub leg_timers: Option<Box<[Option<LegTimer>; 2]>>,
+    /// The call's accounting (`account-config`), while it is on: its record's id, what the
+    /// records say, and which of them were generated, so that a new active generates each
+    /// record once across the pair. Boxed, as `subscription`.
+    pub accounting: Option<Box<CallAccounting>>,
+}
+
+/// What a call's records need that its legs do not say, and which records were generated.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallAccounting {
+    /// Acct-Session-Id of its records.
+    pub session_id: String,
+    /// The session this call follows (a transfer's), or empty.
+    pub linked_session_id: String,
+    /// The calling number as sent to the callee.
+    pub calling: String,
+    /// The called number as sent to the callee.
+    pub called: String,
+    /// The session-agent the INVITE came from, or empty.
+    pub ingress_agent: String,
+    /// The session-agent it went to last, or empty.
+    pub egress_agent: String,
+    /// When the INVITE arrived, in milliseconds since the Unix epoch.
+    pub setup_ms: u64,
+    /// When the call was answered, or 0.
+    pub connect_ms: u64,
+    /// Next hops tried after the first.
+    pub reroutes: u32,
+    /// Interim-Updates generated.
+    pub interims: u32,
+    /// The last re-INVITE whose 2xx generated one (its leg in the top bit, its CSeq), so that
+    /// a retransmitted 2xx does not generate another.
+    pub last_reinvite: u32,
+    /// Whether the Start was generated.
+    pub started: bool,
+    /// Whether the Stop was generated.
+    pub stopped: bool,
 }
 
 /// A session timer the SBC runs on one leg (RFC 4028 as a B2BUA: each leg its own).

@@ -1069,6 +1069,7 @@ mod tests {
             subscription: None,
             session_timer: None,
             leg_timers: None,
+            accounting: None,
         }))
     }
 

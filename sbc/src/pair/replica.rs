@@ -269,6 +269,7 @@ mod tests {
             subscription: None,
             session_timer: None,
             leg_timers: None,
+            accounting: None,
         }
     }
 
@@ -314,10 +315,10 @@ mod tests {
             counters: LegCounters::default(),
         };
         let mut media = d.clone();
-        media.media = Some(MediaRecord {
+        media.media = Some(Box::new(MediaRecord {
             pools: [0, 1],
             streams: vec![[leg(20_000), leg(21_000)]],
-        });
+        }));
         assert_eq!(
             rules.check(&42u64.to_be_bytes(), &enc(&media)),
             Ok(media.clone())

@@ -83,6 +83,7 @@ fn engine(s: &Sides, table: &Arc<Mutex<MediaTable>>) -> Engine {
         registration: Registrations::default(),
         session_policies: Vec::new(),
         subscription_sources: SubscriptionSources::default(),
+        accounting: None,
     };
     Engine::new(
         cfg,

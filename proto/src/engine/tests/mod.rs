@@ -73,6 +73,7 @@ fn config() -> EngineConfig {
         registration: Registrations::default(),
         session_policies: Vec::new(),
         subscription_sources: SubscriptionSources::default(),
+        accounting: None,
     }
 }
 
@@ -1559,6 +1560,7 @@ mod media {
     }
 }
 
+mod accounting;
 mod families;
 mod hunt;
 mod refer_call;

@@ -291,7 +291,8 @@ fn an_established_call_keeps_no_transaction_or_message_copy_after_the_rfc_6026_w
     // class (640 bytes) at most.
     assert!(size_of::<Call>() <= 640, "{}", size_of::<Call>());
     // A media BYE on such a call sends no stray ACK first (the callee's 2xx was ACKed).
-    w.engine.tear_down(w.now, call_id_of(&w));
+    w.engine
+        .tear_down(w.now, call_id_of(&w), sbc_accounting::EndedBy::Sbc);
     w.collect();
     assert_eq!(acks(&w), 2);
     assert_eq!(
