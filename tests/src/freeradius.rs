@@ -168,6 +168,8 @@ impl FreeRadius {
 
     fn spawn(&mut self) -> anyhow::Result<()> {
         let log_path = self.log_path();
+        // Where this run's log starts: an error quotes only this run's.
+        let log_start = std::fs::metadata(&log_path).map_or(0, |m| m.len());
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -198,7 +200,7 @@ impl FreeRadius {
                     "FreeRADIUS exited ({status}) before binding 127.0.0.1:{}; its log ({}):\n{}",
                     self.port,
                     log_path.display(),
-                    self.log()
+                    self.log_since(log_start)
                 ),
                 Ok(None) => {}
                 Err(e) => {
@@ -217,7 +219,7 @@ impl FreeRadius {
                      its log ({}):\n{}",
                     self.port,
                     log_path.display(),
-                    self.log()
+                    self.log_since(log_start)
                 );
             }
             std::thread::sleep(Duration::from_millis(5));
@@ -337,6 +339,17 @@ impl FreeRadius {
     pub fn log(&self) -> String {
         match std::fs::read(self.log_path()) {
             Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(e) => format!("<cannot read {}: {e}>", self.log_path().display()),
+        }
+    }
+
+    /// What FreeRADIUS logged from byte `offset` of its log on.
+    fn log_since(&self, offset: u64) -> String {
+        match std::fs::read(self.log_path()) {
+            Ok(bytes) => {
+                let offset = usize::try_from(offset).unwrap_or(usize::MAX);
+                String::from_utf8_lossy(bytes.get(offset..).unwrap_or(&bytes)).into_owned()
+            }
             Err(e) => format!("<cannot read {}: {e}>", self.log_path().display()),
         }
     }

@@ -218,3 +218,46 @@ fn byte_identical_resends_are_each_written() {
         server.log()
     );
 }
+
+/// A FreeRADIUS that cannot bind its port fails to start with its own words; a paused one is
+/// still killed (and reaped) when dropped.
+#[test]
+fn a_taken_port_fails_with_the_log_and_a_paused_server_is_killed_on_drop() {
+    let mut server = start();
+    server.stop().expect("FreeRADIUS stops on SIGTERM");
+    let squatter = UdpSocket::bind(server.addr()).expect("take the port");
+    let err = server
+        .start_again()
+        .expect_err("FreeRADIUS cannot bind a taken port");
+    let message = format!("{err:#}");
+    assert!(
+        message.contains("exited") && message.contains(&server.port().to_string()),
+        "{message}"
+    );
+    assert!(
+        message.contains("Failed binding to acct address"),
+        "{message}"
+    );
+    assert!(
+        !message.contains("Ready to process requests"),
+        "only this start's log: {message}"
+    );
+    drop(squatter);
+
+    server
+        .start_again()
+        .unwrap_or_else(|e| panic!("FreeRADIUS starts again: {e:#}"));
+    let pid = server.pid().expect("a running FreeRADIUS has a PID");
+    server.pause().expect("SIGSTOP");
+    let t0 = Instant::now();
+    drop(server);
+    assert!(
+        t0.elapsed() < Duration::from_secs(3),
+        "drop took {:?}",
+        t0.elapsed()
+    );
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "FreeRADIUS (PID {pid}) still there after drop"
+    );
+}
