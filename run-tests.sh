@@ -3,7 +3,8 @@
 # `sbc` binary and SIPp on loopback.
 #
 # The end-to-end tests need SIPp (Debian package `sip-tester`) and net-snmp's trap receiver and
-# tools (`snmptrapd`, `snmp`), `tshark` and `sngrep` (the SIP trace), `kamailio` (a registrar) and `kamailio-presence-modules` (a presence server), `baresip-core` and `linphone-cli` (softphones), `dnsmasq` (SRV records); the lab's media tests and lab/bench/media-vs-rtpengine.sh need
+# tools (`snmptrapd`, `snmp`), `tshark` and `sngrep` (the SIP trace), `kamailio` (a registrar) and `kamailio-presence-modules` (a presence server), `baresip-core` and `linphone-cli` (softphones), `dnsmasq` (SRV records), `freeradius` and
+# `freeradius-utils` (a RADIUS accounting server and `radclient`); the lab's media tests and lab/bench/media-vs-rtpengine.sh need
 # rtpengine (`rtpengine-daemon`); the package test needs `systemd`, `man-db`, `python3` and
 # `dpkg-dev`. As root this script installs what is missing; otherwise it
 # stops and prints the exact apt-get line to run.
@@ -13,6 +14,9 @@
 # without systemd (this project's machines: policy-rc.d denies the start) nothing is started;
 # on a machine with systemd it may run. The tests never use it: each starts its own rtpengine
 # with --config-file=none, on an NG port and a media port range it checked were free.
+# Likewise freeradius's package enables freeradius.service (ports 1812/1813); the tests never
+# use it: each starts its own FreeRADIUS on a free loopback port with a config of its own
+# (tests/src/freeradius.rs).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -37,6 +41,10 @@ command -v baresip >/dev/null 2>&1 || missing+=(baresip-core)
 # A session-agent named by DNS: dnsmasq serves its SRV records on loopback (the daemon alone,
 # without the package that starts a system service).
 [ -x /usr/sbin/dnsmasq ] || missing+=(dnsmasq-base)
+# The accounting tests: FreeRADIUS as the RADIUS accounting server (its detail file counts the
+# requests), radclient to send requests by hand.
+command -v freeradius >/dev/null 2>&1 || [ -x /usr/sbin/freeradius ] || missing+=(freeradius)
+command -v radclient >/dev/null 2>&1 || missing+=(freeradius-utils)
 # The SIP trace tests: sngrep as a HEP receiver.
 command -v sngrep >/dev/null 2>&1 || missing+=(sngrep)
 # The package test (packaging/test-deb.sh): systemd-analyze and systemd-sysusers, man, the

@@ -14,6 +14,8 @@
 //! - [`acli`]: `sbc acli` in one-shot and script form with a hard timeout, and a raw client of
 //!   the management socket's JSON-lines protocol ([`acli::Mgmt`]);
 //! - [`snmp`]: a real `snmptrapd` on a loopback port with our MIB loaded, and `snmptranslate`;
+//! - [`freeradius`]: a real FreeRADIUS accounting server on a loopback port, every request it
+//!   accepted read back from its detail file, and `radclient`;
 //! - [`prometheus`]: a real Prometheus server scraping nodes, and a minimal HTTP client;
 //! - [`netns`]: a network namespace of the test's own, for more IPv6 addresses than `::1`;
 //! - [`hog`]: a CPU hog of busy-looping child processes, killed by PID when dropped;
@@ -21,10 +23,11 @@
 //!   SIP message parser ([`raw::SipMsg`]) to judge what came back.
 //!
 //! Nothing here skips a test: a missing `sipp` or `sbc` binary is a panic with the command that
-//! fixes it.
+//! fixes it (a missing `freeradius` an error naming its Debian packages).
 
 pub mod acli;
 pub mod dir;
+pub mod freeradius;
 pub mod hog;
 pub mod kamailio;
 pub mod netns;
