@@ -10,4 +10,7 @@ pub mod radius;
 pub mod record;
 pub mod spool;
 
-pub use record::{CallRecord, EndedBy, MediaFigures, RecordKind};
+pub use record::{
+    key_of_replication, replication_key, CallRecord, EndedBy, MediaFigures, RecordKind,
+    REPLICATION_PREFIX,
+};

@@ -187,13 +187,43 @@ impl CallRecord {
     /// records with one key are one record sent twice.
     #[must_use]
     pub fn key(&self) -> String {
-        format!(
-            "{}/{}/{}",
-            self.session_id,
-            self.kind.as_str(),
-            self.interim
-        )
+        format!("{}/{}/{}", self.session_id, self.kind.as_str(), self.interim)
     }
+
+    /// The record as the pair's sync channel carries it (bincode).
+    #[must_use]
+    pub fn to_wire(&self) -> Vec<u8> {
+        bincode::serde::encode_to_vec(self, bincode::config::standard()).unwrap_or_default()
+    }
+
+    /// A record from the sync channel's bytes; `None` if they are not one (or exceed
+    /// [`MAX_WIRE`]).
+    #[must_use]
+    pub fn from_wire(bytes: &[u8]) -> Option<Self> {
+        let cfg = bincode::config::standard().with_limit::<MAX_WIRE>();
+        match bincode::serde::decode_from_slice::<Self, _>(bytes, cfg) {
+            Ok((r, used)) if used == bytes.len() => Some(r),
+            _ => None,
+        }
+    }
+}
+
+/// The largest record the sync channel or the spool takes.
+pub const MAX_WIRE: usize = 64 * 1024;
+
+/// The sync-table keys of records not yet delivered: this prefix and [`CallRecord::key`].
+pub const REPLICATION_PREFIX: &[u8] = b"accounting:";
+
+/// The sync-table key of `record`.
+#[must_use]
+pub fn replication_key(record: &CallRecord) -> Vec<u8> {
+    [REPLICATION_PREFIX, record.key().as_bytes()].concat()
+}
+
+/// The record key of a sync-table key; `None` for any other key.
+#[must_use]
+pub fn key_of_replication(key: &[u8]) -> Option<&str> {
+    std::str::from_utf8(key.strip_prefix(REPLICATION_PREFIX)?).ok()
 }
 
 #[cfg(test)]
@@ -243,5 +273,15 @@ mod tests {
         r.connect_ms = 0;
         assert_eq!(r.duration_ms(), 0);
         assert_eq!(r.key(), "00000000deadbeef/stop/0");
+    }
+
+    #[test]
+    fn a_record_crosses_the_sync_channel_whole_and_garbage_does_not() {
+        let r = sample(RecordKind::Start);
+        assert_eq!(CallRecord::from_wire(&r.to_wire()), Some(r.clone()));
+        assert_eq!(CallRecord::from_wire(b"\xff\xff garbage"), None);
+        let key = replication_key(&r);
+        assert_eq!(key_of_replication(&key), Some("00000000deadbeef/start/0"));
+        assert_eq!(key_of_replication(b"registration:00"), None);
     }
 }

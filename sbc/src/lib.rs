@@ -32,6 +32,7 @@
 //! - [`service`], [`manpage`]: systemd readiness and the manual page sbc(1).
 #![warn(missing_docs)]
 
+pub mod accounting;
 pub mod alarm_service;
 pub mod app;
 pub mod control;

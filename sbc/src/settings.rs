@@ -91,6 +91,7 @@ pub fn access(cfg: &Config) -> AccessSettings {
 pub fn runtime(cfg: &Config) -> anyhow::Result<RuntimeSettings> {
     let s = &cfg.sip_config;
     Ok(RuntimeSettings {
+        accounting: None,
         engine: engine_config(cfg)?,
         media: media_plan(cfg),
         listeners: cfg

@@ -143,6 +143,8 @@ pub struct NodeStatus {
     pub route_files: Vec<RouteFileRow>,
     /// `show registrations`.
     pub registrations: RegistrationsReport,
+    /// `show accounting`.
+    pub accounting: crate::accounting::AccountingReport,
 }
 
 /// The most bindings `show registrations` lists (the count is always whole).

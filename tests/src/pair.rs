@@ -83,6 +83,9 @@ pub struct PairConfig {
     pub node_system_lines: [Vec<String>; 2],
     /// Extra TOML appended to both files (whole tables).
     pub extra_toml: String,
+    /// Extra TOML appended to node `i`'s file only (after `extra_toml`): tables of its own,
+    /// such as an `account-config` with its own spool.
+    pub node_extra_toml: [String; 2],
 }
 
 impl Default for PairConfig {
@@ -117,6 +120,7 @@ impl PairConfig {
             system_lines: Vec::new(),
             node_system_lines: [Vec::new(), Vec::new()],
             extra_toml: String::new(),
+            node_extra_toml: [String::new(), String::new()],
         }
     }
 
@@ -187,6 +191,7 @@ impl PairConfig {
             let _ = writeln!(s, "destinations = [\"{dest}\"]");
         }
         s.push_str(&self.extra_toml);
+        s.push_str(&self.node_extra_toml[i]);
         s
     }
 }

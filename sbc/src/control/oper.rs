@@ -74,6 +74,8 @@ pub enum OperCommand {
     ShowAccessControl,
     /// `show tls`: the TLS profiles' certificates, their expiry, the TLS connection counters.
     ShowTls,
+    /// `show accounting`: the accounting servers and their state, the spool, the records.
+    ShowAccounting,
     /// `clear-deny <address | prefix>`: lift a source's dynamic deny (an IPv6 source is a
     /// prefix: any address of it, or the prefix, names it).
     ClearDeny {
@@ -226,6 +228,10 @@ pub static OPERATIONS: Operations = Operations {
             "sip-trace",
             "the SIP monitor's captures; sip-trace <id> [full | json | pcap] shows one",
         ),
+        (
+            "accounting",
+            "accounting servers and their state, the spool, records sent, retried, refused",
+        ),
     ],
     show_topics_with_args: &["sip-trace"],
 };
@@ -260,6 +266,7 @@ impl OperCommand {
                 Some("media") => Ok(Self::ShowMedia),
                 Some("access-control") => Ok(Self::ShowAccessControl),
                 Some("tls") => Ok(Self::ShowTls),
+                Some("accounting") => Ok(Self::ShowAccounting),
                 Some("sip-trace") => parse_show_sip_trace(&args[1..]),
                 _ => Err(format!("\"show\" topic not answered: {}", args.join(" "))),
             },
@@ -506,6 +513,7 @@ mod tests {
             ("SHOW MED", OperCommand::ShowMedia),
             ("show access-control", OperCommand::ShowAccessControl),
             ("show tls", OperCommand::ShowTls),
+            ("show accounting", OperCommand::ShowAccounting),
             ("notify berpd force", OperCommand::NotifyBerpdForce),
             ("notify b f", OperCommand::NotifyBerpdForce),
             ("reboot", OperCommand::Reboot),
@@ -683,7 +691,7 @@ mod tests {
             Some(
                 "show health | redundancy | memory | alarms | sip-stats | workers | \
                  session-agents | local-routing | dialogs | registrations | subscriptions | media | \
-                 access-control | tls | sip-trace | running-config | configuration"
+                 access-control | tls | sip-trace | accounting | running-config | configuration"
             )
         );
         assert_eq!(

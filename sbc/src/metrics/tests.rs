@@ -193,6 +193,23 @@ pub(crate) fn sample() -> Sources {
             }],
             route_files: Vec::new(),
             registrations: crate::status::RegistrationsReport::default(),
+            accounting: crate::accounting::AccountingReport {
+                enabled: true,
+                servers: vec![crate::accounting::ServerReport {
+                    address: "127.0.0.1:1813".into(),
+                    state: "up",
+                    sent: 12,
+                    resent: 2,
+                    acknowledged: 10,
+                    failures: 1,
+                    outstanding: 0,
+                }],
+                records_generated: 10,
+                records_spooled: 10,
+                records_delivered: 10,
+                spool_max_bytes: 1 << 30,
+                ..crate::accounting::AccountingReport::default()
+            },
         },
         collection_seconds: 0.001,
     }

@@ -228,6 +228,9 @@ impl Pair {
                 if let Some(token) = registration_of_key(key) {
                     return check_registration_entry(token, value);
                 }
+                if let Some(record_key) = sbc_accounting::key_of_replication(key) {
+                    return check_accounting_entry(record_key, value);
+                }
                 rules
                     .read()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -701,6 +704,18 @@ impl Pair {
                 }
             }
         }
+        let records: Vec<sbc_accounting::CallRecord> = entries
+            .iter()
+            .filter(|(k, _)| sbc_accounting::key_of_replication(k).is_some())
+            .filter_map(|(_, v)| sbc_accounting::CallRecord::from_wire(v))
+            .collect();
+        if !records.is_empty() {
+            let n = self.node.accounting().adopt(records);
+            warn!(
+                records = n,
+                "accounting records the former active had not delivered: adopted"
+            );
+        }
         let bindings = self.install_registrations(&entries);
         if bindings > 0 {
             info!(
@@ -712,6 +727,7 @@ impl Pair {
             if agent_of_key(&key).is_some()
                 || route_file_of_key(&key).is_some()
                 || registration_of_key(&key).is_some()
+                || sbc_accounting::key_of_replication(&key).is_some()
             {
                 continue;
             }
@@ -780,6 +796,19 @@ impl Pair {
         if let Ok(mut p) = self.publisher.lock() {
             *p = Some(publisher.clone());
         }
+        // Records not yet delivered go to the standby as they are generated, and leave its
+        // table once a server acknowledged them.
+        let records = publisher.clone();
+        self.node
+            .accounting()
+            .set_replicator(Some(Arc::new(move |key, value| match value {
+                Some(v) => records.upsert(key, v),
+                None => {
+                    if records.contains(&key) {
+                        records.delete(key);
+                    }
+                }
+            })));
         let me = self.clone();
         let watched = publisher.clone();
         tasks.reconcile = Some(tokio::spawn(async move {
@@ -801,6 +830,8 @@ impl Pair {
                 for (key, value) in table.iter() {
                     if agent_of_key(key).is_none()
                         && route_file_of_key(key).is_none()
+                        && registration_of_key(key).is_none()
+                        && sbc_accounting::key_of_replication(key).is_none()
                         && known.insert(key.to_vec())
                     {
                         if let Ok(d) = rules.check(key, value) {
@@ -848,6 +879,7 @@ impl Pair {
         if let Some(r) = tasks.reconcile.take() {
             r.abort();
         }
+        self.node.accounting().set_replicator(None);
         if let Ok(mut p) = self.publisher.lock() {
             if let Some(publisher) = p.take() {
                 // Keep what we published as our replica: the union survives a split brain.
@@ -954,6 +986,15 @@ fn check_registration_entry(token: u64, value: &[u8]) -> Result<(), String> {
         Some(b) if b.token == token => Ok(()),
         Some(_) => Err(format!("registration {token:016x}: another token inside")),
         None => Err(format!("registration {token:016x}: not a binding")),
+    }
+}
+
+/// A replicated accounting record must decode, for the record its key names.
+fn check_accounting_entry(record_key: &str, value: &[u8]) -> Result<(), String> {
+    match sbc_accounting::CallRecord::from_wire(value) {
+        Some(r) if r.key() == record_key => Ok(()),
+        Some(_) => Err(format!("accounting record {record_key}: another record inside")),
+        None => Err(format!("accounting record {record_key}: not a record")),
     }
 }
 

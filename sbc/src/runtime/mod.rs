@@ -85,6 +85,8 @@ struct Wire {
     dialog_sync: Mutex<Option<tmpsc::UnboundedSender<DialogChange>>>,
     /// The node's trace.
     trace: Arc<TraceHub>,
+    /// The node's accounting.
+    accounting: Arc<crate::accounting::AccountingHub>,
 }
 
 impl Outlet for Wire {
@@ -124,6 +126,10 @@ impl Outlet for Wire {
 
     fn refused(&self, inbound: &Inbound, note: &'static str, answer: Option<&Transmit>) {
         self.trace.refused(inbound, note, answer);
+    }
+
+    fn accounting(&self, record: sbc_accounting::CallRecord) {
+        self.accounting.offer(record);
     }
 }
 
@@ -287,6 +293,10 @@ pub async fn start(settings: &RuntimeSettings, bind: bool) -> anyhow::Result<Nod
         tls_out: tls_tx,
         dialog_sync: Mutex::new(None),
         trace,
+        accounting: Arc::new(match settings.accounting.clone() {
+            Some(a) => crate::accounting::AccountingHub::start(a)?,
+            None => crate::accounting::AccountingHub::off(),
+        }),
     });
     ecfg.router.board().set_pinging(bind);
     let ctx = Arc::new(Ctx {
@@ -934,6 +944,11 @@ impl Node {
     /// The node's trace (`show sip-trace`, `capture start|stop`).
     pub fn trace(&self) -> &TraceHub {
         &self.shared.wire.trace
+    }
+
+    /// The node's accounting (`show accounting`).
+    pub fn accounting(&self) -> &crate::accounting::AccountingHub {
+        &self.shared.wire.accounting
     }
 
     /// Sum of the counters of every shard.

@@ -17,6 +17,9 @@ use crate::workers::WorkSettings;
 /// Everything [`super::start`] needs.
 #[derive(Debug, Clone)]
 pub struct RuntimeSettings {
+    /// Accounting (`account-config`), when on: started with the node (a change waits for a
+    /// restart).
+    pub accounting: Option<crate::accounting::AccountingSettings>,
     /// The engines' configuration (media anchoring is attached by the runtime).
     pub engine: EngineConfig,
     /// Media anchoring, when the media manager is on and realms have steering pools.

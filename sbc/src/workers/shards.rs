@@ -24,6 +24,8 @@ pub(crate) trait Outlet: Send + Sync + 'static {
     fn trace(&self, next: &mut dyn FnMut() -> Option<TraceEvent>) {
         while next().is_some() {}
     }
+    /// Hands a call detail record to accounting (which never blocks).
+    fn accounting(&self, _record: sbc_accounting::CallRecord) {}
     /// Traces a message refused before any engine saw it, with our answer if any.
     fn refused(&self, _inbound: &Inbound, _note: &'static str, _answer: Option<&Transmit>) {}
 }
@@ -93,6 +95,9 @@ pub(super) fn flush(e: &mut Engine, out: &dyn Outlet) {
         out.dialog_change(c);
     }
     out.trace(&mut || e.poll_trace());
+    while let Some(r) = e.poll_accounting() {
+        out.accounting(r);
+    }
 }
 
 /// Adds the counters and calls of the shards in `pending` whose lock is free now to `total`

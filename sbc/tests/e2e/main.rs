@@ -6,6 +6,7 @@
 //! They are one test binary so that Cargo builds and links the harness once and libtest
 //! schedules every test of the suite over its threads, instead of one binary after the other.
 
+mod accounting;
 mod acli;
 mod alarms_snmp;
 mod attended_transfer;
@@ -30,6 +31,7 @@ mod metrics;
 mod mgmt_socket;
 mod no_answer;
 mod overload_heap_gate;
+mod pair_accounting;
 mod pair_agent_states;
 mod pair_cpu_hog;
 mod pair_forged;

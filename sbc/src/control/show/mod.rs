@@ -5,6 +5,7 @@
 //! Every view reads a snapshot taken for it; none reads another view's output.
 
 mod access;
+mod accounting;
 pub mod actions;
 mod alarms;
 mod dialogs;
@@ -103,6 +104,10 @@ impl Console {
                     .map_or(media::NOT_ANCHORED.to_owned(), media::text);
                 Ok((text, json.then(|| media::json(m.as_ref()))))
             }
+            OperCommand::ShowAccounting => {
+                let a = self.node.accounting().report();
+                view(&a, json, accounting::text, accounting::json)
+            }
             OperCommand::ShowTls => {
                 let t = status::tls(&self.node);
                 view(&t, json, tls::text, tls::json)
@@ -188,6 +193,7 @@ impl Console {
             session_agents: status::session_agents(&self.node),
             route_files: status::route_files(&self.node, subsystems.pair.as_deref()),
             registrations: status::registrations(&self.node),
+            accounting: self.node.accounting().report(),
         }
     }
 }
