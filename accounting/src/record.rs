@@ -187,7 +187,12 @@ impl CallRecord {
     /// records with one key are one record sent twice.
     #[must_use]
     pub fn key(&self) -> String {
-        format!("{}/{}/{}", self.session_id, self.kind.as_str(), self.interim)
+        format!(
+            "{}/{}/{}",
+            self.session_id,
+            self.kind.as_str(),
+            self.interim
+        )
     }
 
     /// The record as the pair's sync channel carries it (bincode).

@@ -1217,7 +1217,11 @@ fn accounting(m: &mut Builder, a: &crate::accounting::AccountingReport) {
             &l,
             flag(s.state == "up"),
         );
-        for (n, what) in [(s.sent, "sent"), (s.resent, "resent"), (s.acknowledged, "acknowledged")] {
+        for (n, what) in [
+            (s.sent, "sent"),
+            (s.resent, "resent"),
+            (s.acknowledged, "acknowledged"),
+        ] {
             m.counter(
                 "sbc_accounting_server_requests",
                 "Accounting-Requests to a server: sent (first sends and resends), resent, acknowledged",

@@ -83,7 +83,10 @@ impl Replication {
             return false;
         }
         self.outstanding.fetch_add(1, Ordering::Relaxed);
-        r(sbc_accounting::replication_key(record), Some(record.to_wire()));
+        r(
+            sbc_accounting::replication_key(record),
+            Some(record.to_wire()),
+        );
         true
     }
 
@@ -227,6 +230,7 @@ pub struct AccountingReport {
 #[derive(Debug)]
 pub struct AccountingHub {
     node: String,
+    refuse_calls_when_full: bool,
     replication: Arc<Replication>,
     tx: Mutex<Option<SyncSender<Handed>>>,
     refused: AtomicU64,
@@ -240,6 +244,7 @@ impl AccountingHub {
     pub fn off() -> Self {
         Self {
             node: String::new(),
+            refuse_calls_when_full: false,
             replication: Arc::default(),
             tx: Mutex::new(None),
             refused: AtomicU64::new(0),
@@ -260,6 +265,7 @@ impl AccountingHub {
             ..AccountingReport::default()
         }));
         let node = settings.node.clone();
+        let refuse_calls_when_full = settings.refuse_calls_when_full;
         let replication = Arc::new(Replication::default());
         let mut service = Service::open(settings, Arc::clone(&report), Arc::clone(&replication))?;
         let thread = std::thread::Builder::new()
@@ -267,6 +273,7 @@ impl AccountingHub {
             .spawn(move || service.run(&rx))?;
         Ok(Self {
             node,
+            refuse_calls_when_full,
             replication,
             tx: Mutex::new(Some(tx)),
             refused: AtomicU64::new(0),
@@ -339,6 +346,13 @@ impl AccountingHub {
                 }
             });
         n
+    }
+
+    /// Whether new calls are refused while the spool is full (`spool-full-action
+    /// refuse-calls`).
+    #[must_use]
+    pub fn refuses_calls_when_full(&self) -> bool {
+        self.refuse_calls_when_full
     }
 
     /// Accounting's state now.
@@ -504,7 +518,10 @@ impl Service {
         }
         self.stats.records_replayed = replayed.len() as u64;
         if !replayed.is_empty() {
-            info!(records = replayed.len(), "accounting records replayed from the spool");
+            info!(
+                records = replayed.len(),
+                "accounting records replayed from the spool"
+            );
         }
         for (seq, record) in replayed {
             self.queue(now, seq, record);
@@ -594,7 +611,11 @@ impl Service {
     /// queued for the servers.
     fn take(&mut self, now: Instant, batch: Vec<Handed>) {
         let mut kept = Vec::with_capacity(batch.len());
-        for Handed { mut record, replicated } in batch {
+        for Handed {
+            mut record,
+            replicated,
+        } in batch
+        {
             self.stats.records_generated += 1;
             if record.node.is_empty() {
                 record.node.clone_from(&self.node);
@@ -681,11 +702,13 @@ impl Service {
             let Some(record) = self.pending.get(&s.seq) else {
                 continue;
             };
-            let delay = u32::try_from(now_ms.saturating_sub(record.event_ms) / 1000).unwrap_or(u32::MAX);
+            let delay =
+                u32::try_from(now_ms.saturating_sub(record.event_ms) / 1000).unwrap_or(u32::MAX);
             let Some(server) = self.servers.get_mut(s.server) else {
                 continue;
             };
-            let Some(bytes) = radius::accounting_request(record, s.identifier, delay, &server.secret)
+            let Some(bytes) =
+                radius::accounting_request(record, s.identifier, delay, &server.secret)
             else {
                 warn!(session = %record.session_id, "accounting record too large for RADIUS");
                 continue;
@@ -700,9 +723,8 @@ impl Service {
         let mut buf = [0u8; 4096];
         for i in 0..self.servers.len() {
             for _ in 0..256 {
-                let n = match self.servers[i].socket.recv(&mut buf) {
-                    Ok(n) => n,
-                    Err(_) => break,
+                let Ok(n) = self.servers[i].socket.recv(&mut buf) else {
+                    break;
                 };
                 let answer = &buf[..n];
                 let Some(&identifier) = answer.get(1) else {
@@ -728,6 +750,12 @@ impl Service {
     }
 
     fn publish(&mut self) {
+        // Full until deliveries made room for records again.
+        if self.stats.spool_full
+            && self.ledger.bytes() + spool::MAX_ENTRY as u64 <= self.ledger.max_bytes()
+        {
+            self.stats.spool_full = false;
+        }
         self.stats.spool_pending = self.ledger.pending();
         self.stats.spool_bytes = self.ledger.bytes();
         self.stats.spool_segments = self.ledger.segments();

@@ -136,6 +136,7 @@ pub async fn run(launch: Launch, shutdown: impl Future<Output = ()>) -> anyhow::
         alarms.clone(),
         cfg.system.hostname.clone(),
     ));
+    tasks.spawn(watch_accounting_spool(node.clone()));
     tasks.spawn(crate::dns::run(console.clone()));
     let snmp_agent = crate::snmp_agent::bind_at_start(&console).await?;
     tasks.spawn(crate::snmp_agent::run(
@@ -234,6 +235,37 @@ const CERT_TRAP_EVERY: Duration = Duration::from_secs(86_400);
 /// created this long before a kill -9 of the active may be lost (its phone's next
 /// REGISTER, forwarded, restores it).
 const REGISTRATION_SYNC_EVERY: Duration = Duration::from_millis(200);
+
+/// A full accounting spool: logged as it fills and as it has room again, and with
+/// `spool-full-action refuse-calls` new calls refused with 503 meanwhile (checked once a
+/// second).
+async fn watch_accounting_spool(node: Arc<Node>) {
+    let mut full = false;
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        let hub = node.accounting();
+        let report = hub.report();
+        if report.spool_full == full {
+            continue;
+        }
+        full = report.spool_full;
+        if full {
+            warn!(
+                bytes = report.spool_bytes,
+                max = report.spool_max_bytes,
+                refused = report.records_refused,
+                refuse_calls = hub.refuses_calls_when_full(),
+                "accounting spool full: records are refused"
+            );
+        } else {
+            info!("accounting spool has room again");
+        }
+        if hub.refuses_calls_when_full() {
+            node.set_admission_reason("accounting-spool", full);
+        }
+    }
+}
 
 /// How often `sbcRegCacheFullTrap` is sent at most while REGISTERs are refused.
 const REG_CACHE_FULL_TRAP_EVERY: Duration = Duration::from_secs(60);

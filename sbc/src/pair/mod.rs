@@ -993,7 +993,9 @@ fn check_registration_entry(token: u64, value: &[u8]) -> Result<(), String> {
 fn check_accounting_entry(record_key: &str, value: &[u8]) -> Result<(), String> {
     match sbc_accounting::CallRecord::from_wire(value) {
         Some(r) if r.key() == record_key => Ok(()),
-        Some(_) => Err(format!("accounting record {record_key}: another record inside")),
+        Some(_) => Err(format!(
+            "accounting record {record_key}: another record inside"
+        )),
         None => Err(format!("accounting record {record_key}: not a record")),
     }
 }

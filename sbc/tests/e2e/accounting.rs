@@ -46,6 +46,7 @@ fn accounting_toml(dir: &Path, radius: Option<SocketAddr>, extra: &str) -> Strin
 
 /// Runs `calls` calls through `node`: SIPp's UAC with `uac` (pausing `pause_ms` after the ACK
 /// for the built-in one) against SIPp's UAS with `uas` at the core agent.
+#[allow(clippy::too_many_arguments)] // one SIPp run and its load
 fn calls(
     node: &SbcNode,
     config: &SbcConfig,
@@ -119,7 +120,10 @@ fn csv_records(dir: &Path) -> (Vec<Vec<String>>, Vec<u64>) {
         let text = std::fs::read_to_string(&p).expect("a CDR file");
         sizes.push(text.len() as u64);
         for (i, line) in text.lines().enumerate() {
-            assert!(i > 0 || line.starts_with("node,session-id,record"), "header first");
+            assert!(
+                i > 0 || line.starts_with("node,session-id,record"),
+                "header first"
+            );
             if i > 0 {
                 rows.push(line.split(',').map(str::to_owned).collect());
             }
@@ -191,7 +195,9 @@ fn every_call_has_one_start_and_one_stop_at_freeradius_and_in_the_csv_files() {
         assert_eq!(stop.get("Acme-Session-Egress-Realm"), Some("core"));
         assert_eq!(stop.get("Acme-Terminating-Trunk-Group"), Some("core"));
         assert_eq!(stop.get("Acme-SIP-Status"), Some("200"));
-        assert!(stop.get("h323-connect-time").is_some_and(|t| t.contains("UTC")));
+        assert!(stop
+            .get("h323-connect-time")
+            .is_some_and(|t| t.contains("UTC")));
         assert_eq!(stop.get("Acct-Delay-Time"), Some("0"));
     }
     for v in refused {

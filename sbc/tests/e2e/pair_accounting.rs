@@ -83,17 +83,22 @@ fn fifty_calls_across_a_kill9_have_fifty_starts_and_fifty_stops_spanning_the_fai
         .spawn();
     pair.wait_replicated(standby, 50, Duration::from_secs(20));
     let a = wait_delivered(&pair, active, 50, Duration::from_secs(10));
-    assert_eq!(a["records_delivered"], 50, "the Starts, before the kill: {a}");
+    assert_eq!(
+        a["records_delivered"], 50,
+        "the Starts, before the kill: {a}"
+    );
     std::thread::sleep(Duration::from_secs(2));
 
     kill9(&mut pair.nodes[active]);
-    pair.wait_redundancy(standby, Duration::from_secs(10), "active", |r| r.is_active());
+    pair.wait_redundancy(standby, Duration::from_secs(10), "active", |r| {
+        r.is_active()
+    });
     let uac = uac.wait();
     uac.assert_success(50);
     uas.wait_at_most(Duration::from_secs(20)).assert_success(50);
 
     let b = wait_delivered(&pair, standby, 50, Duration::from_secs(20));
-    radius.wait_for_entries(100, Duration::from_secs(10));
+    let _ = radius.wait_for_entries(100, Duration::from_secs(10));
     std::thread::sleep(Duration::from_millis(500));
     let entries = radius.entries().into_iter().collect::<Vec<_>>();
     let sessions = by_session(&entries);
@@ -105,7 +110,10 @@ fn fifty_calls_across_a_kill9_have_fifty_starts_and_fifty_stops_spanning_the_fai
         assert!(!starts.is_empty() && !stops.is_empty(), "{v:?}");
         // A repeat only as a resend of the same record: same times.
         for s in &starts[1..] {
-            assert_eq!(s.get("h323-connect-time"), starts[0].get("h323-connect-time"));
+            assert_eq!(
+                s.get("h323-connect-time"),
+                starts[0].get("h323-connect-time")
+            );
             repeats += 1;
         }
         for s in &stops[1..] {
@@ -154,14 +162,16 @@ fn records_the_dead_active_never_delivered_are_delivered_by_the_survivor() {
     assert_eq!(a["records_delivered"], 0, "{a}");
 
     kill9(&mut pair.nodes[active]);
-    pair.wait_redundancy(standby, Duration::from_secs(10), "active", |r| r.is_active());
+    pair.wait_redundancy(standby, Duration::from_secs(10), "active", |r| {
+        r.is_active()
+    });
     radius.start_again().expect("FreeRADIUS starts again");
     uac.wait().assert_success(20);
     uas.wait_at_most(Duration::from_secs(20)).assert_success(20);
 
     let b = wait_delivered(&pair, standby, 40, Duration::from_secs(30));
     assert_eq!(b["records_adopted"], 20, "{b}");
-    radius.wait_for_entries(40, Duration::from_secs(10));
+    let _ = radius.wait_for_entries(40, Duration::from_secs(10));
     std::thread::sleep(Duration::from_millis(500));
     let entries = radius.entries();
     let sessions = by_session(&entries);
@@ -169,7 +179,11 @@ fn records_the_dead_active_never_delivered_are_delivered_by_the_survivor() {
     for v in sessions.values() {
         let kinds: Vec<&str> = v.iter().map(|e| kind(e)).collect();
         assert_eq!(kinds, vec!["Start", "Stop"], "in order, once each");
-        assert_eq!(v[0].get("NAS-Identifier"), Some(NAMES[active]), "the dead node's Start");
+        assert_eq!(
+            v[0].get("NAS-Identifier"),
+            Some(NAMES[active]),
+            "the dead node's Start"
+        );
         let delay: u64 = v[0]
             .get("Acct-Delay-Time")
             .and_then(|d| d.parse().ok())
