@@ -82,6 +82,7 @@ impl Engine {
             connect_ms: 0,
             reroutes: 0,
             interims: 0,
+            transfers: 0,
             last_reinvite: 0,
             started: false,
             stopped: false,
@@ -180,6 +181,33 @@ impl Engine {
         a.stopped = true;
         let status = if a.connect_ms != 0 { 200 } else { status };
         self.account_emit(now, id, RecordKind::Stop, status, ended_by);
+    }
+
+    /// A transfer the SBC performed on call `id` completed: the record session as it was
+    /// ends (Stop, `transfer`), and a new one starts for the call as it goes on, linked to it
+    /// (Acct-Multi-Session-Id), answered now.
+    pub(super) fn account_transferred(&mut self, now: Instant, id: u64) {
+        let Some(policy) = self.cfg.accounting else {
+            return;
+        };
+        self.account_end(now, id, 200, EndedBy::Transfer);
+        let now_ms = self.unix_ms(now);
+        let Some(call) = self.calls.get_mut(&id) else {
+            return;
+        };
+        let called = user_of(&call.dialog.callee.remote_target);
+        let Some(a) = call.dialog.accounting.as_deref_mut() else {
+            return;
+        };
+        a.transfers += 1;
+        let next = format!("{id:016x}-t{}", a.transfers);
+        a.linked_session_id = std::mem::replace(&mut a.session_id, next);
+        a.called = called;
+        (a.setup_ms, a.connect_ms) = (now_ms, now_ms);
+        (a.started, a.stopped, a.interims, a.last_reinvite, a.reroutes) = (false, false, 0, 0, 0);
+        if policy.start_at != StartAt::Never {
+            self.account_emit(now, id, RecordKind::Start, 200, EndedBy::NotEnded);
+        }
     }
 
     /// The Stop of a call that ends without a cause said before (the fallback when a call is

@@ -559,6 +559,7 @@ impl Engine {
             call.agent_session = Some(session);
         }
         self.stats.sbc_transfers_performed += 1;
+        self.account_transferred(now, id);
         self.trace_note("transfer done: the target and the transferee talk; the transferor goes");
         debug!(call = id, "transfer performed by the SBC");
         if let Some(mut transferor) = t.transferor.filter(|_| !t.transferor_left) {

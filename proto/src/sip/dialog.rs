@@ -173,6 +173,9 @@ pub struct CallAccounting {
     pub reroutes: u32,
     /// Interim-Updates generated.
     pub interims: u32,
+    /// Transfers the SBC performed on the call: each ends its record session and starts a
+    /// new one (`<id>-t<n>`) linked to the one before.
+    pub transfers: u32,
     /// The last re-INVITE whose 2xx generated one (its leg in the top bit, its CSeq), so that
     /// a retransmitted 2xx does not generate another.
     pub last_reinvite: u32,

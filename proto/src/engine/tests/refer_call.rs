@@ -17,6 +17,7 @@ fn performing() -> World {
                 },
                 SessionPolicy::default(),
             ],
+            accounting: Some(AccountingPolicy::default()),
             ..config()
         },
         seed(),
@@ -160,6 +161,26 @@ fn the_sbc_calls_the_target_joins_it_to_the_transferee_and_releases_the_transfer
     let bye = w.last_to_callee();
     assert_eq!(bye.method(), Some(&Method::Bye));
     assert_eq!(bye.call_id(), Some(bob_leg.as_str()));
+
+    // Accounting: the call's record session ends at the transfer, and a new one, linked to
+    // it, runs until carol's BYE.
+    let records: Vec<_> = std::iter::from_fn(|| w.engine.poll_accounting()).collect();
+    let kinds: Vec<_> = records
+        .iter()
+        .map(|r| (r.kind, r.ended_by, r.session_id.len(), r.linked_session_id.len()))
+        .collect();
+    use sbc_accounting::{EndedBy, RecordKind};
+    assert_eq!(
+        kinds,
+        vec![
+            (RecordKind::Start, EndedBy::NotEnded, 16, 0),
+            (RecordKind::Stop, EndedBy::Transfer, 16, 0),
+            (RecordKind::Start, EndedBy::NotEnded, 19, 16),
+            // Carol took alice's (the caller's) side of the call.
+            (RecordKind::Stop, EndedBy::Caller, 19, 16),
+        ]
+    );
+    assert_eq!(records[2].linked_session_id, records[0].session_id);
 }
 
 #[test]
