@@ -19,12 +19,14 @@
 //! sbc(session-router)#        sip-config, session-router, session-agent, sip-interface,
 //!                             access-control, filter-config, sip-monitoring,
 //!                             session-agent-group, local-policy, local-routing-config,
-//!                             translation-rules, session-translation, session-timer-profile
+//!                             translation-rules, session-translation, session-timer-profile,
+//!                             account-config
 //! sbc(redundancy)#            redundancy-config
 //! sbc(security)#              tls-profile
 //! sbc(system-config)#         attributes; alarm-threshold, trap-receiver
 //! sbc(redundancy-config)#     attributes; peer
 //! sbc(local-policy)#          attributes; policy-attributes
+//! sbc(account-config)#        attributes; account-server
 //! ```
 //!
 //! # Editing an element (Oracle's rules)
@@ -213,7 +215,7 @@ impl Path {
                 "sip-config, session-router, session-agent, sip-interface, access-control; \
                  routing: session-agent-group, local-policy, local-routing-config, \
                  translation-rules, session-translation, session-timer-profile; the SIP trace: \
-                 filter-config, sip-monitoring"
+                 filter-config, sip-monitoring; accounting: account-config"
             }
             Self::Redundancy => "redundancy-config and its peers",
             Self::Security => "tls-profile: certificates and peer verification for SIP over TLS",
@@ -237,6 +239,7 @@ impl Path {
                 Kind::TranslationRules,
                 Kind::SessionTranslation,
                 Kind::SessionTimerProfile,
+                Kind::AccountConfig,
             ],
             Self::Redundancy => &[Kind::RedundancyConfig],
             Self::Security => &[Kind::TlsProfile],

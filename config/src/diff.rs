@@ -71,6 +71,12 @@ pub fn restart_needed(started: &Config, saved: &Config) -> Vec<String> {
     if running.steering_pools != saved.steering_pools {
         out.push("steering-pool: media addresses and ports are bound at start".to_owned());
     }
+    if running.account != saved.account {
+        out.push(
+            "account-config: accounting (its spool, files and servers) is started with the node"
+                .to_owned(),
+        );
+    }
     if running.media_manager.state != saved.media_manager.state {
         out.push(format!(
             "media-manager state {} -> {}: media anchoring is set up at start",

@@ -98,6 +98,15 @@ fn notes(element: &str) -> &'static str {
              2 on 18% for 10 cycles (the three scale-down keys together, or none)."
         }
         "access-control" => "None by default.",
+        "account-config" => {
+            "Disabled by default. spool-path and file-path are node-local (never pushed to the \
+             standby: each node spools on its own disk); everything else is pushed. A change \
+             takes effect at the next restart. See the accounting chapter of the manual."
+        }
+        "account-server" => {
+            "None by default. hostname IPv4 or IPv6; the secret is masked in every output and \
+             never logged."
+        }
         "capture-agent" => {
             "Disabled by default. address takes IPv6 as \"[2001:db8::9]:9060\". The password \
              is HEP's authentication key and travels in clear with every packet: it tells the \

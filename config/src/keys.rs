@@ -20,7 +20,8 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use crate::model::{
-    AccessAction, AdminState, AlarmType, AllowAnonymous, CaptureAgentState, CaptureTransport,
+    AccessAction, AccountState, AccountStrategy, FileOutput, GenerateInterim, GenerateStart,
+    SpoolFullAction, AdminState, AlarmType, AllowAnonymous, CaptureAgentState, CaptureTransport,
     FilterLevel, InDialogSource, MediaManagerState, MemorySource, NatTraversal, PeerType,
     PingSendMode, RedundancyState, ReferCallTransfer, Refresher, RestrictedLatching, SagStrategy,
     Severity, SipMonitoringState, SnmpAuthProtocol, SnmpPrivProtocol, SnmpVersion, TlsVersion,
@@ -1164,6 +1165,68 @@ element! {
     RTCP "rtcp": flag(true, "send the media relay's RTCP reports too");
 }}
 
+element! {
+    /// `account-config`.
+    account_config: "account-config" in "[account-config]",
+        "call detail records: RADIUS accounting (RFC 2866) to the account-servers and local \
+         CSV files, spooled before they are sent" {
+    STATE "state": word(AccountState::WORDS, AccountState::DEFAULT.as_str(),
+        "generate, spool and deliver a record for every call");
+    STRATEGY "strategy": word(AccountStrategy::WORDS, AccountStrategy::DEFAULT.as_str(),
+        "hunt: every record to the first server up; failover: the current server until it \
+         fails, then the next; roundrobin: in turn (Oracle's fastestrtt and fewestpending are \
+         not offered)");
+    MAX_WAIT_FAILOVER "max-wait-failover": int32(100,
+        "records sent to one server and not answered yet, at most (a count, as Oracle's)")
+        .range(1, 10_000);
+    FILE_OUTPUT "file-output": word(FileOutput::WORDS, FileOutput::DEFAULT.as_str(),
+        "also write each record as a CSV line to the files in file-path");
+    FILE_PATH "file-path": text("/var/lib/sbc/cdr", "<absolute directory>",
+        "the directory of the CSV files");
+    MAX_FILE_SIZE "max-file-size": int(1_000_000,
+        "bytes after which a CSV file is closed and a new one started").range(1000, 2_147_483_647);
+    MAX_FILES "max-files": int32(5, "closed CSV files kept; the oldest is deleted beyond")
+        .range(1, 10_000);
+    FILE_ROTATE_TIME "file-rotate-time": int32(60,
+        "minutes after which a CSV file is closed (0: by size only)").range(0, 10_080);
+    GENERATE_START "generate-start": word(GenerateStart::WORDS, GenerateStart::DEFAULT.as_str(),
+        "when a call's Start is generated: ok (answered), invite (INVITE received), none");
+    GENERATE_INTERIM "generate-interim": word(GenerateInterim::WORDS,
+        GenerateInterim::DEFAULT.as_str(),
+        "what generates an Interim-Update: reinvite-response (a re-INVITE answered 2xx), none");
+    INTERMEDIATE_PERIOD "intermediate-period": int32(0,
+        "seconds between periodic Interim-Updates (0: none; accepted, not generated yet)")
+        .range(0, 86_400);
+    SPOOL_PATH "spool-path": text("/var/lib/sbc/accounting", "<absolute directory>",
+        "the spool every record is written to before it is sent (our extension, not Oracle's)");
+    SPOOL_MAX_SIZE "spool-max-size": int32(8192,
+        "the spool's bound, MiB: about a day of records at 100 calls/s (our extension, not \
+         Oracle's)").range(1, 1_048_576);
+    SPOOL_FULL_ACTION "spool-full-action": word(SpoolFullAction::WORDS,
+        SpoolFullAction::DEFAULT.as_str(),
+        "a full spool: keep-calls (records refused and counted) or refuse-calls (new calls \
+         503 until it has room; our extension, not Oracle's)");
+}}
+
+element! {
+    /// `account-server`, a sub-element of `account-config`.
+    account_server: "account-server" in "[[account-config.account-server]]",
+        "a RADIUS accounting server (multi-instance, key: hostname:port)" {
+    HOSTNAME "hostname": ip(Dflt::Ip(LOOPBACK), "<IP address>",
+        "the server's IP address, IPv4 or IPv6 (no DNS name)");
+    PORT "port": port(1813, "its UDP port");
+    STATE "state": word(AccountState::WORDS, "enabled", "send records to it");
+    SECRET "secret": text("", "<shared secret>",
+        "the RADIUS shared secret, 1 to 128 bytes (shown masked)");
+    MIN_ROUND_TRIP "min-round-trip": int32(250,
+        "ms; an unanswered record is sent again after four times this (at least 1 s), doubling")
+        .range(10, 60_000);
+    MAX_INACTIVITY "max-inactivity": int32(60,
+        "seconds without an answer after which the server is taken as failed").range(1, 3600);
+    RESTART_DELAY "restart-delay": int32(30,
+        "seconds a failed server is left alone before it is tried again").range(1, 3600);
+}}
+
 /// Every element, in the order of the example file and the reference (Oracle's `show
 /// running-config` order, each sub-element after its parent).
 pub const ELEMENTS: &[ElementSpec] = &[
@@ -1195,6 +1258,8 @@ pub const ELEMENTS: &[ElementSpec] = &[
     access_control::ELEMENT,
     media_manager::ELEMENT,
     steering_pool::ELEMENT,
+    account_config::ELEMENT,
+    account_server::ELEMENT,
 ];
 
 #[cfg(test)]
@@ -1232,6 +1297,8 @@ mod tests {
             "sip-monitoring" => table(&SipMonitoring::default()),
             "filter-config" => table(&FilterConfig::named("")),
             "capture-agent" => table(&CaptureAgent::default()),
+            "account-config" => table(&crate::AccountConfig::default()),
+            "account-server" => table(&crate::AccountServer::default()),
             "sip-interface" => table(&toml::from_str::<crate::SipInterface>("realm = \"a\"").ok()?),
             "session-agent" => {
                 table(&toml::from_str::<crate::SessionAgent>("name = \"a\"\nrealm = \"a\"").ok()?)
@@ -1248,6 +1315,7 @@ mod tests {
         "snmp-user-entry",
         "peer",
         "route",
+        "account-server",
     ];
 
     #[test]
@@ -1298,9 +1366,13 @@ mod tests {
         let line = format!("{key} = {value}\n");
         Some(match spec.name {
             "system-config" | "sip-config" | "redundancy-config" | "media-manager"
-            | "sip-monitoring" | "capture-agent" => (
+            | "sip-monitoring" | "capture-agent" | "account-config" => (
                 format!("{}\n{line}", spec.table),
                 format!("{}.{key}", spec.name),
+            ),
+            "account-server" => (
+                format!("[[account-config.account-server]]\nsecret = \"s\"\n{line}"),
+                format!("account-config.account-server[0].{key}"),
             ),
             "alarm-threshold" => (
                 format!(

@@ -105,6 +105,8 @@ pub const MIN_SHARED_KEY_LEN: usize = 16;
 pub const SESSION_ROUTER_COST: u32 = 999_999_999;
 pub use model::{
     parse_days_of_week, parse_engine_id, parse_hhmm, split_option, AccessAction, AccessControl,
+    AccountConfig, AccountServer, AccountState, AccountStrategy, FileOutput, GenerateInterim,
+    GenerateStart, SpoolFullAction,
     AdminState, AlarmThreshold, AlarmType, AllowAnonymous, AutoScalingProfile, CaptureAgent,
     CaptureAgentState, CaptureTransport, CriticalMemoryAbort, FilterConfig, FilterLevel,
     InDialogSource, LocalPolicy, LocalRoutingConfig, MediaManager, MediaManagerState, MemorySource,
@@ -196,6 +198,9 @@ pub struct Config {
     /// `[capture-agent]`: where traced messages are sent as HEPv3.
     #[serde(rename = "capture-agent")]
     pub capture_agent: CaptureAgent,
+    /// `[account-config]`: call detail records (RADIUS accounting, CSV files).
+    #[serde(rename = "account-config")]
+    pub account: AccountConfig,
 }
 
 /// The file as written: lists that are absent stay `None` so that their defaults can apply.
@@ -223,6 +228,7 @@ struct RawConfig {
     filter_config: Vec<FilterConfig>,
     sip_monitoring: SipMonitoring,
     capture_agent: CaptureAgent,
+    account_config: AccountConfig,
 }
 
 impl From<RawConfig> for Config {
@@ -264,6 +270,7 @@ impl From<RawConfig> for Config {
             filter_configs: raw.filter_config,
             sip_monitoring: raw.sip_monitoring,
             capture_agent: raw.capture_agent,
+            account: raw.account_config,
         }
     }
 }

@@ -91,7 +91,13 @@ macro_rules! keyword_enum {
     };
 }
 
+mod accounting;
 mod routing;
+
+pub use accounting::{
+    AccountConfig, AccountServer, AccountState, AccountStrategy, FileOutput, GenerateInterim,
+    GenerateStart, SpoolFullAction,
+};
 
 pub use routing::{
     parse_days_of_week, parse_hhmm, AdminState, LocalPolicy, LocalRoutingConfig, NextHop,

@@ -2748,3 +2748,104 @@ fn session_timer_profiles_default_as_oracle_and_are_checked() {
         "{err}"
     );
 }
+
+const ACCOUNTING: &str = "[account-config]\nstate = \"enabled\"\nstrategy = \"failover\"\n\
+    max-wait-failover = 20\nfile-output = \"enabled\"\nfile-path = \"/srv/cdr\"\n\
+    max-file-size = 50000\nmax-files = 10\nfile-rotate-time = 0\ngenerate-start = \"invite\"\n\
+    generate-interim = \"none\"\nspool-path = \"/srv/spool\"\nspool-max-size = 64\n\
+    spool-full-action = \"refuse-calls\"\n\
+    \n[[account-config.account-server]]\nhostname = \"192.0.2.50\"\nsecret = \"radius-s3cret\"\n\
+    \n[[account-config.account-server]]\nhostname = \"2001:db8::50\"\nport = 1646\n\
+    secret = \"other\"\nstate = \"disabled\"\nrestart-delay = 5\n";
+
+#[test]
+fn account_config_defaults_as_oracle_and_round_trips() {
+    let a = AccountConfig::default();
+    assert!(!a.enabled());
+    assert_eq!(a.strategy, AccountStrategy::Hunt);
+    assert_eq!(a.max_wait_failover, 100);
+    assert_eq!((a.max_file_size, a.max_files, a.file_rotate_time), (1_000_000, 5, 60));
+    assert_eq!(a.generate_start, GenerateStart::Ok);
+    assert_eq!(a.generate_interim, GenerateInterim::ReinviteResponse);
+    assert_eq!(a.spool_full_action, SpoolFullAction::KeepCalls);
+    let s = AccountServer::default();
+    assert_eq!((s.port, s.min_round_trip, s.max_inactivity, s.restart_delay), (1813, 250, 60, 30));
+    let c = Config::from_toml_str(ACCOUNTING).unwrap();
+    assert!(c.account.enabled());
+    assert_eq!(c.account.account_servers.len(), 2);
+    assert_eq!(
+        c.account.servers().map(AccountServer::address).collect::<Vec<_>>(),
+        vec!["192.0.2.50:1813".parse().unwrap()]
+    );
+    assert_eq!(c.account.account_servers[1].address().to_string(), "[2001:db8::50]:1646");
+    assert_round_trip(&c);
+}
+
+#[test]
+fn account_config_is_validated() {
+    for (text, key, parts) in [
+        (
+            "[account-config]\nstate = \"enabled\"\n",
+            "account-config.account-server",
+            &["records would go nowhere", "file-output"][..],
+        ),
+        (
+            "[account-config]\nspool-path = \"spool\"\n",
+            "account-config.spool-path",
+            &["absolute"][..],
+        ),
+        (
+            "[account-config]\nmax-file-size = 999\n",
+            "account-config.max-file-size",
+            &["out of range", "1000..="][..],
+        ),
+        (
+            "[[account-config.account-server]]\nhostname = \"192.0.2.5\"\n",
+            "account-config.account-server[0].secret",
+            &["1 to 128 bytes"][..],
+        ),
+        (
+            "[[account-config.account-server]]\nhostname = \"0.0.0.0\"\nsecret = \"s\"\n",
+            "account-config.account-server[0].hostname",
+            &["unicast"][..],
+        ),
+        (
+            "[[account-config.account-server]]\nhostname = \"192.0.2.5\"\nsecret = \"s\"\n\
+             [[account-config.account-server]]\nhostname = \"192.0.2.5\"\nsecret = \"t\"\n",
+            "account-config.account-server[1].hostname",
+            &["already account-server[0]"][..],
+        ),
+        (
+            "[[account-config.account-server]]\nhostname = \"192.0.2.5\"\nsecret = \"s\"\n\
+             restart-delay = 0\n",
+            "account-config.account-server[0].restart-delay",
+            &["out of range"][..],
+        ),
+    ] {
+        refused_invalid(text, key, parts);
+    }
+    let long = "x".repeat(129);
+    let e = Config::from_toml_str(&format!(
+        "[[account-config.account-server]]\nhostname = \"192.0.2.5\"\nsecret = \"{long}\"\n"
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(!e.contains(&long), "the secret is not echoed: {e}");
+}
+
+#[test]
+fn the_radius_secret_is_masked_and_the_spool_stays_on_its_node() {
+    let c = Config::from_toml_str(ACCOUNTING).unwrap();
+    let v = c.to_masked_json();
+    assert_eq!(v["account-config"]["account-server"][0]["secret"], crate::MASK);
+    assert!(!v.to_string().contains("radius-s3cret"), "{v}");
+    assert!(!format!("{:?}", c.account).contains("radius-s3cret"));
+    let pushed = c.pushable_toml();
+    assert!(pushed.contains("[account-config]") && !pushed.contains("/srv/spool"), "{pushed}");
+    let mut standby = Config::embedded_default();
+    standby.account.spool_path = "/var/spool/b".into();
+    let merged = standby.with_push(&pushed).expect("applies");
+    assert_eq!(merged.account.spool_path, "/var/spool/b");
+    assert_eq!(merged.account.account_servers, c.account.account_servers);
+    assert_eq!(merged.account.strategy, AccountStrategy::Failover);
+}

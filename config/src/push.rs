@@ -16,6 +16,9 @@
 //!   listeners bind the node's own addresses (its management interface), which differ between
 //!   the two nodes; the communities and SNMPv3 users they accept are pushed.
 //! - `system-config.snmp-engine-id`: each node is its own SNMPv3 engine.
+//! - `account-config.spool-path` and `file-path`: each node's accounting spool and CDR files
+//!   are on its own disk (the rest of `account-config`, servers and secrets included, is
+//!   pushed: both nodes account alike).
 //!
 //! Everything else is pushed: `system-config` options, memory sources and limits, alarm
 //! thresholds and trap receivers; `sip-config`; `sip-interface`s; `session-agent`s;
@@ -33,8 +36,9 @@
 //!
 //! `redundancy-config.shared-key`, each `trap-receiver`'s SNMP `community`, each
 //! `snmp-community`'s `community-name`, each `snmp-user-entry`'s `auth-password` and
-//! `priv-password`, and `capture-agent.password` (HEP's key, which travels in clear: masked
-//! as an identifier the operator chose, not as a protection) are secrets:
+//! `priv-password`, `capture-agent.password` (HEP's key, which travels in clear: masked
+//! as an identifier the operator chose, not as a protection) and each `account-server`'s
+//! RADIUS `secret` are secrets:
 //! [`Config::to_masked_json`] and the ACLI's `show` print them as `********` (empty stays
 //! empty). Only the file itself (mode 0600) holds them.
 
@@ -53,6 +57,9 @@ pub const NODE_LOCAL: &[(&str, Option<&str>)] = &[
     ("system-config", Some("snmp-agent-address")),
     // Each node is its own SNMPv3 engine.
     ("system-config", Some("snmp-engine-id")),
+    // Each node's accounting spool and CDR files are on its own disk.
+    ("account-config", Some("spool-path")),
+    ("account-config", Some("file-path")),
 ];
 
 /// How a secret prints.
@@ -67,6 +74,8 @@ pub const SECRET_KEYS: &[&str] = &[
     "priv-password",
     // capture-agent's HEP key.
     "password",
+    // Each account-server's RADIUS shared secret.
+    "secret",
 ];
 
 impl Config {

@@ -25,6 +25,7 @@ use crate::model::{
 };
 use crate::Config;
 
+mod accounting;
 mod routing;
 
 /// The lowest `steering-pool.start-port`: the well-known ports stay out of the relay.
@@ -56,6 +57,7 @@ pub(crate) fn validate(config: &Config) -> Result<(), ConfigError> {
     filters(config)?;
     monitoring(&config.sip_monitoring, &config.filter_configs)?;
     capture_agent(&config.capture_agent)?;
+    accounting::account_config(&config.account)?;
     attachments(config)
 }
 

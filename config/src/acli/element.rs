@@ -11,7 +11,7 @@ use toml::value::{Table, Value};
 
 use crate::keys::{self, ElementSpec, KeySpec, Ty};
 use crate::model::{
-    default_address, AccessControl, AlarmThreshold, AutoScalingProfile, CaptureAgent, FilterConfig,
+    default_address, AccessControl, AccountConfig, AccountServer, AlarmThreshold, AutoScalingProfile, CaptureAgent, FilterConfig,
     LocalPolicy, LocalRoutingConfig, MediaManager, Peer, PolicyAttribute, RealmConfig,
     RedundancyConfig, SessionAgent, SessionAgentGroup, SessionRouter, SessionTimerProfile,
     SessionTranslation, SipConfig, SipInterface, SipMonitoring, SnmpCommunity, SnmpUserEntry,
@@ -77,6 +77,10 @@ pub enum Element {
     SessionTimerProfile(SessionTimerProfile),
     /// One `realm-config`.
     RealmConfig(RealmConfig),
+    /// `account-config`.
+    AccountConfig(AccountConfig),
+    /// One `account-server` of `account-config`.
+    AccountServer(AccountServer),
 }
 
 /// The kinds of [`Element`].
@@ -109,6 +113,8 @@ pub(crate) enum Kind {
     SessionTranslation,
     SessionTimerProfile,
     RealmConfig,
+    AccountConfig,
+    AccountServer,
 }
 
 /// One attribute of an element: its key's declaration in the key tables.
@@ -145,6 +151,8 @@ impl Kind {
             Self::SessionTranslation => &keys::session_translation::ELEMENT,
             Self::SessionTimerProfile => &keys::session_timer_profile::ELEMENT,
             Self::RealmConfig => &keys::realm_config::ELEMENT,
+            Self::AccountConfig => &keys::account_config::ELEMENT,
+            Self::AccountServer => &keys::account_server::ELEMENT,
         }
     }
 
@@ -182,6 +190,7 @@ impl Kind {
             ],
             Self::RedundancyConfig => &[Self::Peer],
             Self::LocalPolicy => &[Self::PolicyAttribute],
+            Self::AccountConfig => &[Self::AccountServer],
             _ => &[],
         }
     }
@@ -197,6 +206,7 @@ impl Kind {
                 | Self::MediaManager
                 | Self::SipMonitoring
                 | Self::CaptureAgent
+                | Self::AccountConfig
         )
     }
 
@@ -250,6 +260,8 @@ impl Kind {
                 Element::SessionTimerProfile(SessionTimerProfile::default())
             }
             Self::RealmConfig => Element::RealmConfig(RealmConfig::default()),
+            Self::AccountConfig => Element::AccountConfig(AccountConfig::default()),
+            Self::AccountServer => Element::AccountServer(AccountServer::default()),
         }
     }
 }
@@ -299,6 +311,8 @@ impl Element {
             Self::SessionTranslation(_) => Kind::SessionTranslation,
             Self::SessionTimerProfile(_) => Kind::SessionTimerProfile,
             Self::RealmConfig(_) => Kind::RealmConfig,
+            Self::AccountConfig(_) => Kind::AccountConfig,
+            Self::AccountServer(_) => Kind::AccountServer,
         }
     }
 
@@ -338,6 +352,8 @@ impl Element {
             Self::SessionTranslation(v) => table_of(v),
             Self::SessionTimerProfile(v) => table_of(v),
             Self::RealmConfig(v) => table_of(v),
+            Self::AccountConfig(v) => table_of(v),
+            Self::AccountServer(v) => table_of(v),
         }
     }
 
@@ -372,6 +388,8 @@ impl Element {
             Kind::SessionTranslation => value.try_into().map(Self::SessionTranslation),
             Kind::SessionTimerProfile => value.try_into().map(Self::SessionTimerProfile),
             Kind::RealmConfig => value.try_into().map(Self::RealmConfig),
+            Kind::AccountConfig => value.try_into().map(Self::AccountConfig),
+            Kind::AccountServer => value.try_into().map(Self::AccountServer),
         };
         result.map_err(|err| err.to_string().trim_end().to_owned())
     }
@@ -404,6 +422,7 @@ impl Element {
             }
             Self::AlarmThreshold(v) => format!("{} {} {}", v.kind, v.severity, v.volume),
             Self::TrapReceiver(v) => v.socket_addr().to_string(),
+            Self::AccountServer(v) => v.address().to_string(),
             Self::SnmpCommunity(v) => v.community_name.clone(),
             Self::SnmpUserEntry(v) => v.user_name.clone(),
             _ => String::new(),
@@ -416,6 +435,7 @@ impl Element {
         let mut aliases = vec![self.key()];
         match self {
             Self::TrapReceiver(v) => aliases.push(v.ip_address.to_string()),
+            Self::AccountServer(v) => aliases.push(v.hostname.to_string()),
             // The realm alone (ambiguous when it has one of each family), with its family, or
             // with its address.
             Self::SipInterface(v) => family_aliases(&mut aliases, &v.realm, v.address),
@@ -461,6 +481,12 @@ impl Element {
                 .cloned()
                 .map(Self::PolicyAttribute)
                 .collect(),
+            (Self::AccountConfig(v), Kind::AccountServer) => v
+                .account_servers
+                .iter()
+                .cloned()
+                .map(Self::AccountServer)
+                .collect(),
             _ => Vec::new(),
         }
     }
@@ -491,6 +517,9 @@ impl Element {
             (Self::LocalPolicy(v), Self::PolicyAttribute(c)) => {
                 put(&mut v.policy_attributes, c, at, |a| a.next_hop.clone())
             }
+            (Self::AccountConfig(v), Self::AccountServer(c)) => {
+                put(&mut v.account_servers, c, at, |s| s.address().to_string())
+            }
             (parent, child) => {
                 unreachable!("{} is not a sub-element of {}", child.name(), parent.name())
             }
@@ -517,6 +546,9 @@ impl Element {
             }
             (Self::LocalPolicy(v), Kind::PolicyAttribute) => {
                 v.policy_attributes.remove(index);
+            }
+            (Self::AccountConfig(v), Kind::AccountServer) => {
+                v.account_servers.remove(index);
             }
             _ => {}
         }
@@ -562,6 +594,7 @@ pub(crate) fn top_single(config: &Config, kind: Kind) -> Element {
         Kind::MediaManager => Element::MediaManager(config.media_manager.clone()),
         Kind::SipMonitoring => Element::SipMonitoring(config.sip_monitoring.clone()),
         Kind::CaptureAgent => Element::CaptureAgent(config.capture_agent.clone()),
+        Kind::AccountConfig => Element::AccountConfig(config.account.clone()),
         other => unreachable!("{} is multi-instance", other.word()),
     }
 }
@@ -668,6 +701,7 @@ pub(crate) fn top_put(config: &mut Config, element: Element, at: Option<&str>) -
         Element::MediaManager(v) => config.media_manager = v,
         Element::SipMonitoring(v) => config.sip_monitoring = v,
         Element::CaptureAgent(v) => config.capture_agent = v,
+        Element::AccountConfig(v) => config.account = v,
         Element::SipInterface(v) => {
             return put(&mut config.sip_interfaces, v, at, SipInterface::key)
         }
@@ -881,7 +915,7 @@ fn render_into(out: &mut String, element: &Element, depth: usize) {
 /// `session-agent-group`, each `translation-rules`, each `session-translation`, each
 /// `session-timer-profile`, each `realm-config`, each `local-policy` (with its `policy-attributes`), each `local-routing-config`,
 /// `redundancy-config`, each `auto-scaling-profile`, each `access-control`, `media-manager`,
-/// each `steering-pool`. (The session-router's `route` list is only in the TOML form.)
+/// each `steering-pool`, `account-config` (with its `account-server`s). (The session-router's `route` list is only in the TOML form.)
 #[must_use]
 pub fn render_config(config: &Config) -> String {
     let mut elements = vec![
@@ -911,6 +945,7 @@ pub fn render_config(config: &Config) -> String {
     elements.extend(top_list(config, Kind::AccessControl));
     elements.push(top_single(config, Kind::MediaManager));
     elements.extend(top_list(config, Kind::SteeringPool));
+    elements.push(top_single(config, Kind::AccountConfig));
     elements
         .iter()
         .map(render_element)

@@ -1373,8 +1373,11 @@ fn every_attribute_exists_in_the_model() {
         Kind::TranslationRules,
         Kind::SessionTranslation,
         Kind::RealmConfig,
+        Kind::AccountConfig,
+        Kind::AccountServer,
     ];
     let children = [
+        "account-server",
         "alarm-threshold",
         "trap-receiver",
         "peer",
@@ -2651,4 +2654,45 @@ fn a_realm_config_attaches_translations_to_a_realm() {
     assert_eq!(sh.ok("select"), "1: core\n");
     assert_eq!(sh.ok("no core"), "deleted realm-config \"core\"\n");
     assert!(sh.config.realm_configs.is_empty());
+}
+
+#[test]
+fn account_config_and_its_servers_are_edited_as_oracle_s() {
+    let mut sh = Shell::new();
+    sh.script(&[
+        "configure terminal",
+        "session-router",
+        "account-config",
+        "state enabled",
+        "strategy roundrobin",
+        "file-output enabled",
+        "file-path /srv/cdr",
+        "account-server",
+        "hostname 192.0.2.50",
+        "secret radius-s3cret",
+    ]);
+    assert_eq!(sh.prompt(), "sbc(account-server)#");
+    let shown = sh.ok("show");
+    assert!(!shown.contains("radius-s3cret"), "{shown}");
+    contains_all(&sh.err("port 0"), &["1..=65535"]);
+    contains_all(&sh.err("min-round-trip 5"), &["10..=60000"]);
+    sh.script(&["done", "exit", "done", "exit", "exit", "exit"]);
+    let a = &sh.config.account;
+    assert!(a.enabled());
+    assert_eq!(a.strategy, crate::AccountStrategy::Roundrobin);
+    assert_eq!(a.account_servers.len(), 1);
+    assert_eq!(a.account_servers[0].address().to_string(), "192.0.2.50:1813");
+    assert_eq!(a.account_servers[0].secret, "radius-s3cret");
+    // A word that is not valid names the valid ones; nothing changes.
+    sh.script(&["configure terminal", "session-router", "account-config"]);
+    contains_all(
+        &sh.err("strategy fastestrtt"),
+        &["fastestrtt", "hunt", "failover", "roundrobin"],
+    );
+    // select the server by its address, and remove it: state enabled with file-output keeps
+    // the configuration valid.
+    sh.script(&["account-server", "select 192.0.2.50:1813", "restart-delay 5", "done", "exit"]);
+    assert_eq!(sh.config.account.account_servers[0].restart_delay, 5);
+    sh.script(&["account-server", "no 192.0.2.50:1813", "exit", "done"]);
+    assert!(sh.config.account.account_servers.is_empty());
 }
