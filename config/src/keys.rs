@@ -20,12 +20,12 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use crate::model::{
-    AccessAction, AccountState, AccountStrategy, FileOutput, GenerateInterim, GenerateStart,
-    SpoolFullAction, AdminState, AlarmType, AllowAnonymous, CaptureAgentState, CaptureTransport,
-    FilterLevel, InDialogSource, MediaManagerState, MemorySource, NatTraversal, PeerType,
-    PingSendMode, RedundancyState, ReferCallTransfer, Refresher, RestrictedLatching, SagStrategy,
-    Severity, SipMonitoringState, SnmpAuthProtocol, SnmpPrivProtocol, SnmpVersion, TlsVersion,
-    TranslationType, DEFAULT_TRANSPORT,
+    AccessAction, AccountState, AccountStrategy, AdminState, AlarmType, AllowAnonymous,
+    CaptureAgentState, CaptureTransport, FileOutput, FilterLevel, GenerateInterim, GenerateStart,
+    InDialogSource, MediaManagerState, MemorySource, NatTraversal, PeerType, PingSendMode,
+    RedundancyState, ReferCallTransfer, Refresher, RestrictedLatching, SagStrategy, Severity,
+    SipMonitoringState, SnmpAuthProtocol, SnmpPrivProtocol, SnmpVersion, SpoolFullAction,
+    TlsVersion, TranslationType, DEFAULT_TRANSPORT,
 };
 
 /// The type of a key's value, which decides how the ACLI parses it and how the reference

@@ -105,18 +105,18 @@ pub const MIN_SHARED_KEY_LEN: usize = 16;
 pub const SESSION_ROUTER_COST: u32 = 999_999_999;
 pub use model::{
     parse_days_of_week, parse_engine_id, parse_hhmm, split_option, AccessAction, AccessControl,
-    AccountConfig, AccountServer, AccountState, AccountStrategy, FileOutput, GenerateInterim,
-    GenerateStart, SpoolFullAction,
-    AdminState, AlarmThreshold, AlarmType, AllowAnonymous, AutoScalingProfile, CaptureAgent,
-    CaptureAgentState, CaptureTransport, CriticalMemoryAbort, FilterConfig, FilterLevel,
-    InDialogSource, LocalPolicy, LocalRoutingConfig, MediaManager, MediaManagerState, MemorySource,
-    NatTraversal, NextHop, Peer, PeerType, PingSendMode, PolicyAttribute, RealmConfig,
-    RedundancyConfig, RedundancyState, ReferCallTransfer, Refresher, RestrictedLatching, Route,
-    SagStrategy, SessionAgent, SessionAgentGroup, SessionRouter, SessionTimerProfile,
-    SessionTranslation, Severity, SipConfig, SipInterface, SipMonitoring, SipMonitoringState,
-    SnmpAuthProtocol, SnmpCommunity, SnmpPrivProtocol, SnmpUserEntry, SnmpVersion, SteeringPool,
-    SystemConfig, TlsProfile, TlsVersion, TranslationIndex, TranslationRules, TranslationType,
-    Transport, TrapReceiver, DAY_LETTERS, SAG_PREFIX,
+    AccountConfig, AccountServer, AccountState, AccountStrategy, AdminState, AlarmThreshold,
+    AlarmType, AllowAnonymous, AutoScalingProfile, CaptureAgent, CaptureAgentState,
+    CaptureTransport, CriticalMemoryAbort, FileOutput, FilterConfig, FilterLevel, GenerateInterim,
+    GenerateStart, InDialogSource, LocalPolicy, LocalRoutingConfig, MediaManager,
+    MediaManagerState, MemorySource, NatTraversal, NextHop, Peer, PeerType, PingSendMode,
+    PolicyAttribute, RealmConfig, RedundancyConfig, RedundancyState, ReferCallTransfer, Refresher,
+    RestrictedLatching, Route, SagStrategy, SessionAgent, SessionAgentGroup, SessionRouter,
+    SessionTimerProfile, SessionTranslation, Severity, SipConfig, SipInterface, SipMonitoring,
+    SipMonitoringState, SnmpAuthProtocol, SnmpCommunity, SnmpPrivProtocol, SnmpUserEntry,
+    SnmpVersion, SpoolFullAction, SteeringPool, SystemConfig, TlsProfile, TlsVersion,
+    TranslationIndex, TranslationRules, TranslationType, Transport, TrapReceiver, DAY_LETTERS,
+    SAG_PREFIX,
 };
 pub use net::{parse_net, IpNet};
 pub use push::{MASK, NODE_LOCAL, SECRET_KEYS};

@@ -2764,20 +2764,32 @@ fn account_config_defaults_as_oracle_and_round_trips() {
     assert!(!a.enabled());
     assert_eq!(a.strategy, AccountStrategy::Hunt);
     assert_eq!(a.max_wait_failover, 100);
-    assert_eq!((a.max_file_size, a.max_files, a.file_rotate_time), (1_000_000, 5, 60));
+    assert_eq!(
+        (a.max_file_size, a.max_files, a.file_rotate_time),
+        (1_000_000, 5, 60)
+    );
     assert_eq!(a.generate_start, GenerateStart::Ok);
     assert_eq!(a.generate_interim, GenerateInterim::ReinviteResponse);
     assert_eq!(a.spool_full_action, SpoolFullAction::KeepCalls);
     let s = AccountServer::default();
-    assert_eq!((s.port, s.min_round_trip, s.max_inactivity, s.restart_delay), (1813, 250, 60, 30));
+    assert_eq!(
+        (s.port, s.min_round_trip, s.max_inactivity, s.restart_delay),
+        (1813, 250, 60, 30)
+    );
     let c = Config::from_toml_str(ACCOUNTING).unwrap();
     assert!(c.account.enabled());
     assert_eq!(c.account.account_servers.len(), 2);
     assert_eq!(
-        c.account.servers().map(AccountServer::address).collect::<Vec<_>>(),
+        c.account
+            .servers()
+            .map(AccountServer::address)
+            .collect::<Vec<_>>(),
         vec!["192.0.2.50:1813".parse().unwrap()]
     );
-    assert_eq!(c.account.account_servers[1].address().to_string(), "[2001:db8::50]:1646");
+    assert_eq!(
+        c.account.account_servers[1].address().to_string(),
+        "[2001:db8::50]:1646"
+    );
     assert_round_trip(&c);
 }
 
@@ -2837,11 +2849,17 @@ fn account_config_is_validated() {
 fn the_radius_secret_is_masked_and_the_spool_stays_on_its_node() {
     let c = Config::from_toml_str(ACCOUNTING).unwrap();
     let v = c.to_masked_json();
-    assert_eq!(v["account-config"]["account-server"][0]["secret"], crate::MASK);
+    assert_eq!(
+        v["account-config"]["account-server"][0]["secret"],
+        crate::MASK
+    );
     assert!(!v.to_string().contains("radius-s3cret"), "{v}");
     assert!(!format!("{:?}", c.account).contains("radius-s3cret"));
     let pushed = c.pushable_toml();
-    assert!(pushed.contains("[account-config]") && !pushed.contains("/srv/spool"), "{pushed}");
+    assert!(
+        pushed.contains("[account-config]") && !pushed.contains("/srv/spool"),
+        "{pushed}"
+    );
     let mut standby = Config::embedded_default();
     standby.account.spool_path = "/var/spool/b".into();
     let merged = standby.with_push(&pushed).expect("applies");

@@ -82,6 +82,74 @@ pub fn access(cfg: &Config) -> AccessSettings {
     }
 }
 
+/// Accounting (`account-config`) as the node runs it; `None` when it is off.
+#[must_use]
+pub fn accounting(cfg: &Config) -> Option<crate::accounting::AccountingSettings> {
+    use sbc_accounting::csv_file::Rotation;
+    use sbc_accounting::delivery::{DeliverySettings, ServerTimings, Strategy};
+    use sbc_config::{AccountStrategy, FileOutput, SpoolFullAction};
+    let a = &cfg.account;
+    if !a.enabled() {
+        return None;
+    }
+    let servers: Vec<_> = a.servers().collect();
+    Some(crate::accounting::AccountingSettings {
+        node: cfg.system.hostname.clone(),
+        servers: servers
+            .iter()
+            .map(|s| crate::accounting::ServerSettings {
+                addr: s.address(),
+                secret: s.secret.clone(),
+            })
+            .collect(),
+        delivery: DeliverySettings {
+            strategy: match a.strategy {
+                AccountStrategy::Hunt => Strategy::Hunt,
+                AccountStrategy::Failover => Strategy::Failover,
+                AccountStrategy::Roundrobin => Strategy::RoundRobin,
+            },
+            max_wait_failover: a.max_wait_failover,
+            tries: 3,
+            servers: servers
+                .iter()
+                .map(|s| ServerTimings {
+                    retry_after: Duration::from_millis(u64::from(s.min_round_trip) * 4)
+                        .max(Duration::from_secs(1)),
+                    restart_delay: Duration::from_secs(u64::from(s.restart_delay)),
+                })
+                .collect(),
+        },
+        spool_dir: a.spool_path.clone().into(),
+        spool_max_bytes: u64::from(a.spool_max_size) * 1024 * 1024,
+        file_output: (a.file_output == FileOutput::Enabled).then(|| {
+            crate::accounting::FileOutput {
+                dir: a.file_path.clone().into(),
+                rotation: Rotation {
+                    max_file_size: a.max_file_size,
+                    rotate_ms: u64::from(a.file_rotate_time) * 60_000,
+                },
+                max_files: usize::try_from(a.max_files).unwrap_or(usize::MAX),
+            }
+        }),
+        refuse_calls_when_full: a.spool_full_action == SpoolFullAction::RefuseCalls,
+    })
+}
+
+/// What the engines generate for accounting (`None`: nothing).
+fn accounting_policy(cfg: &Config) -> Option<sbc_proto::engine::AccountingPolicy> {
+    use sbc_config::{GenerateInterim, GenerateStart};
+    use sbc_proto::engine::{AccountingPolicy, StartAt};
+    let a = &cfg.account;
+    a.enabled().then(|| AccountingPolicy {
+        start_at: match a.generate_start {
+            GenerateStart::None => StartAt::Never,
+            GenerateStart::Invite => StartAt::Invite,
+            GenerateStart::Ok => StartAt::Answer,
+        },
+        interim_on_reinvite: a.generate_interim == GenerateInterim::ReinviteResponse,
+    })
+}
+
 /// Everything the SIP runtime starts with: the engines, media anchoring, the interfaces, the
 /// worker groups, the edge's live settings and TLS.
 ///
@@ -91,7 +159,7 @@ pub fn access(cfg: &Config) -> AccessSettings {
 pub fn runtime(cfg: &Config) -> anyhow::Result<RuntimeSettings> {
     let s = &cfg.sip_config;
     Ok(RuntimeSettings {
-        accounting: None,
+        accounting: accounting(cfg),
         engine: engine_config(cfg)?,
         media: media_plan(cfg),
         listeners: cfg
@@ -504,7 +572,7 @@ pub fn engine_config(cfg: &Config) -> anyhow::Result<EngineConfig> {
             per_source: s.max_subscriptions_per_source,
             ipv6_prefix_len: s.source_ipv6_prefix_length,
         },
-        accounting: None,
+        accounting: accounting_policy(cfg),
     })
 }
 

@@ -11,11 +11,12 @@ use toml::value::{Table, Value};
 
 use crate::keys::{self, ElementSpec, KeySpec, Ty};
 use crate::model::{
-    default_address, AccessControl, AccountConfig, AccountServer, AlarmThreshold, AutoScalingProfile, CaptureAgent, FilterConfig,
-    LocalPolicy, LocalRoutingConfig, MediaManager, Peer, PolicyAttribute, RealmConfig,
-    RedundancyConfig, SessionAgent, SessionAgentGroup, SessionRouter, SessionTimerProfile,
-    SessionTranslation, SipConfig, SipInterface, SipMonitoring, SnmpCommunity, SnmpUserEntry,
-    SteeringPool, SystemConfig, TlsProfile, TranslationRules, TrapReceiver,
+    default_address, AccessControl, AccountConfig, AccountServer, AlarmThreshold,
+    AutoScalingProfile, CaptureAgent, FilterConfig, LocalPolicy, LocalRoutingConfig, MediaManager,
+    Peer, PolicyAttribute, RealmConfig, RedundancyConfig, SessionAgent, SessionAgentGroup,
+    SessionRouter, SessionTimerProfile, SessionTranslation, SipConfig, SipInterface, SipMonitoring,
+    SnmpCommunity, SnmpUserEntry, SteeringPool, SystemConfig, TlsProfile, TranslationRules,
+    TrapReceiver,
 };
 use crate::Config;
 

@@ -2681,7 +2681,10 @@ fn account_config_and_its_servers_are_edited_as_oracle_s() {
     assert!(a.enabled());
     assert_eq!(a.strategy, crate::AccountStrategy::Roundrobin);
     assert_eq!(a.account_servers.len(), 1);
-    assert_eq!(a.account_servers[0].address().to_string(), "192.0.2.50:1813");
+    assert_eq!(
+        a.account_servers[0].address().to_string(),
+        "192.0.2.50:1813"
+    );
     assert_eq!(a.account_servers[0].secret, "radius-s3cret");
     // A word that is not valid names the valid ones; nothing changes.
     sh.script(&["configure terminal", "session-router", "account-config"]);
@@ -2691,7 +2694,13 @@ fn account_config_and_its_servers_are_edited_as_oracle_s() {
     );
     // select the server by its address, and remove it: state enabled with file-output keeps
     // the configuration valid.
-    sh.script(&["account-server", "select 192.0.2.50:1813", "restart-delay 5", "done", "exit"]);
+    sh.script(&[
+        "account-server",
+        "select 192.0.2.50:1813",
+        "restart-delay 5",
+        "done",
+        "exit",
+    ]);
     assert_eq!(sh.config.account.account_servers[0].restart_delay, 5);
     sh.script(&["account-server", "no 192.0.2.50:1813", "exit", "done"]);
     assert!(sh.config.account.account_servers.is_empty());

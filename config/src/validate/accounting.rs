@@ -20,7 +20,11 @@ pub(super) fn account_config(a: &AccountConfig) -> Result<(), ConfigError> {
     check(at, &account_config::MAX_FILE_SIZE, a.max_file_size)?;
     check(at, &account_config::MAX_FILES, a.max_files)?;
     check(at, &account_config::FILE_ROTATE_TIME, a.file_rotate_time)?;
-    check(at, &account_config::INTERMEDIATE_PERIOD, a.intermediate_period)?;
+    check(
+        at,
+        &account_config::INTERMEDIATE_PERIOD,
+        a.intermediate_period,
+    )?;
     check(at, &account_config::SPOOL_MAX_SIZE, a.spool_max_size)?;
     for (key, path) in [("file-path", &a.file_path), ("spool-path", &a.spool_path)] {
         if !path.starts_with('/') {
@@ -59,7 +63,11 @@ pub(super) fn account_config(a: &AccountConfig) -> Result<(), ConfigError> {
         if s.secret.is_empty() || s.secret.len() > MAX_SECRET {
             return Err(ConfigError::invalid(
                 key("secret"),
-                if s.secret.is_empty() { "\"\"" } else { crate::MASK },
+                if s.secret.is_empty() {
+                    "\"\""
+                } else {
+                    crate::MASK
+                },
                 format!("a RADIUS shared secret is 1 to {MAX_SECRET} bytes"),
                 "the secret the server has for this node",
             ));

@@ -204,7 +204,13 @@ impl Engine {
         a.linked_session_id = std::mem::replace(&mut a.session_id, next);
         a.called = called;
         (a.setup_ms, a.connect_ms) = (now_ms, now_ms);
-        (a.started, a.stopped, a.interims, a.last_reinvite, a.reroutes) = (false, false, 0, 0, 0);
+        (
+            a.started,
+            a.stopped,
+            a.interims,
+            a.last_reinvite,
+            a.reroutes,
+        ) = (false, false, 0, 0, 0);
         if policy.start_at != StartAt::Never {
             self.account_emit(now, id, RecordKind::Start, 200, EndedBy::NotEnded);
         }

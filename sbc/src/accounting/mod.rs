@@ -124,7 +124,7 @@ impl std::fmt::Debug for ServerSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServerSettings")
             .field("addr", &self.addr)
-            .field("secret", &sbc_config::MASK)
+            .field("secret", &"********")
             .finish()
     }
 }

@@ -240,6 +240,8 @@ pub struct Node {
     registrations: SharedRegistrations,
     /// Subscriptions held per source, node-wide and kept across activations.
     subscription_counts: Arc<Mutex<std::collections::HashMap<IpAddr, u32>>>,
+    /// What the engines generate for accounting, as at start (its thread is the node's).
+    accounting_at_start: Option<sbc_proto::engine::AccountingPolicy>,
 }
 
 /// The reasons new requests are refused, and the Retry-After range of the 503.
@@ -367,6 +369,7 @@ pub async fn start(settings: &RuntimeSettings, bind: bool) -> anyhow::Result<Nod
         media,
         registrations,
         subscription_counts,
+        accounting_at_start: settings.engine.accounting,
         admission: Mutex::new(AdmissionState {
             reasons: std::collections::BTreeSet::new(),
             retry_after: settings.retry_after,
@@ -653,10 +656,12 @@ impl Node {
     }
 
     /// Applies a new engine configuration to every shard (media anchoring stays as it was
-    /// at start: its pools are bound).
+    /// at start: its pools are bound; so does accounting: its thread and spool are the
+    /// node's from start).
     pub fn reconfigure(&self, cfg: &EngineConfig) {
         let mut cfg = cfg.clone();
         cfg.media = self.media.as_ref().map(NodeMedia::anchoring);
+        cfg.accounting = self.accounting_at_start;
         cfg.trace_switch = Some(self.shared.wire.trace.switch());
         cfg.registration.cache = Some(Arc::clone(&self.registrations));
         cfg.subscription_sources.counts = Arc::clone(&self.subscription_counts);

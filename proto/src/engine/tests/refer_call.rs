@@ -167,7 +167,14 @@ fn the_sbc_calls_the_target_joins_it_to_the_transferee_and_releases_the_transfer
     let records: Vec<_> = std::iter::from_fn(|| w.engine.poll_accounting()).collect();
     let kinds: Vec<_> = records
         .iter()
-        .map(|r| (r.kind, r.ended_by, r.session_id.len(), r.linked_session_id.len()))
+        .map(|r| {
+            (
+                r.kind,
+                r.ended_by,
+                r.session_id.len(),
+                r.linked_session_id.len(),
+            )
+        })
         .collect();
     use sbc_accounting::{EndedBy, RecordKind};
     assert_eq!(
