@@ -2851,7 +2851,7 @@ fn the_radius_secret_is_masked_and_the_spool_stays_on_its_node() {
     let v = c.to_masked_json();
     assert_eq!(
         v["account-config"]["account-server"][0]["secret"],
-        crate::MASK
+        MASK
     );
     assert!(!v.to_string().contains("radius-s3cret"), "{v}");
     assert!(!format!("{:?}", c.account).contains("radius-s3cret"));
