@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 seconds="${1:-60}"
-targets="${TARGETS:-heartbeat witness sync_channel sip_message tcp_framer acli sdp media trace registration}"
+targets="${TARGETS:-heartbeat witness sync_channel sip_message tcp_framer acli sdp media trace registration accounting}"
 
 if ! rustup toolchain list | grep -q '^nightly'; then
     echo "fuzzing needs the nightly toolchain: rustup toolchain install nightly" >&2

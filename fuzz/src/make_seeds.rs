@@ -256,6 +256,52 @@ fn main() -> std::io::Result<()> {
     let mut seed = vec![2u8];
     seed.extend_from_slice(register.as_bytes());
     write("registration", "register", &seed)?;
+
+    // Accounting: 0 + a replicated record, 1 + a spool segment (a record and its mark).
+    let record = sbc_accounting::CallRecord {
+        session_id: "00000000deadbeef".into(),
+        kind: sbc_accounting::RecordKind::Stop,
+        interim: 0,
+        linked_session_id: String::new(),
+        calling: "alice".into(),
+        called: "+15551234".into(),
+        ingress_realm: "access".into(),
+        egress_realm: "core".into(),
+        ingress_agent: String::new(),
+        egress_agent: "core".into(),
+        ingress_call_id: "a@127.0.0.1".into(),
+        egress_call_id: "b@127.0.0.2".into(),
+        caller_address: "127.0.0.1:5070".into(),
+        callee_address: "127.0.0.2:5080".into(),
+        setup_ms: 1_796_083_200_000,
+        connect_ms: 1_796_083_201_250,
+        disconnect_ms: 1_796_083_261_500,
+        status: 200,
+        ended_by: sbc_accounting::EndedBy::Caller,
+        reroutes: 1,
+        caller_to_callee: sbc_accounting::MediaFigures {
+            packets: 3000,
+            octets: 516_000,
+            lost: 2,
+        },
+        callee_to_caller: sbc_accounting::MediaFigures::default(),
+        event_ms: 1_796_083_261_500,
+        node: "sbc-a".into(),
+    };
+    let mut seed = vec![0u8];
+    seed.extend_from_slice(&record.to_wire());
+    write("accounting", "replicated-record", &seed)?;
+    let mut seed = vec![1u8];
+    seed.extend(sbc_accounting::spool::encode(
+        &sbc_accounting::spool::SpoolEntry::Record {
+            seq: 7,
+            record: Box::new(record),
+        },
+    ));
+    seed.extend(sbc_accounting::spool::encode(
+        &sbc_accounting::spool::SpoolEntry::Delivered { seq: 7 },
+    ));
+    write("accounting", "spool-segment", &seed)?;
     Ok(())
 }
 

@@ -524,6 +524,10 @@ impl Service {
             );
         }
         for (seq, record) in replayed {
+            // It may have been replicated before the restart: once delivered, its replica
+            // (if this node is active again and the peer still holds it) is deleted too, so a
+            // later takeover does not send it again.
+            self.replicated.insert(seq);
             self.queue(now, seq, record);
         }
         self.delete_delivered_segments();
