@@ -1195,7 +1195,7 @@ element! {
         GenerateInterim::DEFAULT.as_str(),
         "what generates an Interim-Update: reinvite-response (a re-INVITE answered 2xx), none");
     INTERMEDIATE_PERIOD "intermediate-period": int32(0,
-        "seconds between periodic Interim-Updates (0: none; accepted, not generated yet)")
+        "seconds between periodic Interim-Updates of an answered call (0: none)")
         .range(0, 86_400);
     SPOOL_PATH "spool-path": text("/var/lib/sbc/accounting", "<absolute directory>",
         "the spool every record is written to before it is sent (our extension, not Oracle's)");

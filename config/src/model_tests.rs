@@ -2849,10 +2849,7 @@ fn account_config_is_validated() {
 fn the_radius_secret_is_masked_and_the_spool_stays_on_its_node() {
     let c = Config::from_toml_str(ACCOUNTING).unwrap();
     let v = c.to_masked_json();
-    assert_eq!(
-        v["account-config"]["account-server"][0]["secret"],
-        MASK
-    );
+    assert_eq!(v["account-config"]["account-server"][0]["secret"], MASK);
     assert!(!v.to_string().contains("radius-s3cret"), "{v}");
     assert!(!format!("{:?}", c.account).contains("radius-s3cret"));
     let pushed = c.pushable_toml();

@@ -147,6 +147,7 @@ fn accounting_policy(cfg: &Config) -> Option<sbc_proto::engine::AccountingPolicy
             GenerateStart::Ok => StartAt::Answer,
         },
         interim_on_reinvite: a.generate_interim == GenerateInterim::ReinviteResponse,
+        interim_period_ms: u64::from(a.intermediate_period) * 1000,
     })
 }
 

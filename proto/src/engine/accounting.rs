@@ -34,6 +34,8 @@ pub struct AccountingPolicy {
     pub start_at: StartAt,
     /// Whether an answered re-INVITE generates an Interim-Update.
     pub interim_on_reinvite: bool,
+    /// Milliseconds between periodic Interim-Updates of an answered call (0: none).
+    pub interim_period_ms: u64,
 }
 
 /// Records waiting for the shell at most; beyond, the oldest is dropped and counted (the
@@ -82,6 +84,7 @@ impl Engine {
             connect_ms: 0,
             reroutes: 0,
             interims: 0,
+            next_interim_ms: 0,
             transfers: 0,
             last_reinvite: 0,
             started: false,
@@ -123,12 +126,49 @@ impl Engine {
             return;
         }
         a.connect_ms = connect_ms;
+        let period = self.cfg.accounting.map_or(0, |p| p.interim_period_ms);
+        if period > 0 {
+            a.next_interim_ms = connect_ms + period;
+        }
         if self
             .cfg
             .accounting
             .is_some_and(|p| p.start_at == StartAt::Answer)
         {
             self.account_emit(now, id, RecordKind::Start, 200, EndedBy::NotEnded);
+        }
+        if period > 0 {
+            self.arm_session(now, id);
+        }
+    }
+
+    /// When call `id`'s next periodic Interim-Update is due, in Unix milliseconds.
+    pub(super) fn interim_due_ms(&self, id: u64) -> Option<u64> {
+        let a = self.calls.get(&id)?.dialog.accounting.as_deref()?;
+        (a.next_interim_ms > 0 && !a.stopped).then_some(a.next_interim_ms)
+    }
+
+    /// Call `id`'s periodic Interim-Update, when it is due at `unix_ms` (the next one is then
+    /// one period later).
+    pub(super) fn account_periodic(&mut self, now: Instant, id: u64, unix_ms: u64) {
+        let period = self.cfg.accounting.map_or(0, |p| p.interim_period_ms);
+        let Some(a) = self
+            .calls
+            .get_mut(&id)
+            .and_then(|c| c.dialog.accounting.as_deref_mut())
+        else {
+            return;
+        };
+        if period == 0 || a.stopped || a.next_interim_ms == 0 || a.next_interim_ms > unix_ms {
+            return;
+        }
+        // One record however late the timer (a takeover): the next one a period from now.
+        a.next_interim_ms = unix_ms + period;
+        a.interims += 1;
+        let n = a.interims;
+        self.account_emit(now, id, RecordKind::Interim, 200, EndedBy::NotEnded);
+        if let Some(rec) = self.acct_out.back_mut() {
+            rec.interim = n;
         }
     }
 
@@ -211,6 +251,8 @@ impl Engine {
             a.last_reinvite,
             a.reroutes,
         ) = (false, false, 0, 0, 0);
+        let period = policy.interim_period_ms;
+        a.next_interim_ms = if period > 0 { now_ms + period } else { 0 };
         if policy.start_at != StartAt::Never {
             self.account_emit(now, id, RecordKind::Start, 200, EndedBy::NotEnded);
         }

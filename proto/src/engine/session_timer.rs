@@ -388,6 +388,9 @@ impl Engine {
         if let Some(limit_ms) = self.max_life_ms(id) {
             at(dialog.created_unix * 1000 + limit_ms);
         }
+        if let Some(ms) = self.interim_due_ms(id) {
+            at(ms);
+        }
         due
     }
 
@@ -487,6 +490,9 @@ impl Engine {
                 sbc_accounting::EndedBy::MaxDuration,
             );
             return;
+        }
+        if let Some(due_ms) = self.interim_due_ms(id).filter(|&ms| due(ms)) {
+            self.account_periodic(now, id, unix_ms.max(due_ms));
         }
         // An offer in flight (a relayed re-INVITE or UPDATE, a transfer the SBC performs):
         // no INVITE of ours beside it (RFC 3261 section 14.1); the refresh waits a second.

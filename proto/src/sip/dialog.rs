@@ -173,6 +173,9 @@ pub struct CallAccounting {
     pub reroutes: u32,
     /// Interim-Updates generated.
     pub interims: u32,
+    /// When the next periodic Interim-Update is due (`intermediate-period`), in milliseconds
+    /// since the Unix epoch; 0: none.
+    pub next_interim_ms: u64,
     /// Transfers the SBC performed on the call: each ends its record session and starts a
     /// new one (`<id>-t<n>`) linked to the one before.
     pub transfers: u32,

@@ -12,6 +12,7 @@ fn accounting_world() -> World {
         accounting: Some(AccountingPolicy {
             start_at: StartAt::Answer,
             interim_on_reinvite: true,
+            interim_period_ms: 0,
         }),
         ..config()
     });
@@ -138,4 +139,68 @@ fn after_a_switchover_the_new_active_writes_only_the_stop() {
     third.caller_sends(&caller_in_dialog("BYE", 2, "z9hG4bKbye", &tag));
     third.advance(Duration::from_secs(40));
     assert!(records(&mut third).is_empty());
+}
+
+#[test]
+fn intermediate_period_gives_an_interim_update_each_period_and_a_new_active_goes_on() {
+    let mut w = World::new();
+    w.engine.set_config(EngineConfig {
+        accounting: Some(AccountingPolicy {
+            interim_period_ms: 60_000,
+            ..AccountingPolicy::default()
+        }),
+        ..config()
+    });
+    let tag = establish(&mut w);
+    assert_eq!(records(&mut w).len(), 1, "the Start");
+    w.advance(Duration::from_millis(150_500));
+    let interims = records(&mut w);
+    assert_eq!(
+        interims
+            .iter()
+            .map(|r| (r.kind, r.interim))
+            .collect::<Vec<_>>(),
+        vec![(RecordKind::Interim, 1), (RecordKind::Interim, 2)]
+    );
+    // Each says how long the call has lasted so far.
+    assert!(
+        (59_900..=60_100).contains(&interims[0].duration_ms()),
+        "{}",
+        interims[0].duration_ms()
+    );
+    let mut replicated = None;
+    while let Some(c) = w.engine.poll_dialog_change() {
+        if let DialogChange::Upsert(d) = c {
+            replicated = Some(d);
+        }
+    }
+    let mut standby = World::new();
+    standby.engine.set_config(EngineConfig {
+        accounting: Some(AccountingPolicy {
+            interim_period_ms: 60_000,
+            ..AccountingPolicy::default()
+        }),
+        ..config()
+    });
+    standby.now = w.now;
+    standby
+        .engine
+        .install_dialog(standby.now, *replicated.expect("replicated"));
+    standby.advance(Duration::from_secs(40));
+    let third = records(&mut standby);
+    assert_eq!(
+        third
+            .iter()
+            .map(|r| (r.kind, r.interim))
+            .collect::<Vec<_>>(),
+        vec![(RecordKind::Interim, 3)],
+        "the new active goes on from the replicated count"
+    );
+    standby.caller_sends(&caller_in_dialog("BYE", 2, "z9hG4bKbye", &tag));
+    standby.advance(Duration::from_secs(120));
+    let end = records(&mut standby);
+    assert_eq!(
+        end.iter().map(|r| r.kind).collect::<Vec<_>>(),
+        vec![RecordKind::Stop]
+    );
 }
