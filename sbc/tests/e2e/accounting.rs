@@ -340,3 +340,45 @@ fn a_node_killed_with_records_undelivered_sends_them_after_its_restart() {
         .count();
     assert!(delayed >= 1, "{entries:?}");
 }
+
+#[test]
+fn hunt_fails_over_to_the_second_server_while_the_first_does_not_answer() {
+    let dir = TestDir::new("accounting-failover");
+    let mut first = FreeRadius::start_in(&dir, SECRET).expect("FreeRADIUS");
+    let second = FreeRadius::start_in(&dir, SECRET).expect("a second FreeRADIUS");
+    first.stop().expect("the first stops");
+    let mut config = SbcConfig::new();
+    config.extra_toml = format!(
+        "{}\n[[account-config.account-server]]\nhostname = \"{}\"\nport = {}\n\
+         secret = \"{SECRET}\"\nrestart-delay = 60\n",
+        accounting_toml(dir.path(), Some(first.addr()), ""),
+        second.addr().ip(),
+        second.port(),
+    );
+    let node = SbcNode::start_in(&dir, &config.to_toml());
+    let (uac, _) = calls(
+        &node,
+        &config,
+        "failover",
+        Scenario::Builtin("uac"),
+        Scenario::Builtin("uas"),
+        10,
+        10,
+        200,
+    );
+    uac.assert_success(10);
+    // The first record waits for three unanswered sends (1 + 2 + 4 s) before it moves.
+    let a = wait_accounting(&node, "records_delivered", 20, Duration::from_secs(30));
+    assert_eq!(a["records_delivered"], 20, "{a}");
+    assert_eq!(a["servers"][0]["state"], "down", "{a}");
+    assert_eq!(a["servers"][0]["acknowledged"], 0);
+    assert!(a["servers"][0]["failures"].as_u64() >= Some(1), "{a}");
+    assert_eq!(a["servers"][1]["acknowledged"], 20, "{a}");
+    let entries = second.wait_for_entries(20, Duration::from_secs(5));
+    assert_eq!(entries.len(), 20);
+    let sessions = by_session(&entries);
+    assert_eq!(sessions.len(), 10);
+    assert!(sessions
+        .values()
+        .all(|v| v.len() == 2 && status_type(v[0]) == "Start" && status_type(v[1]) == "Stop"));
+}
