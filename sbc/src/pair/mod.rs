@@ -709,6 +709,14 @@ impl Pair {
             .filter(|(k, _)| sbc_accounting::key_of_replication(k).is_some())
             .filter_map(|(_, v)| sbc_accounting::CallRecord::from_wire(v))
             .collect();
+        // A Stop the former active generated reached this table before its dialog's
+        // "stopped" did (the two travel apart): the dialog is installed as stopped, so a BYE
+        // retransmitted to this node does not generate a second one.
+        let stopped: std::collections::HashSet<String> = records
+            .iter()
+            .filter(|r| r.kind == sbc_accounting::RecordKind::Stop)
+            .map(|r| r.session_id.clone())
+            .collect();
         if !records.is_empty() {
             let n = self.node.accounting().adopt(records);
             warn!(
@@ -732,7 +740,14 @@ impl Pair {
                 continue;
             }
             match rules.check(&key, &bytes) {
-                Ok(d) => {
+                Ok(mut d) => {
+                    if let Some(a) = d
+                        .accounting
+                        .as_deref_mut()
+                        .filter(|a| stopped.contains(&a.session_id))
+                    {
+                        a.stopped = true;
+                    }
                     self.node.apply_replica(DialogChange::Upsert(Box::new(d)));
                     installed += 1;
                 }
