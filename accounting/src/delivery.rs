@@ -255,6 +255,26 @@ impl Delivery {
         self.pump(now);
     }
 
+    /// Stops delivering record `seq` (queued or in flight): another node delivers it, or it
+    /// cannot be encoded. Returns whether it was held.
+    pub fn forget(&mut self, seq: u64) -> bool {
+        if let Some(i) = self.queue.iter().position(|q| q.seq == seq) {
+            self.queue.remove(i);
+            return true;
+        }
+        let Some(f) = self.flights.remove(&seq) else {
+            return false;
+        };
+        self.busy_sessions.remove(&f.session);
+        if let Some(s) = self.servers.get_mut(f.server) {
+            if s.in_flight[usize::from(f.identifier)] == Some(seq) {
+                s.in_flight[usize::from(f.identifier)] = None;
+                s.outstanding = s.outstanding.saturating_sub(1);
+            }
+        }
+        true
+    }
+
     /// When [`Self::handle_timeout`] is next due.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
@@ -340,15 +360,28 @@ impl Delivery {
 
     fn pick(&mut self) -> Option<usize> {
         let n = self.servers.len();
+        // A server being probed takes one record at a time; the others go on to the next one
+        // up meanwhile (without that, delivery would wait on every probe).
+        let probing_busy = |d: &Self, i: usize| {
+            d.servers
+                .get(i)
+                .is_some_and(|s| s.state == ServerState::Probing && s.outstanding > 0)
+        };
         match self.strategy {
             Strategy::Hunt => (0..n)
-                .find(|&i| self.usable(i))
+                .find(|&i| self.usable(i) && !probing_busy(self, i))
                 .filter(|&i| self.has_room(i)),
             Strategy::Failover => {
                 let current = (0..n)
                     .map(|k| (self.current + k) % n)
                     .find(|&i| self.usable(i))?;
                 self.current = current;
+                if probing_busy(self, current) {
+                    return (0..n)
+                        .map(|k| (current + k) % n)
+                        .find(|&i| self.usable(i) && !probing_busy(self, i))
+                        .filter(|&i| self.has_room(i));
+                }
                 self.has_room(current).then_some(current)
             }
             Strategy::RoundRobin => {
@@ -494,10 +527,20 @@ mod tests {
         d.enqueue(t_fail + Duration::from_secs(30), 2, 2);
         d.enqueue(t_fail + Duration::from_secs(30), 3, 3);
         let probe = drain(&mut d);
-        assert_eq!(probe.len(), 1, "probing: one in flight");
-        assert_eq!(probe[0].server, 0);
+        assert_eq!(probe.len(), 2, "{probe:?}");
+        assert_eq!(
+            probe[0].server, 0,
+            "the first server probed with one record"
+        );
+        assert_eq!(
+            probe[1].server, 1,
+            "the other goes to the server up meanwhile"
+        );
+        assert!(d.forget(3), "a record forgotten leaves the machine");
+        assert!(!d.forget(3));
         d.handle_answer(t_fail + Duration::from_secs(31), 0, probe[0].identifier);
-        assert_eq!(drain(&mut d)[0].server, 0);
+        d.enqueue(t_fail + Duration::from_secs(31), 4, 4);
+        assert_eq!(drain(&mut d)[0].server, 0, "up again: hunt's first choice");
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //!
 //! The spool is a directory of segment files, `spool-<number>.log`, appended to in order. An
 //! entry is `[length u32 LE][CRC-32 u32 LE][bincode]`; a torn entry at the end of a segment
-//! (the node died mid-write) ends that segment's reading and is counted. A segment is deleted
+//! (the node died mid-write) ends that segment's reading and is counted. A node never appends
+//! to a segment it read back at start, nor to one a write failed in ([`SpoolLedger::seal`]):
+//! the next entry opens a new segment, so nothing is ever written after a torn tail. A segment is deleted
 //! once every record in it is acknowledged and every older segment is gone, so a mark always
 //! lives in the same segment as its record or a later one: replaying the segments in order
 //! never takes an acknowledged record for a pending one.
@@ -24,6 +26,10 @@ pub enum SpoolEntry {
         seq: u64,
         /// The record.
         record: Box<CallRecord>,
+        /// Whether it was replicated to the pair's standby when it was spooled (after a
+        /// restart, such a record is the new active's to deliver if this node comes back as
+        /// standby).
+        replicated: bool,
     },
     /// Record `seq` was acknowledged by an accounting server (or replicated to the peer and
     /// acknowledged there: either way this node need not send it again).
@@ -108,6 +114,8 @@ struct Segment {
 #[derive(Debug)]
 pub struct SpoolLedger {
     segments: VecDeque<Segment>,
+    /// The last segment takes no more entries (read back at start, or a write failed in it).
+    sealed: bool,
     where_: HashMap<u64, u64>,
     next_seq: u64,
     max_bytes: u64,
@@ -134,6 +142,7 @@ impl SpoolLedger {
     pub fn new(max_bytes: u64, segment_bytes: u64) -> Self {
         Self {
             segments: VecDeque::new(),
+            sealed: false,
             where_: HashMap::new(),
             next_seq: 1,
             max_bytes,
@@ -142,38 +151,44 @@ impl SpoolLedger {
     }
 
     /// Takes in segment `number` as read back at start (`bytes` long): its records pending
-    /// until a mark says otherwise. Segments are given in increasing order. Returns the
-    /// records still pending after it, in order.
-    pub fn replay(
-        &mut self,
-        number: u64,
-        bytes: u64,
-        entries: Vec<SpoolEntry>,
-    ) -> Vec<(u64, CallRecord)> {
+    /// until a mark (in it or a later segment) says otherwise. Segments are given in
+    /// increasing order; the last one is sealed (new entries go to a new segment).
+    pub fn replay(&mut self, number: u64, bytes: u64, entries: &[SpoolEntry]) {
         self.segments.push_back(Segment {
             number,
             bytes,
             pending: 0,
         });
-        let mut pending = Vec::new();
+        self.sealed = true;
         for e in entries {
             match e {
-                SpoolEntry::Record { seq, record } => {
+                SpoolEntry::Record { seq, .. } => {
                     self.next_seq = self.next_seq.max(seq + 1);
-                    if self.where_.insert(seq, number).is_none() {
+                    if self.where_.insert(*seq, number).is_none() {
                         if let Some(s) = self.segments.back_mut() {
                             s.pending += 1;
                         }
                     }
-                    pending.push((seq, *record));
                 }
                 SpoolEntry::Delivered { seq } => {
-                    self.delivered(seq);
-                    pending.retain(|(s, _)| *s != seq);
+                    self.next_seq = self.next_seq.max(seq + 1);
+                    self.delivered(*seq);
                 }
             }
         }
-        pending
+    }
+
+    /// The segment being written takes no more entries: the next one opens a new segment
+    /// (after a failed write, whose partial bytes the node cut off or could not).
+    pub fn seal(&mut self) {
+        self.sealed = true;
+    }
+
+    /// Forgets `len` bytes counted for the last append (it failed and was cut off).
+    pub fn unappend(&mut self, len: u64) {
+        if let Some(s) = self.segments.back_mut() {
+            s.bytes = s.bytes.saturating_sub(len);
+        }
     }
 
     /// The number the next record takes.
@@ -205,11 +220,13 @@ impl SpoolLedger {
     }
 
     fn append(&mut self, len: u64) -> Append {
-        let roll = self
-            .segments
-            .back()
-            .is_none_or(|s| s.bytes > 0 && s.bytes + len > self.segment_bytes);
+        let roll = self.sealed
+            || self
+                .segments
+                .back()
+                .is_none_or(|s| s.bytes > 0 && s.bytes + len > self.segment_bytes);
         if roll {
+            self.sealed = false;
             let number = self.segments.back().map_or(1, |s| s.number + 1);
             self.segments.push_back(Segment {
                 number,
@@ -285,6 +302,7 @@ mod tests {
         let a = SpoolEntry::Record {
             seq: 1,
             record: Box::new(sample(RecordKind::Start)),
+            replicated: false,
         };
         let b = SpoolEntry::Delivered { seq: 1 };
         let mut bytes = encode(&a);
@@ -343,28 +361,46 @@ mod tests {
     }
 
     #[test]
-    fn a_replay_keeps_what_no_mark_delivered_and_numbers_go_on() {
+    fn a_replay_keeps_what_no_mark_delivered_and_never_appends_to_what_it_read() {
         let mut l = SpoolLedger::new(10_000, 1000);
         let entries = vec![
             SpoolEntry::Record {
                 seq: 7,
                 record: Box::new(sample(RecordKind::Start)),
+                replicated: false,
             },
             SpoolEntry::Record {
                 seq: 8,
                 record: Box::new(sample(RecordKind::Stop)),
+                replicated: true,
             },
-            SpoolEntry::Delivered { seq: 7 },
         ];
-        let pending = l.replay(3, 500, entries);
-        assert_eq!(pending.iter().map(|(s, _)| *s).collect::<Vec<_>>(), vec![8]);
+        l.replay(3, 500, &entries);
+        // A mark in a later segment.
+        l.replay(4, 20, &[SpoolEntry::Delivered { seq: 7 }]);
         assert_eq!(l.take_seq(), 9);
         assert_eq!(l.pending(), 1);
+        // Never appended to a segment read back (a torn tail may end it): a new one.
         assert!(matches!(
             l.append_record(9, 10),
             Append::To {
-                number: 3,
+                number: 5,
+                new: true
+            }
+        ));
+        assert!(matches!(
+            l.append_record(10, 10),
+            Append::To {
+                number: 5,
                 new: false
+            }
+        ));
+        l.seal();
+        assert!(matches!(
+            l.append_mark(10),
+            Append::To {
+                number: 6,
+                new: true
             }
         ));
     }

@@ -296,6 +296,7 @@ fn main() -> std::io::Result<()> {
         &sbc_accounting::spool::SpoolEntry::Record {
             seq: 7,
             record: Box::new(record),
+            replicated: true,
         },
     ));
     seed.extend(sbc_accounting::spool::encode(

@@ -86,6 +86,7 @@ impl Engine {
             interims: 0,
             next_interim_ms: 0,
             transfers: 0,
+            media_before: Default::default(),
             last_reinvite: 0,
             started: false,
             stopped: false,
@@ -232,6 +233,10 @@ impl Engine {
         };
         self.account_end(now, id, 200, EndedBy::Transfer);
         let now_ms = self.unix_ms(now);
+        let media_now = {
+            let (a, b) = self.media_figures(id);
+            [a, b]
+        };
         let Some(call) = self.calls.get_mut(&id) else {
             return;
         };
@@ -240,6 +245,8 @@ impl Engine {
             return;
         };
         a.transfers += 1;
+        // The new session counts the media from here on (the old one's Stop had the rest).
+        a.media_before = media_now;
         let next = format!("{id:016x}-t{}", a.transfers);
         a.linked_session_id = std::mem::replace(&mut a.session_id, next);
         a.called = called;
@@ -259,9 +266,15 @@ impl Engine {
     }
 
     /// The Stop of a call that ends without a cause said before (the fallback when a call is
-    /// removed): an answered call's status is 200, an attempt's 500.
+    /// removed): an answered call's status is 200; an attempt the caller cancelled is its
+    /// (487, a 2xx that crossed the CANCEL included); any other attempt gave up on by the SBC
+    /// (no answer in time) is 408.
     pub(super) fn account_end_unsaid(&mut self, now: Instant, id: u64) {
-        self.account_end(now, id, 500, EndedBy::Sbc);
+        if self.calls.get(&id).is_some_and(|c| c.is_cancelled()) {
+            self.account_end(now, id, 487, EndedBy::Caller);
+        } else {
+            self.account_end(now, id, 408, EndedBy::Sbc);
+        }
     }
 
     fn media_figures(&self, id: u64) -> (MediaFigures, MediaFigures) {
@@ -300,6 +313,13 @@ impl Engine {
         let Some(a) = d.accounting.as_deref() else {
             return;
         };
+        let since = |now: MediaFigures, before: MediaFigures| MediaFigures {
+            packets: now.packets.saturating_sub(before.packets),
+            octets: now.octets.saturating_sub(before.octets),
+            lost: now.lost.saturating_sub(before.lost),
+        };
+        let caller_to_callee = since(caller_to_callee, a.media_before[0]);
+        let callee_to_caller = since(callee_to_caller, a.media_before[1]);
         let realm = |i: usize| {
             self.cfg
                 .interfaces

@@ -176,6 +176,9 @@ pub struct CallAccounting {
     /// When the next periodic Interim-Update is due (`intermediate-period`), in milliseconds
     /// since the Unix epoch; 0: none.
     pub next_interim_ms: u64,
+    /// The media counted before the current record session began (a transfer's): the
+    /// session's figures are the relay's since then. Caller to callee, callee to caller.
+    pub media_before: [sbc_accounting::MediaFigures; 2],
     /// Transfers the SBC performed on the call: each ends its record session and starts a
     /// new one (`<id>-t<n>`) linked to the one before.
     pub transfers: u32,

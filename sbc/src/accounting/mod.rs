@@ -51,6 +51,9 @@ pub type Replicator = Arc<dyn Fn(Vec<u8>, Option<Vec<u8>>) + Send + Sync>;
 #[derive(Default)]
 struct Replication {
     replicator: std::sync::RwLock<Option<Replicator>>,
+    /// Replicas to delete, of records delivered while there was no replicator (a new active
+    /// between its takeover and its publisher): deleted as soon as there is one.
+    deferred_deletes: Mutex<Vec<Vec<u8>>>,
     /// Records replicated and not yet deleted.
     outstanding: AtomicU64,
     not_replicated: AtomicU64,
@@ -95,16 +98,38 @@ impl Replication {
         let _ = self
             .outstanding
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
-        if let Some(r) = self.replicator() {
-            r(sbc_accounting::replication_key(record), None);
+        let key = sbc_accounting::replication_key(record);
+        match self.replicator() {
+            Some(r) => r(key, None),
+            None => {
+                let mut d = lock(&self.deferred_deletes);
+                if d.len() < MAX_REPLICATED as usize {
+                    d.push(key);
+                }
+            }
         }
     }
 }
 
-/// A record handed to the accounting thread, and whether it is replicated.
-struct Handed {
-    record: CallRecord,
-    replicated: bool,
+/// What the accounting thread is handed.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "nearly every message is a record: boxing it would cost an allocation each"
+)]
+enum Handed {
+    /// A record, and whether it is replicated to the standby.
+    Record {
+        /// The record.
+        record: CallRecord,
+        /// Whether its replica is in the pair's table.
+        replicated: bool,
+    },
+    /// This node became the standby: the records it replicated are the new active's to
+    /// deliver (it adopted them); this node stops sending them.
+    HandOver,
+    /// This node became the active: records it replicated before a restart, held since,
+    /// are its own to deliver again.
+    TakeBack,
 }
 /// A spool segment's size before the next one is started.
 const SEGMENT_BYTES: u64 = 4 * 1024 * 1024;
@@ -224,6 +249,17 @@ pub struct AccountingReport {
     pub records_not_replicated: u64,
     /// Records adopted from a former active at a takeover.
     pub records_adopted: u64,
+    /// Records handed over to a new active when this node became the standby.
+    pub records_handed_over: u64,
+    /// Records handed twice (adopted while still held here): kept once.
+    pub records_duplicate: u64,
+    /// Records that could not be written to the spool (a write failed): delivered from
+    /// memory while the node lives.
+    pub records_unspooled: u64,
+    /// Records that could not be encoded as RADIUS: dropped, counted.
+    pub records_undeliverable: u64,
+    /// Replicated records read back at start, waiting for this node's role.
+    pub records_held: usize,
 }
 
 /// The workers' side of accounting: a bounded, non-blocking queue to its thread.
@@ -291,13 +327,17 @@ impl AccountingHub {
         };
         record.node.clone_from(&self.node);
         let replicated = self.replication.upsert(&record);
-        match tx.try_send(Handed { record, replicated }) {
+        match tx.try_send(Handed::Record { record, replicated }) {
             Ok(()) => {}
             Err(TrySendError::Full(h) | TrySendError::Disconnected(h)) => {
                 self.refused.fetch_add(1, Ordering::Relaxed);
-                if h.replicated {
-                    // Its replica stays: the standby, should it take over, delivers it.
-                    let _ = self.replication.outstanding.fetch_sub(1, Ordering::Relaxed);
+                if let Handed::Record {
+                    record,
+                    replicated: true,
+                } = h
+                {
+                    // Not kept here: its replica goes too (the counters stay true).
+                    self.replication.delete(&record);
                 }
             }
         }
@@ -306,20 +346,46 @@ impl AccountingHub {
     /// Where records not yet delivered are replicated (the pair's publisher while this node is
     /// active), or nowhere.
     pub fn set_replicator(&self, replicator: Option<Replicator>) {
+        let became_active = replicator.is_some();
         *self
             .replication
             .replicator
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = replicator;
-        if self.replication.replicator().is_none() {
-            self.replication.outstanding.store(0, Ordering::Relaxed);
+        match self.replication.replicator() {
+            Some(r) => {
+                let deferred = std::mem::take(&mut *lock(&self.replication.deferred_deletes));
+                for key in deferred {
+                    r(key, None);
+                }
+            }
+            None => self.replication.outstanding.store(0, Ordering::Relaxed),
+        }
+        if let Some(tx) = lock(&self.tx).as_ref() {
+            // Never lost: a blocking send of one small message, from the pair's task.
+            let msg = if became_active {
+                Handed::TakeBack
+            } else {
+                Handed::HandOver
+            };
+            let _ = tx.send(msg);
         }
     }
 
     /// Takes over the records a former active replicated and had not delivered: spooled and
     /// delivered here, their replicas deleted once acknowledged. Hands them over on a thread of
     /// its own (the queue may be full for a moment); returns how many.
-    pub fn adopt(&self, records: Vec<CallRecord>) -> usize {
+    pub fn adopt(&self, mut records: Vec<CallRecord>) -> usize {
+        // The table is in key order (interim 10 before 2, Interims before their Start): each
+        // call's records go in the order they were generated.
+        records.sort_by_key(|r| {
+            let rank = match r.kind {
+                sbc_accounting::RecordKind::Start => 0,
+                sbc_accounting::RecordKind::Interim => 1,
+                sbc_accounting::RecordKind::Stop => 2,
+            };
+            (r.event_ms, rank, r.interim)
+        });
         let n = records.len();
         let Some(tx) = lock(&self.tx).clone() else {
             return 0;
@@ -335,7 +401,7 @@ impl AccountingHub {
             .spawn(move || {
                 for record in records {
                     if tx
-                        .send(Handed {
+                        .send(Handed::Record {
                             record,
                             replicated: true,
                         })
@@ -405,6 +471,10 @@ struct CsvFiles {
     seq: u64,
 }
 
+/// How long replicated records read back at start wait for this node's role before they are
+/// delivered anyway (a node that never joins a pair again).
+const HOLD_FOR_ROLE: Duration = Duration::from_secs(60);
+
 struct Service {
     node: String,
     servers: Vec<Server>,
@@ -412,12 +482,22 @@ struct Service {
     spool_dir: PathBuf,
     ledger: SpoolLedger,
     segment: Option<(u64, File)>,
+    /// Records not yet delivered, by spool number, and their keys (a record handed twice, an
+    /// adoption of what this node already holds, is one record).
     pending: HashMap<u64, CallRecord>,
-    /// The records whose replica is deleted once delivered.
+    keys: HashMap<String, u64>,
+    /// The records whose replica is deleted once delivered (and handed over if this node
+    /// becomes the standby).
     replicated: std::collections::HashSet<u64>,
+    /// Replicated records read back at start, waiting for this node's role: the new active
+    /// delivers them if this node comes back as standby.
+    held: Vec<(u64, CallRecord)>,
+    held_since: Instant,
     replication: Arc<Replication>,
     hasher: RandomState,
     files: Option<CsvFiles>,
+    /// A spool write failed since the last one that succeeded (a full disk).
+    write_failed: bool,
     report: Arc<Mutex<AccountingReport>>,
     stats: AccountingReport,
 }
@@ -460,7 +540,10 @@ impl Service {
             spool_dir: s.spool_dir,
             segment: None,
             pending: HashMap::new(),
+            keys: HashMap::new(),
             replicated: std::collections::HashSet::new(),
+            held: Vec::new(),
+            held_since: Instant::now(),
             replication,
             hasher: RandomState::new(),
             files: s.file_output.map(|out| CsvFiles {
@@ -468,6 +551,7 @@ impl Service {
                 file: None,
                 seq: 0,
             }),
+            write_failed: false,
             stats: AccountingReport {
                 enabled: true,
                 spool_max_bytes: s.spool_max_bytes,
@@ -479,7 +563,9 @@ impl Service {
         Ok(service)
     }
 
-    /// Reads the spool back: every record not marked delivered is sent again.
+    /// Reads the spool back: every record not marked delivered is sent again (a record this
+    /// node had replicated waits for its role: see [`Handed::HandOver`]). New entries go to a
+    /// new segment, never after what was read (a torn tail ends it).
     fn replay(&mut self) -> anyhow::Result<()> {
         let mut numbers: Vec<u64> = fs::read_dir(&self.spool_dir)?
             .filter_map(Result::ok)
@@ -488,10 +574,18 @@ impl Service {
         numbers.sort_unstable();
         let now = Instant::now();
         let mut replayed = std::collections::BTreeMap::new();
-        let mut last = None;
         for n in numbers {
             let path = self.spool_dir.join(spool::segment_name(n));
-            let bytes = fs::read(&path)?;
+            let bytes = match fs::read(&path) {
+                Ok(b) => b,
+                Err(e) => {
+                    // One unreadable segment does not stop the node: its records are lost
+                    // to this replay, and counted.
+                    warn!(segment = %path.display(), error = %e, "spool segment unreadable");
+                    self.stats.write_errors += 1;
+                    continue;
+                }
+            };
             let (entries, torn) = spool::decode_segment(&bytes);
             if torn {
                 self.stats.spool_torn += 1;
@@ -499,8 +593,12 @@ impl Service {
             }
             for e in &entries {
                 match e {
-                    SpoolEntry::Record { seq, record } => {
-                        replayed.insert(*seq, (**record).clone());
+                    SpoolEntry::Record {
+                        seq,
+                        record,
+                        replicated,
+                    } => {
+                        replayed.insert(*seq, ((**record).clone(), *replicated));
                     }
                     SpoolEntry::Delivered { seq } => {
                         replayed.remove(seq);
@@ -508,13 +606,7 @@ impl Service {
                 }
             }
             let len = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
-            self.ledger.replay(n, len, entries);
-            last = Some(n);
-        }
-        if let Some(last) = last {
-            let path = self.spool_dir.join(spool::segment_name(last));
-            let file = OpenOptions::new().append(true).open(&path)?;
-            self.segment = Some((last, file));
+            self.ledger.replay(n, len, &entries);
         }
         self.stats.records_replayed = replayed.len() as u64;
         if !replayed.is_empty() {
@@ -523,15 +615,26 @@ impl Service {
                 "accounting records replayed from the spool"
             );
         }
-        for (seq, record) in replayed {
-            // It may have been replicated before the restart: once delivered, its replica
-            // (if this node is active again and the peer still holds it) is deleted too, so a
-            // later takeover does not send it again.
-            self.replicated.insert(seq);
-            self.queue(now, seq, record);
+        for (seq, (record, replicated)) in replayed {
+            if replicated {
+                self.held.push((seq, record));
+            } else {
+                self.take_over_record(now, seq, record);
+            }
         }
         self.delete_delivered_segments();
         Ok(())
+    }
+
+    /// A record of the spool that is this node's to deliver: written to the CSV files when
+    /// they are the only output (a crash may have lost its line: at least once there too),
+    /// then queued.
+    fn take_over_record(&mut self, now: Instant, seq: u64, record: CallRecord) {
+        if self.servers.is_empty() {
+            self.write_csv(&record);
+            self.sync_csv();
+        }
+        self.queue(now, seq, record);
     }
 
     fn session_hash(&self, r: &CallRecord) -> u64 {
@@ -540,26 +643,42 @@ impl Service {
 
     fn queue(&mut self, now: Instant, seq: u64, record: CallRecord) {
         let session = self.session_hash(&record);
+        self.keys.insert(record.key(), seq);
         self.pending.insert(seq, record);
         if self.servers.is_empty() {
-            // Files only: written is delivered.
+            // Files only: written (and synced) is delivered.
             self.mark_delivered(seq);
             return;
         }
         self.delivery.enqueue(now, seq, session);
     }
 
+    /// Appends `bytes` where the ledger said; a failed write is cut off and its segment sealed
+    /// (nothing is ever written after partial bytes).
     fn append(&mut self, bytes: &[u8], append: &Append) -> bool {
         let Append::To { number, new } = append else {
             return false;
         };
         if *new || self.segment.as_ref().is_none_or(|(n, _)| n != number) {
+            // The segment left behind is synced before anything written after it counts.
+            if let Some((_, old)) = self.segment.take() {
+                let _ = old.sync_data();
+            }
             let path = self.spool_dir.join(spool::segment_name(*number));
             match OpenOptions::new().create(true).append(true).open(&path) {
-                Ok(f) => self.segment = Some((*number, f)),
+                Ok(f) => {
+                    // The new file's name must survive a crash too.
+                    if let Ok(dir) = File::open(&self.spool_dir) {
+                        let _ = dir.sync_all();
+                    }
+                    self.segment = Some((*number, f));
+                }
                 Err(e) => {
                     warn!(error = %e, "accounting spool: cannot open a segment");
                     self.stats.write_errors += 1;
+                    self.ledger.unappend(bytes.len() as u64);
+                    self.ledger.seal();
+                    self.write_failed = true;
                     return false;
                 }
             }
@@ -567,11 +686,19 @@ impl Service {
         let Some((_, f)) = self.segment.as_mut() else {
             return false;
         };
+        let before = f.metadata().map(|m| m.len()).ok();
         if let Err(e) = f.write_all(bytes) {
-            warn!(error = %e, "accounting spool: write failed");
+            warn!(error = %e, "accounting spool: write failed (disk full?)");
             self.stats.write_errors += 1;
+            if let Some(len) = before {
+                let _ = f.set_len(len);
+            }
+            self.ledger.unappend(bytes.len() as u64);
+            self.ledger.seal();
+            self.write_failed = true;
             return false;
         }
+        self.write_failed = false;
         true
     }
 
@@ -584,8 +711,21 @@ impl Service {
         }
     }
 
+    fn sync_csv(&mut self) {
+        if let Some((f, _, _, _)) = self.files.as_mut().and_then(|c| c.file.as_mut()) {
+            if f.sync_data().is_err() {
+                self.stats.write_errors += 1;
+            }
+        }
+    }
+
     fn mark_delivered(&mut self, seq: u64) {
         let record = self.pending.remove(&seq);
+        if let Some(r) = &record {
+            if self.keys.get(&r.key()) == Some(&seq) {
+                self.keys.remove(&r.key());
+            }
+        }
         if self.replicated.remove(&seq) {
             if let Some(r) = &record {
                 self.replication.delete(r);
@@ -602,6 +742,70 @@ impl Service {
         self.append(&bytes, &append);
     }
 
+    /// This node became the standby: what it replicated is the new active's (adopted there),
+    /// so it stops sending those records and marks them handed over in its spool.
+    fn hand_over(&mut self) {
+        let replicated: Vec<u64> = self.replicated.iter().copied().collect();
+        let mut handed = 0u64;
+        for seq in replicated {
+            self.delivery.forget(seq);
+            if let Some(r) = self.pending.get(&seq) {
+                let key = r.key();
+                self.keys.remove(&key);
+            }
+            self.pending.remove(&seq);
+            self.replicated.remove(&seq);
+            if self.ledger.delivered(seq) {
+                let bytes = spool::encode(&SpoolEntry::Delivered { seq });
+                let append = self
+                    .ledger
+                    .append_mark(u64::try_from(bytes.len()).unwrap_or(u64::MAX));
+                self.append(&bytes, &append);
+                handed += 1;
+            }
+        }
+        for (seq, _) in std::mem::take(&mut self.held) {
+            if self.ledger.delivered(seq) {
+                let bytes = spool::encode(&SpoolEntry::Delivered { seq });
+                let append = self
+                    .ledger
+                    .append_mark(u64::try_from(bytes.len()).unwrap_or(u64::MAX));
+                self.append(&bytes, &append);
+                handed += 1;
+            }
+        }
+        if handed > 0 {
+            info!(
+                records = handed,
+                "accounting records handed over to the new active"
+            );
+        }
+        self.stats.records_handed_over += handed;
+        self.sync();
+        self.delete_delivered_segments();
+    }
+
+    /// This node became the active: the replicated records it held since its start are its
+    /// own to deliver (a copy the peer left in the table is the same record).
+    fn take_back(&mut self, now: Instant) {
+        for (seq, record) in std::mem::take(&mut self.held) {
+            if self.keys.contains_key(&record.key()) {
+                // Adopted from the peer's table already: the same record, sent once.
+                self.stats.records_duplicate += 1;
+                if self.ledger.delivered(seq) {
+                    let bytes = spool::encode(&SpoolEntry::Delivered { seq });
+                    let append = self
+                        .ledger
+                        .append_mark(u64::try_from(bytes.len()).unwrap_or(u64::MAX));
+                    self.append(&bytes, &append);
+                }
+                continue;
+            }
+            self.replicated.insert(seq);
+            self.take_over_record(now, seq, record);
+        }
+    }
+
     fn delete_delivered_segments(&mut self) {
         for n in self.ledger.take_deletable() {
             let path = self.spool_dir.join(spool::segment_name(n));
@@ -613,13 +817,14 @@ impl Service {
 
     /// Takes a batch of records: spooled and synced first, then written to the files and
     /// queued for the servers.
-    fn take(&mut self, now: Instant, batch: Vec<Handed>) {
+    fn take(&mut self, now: Instant, batch: Vec<(CallRecord, bool)>) {
         let mut kept = Vec::with_capacity(batch.len());
-        for Handed {
-            mut record,
-            replicated,
-        } in batch
-        {
+        for (mut record, replicated) in batch {
+            if self.keys.contains_key(&record.key()) {
+                // One record handed twice (adopted while this node still held it).
+                self.stats.records_duplicate += 1;
+                continue;
+            }
             self.stats.records_generated += 1;
             if record.node.is_empty() {
                 record.node.clone_from(&self.node);
@@ -628,6 +833,7 @@ impl Service {
             let bytes = spool::encode(&SpoolEntry::Record {
                 seq,
                 record: Box::new(record.clone()),
+                replicated,
             });
             let append = self
                 .ledger
@@ -635,23 +841,30 @@ impl Service {
             if append == Append::Full {
                 self.stats.records_refused += 1;
                 self.stats.spool_full = true;
+                if replicated {
+                    self.replication.delete(&record);
+                }
                 continue;
             }
-            self.stats.spool_full = false;
             if self.append(&bytes, &append) {
                 self.stats.records_spooled += 1;
-                if replicated {
-                    self.replicated.insert(seq);
-                }
-                kept.push((seq, record));
             } else {
+                // Not in the spool (a full disk): still delivered while the node lives.
                 self.ledger.delivered(seq);
-                self.stats.records_refused += 1;
+                self.stats.records_unspooled += 1;
             }
+            if replicated {
+                self.replicated.insert(seq);
+            }
+            kept.push((seq, record));
         }
         self.sync();
+        for (_, record) in &kept {
+            self.write_csv(record);
+        }
+        // The CSV lines are on disk before any record is marked delivered for them.
+        self.sync_csv();
         for (seq, record) in kept {
-            self.write_csv(&record);
             self.queue(now, seq, record);
         }
     }
@@ -669,7 +882,9 @@ impl Service {
             files.out.rotation.due(*size, hdr, *opened, now_ms, next)
         });
         if due {
-            files.file = None;
+            if let Some((f, _, _, _)) = files.file.take() {
+                let _ = f.sync_data();
+            }
             self.stats.files_rotated += 1;
             prune_files(&files.out.dir, files.out.max_files);
         }
@@ -703,18 +918,25 @@ impl Service {
     fn send(&mut self) {
         let now_ms = unix_ms();
         while let Some(s) = self.delivery.poll_send() {
-            let Some(record) = self.pending.get(&s.seq) else {
-                continue;
-            };
-            let delay =
-                u32::try_from(now_ms.saturating_sub(record.event_ms) / 1000).unwrap_or(u32::MAX);
-            let Some(server) = self.servers.get_mut(s.server) else {
-                continue;
-            };
-            let Some(bytes) =
+            let packet = self.pending.get(&s.seq).and_then(|record| {
+                let delay = u32::try_from(now_ms.saturating_sub(record.event_ms) / 1000)
+                    .unwrap_or(u32::MAX);
+                let server = self.servers.get(s.server)?;
                 radius::accounting_request(record, s.identifier, delay, &server.secret)
-            else {
-                warn!(session = %record.session_id, "accounting record too large for RADIUS");
+            });
+            let Some(bytes) = packet else {
+                // Never sendable: dropped from delivery (it would fail every server in turn),
+                // marked done in the spool, counted.
+                warn!(
+                    seq = s.seq,
+                    "accounting record cannot be sent as RADIUS: dropped"
+                );
+                self.delivery.forget(s.seq);
+                self.stats.records_undeliverable += 1;
+                self.mark_delivered(s.seq);
+                continue;
+            };
+            let Some(server) = self.servers.get_mut(s.server) else {
                 continue;
             };
             // A send that fails (the server's port closed: ICMP) is a request not answered.
@@ -754,18 +976,21 @@ impl Service {
     }
 
     fn publish(&mut self) {
-        // Full until deliveries made room for records again.
+        // Full until deliveries made room for records again; a failing disk is full too.
         if self.stats.spool_full
             && self.ledger.bytes() + spool::MAX_ENTRY as u64 <= self.ledger.max_bytes()
         {
             self.stats.spool_full = false;
         }
-        self.stats.spool_pending = self.ledger.pending();
-        self.stats.spool_bytes = self.ledger.bytes();
-        self.stats.spool_segments = self.ledger.segments();
-        self.stats.queued = self.delivery.queued();
-        self.stats.in_flight = self.delivery.in_flight();
-        self.stats.servers = self
+        let mut stats = self.stats.clone();
+        stats.spool_full |= self.write_failed;
+        stats.spool_pending = self.ledger.pending();
+        stats.records_held = self.held.len();
+        stats.spool_bytes = self.ledger.bytes();
+        stats.spool_segments = self.ledger.segments();
+        stats.queued = self.delivery.queued();
+        stats.in_flight = self.delivery.in_flight();
+        stats.servers = self
             .delivery
             .servers()
             .zip(&self.servers)
@@ -783,11 +1008,12 @@ impl Service {
                 outstanding,
             })
             .collect();
-        *lock(&self.report) = self.stats.clone();
+        *lock(&self.report) = stats;
     }
 
     fn run(&mut self, rx: &Receiver<Handed>) {
         let mut open = true;
+        let mut role_known = false;
         while open {
             let now = Instant::now();
             let wait = self
@@ -795,20 +1021,43 @@ impl Service {
                 .poll_timeout()
                 .map_or(TICK, |t| t.saturating_duration_since(now).min(TICK));
             let mut batch = Vec::new();
-            match rx.recv_timeout(wait) {
-                Ok(r) => batch.push(r),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => open = false,
-            }
-            while batch.len() < 4096 {
-                match rx.try_recv() {
-                    Ok(r) => batch.push(r),
-                    Err(_) => break,
+            let mut next = match rx.recv_timeout(wait) {
+                Ok(h) => Some(h),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => {
+                    open = false;
+                    None
+                }
+            };
+            let mut taken = 0;
+            while let Some(h) = next.take() {
+                let now = Instant::now();
+                match h {
+                    Handed::Record { record, replicated } => batch.push((record, replicated)),
+                    Handed::HandOver => {
+                        self.take(now, std::mem::take(&mut batch));
+                        self.hand_over();
+                        role_known = true;
+                    }
+                    Handed::TakeBack => {
+                        self.take(now, std::mem::take(&mut batch));
+                        self.take_back(now);
+                        role_known = true;
+                    }
+                }
+                taken += 1;
+                if taken < 4096 {
+                    next = rx.try_recv().ok();
                 }
             }
             let now = Instant::now();
             if !batch.is_empty() {
                 self.take(now, batch);
+            }
+            if !role_known && !self.held.is_empty() && self.held_since.elapsed() >= HOLD_FOR_ROLE {
+                // No pair role in a minute: this node runs alone; what it held is its own.
+                self.take_back(now);
+                role_known = true;
             }
             self.delivery.handle_timeout(now);
             self.send();
@@ -817,11 +1066,7 @@ impl Service {
             self.publish();
         }
         self.sync();
-        if let Some(files) = self.files.as_mut() {
-            if let Some((f, _, _, _)) = files.file.as_mut() {
-                let _ = f.sync_data();
-            }
-        }
+        self.sync_csv();
     }
 }
 

@@ -709,14 +709,21 @@ impl Pair {
             .filter(|(k, _)| sbc_accounting::key_of_replication(k).is_some())
             .filter_map(|(_, v)| sbc_accounting::CallRecord::from_wire(v))
             .collect();
-        // A Stop the former active generated reached this table before its dialog's
-        // "stopped" did (the two travel apart): the dialog is installed as stopped, so a BYE
-        // retransmitted to this node does not generate a second one.
-        let stopped: std::collections::HashSet<String> = records
-            .iter()
-            .filter(|r| r.kind == sbc_accounting::RecordKind::Stop)
-            .map(|r| r.session_id.clone())
-            .collect();
+        // A record the former active generated may have reached this table before its
+        // dialog's change did (the two travel apart): the dialog is installed knowing the
+        // records it already has (started with its connect time, its Interims, stopped), so a
+        // retransmitted 2xx or BYE to this node does not generate one again.
+        let mut generated: std::collections::HashMap<String, (u64, u32, bool)> =
+            std::collections::HashMap::new();
+        for r in &records {
+            let g = generated.entry(r.session_id.clone()).or_default();
+            match r.kind {
+                sbc_accounting::RecordKind::Start => g.0 = r.connect_ms.max(g.0),
+                sbc_accounting::RecordKind::Interim => g.1 = g.1.max(r.interim),
+                sbc_accounting::RecordKind::Stop => g.2 = true,
+            }
+            g.0 = g.0.max(r.connect_ms);
+        }
         if !records.is_empty() {
             let n = self.node.accounting().adopt(records);
             warn!(
@@ -741,12 +748,16 @@ impl Pair {
             }
             match rules.check(&key, &bytes) {
                 Ok(mut d) => {
-                    if let Some(a) = d
-                        .accounting
-                        .as_deref_mut()
-                        .filter(|a| stopped.contains(&a.session_id))
-                    {
-                        a.stopped = true;
+                    if let Some(a) = d.accounting.as_deref_mut() {
+                        if let Some(&(connect_ms, interims, stopped)) = generated.get(&a.session_id)
+                        {
+                            if connect_ms > 0 {
+                                a.connect_ms = a.connect_ms.max(connect_ms);
+                                a.started = true;
+                            }
+                            a.interims = a.interims.max(interims);
+                            a.stopped |= stopped;
+                        }
                     }
                     self.node.apply_replica(DialogChange::Upsert(Box::new(d)));
                     installed += 1;

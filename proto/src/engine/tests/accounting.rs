@@ -204,3 +204,38 @@ fn intermediate_period_gives_an_interim_update_each_period_and_a_new_active_goes
         vec![RecordKind::Stop]
     );
 }
+
+#[test]
+fn a_cancelled_attempt_is_the_caller_s_487_even_when_a_2xx_crosses_the_cancel() {
+    let mut w = accounting_world();
+    w.caller_sends(&invite("z9hG4bKinv1"));
+    w.callee_answers(180, "b1");
+    let cancel = invite("z9hG4bKinv1")
+        .replacen("INVITE sip", "CANCEL sip", 1)
+        .replace("CSeq: 1 INVITE", "CSeq: 1 CANCEL");
+    w.caller_sends(&cancel);
+    let inv = w.to_callee[0].clone();
+    w.callee_responds_to(&inv, 200, "b1");
+    w.advance(Duration::from_secs(40));
+    let r = records(&mut w);
+    assert_eq!(
+        r.iter()
+            .map(|r| (r.kind, r.status, r.ended_by))
+            .collect::<Vec<_>>(),
+        vec![(RecordKind::Stop, 487, EndedBy::Caller)]
+    );
+}
+
+#[test]
+fn a_next_hop_that_never_answers_is_the_sbc_s_408() {
+    let mut w = accounting_world();
+    w.caller_sends(&invite("z9hG4bKinv1"));
+    w.advance(Duration::from_secs(40));
+    let r = records(&mut w);
+    assert_eq!(
+        r.iter()
+            .map(|r| (r.kind, r.status, r.ended_by))
+            .collect::<Vec<_>>(),
+        vec![(RecordKind::Stop, 408, EndedBy::Sbc)]
+    );
+}
