@@ -21,11 +21,13 @@ mod radius;
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::hash::{BuildHasher as _, RandomState};
+use std::io::BufWriter;
 use std::io::Write as _;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -134,7 +136,12 @@ enum Handed {
 /// A spool segment's size before the next one is started.
 const SEGMENT_BYTES: u64 = 4 * 1024 * 1024;
 /// How often the thread looks at its sockets when nothing else is due.
-const TICK: Duration = Duration::from_millis(10);
+const TICK: Duration = Duration::from_millis(20);
+/// How long the thread gathers records into one batch (one spool write and one sync) after
+/// the first one arrives.
+const BATCH_WINDOW: Duration = Duration::from_millis(20);
+/// How often `show accounting`'s report is refreshed.
+const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 
 /// One accounting server as the node reaches it.
 #[derive(Clone)]
@@ -268,7 +275,10 @@ pub struct AccountingHub {
     node: String,
     refuse_calls_when_full: bool,
     replication: Arc<Replication>,
-    tx: Mutex<Option<SyncSender<Handed>>>,
+    tx: Mutex<Option<Sender<Handed>>>,
+    /// Records handed over and not yet taken by the thread (the queue's bound, [`QUEUE`]; the
+    /// queue itself grows as it fills, nothing is allocated for it up front).
+    queued: Arc<AtomicUsize>,
     refused: AtomicU64,
     report: Arc<Mutex<AccountingReport>>,
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -283,6 +293,7 @@ impl AccountingHub {
             refuse_calls_when_full: false,
             replication: Arc::default(),
             tx: Mutex::new(None),
+            queued: Arc::default(),
             refused: AtomicU64::new(0),
             report: Arc::default(),
             thread: Mutex::new(None),
@@ -294,7 +305,8 @@ impl AccountingHub {
     /// # Errors
     /// The spool directory cannot be created or read, or a socket cannot be opened.
     pub fn start(settings: AccountingSettings) -> anyhow::Result<Self> {
-        let (tx, rx) = mpsc::sync_channel(QUEUE);
+        let (tx, rx) = mpsc::channel();
+        let queued = Arc::new(AtomicUsize::new(0));
         let report = Arc::new(Mutex::new(AccountingReport {
             enabled: true,
             spool_max_bytes: settings.spool_max_bytes,
@@ -303,7 +315,12 @@ impl AccountingHub {
         let node = settings.node.clone();
         let refuse_calls_when_full = settings.refuse_calls_when_full;
         let replication = Arc::new(Replication::default());
-        let mut service = Service::open(settings, Arc::clone(&report), Arc::clone(&replication))?;
+        let mut service = Service::open(
+            settings,
+            Arc::clone(&report),
+            Arc::clone(&replication),
+            Arc::clone(&queued),
+        )?;
         let thread = std::thread::Builder::new()
             .name("accounting".into())
             .spawn(move || service.run(&rx))?;
@@ -312,6 +329,7 @@ impl AccountingHub {
             refuse_calls_when_full,
             replication,
             tx: Mutex::new(Some(tx)),
+            queued,
             refused: AtomicU64::new(0),
             report,
             thread: Mutex::new(Some(thread)),
@@ -326,19 +344,23 @@ impl AccountingHub {
             return;
         };
         record.node.clone_from(&self.node);
+        if self.queued.load(Ordering::Relaxed) >= QUEUE {
+            // The thread is this far behind: the record is refused and counted.
+            self.refused.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         let replicated = self.replication.upsert(&record);
-        match tx.try_send(Handed::Record { record, replicated }) {
-            Ok(()) => {}
-            Err(TrySendError::Full(h) | TrySendError::Disconnected(h)) => {
-                self.refused.fetch_add(1, Ordering::Relaxed);
-                if let Handed::Record {
-                    record,
-                    replicated: true,
-                } = h
-                {
-                    // Not kept here: its replica goes too (the counters stay true).
-                    self.replication.delete(&record);
-                }
+        self.queued.fetch_add(1, Ordering::Relaxed);
+        if let Err(mpsc::SendError(h)) = tx.send(Handed::Record { record, replicated }) {
+            self.queued.fetch_sub(1, Ordering::Relaxed);
+            self.refused.fetch_add(1, Ordering::Relaxed);
+            if let Handed::Record {
+                record,
+                replicated: true,
+            } = h
+            {
+                // Not kept here: its replica goes too (the counters stay true).
+                self.replication.delete(&record);
             }
         }
     }
@@ -396,6 +418,8 @@ impl AccountingHub {
         self.replication
             .outstanding
             .fetch_add(n as u64, Ordering::Relaxed);
+        // Counted in the queue like any record (the thread takes each one off).
+        self.queued.fetch_add(n, Ordering::Relaxed);
         let _ = std::thread::Builder::new()
             .name("accounting-adopt".into())
             .spawn(move || {
@@ -460,6 +484,7 @@ fn unix_ms() -> u64 {
 
 struct Server {
     socket: UdpSocket,
+    address: String,
     secret: Vec<u8>,
     /// The request last sent with each Identifier (to check an answer against).
     sent: HashMap<u8, Vec<u8>>,
@@ -467,7 +492,7 @@ struct Server {
 
 struct CsvFiles {
     out: FileOutput,
-    file: Option<(File, PathBuf, u64, u64)>,
+    file: Option<(BufWriter<File>, PathBuf, u64, u64)>,
     seq: u64,
 }
 
@@ -481,7 +506,14 @@ struct Service {
     delivery: Delivery,
     spool_dir: PathBuf,
     ledger: SpoolLedger,
-    segment: Option<(u64, File)>,
+    /// The segment being written: its number, file and length on disk.
+    segment: Option<(u64, File, u64)>,
+    /// Entries for it not written yet (one write per batch), and the records among them.
+    wbuf: Vec<u8>,
+    wseqs: Vec<u64>,
+    /// Records handed to this thread and not taken yet (the hub's bound).
+    queued: Arc<AtomicUsize>,
+    last_publish: Option<Instant>,
     /// Records not yet delivered, by spool number, and their keys (a record handed twice, an
     /// adoption of what this node already holds, is one record).
     pending: HashMap<u64, CallRecord>,
@@ -507,6 +539,7 @@ impl Service {
         s: AccountingSettings,
         report: Arc<Mutex<AccountingReport>>,
         replication: Arc<Replication>,
+        queued: Arc<AtomicUsize>,
     ) -> anyhow::Result<Self> {
         fs::create_dir_all(&s.spool_dir).map_err(|e| {
             anyhow::anyhow!("account-config spool-path {}: {e}", s.spool_dir.display())
@@ -528,6 +561,7 @@ impl Service {
             socket.set_nonblocking(true)?;
             servers.push(Server {
                 socket,
+                address: srv.addr.to_string(),
                 secret: srv.secret.as_bytes().to_vec(),
                 sent: HashMap::new(),
             });
@@ -539,6 +573,10 @@ impl Service {
             ledger: SpoolLedger::new(s.spool_max_bytes, SEGMENT_BYTES),
             spool_dir: s.spool_dir,
             segment: None,
+            wbuf: Vec::new(),
+            wseqs: Vec::new(),
+            queued,
+            last_publish: None,
             pending: HashMap::new(),
             keys: HashMap::new(),
             replicated: std::collections::HashSet::new(),
@@ -653,15 +691,16 @@ impl Service {
         self.delivery.enqueue(now, seq, session);
     }
 
-    /// Appends `bytes` where the ledger said; a failed write is cut off and its segment sealed
-    /// (nothing is ever written after partial bytes).
-    fn append(&mut self, bytes: &[u8], append: &Append) -> bool {
+    /// Appends `bytes` where the ledger said (record `seq`, if it is one): buffered, written
+    /// by [`Self::flush_writes`] once per batch. Opening a new segment first writes and syncs
+    /// what the one left behind still had.
+    fn append(&mut self, bytes: &[u8], append: &Append, seq: Option<u64>) -> bool {
         let Append::To { number, new } = append else {
             return false;
         };
-        if *new || self.segment.as_ref().is_none_or(|(n, _)| n != number) {
-            // The segment left behind is synced before anything written after it counts.
-            if let Some((_, old)) = self.segment.take() {
+        if *new || self.segment.as_ref().is_none_or(|(n, _, _)| n != number) {
+            self.flush_writes();
+            if let Some((_, old, _)) = self.segment.take() {
                 let _ = old.sync_data();
             }
             let path = self.spool_dir.join(spool::segment_name(*number));
@@ -671,7 +710,8 @@ impl Service {
                     if let Ok(dir) = File::open(&self.spool_dir) {
                         let _ = dir.sync_all();
                     }
-                    self.segment = Some((*number, f));
+                    let len = f.metadata().map_or(0, |m| m.len());
+                    self.segment = Some((*number, f, len));
                 }
                 Err(e) => {
                     warn!(error = %e, "accounting spool: cannot open a segment");
@@ -679,31 +719,59 @@ impl Service {
                     self.ledger.unappend(bytes.len() as u64);
                     self.ledger.seal();
                     self.write_failed = true;
+                    if let Some(seq) = seq {
+                        self.unspooled(seq);
+                    }
                     return false;
                 }
             }
         }
-        let Some((_, f)) = self.segment.as_mut() else {
-            return false;
-        };
-        let before = f.metadata().map(|m| m.len()).ok();
-        if let Err(e) = f.write_all(bytes) {
-            warn!(error = %e, "accounting spool: write failed (disk full?)");
-            self.stats.write_errors += 1;
-            if let Some(len) = before {
-                let _ = f.set_len(len);
-            }
-            self.ledger.unappend(bytes.len() as u64);
-            self.ledger.seal();
-            self.write_failed = true;
-            return false;
-        }
-        self.write_failed = false;
+        self.wbuf.extend_from_slice(bytes);
+        self.wseqs.extend(seq);
         true
     }
 
+    /// A record that is not in the spool after all (its write failed): delivered from memory
+    /// while the node lives, counted.
+    fn unspooled(&mut self, seq: u64) {
+        self.ledger.delivered(seq);
+        self.stats.records_unspooled += 1;
+        self.stats.records_spooled = self.stats.records_spooled.saturating_sub(1);
+    }
+
+    /// Writes the buffered entries in one write; a failed write is cut off and its segment
+    /// sealed (nothing is ever written after partial bytes).
+    fn flush_writes(&mut self) {
+        if self.wbuf.is_empty() {
+            return;
+        }
+        let bytes = std::mem::take(&mut self.wbuf);
+        let seqs = std::mem::take(&mut self.wseqs);
+        let Some((_, f, len)) = self.segment.as_mut() else {
+            return;
+        };
+        match f.write_all(&bytes) {
+            Ok(()) => {
+                *len += bytes.len() as u64;
+                self.write_failed = false;
+            }
+            Err(e) => {
+                warn!(error = %e, "accounting spool: write failed (disk full?)");
+                let _ = f.set_len(*len);
+                self.stats.write_errors += 1;
+                self.ledger.unappend(bytes.len() as u64);
+                self.ledger.seal();
+                self.write_failed = true;
+                for seq in seqs {
+                    self.unspooled(seq);
+                }
+            }
+        }
+    }
+
     fn sync(&mut self) {
-        if let Some((_, f)) = self.segment.as_ref() {
+        self.flush_writes();
+        if let Some((_, f, _)) = self.segment.as_ref() {
             if let Err(e) = f.sync_data() {
                 warn!(error = %e, "accounting spool: sync failed");
                 self.stats.write_errors += 1;
@@ -713,7 +781,7 @@ impl Service {
 
     fn sync_csv(&mut self) {
         if let Some((f, _, _, _)) = self.files.as_mut().and_then(|c| c.file.as_mut()) {
-            if f.sync_data().is_err() {
+            if f.flush().is_err() || f.get_ref().sync_data().is_err() {
                 self.stats.write_errors += 1;
             }
         }
@@ -739,7 +807,7 @@ impl Service {
         let append = self
             .ledger
             .append_mark(u64::try_from(bytes.len()).unwrap_or(u64::MAX));
-        self.append(&bytes, &append);
+        self.append(&bytes, &append, None);
     }
 
     /// This node became the standby: what it replicated is the new active's (adopted there),
@@ -760,7 +828,7 @@ impl Service {
                 let append = self
                     .ledger
                     .append_mark(u64::try_from(bytes.len()).unwrap_or(u64::MAX));
-                self.append(&bytes, &append);
+                self.append(&bytes, &append, None);
                 handed += 1;
             }
         }
@@ -770,7 +838,7 @@ impl Service {
                 let append = self
                     .ledger
                     .append_mark(u64::try_from(bytes.len()).unwrap_or(u64::MAX));
-                self.append(&bytes, &append);
+                self.append(&bytes, &append, None);
                 handed += 1;
             }
         }
@@ -797,7 +865,7 @@ impl Service {
                     let append = self
                         .ledger
                         .append_mark(u64::try_from(bytes.len()).unwrap_or(u64::MAX));
-                    self.append(&bytes, &append);
+                    self.append(&bytes, &append, None);
                 }
                 continue;
             }
@@ -846,13 +914,10 @@ impl Service {
                 }
                 continue;
             }
-            if self.append(&bytes, &append) {
-                self.stats.records_spooled += 1;
-            } else {
-                // Not in the spool (a full disk): still delivered while the node lives.
-                self.ledger.delivered(seq);
-                self.stats.records_unspooled += 1;
-            }
+            // Counted as spooled; a write that fails un-counts it (`unspooled`): the record
+            // is still delivered from memory while the node lives.
+            self.stats.records_spooled += 1;
+            self.append(&bytes, &append, Some(seq));
             if replicated {
                 self.replicated.insert(seq);
             }
@@ -882,8 +947,9 @@ impl Service {
             files.out.rotation.due(*size, hdr, *opened, now_ms, next)
         });
         if due {
-            if let Some((f, _, _, _)) = files.file.take() {
-                let _ = f.sync_data();
+            if let Some((mut f, _, _, _)) = files.file.take() {
+                let _ = f.flush();
+                let _ = f.get_ref().sync_data();
             }
             self.stats.files_rotated += 1;
             prune_files(&files.out.dir, files.out.max_files);
@@ -892,7 +958,8 @@ impl Service {
             files.seq += 1;
             let path = files.out.dir.join(csv_file::file_name(now_ms, files.seq));
             match OpenOptions::new().create(true).append(true).open(&path) {
-                Ok(mut f) => {
+                Ok(f) => {
+                    let mut f = BufWriter::new(f);
                     if f.write_all(&header).is_err() {
                         self.stats.write_errors += 1;
                     }
@@ -995,11 +1062,7 @@ impl Service {
             .servers()
             .zip(&self.servers)
             .map(|((state, c, outstanding), s)| ServerReport {
-                address: s
-                    .socket
-                    .peer_addr()
-                    .map(|a| a.to_string())
-                    .unwrap_or_default(),
+                address: s.address.clone(),
                 state: state.as_str(),
                 sent: c.sent,
                 resent: c.resent,
@@ -1029,11 +1092,20 @@ impl Service {
                     None
                 }
             };
+            // What arrives within the batch window is one batch: one spool write, one sync.
+            let window_ends = Instant::now() + BATCH_WINDOW;
             let mut taken = 0;
             while let Some(h) = next.take() {
                 let now = Instant::now();
                 match h {
-                    Handed::Record { record, replicated } => batch.push((record, replicated)),
+                    Handed::Record { record, replicated } => {
+                        let _ =
+                            self.queued
+                                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                                    n.checked_sub(1)
+                                });
+                        batch.push((record, replicated));
+                    }
                     Handed::HandOver => {
                         self.take(now, std::mem::take(&mut batch));
                         self.hand_over();
@@ -1046,9 +1118,18 @@ impl Service {
                     }
                 }
                 taken += 1;
-                if taken < 4096 {
-                    next = rx.try_recv().ok();
+                if taken >= 4096 {
+                    break;
                 }
+                let left = window_ends.saturating_duration_since(Instant::now());
+                next = match rx.recv_timeout(left) {
+                    Ok(h) => Some(h),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => {
+                        open = false;
+                        None
+                    }
+                };
             }
             let now = Instant::now();
             if !batch.is_empty() {
@@ -1063,10 +1144,19 @@ impl Service {
             self.send();
             self.receive(now);
             self.send();
-            self.publish();
+            // Marks are written once per round (a lost mark only means a resend).
+            self.flush_writes();
+            if self
+                .last_publish
+                .is_none_or(|t| now.duration_since(t) >= PUBLISH_EVERY)
+            {
+                self.publish();
+                self.last_publish = Some(now);
+            }
         }
         self.sync();
         self.sync_csv();
+        self.publish();
     }
 }
 
