@@ -17,6 +17,7 @@
 //! Acct-Session-Id and times).
 
 mod radius;
+pub mod spool_alarm;
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
