@@ -174,6 +174,34 @@ mod tests {
         );
     }
 
+    /// The smallest spool (`spool-max-size 1`, 1 MiB) has room again once its records are
+    /// delivered: it is cut into segments small enough that delivered ones are deleted.
+    #[test]
+    fn the_smallest_spool_has_room_again_after_its_deliveries() {
+        let mut ledger = spool::SpoolLedger::new(MIB, super::super::segment_bytes(MIB));
+        let mut seqs = Vec::new();
+        loop {
+            let seq = ledger.take_seq();
+            if ledger.append_record(seq, 330) == spool::Append::Full {
+                break;
+            }
+            seqs.push(seq);
+        }
+        let mut watch = SpoolWatch::new();
+        let at = |ledger: &spool::SpoolLedger, full: bool| report(full, ledger.bytes());
+        assert_eq!(watch.observe(&at(&ledger, true)), Some(SpoolChange::Filled));
+        for seq in seqs {
+            ledger.delivered(seq);
+            ledger.append_mark(12);
+        }
+        assert!(!ledger.take_deletable().is_empty());
+        assert_eq!(
+            watch.observe(&at(&ledger, false)),
+            Some(SpoolChange::HasRoom)
+        );
+        assert_eq!(super::super::segment_bytes(8 << 30), 4 << 20);
+    }
+
     #[test]
     fn the_alarm_and_the_trap_say_what_the_report_says() {
         let r = report(true, 3 * MIB / 4);
