@@ -55,6 +55,7 @@ pub enum AlarmKind {
     Space,
     /// The accounting spool is full (records are refused): a condition alarm, raised and
     /// cleared by the node, not by a threshold. Its value is the spool's fill in percent.
+    #[serde(rename = "accounting-spool")]
     AccountingSpool,
 }
 
@@ -485,6 +486,12 @@ mod tests {
         assert!("accounting-spool".parse::<AlarmKind>().is_err());
         assert_eq!(AlarmKind::from_code(6), Some(AlarmKind::AccountingSpool));
         assert!(!AlarmKind::AccountingSpool.is_measured());
+        assert_eq!(
+            serde_json::to_string(&AlarmKind::AccountingSpool)
+                .ok()
+                .as_deref(),
+            Some("\"accounting-spool\"")
+        );
         assert!(AlarmKind::MEASURED.iter().all(|k| k.is_measured()));
     }
 
