@@ -75,13 +75,24 @@
 //! make the outcome random. Two points of tolerance accept a plateau and noise, and still
 //! reject a reading that is clearly falling back from a spike.
 //!
+//! # Condition alarms
+//!
+//! Beside the measured alarms, the node raises alarms for conditions it watches itself (the
+//! accounting spool full: [`AlarmKind::AccountingSpool`]), with
+//! [`Evaluator::raise_condition`] and [`Evaluator::clear_condition`]. Their rows share the
+//! table, the events (so the same `sbcAlarmTrap` and `sbcAlarmClearTrap`), the health ledger
+//! (their [`ConditionAlarm::health_penalty`]) and `clear-alarm`. An operator's `clear-alarm`
+//! of a condition alarm acknowledges the condition: the alarm is not raised again until the
+//! condition has ended ([`Evaluator::clear_condition`]) and comes back, so a watcher that
+//! re-asserts a standing condition every second does not undo the operator's clear.
+//!
 //! Timing: with memory critical from before the last K sub-samples of iteration n, the
 //! trigger fires at the end of iteration n+1: two iterations, at most 30 s at the default.
 //! A rise within those last K−1 sub-samples shifts it by one iteration (see the spike rule).
 //! What to do when it fires (nothing, the 503 gate, or [`Evaluator::deduct_critical_memory`]
 //! for `critical-memory-abort=switchover`) is the caller's policy.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::time::{Duration, Instant, SystemTime};
 
 use thiserror::Error;
@@ -182,6 +193,28 @@ pub enum AlarmEvent {
     },
 }
 
+/// An alarm for a condition the node watches itself (not a reading against thresholds): what
+/// [`Evaluator::raise_condition`] puts in the table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConditionAlarm {
+    /// The alarm id (`clear-alarm <id> <task>`), outside the ids of the thresholds.
+    pub id: AlarmId,
+    /// The task that owns it (`clear-alarm <id> <task>`), e.g. `accounting`.
+    pub task: String,
+    /// What it is about: a kind that is not [measured](AlarmKind::is_measured).
+    pub kind: AlarmKind,
+    /// Its severity.
+    pub severity: Severity,
+    /// The figure the row shows, in percent (e.g. the spool's fill).
+    pub value: f64,
+    /// The level the condition refers to, in percent (e.g. 100 for a full spool).
+    pub threshold: u8,
+    /// What is wrong, in words.
+    pub description: String,
+    /// Health points taken while it is raised (0: none).
+    pub health_penalty: u8,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Abort {
     Idle,
@@ -214,6 +247,8 @@ pub struct Evaluator {
     deadline: Instant,
     iterations: u64,
     abort: Abort,
+    /// Condition alarms an operator cleared while their condition still held.
+    acknowledged: BTreeSet<AlarmId>,
 }
 
 fn next_after(mut t: Instant, period: Duration, now: Instant) -> Instant {
@@ -276,6 +311,7 @@ impl Evaluator {
             anchor: (now, wall),
             iterations: 0,
             abort: Abort::Idle,
+            acknowledged: BTreeSet::new(),
         })
     }
 
@@ -556,9 +592,15 @@ impl Evaluator {
     /// emits [`AlarmEvent::Cleared`] with [`ClearedBy::Operator`]. The memory alarm is raised
     /// again at the next iteration whose reading still exceeds a threshold, and its
     /// critical-memory-abort trigger is re-armed.
+    ///
+    /// A condition alarm ([`raise_condition`](Self::raise_condition)) stays cleared until its
+    /// condition has ended and comes back.
     pub fn clear_alarm(&mut self, id: AlarmId, task: &str) -> Result<AlarmRow, ClearError> {
         let row = self.table.clear(id, task)?;
         info!(alarm = id, task, "alarm cleared by operator");
+        if !row.kind.is_measured() {
+            self.acknowledged.insert(id);
+        }
         self.forget(row.clone(), ClearedBy::Operator);
         Ok(row)
     }
@@ -570,6 +612,98 @@ impl Evaluator {
             self.table.remove(row.id);
             self.forget(row, by);
         }
+    }
+
+    /// Raises a condition alarm at `now`, or refreshes its row (value, description, last
+    /// seen) when it is raised already. A new row emits [`AlarmEvent::Raised`] and takes its
+    /// health penalty. Returns true when the alarm was raised by this call.
+    ///
+    /// Nothing happens (false) for a [measured](AlarmKind::is_measured) kind, whose rows the
+    /// thresholds own, for an id a threshold alarm holds, and for an alarm an operator cleared
+    /// while its condition still held: it is raised again only after
+    /// [`clear_condition`](Self::clear_condition).
+    pub fn raise_condition(&mut self, now: Instant, alarm: ConditionAlarm) -> bool {
+        if alarm.kind.is_measured() || self.acknowledged.contains(&alarm.id) {
+            return false;
+        }
+        let wall = self.wall(now);
+        match self.table.get(alarm.id).cloned() {
+            Some(row) if row.kind.is_measured() => false,
+            Some(row) => {
+                let refreshed = AlarmRow {
+                    value: alarm.value,
+                    description: alarm.description,
+                    last_seen: wall,
+                    ..row
+                };
+                self.table.upsert(refreshed, now);
+                false
+            }
+            None => {
+                let row = AlarmRow {
+                    id: alarm.id,
+                    task: alarm.task,
+                    kind: alarm.kind,
+                    volume: None,
+                    severity: alarm.severity,
+                    value: alarm.value,
+                    threshold: alarm.threshold,
+                    first_seen: wall,
+                    last_seen: wall,
+                    count: 1,
+                    description: alarm.description,
+                };
+                info!(alarm = row.id, severity = %row.severity, "condition alarm raised");
+                self.table.upsert(row.clone(), now);
+                self.events.push_back(AlarmEvent::Raised(row.clone()));
+                self.penalise(&row, alarm.health_penalty);
+                true
+            }
+        }
+    }
+
+    /// The condition of alarm `id` has ended: clears its row, if raised, with
+    /// [`AlarmEvent::Cleared`] by [`ClearedBy::Auto`] and gives back its health penalty, and
+    /// forgets an operator's clear of it (the next [`raise_condition`](Self::raise_condition)
+    /// raises it again). Threshold alarms are left alone. Returns the cleared row.
+    pub fn clear_condition(&mut self, id: AlarmId) -> Option<AlarmRow> {
+        self.acknowledged.remove(&id);
+        let row = self
+            .table
+            .get(id)
+            .filter(|r| !r.kind.is_measured())?
+            .clone();
+        info!(alarm = id, "condition alarm cleared by itself");
+        self.table.remove(id);
+        self.forget(row.clone(), ClearedBy::Auto);
+        Some(row)
+    }
+
+    /// Takes over the condition alarms of `previous` (an evaluator this one replaces after a
+    /// configuration change): their rows, health penalties and operators' clears, with no
+    /// event, since nothing changed for them.
+    pub fn carry_conditions(&mut self, previous: &Self) {
+        for row in previous.table.rows() {
+            if row.kind.is_measured() {
+                continue;
+            }
+            let first_at = previous
+                .table
+                .instants(row.id)
+                .map_or(self.anchor.0, |(first, _)| first);
+            let source = Self::health_source(row.id);
+            if let Some(d) = previous
+                .health
+                .deductions()
+                .iter()
+                .find(|d| d.source == source)
+            {
+                self.health.deduct(&source, d.reason.clone(), d.points);
+            }
+            self.table.upsert(row, first_at);
+        }
+        self.acknowledged
+            .extend(previous.acknowledged.iter().copied());
     }
 
     /// Takes `points` off the health score for `source` (e.g. a lost heartbeat path),

@@ -9,7 +9,8 @@
 //! - [`eval`]: the [`Evaluator`], a sans-IO state machine (time passed in, events polled out)
 //!   holding the `alarm-threshold`s, the 15 s alarm iteration and its sub-samples, the spike
 //!   rule, the critical-memory-abort trigger, the [`AlarmTable`] and the [`Health`] score. Its
-//!   module docs state the spike rule and the trigger rule.
+//!   module docs state the spike rule and the trigger rule. It also holds the condition
+//!   alarms the node raises and clears itself ([`ConditionAlarm`]: the accounting spool full).
 //! - [`table`]: the raised alarms, as `display-alarms` lists them and `clear-alarm` clears
 //!   them; serialisable for the ACLI's JSON.
 //! - [`health`]: the health score, 0..=100, with the ledger of what took points off.
@@ -41,7 +42,7 @@ pub mod sample;
 pub mod table;
 pub mod threshold;
 
-pub use eval::{AlarmEvent, Evaluator, EvaluatorConfig, EvaluatorError};
+pub use eval::{AlarmEvent, ConditionAlarm, Evaluator, EvaluatorConfig, EvaluatorError};
 pub use health::{Deduction, Health};
 pub use sample::{
     enable_background_purge, release_thread_cache, ByteUsage, CpuSampler, HeapSampler, HeapStats,

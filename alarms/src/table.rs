@@ -4,7 +4,10 @@
 //! [`threshold`](crate::threshold) for the ids). A row is created when a reading first
 //! exceeds one of the alarm's thresholds, refreshed at every alarm iteration whose reading
 //! still exceeds one (`last_seen`, `value`, `count`), changes severity with the highest
-//! threshold crossed, and is removed when it clears. The [`Evaluator`](crate::Evaluator) owns
+//! threshold crossed, and is removed when it clears. A condition alarm (the accounting spool
+//! full) has a row from [`Evaluator::raise_condition`](crate::Evaluator::raise_condition) to
+//! [`Evaluator::clear_condition`](crate::Evaluator::clear_condition) or `clear-alarm`.
+//! The [`Evaluator`](crate::Evaluator) owns
 //! the table and decides when rows change; the table itself only keeps them and checks an
 //! operator's `clear-alarm <id> <task>`.
 //!

@@ -16,9 +16,15 @@
 //! | cpu      | 131075                  |
 //! | sessions | 131076                  |
 //! | space    | 131077 + 256 × n        |
+//! | accounting-spool | 131078          |
 //!
 //! where n is the index of the volume in the order the thresholds first name it (0 for the
 //! first volume, or for `space` thresholds without a volume).
+//!
+//! `accounting-spool` is not measured against thresholds: it is a condition alarm (the
+//! accounting spool is full) that the node raises and clears itself through
+//! [`Evaluator::raise_condition`](crate::Evaluator::raise_condition); no `alarm-threshold`
+//! may name it.
 
 use std::fmt;
 use std::str::FromStr;
@@ -32,7 +38,8 @@ pub const ALARM_ID_BASE: u32 = 131_072;
 /// An alarm id, as `display-alarms` lists it and `clear-alarm` takes it.
 pub type AlarmId = u32;
 
-/// What an alarm measures: the `type` of an `alarm-threshold`.
+/// What an alarm measures: the `type` of an `alarm-threshold`, or a condition the node
+/// watches itself ([`AlarmKind::AccountingSpool`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AlarmKind {
@@ -46,11 +53,25 @@ pub enum AlarmKind {
     Sessions,
     /// Disk space utilisation of a volume.
     Space,
+    /// The accounting spool is full (records are refused): a condition alarm, raised and
+    /// cleared by the node, not by a threshold. Its value is the spool's fill in percent.
+    #[serde(rename = "accounting-spool")]
+    AccountingSpool,
 }
 
 impl AlarmKind {
     /// Every kind, in code order.
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 6] = [
+        Self::Memory,
+        Self::Heap,
+        Self::Cpu,
+        Self::Sessions,
+        Self::Space,
+        Self::AccountingSpool,
+    ];
+
+    /// The kinds an `alarm-threshold` may name: those measured in percent by a sampler.
+    pub const MEASURED: [Self; 5] = [
         Self::Memory,
         Self::Heap,
         Self::Cpu,
@@ -58,7 +79,14 @@ impl AlarmKind {
         Self::Space,
     ];
 
-    /// The ACLI word: `memory`, `heap`, `cpu`, `sessions`, `space`.
+    /// True for a kind sampled against thresholds; false for a condition alarm the node
+    /// raises and clears itself.
+    #[must_use]
+    pub const fn is_measured(self) -> bool {
+        !matches!(self, Self::AccountingSpool)
+    }
+
+    /// The ACLI word: `memory`, `heap`, `cpu`, `sessions`, `space`, `accounting-spool`.
     #[must_use]
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -67,10 +95,11 @@ impl AlarmKind {
             Self::Cpu => "cpu",
             Self::Sessions => "sessions",
             Self::Space => "space",
+            Self::AccountingSpool => "accounting-spool",
         }
     }
 
-    /// The type code: 1..=5, the value of `sbcAlarmType` in traps and the low byte of the id.
+    /// The type code: 1..=6, the value of `sbcAlarmType` in traps and the low byte of the id.
     #[must_use]
     pub const fn code(self) -> u32 {
         match self {
@@ -79,6 +108,7 @@ impl AlarmKind {
             Self::Cpu => 3,
             Self::Sessions => 4,
             Self::Space => 5,
+            Self::AccountingSpool => 6,
         }
     }
 
@@ -97,6 +127,7 @@ impl AlarmKind {
             Self::Cpu => "cpuUtilization",
             Self::Sessions => "sessionUtilization",
             Self::Space => "spaceUtilization",
+            Self::AccountingSpool => "accountingSpoolFull",
         }
     }
 }
@@ -107,10 +138,11 @@ impl fmt::Display for AlarmKind {
     }
 }
 
+/// Parses the `type` of an `alarm-threshold`: a measured kind only.
 impl FromStr for AlarmKind {
     type Err = ParseError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL
+        Self::MEASURED
             .into_iter()
             .find(|k| k.as_str().eq_ignore_ascii_case(s))
             .ok_or_else(|| ParseError {
@@ -306,6 +338,12 @@ pub enum ThresholdError {
         /// Its value.
         higher_value: u8,
     },
+    /// A threshold on a condition alarm ([`AlarmKind::AccountingSpool`]), which no reading
+    /// measures.
+    #[error(
+        "alarm-threshold {0}: not a measured type (valid: memory, heap, cpu, sessions, space)"
+    )]
+    NotMeasured(AlarmKind),
     /// A `volume` on a type other than `space`.
     #[error("alarm-threshold {kind}: volume {volume:?} is valid for type space only")]
     VolumeNotSpace {
@@ -329,6 +367,9 @@ impl Thresholds {
         let mut groups: Vec<(AlarmKey, AlarmId, Vec<Threshold>)> = Vec::new();
         let mut space_volumes = 0u32;
         for t in list {
+            if !t.kind.is_measured() {
+                return Err(ThresholdError::NotMeasured(t.kind));
+            }
             if let (Some(volume), false) = (&t.volume, t.kind == AlarmKind::Space) {
                 return Err(ThresholdError::VolumeNotSpace {
                     kind: t.kind,
@@ -431,6 +472,28 @@ impl Thresholds {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_condition_kind_takes_no_threshold() {
+        assert_eq!(
+            Thresholds::new([Threshold::new(
+                AlarmKind::AccountingSpool,
+                Severity::Critical,
+                100
+            )]),
+            Err(ThresholdError::NotMeasured(AlarmKind::AccountingSpool))
+        );
+        assert!("accounting-spool".parse::<AlarmKind>().is_err());
+        assert_eq!(AlarmKind::from_code(6), Some(AlarmKind::AccountingSpool));
+        assert!(!AlarmKind::AccountingSpool.is_measured());
+        assert_eq!(
+            serde_json::to_string(&AlarmKind::AccountingSpool)
+                .ok()
+                .as_deref(),
+            Some("\"accounting-spool\"")
+        );
+        assert!(AlarmKind::MEASURED.iter().all(|k| k.is_measured()));
+    }
 
     #[test]
     fn ids_follow_the_scheme() {

@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use sbc_alarms::{
-    AlarmEvent, AlarmKind, AlarmRow, ClearedBy, CpuSampler, Deduction, Evaluator, EvaluatorConfig,
-    HeapSampler, MemorySampler, MemorySource, Reading, Thresholds,
+    AlarmEvent, AlarmId, AlarmKind, AlarmRow, ClearedBy, ConditionAlarm, CpuSampler, Deduction,
+    Evaluator, EvaluatorConfig, HeapSampler, MemorySampler, MemorySource, Reading, Thresholds,
 };
 use sbc_snmp::Trap;
 use serde::Serialize;
@@ -231,9 +231,10 @@ impl AlarmService {
 
     /// Applies an activated configuration: trap receivers, hostname, the abort policy, and,
     /// when thresholds, the iteration or the memory source changed, a new evaluator and new
-    /// samplers. Raised alarms are then forgotten (an alarm whose condition still holds is
-    /// raised again, with its trap, at the next reading); the critical-memory deduction and the
-    /// "ineligible until restart" flag carry over: only a restart gives them back.
+    /// samplers. Raised threshold alarms are then forgotten (an alarm whose condition still
+    /// holds is raised again, with its trap, at the next reading); the condition alarms (the
+    /// accounting spool full), the critical-memory deduction and the "ineligible until
+    /// restart" flag carry over: only a restart gives the last two back.
     ///
     /// New SNMPv3 users' keys are computed on a blocking thread: the receivers change once
     /// they are ready (at once when the users did not change).
@@ -268,6 +269,7 @@ impl AlarmService {
                 if i.evaluator.health().ineligible_until_restart() {
                     evaluator.deduct_critical_memory();
                 }
+                evaluator.carry_conditions(&i.evaluator);
                 i.evaluator = evaluator;
                 i.memory = memory;
                 i.heap = heap;
@@ -333,6 +335,28 @@ impl AlarmService {
         };
         info!(id, task, "alarm cleared by the operator");
         Ok(row)
+    }
+
+    /// Raises (or refreshes) a condition alarm the node watches itself, such as the accounting
+    /// spool full: a new one goes into the table with its `sbcAlarmTrap` (and its health
+    /// penalty). An alarm an operator cleared while its condition held stays cleared until
+    /// [`clear_condition`](Self::clear_condition). Returns true when this call raised it.
+    pub fn raise_condition(&self, alarm: ConditionAlarm) -> bool {
+        let Ok(mut i) = self.inner.lock() else {
+            return false;
+        };
+        let raised = i.evaluator.raise_condition(Instant::now(), alarm);
+        self.drain(&mut i);
+        raised
+    }
+
+    /// The condition of alarm `id` has ended: clears it, if raised, with its
+    /// `sbcAlarmClearTrap` (cleared by the node itself). Returns the cleared row.
+    pub fn clear_condition(&self, id: AlarmId) -> Option<AlarmRow> {
+        let mut i = self.inner.lock().ok()?;
+        let row = i.evaluator.clear_condition(id);
+        self.drain(&mut i);
+        row
     }
 
     /// Takes (or gives back) health points for a reason outside the alarm table, such as a
@@ -424,7 +448,7 @@ impl AlarmService {
                 AlarmKind::Cpu => cpu.as_ref().map(|r| r.percent),
                 // Sessions against a nominal 10,000-call capacity until a licence limit exists.
                 AlarmKind::Sessions => calls.map(|c| c as f64 / 100.0),
-                AlarmKind::Space => None,
+                AlarmKind::Space | AlarmKind::AccountingSpool => None,
             };
             if let Some(p) = percent {
                 i.evaluator.handle_sample(now, kind, p);

@@ -17,7 +17,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use sbc_snmp::agent::{Agent, AgentConfig, AlarmEntry, RedundancyStatus, StatusSnapshot, V3Config};
+use sbc_snmp::agent::{
+    AccountingStatus, Agent, AgentConfig, AlarmEntry, RedundancyStatus, StatusSnapshot, V3Config,
+};
 use sbc_snmp::TransitionState;
 use tokio::net::UdpSocket;
 use tracing::{debug, info};
@@ -91,7 +93,23 @@ pub fn mib_view(status: &NodeStatus) -> StatusSnapshot {
         calls_answered: counters.calls_answered,
         calls_failed: counters.calls_failed,
         registration_bindings: status.registrations.bindings as u64,
+        accounting: accounting_view(&status.accounting),
         alarms,
+    }
+}
+
+/// `sbcStatusAccounting*`: accounting's figures from the report `show accounting` prints.
+fn accounting_view(report: &crate::accounting::AccountingReport) -> AccountingStatus {
+    AccountingStatus {
+        records_generated: report.records_generated,
+        records_delivered: report.records_delivered,
+        records_refused: report.records_refused,
+        spool_records: report.spool_pending as u64,
+        spool_bytes: report.spool_bytes,
+        spool_max_bytes: report.spool_max_bytes,
+        spool_full: report.spool_full,
+        servers_up: report.servers.iter().filter(|s| s.state == "up").count() as u64,
+        servers: report.servers.len() as u64,
     }
 }
 
@@ -236,5 +254,38 @@ mod tests {
         );
         assert_eq!(view.alarms.len(), 1);
         assert_eq!(view.alarms[0].value, 85);
+    }
+
+    /// `sbcStatusAccounting*` are `show accounting`'s figures.
+    #[test]
+    fn the_mib_view_carries_the_accounting_figures() {
+        let mut status = crate::metrics::tests::sample().status;
+        status.accounting.records_refused = 4;
+        status.accounting.spool_pending = 3;
+        status.accounting.spool_bytes = 2_048;
+        status.accounting.spool_full = true;
+        status
+            .accounting
+            .servers
+            .push(crate::accounting::ServerReport {
+                address: "127.0.0.2:1813".into(),
+                state: "down",
+                ..crate::accounting::ServerReport::default()
+            });
+        let a = mib_view(&status).accounting;
+        assert_eq!(
+            (a.records_generated, a.records_delivered, a.records_refused),
+            (10, 10, 4)
+        );
+        assert_eq!(
+            (
+                a.spool_records,
+                a.spool_bytes,
+                a.spool_max_bytes,
+                a.spool_full
+            ),
+            (3, 2_048, 1 << 30, true)
+        );
+        assert_eq!((a.servers_up, a.servers), (1, 2));
     }
 }

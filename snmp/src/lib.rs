@@ -38,8 +38,8 @@ pub mod mib;
 pub mod trap;
 pub mod usm;
 
-pub use agent::StatusSnapshot;
-pub use mib::{RedundancyRole, TransitionState, ENTERPRISE_ARC, MAX_REQUEST};
+pub use agent::{AccountingStatus, StatusSnapshot};
+pub use mib::{kibibytes, RedundancyRole, TransitionState, ENTERPRISE_ARC, MAX_REQUEST};
 pub use trap::{
     decode_trap, encode_trap, encode_trap_v3, AlarmInfo, DecodedTrap, DecodedVarBind, FilterLevel,
     Trap, TrapEncoder, TrapError, TrapReceiver, TrapSecurity,

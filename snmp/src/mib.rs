@@ -11,6 +11,13 @@ pub const ENTERPRISE_ARC: [u32; 6] = [1, 3, 6, 1, 3, 3261];
 /// Requests longer than this are dropped unread (and our `msgMaxSize`).
 pub const MAX_REQUEST: usize = 4096;
 
+/// Whole KiB (rounded up), saturating at `u32::MAX`: how the MIB carries the accounting
+/// spool's sizes (a `Gauge32` counts 4 TiB in KiB, in bytes only 4 GiB).
+#[must_use]
+pub fn kibibytes(bytes: u64) -> u32 {
+    u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX)
+}
+
 /// An enumeration of the MIB: value and name.
 pub(crate) type EnumNames = &'static [(i64, &'static str)];
 

@@ -22,7 +22,8 @@
 //! | `1.3.6.1.3.3261.0.7`        | `sbcTlsCertExpiringTrap` | tls-profile, days left, expiry date, node |
 //! | `1.3.6.1.3.3261.0.8`        | `sbcSessionAgentStatusTrap` | session-agent, in service (1) or out (2), reason, node |
 //! | `1.3.6.1.3.3261.0.9`        | `sbcRegCacheFullTrap`   | bindings, reg-cache-limit, node |
-//! | `1.3.6.1.3.3261.1.1.1..28`  | `sbcAlarmType` … `sbcRegCacheLimit` | the objects, sent as instance `.0` |
+//! | `1.3.6.1.3.3261.0.10`       | `sbcAccountingSpoolTrap` | full (1) or has room (2), spool KiB, its bound, records refused, node |
+//! | `1.3.6.1.3.3261.1.1.1..32`  | `sbcAlarmType` … `sbcAccountingRecordsRefused` | the objects, sent as instance `.0` |
 //!
 //! Every trap's varbinds are `sysUpTime.0`, `snmpTrapOID.0`, then the notification's objects
 //! in the MIB's order.
@@ -41,7 +42,7 @@ use std::time::Duration;
 
 use rasn::types::{Integer, ObjectIdentifier, OctetString};
 use rasn_smi::v1::{Gauge, TimeTicks};
-use rasn_smi::v2::{ApplicationSyntax, ObjectSyntax, SimpleSyntax};
+use rasn_smi::v2::{ApplicationSyntax, Counter64, ObjectSyntax, SimpleSyntax};
 use rasn_snmp::v2::{Pdu, Pdus, Trap as TrapPdu, VarBind, VarBindValue};
 use rasn_snmp::v2c::Message;
 use serde::{Deserialize, Serialize};
@@ -49,7 +50,9 @@ use thiserror::Error;
 
 use sbc_alarms::{AlarmEvent, AlarmKind, AlarmRow, ClearedBy, Severity};
 
-use crate::mib::{EnumNames, RedundancyRole, TransitionState, ENTERPRISE_ARC, MAX_REQUEST};
+use crate::mib::{
+    kibibytes, EnumNames, RedundancyRole, TransitionState, ENTERPRISE_ARC, MAX_REQUEST,
+};
 use crate::usm::{Engine, UsmUser};
 
 const SYS_UPTIME_0: [u32; 9] = [1, 3, 6, 1, 2, 1, 1, 3, 0];
@@ -94,7 +97,7 @@ impl AlarmInfo {
     }
 }
 
-/// A trap to send: one of the four notifications of `SBC-PAIR-MIB`.
+/// A trap to send: one of the notifications of `SBC-PAIR-MIB`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "trap")]
 pub enum Trap {
@@ -187,6 +190,20 @@ pub enum Trap {
         /// The sending node's hostname.
         node: String,
     },
+    /// `sbcAccountingSpoolTrap`: the accounting spool filled (new records are refused) or
+    /// has room again.
+    AccountingSpool {
+        /// Full now (else it has room again).
+        full: bool,
+        /// Bytes the spool holds.
+        spool_bytes: u64,
+        /// The spool's bound (`account-config spool-max-size`), bytes.
+        spool_max_bytes: u64,
+        /// Records refused since the node started.
+        records_refused: u64,
+        /// The sending node's hostname.
+        node: String,
+    },
 }
 
 impl Trap {
@@ -233,6 +250,7 @@ impl Trap {
             Self::TlsCertExpiring { .. } => 7,
             Self::SessionAgentStatus { .. } => 8,
             Self::RegCacheFull { .. } => 9,
+            Self::AccountingSpool { .. } => 10,
         }
     }
 
@@ -350,11 +368,24 @@ impl Trap {
                 (28, Value::Unsigned(*limit)),
                 (7, Value::Str(node.clone())),
             ],
+            Self::AccountingSpool {
+                full,
+                spool_bytes,
+                spool_max_bytes,
+                records_refused,
+                node,
+            } => vec![
+                (29, Value::Int(if *full { 1 } else { 2 })),
+                (30, Value::Unsigned(kibibytes(*spool_bytes))),
+                (31, Value::Unsigned(kibibytes(*spool_max_bytes))),
+                (32, Value::Counter64(*records_refused)),
+                (7, Value::Str(node.clone())),
+            ],
         }
     }
 }
 
-const NOTIFICATIONS: [&str; 9] = [
+const NOTIFICATIONS: [&str; 10] = [
     "sbcAlarmTrap",
     "sbcAlarmClearTrap",
     "sbcRedundancyTrap",
@@ -364,11 +395,13 @@ const NOTIFICATIONS: [&str; 9] = [
     "sbcTlsCertExpiringTrap",
     "sbcSessionAgentStatusTrap",
     "sbcRegCacheFullTrap",
+    "sbcAccountingSpoolTrap",
 ];
 
 enum Value {
     Int(i64),
     Unsigned(u32),
+    Counter64(u64),
     Str(String),
 }
 
@@ -379,12 +412,14 @@ const TYPE_NAMES: EnumNames = &[
     (3, "cpuUtilization"),
     (4, "sessionUtilization"),
     (5, "spaceUtilization"),
+    (6, "accountingSpoolFull"),
 ];
 const CLEARED_NAMES: EnumNames = &[(1, "operator"), (2, "restart"), (3, "auto")];
 const AGENT_STATE_NAMES: EnumNames = &[(1, "inService"), (2, "outOfService")];
+const SPOOL_STATE_NAMES: EnumNames = &[(1, "full"), (2, "hasRoom")];
 
 /// The objects of `sbcTrapObjects` (`1.3.6.1.3.3261.1.1.n`): name and enumeration, if any.
-const OBJECTS: [(&str, Option<EnumNames>); 28] = [
+const OBJECTS: [(&str, Option<EnumNames>); 32] = [
     ("sbcAlarmType", Some(TYPE_NAMES)),
     ("sbcAlarmValue", None),
     ("sbcAlarmSeverity", Some(SEVERITY_NAMES)),
@@ -413,6 +448,10 @@ const OBJECTS: [(&str, Option<EnumNames>); 28] = [
     ("sbcSessionAgentReason", None),
     ("sbcRegCacheBindings", None),
     ("sbcRegCacheLimit", None),
+    ("sbcAccountingSpoolState", Some(SPOOL_STATE_NAMES)),
+    ("sbcAccountingSpoolKiB", None),
+    ("sbcAccountingSpoolMaxKiB", None),
+    ("sbcAccountingRecordsRefused", None),
 ];
 
 fn object_oid(n: u32) -> ObjectIdentifier {
@@ -519,6 +558,9 @@ fn trap_pdu(trap: &Trap, uptime: Duration, request_id: i32) -> Pdus {
             Value::Int(i) => ObjectSyntax::Simple(SimpleSyntax::Integer(Integer::from(i))),
             Value::Unsigned(u) => {
                 ObjectSyntax::ApplicationWide(ApplicationSyntax::Unsigned(Gauge(u)))
+            }
+            Value::Counter64(u) => {
+                ObjectSyntax::ApplicationWide(ApplicationSyntax::BigCounter(Counter64(u)))
             }
             Value::Str(s) => {
                 ObjectSyntax::Simple(SimpleSyntax::String(OctetString::from(s.into_bytes())))
@@ -920,6 +962,49 @@ mod tests {
         assert_eq!(df.trap, "SBC-PAIR-MIB::sbcRegCacheFullTrap");
         assert_eq!(df.get("sbcRegCacheBindings"), Some("10000"));
         assert_eq!(df.get("sbcRegCacheLimit"), Some("10000"));
+        let spool = Trap::AccountingSpool {
+            full: true,
+            spool_bytes: 1_048_400,
+            spool_max_bytes: 8 << 30,
+            records_refused: 5_000_000_000,
+            node: "sbc-a".into(),
+        };
+        let ds =
+            decode_trap(&encode_trap(&spool, "c", Duration::ZERO, 1).expect("enc")).expect("dec");
+        assert_eq!(ds.trap, "SBC-PAIR-MIB::sbcAccountingSpoolTrap");
+        assert_eq!(spool.oid(), [1, 3, 6, 1, 3, 3261, 0, 10]);
+        assert_eq!(ds.get("sbcAccountingSpoolState"), Some("full(1)"));
+        assert_eq!(ds.get("sbcAccountingSpoolKiB"), Some("1024"));
+        assert_eq!(ds.get("sbcAccountingSpoolMaxKiB"), Some("8388608"));
+        assert_eq!(ds.get("sbcAccountingRecordsRefused"), Some("5000000000"));
+        assert_eq!(ds.get("sbcNodeName"), Some("sbc-a"));
+        assert_eq!(
+            ds.varbinds
+                .iter()
+                .map(|v| v.oid.as_str())
+                .collect::<Vec<_>>(),
+            [
+                "1.3.6.1.3.3261.1.1.29.0",
+                "1.3.6.1.3.3261.1.1.30.0",
+                "1.3.6.1.3.3261.1.1.31.0",
+                "1.3.6.1.3.3261.1.1.32.0",
+                "1.3.6.1.3.3261.1.1.7.0"
+            ]
+        );
+        assert!(FilterLevel::Critical.passes(&spool));
+        let room = Trap::AccountingSpool {
+            full: false,
+            spool_bytes: 0,
+            spool_max_bytes: 1 << 20,
+            records_refused: 3,
+            node: "sbc-a".into(),
+        };
+        let dr =
+            decode_trap(&encode_trap(&room, "c", Duration::ZERO, 1).expect("enc")).expect("dec");
+        assert_eq!(dr.get("sbcAccountingSpoolState"), Some("hasRoom(2)"));
+        assert_eq!(dr.get("sbcAccountingSpoolKiB"), Some("0"));
+        assert_eq!(kibibytes(1), 1);
+        assert_eq!(kibibytes(u64::MAX), u32::MAX);
         assert_eq!(da.trap, "SBC-PAIR-MIB::sbcSessionAgentStatusTrap");
         assert_eq!(da.get("sbcSessionAgentName"), Some("pbx-a"));
         assert_eq!(da.get("sbcSessionAgentState"), Some("outOfService(2)"));

@@ -13,7 +13,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use sbc_alarms::{
-    AlarmEvent, AlarmKind, ClearedBy, Evaluator, EvaluatorConfig, Severity, Threshold, Thresholds,
+    AlarmEvent, AlarmKind, ClearedBy, ConditionAlarm, Evaluator, EvaluatorConfig, Severity,
+    Threshold, Thresholds,
 };
 use sbc_snmp::{AlarmInfo, FilterLevel, Trap, TrapEncoder, TrapReceiver};
 
@@ -248,6 +249,102 @@ fn snmptrapd_prints_our_traps_with_mib_names() {
         "SBC-PAIR-MIB::sbcAlarmClearedBy.0 = INTEGER: operator(1)",
     ] {
         assert!(clear.contains(expected), "{expected:?} not in {clear}");
+    }
+    assert!(
+        !out.contains("Cannot find module") && !out.contains("Unlinked OID"),
+        "net-snmp loaded our MIB with errors:\n{out}"
+    );
+    drop(trapd);
+}
+
+/// The accounting spool full: the condition alarm's group trap (type accountingSpoolFull,
+/// task accounting) and `sbcAccountingSpoolTrap`, then both again as the spool has room,
+/// printed by snmptrapd with our MIB's names.
+#[test]
+fn snmptrapd_prints_the_accounting_spool_traps() {
+    let port = free_udp_port();
+    let trapd = start_trapd(port);
+    let t0 = Instant::now();
+    let mut ev = Evaluator::new(
+        EvaluatorConfig::default(),
+        Thresholds::default(),
+        t0,
+        SystemTime::now(),
+    )
+    .expect("evaluator");
+    ev.raise_condition(
+        t0,
+        ConditionAlarm {
+            id: 131_078,
+            task: "accounting".to_owned(),
+            kind: AlarmKind::AccountingSpool,
+            severity: Severity::Critical,
+            value: 99.9,
+            threshold: 100,
+            description: "accounting spool full".to_owned(),
+            health_penalty: 0,
+        },
+    );
+    ev.clear_condition(131_078);
+    let alarm_traps: Vec<Trap> = std::iter::from_fn(|| ev.poll())
+        .filter_map(|event| Trap::from_event(&event, "sbc-a"))
+        .collect();
+    assert_eq!(alarm_traps.len(), 2, "{alarm_traps:?}");
+    let spool = |full: bool, spool_bytes: u64| Trap::AccountingSpool {
+        full,
+        spool_bytes,
+        spool_max_bytes: 1 << 20,
+        records_refused: 42,
+        node: "sbc-a".to_owned(),
+    };
+    let receiver = TrapReceiver {
+        address: format!("127.0.0.1:{port}").parse().expect("addr"),
+        community: "public".to_owned(),
+        filter_level: FilterLevel::Critical,
+        v3: None,
+    };
+    send(
+        &[receiver],
+        [
+            alarm_traps[0].clone(),
+            spool(true, 1_048_000),
+            alarm_traps[1].clone(),
+            spool(false, 0),
+        ],
+    );
+    let out = trapd.wait_for(&["hasRoom(2)"]);
+    let lines: Vec<&str> = out.lines().filter(|l| l.contains("snmpTrapOID")).collect();
+    assert_eq!(lines.len(), 4, "{out}");
+    for (line, expected) in lines.iter().zip([
+        &[
+            "SBC-PAIR-MIB::sbcAlarmTrap",
+            "SBC-PAIR-MIB::sbcAlarmType.0 = INTEGER: accountingSpoolFull(6)",
+            "SBC-PAIR-MIB::sbcAlarmSeverity.0 = INTEGER: critical(4)",
+            "SBC-PAIR-MIB::sbcAlarmId.0 = Gauge32: 131078",
+            "SBC-PAIR-MIB::sbcAlarmTask.0 = STRING: accounting",
+        ][..],
+        &[
+            "SBC-PAIR-MIB::sbcAccountingSpoolTrap",
+            "SBC-PAIR-MIB::sbcAccountingSpoolState.0 = INTEGER: full(1)",
+            "SBC-PAIR-MIB::sbcAccountingSpoolKiB.0 = Gauge32: 1024 KiB",
+            "SBC-PAIR-MIB::sbcAccountingSpoolMaxKiB.0 = Gauge32: 1024 KiB",
+            "SBC-PAIR-MIB::sbcAccountingRecordsRefused.0 = Counter64: 42",
+            "SBC-PAIR-MIB::sbcNodeName.0 = STRING: sbc-a",
+        ][..],
+        &[
+            "SBC-PAIR-MIB::sbcAlarmClearTrap",
+            "SBC-PAIR-MIB::sbcAlarmId.0 = Gauge32: 131078",
+            "SBC-PAIR-MIB::sbcAlarmClearedBy.0 = INTEGER: auto(3)",
+        ][..],
+        &[
+            "SBC-PAIR-MIB::sbcAccountingSpoolTrap",
+            "SBC-PAIR-MIB::sbcAccountingSpoolState.0 = INTEGER: hasRoom(2)",
+            "SBC-PAIR-MIB::sbcAccountingSpoolKiB.0 = Gauge32: 0 KiB",
+        ][..],
+    ]) {
+        for e in expected {
+            assert!(line.contains(e), "{e:?} not in {line}");
+        }
     }
     assert!(
         !out.contains("Cannot find module") && !out.contains("Unlinked OID"),

@@ -494,3 +494,149 @@ fn clear_all_at_restart() {
     ));
     assert!(lab.ev.table().is_empty());
 }
+
+fn spool_full(value: f64, health_penalty: u8) -> ConditionAlarm {
+    ConditionAlarm {
+        id: 131_078,
+        task: "accounting".into(),
+        kind: AlarmKind::AccountingSpool,
+        severity: Severity::Critical,
+        value,
+        threshold: 100,
+        description: "accounting spool full".into(),
+        health_penalty,
+    }
+}
+
+fn drain(ev: &mut Evaluator) -> Vec<AlarmEvent> {
+    std::iter::from_fn(|| ev.poll()).collect()
+}
+
+#[test]
+fn a_condition_alarm_is_raised_refreshed_and_cleared_with_its_events() {
+    let mut lab = Lab::oracle();
+    let t0 = lab.t0;
+    assert!(lab.ev.raise_condition(t0, spool_full(99.0, 10)));
+    let events = drain(&mut lab.ev);
+    assert!(
+        matches!(&events[..], [AlarmEvent::Raised(row), AlarmEvent::HealthChanged { score: 90, previous: 100, .. }]
+            if row.id == 131_078 && row.task == "accounting" && row.severity == Severity::Critical),
+        "{events:?}"
+    );
+    // Re-asserted every second: the row is refreshed, nothing is sent again.
+    assert!(!lab.ev.raise_condition(t0 + S, spool_full(99.5, 10)));
+    assert!(drain(&mut lab.ev).is_empty());
+    let row = lab.ev.table().get(131_078).cloned().expect("raised");
+    assert!((row.value - 99.5).abs() < f64::EPSILON);
+    assert_eq!(row.count, 1);
+    assert_eq!(row.first_seen, SystemTime::UNIX_EPOCH);
+    assert_eq!(row.last_seen, SystemTime::UNIX_EPOCH + S);
+    // Memory iterations go on beside it.
+    lab.run(30 * S, |_, _| 10.0);
+    assert!(lab.ev.table().get(131_078).is_some());
+
+    let cleared = lab.ev.clear_condition(131_078).expect("was raised");
+    assert_eq!(cleared.id, 131_078);
+    let events = drain(&mut lab.ev);
+    assert!(
+        matches!(
+            &events[..],
+            [
+                AlarmEvent::Cleared {
+                    by: ClearedBy::Auto,
+                    ..
+                },
+                AlarmEvent::HealthChanged { score: 100, .. }
+            ]
+        ),
+        "{events:?}"
+    );
+    assert!(lab.ev.table().is_empty());
+    assert_eq!(lab.ev.clear_condition(131_078), None);
+}
+
+#[test]
+fn an_operator_clear_holds_until_the_condition_ends() {
+    let mut lab = Lab::oracle();
+    let t0 = lab.t0;
+    lab.ev.raise_condition(t0, spool_full(99.0, 0));
+    let e = lab.ev.clear_alarm(131_078, "sbcd").expect_err("wrong task");
+    assert!(e.to_string().contains("belongs to task accounting"), "{e}");
+    lab.ev.clear_alarm(131_078, "accounting").expect("cleared");
+    let events = drain(&mut lab.ev);
+    assert!(
+        matches!(
+            &events[..],
+            [
+                AlarmEvent::Raised(_),
+                AlarmEvent::Cleared {
+                    by: ClearedBy::Operator,
+                    ..
+                }
+            ]
+        ),
+        "{events:?}"
+    );
+    // Still full a second later: acknowledged, not raised again.
+    assert!(!lab.ev.raise_condition(t0 + S, spool_full(99.0, 0)));
+    assert!(lab.ev.table().is_empty());
+    // The spool has room (no row, no event), then fills again: raised again.
+    assert_eq!(lab.ev.clear_condition(131_078), None);
+    assert!(drain(&mut lab.ev).is_empty());
+    assert!(lab.ev.raise_condition(t0 + 2 * S, spool_full(99.0, 0)));
+}
+
+#[test]
+fn a_condition_never_touches_a_threshold_alarm() {
+    let mut lab = Lab::oracle();
+    let t0 = lab.t0;
+    let mut memory = spool_full(99.0, 0);
+    memory.kind = AlarmKind::Memory;
+    assert!(!lab.ev.raise_condition(t0, memory));
+    lab.run(15 * S, |_, _| 75.0);
+    assert!(lab.ev.table().get(131_073).is_some());
+    let mut same_id = spool_full(99.0, 0);
+    same_id.id = 131_073;
+    assert!(!lab.ev.raise_condition(t0, same_id));
+    assert_eq!(lab.ev.clear_condition(131_073), None);
+    assert_eq!(
+        lab.ev.table().get(131_073).map(|r| r.kind),
+        Some(AlarmKind::Memory)
+    );
+}
+
+#[test]
+fn a_new_evaluator_carries_the_conditions_over() {
+    let mut lab = Lab::oracle();
+    let t0 = lab.t0;
+    lab.ev.raise_condition(t0, spool_full(99.0, 30));
+    lab.ev.raise_condition(t0, {
+        let mut other = spool_full(50.0, 0);
+        other.id = 131_334;
+        other
+    });
+    lab.ev.clear_alarm(131_334, "accounting").expect("cleared");
+    lab.run(15 * S, |_, _| 75.0);
+    let mut next = Evaluator::new(
+        EvaluatorConfig::default(),
+        Thresholds::new([Threshold::new(AlarmKind::Cpu, Severity::Minor, 50)]).expect("th"),
+        t0 + 16 * S,
+        SystemTime::UNIX_EPOCH + 16 * S,
+    )
+    .expect("config");
+    next.carry_conditions(&lab.ev);
+    assert!(next.poll().is_none(), "no event: nothing changed");
+    let ids: Vec<_> = next.table().rows().iter().map(|r| r.id).collect();
+    assert_eq!(ids, [131_078], "the memory alarm is not carried");
+    assert_eq!(next.health().score(), 70);
+    assert_eq!(
+        next.table().get(131_078).map(|r| r.first_seen),
+        Some(SystemTime::UNIX_EPOCH)
+    );
+    // The operator's clear of 131334 is carried too.
+    assert!(!next.raise_condition(t0 + 17 * S, {
+        let mut other = spool_full(50.0, 0);
+        other.id = 131_334;
+        other
+    }));
+}

@@ -17,6 +17,7 @@
 //! Acct-Session-Id and times).
 
 mod radius;
+pub mod spool_alarm;
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
@@ -135,6 +136,17 @@ enum Handed {
 }
 /// A spool segment's size before the next one is started.
 const SEGMENT_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The segment size for a spool bounded at `max_bytes`: [`SEGMENT_BYTES`], or an eighth of a
+/// smaller bound (at least one largest entry). Only a delivered segment that is not the one
+/// being written is deleted, so a spool within one segment (`spool-max-size` 1 to 4 MiB)
+/// would never have room again once full.
+#[must_use]
+pub fn segment_bytes(max_bytes: u64) -> u64 {
+    SEGMENT_BYTES
+        .min(max_bytes / 8)
+        .max(spool::MAX_ENTRY as u64)
+}
 /// How often the thread looks at its sockets when nothing else is due.
 const TICK: Duration = Duration::from_millis(20);
 /// How long the thread gathers records into one batch (one spool write and one sync) after
@@ -570,7 +582,7 @@ impl Service {
             node: s.node,
             delivery: Delivery::new(&s.delivery),
             servers,
-            ledger: SpoolLedger::new(s.spool_max_bytes, SEGMENT_BYTES),
+            ledger: SpoolLedger::new(s.spool_max_bytes, segment_bytes(s.spool_max_bytes)),
             spool_dir: s.spool_dir,
             segment: None,
             wbuf: Vec::new(),

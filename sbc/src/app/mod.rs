@@ -136,7 +136,11 @@ pub async fn run(launch: Launch, shutdown: impl Future<Output = ()>) -> anyhow::
         alarms.clone(),
         cfg.system.hostname.clone(),
     ));
-    tasks.spawn(watch_accounting_spool(node.clone()));
+    tasks.spawn(watch_accounting_spool(
+        node.clone(),
+        alarms.clone(),
+        cfg.system.hostname.clone(),
+    ));
     tasks.spawn(crate::dns::run(console.clone()));
     let snmp_agent = crate::snmp_agent::bind_at_start(&console).await?;
     tasks.spawn(crate::snmp_agent::run(
@@ -236,33 +240,54 @@ const CERT_TRAP_EVERY: Duration = Duration::from_secs(86_400);
 /// REGISTER, forwarded, restores it).
 const REGISTRATION_SYNC_EVERY: Duration = Duration::from_millis(200);
 
-/// A full accounting spool: logged as it fills and as it has room again, and with
-/// `spool-full-action refuse-calls` new calls refused with 503 meanwhile (checked once a
-/// second).
-async fn watch_accounting_spool(node: Arc<Node>) {
-    let mut full = false;
+/// A full accounting spool (checked once a second): with `spool-full-action refuse-calls`
+/// new calls refused with 503 while the spool says it is full; and, as
+/// [`SpoolWatch`](crate::accounting::spool_alarm::SpoolWatch) decides, logged, the critical
+/// alarm 131078 (task `accounting`) raised and `sbcAccountingSpoolTrap` sent as it fills,
+/// the alarm cleared and the trap sent again as it has room.
+async fn watch_accounting_spool(node: Arc<Node>, alarms: Arc<AlarmService>, hostname: String) {
+    use crate::accounting::spool_alarm::{
+        spool_alarm, spool_trap, SpoolChange, SpoolWatch, SPOOL_ALARM_ID,
+    };
+    let mut admission_closed = false;
+    let mut watch = SpoolWatch::new();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         tick.tick().await;
         let hub = node.accounting();
         let report = hub.report();
-        if report.spool_full == full {
-            continue;
+        let refuse = hub.refuses_calls_when_full() && report.spool_full;
+        if refuse != admission_closed {
+            admission_closed = refuse;
+            node.set_admission_reason("accounting-spool", refuse);
         }
-        full = report.spool_full;
-        if full {
-            warn!(
-                bytes = report.spool_bytes,
-                max = report.spool_max_bytes,
-                refused = report.records_refused,
-                refuse_calls = hub.refuses_calls_when_full(),
-                "accounting spool full: records are refused"
-            );
-        } else {
-            info!("accounting spool has room again");
-        }
-        if hub.refuses_calls_when_full() {
-            node.set_admission_reason("accounting-spool", full);
+        match watch.observe(&report) {
+            Some(SpoolChange::Filled) => {
+                warn!(
+                    bytes = report.spool_bytes,
+                    max = report.spool_max_bytes,
+                    refused = report.records_refused,
+                    refuse_calls = hub.refuses_calls_when_full(),
+                    "accounting spool full: records are refused"
+                );
+                alarms.raise_condition(spool_alarm(&report));
+                alarms.sink().send(spool_trap(&report, true, &hostname));
+            }
+            Some(SpoolChange::HasRoom) => {
+                info!(
+                    bytes = report.spool_bytes,
+                    max = report.spool_max_bytes,
+                    "accounting spool has room again"
+                );
+                alarms.clear_condition(SPOOL_ALARM_ID);
+                alarms.sink().send(spool_trap(&report, false, &hostname));
+            }
+            // Still full: the row follows the spool (raised again after an activation that
+            // rebuilt the alarms, never after an operator's clear-alarm).
+            None if watch.is_full() => {
+                alarms.raise_condition(spool_alarm(&report));
+            }
+            None => {}
         }
     }
 }

@@ -11,6 +11,10 @@
 //! - The node killed (-9) with records it could not deliver (FreeRADIUS down), then started
 //!   again on the same spool: the survivor's spool is replayed and every record arrives once
 //!   more than it was acknowledged (none before), with its original times.
+//! - The smallest spool (`spool-max-size 1`, 1 MiB) filled while FreeRADIUS is down: the
+//!   critical alarm 131078 (task `accounting`) in `display-alarms`, `sbcAlarmTrap` and
+//!   `sbcAccountingSpoolTrap` (full) at snmptrapd; FreeRADIUS back, the records delivered: the
+//!   alarm cleared, `sbcAlarmClearTrap` and `sbcAccountingSpoolTrap` (has room).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -20,6 +24,7 @@ use std::time::{Duration, Instant};
 use sbc_e2e::freeradius::{DetailEntry, FreeRadius};
 use sbc_e2e::pair::mgmt_exec;
 use sbc_e2e::sipp::{run_pair, Sipp, SippResult};
+use sbc_e2e::snmp::Trapd;
 use sbc_e2e::{ports, SbcConfig, SbcNode, Scenario, TestDir};
 use serde_json::Value;
 
@@ -381,4 +386,115 @@ fn hunt_fails_over_to_the_second_server_while_the_first_does_not_answer() {
     assert!(sessions
         .values()
         .all(|v| v.len() == 2 && status_type(v[0]) == "Start" && status_type(v[1]) == "Stop"));
+}
+
+/// The accounting spool alarm's row in `display-alarms`, if raised.
+fn spool_alarm_row(node: &SbcNode) -> Option<Value> {
+    let r = mgmt_exec(&node.mgmt_socket(), "display-alarms")?;
+    r["data"]["alarms"]
+        .as_array()?
+        .iter()
+        .find(|a| a["id"] == 131_078)
+        .cloned()
+}
+
+#[test]
+fn a_full_spool_raises_the_critical_alarm_and_traps_until_it_has_room() {
+    let dir = TestDir::new("accounting-spool-full");
+    let mut radius = FreeRadius::start_in(&dir, SECRET).expect("FreeRADIUS");
+    let trapd = Trapd::start(&dir);
+    let mut config = SbcConfig::new();
+    config.extra_toml = format!(
+        "{}\n[[system-config.trap-receiver]]\nip-address = \"127.0.0.1\"\nport = {}\n\
+         community = \"public\"\n",
+        accounting_toml(dir.path(), Some(radius.addr()), "spool-max-size = 1\n"),
+        trapd.port()
+    );
+    let node = SbcNode::start_in(&dir, &config.to_toml());
+    radius.stop().expect("FreeRADIUS stops");
+
+    // About 200 bytes a spooled record, two a call: 1 MiB holds about 2,600 calls.
+    let started = Instant::now();
+    let (uac, _) = calls(
+        &node,
+        &config,
+        "fill",
+        Scenario::Builtin("uac"),
+        Scenario::Builtin("uas"),
+        3_200,
+        300,
+        0,
+    );
+    uac.assert_success(3_200);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let row = loop {
+        if let Some(row) = spool_alarm_row(&node) {
+            break row;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no alarm 131078: {}",
+            show_accounting(&node)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(row["task"], "accounting", "{row}");
+    assert_eq!(row["severity"], "critical", "{row}");
+    assert_eq!(row["type"], "accounting-spool", "{row}");
+    let a = show_accounting(&node);
+    assert!(a["records_refused"].as_u64().unwrap_or(0) > 0, "{a}");
+    let wait = Duration::from_secs(10);
+    let full = trapd.wait_trap("SBC-PAIR-MIB::sbcAccountingSpoolTrap", 0, wait);
+    assert_eq!(
+        full.get("SBC-PAIR-MIB::sbcAccountingSpoolState.0"),
+        Some("INTEGER: full(1)"),
+        "{}",
+        full.line
+    );
+    assert_eq!(
+        full.get("SBC-PAIR-MIB::sbcAccountingSpoolMaxKiB.0"),
+        Some("Gauge32: 1024 KiB")
+    );
+    let alarm = trapd.wait_trap("SBC-PAIR-MIB::sbcAlarmTrap", 0, wait);
+    assert_eq!(
+        alarm.get("SBC-PAIR-MIB::sbcAlarmType.0"),
+        Some("INTEGER: accountingSpoolFull(6)"),
+        "{}",
+        alarm.line
+    );
+    assert_eq!(
+        alarm.get("SBC-PAIR-MIB::sbcAlarmSeverity.0"),
+        Some("INTEGER: critical(4)")
+    );
+    let filled_in = started.elapsed();
+
+    radius.start_again().expect("FreeRADIUS starts again");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while spool_alarm_row(&node).is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "alarm 131078 still raised: {}",
+            show_accounting(&node)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let room = trapd.wait_trap("SBC-PAIR-MIB::sbcAccountingSpoolTrap", 1, wait);
+    assert_eq!(
+        room.get("SBC-PAIR-MIB::sbcAccountingSpoolState.0"),
+        Some("INTEGER: hasRoom(2)"),
+        "{}",
+        room.line
+    );
+    let clear = trapd.wait_trap("SBC-PAIR-MIB::sbcAlarmClearTrap", 0, wait);
+    assert_eq!(
+        clear.get("SBC-PAIR-MIB::sbcAlarmClearedBy.0"),
+        Some("INTEGER: auto(3)"),
+        "{}",
+        clear.line
+    );
+    eprintln!(
+        "filled in {filled_in:?}, room again after {:?}: {}",
+        started.elapsed(),
+        show_accounting(&node)
+    );
 }

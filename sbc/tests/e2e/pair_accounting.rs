@@ -156,7 +156,8 @@ fn records_the_dead_active_never_delivered_are_delivered_by_the_survivor() {
         .uac("uac", 20, 20, 10_000, Duration::from_secs(60))
         .spawn();
     pair.wait_replicated(standby, 20, Duration::from_secs(20));
-    std::thread::sleep(Duration::from_secs(1));
+    // Every Start at least 2 s old when the survivor first sends it (Acct-Delay-Time >= 1).
+    std::thread::sleep(Duration::from_secs(2));
     let a = accounting(&pair, active);
     assert_eq!(a["records_generated"], 20, "{a}");
     assert_eq!(a["records_delivered"], 0, "{a}");

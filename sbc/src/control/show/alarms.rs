@@ -11,14 +11,14 @@ pub(crate) fn text(rows: &[AlarmRow]) -> String {
         "no alarms\n".to_owned()
     } else {
         format!(
-            "{:<8} {:<6} {:<9} {:>5} {:<22} {:<22} {}\n",
+            "{:<8} {:<10} {:<9} {:>5} {:<22} {:<22} {}\n",
             "id", "task", "severity", "count", "first", "last", "description"
         )
     };
     for row in rows {
         let _ = writeln!(
             out,
-            "{:<8} {:<6} {:<9} {:>5} {:<22} {:<22} {}",
+            "{:<8} {:<10} {:<9} {:>5} {:<22} {:<22} {}",
             row.id,
             row.task,
             row.severity.to_string(),
