@@ -9,6 +9,8 @@
 #     RELAYS="kamailio sbc sbc-old" SBC_OLD_BIN=/tmp/sbc-d22db82/sbc lab/bench/relay-vs-kamailio.sh
 #   ROUNDS=3 RELAYS="kamailio sbc sbc-hep sbc-hep-down" lab/bench/relay-vs-kamailio.sh
 #                                                               # HEP capture on, off, server down
+#   ROUNDS=2 RELAYS="kamailio sbc sbc-acct" lab/bench/relay-vs-kamailio.sh
+#                                                               # accounting on (RADIUS + CSV) vs off
 #
 # For each call rate, each relay in turn (never two under load at once) gets
 #   SIPp UAC (127.0.0.1:$UAC_PORT) -> relay -> SIPp UAS (127.0.0.1:5080)
@@ -40,6 +42,20 @@
 #   Only [capture-agent] is on (sip-monitoring stays disabled): what is measured is
 #   the trace queue, the trace thread and the HEP sender, all inside the sbc PID
 #   whose CPU is counted. The receiver's CPU is reported apart, not in the relay's.
+#   sbc-acct: $SBC_BIN with the same TOML plus [account-config] (issue 31's call detail
+#             records): state and file-output enabled, file-path and spool-path in the
+#             scratch dir, one [[account-config.account-server]] on the run's address
+#             at a free UDP port with a secret, where the script starts a real FreeRADIUS
+#             for the step ($FREERADIUS -d DIR -f [-s] -l LOG, a minimal radiusd.conf
+#             written into the scratch dir: one acct listen, one client, one detail file,
+#             as tests/src/freeradius.rs). After each step, once the UAC has exited and
+#             the UAS is stopped, the script reads `sbc acli --json -c "show accounting"`
+#             (polling until generated = delivered + refused with nothing queued or in
+#             flight, at most ACCT_SETTLE s) and, after the relay and FreeRADIUS are
+#             stopped, counts the detail file's Start and Stop entries. FreeRADIUS's CPU
+#             is reported apart, never in the relay's.
+#   With sbc-acct or sbc-hep in RELAYS the report adds each sbc step's CPU per call by
+#   thread name (/proc/PID/task/*: accounting, udp-access-N, udp-core-N, ...).
 #
 # With FAMILY=ipv6 every address is ::1 instead: SIPp `-i ::1` and remote
 # `[::1]:port`, the sbc's interfaces and session agent on "::1", and Kamailio
@@ -48,7 +64,8 @@
 # else changes (the reference file itself is never edited).
 #
 # Environment (defaults in brackets):
-#   RELAYS      relays to run, in order: kamailio, sbc, sbc-old, sbc-hep, sbc-hep-down
+#   RELAYS      relays to run, in order: kamailio, sbc, sbc-old, sbc-hep, sbc-hep-down,
+#               sbc-acct
 #               ["kamailio sbc"]
 #   FAMILY      ipv4 (127.0.0.1) or ipv6 (::1)            [ipv4]
 #   SBC_OLD_BIN the sbc-old binary (needed when RELAYS has sbc-old)
@@ -74,6 +91,9 @@
 #   HEP_TRANSPORT  sbc-hep's capture-agent transport: udp or tcp [udp]
 #   HEP_DOWN_PORT  TCP port of sbc-hep-down's capture server, on which nothing may
 #               listen [a free one, picked at start]
+#   FREERADIUS  sbc-acct's RADIUS server [/usr/sbin/freeradius] (Debian's freeradius)
+#   RADIUS_SINGLE  1: run FreeRADIUS single-threaded (-s); 0: its thread pool [0]
+#   ACCT_SETTLE seconds to wait after a step for every record to be delivered [30]
 #   OUT         Markdown report      [<repo>/lab/results/relay-<UTC date-time>.md]
 #   KEEP_WORK=1 keep the scratch dir (SIPp CSVs, relay logs) even on success
 #
@@ -106,6 +126,10 @@ HEP_TRANSPORT=${HEP_TRANSPORT:-udp}
 [[ $HEP_TRANSPORT == udp || $HEP_TRANSPORT == tcp ]] || { echo "relay-bench: HEP_TRANSPORT must be udp or tcp" >&2; exit 2; }
 HEP_DOWN_PORT=${HEP_DOWN_PORT:-}
 HEP_DOWN_PORT_GIVEN=$HEP_DOWN_PORT
+FREERADIUS=${FREERADIUS:-/usr/sbin/freeradius}
+RADIUS_SINGLE=${RADIUS_SINGLE:-0}
+ACCT_SETTLE=${ACCT_SETTLE:-30}
+ACCT_SECRET=bench-acct-secret
 RELAYS=${RELAYS:-"kamailio sbc"}
 RATES=${RATES:-"200 500 1000 2000"}
 DURATION=${DURATION:-10}
@@ -144,6 +168,8 @@ is_uint "$MEM_CALLS" || die "MEM_CALLS must be an integer"
 is_uint "$MEM_RATE" && (( MEM_RATE > 0 )) || die "MEM_RATE must be a positive integer"
 is_uint "$MEM_SETTLE" || die "MEM_SETTLE must be an integer"
 is_uint "$UAC_PORT" || die "UAC_PORT must be a port number"
+is_uint "$ACCT_SETTLE" && (( ACCT_SETTLE > 0 )) || die "ACCT_SETTLE must be a positive integer (seconds)"
+[[ $RADIUS_SINGLE == 0 || $RADIUS_SINGLE == 1 ]] || die "RADIUS_SINGLE must be 0 or 1"
 is_uint "$ROUNDS" && (( ROUNDS > 0 && ROUNDS <= 100 )) || die "ROUNDS must be an integer from 1 to 100"
 for r in $RATES; do is_uint "$r" && (( r > 0 )) || die "bad rate in RATES: $r"; done
 declare -A SEEN=()
@@ -162,7 +188,12 @@ for relay in $RELAYS; do
     sbc-hep|sbc-hep-down)
       [[ -x $SBC_BIN ]] || die "$SBC_BIN not found: run cargo build --release -p sbc"
       command -v "$PYTHON" >/dev/null || die "RELAYS has $relay: $PYTHON not found (the HEP receiver and the ACLI's JSON need python3; set PYTHON)" ;;
-    *) die "unknown relay '$relay' in RELAYS (kamailio, sbc, sbc-old, sbc-hep, sbc-hep-down)" ;;
+    sbc-acct)
+      [[ -x $SBC_BIN ]] || die "$SBC_BIN not found: run cargo build --release -p sbc"
+      [[ -x $FREERADIUS ]] || die "RELAYS has sbc-acct: FreeRADIUS not found at $FREERADIUS (Debian package freeradius; set FREERADIUS)"
+      [[ -r /usr/share/freeradius/dictionary ]] || die "RELAYS has sbc-acct: /usr/share/freeradius/dictionary not found (Debian package freeradius-common)"
+      command -v "$PYTHON" >/dev/null || die "RELAYS has sbc-acct: $PYTHON not found (picking FreeRADIUS's port and reading the ACLI's JSON need python3; set PYTHON)" ;;
+    *) die "unknown relay '$relay' in RELAYS (kamailio, sbc, sbc-old, sbc-hep, sbc-hep-down, sbc-acct)" ;;
   esac
 done
 if [[ $FAMILY == ipv6 ]]; then
@@ -210,7 +241,7 @@ mkdir -p "$(dirname "$OUT")"
 # ------------------------------------------------------- process control ---
 # Only PIDs started here (and, for Kamailio, the processes it forked) are
 # ever signalled; a PID is forgotten once stopped and reaped.
-RELAY_PID=""; UAS_PID=""; UAC_PID=""; HEP_RX_PID=""
+RELAY_PID=""; UAS_PID=""; UAC_PID=""; HEP_RX_PID=""; RADIUS_PID=""
 
 # All descendants of $1 (itself included), by walking PPIDs.
 tree_pids() {
@@ -261,7 +292,7 @@ stop_pid() {
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
-  stop_pid "$UAC_PID" 3; stop_pid "$UAS_PID" 3; stop_pid "$RELAY_PID" 5; stop_pid "$HEP_RX_PID" 3
+  stop_pid "$UAC_PID" 3; stop_pid "$UAS_PID" 3; stop_pid "$RELAY_PID" 5; stop_pid "$HEP_RX_PID" 3; stop_pid "$RADIUS_PID" 5
   if (( rc == 0 )) && [[ ${KEEP_WORK:-0} != 1 ]]; then rm -rf "$WORK"
   else log "scratch files kept in $WORK"; fi
   exit "$rc"
@@ -289,6 +320,25 @@ cpu_ticks() {
   done
   echo "$sum"
 }
+# thread_ticks PID: "name ticks" per thread of PID (/proc/PID/task/TID: comm, and
+# utime+stime of its stat), one line each, threads of one name summed.
+thread_ticks() {
+  local t s rest n
+  for t in /proc/"$1"/task/*; do
+    n=$(tr ' ' '_' <"$t/comm" 2>/dev/null) || continue
+    s=$(cat "$t/stat" 2>/dev/null) || continue
+    rest=${s##*) }
+    read -r -a f <<<"$rest"
+    echo "$n $(( f[11] + f[12] ))"
+  done | awk '{ t[$1] += $2 } END { for (n in t) print n, t[n] }'
+}
+# thread_cpu BEFORE AFTER: "name=seconds" of each thread name's CPU between two
+# thread_ticks readings, largest first, threads under 0.01 s left out.
+thread_cpu() {
+  awk -v hz="$CLK_TCK" 'FNR == NR { a[$1] = $2; next } { d = ($2 - a[$1]) / hz; if (d >= 0.01) printf "%s %.2f\n", $1, d }' \
+    <(printf '%s\n' "$1") <(printf '%s\n' "$2") | sort -k2,2nr | awk '{ printf "%s%s=%s", (NR > 1 ? " " : ""), $1, $2 }'
+}
+
 # Sum of a kB field over the tree of $1: mem_kb PID smaps_rollup Pss | status VmRSS
 mem_kb() {
   local root=$1 file=$2 key=$3 sum=0 p v
@@ -493,6 +543,182 @@ settled_trace_counters() {
   done
 }
 
+# ------------------------------------------------- sbc-acct: accounting ---
+# write_acct_config FILE TAG RADIUS_PORT: sbc.toml plus [account-config] enabled, CSV
+# files and spool in the step's scratch dirs (TAG-cdr, TAG-spool: fresh, so nothing is
+# replayed from an earlier step), one account-server: FreeRADIUS on $IP:RADIUS_PORT.
+write_acct_config() {
+  { cat "$WORK/sbc.toml"
+    cat <<EOF
+
+[account-config]
+state = "enabled"
+file-output = "enabled"
+file-path = "$WORK/$2-cdr"
+spool-path = "$WORK/$2-spool"
+
+[[account-config.account-server]]
+hostname = "$IP"
+port = $3
+secret = "$ACCT_SECRET"
+EOF
+  } >"$1"
+}
+
+# write_radius_config DIR PORT: a minimal FreeRADIUS 3.2 configuration in DIR (as
+# tests/src/freeradius.rs writes it): nothing read from /etc/freeradius, nothing written
+# to /var; one listen (type acct, $IP:PORT), one client ($IP, the secret), one detail
+# module writing every Accounting-Request it accepts to DIR/detail. max_requests is
+# raised from the tests' 1024: at 2,000 calls/s that is 4,000 requests a second, each
+# kept cleanup_delay (5 s) for duplicate detection.
+write_radius_config() {
+  local dir=$1 port=$2 addr_key=ipaddr
+  [[ $IP == *:* ]] && addr_key=ipv6addr
+  echo "\$INCLUDE /usr/share/freeradius/dictionary" >"$dir/dictionary"
+  cat >"$dir/radiusd.conf" <<EOF
+# Written by lab/bench/relay-vs-kamailio.sh (sbc-acct): accounting only, one detail file.
+prefix = "$dir"
+exec_prefix = \${prefix}
+sysconfdir = \${prefix}
+localstatedir = \${prefix}
+sbindir = /usr/sbin
+logdir = \${prefix}
+raddbdir = \${prefix}
+radacctdir = \${prefix}
+name = freeradius
+confdir = \${raddbdir}
+modconfdir = \${confdir}
+certdir = \${confdir}
+cadir = \${confdir}
+run_dir = \${prefix}
+db_dir = \${prefix}
+libdir = /usr/lib/freeradius
+pidfile = \${run_dir}/radiusd.pid
+max_request_time = 30
+cleanup_delay = 5
+max_requests = 65536
+hostname_lookups = no
+
+log {
+	destination = files
+	file = \${logdir}/freeradius.log
+	stripped_names = no
+	auth = no
+}
+
+security {
+	allow_core_dumps = no
+	max_attributes = 200
+	reject_delay = 0
+	status_server = yes
+}
+
+client local {
+	$addr_key = $IP
+	secret = "$ACCT_SECRET"
+}
+
+modules {
+	detail {
+		filename = \${radacctdir}/detail
+		escape_filenames = no
+		permissions = 0600
+		header = "%t"
+		locking = no
+		log_packet_header = yes
+	}
+}
+
+server default {
+	listen {
+		type = acct
+		$addr_key = $IP
+		port = $port
+	}
+	accounting {
+		detail
+	}
+}
+EOF
+}
+
+# free_udp_port: a UDP port on $IP that the kernel gives to a bind to port 0 (closed
+# again at once: FreeRADIUS binds it next, checked by its PID).
+free_udp_port() {
+  "$PYTHON" -c 'import socket, sys
+s = socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((sys.argv[1], 0)); print(s.getsockname()[1])' "$IP"
+}
+
+RADIUS_PORT=""; RADIUS_DIR=""
+# start_radius TAG: a fresh FreeRADIUS for one step (RADIUS_PID, RADIUS_PORT, RADIUS_DIR),
+# started once its port is bound by its PID on $IP (3 tries, each on a new port).
+start_radius() {
+  local tag=$1 try
+  local -a opts
+  RADIUS_DIR=$WORK/$tag-radius
+  mkdir -p "$RADIUS_DIR"
+  for try in 1 2 3; do
+    RADIUS_PORT=$(free_udp_port) || die "could not pick a free UDP port on $IP with $PYTHON"
+    udp_port_busy "$RADIUS_PORT" && continue
+    write_radius_config "$RADIUS_DIR" "$RADIUS_PORT"
+    opts=(-d "$RADIUS_DIR" -f -l "$RADIUS_DIR/freeradius.log")
+    (( RADIUS_SINGLE )) && opts+=(-s)
+    "$FREERADIUS" "${opts[@]}" >"$RADIUS_DIR/stdout.log" 2>&1 </dev/null &
+    RADIUS_PID=$!
+    if wait_until 10 bound_by "$RADIUS_PORT" "$RADIUS_PID"; then return 0; fi
+    log "  FreeRADIUS did not bind $(hp "$IP" "$RADIUS_PORT") (try $try; see $RADIUS_DIR/freeradius.log)"
+    stop_pid "$RADIUS_PID" 3; RADIUS_PID=""
+  done
+  die "FreeRADIUS did not start (see $RADIUS_DIR/freeradius.log and stdout.log)"
+}
+# stop_radius: SIGTERM FreeRADIUS (after the relay: every request the sbc sent has been
+# answered or given up) and count its detail file's entries into RADIUS_COUNTS
+# ("entries starts stops"; empty if none was running).
+RADIUS_COUNTS=""
+stop_radius() {
+  RADIUS_COUNTS=""
+  [[ -n $RADIUS_PID ]] || return 0
+  stop_pid "$RADIUS_PID" 5; RADIUS_PID=""
+  if [[ -s $RADIUS_DIR/detail ]]; then
+    # An entry: a header line (the date, not indented), then tab-indented attributes.
+    RADIUS_COUNTS=$(awk '/^[^ \t]/ { n++ } /^[ \t]+Acct-Status-Type = Start$/ { s++ } /^[ \t]+Acct-Status-Type = Stop$/ { t++ }
+      END { print n + 0, s + 0, t + 0 }' "$RADIUS_DIR/detail")
+  else
+    RADIUS_COUNTS="0 0 0"
+  fi
+}
+
+# acct_counters: "generated spooled delivered refused file_records sent resent
+# acknowledged queued in_flight spool_pending write_errors" of the running sbc's
+# `show accounting` (its ACLI, JSON; the server's figures are the first server's),
+# empty if it cannot be read.
+acct_counters() {
+  [[ -S ${SBC_MGMT:-} ]] || return 0
+  "$SBC_BIN" acli --mgmt-socket "$SBC_MGMT" --json -c "show accounting" 2>/dev/null | "$PYTHON" -c 'import json, sys
+a = json.load(sys.stdin)
+s = a["servers"][0] if a.get("servers") else {}
+print(a["records_generated"], a["records_spooled"], a["records_delivered"], a["records_refused"], a["file_records"],
+      s.get("sent", 0), s.get("resent", 0), s.get("acknowledged", 0), a["queued"], a["in_flight"], a["spool_pending"], a["write_errors"])' 2>/dev/null || true
+}
+# settled_acct_counters: ACCT_COUNTERS once every record generated is delivered or
+# refused, none queued or in flight, and two readings 0.2 s apart agree; polled for at
+# most ACCT_SETTLE s; ACCT_SETTLED=0 if they never did (the last reading is kept).
+ACCT_COUNTERS=""; ACCT_SETTLED=0
+settled_acct_counters() {
+  local i prev="" g d r q f
+  ACCT_COUNTERS=""; ACCT_SETTLED=0
+  for (( i = 0; i < ACCT_SETTLE * 5; i++ )); do
+    ACCT_COUNTERS=$(acct_counters)
+    if [[ -n $ACCT_COUNTERS ]]; then
+      read -r g _ d r _ _ _ _ q f _ <<<"$ACCT_COUNTERS"
+      if (( g == d + r && q == 0 && f == 0 )) && [[ $ACCT_COUNTERS == "$prev" ]]; then ACCT_SETTLED=1; return 0; fi
+    fi
+    prev=$ACCT_COUNTERS
+    sleep 0.2
+  done
+}
+
 sbc_ready() { grep -q 'sbc ready' "$1" 2>/dev/null; }
 
 # The config Kamailio runs: the reference as is (ipv4), or (ipv6) a copy in the
@@ -533,7 +759,7 @@ start_relay() {
       # Bound, and all children forked (main + 2 UDP workers + timers...).
       wait_until 15 bound_by "$KAM_PORT" "$RELAY_PID" || die "kamailio did not bind $RELAY_TARGET (see $WORK/$tag-relay.log)"
       sleep 0.5 ;;
-    sbc|sbc-old|sbc-hep|sbc-hep-down)
+    sbc|sbc-old|sbc-hep|sbc-hep-down|sbc-acct)
       local bin=$SBC_BIN config=$WORK/sbc.toml
       [[ $relay == sbc-old ]] && bin=$SBC_OLD_BIN
       need_free "$SBC_PORT"; need_free "$SBC_CORE_PORT"
@@ -545,6 +771,10 @@ start_relay() {
         sbc-hep-down)
           ! tcp_listening "$HEP_DOWN_PORT" || die "something now listens on TCP $(hp "$IP" "$HEP_DOWN_PORT"), sbc-hep-down's 'down' capture server (ss -ltnp 'sport = :$HEP_DOWN_PORT')"
           config=$WORK/sbc-hep-down.toml ;;
+        sbc-acct)       # a fresh FreeRADIUS, and the TOML that names its port
+          start_radius "$tag"
+          config=$WORK/$tag.toml
+          write_acct_config "$config" "$tag" "$RADIUS_PORT" ;;
       esac
       # shellcheck disable=SC2174 # $WORK exists: only mgmt-TAG is made, and it gets the 0700
       mkdir -p -m 0700 "$WORK/mgmt-$tag"
@@ -576,9 +806,13 @@ run_step() {   # run_step RELAY RATE [ROUND]
   start_uas "$tag"
   start_relay "$relay" "$tag"
   need_free "$UAC_PORT"
+  local th0="" th1=""
+  [[ $relay == sbc* ]] && th0=$(thread_ticks "$RELAY_PID")
   c0=$(cpu_ticks "$RELAY_PID"); t0=$(date +%s.%N)
-  local u0 u1 h0="" h1=""; children_cpu u0
+  local u0 u1 h0="" h1="" a0="" a1="" c2
+  children_cpu u0
   [[ -n $HEP_RX_PID ]] && h0=$(cpu_ticks "$HEP_RX_PID")
+  [[ -n $RADIUS_PID ]] && a0=$(cpu_ticks "$RADIUS_PID")
   "$SIPP" -sn uac -i "$IP" -p "$UAC_PORT" "$RELAY_TARGET" -nostdin \
     -r "$rate" -m "$calls" -d "$CALL_MS" -timeout "$(( DURATION * 3 + 15 ))s" \
     -trace_stat -stf "$WORK/$tag-uac.csv" -fd 1 \
@@ -588,7 +822,10 @@ run_step() {   # run_step RELAY RATE [ROUND]
   UAC_PID=""
   children_cpu u1               # only the UAC was reaped in between
   t1=$(date +%s.%N); c1=$(cpu_ticks "$RELAY_PID")
+  [[ $relay == sbc* ]] && th1=$(thread_ticks "$RELAY_PID")
+  [[ -n $th0 && -n $th1 ]] && R[$relay,$key,threads]=$(thread_cpu "$th0" "$th1")
   [[ -n $HEP_RX_PID ]] && h1=$(cpu_ticks "$HEP_RX_PID")
+  [[ -n $RADIUS_PID ]] && a1=$(cpu_ticks "$RADIUS_PID")
   alive "$RELAY_PID" || log "WARNING: $relay died during the step (see $WORK/$tag-relay.log)"
   stop_pid "$UAS_PID" 3; UAS_PID=""        # SIGTERM: SIPp writes its last CSV line
   if [[ $relay == sbc-hep* ]]; then
@@ -598,7 +835,27 @@ run_step() {   # run_step RELAY RATE [ROUND]
     read -r "R[$relay,$key,traced]" "R[$relay,$key,qdrop]" "R[$relay,$key,hep_sent]" "R[$relay,$key,hep_dropped]" <<<"$TRACE_COUNTERS"
     R[$relay,$key,settled]=$TRACE_SETTLED
   fi
+  if [[ $relay == sbc-acct ]]; then
+    # Accounting's counters once every record is delivered (outside the CPU window);
+    # the sbc's CPU from the window's end to then (delivering the last records) apart.
+    settled_acct_counters
+    c2=$(cpu_ticks "$RELAY_PID")
+    (( ACCT_SETTLED )) || log "  show accounting: not settled after ${ACCT_SETTLE} s (generated = delivered + refused, none queued or in flight): '${ACCT_COUNTERS:-unreadable}'"
+    read -r "R[$relay,$key,a_gen]" "R[$relay,$key,a_spooled]" "R[$relay,$key,a_deliv]" "R[$relay,$key,a_refused]" \
+      "R[$relay,$key,a_file]" "R[$relay,$key,a_sent]" "R[$relay,$key,a_resent]" "R[$relay,$key,a_acked]" \
+      "R[$relay,$key,a_queued]" "R[$relay,$key,a_inflight]" "R[$relay,$key,a_pending]" "R[$relay,$key,a_werr]" <<<"$ACCT_COUNTERS"
+    R[$relay,$key,a_settled]=$ACCT_SETTLED
+    R[$relay,$key,a_tail_cpu]=$(awk -v a="$c1" -v b="$c2" -v hz="$CLK_TCK" 'BEGIN { if (b == "") print "n/a"; else printf "%.2f", (b - a) / hz }')
+  fi
   stop_pid "$RELAY_PID" 5; RELAY_PID=""
+  if [[ $relay == sbc-acct ]]; then
+    local a2=""
+    [[ -n $RADIUS_PID ]] && a2=$(cpu_ticks "$RADIUS_PID")
+    stop_radius                # after the relay: every request it sent was answered or given up
+    read -r "R[$relay,$key,rad_entries]" "R[$relay,$key,rad_starts]" "R[$relay,$key,rad_stops]" <<<"$RADIUS_COUNTS"
+    R[$relay,$key,rad_cpu]=$(awk -v a="$a0" -v b="$a1" -v hz="$CLK_TCK" 'BEGIN { if (a == "" || b == "") print "n/a"; else printf "%.2f", (b - a) / hz }')
+    R[$relay,$key,rad_cpu_all]=$(awk -v a="$a0" -v b="$a2" -v hz="$CLK_TCK" 'BEGIN { if (a == "" || b == "") print "n/a"; else printf "%.2f", (b - a) / hz }')
+  fi
   if [[ $relay == sbc-hep ]]; then
     stop_hep_rx                # after the relay: everything it sent has arrived
     read -r "R[$relay,$key,rx]" "R[$relay,$key,rx_hep3]" "R[$relay,$key,rx_bytes]" "R[$relay,$key,rx_kdrops]" <<<"$HEP_RX_COUNTS"
@@ -621,6 +878,10 @@ run_step() {   # run_step RELAY RATE [ROUND]
     local rxlog=""
     [[ $relay == sbc-hep ]] && rxlog="; receiver: datagrams=${R[$relay,$key,rx]:-?} HEP3=${R[$relay,$key,rx_hep3]:-?} bytes=${R[$relay,$key,rx_bytes]:-?} kernel_drops=${R[$relay,$key,rx_kdrops]:-?} cpu=${R[$relay,$key,rx_cpu]:-?}s"
     log "  $relay@$key: show sip-trace: traced=${R[$relay,$key,traced]:-?} queue_dropped=${R[$relay,$key,qdrop]:-?} hep_sent=${R[$relay,$key,hep_sent]:-?} hep_dropped=${R[$relay,$key,hep_dropped]:-?}$rxlog"
+  fi
+  [[ -n ${R[$relay,$key,threads]:-} ]] && log "  $relay@$key: CPU by thread (s): ${R[$relay,$key,threads]}"
+  if [[ $relay == sbc-acct ]]; then
+    log "  $relay@$key: show accounting: generated=${R[$relay,$key,a_gen]:-?} spooled=${R[$relay,$key,a_spooled]:-?} delivered=${R[$relay,$key,a_deliv]:-?} refused=${R[$relay,$key,a_refused]:-?} file_lines=${R[$relay,$key,a_file]:-?} sent=${R[$relay,$key,a_sent]:-?} resent=${R[$relay,$key,a_resent]:-?} settled=${R[$relay,$key,a_settled]:-?} tail_cpu=${R[$relay,$key,a_tail_cpu]:-?}s; FreeRADIUS detail: entries=${R[$relay,$key,rad_entries]:-?} (Start ${R[$relay,$key,rad_starts]:-?}, Stop ${R[$relay,$key,rad_stops]:-?}) cpu=${R[$relay,$key,rad_cpu]:-?}s (${R[$relay,$key,rad_cpu_all]:-?}s to its stop)"
   fi
 }
 
@@ -680,6 +941,7 @@ run_mem() {   # run_mem RELAY
   stop_pid "$UAS_PID" 3; UAS_PID=""
   stop_pid "$RELAY_PID" 5; RELAY_PID=""
   stop_hep_rx
+  stop_radius
   log "  $relay: ${R[$relay,mem,calls]} calls, Pss ${R[$relay,mem,pss0]} -> ${R[$relay,mem,pss1]} kB, RSS ${R[$relay,mem,rss0]} -> ${R[$relay,mem,rss1]} kB"
 }
 
@@ -736,6 +998,8 @@ if has sbc-hep && [[ $HEP_TRANSPORT != udp ]]; then CMDLINE+=" HEP_TRANSPORT=$HE
 if [[ -n ${SBC_COMMIT:-} ]]; then CMDLINE+=" SBC_COMMIT=$SBC_COMMIT"; fi
 if has sbc-old && [[ -n ${SBC_OLD_COMMIT:-} ]]; then CMDLINE+=" SBC_OLD_COMMIT=$SBC_OLD_COMMIT"; fi
 if has sbc-hep-down && [[ -n $HEP_DOWN_PORT_GIVEN ]]; then CMDLINE+=" HEP_DOWN_PORT=$HEP_DOWN_PORT_GIVEN"; fi
+if has sbc-acct && (( RADIUS_SINGLE )); then CMDLINE+=" RADIUS_SINGLE=1"; fi
+if has sbc-acct && (( ACCT_SETTLE != 30 )); then CMDLINE+=" ACCT_SETTLE=$ACCT_SETTLE"; fi
 CMDLINE+=" $0${*:+ $*}"
 
 # bin_commit BIN GIVEN: the commit BIN was built from, as far as can be told:
@@ -756,9 +1020,9 @@ NAME_COMMITS=0
 if has sbc-old || [[ -n ${SBC_COMMIT:-} ]]; then NAME_COMMITS=1; fi
 
 TITLE="sbc vs Kamailio"
-if has sbc-old || has sbc-hep || has sbc-hep-down; then
+if has sbc-old || has sbc-hep || has sbc-hep-down || has sbc-acct; then
   TITLE=""
-  for n in sbc sbc-hep sbc-hep-down sbc-old kamailio; do
+  for n in sbc sbc-hep sbc-hep-down sbc-acct sbc-old kamailio; do
     has "$n" || continue
     [[ $n == kamailio ]] && n=Kamailio
     TITLE+="${TITLE:+ vs }$n"
@@ -771,17 +1035,17 @@ if (( ROUNDS > 1 )); then ORDER_NOTE+=", $ROUNDS rounds of all the steps (the re
 # against TARGET: "≤ TARGET (within)" or "(above)" for a CPU-per-call ratio.
 against() { awk -v r="$1" -v t="$2" 'BEGIN { if (r == "n/a") print "n/a"; else printf "≤ %s (%s)", t, (r <= t ? "within" : "above") }'; }
 
-# pair_table A B HEADER [TARGET]: the ratios of relay A to relay B at each step;
-# with TARGET (issue 27's bound on the CPU-per-call ratio) a column says whether
-# each step's ratio is within it.
+# pair_table A B HEADER [TARGET [ISSUE]]: the ratios of relay A to relay B at each
+# step; with TARGET (the issue's bound on the CPU-per-call ratio: issue 27 for HEP,
+# 31 for accounting) a column says whether each step's ratio is within it.
 pair_table() {
-  local a=$1 b=$2 target=${4:-} rate round key fd rd cpr
+  local a=$1 b=$2 target=${4:-} issue=${5:-27} rate round key fd rd cpr
   has "$a" && has "$b" && [[ -n ${RATES// /} ]] || return 0
   echo
   echo "## $3"
   echo
   if [[ -n $target ]]; then
-    echo "| rate (calls/s) | CPU per call, $a ÷ $b | issue 27 target | failed calls, $a − $b | retransmissions (UAC+UAS), $a − $b |"
+    echo "| rate (calls/s) | CPU per call, $a ÷ $b | issue $issue target | failed calls, $a − $b | retransmissions (UAC+UAS), $a − $b |"
     echo "|---:|---:|---|---:|---:|"
   else
     echo "| rate (calls/s) | CPU per call, $a ÷ $b | failed calls, $a − $b | retransmissions (UAC+UAS), $a − $b |"
@@ -811,7 +1075,7 @@ join_comma() { local j; printf -v j '%s, ' "$@"; echo "${j%, }"; }
 # rounds_table: with ROUNDS > 1, each relay's CPU per call and each pair's
 # ratio per rate, as mean ± sd over the rounds: the run's own noise.
 rounds_table() {
-  local rate round key relay a b target
+  local rate round key relay a b target issue
   local -a v
   (( ROUNDS > 1 )) || return 0
   echo
@@ -825,15 +1089,15 @@ rounds_table() {
       for (( round = 1; round <= ROUNDS; round++ )); do v+=("${R[$relay,$(step_key "$rate" "$round"),cpc]}"); done
       printf '| %s | %s CPU per call (µs) | %s | %s |\n' "$rate" "$relay" "$(join_comma "${v[@]}")" "$(DP=0 mean_sd "${v[@]}")"
     done
-    for pair in "sbc kamailio" "sbc-old kamailio" "sbc sbc-old" "sbc-hep sbc 1.15" "sbc-hep-down sbc 1.05"; do
-      read -r a b target <<<"$pair"
+    for pair in "sbc kamailio" "sbc-old kamailio" "sbc sbc-old" "sbc-hep sbc 1.15 27" "sbc-hep-down sbc 1.05 27" "sbc-acct sbc 1.10 31"; do
+      read -r a b target issue <<<"$pair"
       has "$a" && has "$b" || continue
       v=()
       for (( round = 1; round <= ROUNDS; round++ )); do
         key=$(step_key "$rate" "$round")
         v+=("$(ratio "${R[$a,$key,cpc]}" "${R[$b,$key,cpc]}")")
       done
-      printf '| %s | %s ÷ %s%s | %s | %s |\n' "$rate" "$a" "$b" "${target:+ (issue 27 target ≤ $target)}" "$(join_comma "${v[@]}")" "$(DP=2 mean_sd "${v[@]}")"
+      printf '| %s | %s ÷ %s%s | %s | %s |\n' "$rate" "$a" "$b" "${target:+ (issue $issue target ≤ $target)}" "$(join_comma "${v[@]}")" "$(DP=2 mean_sd "${v[@]}")"
     done
   done
 }
@@ -903,6 +1167,83 @@ hep_table() {
   return 0
 }
 
+# acct_table: per step of sbc-acct, accounting's counters (`show accounting` once
+# every record is delivered) and what FreeRADIUS wrote, then what they say.
+acct_table() {
+  local rate round key label relay=sbc-acct exp
+  local -a unread=() unsettled=() missing=() refused=() rad_short=() resent=() werr=()
+  has sbc-acct || return 0
+  [[ -n ${RATES// /} ]] || return 0
+  echo
+  echo "## Accounting: records at the end of each step (sbc-acct)"
+  echo
+  echo "| rate (calls/s) | ok calls | failed | records generated | 2 × ok calls | spooled | delivered | refused | CSV lines | RADIUS requests sent (resent) | acknowledged | FreeRADIUS detail entries (Start / Stop) | sbc CPU after the window until delivered (s) | FreeRADIUS CPU in the window (s) |"
+  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  for rate in $RATES; do
+    for (( round = 1; round <= ROUNDS; round++ )); do
+      key=$(step_key "$rate" "$round")
+      label=$(step_label "$rate" "$round")
+      local -A c=()
+      for f in ok failed a_gen a_spooled a_deliv a_refused a_file a_sent a_resent a_acked a_werr a_tail_cpu a_settled rad_entries rad_starts rad_stops rad_cpu; do
+        c[$f]=${R[$relay,$key,$f]:-}
+      done
+      exp=$( [[ -n ${c[ok]} ]] && echo $(( 2 * c[ok] )) || echo "n/a")
+      printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s (%s) | %s | %s (%s / %s) | %s | %s |\n' "$label" \
+        "$(num "${c[ok]}")" "$(num "${c[failed]}")" "$(num "${c[a_gen]}")" "$exp" "$(num "${c[a_spooled]}")" \
+        "$(num "${c[a_deliv]}")" "$(num "${c[a_refused]}")" "$(num "${c[a_file]}")" "$(num "${c[a_sent]}")" "$(num "${c[a_resent]}")" \
+        "$(num "${c[a_acked]}")" "$(num "${c[rad_entries]}")" "$(num "${c[rad_starts]}")" "$(num "${c[rad_stops]}")" \
+        "$(num "${c[a_tail_cpu]}")" "$(num "${c[rad_cpu]}")"
+      if [[ -z ${c[a_gen]} ]]; then unread+=("$label"); continue; fi
+      [[ ${c[a_settled]} == 1 ]] || unsettled+=("$label")
+      [[ $exp != n/a ]] && (( c[a_gen] != exp || c[a_deliv] != exp )) && missing+=("$label: generated ${c[a_gen]}, delivered ${c[a_deliv]} for ${c[ok]} ok calls (${c[failed]:-?} failed)")
+      (( c[a_refused] > 0 )) && refused+=("$label: ${c[a_refused]}")
+      (( c[a_resent] > 0 )) && resent+=("$label: ${c[a_resent]}")
+      (( c[a_werr] > 0 )) && werr+=("$label: ${c[a_werr]}")
+      [[ -n ${c[rad_entries]} ]] && (( c[rad_entries] < c[a_deliv] )) && rad_short+=("$label: ${c[rad_entries]} entries for ${c[a_deliv]} delivered")
+    done
+  done
+  echo
+  echo "Counters: \`sbc acli --json -c \"show accounting\"\` (records_generated, records_spooled, records_delivered, records_refused, file_records, and the server's sent, resent, acknowledged), read once the UAC has exited and the UAS is stopped, polled every 0.2 s until generated = delivered + refused with nothing queued or in flight (at most ${ACCT_SETTLE} s). FreeRADIUS detail entries: the Accounting-Requests it accepted and wrote, counted after it was stopped (a resend is an entry too). The sbc CPU after the window (from the UAC's exit until the counters settled, the UAS's stop included) is not in the CPU per call; FreeRADIUS's CPU is never in the relay's."
+  echo
+  if (( ${#unread[@]} == 0 && ${#missing[@]} == 0 )); then
+    echo "At every step records_generated = records_delivered = 2 × ok calls: each call's Start and Stop was generated and acknowledged by FreeRADIUS."
+  fi
+  if (( ${#missing[@]} )); then echo; echo "⚠ generated or delivered ≠ 2 × ok calls at $(join_comma "${missing[@]}") (a failed call may leave a Start and a Stop, or a Stop only)."; fi
+  if (( ${#unread[@]} )); then echo; echo "⚠ not read (n/a): $(join_comma "${unread[@]}") (see the relay logs in the scratch dir, KEEP_WORK=1)."; fi
+  if (( ${#unsettled[@]} )); then echo; echo "⚠ not all delivered ${ACCT_SETTLE} s after the traffic at $(join_comma "${unsettled[@]}"): the last reading is shown."; fi
+  if (( ${#refused[@]} )); then echo; echo "⚠ records refused (queue to the accounting thread or spool full) at $(join_comma "${refused[@]}")."; fi
+  if (( ${#resent[@]} )); then echo; echo "RADIUS requests sent again (no answer within 4 × min-round-trip) at $(join_comma "${resent[@]}")."; fi
+  if (( ${#werr[@]} )); then echo; echo "⚠ spool or file write errors at $(join_comma "${werr[@]}")."; fi
+  if (( ${#rad_short[@]} )); then echo; echo "⚠ FreeRADIUS wrote fewer entries than the sbc counted delivered at $(join_comma "${rad_short[@]}")."; fi
+  return 0
+}
+
+# threads_table: where each sbc relay's CPU went in each step, by thread name
+# (/proc/PID/task/*), in µs per ok call.
+threads_table() {
+  local rate round key relay ok line out
+  [[ -n ${RATES// /} ]] || return 0
+  has sbc-acct || has sbc-hep || return 0
+  echo
+  echo "## CPU per call by thread (µs; the sbc relays)"
+  echo
+  echo "| rate (calls/s) | relay | CPU per call (µs) | by thread name: µs per ok call |"
+  echo "|---:|---|---:|---|"
+  for rate in $RATES; do
+    for (( round = 1; round <= ROUNDS; round++ )); do
+      key=$(step_key "$rate" "$round")
+      for relay in $RELAYS; do
+        [[ $relay == sbc* && -n ${R[$relay,$key,threads]:-} ]] || continue
+        ok=${R[$relay,$key,ok]:-0}
+        out=$(printf '%s\n' ${R[$relay,$key,threads]} | awk -F= -v n="$ok" '{ printf "%s%s %.0f", (NR > 1 ? ", " : ""), $1, (n > 0 ? $2 * 1e6 / n : 0) }')
+        printf '| %s | %s | %s | %s |\n' "$(step_label "$rate" "$round")" "$relay" "${R[$relay,$key,cpc]}" "$out"
+      done
+    done
+  done
+  echo
+  echo "utime+stime of each thread of the sbc PID (\`/proc/PID/task/TID/stat\`, by its \`comm\`, threads of one name summed) over the same window as the CPU per call, ÷ ok calls; threads under 10 ms in the step are left out, so a row may sum to a little less than the CPU per call (and the 10 ms tick granularity applies)."
+}
+
 SATURATED=0
 {
   echo "# Relay benchmark: $TITLE ($STAMP)"
@@ -927,6 +1268,10 @@ SATURATED=0
   fi
   if has sbc-hep-down; then
     echo "- sbc-hep-down: \`$SBC_BIN run --config sbc-hep-down.toml\`: sbc.toml plus \`[capture-agent]\` state = \"enabled\", transport = \"tcp\", capture-id = 2001, address = \"$(hp "$IP" "$HEP_DOWN_PORT")\", where nothing listens (connection refused: every packet a counted drop)"
+  fi
+  if has sbc-acct; then
+    RADIUS_VERSION=$( { "$FREERADIUS" -v 2>&1 || true; } | grep -m1 -o 'FreeRADIUS Version [^,]*' || echo 'FreeRADIUS (unknown version)')
+    echo "- sbc-acct: \`$SBC_BIN run --config sbc-acct-STEP.toml\`: sbc.toml plus \`[account-config]\` state = \"enabled\", file-output = \"enabled\", file-path and spool-path fresh directories in the scratch dir ($(df -T "$WORK" 2>/dev/null | awk 'NR == 2 { print $2 " on " $1 }'): the spool's fdatasync is real), every other key its default, and one \`[[account-config.account-server]]\` hostname = \"$IP\", a free UDP port, a secret, where $RADIUS_VERSION runs for the step (\`$FREERADIUS -d DIR -f$( (( RADIUS_SINGLE )) && echo ' -s') -l LOG\`, a minimal radiusd.conf: one acct listen, one client, one detail file)"
   fi
   echo "- traffic: SIPp built-in \`uac\` ($(hp "$IP" "$UAC_PORT")) -> relay -> built-in \`uas\` ($(hp "$IP" "$UAS_PORT")), \`-d $CALL_MS\`, ${DURATION}s per step, relay and UAS restarted per step, $ORDER_NOTE"
   if [[ $FAMILY == ipv6 ]]; then
@@ -963,7 +1308,10 @@ SATURATED=0
   pair_table sbc sbc-old "sbc / sbc-old (new binary ÷ old binary)"
   pair_table sbc-hep sbc "sbc-hep / sbc (HEP capture on ÷ off; issue 27: ≤ 1.15)" 1.15
   pair_table sbc-hep-down sbc "sbc-hep-down / sbc (capture server down ÷ capture off; issue 27: ≤ 1.05)" 1.05
+  pair_table sbc-acct sbc "sbc-acct / sbc (accounting on ÷ off; issue 31: ≤ 1.10)" 1.10 31
   hep_table
+  acct_table
+  threads_table
   rounds_table
   if (( MEM_CALLS > 0 )); then
     echo
@@ -978,7 +1326,7 @@ SATURATED=0
       printf '| %s | %s | %s | %s → %s | %s → %s | %s | %s |\n' "$relay" "${R[$relay,mem,calls]}" "$(num "${R[$relay,mem,failed]:-}")" \
         "${R[$relay,mem,pss0]}" "${R[$relay,mem,pss1]}" "${R[$relay,mem,rss0]}" "${R[$relay,mem,rss1]}" "$bpd" "$how"
     done
-    for relay in sbc sbc-old sbc-hep sbc-hep-down; do
+    for relay in sbc sbc-old sbc-hep sbc-hep-down sbc-acct; do
       [[ -n ${R[$relay,mem,heap1]:-} && -n ${R[$relay,mem,heap0]:-} ]] || continue
       hpd=$(awk -v a="${R[$relay,mem,heap0]}" -v b="${R[$relay,mem,heap1]}" -v n="${R[$relay,mem,calls]:-0}" 'BEGIN { if (n > 0) printf "%.0f", (b - a) / n; else print "n/a" }')
       echo
