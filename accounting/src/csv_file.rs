@@ -87,9 +87,12 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<[u8]>,
 {
+    // A line is a few hundred bytes: the writer's default 8 KiB buffer would be allocated
+    // (and zeroed) for each record.
     let mut w = csv::WriterBuilder::new()
         .terminator(csv::Terminator::CRLF)
-        .from_writer(Vec::new());
+        .buffer_capacity(512)
+        .from_writer(Vec::with_capacity(512));
     // Writing into a Vec fails only on a programming error (a record of another length).
     if w.write_record(cells).is_err() {
         return Vec::new();

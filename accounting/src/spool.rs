@@ -45,12 +45,36 @@ pub const MAX_ENTRY: usize = 64 * 1024;
 /// An entry's bytes as appended to a segment.
 #[must_use]
 pub fn encode(entry: &SpoolEntry) -> Vec<u8> {
-    let body =
-        bincode::serde::encode_to_vec(entry, bincode::config::standard()).unwrap_or_default();
+    frame(&bincode::serde::encode_to_vec(entry, bincode::config::standard()).unwrap_or_default())
+}
+
+/// [`SpoolEntry::Record`]'s bytes for a record the caller keeps (no copy of it is made): the
+/// same bytes as [`encode`] of the owned entry.
+#[must_use]
+pub fn encode_record(seq: u64, record: &CallRecord, replicated: bool) -> Vec<u8> {
+    /// The borrowed twin of [`SpoolEntry`]: serde writes a `Box` as its content, so both
+    /// encode alike (variant 0, then the fields in order).
+    #[derive(Serialize)]
+    enum Borrowed<'a> {
+        Record {
+            seq: u64,
+            record: &'a CallRecord,
+            replicated: bool,
+        },
+    }
+    let entry = Borrowed::Record {
+        seq,
+        record,
+        replicated,
+    };
+    frame(&bincode::serde::encode_to_vec(&entry, bincode::config::standard()).unwrap_or_default())
+}
+
+fn frame(body: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(body.len() + 8);
     out.extend_from_slice(&u32::try_from(body.len()).unwrap_or(u32::MAX).to_le_bytes());
-    out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
-    out.extend_from_slice(&body);
+    out.extend_from_slice(&crc32fast::hash(body).to_le_bytes());
+    out.extend_from_slice(body);
     out
 }
 
@@ -305,6 +329,11 @@ mod tests {
             replicated: false,
         };
         let b = SpoolEntry::Delivered { seq: 1 };
+        assert_eq!(
+            encode_record(1, &sample(RecordKind::Start), false),
+            encode(&a),
+            "the borrowed form encodes as the owned one"
+        );
         let mut bytes = encode(&a);
         bytes.extend(encode(&b));
         assert_eq!(decode_segment(&bytes), (vec![a.clone(), b], false));

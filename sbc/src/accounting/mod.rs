@@ -28,7 +28,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -150,8 +150,8 @@ pub fn segment_bytes(max_bytes: u64) -> u64 {
 /// How often the thread looks at its sockets when nothing else is due.
 const TICK: Duration = Duration::from_millis(20);
 /// How long the thread gathers records into one batch (one spool write and one sync) after
-/// the first one arrives.
-const BATCH_WINDOW: Duration = Duration::from_millis(20);
+/// the first one arrives: at most ten syncs a second, whatever the rate.
+const BATCH_WINDOW: Duration = Duration::from_millis(100);
 /// How often `show accounting`'s report is refreshed.
 const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 
@@ -529,7 +529,7 @@ struct Service {
     /// Records not yet delivered, by spool number, and their keys (a record handed twice, an
     /// adoption of what this node already holds, is one record).
     pending: HashMap<u64, CallRecord>,
-    keys: HashMap<String, u64>,
+    keys: HashMap<u64, u64>,
     /// The records whose replica is deleted once delivered (and handed over if this node
     /// becomes the standby).
     replicated: std::collections::HashSet<u64>,
@@ -691,9 +691,15 @@ impl Service {
         self.hasher.hash_one(&r.session_id)
     }
 
+    /// What tells a record from every other ([`CallRecord::key`]), hashed with this node's
+    /// secret keys (no string built per record).
+    fn record_id(&self, r: &CallRecord) -> u64 {
+        self.hasher.hash_one((&r.session_id, r.kind, r.interim))
+    }
+
     fn queue(&mut self, now: Instant, seq: u64, record: CallRecord) {
         let session = self.session_hash(&record);
-        self.keys.insert(record.key(), seq);
+        self.keys.insert(self.record_id(&record), seq);
         self.pending.insert(seq, record);
         if self.servers.is_empty() {
             // Files only: written (and synced) is delivered.
@@ -802,8 +808,9 @@ impl Service {
     fn mark_delivered(&mut self, seq: u64) {
         let record = self.pending.remove(&seq);
         if let Some(r) = &record {
-            if self.keys.get(&r.key()) == Some(&seq) {
-                self.keys.remove(&r.key());
+            let id = self.record_id(r);
+            if self.keys.get(&id) == Some(&seq) {
+                self.keys.remove(&id);
             }
         }
         if self.replicated.remove(&seq) {
@@ -830,8 +837,8 @@ impl Service {
         for seq in replicated {
             self.delivery.forget(seq);
             if let Some(r) = self.pending.get(&seq) {
-                let key = r.key();
-                self.keys.remove(&key);
+                let id = self.record_id(r);
+                self.keys.remove(&id);
             }
             self.pending.remove(&seq);
             self.replicated.remove(&seq);
@@ -869,7 +876,7 @@ impl Service {
     /// own to deliver (a copy the peer left in the table is the same record).
     fn take_back(&mut self, now: Instant) {
         for (seq, record) in std::mem::take(&mut self.held) {
-            if self.keys.contains_key(&record.key()) {
+            if self.keys.contains_key(&self.record_id(&record)) {
                 // Adopted from the peer's table already: the same record, sent once.
                 self.stats.records_duplicate += 1;
                 if self.ledger.delivered(seq) {
@@ -900,7 +907,7 @@ impl Service {
     fn take(&mut self, now: Instant, batch: Vec<(CallRecord, bool)>) {
         let mut kept = Vec::with_capacity(batch.len());
         for (mut record, replicated) in batch {
-            if self.keys.contains_key(&record.key()) {
+            if self.keys.contains_key(&self.record_id(&record)) {
                 // One record handed twice (adopted while this node still held it).
                 self.stats.records_duplicate += 1;
                 continue;
@@ -910,11 +917,7 @@ impl Service {
                 record.node.clone_from(&self.node);
             }
             let seq = self.ledger.take_seq();
-            let bytes = spool::encode(&SpoolEntry::Record {
-                seq,
-                record: Box::new(record.clone()),
-                replicated,
-            });
+            let bytes = spool::encode_record(seq, &record, replicated);
             let append = self
                 .ledger
                 .append_record(seq, u64::try_from(bytes.len()).unwrap_or(u64::MAX));
@@ -1089,25 +1092,30 @@ impl Service {
     fn run(&mut self, rx: &Receiver<Handed>) {
         let mut open = true;
         let mut role_known = false;
+        // Records taken from the queue and not spooled yet, and when the first of them came.
+        let mut batch: Vec<(CallRecord, bool)> = Vec::new();
+        let mut batch_since: Option<Instant> = None;
         while open {
+            // The thread sleeps rather than waiting on the queue: the workers' sends wake
+            // nobody (no system call on the SIP path for a record).
             let now = Instant::now();
             let wait = self
                 .delivery
                 .poll_timeout()
                 .map_or(TICK, |t| t.saturating_duration_since(now).min(TICK));
-            let mut batch = Vec::new();
-            let mut next = match rx.recv_timeout(wait) {
-                Ok(h) => Some(h),
-                Err(RecvTimeoutError::Timeout) => None,
-                Err(RecvTimeoutError::Disconnected) => {
-                    open = false;
-                    None
-                }
-            };
-            // What arrives within the batch window is one batch: one spool write, one sync.
-            let window_ends = Instant::now() + BATCH_WINDOW;
+            if !wait.is_zero() {
+                std::thread::sleep(wait);
+            }
             let mut taken = 0;
-            while let Some(h) = next.take() {
+            loop {
+                let h = match rx.try_recv() {
+                    Ok(h) => h,
+                    Err(mpsc::TryRecvError::Empty) => break,
+                    Err(mpsc::TryRecvError::Disconnected) => {
+                        open = false;
+                        break;
+                    }
+                };
                 let now = Instant::now();
                 match h {
                     Handed::Record { record, replicated } => {
@@ -1116,36 +1124,35 @@ impl Service {
                                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
                                     n.checked_sub(1)
                                 });
+                        batch_since.get_or_insert(now);
                         batch.push((record, replicated));
                     }
                     Handed::HandOver => {
                         self.take(now, std::mem::take(&mut batch));
+                        batch_since = None;
                         self.hand_over();
                         role_known = true;
                     }
                     Handed::TakeBack => {
                         self.take(now, std::mem::take(&mut batch));
+                        batch_since = None;
                         self.take_back(now);
                         role_known = true;
                     }
                 }
                 taken += 1;
-                if taken >= 4096 {
+                if taken >= 16_384 {
                     break;
                 }
-                let left = window_ends.saturating_duration_since(Instant::now());
-                next = match rx.recv_timeout(left) {
-                    Ok(h) => Some(h),
-                    Err(RecvTimeoutError::Timeout) => None,
-                    Err(RecvTimeoutError::Disconnected) => {
-                        open = false;
-                        None
-                    }
-                };
             }
             let now = Instant::now();
-            if !batch.is_empty() {
-                self.take(now, batch);
+            // One spool write and one sync per batch window (records are sent once synced).
+            let due = batch_since.is_some_and(|t| now.duration_since(t) >= BATCH_WINDOW)
+                || batch.len() >= 8192
+                || !open;
+            if due && !batch.is_empty() {
+                self.take(now, std::mem::take(&mut batch));
+                batch_since = None;
             }
             if !role_known && !self.held.is_empty() && self.held_since.elapsed() >= HOLD_FOR_ROLE {
                 // No pair role in a minute: this node runs alone; what it held is its own.
