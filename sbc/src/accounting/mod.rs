@@ -822,6 +822,11 @@ impl Service {
             return;
         }
         self.stats.records_delivered += 1;
+        self.write_mark(seq);
+    }
+
+    /// Appends record `seq`'s "delivered" mark to the spool (written with the round's marks).
+    fn write_mark(&mut self, seq: u64) {
         let bytes = spool::encode(&SpoolEntry::Delivered { seq });
         let append = self
             .ledger
@@ -843,21 +848,13 @@ impl Service {
             self.pending.remove(&seq);
             self.replicated.remove(&seq);
             if self.ledger.delivered(seq) {
-                let bytes = spool::encode(&SpoolEntry::Delivered { seq });
-                let append = self
-                    .ledger
-                    .append_mark(u64::try_from(bytes.len()).unwrap_or(u64::MAX));
-                self.append(&bytes, &append, None);
+                self.write_mark(seq);
                 handed += 1;
             }
         }
         for (seq, _) in std::mem::take(&mut self.held) {
             if self.ledger.delivered(seq) {
-                let bytes = spool::encode(&SpoolEntry::Delivered { seq });
-                let append = self
-                    .ledger
-                    .append_mark(u64::try_from(bytes.len()).unwrap_or(u64::MAX));
-                self.append(&bytes, &append, None);
+                self.write_mark(seq);
                 handed += 1;
             }
         }
@@ -880,11 +877,7 @@ impl Service {
                 // Adopted from the peer's table already: the same record, sent once.
                 self.stats.records_duplicate += 1;
                 if self.ledger.delivered(seq) {
-                    let bytes = spool::encode(&SpoolEntry::Delivered { seq });
-                    let append = self
-                        .ledger
-                        .append_mark(u64::try_from(bytes.len()).unwrap_or(u64::MAX));
-                    self.append(&bytes, &append, None);
+                    self.write_mark(seq);
                 }
                 continue;
             }
