@@ -678,7 +678,10 @@ impl Service {
         let pending = self.ledger.pending();
         self.stats.records_replayed = pending as u64;
         if pending > 0 {
-            info!(records = pending, "accounting records replayed from the spool");
+            info!(
+                records = pending,
+                "accounting records replayed from the spool"
+            );
         }
         self.held = self.ledger.replicated_pending_count();
         self.window.start(&self.ledger, self.held > 0);
@@ -722,8 +725,8 @@ impl Service {
                 }
             }
             // A read shorter than asked reached the segment's end.
-            let read_to = (bytes.len() as u64 >= read.len)
-                .then(|| read.at.offset + entries.offset() as u64);
+            let read_to =
+                (bytes.len() as u64 >= read.len).then(|| read.at.offset + entries.offset() as u64);
             let pending = &self.pending;
             let load = self.window.plan(
                 &self.ledger,
