@@ -18,6 +18,8 @@
 
 mod radius;
 pub mod spool_alarm;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
