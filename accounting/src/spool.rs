@@ -253,7 +253,7 @@ impl Segment {
 /// (a bitset per segment over its range of numbers: a record's number is taken when it is
 /// appended, so a segment's records have increasing numbers, above every older segment's). It
 /// decides when a segment is full, when one can be deleted, and whether a record still fits
-/// under the bound. Seventeen million pending records cost about 4 MB.
+/// under the bound. Seventeen million pending records cost 2 to 4 MB.
 #[derive(Debug)]
 pub struct SpoolLedger {
     segments: VecDeque<Segment>,
