@@ -9,6 +9,7 @@ pub mod delivery;
 pub mod radius;
 pub mod record;
 pub mod spool;
+pub mod time;
 
 pub use record::{
     key_of_replication, replication_key, CallRecord, EndedBy, MediaFigures, RecordKind,
