@@ -135,11 +135,42 @@ pub struct Delivery {
     servers: Vec<Server>,
     queue: VecDeque<Queued>,
     flights: BTreeMap<u64, Flight>,
-    busy_sessions: HashSet<u64>,
+    busy_sessions: HashSet<u64, SessionHash>,
     current: usize,
     turn: usize,
     out: VecDeque<Send>,
     delivered: VecDeque<u64>,
+}
+
+/// The hasher of session hashes: they are keyed hashes already (the node's), so the set takes
+/// them as they are rather than hashing them again.
+#[derive(Debug, Clone, Copy, Default)]
+struct SessionHash;
+
+impl std::hash::BuildHasher for SessionHash {
+    type Hasher = SessionHasher;
+    fn build_hasher(&self) -> SessionHasher {
+        SessionHasher(0)
+    }
+}
+
+/// See [`SessionHash`].
+#[derive(Debug, Clone, Copy, Default)]
+struct SessionHasher(u64);
+
+impl std::hash::Hasher for SessionHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Only u64s are hashed here; anything else is folded in.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
 }
 
 /// How far into the queue a send looks for a record whose call has none in flight.
@@ -169,7 +200,7 @@ impl Delivery {
                 .collect(),
             queue: VecDeque::new(),
             flights: BTreeMap::new(),
-            busy_sessions: HashSet::new(),
+            busy_sessions: HashSet::default(),
             current: 0,
             turn: 0,
             out: VecDeque::new(),
@@ -396,6 +427,11 @@ impl Delivery {
 
     fn pump(&mut self, now: Instant) {
         while !self.queue.is_empty() {
+            // No server has room: nothing to look for (the queue is not scanned for each
+            // record handed in or answered while the window is full).
+            if !(0..self.servers.len()).any(|i| self.has_room(i)) {
+                return;
+            }
             let Some(at) = self
                 .queue
                 .iter()

@@ -552,6 +552,8 @@ struct Service {
     recv_slots: udp_batch::RecvSlots,
     /// A CSV line being written (reused).
     csv_line: Vec<u8>,
+    /// A spool entry being encoded (reused).
+    entry: Vec<u8>,
     report: Arc<Mutex<AccountingReport>>,
     stats: AccountingReport,
 }
@@ -616,6 +618,7 @@ impl Service {
             write_failed: false,
             recv_slots: udp_batch::RecvSlots::new(4096),
             csv_line: Vec::with_capacity(1024),
+            entry: Vec::with_capacity(1024),
             stats: AccountingReport {
                 enabled: true,
                 spool_max_bytes: s.spool_max_bytes,
@@ -841,11 +844,14 @@ impl Service {
 
     /// Appends record `seq`'s "delivered" mark to the spool (written with the round's marks).
     fn write_mark(&mut self, seq: u64) {
-        let bytes = spool::encode(&SpoolEntry::Delivered { seq });
+        let mut bytes = std::mem::take(&mut self.entry);
+        bytes.clear();
+        spool::encode_into(&mut bytes, &SpoolEntry::Delivered { seq });
         let append = self
             .ledger
             .append_mark(u64::try_from(bytes.len()).unwrap_or(u64::MAX));
         self.append(&bytes, &append, None);
+        self.entry = bytes;
     }
 
     /// This node became the standby: what it replicated is the new active's (adopted there),
@@ -924,11 +930,14 @@ impl Service {
                 record.node.clone_from(&self.node);
             }
             let seq = self.ledger.take_seq();
-            let bytes = spool::encode_record(seq, &record, replicated);
+            let mut bytes = std::mem::take(&mut self.entry);
+            bytes.clear();
+            spool::encode_record_into(&mut bytes, seq, &record, replicated);
             let append = self
                 .ledger
                 .append_record(seq, u64::try_from(bytes.len()).unwrap_or(u64::MAX));
             if append == Append::Full {
+                self.entry = bytes;
                 self.stats.records_refused += 1;
                 self.stats.spool_full = true;
                 if replicated {
@@ -940,6 +949,7 @@ impl Service {
             // is still delivered from memory while the node lives.
             self.stats.records_spooled += 1;
             self.append(&bytes, &append, Some(seq));
+            self.entry = bytes;
             if replicated {
                 self.replicated.insert(seq);
             }
@@ -991,7 +1001,8 @@ impl Service {
             let path = files.out.dir.join(csv_file::file_name(now_ms, files.seq));
             match OpenOptions::new().create(true).append(true).open(&path) {
                 Ok(f) => {
-                    let mut f = BufWriter::new(f);
+                    // One write a batch (a batch holds up to a few hundred lines).
+                    let mut f = BufWriter::with_capacity(256 * 1024, f);
                     if f.write_all(header).is_err() {
                         self.stats.write_errors += 1;
                     }
