@@ -62,6 +62,10 @@ pub mod std_type {
     pub const ACCT_TERMINATE_CAUSE: u8 = 49;
     /// Acct-Multi-Session-Id.
     pub const ACCT_MULTI_SESSION_ID: u8 = 50;
+    /// Acct-Input-Gigawords (RFC 2869 §5.1).
+    pub const ACCT_INPUT_GIGAWORDS: u8 = 52;
+    /// Acct-Output-Gigawords (RFC 2869 §5.2).
+    pub const ACCT_OUTPUT_GIGAWORDS: u8 = 53;
 }
 
 /// Acme Packet vendor types used here (`dictionary.acme`).
@@ -172,14 +176,22 @@ fn each_attribute(record: &CallRecord, delay_secs: u32, f: &mut impl FnMut(Key, 
             Standard(std_type::ACCT_SESSION_TIME),
             Integer(u32_of(r.duration_ms() / 1000)),
         );
-        f(
-            Standard(std_type::ACCT_INPUT_OCTETS),
-            Integer(u32_of(i.octets)),
-        );
-        f(
-            Standard(std_type::ACCT_OUTPUT_OCTETS),
-            Integer(u32_of(o.octets)),
-        );
+        // RFC 2869 §5.1-5.2: octets modulo 2^32, and how many times they wrapped (sent when
+        // they did).
+        let low = |n: u64| (u32_of(n & 0xFFFF_FFFF), u32_of(n >> 32));
+        let (in_low, in_wraps) = low(i.octets);
+        let (out_low, out_wraps) = low(o.octets);
+        f(Standard(std_type::ACCT_INPUT_OCTETS), Integer(in_low));
+        f(Standard(std_type::ACCT_OUTPUT_OCTETS), Integer(out_low));
+        if in_wraps > 0 {
+            f(Standard(std_type::ACCT_INPUT_GIGAWORDS), Integer(in_wraps));
+        }
+        if out_wraps > 0 {
+            f(
+                Standard(std_type::ACCT_OUTPUT_GIGAWORDS),
+                Integer(out_wraps),
+            );
+        }
         f(
             Standard(std_type::ACCT_INPUT_PACKETS),
             Integer(u32_of(i.packets)),
@@ -439,6 +451,28 @@ mod tests {
             assert_eq!(read, listed);
             assert!(read.iter().all(|(_, _, b)| !b.is_empty() && b.len() <= 253));
         }
+    }
+
+    #[test]
+    fn octets_beyond_four_gib_are_counted_in_gigawords() {
+        let mut r = sample(RecordKind::Stop);
+        r.caller_to_callee.octets = 5 * (1 << 32) + 7;
+        r.callee_to_caller.octets = 9;
+        let a = attributes(&r, 0);
+        let std = |t| {
+            a.iter().find_map(|x| match x {
+                Attribute::Standard(at, Value::Integer(n)) if *at == t => Some(*n),
+                _ => None,
+            })
+        };
+        assert_eq!(std(std_type::ACCT_INPUT_OCTETS), Some(7));
+        assert_eq!(std(std_type::ACCT_INPUT_GIGAWORDS), Some(5));
+        assert_eq!(std(std_type::ACCT_OUTPUT_OCTETS), Some(9));
+        assert_eq!(
+            std(std_type::ACCT_OUTPUT_GIGAWORDS),
+            None,
+            "not wrapped: left out"
+        );
     }
 
     #[test]
