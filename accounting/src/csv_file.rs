@@ -2,6 +2,7 @@
 //! a file is closed for a new one (`max-file-size`, `file-rotate-time`).
 
 use crate::record::CallRecord;
+use crate::time;
 
 /// The CSV columns, in order (the manual's table documents each).
 pub const COLUMNS: [&str; 28] = [
@@ -39,78 +40,114 @@ pub const COLUMNS: [&str; 28] = [
 /// (`2026-12-04T10:15:00.123Z`); empty for 0 (never happened).
 #[must_use]
 pub fn iso_time(ms: u64) -> String {
-    if ms == 0 {
-        return String::new();
-    }
-    i64::try_from(ms)
-        .ok()
-        .and_then(chrono::DateTime::from_timestamp_millis)
-        .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
-        .unwrap_or_default()
+    time::to_string(|o| time::write_iso(o, ms)).unwrap_or_default()
 }
 
-fn fields(r: &CallRecord) -> [String; 28] {
+/// One cell of a line, formatted only when it is written.
+enum Cell<'a> {
+    Text(&'a str),
+    Number(u64),
+    Time(u64),
+}
+
+fn cells(r: &CallRecord) -> [Cell<'_>; 28] {
+    use Cell::{Number, Text, Time};
+    let (i, o) = (&r.caller_to_callee, &r.callee_to_caller);
     [
-        r.node.clone(),
-        r.session_id.clone(),
-        r.kind.as_str().to_owned(),
-        r.interim.to_string(),
-        r.linked_session_id.clone(),
-        r.calling.clone(),
-        r.called.clone(),
-        r.ingress_realm.clone(),
-        r.egress_realm.clone(),
-        r.ingress_agent.clone(),
-        r.egress_agent.clone(),
-        r.ingress_call_id.clone(),
-        r.egress_call_id.clone(),
-        r.caller_address.clone(),
-        r.callee_address.clone(),
-        iso_time(r.setup_ms),
-        iso_time(r.connect_ms),
-        iso_time(r.disconnect_ms),
-        r.duration_ms().to_string(),
-        r.status.to_string(),
-        r.ended_by.as_str().to_owned(),
-        r.reroutes.to_string(),
-        r.caller_to_callee.packets.to_string(),
-        r.caller_to_callee.octets.to_string(),
-        r.caller_to_callee.lost.to_string(),
-        r.callee_to_caller.packets.to_string(),
-        r.callee_to_caller.octets.to_string(),
-        r.callee_to_caller.lost.to_string(),
+        Text(&r.node),
+        Text(&r.session_id),
+        Text(r.kind.as_str()),
+        Number(u64::from(r.interim)),
+        Text(&r.linked_session_id),
+        Text(&r.calling),
+        Text(&r.called),
+        Text(&r.ingress_realm),
+        Text(&r.egress_realm),
+        Text(&r.ingress_agent),
+        Text(&r.egress_agent),
+        Text(&r.ingress_call_id),
+        Text(&r.egress_call_id),
+        Text(&r.caller_address),
+        Text(&r.callee_address),
+        Time(r.setup_ms),
+        Time(r.connect_ms),
+        Time(r.disconnect_ms),
+        Number(r.duration_ms()),
+        Number(u64::from(r.status)),
+        Text(r.ended_by.as_str()),
+        Number(u64::from(r.reroutes)),
+        Number(i.packets),
+        Number(i.octets),
+        Number(i.lost),
+        Number(o.packets),
+        Number(o.octets),
+        Number(o.lost),
     ]
 }
 
-fn line<I, S>(cells: I) -> Vec<u8>
+/// Appends one line of `cells` (quoted where a cell needs it) to `out`.
+fn write_line<I, S>(cells: I, out: &mut Vec<u8>)
 where
     I: IntoIterator<Item = S>,
     S: AsRef<[u8]>,
 {
+    let before = out.len();
     // A line is a few hundred bytes: the writer's default 8 KiB buffer would be allocated
     // (and zeroed) for each record.
     let mut w = csv::WriterBuilder::new()
         .terminator(csv::Terminator::CRLF)
         .buffer_capacity(512)
-        .from_writer(Vec::with_capacity(512));
+        .from_writer(&mut *out);
     // Writing into a Vec fails only on a programming error (a record of another length).
-    if w.write_record(cells).is_err() {
-        return Vec::new();
+    let written = w.write_record(cells).is_ok() && w.flush().is_ok();
+    drop(w);
+    if !written {
+        out.truncate(before);
     }
-    w.into_inner().unwrap_or_default()
 }
 
 /// The header line of every file (RFC 4180: CRLF ends each line).
 #[must_use]
 pub fn header() -> Vec<u8> {
-    line(COLUMNS)
+    let mut out = Vec::new();
+    write_line(COLUMNS, &mut out);
+    out
 }
 
-/// One record as a CSV line, quoted where a field needs it (a comma, a quote, a line break:
-/// a display name can hold any of them).
+/// Appends one record as a CSV line to `out`, quoted where a field needs it (a comma, a
+/// quote, a line break: a display name can hold any of them). Strings are borrowed, numbers
+/// and times written into one scratch buffer: a few allocations per line, not one per cell.
+pub fn write_record_line(r: &CallRecord, out: &mut Vec<u8>) {
+    let mut scratch = Vec::with_capacity(128);
+    let mut ends = [0usize; 28];
+    let cells = cells(r);
+    for (cell, end) in cells.iter().zip(ends.iter_mut()) {
+        match cell {
+            Cell::Text(_) => {}
+            Cell::Number(n) => time::write_decimal(&mut scratch, *n),
+            Cell::Time(ms) => {
+                time::write_iso(&mut scratch, *ms);
+            }
+        }
+        *end = scratch.len();
+    }
+    let mut from = 0;
+    let row = cells.iter().zip(ends).map(|(cell, end)| {
+        let start = std::mem::replace(&mut from, end);
+        match cell {
+            Cell::Text(s) => s.as_bytes(),
+            Cell::Number(_) | Cell::Time(_) => &scratch[start..end],
+        }
+    });
+    write_line(row, out);
+}
+
+/// One record as a CSV line ([`write_record_line`] into a new buffer).
 #[must_use]
 pub fn record_line(r: &CallRecord) -> Vec<u8> {
-    line(fields(r))
+    let mut out = Vec::with_capacity(512);
+    write_record_line(r, &mut out);
+    out
 }
 
 /// When the open CDR file is closed and a new one started.

@@ -9,7 +9,9 @@
 //!    ▲                                                                          │
 //!    └─────────────────────── an answer ◀──────── one record at a time ─────────┘
 //! ```
-//! A failed server's records go back to the head of the queue for the next server. Records
+//! A server that answers nothing for `max-inactivity` while it has requests in flight fails
+//! too, whatever sends are left (a long `min-round-trip` would otherwise keep records on it
+//! for minutes). A failed server's records go back to the head of the queue for the next server. Records
 //! of one call are sent one at a time, in the order they were generated (a Stop never
 //! overtakes its Start); records of different calls go side by side, up to
 //! `max-wait-failover` unanswered per server.
@@ -36,6 +38,9 @@ pub struct ServerTimings {
     pub retry_after: Duration,
     /// How long a failed server is left alone.
     pub restart_delay: Duration,
+    /// How long a server may leave every request unanswered before it is taken as failed,
+    /// whatever the sends left (`max-inactivity`).
+    pub max_inactivity: Duration,
 }
 
 /// What delivery is configured with.
@@ -108,6 +113,8 @@ struct Server {
     outstanding: usize,
     next_id: u8,
     counters: ServerCounters,
+    /// Since when it has had requests in flight and answered none.
+    silent_since: Option<Instant>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -135,11 +142,42 @@ pub struct Delivery {
     servers: Vec<Server>,
     queue: VecDeque<Queued>,
     flights: BTreeMap<u64, Flight>,
-    busy_sessions: HashSet<u64>,
+    busy_sessions: HashSet<u64, SessionHash>,
     current: usize,
     turn: usize,
     out: VecDeque<Send>,
     delivered: VecDeque<u64>,
+}
+
+/// The hasher of session hashes: they are keyed hashes already (the node's), so the set takes
+/// them as they are rather than hashing them again.
+#[derive(Debug, Clone, Copy, Default)]
+struct SessionHash;
+
+impl std::hash::BuildHasher for SessionHash {
+    type Hasher = SessionHasher;
+    fn build_hasher(&self) -> SessionHasher {
+        SessionHasher(0)
+    }
+}
+
+/// See [`SessionHash`].
+#[derive(Debug, Clone, Copy, Default)]
+struct SessionHasher(u64);
+
+impl std::hash::Hasher for SessionHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Only u64s are hashed here; anything else is folded in.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
 }
 
 /// How far into the queue a send looks for a record whose call has none in flight.
@@ -165,11 +203,12 @@ impl Delivery {
                     outstanding: 0,
                     next_id: 0,
                     counters: ServerCounters::default(),
+                    silent_since: None,
                 })
                 .collect(),
             queue: VecDeque::new(),
             flights: BTreeMap::new(),
-            busy_sessions: HashSet::new(),
+            busy_sessions: HashSet::default(),
             current: 0,
             turn: 0,
             out: VecDeque::new(),
@@ -195,6 +234,7 @@ impl Delivery {
         s.outstanding = s.outstanding.saturating_sub(1);
         s.counters.acknowledged += 1;
         s.state = ServerState::Up;
+        s.silent_since = (s.outstanding > 0).then_some(now);
         if let Some(f) = self.flights.remove(&seq) {
             self.busy_sessions.remove(&f.session);
         }
@@ -209,6 +249,14 @@ impl Delivery {
         for s in &mut self.servers {
             if matches!(s.state, ServerState::Down(until) if until <= now) {
                 s.state = ServerState::Probing;
+            }
+        }
+        for i in 0..self.servers.len() {
+            if self.servers[i]
+                .inactive_until()
+                .is_some_and(|until| until <= now)
+            {
+                self.fail_server(now, i);
             }
         }
         let due: Vec<u64> = self
@@ -281,7 +329,7 @@ impl Delivery {
         let flights = self.flights.values().map(|f| f.deadline);
         let downs = self.servers.iter().filter_map(|s| match s.state {
             ServerState::Down(until) => Some(until),
-            _ => None,
+            _ => s.inactive_until(),
         });
         flights.chain(downs).min()
     }
@@ -323,6 +371,7 @@ impl Delivery {
         s.counters.failures += 1;
         s.in_flight = [None; 256];
         s.outstanding = 0;
+        s.silent_since = None;
         // Its records go back to the head of the queue, in their order.
         let taken: Vec<(u64, Flight)> = self
             .flights
@@ -396,6 +445,11 @@ impl Delivery {
 
     fn pump(&mut self, now: Instant) {
         while !self.queue.is_empty() {
+            // No server has room: nothing to look for (the queue is not scanned for each
+            // record handed in or answered while the window is full).
+            if !(0..self.servers.len()).any(|i| self.has_room(i)) {
+                return;
+            }
             let Some(at) = self
                 .queue
                 .iter()
@@ -419,6 +473,7 @@ impl Delivery {
             };
             s.in_flight[usize::from(identifier)] = Some(q.seq);
             s.outstanding += 1;
+            s.silent_since.get_or_insert(now);
             s.counters.sent += 1;
             if q.sent_before {
                 s.counters.resent += 1;
@@ -445,6 +500,13 @@ impl Delivery {
 }
 
 impl Server {
+    /// When it is taken as failed for `max-inactivity` if nothing is answered before.
+    fn inactive_until(&self) -> Option<Instant> {
+        self.silent_since
+            .filter(|_| self.outstanding > 0)
+            .map(|t| t + self.timings.max_inactivity)
+    }
+
     fn free_identifier(&mut self) -> Option<u8> {
         for _ in 0..256 {
             let id = self.next_id;
@@ -470,6 +532,7 @@ mod tests {
                 ServerTimings {
                     retry_after: Duration::from_secs(1),
                     restart_delay: Duration::from_secs(30),
+                    max_inactivity: Duration::from_secs(60),
                 };
                 n
             ],
@@ -579,5 +642,48 @@ mod tests {
         assert_eq!(drain(&mut d).len(), 2);
         assert_eq!(d.queued(), 3);
         assert_eq!(d.in_flight(), 2);
+    }
+
+    #[test]
+    fn a_server_silent_for_max_inactivity_fails_before_its_sends_run_out() {
+        let mut st = settings(Strategy::Hunt, 2);
+        for t in &mut st.servers {
+            t.retry_after = Duration::from_secs(100);
+            t.max_inactivity = Duration::from_secs(60);
+        }
+        let mut d = Delivery::new(&st);
+        let t0 = Instant::now();
+        d.enqueue(t0, 1, 11);
+        assert_eq!(drain(&mut d)[0].server, 0);
+        assert_eq!(d.poll_timeout(), Some(t0 + Duration::from_secs(60)));
+        d.handle_timeout(t0 + Duration::from_secs(59));
+        assert!(drain(&mut d).is_empty(), "no resend before 100 s");
+        assert_eq!(d.servers().next().map(|s| s.0), Some(ServerState::Up));
+        d.handle_timeout(t0 + Duration::from_secs(60));
+        assert!(matches!(
+            d.servers().next().map(|s| s.0),
+            Some(ServerState::Down(_))
+        ));
+        let moved = drain(&mut d);
+        assert_eq!(
+            (moved[0].seq, moved[0].server, moved[0].resend),
+            (1, 1, true)
+        );
+        // An answer resets the silence: the second server answers at 50 s, then is silent.
+        let t1 = t0 + Duration::from_secs(110);
+        assert!(d.handle_answer(t1, 1, moved[0].identifier).is_some());
+        d.enqueue(t1, 2, 22);
+        d.enqueue(t1, 3, 33);
+        let sent = drain(&mut d);
+        assert_eq!(sent.len(), 2);
+        let t2 = t1 + Duration::from_secs(50);
+        assert!(d.handle_answer(t2, 1, sent[0].identifier).is_some());
+        d.handle_timeout(t1 + Duration::from_secs(60));
+        assert_eq!(d.servers().nth(1).map(|s| s.0), Some(ServerState::Up));
+        d.handle_timeout(t2 + Duration::from_secs(60));
+        assert!(matches!(
+            d.servers().nth(1).map(|s| s.0),
+            Some(ServerState::Down(_))
+        ));
     }
 }

@@ -9,6 +9,7 @@ pub mod delivery;
 pub mod radius;
 pub mod record;
 pub mod spool;
+pub mod time;
 pub mod window;
 
 pub use record::{

@@ -45,13 +45,29 @@ pub const MAX_ENTRY: usize = 64 * 1024;
 /// An entry's bytes as appended to a segment.
 #[must_use]
 pub fn encode(entry: &SpoolEntry) -> Vec<u8> {
-    frame(&bincode::serde::encode_to_vec(entry, bincode::config::standard()).unwrap_or_default())
+    let mut out = Vec::new();
+    encode_into(&mut out, entry);
+    out
+}
+
+/// Appends an entry's bytes to `out` (no allocation beyond `out`'s growth).
+pub fn encode_into(out: &mut Vec<u8>, entry: &SpoolEntry) {
+    framed(out, |out| {
+        bincode::serde::encode_into_std_write(entry, out, bincode::config::standard()).is_ok()
+    });
 }
 
 /// [`SpoolEntry::Record`]'s bytes for a record the caller keeps (no copy of it is made): the
 /// same bytes as [`encode`] of the owned entry.
 #[must_use]
 pub fn encode_record(seq: u64, record: &CallRecord, replicated: bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_record_into(&mut out, seq, record, replicated);
+    out
+}
+
+/// Appends [`encode_record`]'s bytes to `out`.
+pub fn encode_record_into(out: &mut Vec<u8>, seq: u64, record: &CallRecord, replicated: bool) {
     /// The borrowed twin of [`SpoolEntry`]: serde writes a `Box` as its content, so both
     /// encode alike (variant 0, then the fields in order).
     #[derive(Serialize)]
@@ -67,15 +83,23 @@ pub fn encode_record(seq: u64, record: &CallRecord, replicated: bool) -> Vec<u8>
         record,
         replicated,
     };
-    frame(&bincode::serde::encode_to_vec(&entry, bincode::config::standard()).unwrap_or_default())
+    framed(out, |out| {
+        bincode::serde::encode_into_std_write(&entry, out, bincode::config::standard()).is_ok()
+    });
 }
 
-fn frame(body: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(body.len() + 8);
-    out.extend_from_slice(&u32::try_from(body.len()).unwrap_or(u32::MAX).to_le_bytes());
-    out.extend_from_slice(&crc32fast::hash(body).to_le_bytes());
-    out.extend_from_slice(body);
-    out
+/// Appends a frame to `out`: the body's length and CRC-32, then the body `body` writes (an
+/// empty one if it fails: writing into memory fails only on a programming error).
+fn framed(out: &mut Vec<u8>, body: impl FnOnce(&mut Vec<u8>) -> bool) {
+    let at = out.len();
+    out.extend_from_slice(&[0; 8]);
+    if !body(out) {
+        out.truncate(at + 8);
+    }
+    let len = u32::try_from(out.len() - at - 8).unwrap_or(u32::MAX);
+    let crc = crc32fast::hash(&out[at + 8..]);
+    out[at..at + 4].copy_from_slice(&len.to_le_bytes());
+    out[at + 4..at + 8].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// What a segment's bytes hold: its whole entries in order, and whether it ended in a torn or

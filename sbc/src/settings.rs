@@ -116,6 +116,7 @@ pub fn accounting(cfg: &Config) -> Option<crate::accounting::AccountingSettings>
                     retry_after: Duration::from_millis(u64::from(s.min_round_trip) * 4)
                         .max(Duration::from_secs(1)),
                     restart_delay: Duration::from_secs(u64::from(s.restart_delay)),
+                    max_inactivity: Duration::from_secs(u64::from(s.max_inactivity)),
                 })
                 .collect(),
         },

@@ -40,6 +40,8 @@ use sbc_accounting::delivery::{Delivery, DeliverySettings};
 use sbc_accounting::spool::{self, Append, SpoolEntry, SpoolLedger};
 use sbc_accounting::window::{Candidate, Window};
 use sbc_accounting::CallRecord;
+
+use crate::runtime::udp_batch;
 use serde::Serialize;
 use tracing::{info, warn};
 
@@ -508,8 +510,12 @@ struct Server {
     socket: UdpSocket,
     address: String,
     secret: Vec<u8>,
-    /// The request last sent with each Identifier (to check an answer against).
-    sent: HashMap<u8, Vec<u8>>,
+    /// The header of the request last sent with each Identifier (an answer is checked
+    /// against its Request Authenticator).
+    sent: Box<[Option<[u8; radius::HEADER]>; 256]>,
+    /// Requests written for the next `sendmmsg`: their bytes and where each ends.
+    out: Vec<u8>,
+    ends: Vec<usize>,
 }
 
 struct CsvFiles {
@@ -570,6 +576,12 @@ struct Service {
     files: Option<CsvFiles>,
     /// A spool write failed since the last one that succeeded (a full disk).
     write_failed: bool,
+    /// Where the servers' answers are read, a batch at a time.
+    recv_slots: udp_batch::RecvSlots,
+    /// A CSV line being written (reused).
+    csv_line: Vec<u8>,
+    /// A spool entry being encoded (reused).
+    entry: Vec<u8>,
     report: Arc<Mutex<AccountingReport>>,
     stats: AccountingReport,
 }
@@ -603,7 +615,9 @@ impl Service {
                 socket,
                 address: srv.addr.to_string(),
                 secret: srv.secret.as_bytes().to_vec(),
-                sent: HashMap::new(),
+                sent: Box::new([None; 256]),
+                out: Vec::new(),
+                ends: Vec::new(),
             });
         }
         let mut service = Self {
@@ -631,6 +645,9 @@ impl Service {
                 seq: 0,
             }),
             write_failed: false,
+            recv_slots: udp_batch::RecvSlots::new(4096),
+            csv_line: Vec::with_capacity(1024),
+            entry: Vec::with_capacity(1024),
             stats: AccountingReport {
                 enabled: true,
                 spool_max_bytes: s.spool_max_bytes,
@@ -916,11 +933,14 @@ impl Service {
 
     /// Appends record `seq`'s "delivered" mark to the spool (written with the round's marks).
     fn write_mark(&mut self, seq: u64) {
-        let bytes = spool::encode(&SpoolEntry::Delivered { seq });
+        let mut bytes = std::mem::take(&mut self.entry);
+        bytes.clear();
+        spool::encode_into(&mut bytes, &SpoolEntry::Delivered { seq });
         let append = self
             .ledger
             .append_mark(u64::try_from(bytes.len()).unwrap_or(u64::MAX));
         self.append(&bytes, &append, None);
+        self.entry = bytes;
     }
 
     /// This node became the standby: what it replicated is the new active's (adopted there),
@@ -1007,10 +1027,13 @@ impl Service {
                 record.node.clone_from(&self.node);
             }
             let seq = self.ledger.take_seq();
-            let bytes = spool::encode_record(seq, &record, replicated);
+            let mut bytes = std::mem::take(&mut self.entry);
+            bytes.clear();
+            spool::encode_record_into(&mut bytes, seq, &record, replicated);
             let len = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
             let append = self.ledger.append_record(seq, len);
             let Append::To { number, .. } = append else {
+                self.entry = bytes;
                 self.stats.records_refused += 1;
                 self.stats.spool_full = true;
                 if replicated {
@@ -1024,6 +1047,7 @@ impl Service {
             // is still delivered from memory while the node lives.
             self.stats.records_spooled += 1;
             self.append(&bytes, &append, Some(seq));
+            self.entry = bytes;
             if replicated {
                 self.ledger.set_replicated(seq);
             }
@@ -1050,11 +1074,21 @@ impl Service {
     }
 
     fn write_csv(&mut self, record: &CallRecord) {
+        if self.files.is_none() {
+            return;
+        }
+        let mut line = std::mem::take(&mut self.csv_line);
+        line.clear();
+        csv_file::write_record_line(record, &mut line);
+        self.write_csv_line(&line);
+        self.csv_line = line;
+    }
+
+    fn write_csv_line(&mut self, line: &[u8]) {
         let Some(files) = self.files.as_mut() else {
             return;
         };
-        let line = csv_file::record_line(record);
-        let header = csv_file::header();
+        let header = csv_header();
         let now_ms = unix_ms();
         let next = line.len() as u64;
         let hdr = header.len() as u64;
@@ -1074,8 +1108,9 @@ impl Service {
             let path = files.out.dir.join(csv_file::file_name(now_ms, files.seq));
             match OpenOptions::new().create(true).append(true).open(&path) {
                 Ok(f) => {
-                    let mut f = BufWriter::new(f);
-                    if f.write_all(&header).is_err() {
+                    // One write a batch (a batch holds up to a few hundred lines).
+                    let mut f = BufWriter::with_capacity(256 * 1024, f);
+                    if f.write_all(header).is_err() {
                         self.stats.write_errors += 1;
                     }
                     files.file = Some((f, path, hdr, now_ms));
@@ -1088,7 +1123,7 @@ impl Service {
             }
         }
         if let Some((f, _, size, _)) = files.file.as_mut() {
-            if f.write_all(&line).is_ok() {
+            if f.write_all(line).is_ok() {
                 *size += next;
                 self.stats.file_records += 1;
             } else {
@@ -1097,16 +1132,30 @@ impl Service {
         }
     }
 
+    /// Writes the requests the delivery machine says are due, then sends each server's in as
+    /// few system calls as it takes (`sendmmsg`).
     fn send(&mut self) {
         let now_ms = unix_ms();
         while let Some(s) = self.delivery.poll_send() {
-            let packet = self.pending.get(&s.seq).and_then(|record| {
-                let delay = u32::try_from(now_ms.saturating_sub(record.event_ms) / 1000)
-                    .unwrap_or(u32::MAX);
-                let server = self.servers.get(s.server)?;
-                radius::accounting_request(record, s.identifier, delay, &server.secret)
-            });
-            let Some(bytes) = packet else {
+            let written = match (self.pending.get(&s.seq), self.servers.get_mut(s.server)) {
+                (Some(record), Some(server)) => {
+                    let delay = u32::try_from(now_ms.saturating_sub(record.event_ms) / 1000)
+                        .unwrap_or(u32::MAX);
+                    radius::write_accounting_request(
+                        record,
+                        s.identifier,
+                        delay,
+                        &server.secret,
+                        &mut server.out,
+                    )
+                    .map(|header| {
+                        server.ends.push(server.out.len());
+                        server.sent[usize::from(s.identifier)] = Some(header);
+                    })
+                }
+                _ => None,
+            };
+            if written.is_none() {
                 // Never sendable: dropped from delivery (it would fail every server in turn),
                 // marked done in the spool, counted.
                 warn!(
@@ -1116,38 +1165,48 @@ impl Service {
                 self.delivery.forget(s.seq);
                 self.stats.records_undeliverable += 1;
                 self.mark_delivered(s.seq);
+            }
+        }
+        for server in &mut self.servers {
+            if server.ends.is_empty() {
                 continue;
-            };
-            let Some(server) = self.servers.get_mut(s.server) else {
-                continue;
-            };
-            // A send that fails (the server's port closed: ICMP) is a request not answered.
-            let _ = server.socket.send(&bytes);
-            server.sent.insert(s.identifier, bytes);
+            }
+            // A request not sent (the server's port closed: ICMP; the socket's buffer full)
+            // is a request not answered: the delivery machine sends it again.
+            let _ = udp_batch::send_datagrams(&server.socket, &server.out, &server.ends);
+            server.out.clear();
+            server.ends.clear();
         }
     }
 
+    /// Reads the servers' answers (`recvmmsg`, a batch per call), and marks what they
+    /// acknowledged delivered.
     fn receive(&mut self, now: Instant) {
-        let mut buf = [0u8; 4096];
         for i in 0..self.servers.len() {
-            for _ in 0..256 {
-                let Ok(n) = self.servers[i].socket.recv(&mut buf) else {
+            // At most 16 batches a server a round: the rest waits for the next round.
+            for _ in 0..16 {
+                // An error is an ICMP error of an earlier send: read on.
+                let Ok(n) = self.recv_slots.recv(&self.servers[i].socket) else {
+                    continue;
+                };
+                if n == 0 {
                     break;
-                };
-                let answer = &buf[..n];
-                let Some(&identifier) = answer.get(1) else {
-                    continue;
-                };
-                let server = &self.servers[i];
-                let authentic = server
-                    .sent
-                    .get(&identifier)
-                    .is_some_and(|req| radius::is_answer(answer, req, &server.secret));
-                if !authentic {
-                    continue;
                 }
-                if self.delivery.handle_answer(now, i, identifier).is_some() {
-                    self.servers[i].sent.remove(&identifier);
+                let server = &mut self.servers[i];
+                for answer in self.recv_slots.datagrams() {
+                    let Some(&identifier) = answer.get(1) else {
+                        continue;
+                    };
+                    let slot = &mut server.sent[usize::from(identifier)];
+                    let authentic = slot
+                        .as_ref()
+                        .is_some_and(|req| radius::is_answer(answer, req, &server.secret));
+                    if authentic && self.delivery.handle_answer(now, i, identifier).is_some() {
+                        *slot = None;
+                    }
+                }
+                if n < udp_batch::BATCH {
+                    break;
                 }
             }
         }
@@ -1281,6 +1340,12 @@ impl Service {
         self.sync_csv();
         self.publish();
     }
+}
+
+/// The CDR files' header line (built once).
+fn csv_header() -> &'static [u8] {
+    static HEADER: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    HEADER.get_or_init(csv_file::header)
 }
 
 /// Deletes the oldest closed CDR files beyond `max_files` (the open one is not counted: it

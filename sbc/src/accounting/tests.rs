@@ -91,6 +91,7 @@ fn service(dir: &Dir, silent: &UdpSocket) -> Service {
             servers: vec![ServerTimings {
                 retry_after: Duration::from_secs(60),
                 restart_delay: Duration::from_secs(60),
+                max_inactivity: Duration::from_secs(600),
             }],
         },
         spool_dir: dir.0.clone(),

@@ -159,8 +159,8 @@ impl HepSink {
             .count();
         match &self.out {
             Out::Udp(socket) => {
-                // Every packet into one buffer, then out in groups of SENDMMSG_BATCH per
-                // system call.
+                // Every packet into one buffer, then out in groups of many per system
+                // call.
                 self.buf.clear();
                 self.ends.clear();
                 for item in items {
@@ -219,11 +219,8 @@ impl HepSink {
     }
 }
 
-/// Datagrams per `sendmmsg`.
-const SENDMMSG_BATCH: usize = 64;
-
 /// Sends the datagrams of `buf` (each ending at the next of `ends`) on the connected `socket`,
-/// [`SENDMMSG_BATCH`] per system call; returns how many were sent. A "port unreachable" marks
+/// many per system call; returns how many were sent. A "port unreachable" marks
 /// `refused_at`; what is not sent is not retried (the caller counts it as dropped).
 fn send_datagrams(
     socket: &UdpSocket,
@@ -231,47 +228,11 @@ fn send_datagrams(
     ends: &[usize],
     refused_at: &mut Option<Instant>,
 ) -> usize {
-    use nix::sys::socket::{sendmmsg, MsgFlags, MultiHeaders, SockaddrStorage};
-    use std::io::IoSlice;
-    use std::os::fd::AsRawFd as _;
-    let mut sent = 0;
-    let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(SENDMMSG_BATCH, None);
-    let none: [Option<SockaddrStorage>; SENDMMSG_BATCH] = [None; SENDMMSG_BATCH];
-    let mut start = 0;
-    let mut first = 0;
-    while first < ends.len() {
-        let group = &ends[first..ends.len().min(first + SENDMMSG_BATCH)];
-        let slices: Vec<[IoSlice<'_>; 1]> = group
-            .iter()
-            .scan(start, |from, &end| {
-                let s = [IoSlice::new(&buf[*from..end])];
-                *from = end;
-                Some(s)
-            })
-            .collect();
-        let result = sendmmsg(
-            socket.as_raw_fd(),
-            &mut headers,
-            &slices,
-            &none[..group.len()],
-            [],
-            MsgFlags::MSG_DONTWAIT,
-        )
-        .map(|r| r.count());
-        match result {
-            Ok(n) if n > 0 => {
-                sent += n;
-                first += n;
-                start = ends[first - 1];
-            }
-            Ok(_) => break,
-            Err(e) => {
-                debug!(error = %e, "HEP datagrams not sent");
-                if e == nix::errno::Errno::ECONNREFUSED {
-                    *refused_at = Some(Instant::now());
-                }
-                break;
-            }
+    let (sent, error) = crate::runtime::udp_batch::send_datagrams(socket, buf, ends);
+    if let Some(e) = error {
+        debug!(error = %e, "HEP datagrams not sent");
+        if e == nix::errno::Errno::ECONNREFUSED {
+            *refused_at = Some(Instant::now());
         }
     }
     sent
