@@ -1,5 +1,6 @@
 //! The accounting thread's memory window, driven by hand (no thread, a server that never
-//! answers): records beyond the window wait on disk and come back in order; a hand-over marks
+//! answers): records beyond the window wait on disk and come back in order, across
+//! segments deleted once delivered; a hand-over marks
 //! the replicated ones on disk only; replicated records read back are held, then taken back.
 
 use std::net::UdpSocket;
@@ -78,6 +79,11 @@ fn batch(calls: u32, replicated: impl Fn(u32) -> bool) -> Vec<(CallRecord, bool)
 
 /// A service on `dir` whose one server (`silent`) never answers.
 fn service(dir: &Dir, silent: &UdpSocket) -> Service {
+    service_bounded(dir, silent, 1 << 30)
+}
+
+/// The same with a spool of `max_bytes` (segments of an eighth of it, at least 64 KiB).
+fn service_bounded(dir: &Dir, silent: &UdpSocket, max_bytes: u64) -> Service {
     let settings = AccountingSettings {
         node: "sbc1".into(),
         servers: vec![ServerSettings {
@@ -95,7 +101,7 @@ fn service(dir: &Dir, silent: &UdpSocket) -> Service {
             }],
         },
         spool_dir: dir.0.clone(),
-        spool_max_bytes: 1 << 30,
+        spool_max_bytes: max_bytes,
         file_output: None,
         refuse_calls_when_full: false,
         memory_window: WINDOW,
@@ -191,4 +197,30 @@ fn replicated_records_read_back_wait_for_the_role_then_are_taken_back_a_window_a
     }
     assert_eq!(order, (1..=16).collect::<Vec<u64>>());
     assert_eq!(s.ledger.pending(), 0);
+}
+
+#[test]
+fn records_on_disk_only_are_read_back_across_segments_which_go_once_delivered() {
+    let dir = Dir::new("segments");
+    let silent = UdpSocket::bind("127.0.0.1:0").expect("a socket");
+    // Segments of 128 KiB: 3,000 records of about 120 bytes take three.
+    let mut s = service_bounded(&dir, &silent, 1 << 20);
+    let now = Instant::now();
+    s.take(now, batch(1500, |_| false));
+    assert!(s.ledger.segments() >= 3, "{} segments", s.ledger.segments());
+    assert_eq!(s.pending.len(), WINDOW);
+    let mut order = Vec::new();
+    for _ in 0..3000 {
+        let seqs = deliver_all_in_memory(&mut s);
+        if seqs.is_empty() {
+            break;
+        }
+        order.extend(seqs);
+        s.delete_delivered_segments();
+        s.refill(now);
+    }
+    assert_eq!(order, (1..=3000).collect::<Vec<u64>>());
+    assert_eq!((s.ledger.pending(), s.ledger.segments()), (0, 1));
+    let files = std::fs::read_dir(&dir.0).map_or(0, Iterator::count);
+    assert_eq!(files, 1, "delivered segments deleted");
 }
