@@ -2,7 +2,9 @@
 //! appends them to the spool and syncs it (a batch per sync), writes them to the CSV files,
 //! and sends them to the accounting servers as the delivery machine
 //! (`sbc_accounting::delivery`) says, marking each in the spool once a server answered. After
-//! a restart the spool's unmarked records are sent again, with their Acct-Delay-Time.
+//! a restart the spool's unmarked records are sent again, with their Acct-Delay-Time. At most
+//! a window of undelivered records is held in memory ([`sbc_accounting::window`]); the rest
+//! stay in the spool only and are read back, oldest first, as deliveries make room.
 //!
 //! The SIP path never waits on it: a worker hands a record over a bounded queue without
 //! blocking; a full queue or a full spool drops the record and counts it

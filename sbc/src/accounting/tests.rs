@@ -1,7 +1,7 @@
 //! The accounting thread's memory window, driven by hand (no thread, a server that never
-//! answers): records beyond the window wait on disk and come back in order, across
-//! segments deleted once delivered; a hand-over marks
-//! the replicated ones on disk only; replicated records read back are held, then taken back.
+//! answers): records beyond the window wait on disk and come back in order, across segments
+//! deleted once delivered; a hand-over marks the replicated ones on disk only; replicated
+//! records read back are held, then taken back.
 
 use std::net::UdpSocket;
 use std::sync::atomic::AtomicUsize;
