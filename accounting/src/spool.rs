@@ -889,4 +889,110 @@ mod tests {
         // From an entry's start, as a refill reads.
         assert_eq!(entries(&bytes[a.len()..]).count(), 1);
     }
+
+    /// A small deterministic generator (no clock, no crate).
+    fn lcg(state: &mut u64) -> u64 {
+        *state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        *state >> 33
+    }
+
+    #[test]
+    fn the_ledger_agrees_with_a_map_of_every_pending_record() {
+        let mut rng = 7u64;
+        let mut l = SpoolLedger::new(200_000, 2_000);
+        // Record → its segment, as the per-record map the ledger replaced would say.
+        let mut model: HashMap<u64, u64> = HashMap::new();
+        let mut taken = Vec::new();
+        for round in 0..20_000 {
+            match lcg(&mut rng) % 10 {
+                0..=4 => {
+                    let seq = l.take_seq();
+                    if let Append::To { number, .. } =
+                        l.append_record(seq, 20 + lcg(&mut rng) % 200)
+                    {
+                        model.insert(seq, number);
+                        taken.push(seq);
+                    }
+                }
+                5..=8 => {
+                    // A record taken (pending or not), or a number never taken.
+                    let seq = if taken.is_empty() || lcg(&mut rng) % 8 == 0 {
+                        lcg(&mut rng) % 100_000
+                    } else {
+                        taken[usize::try_from(lcg(&mut rng)).unwrap_or(0) % taken.len()]
+                    };
+                    assert_eq!(l.delivered(seq), model.remove(&seq).is_some(), "{seq}");
+                    let _ = l.append_mark(12);
+                }
+                _ => {
+                    if round % 7 == 0 {
+                        l.seal();
+                    }
+                    for n in l.take_deletable() {
+                        assert!(model.values().all(|m| *m != n), "segment {n} still pending");
+                    }
+                }
+            }
+            assert_eq!(l.pending(), model.len());
+        }
+        for seq in taken {
+            assert_eq!(l.is_pending(seq), model.contains_key(&seq));
+        }
+        assert!(l.odd.is_empty(), "appended records are always in order");
+    }
+
+    #[test]
+    fn a_replay_of_any_numbers_agrees_with_a_map() {
+        let mut rng = 11u64;
+        let mut l = SpoolLedger::new(u64::MAX, 1000);
+        let mut model: HashMap<u64, u64> = HashMap::new();
+        for n in 1..=50 {
+            let entries: Vec<SpoolEntry> = (0..40)
+                .map(|_| {
+                    // Mostly increasing numbers, some far, some back, some twice.
+                    let seq = match lcg(&mut rng) % 10 {
+                        0 => lcg(&mut rng) % 10_000_000,
+                        1 => lcg(&mut rng) % (n * 40 + 1),
+                        _ => n * 40 + lcg(&mut rng) % 40,
+                    };
+                    if lcg(&mut rng) % 3 == 0 {
+                        SpoolEntry::Delivered { seq }
+                    } else {
+                        SpoolEntry::Record {
+                            seq,
+                            record: Box::new(sample(RecordKind::Start)),
+                            replicated: seq % 2 == 0,
+                        }
+                    }
+                })
+                .collect();
+            for e in &entries {
+                match e {
+                    SpoolEntry::Record { seq, .. } => {
+                        model.entry(*seq).or_insert(n);
+                    }
+                    SpoolEntry::Delivered { seq } => {
+                        model.remove(seq);
+                    }
+                }
+            }
+            l.replay(n, 100, &entries);
+            assert_eq!(l.pending(), model.len());
+        }
+        for seq in model.keys() {
+            assert!(l.is_pending(*seq));
+        }
+        let replicated = model.keys().filter(|s| *s % 2 == 0).count();
+        assert_eq!(l.replicated_pending_count(), replicated);
+        // Delivered in any order, every segment goes but the last.
+        let mut seqs: Vec<u64> = model.keys().copied().collect();
+        seqs.sort_unstable_by_key(|s| s.wrapping_mul(2_654_435_761) % 1_000_003);
+        for seq in seqs {
+            assert!(l.delivered(seq));
+        }
+        assert_eq!(l.pending(), 0);
+        assert_eq!(l.take_deletable().len(), 49);
+    }
 }
