@@ -918,7 +918,7 @@ mod tests {
                 }
                 5..=8 => {
                     // A record taken (pending or not), or a number never taken.
-                    let seq = if taken.is_empty() || lcg(&mut rng) % 8 == 0 {
+                    let seq = if taken.is_empty() || lcg(&mut rng).is_multiple_of(8) {
                         lcg(&mut rng) % 100_000
                     } else {
                         taken[usize::try_from(lcg(&mut rng)).unwrap_or(0) % taken.len()]
@@ -957,7 +957,7 @@ mod tests {
                         1 => lcg(&mut rng) % (n * 40 + 1),
                         _ => n * 40 + lcg(&mut rng) % 40,
                     };
-                    if lcg(&mut rng) % 3 == 0 {
+                    if lcg(&mut rng).is_multiple_of(3) {
                         SpoolEntry::Delivered { seq }
                     } else {
                         SpoolEntry::Record {
