@@ -337,6 +337,7 @@ impl SpoolLedger {
     /// Starts taking in segment `number` as read back at start (`bytes` long); its entries
     /// follow through [`Self::replay_entry`]. Segments are given in increasing order.
     pub fn replay_segment(&mut self, number: u64, bytes: u64) {
+        self.close_tail();
         self.segments
             .push_back(Segment::new(number, bytes, self.bits_end));
         self.sealed = true;
@@ -388,6 +389,14 @@ impl SpoolLedger {
         }
         s.pending += 1;
         self.pending += 1;
+    }
+
+    /// The last segment takes no more records: its bitsets shrink to what they hold.
+    fn close_tail(&mut self) {
+        if let Some(s) = self.segments.back_mut() {
+            s.bits.shrink_to_fit();
+            s.replicated.shrink_to_fit();
+        }
     }
 
     /// The segment whose range holds `seq`, by binary search.
@@ -482,6 +491,7 @@ impl SpoolLedger {
         if roll {
             self.sealed = false;
             let number = self.segments.back().map_or(1, |s| s.number + 1);
+            self.close_tail();
             self.segments
                 .push_back(Segment::new(number, len, self.bits_end));
             return Append::To { number, new: true };
