@@ -370,7 +370,7 @@ impl SpoolLedger {
             return;
         };
         let empty = s.first == s.end;
-        if seq >= bits_end && (empty || seq - s.end <= MAX_GAP) {
+        if seq >= bits_end && seq < u64::MAX && (empty || seq - s.end <= MAX_GAP) {
             if empty {
                 s.first = seq;
                 s.bits.clear();
@@ -449,7 +449,7 @@ impl SpoolLedger {
     /// The number the next record takes.
     pub fn take_seq(&mut self) -> u64 {
         let seq = self.next_seq;
-        self.next_seq += 1;
+        self.next_seq = self.next_seq.saturating_add(1);
         seq
     }
 
@@ -857,6 +857,12 @@ mod tests {
         assert!(l.delivered(500_000) && l.delivered(12));
         assert_eq!(l.pending(), 0);
         assert_eq!(l.take_seq(), 500_001);
+        // The largest number a file can hold: kept aside, nothing overflows.
+        let mut m = SpoolLedger::new(u64::MAX, 1000);
+        m.replay(1, 100, &[rec(u64::MAX, true), rec(u64::MAX - 1, false)]);
+        assert_eq!((m.pending(), m.replicated_pending_count()), (2, 1));
+        assert_eq!(m.take_seq(), u64::MAX);
+        assert!(m.delivered(u64::MAX) && m.delivered(u64::MAX - 1));
         // A new segment after the odd ones: its numbers in a bitset again.
         let s = l.take_seq();
         assert!(matches!(
