@@ -1,6 +1,6 @@
 //! Accounting of the SBC pair, sans IO: the call detail record ([`record`]), its CSV line and
 //! the files' rotation ([`csv_file`]), its RADIUS attributes ([`radius`]), the spool's format
-//! and ledger ([`spool`]) and the delivery to accounting servers ([`delivery`]). Nothing here
+//! and ledger ([`spool`]), the records held in memory ([`window`]) and the delivery to accounting servers ([`delivery`]). Nothing here
 //! reads a clock or touches a file or a socket: the node (`sbc::accounting`) does, and hands
 //! the time in.
 
@@ -10,6 +10,7 @@ pub mod radius;
 pub mod record;
 pub mod spool;
 pub mod time;
+pub mod window;
 
 pub use record::{
     key_of_replication, replication_key, CallRecord, EndedBy, MediaFigures, RecordKind,

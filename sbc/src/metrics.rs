@@ -1180,6 +1180,18 @@ fn accounting(m: &mut Builder, a: &crate::accounting::AccountingReport) {
         a.spool_pending as f64,
     );
     m.gauge(
+        "sbc_accounting_records_in_memory",
+        "Undelivered records loaded in memory (at most the window)",
+        &[],
+        a.records_in_memory as f64,
+    );
+    m.gauge(
+        "sbc_accounting_records_on_disk_only",
+        "Records pending in the spool and not in memory (read back as the window empties)",
+        &[],
+        a.records_on_disk_only as f64,
+    );
+    m.gauge(
         "sbc_accounting_spool_bytes",
         "Bytes the accounting spool holds",
         &[],

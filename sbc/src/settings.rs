@@ -133,7 +133,19 @@ pub fn accounting(cfg: &Config) -> Option<crate::accounting::AccountingSettings>
             }
         }),
         refuse_calls_when_full: a.spool_full_action == SpoolFullAction::RefuseCalls,
+        memory_window: accounting_memory_window(),
     })
+}
+
+/// Undelivered accounting records held in memory, at most: [`sbc_accounting::window::WINDOW`].
+/// Not a configuration key (Oracle's `account-config` has none); the tests make it small
+/// through the environment variable `SBC_ACCOUNTING_MEMORY_WINDOW`.
+fn accounting_memory_window() -> usize {
+    std::env::var("SBC_ACCOUNTING_MEMORY_WINDOW")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(sbc_accounting::window::WINDOW)
 }
 
 /// What the engines generate for accounting (`None`: nothing).

@@ -2,7 +2,9 @@
 //! appends them to the spool and syncs it (a batch per sync), writes them to the CSV files,
 //! and sends them to the accounting servers as the delivery machine
 //! (`sbc_accounting::delivery`) says, marking each in the spool once a server answered. After
-//! a restart the spool's unmarked records are sent again, with their Acct-Delay-Time.
+//! a restart the spool's unmarked records are sent again, with their Acct-Delay-Time. At most
+//! a window of undelivered records is held in memory ([`sbc_accounting::window`]); the rest
+//! stay in the spool only and are read back, oldest first, as deliveries make room.
 //!
 //! The SIP path never waits on it: a worker hands a record over a bounded queue without
 //! blocking; a full queue or a full spool drops the record and counts it
@@ -18,6 +20,8 @@
 
 mod radius;
 pub mod spool_alarm;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
@@ -36,6 +40,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use sbc_accounting::csv_file::{self, Rotation};
 use sbc_accounting::delivery::{Delivery, DeliverySettings};
 use sbc_accounting::spool::{self, Append, SpoolEntry, SpoolLedger};
+use sbc_accounting::window::{Candidate, Window};
 use sbc_accounting::CallRecord;
 
 use crate::runtime::udp_batch;
@@ -204,6 +209,9 @@ pub struct AccountingSettings {
     /// Whether new calls are refused while the spool is full (`spool-full-action
     /// refuse-calls`).
     pub refuse_calls_when_full: bool,
+    /// Undelivered records held in memory, at most ([`sbc_accounting::window::WINDOW`]); the
+    /// rest are read back from the spool as deliveries make room.
+    pub memory_window: usize,
 }
 
 /// One server as `show accounting` and `/metrics` see it.
@@ -279,8 +287,12 @@ pub struct AccountingReport {
     pub records_unspooled: u64,
     /// Records that could not be encoded as RADIUS: dropped, counted.
     pub records_undeliverable: u64,
-    /// Replicated records read back at start, waiting for this node's role.
+    /// Replicated records read back at start, waiting for this node's role (in the spool).
     pub records_held: usize,
+    /// Undelivered records loaded in memory (at most the window).
+    pub records_in_memory: usize,
+    /// Records pending in the spool and not in memory (read back as the window empties).
+    pub records_on_disk_only: usize,
 }
 
 /// The workers' side of accounting: a bounded, non-blocking queue to its thread.
@@ -514,6 +526,21 @@ struct CsvFiles {
     seq: u64,
 }
 
+/// Reads of the spool a refill makes in one round of the thread, at most.
+const REFILL_READS: usize = 4;
+/// Replicated records handed over per pass (marks written between passes).
+const HAND_OVER_CHUNK: usize = 4096;
+
+/// Up to `len` bytes of the file at `path` from `offset`.
+fn read_at(path: &Path, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    let mut f = File::open(path)?;
+    f.seek(SeekFrom::Start(offset))?;
+    let mut out = Vec::new();
+    f.take(len).read_to_end(&mut out)?;
+    Ok(out)
+}
+
 /// How long replicated records read back at start wait for this node's role before they are
 /// delivered anyway (a node that never joins a pair again).
 const HOLD_FOR_ROLE: Duration = Duration::from_secs(60);
@@ -536,12 +563,15 @@ struct Service {
     /// adoption of what this node already holds, is one record).
     pending: HashMap<u64, CallRecord>,
     keys: HashMap<u64, u64>,
-    /// The records whose replica is deleted once delivered (and handed over if this node
-    /// becomes the standby).
+    /// The records in memory whose replica is deleted once delivered (and handed over if
+    /// this node becomes the standby).
     replicated: std::collections::HashSet<u64>,
-    /// Replicated records read back at start, waiting for this node's role: the new active
-    /// delivers them if this node comes back as standby.
-    held: Vec<(u64, CallRecord)>,
+    /// Which undelivered records are in memory (`pending`); the others are read back from the
+    /// spool as it empties.
+    window: Window,
+    /// Replicated records read back at start, waiting for this node's role in the spool (the
+    /// window skips them): the new active delivers them if this node comes back as standby.
+    held: usize,
     held_since: Instant,
     replication: Arc<Replication>,
     hasher: RandomState,
@@ -606,7 +636,8 @@ impl Service {
             pending: HashMap::new(),
             keys: HashMap::new(),
             replicated: std::collections::HashSet::new(),
-            held: Vec::new(),
+            window: Window::new(s.memory_window),
+            held: 0,
             held_since: Instant::now(),
             replication,
             hasher: RandomState::new(),
@@ -630,17 +661,18 @@ impl Service {
         Ok(service)
     }
 
-    /// Reads the spool back: every record not marked delivered is sent again (a record this
-    /// node had replicated waits for its role: see [`Handed::HandOver`]). New entries go to a
-    /// new segment, never after what was read (a torn tail ends it).
+    /// Reads the spool back: every segment in turn (one in memory at a time), for the ledger
+    /// to learn which records no mark delivered; none of them is kept. The window then loads
+    /// the oldest of them ([`Self::refill`]), the rest wait on disk until it has room. A record
+    /// this node had replicated is held in the spool until its role is known (see
+    /// [`Handed::HandOver`]). New entries go to a new segment, never after what was read (a
+    /// torn tail ends it).
     fn replay(&mut self) -> anyhow::Result<()> {
         let mut numbers: Vec<u64> = fs::read_dir(&self.spool_dir)?
             .filter_map(Result::ok)
             .filter_map(|e| spool::segment_number(&e.file_name().to_string_lossy()))
             .collect();
         numbers.sort_unstable();
-        let now = Instant::now();
-        let mut replayed = std::collections::BTreeMap::new();
         for n in numbers {
             let path = self.spool_dir.join(spool::segment_name(n));
             let bytes = match fs::read(&path) {
@@ -653,44 +685,103 @@ impl Service {
                     continue;
                 }
             };
-            let (entries, torn) = spool::decode_segment(&bytes);
-            if torn {
+            let len = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+            self.ledger.replay_segment(n, len);
+            let mut entries = spool::entries(&bytes);
+            for (_, e) in entries.by_ref() {
+                self.ledger.replay_entry(&e);
+            }
+            if entries.torn() {
                 self.stats.spool_torn += 1;
                 warn!(segment = %path.display(), "spool segment ends in a torn entry (cut off)");
             }
-            for e in &entries {
-                match e {
-                    SpoolEntry::Record {
-                        seq,
-                        record,
-                        replicated,
-                    } => {
-                        replayed.insert(*seq, ((**record).clone(), *replicated));
-                    }
-                    SpoolEntry::Delivered { seq } => {
-                        replayed.remove(seq);
-                    }
-                }
-            }
-            let len = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
-            self.ledger.replay(n, len, &entries);
         }
-        self.stats.records_replayed = replayed.len() as u64;
-        if !replayed.is_empty() {
+        let pending = self.ledger.pending();
+        self.stats.records_replayed = pending as u64;
+        if pending > 0 {
             info!(
-                records = replayed.len(),
+                records = pending,
                 "accounting records replayed from the spool"
             );
         }
-        for (seq, (record, replicated)) in replayed {
-            if replicated {
-                self.held.push((seq, record));
-            } else {
-                self.take_over_record(now, seq, record);
+        self.held = self.ledger.replicated_pending_count();
+        self.window.start(&self.ledger, self.held > 0);
+        self.delete_delivered_segments();
+        self.refill(Instant::now());
+        Ok(())
+    }
+
+    /// Loads records on disk only into the window while it has room (the decisions are
+    /// [`Window`]'s): reads the cursor's segment from its offset, a few reads a round at most.
+    fn refill(&mut self, now: Instant) {
+        for _ in 0..REFILL_READS {
+            let Some(read) = self.window.due(&self.ledger, self.pending.len()) else {
+                return;
+            };
+            // The buffered marks are on disk before the segment is read.
+            self.flush_writes();
+            let path = self.spool_dir.join(spool::segment_name(read.at.segment));
+            let bytes = read_at(&path, read.at.offset, read.len).unwrap_or_else(|e| {
+                // Its records stay pending (the segment is kept) until a restart reads it.
+                warn!(segment = %path.display(), error = %e, "spool segment unreadable");
+                self.stats.write_errors += 1;
+                Vec::new()
+            });
+            let mut candidates = Vec::new();
+            let mut records = Vec::new();
+            let mut entries = spool::entries(&bytes);
+            for (at, e) in entries.by_ref() {
+                if let SpoolEntry::Record {
+                    seq,
+                    record,
+                    replicated,
+                } = e
+                {
+                    candidates.push(Candidate {
+                        seq,
+                        offset: read.at.offset + at as u64,
+                        replicated,
+                    });
+                    records.push(Some(record));
+                }
+            }
+            // A read shorter than asked reached the segment's end.
+            let read_to =
+                (bytes.len() as u64 >= read.len).then(|| read.at.offset + entries.offset() as u64);
+            let pending = &self.pending;
+            let load = self.window.plan(
+                &self.ledger,
+                read,
+                &candidates,
+                read_to,
+                pending.len(),
+                |seq| pending.contains_key(&seq),
+            );
+            for i in load {
+                let (Some(c), Some(record)) =
+                    (candidates.get(i), records.get_mut(i).and_then(Option::take))
+                else {
+                    continue;
+                };
+                self.load(now, c.seq, *record, c.replicated);
             }
         }
-        self.delete_delivered_segments();
-        Ok(())
+    }
+
+    /// A record read back from the spool into the window: kept once when its twin is in
+    /// memory (the same record adopted from the peer), otherwise queued.
+    fn load(&mut self, now: Instant, seq: u64, record: CallRecord, replicated: bool) {
+        if self.keys.contains_key(&self.record_id(&record)) {
+            self.stats.records_duplicate += 1;
+            if self.ledger.delivered(seq) {
+                self.write_mark(seq);
+            }
+            return;
+        }
+        if replicated {
+            self.replicated.insert(seq);
+        }
+        self.take_over_record(now, seq, record);
     }
 
     /// A record of the spool that is this node's to deliver: written to the CSV files when
@@ -855,29 +946,27 @@ impl Service {
     }
 
     /// This node became the standby: what it replicated is the new active's (adopted there),
-    /// so it stops sending those records and marks them handed over in its spool.
+    /// so it stops sending those records and marks them handed over in its spool: those in
+    /// memory, and those on disk only or held (the ledger knows which; no segment is read).
     fn hand_over(&mut self) {
-        let replicated: Vec<u64> = self.replicated.iter().copied().collect();
+        let replicated: Vec<u64> = self.replicated.drain().collect();
         let mut handed = 0u64;
         for seq in replicated {
-            self.delivery.forget(seq);
-            if let Some(r) = self.pending.get(&seq) {
-                let id = self.record_id(r);
-                self.keys.remove(&id);
-            }
-            self.pending.remove(&seq);
-            self.replicated.remove(&seq);
-            if self.ledger.delivered(seq) {
-                self.write_mark(seq);
-                handed += 1;
-            }
+            handed += u64::from(self.hand_over_record(seq));
         }
-        for (seq, _) in std::mem::take(&mut self.held) {
-            if self.ledger.delivered(seq) {
-                self.write_mark(seq);
-                handed += 1;
+        for _ in 0..=self.ledger.pending() / HAND_OVER_CHUNK {
+            let seqs = self.ledger.replicated_pending(HAND_OVER_CHUNK);
+            if seqs.is_empty() {
+                break;
             }
+            for seq in seqs {
+                handed += u64::from(self.hand_over_record(seq));
+            }
+            // The marks written as they come (not a buffer of millions).
+            self.flush_writes();
         }
+        self.held = 0;
+        self.window.end_hold(&self.ledger, false);
         if handed > 0 {
             info!(
                 records = handed,
@@ -889,21 +978,31 @@ impl Service {
         self.delete_delivered_segments();
     }
 
-    /// This node became the active: the replicated records it held since its start are its
-    /// own to deliver (a copy the peer left in the table is the same record).
-    fn take_back(&mut self, now: Instant) {
-        for (seq, record) in std::mem::take(&mut self.held) {
-            if self.keys.contains_key(&self.record_id(&record)) {
-                // Adopted from the peer's table already: the same record, sent once.
-                self.stats.records_duplicate += 1;
-                if self.ledger.delivered(seq) {
-                    self.write_mark(seq);
-                }
-                continue;
+    /// Record `seq` is the new active's: out of memory and delivery, marked in the spool;
+    /// whether it was pending there.
+    fn hand_over_record(&mut self, seq: u64) -> bool {
+        self.delivery.forget(seq);
+        if let Some(r) = self.pending.remove(&seq) {
+            let id = self.record_id(&r);
+            if self.keys.get(&id) == Some(&seq) {
+                self.keys.remove(&id);
             }
-            self.replicated.insert(seq);
-            self.take_over_record(now, seq, record);
         }
+        self.replicated.remove(&seq);
+        if self.ledger.delivered(seq) {
+            self.write_mark(seq);
+            return true;
+        }
+        false
+    }
+
+    /// This node became the active: the replicated records it held since its start are its
+    /// own to deliver (a copy the peer left in the table is the same record, kept once:
+    /// [`Self::load`]); the window reads them back.
+    fn take_back(&mut self, now: Instant) {
+        self.held = 0;
+        self.window.end_hold(&self.ledger, true);
+        self.refill(now);
     }
 
     fn delete_delivered_segments(&mut self) {
@@ -933,10 +1032,9 @@ impl Service {
             let mut bytes = std::mem::take(&mut self.entry);
             bytes.clear();
             spool::encode_record_into(&mut bytes, seq, &record, replicated);
-            let append = self
-                .ledger
-                .append_record(seq, u64::try_from(bytes.len()).unwrap_or(u64::MAX));
-            if append == Append::Full {
+            let len = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+            let append = self.ledger.append_record(seq, len);
+            let Append::To { number, .. } = append else {
                 self.entry = bytes;
                 self.stats.records_refused += 1;
                 self.stats.spool_full = true;
@@ -944,24 +1042,35 @@ impl Service {
                     self.replication.delete(&record);
                 }
                 continue;
-            }
+            };
+            // Where its entry starts, should the window leave it on disk only.
+            let at = (number, self.ledger.tail_bytes().saturating_sub(len));
             // Counted as spooled; a write that fails un-counts it (`unspooled`): the record
             // is still delivered from memory while the node lives.
             self.stats.records_spooled += 1;
             self.append(&bytes, &append, Some(seq));
             self.entry = bytes;
             if replicated {
-                self.replicated.insert(seq);
+                self.ledger.set_replicated(seq);
             }
-            kept.push((seq, record));
+            kept.push((seq, at, record, replicated));
         }
         self.sync();
-        for (_, record) in &kept {
+        for (_, _, record, _) in &kept {
             self.write_csv(record);
         }
         // The CSV lines are on disk before any record is marked delivered for them.
         self.sync_csv();
-        for (seq, record) in kept {
+        for (seq, (segment, offset), record, replicated) in kept {
+            // Beyond the window, on disk only (read back as it empties); a record whose write
+            // failed is not in the spool: delivered from memory whatever the window says.
+            let spooled = self.ledger.is_pending(seq);
+            if spooled && !self.window.admit(segment, offset, self.pending.len()) {
+                continue;
+            }
+            if replicated {
+                self.replicated.insert(seq);
+            }
             self.queue(now, seq, record);
         }
     }
@@ -1119,7 +1228,9 @@ impl Service {
         let mut stats = self.stats.clone();
         stats.spool_full |= self.write_failed;
         stats.spool_pending = self.ledger.pending();
-        stats.records_held = self.held.len();
+        stats.records_held = self.held;
+        stats.records_in_memory = self.pending.len();
+        stats.records_on_disk_only = self.ledger.pending().saturating_sub(self.pending.len());
         stats.spool_bytes = self.ledger.bytes();
         stats.spool_segments = self.ledger.segments();
         stats.queued = self.delivery.queued();
@@ -1206,7 +1317,7 @@ impl Service {
                 self.take(now, std::mem::take(&mut batch));
                 batch_since = None;
             }
-            if !role_known && !self.held.is_empty() && self.held_since.elapsed() >= HOLD_FOR_ROLE {
+            if !role_known && self.held > 0 && self.held_since.elapsed() >= HOLD_FOR_ROLE {
                 // No pair role in a minute: this node runs alone; what it held is its own.
                 self.take_back(now);
                 role_known = true;
@@ -1214,6 +1325,8 @@ impl Service {
             self.delivery.handle_timeout(now);
             self.send();
             self.receive(now);
+            // Deliveries made room: the oldest records on disk only come in.
+            self.refill(now);
             self.send();
             // Marks are written once per round (a lost mark only means a resend).
             self.flush_writes();

@@ -208,6 +208,8 @@ pub(crate) fn sample() -> Sources {
                 records_spooled: 10,
                 records_delivered: 10,
                 spool_max_bytes: 1 << 30,
+                records_in_memory: 4,
+                records_on_disk_only: 6,
                 ..crate::accounting::AccountingReport::default()
             },
         },
@@ -226,6 +228,8 @@ fn snapshots_map_to_conventional_families() {
     let text = encode(&sample());
     let checks: &[(&str, f64)] = &[
         ("sbc_sip_calls_attempted_total", 10.0),
+        ("sbc_accounting_records_in_memory", 4.0),
+        ("sbc_accounting_records_on_disk_only", 6.0),
         ("sbc_sip_calls_answered_total", 7.0),
         ("sbc_sip_calls_failed_total", 2.0),
         ("sbc_sip_calls_active", 3.0),

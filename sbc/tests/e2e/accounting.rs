@@ -11,6 +11,10 @@
 //! - The node killed (-9) with records it could not deliver (FreeRADIUS down), then started
 //!   again on the same spool: the survivor's spool is replayed and every record arrives once
 //!   more than it was acknowledged (none before), with its original times.
+//! - A memory window of 16 records (`SBC_ACCOUNTING_MEMORY_WINDOW`, the tests' knob) and
+//!   FreeRADIUS down while 40 calls come and go: `show accounting` counts records on disk only,
+//!   never more than 16 in memory; FreeRADIUS back, every record arrives once, Start before
+//!   Stop. The same killed (-9) during the outage and started again: all delivered, once.
 //! - The smallest spool (`spool-max-size 1`, 1 MiB) filled while FreeRADIUS is down: the
 //!   critical alarm 131078 (task `accounting`) in `display-alarms`, `sbcAlarmTrap` and
 //!   `sbcAccountingSpoolTrap` (full) at snmptrapd; FreeRADIUS back, the records delivered: the
@@ -23,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use sbc_e2e::freeradius::{DetailEntry, FreeRadius};
 use sbc_e2e::pair::mgmt_exec;
+use sbc_e2e::sbc::sbc_binary;
 use sbc_e2e::sipp::{run_pair, Sipp, SippResult};
 use sbc_e2e::snmp::Trapd;
 use sbc_e2e::{ports, SbcConfig, SbcNode, Scenario, TestDir};
@@ -386,6 +391,140 @@ fn hunt_fails_over_to_the_second_server_while_the_first_does_not_answer() {
     assert!(sessions
         .values()
         .all(|v| v.len() == 2 && status_type(v[0]) == "Start" && status_type(v[1]) == "Stop"));
+}
+
+/// The tests' memory window: far fewer records than the calls below make.
+const WINDOW: u64 = 16;
+
+/// A script that runs the node's binary with a memory window of [`WINDOW`] records (the
+/// environment variable only tests set).
+fn windowed_binary(dir: &TestDir) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = dir.file("sbc-windowed.sh");
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\nSBC_ACCOUNTING_MEMORY_WINDOW={WINDOW} exec '{}' \"$@\"\n",
+            sbc_binary().display()
+        ),
+    )
+    .expect("the wrapper script");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    path
+}
+
+/// Waits until `show accounting` says `records_delivered` reached `n` (bounded); the most
+/// records it ever showed in memory meanwhile.
+fn wait_delivered_within_window(node: &SbcNode, n: u64, limit: Duration) -> (Value, u64) {
+    let deadline = Instant::now() + limit;
+    let mut most = 0;
+    loop {
+        let a = show_accounting(node);
+        most = most.max(a["records_in_memory"].as_u64().unwrap_or(0));
+        if a["records_delivered"].as_u64().unwrap_or(0) >= n || Instant::now() > deadline {
+            return (a, most);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Every call's records once, Start then Stop: `calls` sessions, `2 × calls` raw entries.
+fn assert_each_call_once_in_order(entries: &[DetailEntry], calls: usize) {
+    assert_eq!(entries.len(), 2 * calls, "raw entries: {entries:?}");
+    let sessions = by_session(entries);
+    assert_eq!(sessions.len(), calls);
+    for v in sessions.values() {
+        let kinds: Vec<&str> = v.iter().map(|e| status_type(e)).collect();
+        assert_eq!(kinds, ["Start", "Stop"]);
+    }
+}
+
+#[test]
+fn records_beyond_the_memory_window_wait_on_disk_through_an_outage() {
+    let dir = TestDir::new("accounting-window");
+    let mut radius = FreeRadius::start_in(&dir, SECRET).expect("FreeRADIUS");
+    let mut config = SbcConfig::new();
+    config.extra_toml = accounting_toml(dir.path(), Some(radius.addr()), "");
+    std::fs::write(dir.file("sbc.toml"), config.to_toml()).expect("the config");
+    let node = SbcNode::start_existing_with(&dir, &windowed_binary(&dir));
+
+    radius.stop().expect("FreeRADIUS stops");
+    // 40 calls of 200 ms at 10 calls/s: 80 records, five windows' worth.
+    let (uac, _) = calls(
+        &node,
+        &config,
+        "window",
+        Scenario::Builtin("uac"),
+        Scenario::Builtin("uas"),
+        40,
+        10,
+        200,
+    );
+    uac.assert_success(40);
+    let during = wait_accounting(&node, "records_spooled", 80, Duration::from_secs(10));
+    assert_eq!(during["records_generated"], 80, "{during}");
+    assert_eq!(during["records_delivered"], 0, "{during}");
+    assert_eq!(during["spool_pending"], 80, "{during}");
+    let in_memory = during["records_in_memory"].as_u64().unwrap_or(u64::MAX);
+    assert!(in_memory <= WINDOW, "{during}");
+    assert_eq!(
+        during["records_on_disk_only"].as_u64(),
+        Some(80 - in_memory),
+        "{during}"
+    );
+
+    radius.start_again().expect("FreeRADIUS starts again");
+    let (a, most) = wait_delivered_within_window(&node, 80, Duration::from_secs(60));
+    assert_eq!(a["records_delivered"], 80, "{a}");
+    assert!(most <= WINDOW, "{most} records in memory: {a}");
+    assert_eq!(a["records_on_disk_only"], 0, "{a}");
+    assert_eq!(a["spool_pending"], 0, "{a}");
+    let _ = radius.wait_for_entries(80, Duration::from_secs(5));
+    // A moment more: nothing else may arrive.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_each_call_once_in_order(&radius.entries(), 40);
+}
+
+#[test]
+fn a_node_killed_with_more_records_on_disk_than_its_window_delivers_them_all_after_restart() {
+    let dir = TestDir::new("accounting-window-restart");
+    let mut radius = FreeRadius::start_in(&dir, SECRET).expect("FreeRADIUS");
+    let mut config = SbcConfig::new();
+    config.extra_toml = accounting_toml(dir.path(), Some(radius.addr()), "");
+    std::fs::write(dir.file("sbc.toml"), config.to_toml()).expect("the config");
+    let windowed = windowed_binary(&dir);
+    let mut node = SbcNode::start_existing_with(&dir, &windowed);
+
+    radius.stop().expect("FreeRADIUS stops");
+    let (uac, _) = calls(
+        &node,
+        &config,
+        "spooled",
+        Scenario::Builtin("uac"),
+        Scenario::Builtin("uas"),
+        40,
+        10,
+        200,
+    );
+    uac.assert_success(40);
+    let a = wait_accounting(&node, "records_spooled", 80, Duration::from_secs(10));
+    assert_eq!(a["records_delivered"], 0, "{a}");
+    assert!(
+        a["records_on_disk_only"].as_u64().unwrap_or(0) >= 80 - WINDOW,
+        "{a}"
+    );
+    node.kill();
+
+    radius.start_again().expect("FreeRADIUS starts again");
+    let node = SbcNode::start_existing_with(&dir, &windowed);
+    let (a, most) = wait_delivered_within_window(&node, 80, Duration::from_secs(60));
+    assert_eq!(a["records_replayed"], 80, "{a}");
+    assert_eq!(a["records_delivered"], 80, "{a}");
+    assert!(most <= WINDOW, "{most} records in memory: {a}");
+    assert_eq!(a["spool_pending"], 0, "{a}");
+    let _ = radius.wait_for_entries(80, Duration::from_secs(5));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_each_call_once_in_order(&radius.entries(), 40);
 }
 
 /// The accounting spool alarm's row in `display-alarms`, if raised.

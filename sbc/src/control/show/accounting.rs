@@ -34,8 +34,11 @@ pub(crate) fn text(a: &AccountingReport) -> String {
     );
     let _ = writeln!(
         out,
-        "spool {} records pending, {} of {} bytes in {} segments{}; queued {}, in flight {}",
+        "spool {} records pending ({} in memory, {} on disk only), {} of {} bytes in {} \
+         segments{}; queued {}, in flight {}",
         a.spool_pending,
+        a.records_in_memory,
+        a.records_on_disk_only,
         a.spool_bytes,
         a.spool_max_bytes,
         a.spool_segments,

@@ -1,0 +1,226 @@
+//! The accounting thread's memory window, driven by hand (no thread, a server that never
+//! answers): records beyond the window wait on disk and come back in order, across segments
+//! deleted once delivered; a hand-over marks the replicated ones on disk only; replicated
+//! records read back are held, then taken back.
+
+use std::net::UdpSocket;
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sbc_accounting::delivery::{DeliverySettings, ServerTimings, Strategy};
+use sbc_accounting::{CallRecord, EndedBy, MediaFigures, RecordKind};
+
+use super::{AccountingReport, AccountingSettings, Replication, ServerSettings, Service};
+
+const WINDOW: usize = 4;
+
+/// A spool directory of its own, removed when dropped.
+struct Dir(std::path::PathBuf);
+
+impl Dir {
+    fn new(name: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("sbc-acct-window-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        Self(p)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn record(call: u32, kind: RecordKind) -> CallRecord {
+    CallRecord {
+        session_id: format!("{call:016x}"),
+        kind,
+        interim: 0,
+        linked_session_id: String::new(),
+        calling: "alice".into(),
+        called: "bob".into(),
+        ingress_realm: "access".into(),
+        egress_realm: "core".into(),
+        ingress_agent: String::new(),
+        egress_agent: String::new(),
+        ingress_call_id: format!("{call}@a"),
+        egress_call_id: format!("{call}@b"),
+        caller_address: "127.0.0.1:5060".into(),
+        callee_address: "127.0.0.2:5060".into(),
+        setup_ms: 1,
+        connect_ms: 2,
+        disconnect_ms: if kind == RecordKind::Stop { 3 } else { 0 },
+        status: 200,
+        ended_by: if kind == RecordKind::Stop {
+            EndedBy::Caller
+        } else {
+            EndedBy::NotEnded
+        },
+        reroutes: 0,
+        caller_to_callee: MediaFigures::default(),
+        callee_to_caller: MediaFigures::default(),
+        event_ms: 2,
+        node: "sbc1".into(),
+    }
+}
+
+/// `calls` calls' Start and Stop, in the order generated, each replicated or not.
+fn batch(calls: u32, replicated: impl Fn(u32) -> bool) -> Vec<(CallRecord, bool)> {
+    (0..calls)
+        .flat_map(|c| {
+            [
+                (record(c, RecordKind::Start), replicated(c)),
+                (record(c, RecordKind::Stop), replicated(c)),
+            ]
+        })
+        .collect()
+}
+
+/// A service on `dir` whose one server (`silent`) never answers.
+fn service(dir: &Dir, silent: &UdpSocket) -> Service {
+    service_bounded(dir, silent, 1 << 30)
+}
+
+/// The same with a spool of `max_bytes` (segments of an eighth of it, at least 64 KiB).
+fn service_bounded(dir: &Dir, silent: &UdpSocket, max_bytes: u64) -> Service {
+    let settings = AccountingSettings {
+        node: "sbc1".into(),
+        servers: vec![ServerSettings {
+            addr: silent.local_addr().expect("an address"),
+            secret: "s".into(),
+        }],
+        delivery: DeliverySettings {
+            strategy: Strategy::Hunt,
+            max_wait_failover: 100,
+            tries: 3,
+            servers: vec![ServerTimings {
+                retry_after: Duration::from_secs(60),
+                restart_delay: Duration::from_secs(60),
+                max_inactivity: Duration::from_secs(600),
+            }],
+        },
+        spool_dir: dir.0.clone(),
+        spool_max_bytes: max_bytes,
+        file_output: None,
+        refuse_calls_when_full: false,
+        memory_window: WINDOW,
+    };
+    Service::open(
+        settings,
+        Arc::new(Mutex::new(AccountingReport::default())),
+        Arc::new(Replication::default()),
+        Arc::new(AtomicUsize::new(0)),
+    )
+    .expect("the service")
+}
+
+/// Every record in memory acknowledged, as the server's answers would.
+fn deliver_all_in_memory(s: &mut Service) -> Vec<u64> {
+    let mut seqs: Vec<u64> = s.pending.keys().copied().collect();
+    seqs.sort_unstable();
+    for &seq in &seqs {
+        s.delivery.forget(seq);
+        s.mark_delivered(seq);
+    }
+    seqs
+}
+
+#[test]
+fn records_beyond_the_window_wait_on_disk_and_come_back_in_order() {
+    let dir = Dir::new("order");
+    let silent = UdpSocket::bind("127.0.0.1:0").expect("a socket");
+    let mut s = service(&dir, &silent);
+    let now = Instant::now();
+    s.take(now, batch(15, |_| false));
+    assert_eq!((s.pending.len(), s.ledger.pending()), (WINDOW, 30));
+    let mut order = Vec::new();
+    for _ in 0..30 {
+        let seqs = deliver_all_in_memory(&mut s);
+        if seqs.is_empty() {
+            break;
+        }
+        order.extend(seqs);
+        s.refill(now);
+        assert!(s.pending.len() <= WINDOW);
+    }
+    assert_eq!(order, (1..=30).collect::<Vec<u64>>(), "each once, in order");
+    assert_eq!(s.ledger.pending(), 0);
+    assert_eq!(s.window.cursor(), None);
+    // Caught up: a new record goes straight to memory.
+    s.take(now, batch(1, |_| false).into_iter().take(1).collect());
+    assert_eq!((s.pending.len(), s.ledger.pending()), (1, 1));
+}
+
+#[test]
+fn a_hand_over_marks_the_replicated_records_on_disk_only_too() {
+    let dir = Dir::new("handover");
+    let silent = UdpSocket::bind("127.0.0.1:0").expect("a socket");
+    let mut s = service(&dir, &silent);
+    s.take(Instant::now(), batch(10, |c| c % 2 == 0));
+    assert_eq!(s.pending.len(), WINDOW);
+    s.hand_over();
+    assert_eq!(s.stats.records_handed_over, 10);
+    assert_eq!(s.ledger.pending(), 10);
+    assert!(s.replicated.is_empty());
+    drop(s);
+    // The marks are on disk: a restart sends only the records never replicated.
+    let s = service(&dir, &silent);
+    assert_eq!(s.stats.records_replayed, 10);
+    assert_eq!((s.held, s.pending.len()), (0, WINDOW));
+}
+
+#[test]
+fn replicated_records_read_back_wait_for_the_role_then_are_taken_back_a_window_at_a_time() {
+    let dir = Dir::new("held");
+    let silent = UdpSocket::bind("127.0.0.1:0").expect("a socket");
+    let mut s = service(&dir, &silent);
+    s.take(Instant::now(), batch(10, |c| c < 8));
+    drop(s);
+    let mut s = service(&dir, &silent);
+    assert_eq!((s.stats.records_replayed, s.held), (20, 16));
+    // Only the records never replicated are loaded while the role is unknown.
+    let mut seqs: Vec<u64> = s.pending.keys().copied().collect();
+    seqs.sort_unstable();
+    assert_eq!(seqs, vec![17, 18, 19, 20]);
+    deliver_all_in_memory(&mut s);
+    s.take_back(Instant::now());
+    assert_eq!(s.held, 0);
+    let mut order = Vec::new();
+    for _ in 0..30 {
+        let seqs = deliver_all_in_memory(&mut s);
+        if seqs.is_empty() {
+            break;
+        }
+        order.extend(seqs);
+        s.refill(Instant::now());
+    }
+    assert_eq!(order, (1..=16).collect::<Vec<u64>>());
+    assert_eq!(s.ledger.pending(), 0);
+}
+
+#[test]
+fn records_on_disk_only_are_read_back_across_segments_which_go_once_delivered() {
+    let dir = Dir::new("segments");
+    let silent = UdpSocket::bind("127.0.0.1:0").expect("a socket");
+    // Segments of 128 KiB: 3,000 records of about 120 bytes take three.
+    let mut s = service_bounded(&dir, &silent, 1 << 20);
+    let now = Instant::now();
+    s.take(now, batch(1500, |_| false));
+    assert!(s.ledger.segments() >= 3, "{} segments", s.ledger.segments());
+    assert_eq!(s.pending.len(), WINDOW);
+    let mut order = Vec::new();
+    for _ in 0..3000 {
+        let seqs = deliver_all_in_memory(&mut s);
+        if seqs.is_empty() {
+            break;
+        }
+        order.extend(seqs);
+        s.delete_delivered_segments();
+        s.refill(now);
+    }
+    assert_eq!(order, (1..=3000).collect::<Vec<u64>>());
+    assert_eq!((s.ledger.pending(), s.ledger.segments()), (0, 1));
+    let files = std::fs::read_dir(&dir.0).map_or(0, Iterator::count);
+    assert_eq!(files, 1, "delivered segments deleted");
+}
