@@ -243,6 +243,17 @@ impl Delivery {
         Some(seq)
     }
 
+    /// The record server `server` awaits an answer to with `identifier` now, if any (an
+    /// answer is taken for it only if it answers the request written for that record: an
+    /// identifier freed by a resend or a failure may have been given to a record not sent
+    /// yet).
+    #[must_use]
+    pub fn awaits(&self, server: usize, identifier: u8) -> Option<u64> {
+        self.servers
+            .get(server)
+            .and_then(|s| s.in_flight[usize::from(identifier)])
+    }
+
     /// Sends again what waited too long, fails servers that do not answer, brings failed
     /// servers back after their restart delay.
     pub fn handle_timeout(&mut self, now: Instant) {
@@ -318,6 +329,11 @@ impl Delivery {
             if s.in_flight[usize::from(f.identifier)] == Some(seq) {
                 s.in_flight[usize::from(f.identifier)] = None;
                 s.outstanding = s.outstanding.saturating_sub(1);
+            }
+            if s.outstanding == 0 {
+                // Nothing in flight: not silent (a stale instant would fail the server as
+                // soon as it is sent the next record).
+                s.silent_since = None;
             }
         }
         true
@@ -642,6 +658,25 @@ mod tests {
         assert_eq!(drain(&mut d).len(), 2);
         assert_eq!(d.queued(), 3);
         assert_eq!(d.in_flight(), 2);
+    }
+
+    #[test]
+    fn a_server_left_with_nothing_in_flight_by_a_forget_is_not_failed_on_its_next_send() {
+        // Review: `forget` (a hand-over, an undeliverable record) took the last request in
+        // flight but left `silent_since` set; the next send, any time later, kept that old
+        // instant and the server was failed for max-inactivity at once.
+        let mut d = Delivery::new(&settings(Strategy::Hunt, 1));
+        let t0 = Instant::now();
+        d.enqueue(t0, 1, 11);
+        assert_eq!(drain(&mut d).len(), 1);
+        assert!(d.forget(1));
+        let t1 = t0 + Duration::from_secs(120);
+        d.enqueue(t1, 2, 22);
+        assert_eq!(drain(&mut d).len(), 1);
+        assert_eq!(d.poll_timeout(), Some(t1 + Duration::from_secs(1)));
+        d.handle_timeout(t1 + Duration::from_millis(20));
+        assert_eq!(d.servers().next().map(|s| s.0), Some(ServerState::Up));
+        assert!(drain(&mut d).is_empty(), "nothing moved or resent");
     }
 
     #[test]

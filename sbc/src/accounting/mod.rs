@@ -512,13 +512,17 @@ struct Server {
     socket: UdpSocket,
     address: String,
     secret: Vec<u8>,
-    /// The header of the request last sent with each Identifier (an answer is checked
-    /// against its Request Authenticator).
-    sent: Box<[Option<[u8; radius::HEADER]>; 256]>,
+    /// The record and header of the request last sent with each Identifier (an answer is
+    /// checked against its Request Authenticator, and taken only while the delivery machine
+    /// still awaits that record on that Identifier).
+    sent: Box<[Option<SentRequest>; 256]>,
     /// Requests written for the next `sendmmsg`: their bytes and where each ends.
     out: Vec<u8>,
     ends: Vec<usize>,
 }
+
+/// A request written to a server: its record and its header.
+type SentRequest = (u64, [u8; radius::HEADER]);
 
 struct CsvFiles {
     out: FileOutput,
@@ -1152,7 +1156,7 @@ impl Service {
                     )
                     .map(|header| {
                         server.ends.push(server.out.len());
-                        server.sent[usize::from(s.identifier)] = Some(header);
+                        server.sent[usize::from(s.identifier)] = Some((s.seq, header));
                     })
                 }
                 _ => None,
@@ -1200,9 +1204,14 @@ impl Service {
                         continue;
                     };
                     let slot = &mut server.sent[usize::from(identifier)];
-                    let authentic = slot
-                        .as_ref()
-                        .is_some_and(|req| radius::is_answer(answer, req, &server.secret));
+                    // The identifier may have gone to a record not written yet (freed by a
+                    // resend or a failure, given again by an answer earlier in this read):
+                    // the slot still holds the old request, whose late answer is not the new
+                    // record's.
+                    let awaited = self.delivery.awaits(i, identifier);
+                    let authentic = slot.as_ref().is_some_and(|(seq, req)| {
+                        awaited == Some(*seq) && radius::is_answer(answer, req, &server.secret)
+                    });
                     if authentic && self.delivery.handle_answer(now, i, identifier).is_some() {
                         *slot = None;
                     }

@@ -166,4 +166,37 @@ mod tests {
         assert!(out.len() - 1 <= MAX_PACKET, "{} octets", out.len() - 1);
         assert!(Packet::is_authentic_request(&out[1..], b"s"));
     }
+
+    /// Review finding (not fixed): the test above leaves out the disconnect time (0), the
+    /// gigawords and a duration of more than one digit; a Stop that has them and the same
+    /// strings is over 4096 octets, and `send` drops it as undeliverable.
+    #[test]
+    #[ignore = "review finding: a Stop with every string at its cap is over 4096 octets and dropped"]
+    fn the_longest_stop_still_fits_a_packet() {
+        let mut r = record(RecordKind::Stop);
+        r.ended_by = EndedBy::MediaInactivity;
+        r.reroutes = u32::MAX;
+        r.disconnect_ms = 1_800_000_061_999;
+        r.caller_to_callee.octets = u64::MAX;
+        r.callee_to_caller.octets = u64::MAX;
+        for s in [
+            &mut r.session_id,
+            &mut r.linked_session_id,
+            &mut r.calling,
+            &mut r.called,
+            &mut r.ingress_call_id,
+            &mut r.egress_call_id,
+            &mut r.ingress_realm,
+            &mut r.egress_realm,
+            &mut r.ingress_agent,
+            &mut r.egress_agent,
+            &mut r.caller_address,
+            &mut r.callee_address,
+            &mut r.node,
+        ] {
+            *s = "x".repeat(300);
+        }
+        let mut out = Vec::new();
+        assert!(write_accounting_request(&r, 1, 0, b"s", &mut out).is_some());
+    }
 }

@@ -224,3 +224,150 @@ fn records_on_disk_only_are_read_back_across_segments_which_go_once_delivered() 
     let files = std::fs::read_dir(&dir.0).map_or(0, Iterator::count);
     assert_eq!(files, 1, "delivered segments deleted");
 }
+
+/// A service on `dir` whose one server is `server` (the test answers for it), holding up to
+/// `memory_window` records and `max_wait_failover` unanswered requests.
+fn service_answered_by(
+    dir: &Dir,
+    server: &UdpSocket,
+    memory_window: usize,
+    max_wait_failover: u32,
+) -> Service {
+    let settings = AccountingSettings {
+        node: "sbc1".into(),
+        servers: vec![ServerSettings {
+            addr: server.local_addr().expect("an address"),
+            secret: "s".into(),
+        }],
+        delivery: DeliverySettings {
+            strategy: Strategy::Hunt,
+            max_wait_failover,
+            tries: 3,
+            servers: vec![ServerTimings {
+                retry_after: Duration::from_secs(60),
+                restart_delay: Duration::from_secs(60),
+                max_inactivity: Duration::from_secs(600),
+            }],
+        },
+        spool_dir: dir.0.clone(),
+        spool_max_bytes: 1 << 30,
+        file_output: None,
+        refuse_calls_when_full: false,
+        memory_window,
+    };
+    Service::open(
+        settings,
+        Arc::new(Mutex::new(AccountingReport::default())),
+        Arc::new(Replication::default()),
+        Arc::new(AtomicUsize::new(0)),
+    )
+    .expect("the service")
+}
+
+/// The Accounting-Response a server sends to the request whose header is `request`.
+fn answer_to(request: &[u8; super::radius::HEADER], secret: &[u8]) -> Vec<u8> {
+    let mut a = vec![5, request[1], 0, 20];
+    let mut md5 = md5::Context::new();
+    md5.consume(&a);
+    md5.consume(&request[4..]);
+    md5.consume(secret);
+    a.extend_from_slice(&md5.compute().0);
+    a
+}
+
+/// Review finding: an identifier freed by a resend keeps the old request's header in
+/// `Server::sent`; an answer read earlier in the same `receive` gives that identifier to a
+/// record waiting for room (not written yet), and the late answer to the old request then
+/// passed the check and acknowledged the new record, which was never sent: marked delivered,
+/// then dropped as "undeliverable" by the next `send`.
+#[test]
+fn a_late_answer_to_a_resent_request_never_acknowledges_the_record_given_its_identifier() {
+    let dir = Dir::new("late-answer");
+    let srv = UdpSocket::bind("127.0.0.1:0").expect("a socket");
+    let mut s = service_answered_by(&dir, &srv, 1000, 255);
+    let t0 = Instant::now();
+    // Record 1 sent with identifier 0, unanswered, sent again with identifier 1.
+    s.take(t0, vec![(record(0, RecordKind::Start), false)]);
+    s.send();
+    let (seq, first) = s.servers[0].sent[0].expect("the first request");
+    assert_eq!(seq, 1);
+    let t1 = t0 + Duration::from_secs(61);
+    s.delivery.handle_timeout(t1);
+    s.send();
+    assert_eq!(s.delivery.awaits(0, 1), Some(1));
+    // 254 other calls take identifiers 2 to 255: 255 unanswered, no room.
+    s.take(
+        t1,
+        (1..=254)
+            .map(|c| (record(c, RecordKind::Start), false))
+            .collect(),
+    );
+    s.send();
+    let (_, second_call) = s.servers[0].sent[2].expect("identifier 2");
+    // Record 256 waits for room; identifier 0 is the next one free.
+    s.take(t1, vec![(record(1000, RecordKind::Start), false)]);
+    assert_eq!(s.delivery.queued(), 1);
+    // The server answers identifier 2, then (late) the first request with identifier 0.
+    let port = s.servers[0].socket.local_addr().expect("addr").port();
+    let to = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    srv.send_to(&answer_to(&second_call, b"s"), to)
+        .expect("sent");
+    srv.send_to(&answer_to(&first, b"s"), to).expect("sent");
+    std::thread::sleep(Duration::from_millis(50));
+    s.receive(t1);
+    s.send();
+    assert!(
+        s.ledger.is_pending(256),
+        "record 256 was never sent to the server: it must still be pending"
+    );
+    assert_eq!(s.stats.records_undeliverable, 0);
+    assert!(
+        s.ledger.is_pending(1),
+        "record 1's resend is not answered yet"
+    );
+}
+
+/// Review finding (not fixed): a record handed twice (held here since a restart, adopted
+/// from the peer's table as well) is kept once only while its twin is in memory. With the
+/// window, held records beyond it are on disk only when the adopted copies arrive, so both
+/// are spooled; each is loaded after the other was delivered, and both are delivered.
+#[test]
+#[ignore = "review finding: held records beyond the window and their adopted twins are both delivered"]
+fn a_record_held_on_disk_only_and_adopted_too_is_delivered_once() {
+    let dir = Dir::new("adopted-twins");
+    let silent = UdpSocket::bind("127.0.0.1:0").expect("a socket");
+    let mut s = service(&dir, &silent);
+    s.take(Instant::now(), batch(10, |_| true));
+    drop(s);
+    let mut s = service(&dir, &silent);
+    assert_eq!(s.held, 20);
+    // This node is the active again; the table still holds the 20 records: adopted.
+    s.take_back(Instant::now());
+    s.take(Instant::now(), batch(10, |_| true));
+    let mut delivered: Vec<(String, &'static str)> = Vec::new();
+    for _ in 0..100 {
+        let mut seqs: Vec<u64> = s.pending.keys().copied().collect();
+        if seqs.is_empty() {
+            break;
+        }
+        seqs.sort_unstable();
+        for seq in seqs {
+            let r = &s.pending[&seq];
+            delivered.push((r.session_id.clone(), r.kind.as_str()));
+            s.delivery.forget(seq);
+            s.mark_delivered(seq);
+        }
+        s.refill(Instant::now());
+    }
+    assert_eq!(s.ledger.pending(), 0);
+    let mut once = delivered.clone();
+    once.sort();
+    once.dedup();
+    assert_eq!(
+        delivered.len(),
+        once.len(),
+        "{} deliveries of {} records",
+        delivered.len(),
+        once.len()
+    );
+}
