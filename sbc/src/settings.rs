@@ -548,6 +548,7 @@ pub fn engine_config(cfg: &Config) -> anyhow::Result<EngineConfig> {
         // The node's media table, fixed at start, is attached by the runtime.
         media: None,
         trace: trace_on(cfg),
+        replicate_dialogs: cfg.redundancy.is_enabled(),
         // The node's trace switch, its trace thread's, is attached by the runtime.
         trace_switch: None,
         registration: Registrations {

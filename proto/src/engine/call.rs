@@ -417,7 +417,9 @@ impl Engine {
         if let Some(call) = self.calls.remove(&id) {
             let d = &call.dialog;
             self.release_subscription_place(d);
-            if matches!(d.state, DialogState::Confirmed | DialogState::Terminating) {
+            if !self.cfg.replicate_dialogs {
+                // No standby: nothing to delete there.
+            } else if matches!(d.state, DialogState::Confirmed | DialogState::Terminating) {
                 match self.now {
                     Some(now) => self
                         .lingering

@@ -71,6 +71,10 @@ pub struct EngineConfig {
     /// Whether every message received and sent is traced (`Engine::poll_trace`): on while the
     /// on-box trace or HEP capture is.
     pub trace: bool,
+    /// Whether a standby takes over this node's calls (`redundancy-config` enabled): the
+    /// engine makes dialog changes ([`crate::engine::Engine::poll_dialog_change`]) only then;
+    /// a node alone would clone each call for nobody at every step of it.
+    pub replicate_dialogs: bool,
     /// When set, tracing also needs this on: the shell turns it off while nobody would take
     /// the events (the capture server down, no monitor), and the engine then only counts the
     /// messages it did not trace.

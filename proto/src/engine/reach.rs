@@ -288,6 +288,7 @@ mod takeover {
             max_transactions: 200,
             media: None,
             trace: false,
+            replicate_dialogs: true,
             trace_switch: None,
             registration: crate::engine::Registrations::default(),
             session_policies: Vec::new(),

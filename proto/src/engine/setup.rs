@@ -36,6 +36,9 @@ impl Engine {
     /// Streams call `id`'s dialog, with its media and (while it is being set up) its set-up, to
     /// the standby.
     pub(super) fn replicate(&mut self, id: u64) {
+        if !self.cfg.replicate_dialogs {
+            return;
+        }
         let record = self.media_record(id);
         let setup = self.setup_record(id);
         let Some(call) = self.calls.get_mut(&id) else {

@@ -79,6 +79,7 @@ fn engine(s: &Sides, table: &Arc<Mutex<MediaTable>>) -> Engine {
             realms: vec![Some((0, s.access.ip())), Some((1, s.core.ip()))],
         }),
         trace: false,
+        replicate_dialogs: true,
         trace_switch: None,
         registration: Registrations::default(),
         session_policies: Vec::new(),

@@ -69,6 +69,7 @@ fn config() -> EngineConfig {
         max_transactions: 2000,
         media: None,
         trace: false,
+        replicate_dialogs: true,
         trace_switch: None,
         registration: Registrations::default(),
         session_policies: Vec::new(),
@@ -810,6 +811,28 @@ fn a_confirmed_dialog_moves_to_another_engine_and_bye_still_works() {
         matches!(last, Some(DialogChange::Delete(_))),
         "then the end is replicated"
     );
+}
+
+#[test]
+fn a_node_without_a_standby_makes_no_dialog_changes() {
+    let mut w = World::new();
+    w.engine = Engine::new(
+        EngineConfig {
+            replicate_dialogs: false,
+            ..config()
+        },
+        seed(),
+    );
+    let tag = establish(&mut w);
+    w.caller_sends(&caller_in_dialog("BYE", 2, "z9hG4bKbye", &tag));
+    w.callee_answers(200, "b1");
+    assert_eq!(w.codes_to_caller().last(), Some(&200));
+    w.advance(Duration::from_secs(64));
+    assert!(
+        w.engine.poll_dialog_change().is_none(),
+        "nothing is cloned for a standby there is not"
+    );
+    assert_eq!(w.engine.call_count(), 0);
 }
 
 #[test]
