@@ -288,11 +288,11 @@ fn cut(s: &str, cap: usize) -> &str {
 }
 
 /// Appends `field`'s value to `out`; `false` (and nothing appended) when it is left out.
-fn write_value(out: &mut Vec<u8>, key: Key, field: Field<'_>) -> bool {
+fn write_value(out: &mut Vec<u8>, key: Key, field: Field<'_>, text_cap: usize) -> bool {
     match field {
         Field::Text("") => false,
         Field::Text(s) => {
-            out.extend_from_slice(cut(s, value_cap(key)).as_bytes());
+            out.extend_from_slice(cut(s, value_cap(key).min(text_cap)).as_bytes());
             true
         }
         Field::Integer(n) => {
@@ -312,6 +312,18 @@ fn write_value(out: &mut Vec<u8>, key: Key, field: Field<'_>) -> bool {
 /// with its Vendor-Id, type and length, §5.26), as [`attributes`] lists them. Nothing is
 /// allocated beyond `out`'s growth.
 pub fn encode_attributes(record: &CallRecord, delay_secs: u32, out: &mut Vec<u8>) {
+    encode_attributes_cut(record, delay_secs, usize::MAX, out);
+}
+
+/// [`encode_attributes`] with every string also cut to at most `text_cap` octets: what the
+/// node sends when a record with long strings would not fit a packet's 4096 octets
+/// (better a shorter Call-ID than no record).
+pub fn encode_attributes_cut(
+    record: &CallRecord,
+    delay_secs: u32,
+    text_cap: usize,
+    out: &mut Vec<u8>,
+) {
     each_attribute(record, delay_secs, &mut |key, field| {
         let at = out.len();
         match key {
@@ -323,7 +335,7 @@ pub fn encode_attributes(record: &CallRecord, delay_secs: u32, out: &mut Vec<u8>
             }
         }
         let header = out.len() - at;
-        if !write_value(out, key, field) {
+        if !write_value(out, key, field, text_cap) {
             out.truncate(at);
             return;
         }
@@ -347,7 +359,7 @@ pub fn attributes(record: &CallRecord, delay_secs: u32) -> Vec<Attribute> {
             Field::Integer(n) => Value::Integer(n),
             other => {
                 let mut bytes = Vec::new();
-                if !write_value(&mut bytes, key, other) {
+                if !write_value(&mut bytes, key, other, usize::MAX) {
                     return;
                 }
                 Value::Text(String::from_utf8(bytes).unwrap_or_default())

@@ -577,6 +577,11 @@ struct Service {
     /// window skips them): the new active delivers them if this node comes back as standby.
     held: usize,
     held_since: Instant,
+    /// The ids of the replicated records read back at start and not delivered yet, with their
+    /// spool numbers: a copy the peer's table hands this node again (adopted) is the same
+    /// record, kept once even when the held one is on disk only (bounded by what was
+    /// replicated: [`MAX_REPLICATED`]).
+    held_ids: HashMap<u64, u64>,
     replication: Arc<Replication>,
     hasher: RandomState,
     files: Option<CsvFiles>,
@@ -643,6 +648,7 @@ impl Service {
             window: Window::new(s.memory_window),
             held: 0,
             held_since: Instant::now(),
+            held_ids: HashMap::new(),
             replication,
             hasher: RandomState::new(),
             files: s.file_output.map(|out| CsvFiles {
@@ -677,6 +683,8 @@ impl Service {
             .filter_map(|e| spool::segment_number(&e.file_name().to_string_lossy()))
             .collect();
         numbers.sort_unstable();
+        // Replicated records by number, while their marks are read: what is left is held.
+        let mut held_by_seq: HashMap<u64, u64> = HashMap::new();
         for n in numbers {
             let path = self.spool_dir.join(spool::segment_name(n));
             let bytes = match fs::read(&path) {
@@ -694,6 +702,19 @@ impl Service {
             let mut entries = spool::entries(&bytes);
             for (_, e) in entries.by_ref() {
                 self.ledger.replay_entry(&e);
+                match &e {
+                    SpoolEntry::Record {
+                        seq,
+                        record,
+                        replicated: true,
+                    } => {
+                        held_by_seq.insert(*seq, self.record_id(record));
+                    }
+                    SpoolEntry::Delivered { seq } => {
+                        held_by_seq.remove(seq);
+                    }
+                    SpoolEntry::Record { .. } => {}
+                }
             }
             if entries.torn() {
                 self.stats.spool_torn += 1;
@@ -709,6 +730,11 @@ impl Service {
             );
         }
         self.held = self.ledger.replicated_pending_count();
+        self.held_ids = held_by_seq
+            .into_iter()
+            .filter(|(seq, _)| self.ledger.is_pending(*seq))
+            .map(|(seq, id)| (id, seq))
+            .collect();
         self.window.start(&self.ledger, self.held > 0);
         self.delete_delivered_segments();
         self.refill(Instant::now());
@@ -970,6 +996,7 @@ impl Service {
             self.flush_writes();
         }
         self.held = 0;
+        self.held_ids.clear();
         self.window.end_hold(&self.ledger, false);
         if handed > 0 {
             info!(
@@ -985,7 +1012,11 @@ impl Service {
     /// Record `seq` is the new active's: out of memory and delivery, marked in the spool;
     /// whether it was pending there.
     fn hand_over_record(&mut self, seq: u64) -> bool {
-        self.delivery.forget(seq);
+        // Only a record in memory is in delivery (forgetting scans its queue: not for every
+        // record on disk only).
+        if self.pending.contains_key(&seq) {
+            self.delivery.forget(seq);
+        }
         if let Some(r) = self.pending.remove(&seq) {
             let id = self.record_id(&r);
             if self.keys.get(&id) == Some(&seq) {
@@ -1023,7 +1054,8 @@ impl Service {
     fn take(&mut self, now: Instant, batch: Vec<(CallRecord, bool)>) {
         let mut kept = Vec::with_capacity(batch.len());
         for (mut record, replicated) in batch {
-            if self.keys.contains_key(&self.record_id(&record)) {
+            let id = self.record_id(&record);
+            if self.keys.contains_key(&id) || self.held_ids.contains_key(&id) {
                 // One record handed twice (adopted while this node still held it).
                 self.stats.records_duplicate += 1;
                 continue;

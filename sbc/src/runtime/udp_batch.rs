@@ -15,13 +15,17 @@ pub const BATCH: usize = 64;
 
 /// Sends the datagrams of `buf`, each ending at the next of `ends` (increasing offsets), on
 /// the connected `socket` without waiting, [`BATCH`] per system call. Returns how many were
-/// sent and the error that stopped the rest (`ECONNREFUSED`: an earlier datagram met a closed
-/// port; `EAGAIN`: the socket's buffer is full).
+/// sent and the error that stopped the rest (`EAGAIN`: the socket's buffer is full), or
+/// `ECONNREFUSED` when an earlier datagram met a closed port (reported once by the kernel,
+/// which clears it: the rest of the batch is then sent anyway).
 pub fn send_datagrams(socket: &UdpSocket, buf: &[u8], ends: &[usize]) -> (usize, Option<Errno>) {
     let mut sent = 0;
     let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(BATCH.min(ends.len()), None);
     let none: [Option<SockaddrStorage>; BATCH] = [None; BATCH];
     let mut start = 0;
+    // A "connection refused" reports an earlier datagram's ICMP error (and clears it): the
+    // batch is tried once more rather than lost to it.
+    let mut retried = false;
     while sent < ends.len() {
         let group = &ends[sent..ends.len().min(sent + BATCH)];
         let mut from = start;
@@ -45,10 +49,11 @@ pub fn send_datagrams(socket: &UdpSocket, buf: &[u8], ends: &[usize]) -> (usize,
                 start = ends[sent - 1];
             }
             Ok(_) => return (sent, Some(Errno::EAGAIN)),
+            Err(Errno::ECONNREFUSED) if !retried => retried = true,
             Err(e) => return (sent, Some(e)),
         }
     }
-    (sent, None)
+    (sent, retried.then_some(Errno::ECONNREFUSED))
 }
 
 /// Receive slots: [`BATCH`] buffers of `slot` bytes, allocated once (the system call's
@@ -141,5 +146,21 @@ mod tests {
             assert!(d.iter().all(|&x| x == n));
         }
         assert_eq!(slots.recv(&b), Ok(0), "nothing left");
+    }
+
+    #[test]
+    fn a_closed_port_s_error_is_reported_and_the_batch_still_goes() {
+        let closed = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        let to = closed.local_addr().expect("addr");
+        drop(closed);
+        let a = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        a.connect(to).expect("connect");
+        // The first send meets the closed port: its ICMP error waits on the socket.
+        assert_eq!(send_datagrams(&a, b"x", &[1]).0, 1);
+        // The next batch reports it once, and is sent all the same.
+        assert_eq!(
+            send_datagrams(&a, b"abc", &[1, 2, 3]),
+            (3, Some(Errno::ECONNREFUSED))
+        );
     }
 }
