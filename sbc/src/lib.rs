@@ -50,4 +50,5 @@ pub mod status;
 pub mod tasks;
 pub mod trace;
 pub mod trap_sink;
+pub mod udp_batch;
 pub mod workers;

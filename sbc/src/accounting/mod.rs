@@ -43,7 +43,7 @@ use sbc_accounting::spool::{self, Append, SpoolEntry, SpoolLedger};
 use sbc_accounting::window::{Candidate, Window};
 use sbc_accounting::CallRecord;
 
-use crate::runtime::udp_batch;
+use crate::udp_batch;
 use serde::Serialize;
 use tracing::{info, warn};
 

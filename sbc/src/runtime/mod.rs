@@ -22,7 +22,6 @@ pub mod plan;
 pub mod tcp;
 pub mod tls;
 mod udp;
-pub mod udp_batch;
 
 use std::net::{IpAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -228,7 +228,7 @@ fn send_datagrams(
     ends: &[usize],
     refused_at: &mut Option<Instant>,
 ) -> usize {
-    let (sent, error) = crate::runtime::udp_batch::send_datagrams(socket, buf, ends);
+    let (sent, error) = crate::udp_batch::send_datagrams(socket, buf, ends);
     if let Some(e) = error {
         debug!(error = %e, "HEP datagrams not sent");
         if e == nix::errno::Errno::ECONNREFUSED {
