@@ -148,12 +148,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_longest_record_still_fits_a_packet() {
-        let mut r = record(RecordKind::Stop);
-        r.ended_by = EndedBy::MediaInactivity;
-        r.reroutes = u32::MAX;
-        // Every string cut at 247-253 octets: the largest request there can be.
+    /// Every string of `r` longer than an attribute takes.
+    fn every_string_too_long(r: &mut CallRecord) {
         for s in [
             &mut r.session_id,
             &mut r.linked_session_id,
@@ -171,6 +167,15 @@ mod tests {
         ] {
             *s = "x".repeat(300);
         }
+    }
+
+    #[test]
+    fn the_longest_record_still_fits_a_packet() {
+        let mut r = record(RecordKind::Stop);
+        r.ended_by = EndedBy::MediaInactivity;
+        r.reroutes = u32::MAX;
+        // Every string cut at 247-253 octets: the largest request there can be.
+        every_string_too_long(&mut r);
         let mut out = vec![1];
         assert!(write_accounting_request(&r, 1, 0, b"s", &mut out).is_some());
         assert!(out.len() - 1 <= MAX_PACKET, "{} octets", out.len() - 1);
@@ -188,23 +193,7 @@ mod tests {
         r.disconnect_ms = 1_800_000_061_999;
         r.caller_to_callee.octets = u64::MAX;
         r.callee_to_caller.octets = u64::MAX;
-        for s in [
-            &mut r.session_id,
-            &mut r.linked_session_id,
-            &mut r.calling,
-            &mut r.called,
-            &mut r.ingress_call_id,
-            &mut r.egress_call_id,
-            &mut r.ingress_realm,
-            &mut r.egress_realm,
-            &mut r.ingress_agent,
-            &mut r.egress_agent,
-            &mut r.caller_address,
-            &mut r.callee_address,
-            &mut r.node,
-        ] {
-            *s = "x".repeat(300);
-        }
+        every_string_too_long(&mut r);
         let mut out = Vec::new();
         assert!(write_accounting_request(&r, 1, 0, b"s", &mut out).is_some());
         assert!(out.len() <= MAX_PACKET, "{} octets", out.len());
