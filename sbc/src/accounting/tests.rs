@@ -84,15 +84,27 @@ fn service(dir: &Dir, silent: &UdpSocket) -> Service {
 
 /// The same with a spool of `max_bytes` (segments of an eighth of it, at least 64 KiB).
 fn service_bounded(dir: &Dir, silent: &UdpSocket, max_bytes: u64) -> Service {
+    service_with(dir, silent, max_bytes, WINDOW, 100)
+}
+
+/// A service on `dir` whose one server is `server`, with a spool of `max_bytes`, holding up
+/// to `memory_window` records and `max_wait_failover` unanswered requests.
+fn service_with(
+    dir: &Dir,
+    server: &UdpSocket,
+    max_bytes: u64,
+    memory_window: usize,
+    max_wait_failover: u32,
+) -> Service {
     let settings = AccountingSettings {
         node: "sbc1".into(),
         servers: vec![ServerSettings {
-            addr: silent.local_addr().expect("an address"),
+            addr: server.local_addr().expect("an address"),
             secret: "s".into(),
         }],
         delivery: DeliverySettings {
             strategy: Strategy::Hunt,
-            max_wait_failover: 100,
+            max_wait_failover,
             tries: 3,
             servers: vec![ServerTimings {
                 retry_after: Duration::from_secs(60),
@@ -104,7 +116,7 @@ fn service_bounded(dir: &Dir, silent: &UdpSocket, max_bytes: u64) -> Service {
         spool_max_bytes: max_bytes,
         file_output: None,
         refuse_calls_when_full: false,
-        memory_window: WINDOW,
+        memory_window,
     };
     Service::open(
         settings,
@@ -115,7 +127,6 @@ fn service_bounded(dir: &Dir, silent: &UdpSocket, max_bytes: u64) -> Service {
     .expect("the service")
 }
 
-/// Every record in memory acknowledged, as the server's answers would.
 fn deliver_all_in_memory(s: &mut Service) -> Vec<u64> {
     let mut seqs: Vec<u64> = s.pending.keys().copied().collect();
     seqs.sort_unstable();
@@ -233,38 +244,9 @@ fn service_answered_by(
     memory_window: usize,
     max_wait_failover: u32,
 ) -> Service {
-    let settings = AccountingSettings {
-        node: "sbc1".into(),
-        servers: vec![ServerSettings {
-            addr: server.local_addr().expect("an address"),
-            secret: "s".into(),
-        }],
-        delivery: DeliverySettings {
-            strategy: Strategy::Hunt,
-            max_wait_failover,
-            tries: 3,
-            servers: vec![ServerTimings {
-                retry_after: Duration::from_secs(60),
-                restart_delay: Duration::from_secs(60),
-                max_inactivity: Duration::from_secs(600),
-            }],
-        },
-        spool_dir: dir.0.clone(),
-        spool_max_bytes: 1 << 30,
-        file_output: None,
-        refuse_calls_when_full: false,
-        memory_window,
-    };
-    Service::open(
-        settings,
-        Arc::new(Mutex::new(AccountingReport::default())),
-        Arc::new(Replication::default()),
-        Arc::new(AtomicUsize::new(0)),
-    )
-    .expect("the service")
+    service_with(dir, server, 1 << 30, memory_window, max_wait_failover)
 }
 
-/// The Accounting-Response a server sends to the request whose header is `request`.
 fn answer_to(request: &[u8; super::radius::HEADER], secret: &[u8]) -> Vec<u8> {
     let mut a = vec![5, request[1], 0, 20];
     let mut md5 = md5::Context::new();
