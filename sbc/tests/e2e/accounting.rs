@@ -54,6 +54,27 @@ fn accounting_toml(dir: &Path, radius: Option<SocketAddr>, extra: &str) -> Strin
     s
 }
 
+/// [`calls`] with SIPp's built-in `uac` and `uas`.
+fn builtin_calls(
+    node: &SbcNode,
+    config: &SbcConfig,
+    name: &str,
+    count: u32,
+    rate: u32,
+    pause_ms: u32,
+) -> (SippResult, SippResult) {
+    calls(
+        node,
+        config,
+        name,
+        Scenario::Builtin("uac"),
+        Scenario::Builtin("uas"),
+        count,
+        rate,
+        pause_ms,
+    )
+}
+
 /// Runs `calls` calls through `node`: SIPp's UAC with `uac` (pausing `pause_ms` after the ACK
 /// for the built-in one) against SIPp's UAS with `uas` at the core agent.
 #[allow(clippy::too_many_arguments)] // one SIPp run and its load
@@ -150,16 +171,7 @@ fn every_call_has_one_start_and_one_stop_at_freeradius_and_in_the_csv_files() {
     config.extra_toml = accounting_toml(dir.path(), Some(radius.addr()), "");
     let mut node = SbcNode::start_in(&dir, &config.to_toml());
 
-    let (uac, uas) = calls(
-        &node,
-        &config,
-        "ok",
-        Scenario::Builtin("uac"),
-        Scenario::Builtin("uas"),
-        100,
-        20,
-        1000,
-    );
+    let (uac, uas) = builtin_calls(&node, &config, "ok", 100, 20, 1000);
     uac.assert_success(100);
     uas.assert_success(100);
     let (uac, uas) = calls(
@@ -247,16 +259,7 @@ fn a_thirty_second_radius_outage_loses_nothing_and_keeps_each_call_in_order() {
     radius.stop().expect("FreeRADIUS stops");
     let stopped = Instant::now();
     // 20 calls of 2 s at 2 calls/s: all made and ended while the server is down.
-    let (uac, _) = calls(
-        &node,
-        &config,
-        "outage",
-        Scenario::Builtin("uac"),
-        Scenario::Builtin("uas"),
-        20,
-        2,
-        2000,
-    );
+    let (uac, _) = builtin_calls(&node, &config, "outage", 20, 2, 2000);
     uac.assert_success(20);
     let during = show_accounting(&node);
     assert_eq!(during["records_generated"], 40, "{during}");
@@ -304,29 +307,11 @@ fn a_node_killed_with_records_undelivered_sends_them_after_its_restart() {
     config.extra_toml = accounting_toml(dir.path(), Some(radius.addr()), "");
     let mut node = SbcNode::start_in(&dir, &config.to_toml());
     // Ten calls delivered, then the server goes and ten more are only spooled.
-    let (uac, _) = calls(
-        &node,
-        &config,
-        "before",
-        Scenario::Builtin("uac"),
-        Scenario::Builtin("uas"),
-        10,
-        10,
-        200,
-    );
+    let (uac, _) = builtin_calls(&node, &config, "before", 10, 10, 200);
     uac.assert_success(10);
     wait_accounting(&node, "records_delivered", 20, Duration::from_secs(10));
     radius.stop().expect("FreeRADIUS stops");
-    let (uac, _) = calls(
-        &node,
-        &config,
-        "spooled",
-        Scenario::Builtin("uac"),
-        Scenario::Builtin("uas"),
-        10,
-        10,
-        200,
-    );
+    let (uac, _) = builtin_calls(&node, &config, "spooled", 10, 10, 200);
     uac.assert_success(10);
     let a = wait_accounting(&node, "records_spooled", 40, Duration::from_secs(10));
     assert_eq!(a["records_delivered"], 20, "{a}");
@@ -366,16 +351,7 @@ fn hunt_fails_over_to_the_second_server_while_the_first_does_not_answer() {
         second.port(),
     );
     let node = SbcNode::start_in(&dir, &config.to_toml());
-    let (uac, _) = calls(
-        &node,
-        &config,
-        "failover",
-        Scenario::Builtin("uac"),
-        Scenario::Builtin("uas"),
-        10,
-        10,
-        200,
-    );
+    let (uac, _) = builtin_calls(&node, &config, "failover", 10, 10, 200);
     uac.assert_success(10);
     // The first record waits for three unanswered sends (1 + 2 + 4 s) before it moves.
     let a = wait_accounting(&node, "records_delivered", 20, Duration::from_secs(30));
@@ -450,16 +426,7 @@ fn records_beyond_the_memory_window_wait_on_disk_through_an_outage() {
 
     radius.stop().expect("FreeRADIUS stops");
     // 40 calls of 200 ms at 10 calls/s: 80 records, five windows' worth.
-    let (uac, _) = calls(
-        &node,
-        &config,
-        "window",
-        Scenario::Builtin("uac"),
-        Scenario::Builtin("uas"),
-        40,
-        10,
-        200,
-    );
+    let (uac, _) = builtin_calls(&node, &config, "window", 40, 10, 200);
     uac.assert_success(40);
     let during = wait_accounting(&node, "records_spooled", 80, Duration::from_secs(10));
     assert_eq!(during["records_generated"], 80, "{during}");
@@ -496,16 +463,7 @@ fn a_node_killed_with_more_records_on_disk_than_its_window_delivers_them_all_aft
     let mut node = SbcNode::start_existing_with(&dir, &windowed);
 
     radius.stop().expect("FreeRADIUS stops");
-    let (uac, _) = calls(
-        &node,
-        &config,
-        "spooled",
-        Scenario::Builtin("uac"),
-        Scenario::Builtin("uas"),
-        40,
-        10,
-        200,
-    );
+    let (uac, _) = builtin_calls(&node, &config, "spooled", 40, 10, 200);
     uac.assert_success(40);
     let a = wait_accounting(&node, "records_spooled", 80, Duration::from_secs(10));
     assert_eq!(a["records_delivered"], 0, "{a}");
@@ -554,16 +512,7 @@ fn a_full_spool_raises_the_critical_alarm_and_traps_until_it_has_room() {
 
     // About 200 bytes a spooled record, two a call: 1 MiB holds about 2,600 calls.
     let started = Instant::now();
-    let (uac, _) = calls(
-        &node,
-        &config,
-        "fill",
-        Scenario::Builtin("uac"),
-        Scenario::Builtin("uas"),
-        3_200,
-        300,
-        0,
-    );
+    let (uac, _) = builtin_calls(&node, &config, "fill", 3_200, 300, 0);
     uac.assert_success(3_200);
     let deadline = Instant::now() + Duration::from_secs(5);
     let row = loop {
