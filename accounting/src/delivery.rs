@@ -19,6 +19,8 @@
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
+use crate::hashing::IdHash;
+
 /// Oracle's `strategy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Strategy {
@@ -142,42 +144,11 @@ pub struct Delivery {
     servers: Vec<Server>,
     queue: VecDeque<Queued>,
     flights: BTreeMap<u64, Flight>,
-    busy_sessions: HashSet<u64, SessionHash>,
+    busy_sessions: HashSet<u64, IdHash>,
     current: usize,
     turn: usize,
     out: VecDeque<Send>,
     delivered: VecDeque<u64>,
-}
-
-/// The hasher of session hashes: they are keyed hashes already (the node's), so the set takes
-/// them as they are rather than hashing them again.
-#[derive(Debug, Clone, Copy, Default)]
-struct SessionHash;
-
-impl std::hash::BuildHasher for SessionHash {
-    type Hasher = SessionHasher;
-    fn build_hasher(&self) -> SessionHasher {
-        SessionHasher(0)
-    }
-}
-
-/// See [`SessionHash`].
-#[derive(Debug, Clone, Copy, Default)]
-struct SessionHasher(u64);
-
-impl std::hash::Hasher for SessionHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        // Only u64s are hashed here; anything else is folded in.
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
 }
 
 /// How far into the queue a send looks for a record whose call has none in flight.

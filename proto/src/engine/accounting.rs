@@ -49,6 +49,15 @@ fn user_of(value: &str) -> String {
         .to_owned()
 }
 
+/// `ip:port` (`[ip]:port` for IPv6) in a string allocated once at its final size
+/// (`to_string` grows it, a second allocation on the call path).
+fn address_text(peer: std::net::SocketAddr) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(56);
+    let _ = write!(out, "{peer}");
+    out
+}
+
 impl Engine {
     /// A new call `id` from `inbound` whose INVITE went to `egress_agent` (empty: a phone or a
     /// party): its accounting starts, with a Start now under `generate-start invite`.
@@ -340,8 +349,8 @@ impl Engine {
             egress_agent: a.egress_agent.clone(),
             ingress_call_id: d.caller.call_id.clone(),
             egress_call_id: d.callee.call_id.clone(),
-            caller_address: d.caller.peer.to_string(),
-            callee_address: d.callee.peer.to_string(),
+            caller_address: address_text(d.caller.peer),
+            callee_address: address_text(d.callee.peer),
             setup_ms: a.setup_ms,
             connect_ms: a.connect_ms,
             disconnect_ms: if kind == RecordKind::Stop {

@@ -39,6 +39,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sbc_accounting::csv_file::{self, Rotation};
 use sbc_accounting::delivery::{Delivery, DeliverySettings};
+use sbc_accounting::hashing::{self, IdHash, SeqHash};
 use sbc_accounting::spool::{self, Append, SpoolEntry, SpoolLedger};
 use sbc_accounting::window::{Candidate, Window};
 use sbc_accounting::CallRecord;
@@ -549,6 +550,12 @@ fn read_at(path: &Path, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
 /// delivered anyway (a node that never joins a pair again).
 const HOLD_FOR_ROLE: Duration = Duration::from_secs(60);
 
+/// An undelivered record in memory, with its id ([`Service::record_id`], hashed once).
+struct InMemory {
+    record: CallRecord,
+    id: u64,
+}
+
 struct Service {
     node: String,
     servers: Vec<Server>,
@@ -565,11 +572,11 @@ struct Service {
     last_publish: Option<Instant>,
     /// Records not yet delivered, by spool number, and their keys (a record handed twice, an
     /// adoption of what this node already holds, is one record).
-    pending: HashMap<u64, CallRecord>,
-    keys: HashMap<u64, u64>,
+    pending: HashMap<u64, InMemory, SeqHash>,
+    keys: HashMap<u64, u64, IdHash>,
     /// The records in memory whose replica is deleted once delivered (and handed over if
     /// this node becomes the standby).
-    replicated: std::collections::HashSet<u64>,
+    replicated: std::collections::HashSet<u64, SeqHash>,
     /// Which undelivered records are in memory (`pending`); the others are read back from the
     /// spool as it empties.
     window: Window,
@@ -581,7 +588,7 @@ struct Service {
     /// spool numbers: a copy the peer's table hands this node again (adopted) is the same
     /// record, kept once even when the held one is on disk only (bounded by what was
     /// replicated: [`MAX_REPLICATED`]).
-    held_ids: HashMap<u64, u64>,
+    held_ids: HashMap<u64, u64, IdHash>,
     replication: Arc<Replication>,
     hasher: RandomState,
     files: Option<CsvFiles>,
@@ -642,13 +649,13 @@ impl Service {
             wseqs: Vec::new(),
             queued,
             last_publish: None,
-            pending: HashMap::new(),
-            keys: HashMap::new(),
-            replicated: std::collections::HashSet::new(),
+            pending: HashMap::default(),
+            keys: HashMap::default(),
+            replicated: std::collections::HashSet::default(),
             window: Window::new(s.memory_window),
             held: 0,
             held_since: Instant::now(),
-            held_ids: HashMap::new(),
+            held_ids: HashMap::default(),
             replication,
             hasher: RandomState::new(),
             files: s.file_output.map(|out| CsvFiles {
@@ -684,7 +691,7 @@ impl Service {
             .collect();
         numbers.sort_unstable();
         // Replicated records by number, while their marks are read: what is left is held.
-        let mut held_by_seq: HashMap<u64, u64> = HashMap::new();
+        let mut held_by_seq: HashMap<u64, u64, SeqHash> = HashMap::default();
         for n in numbers {
             let path = self.spool_dir.join(spool::segment_name(n));
             let bytes = match fs::read(&path) {
@@ -819,7 +826,7 @@ impl Service {
     /// then queued.
     fn take_over_record(&mut self, now: Instant, seq: u64, record: CallRecord) {
         if self.servers.is_empty() {
-            self.write_csv(&record);
+            self.write_csv(&record, unix_ms());
             self.sync_csv();
         }
         self.queue(now, seq, record);
@@ -829,16 +836,21 @@ impl Service {
         self.hasher.hash_one(&r.session_id)
     }
 
-    /// What tells a record from every other ([`CallRecord::key`]), hashed with this node's
-    /// secret keys (no string built per record).
+    /// What tells a record from every other ([`CallRecord::key`]): its session hashed with
+    /// this node's secret keys, mixed with its kind and number (no string built per record).
     fn record_id(&self, r: &CallRecord) -> u64 {
-        self.hasher.hash_one((&r.session_id, r.kind, r.interim))
+        Self::id_in(self.session_hash(r), r)
+    }
+
+    fn id_in(session: u64, r: &CallRecord) -> u64 {
+        hashing::record_id(session, r.kind.status_type(), r.interim)
     }
 
     fn queue(&mut self, now: Instant, seq: u64, record: CallRecord) {
         let session = self.session_hash(&record);
-        self.keys.insert(self.record_id(&record), seq);
-        self.pending.insert(seq, record);
+        let id = Self::id_in(session, &record);
+        self.keys.insert(id, seq);
+        self.pending.insert(seq, InMemory { record, id });
         if self.servers.is_empty() {
             // Files only: written (and synced) is delivered.
             self.mark_delivered(seq);
@@ -945,15 +957,14 @@ impl Service {
 
     fn mark_delivered(&mut self, seq: u64) {
         let record = self.pending.remove(&seq);
-        if let Some(r) = &record {
-            let id = self.record_id(r);
-            if self.keys.get(&id) == Some(&seq) {
-                self.keys.remove(&id);
+        if let Some(InMemory { id, .. }) = &record {
+            if self.keys.get(id) == Some(&seq) {
+                self.keys.remove(id);
             }
         }
         if self.replicated.remove(&seq) {
-            if let Some(r) = &record {
-                self.replication.delete(r);
+            if let Some(InMemory { record, .. }) = &record {
+                self.replication.delete(record);
             }
         }
         if !self.ledger.delivered(seq) {
@@ -1017,8 +1028,7 @@ impl Service {
         if self.pending.contains_key(&seq) {
             self.delivery.forget(seq);
         }
-        if let Some(r) = self.pending.remove(&seq) {
-            let id = self.record_id(&r);
+        if let Some(InMemory { id, .. }) = self.pending.remove(&seq) {
             if self.keys.get(&id) == Some(&seq) {
                 self.keys.remove(&id);
             }
@@ -1092,8 +1102,9 @@ impl Service {
             kept.push((seq, at, record, replicated));
         }
         self.sync();
+        let now_ms = unix_ms();
         for (_, _, record, _) in &kept {
-            self.write_csv(record);
+            self.write_csv(record, now_ms);
         }
         // The CSV lines are on disk before any record is marked delivered for them.
         self.sync_csv();
@@ -1111,23 +1122,22 @@ impl Service {
         }
     }
 
-    fn write_csv(&mut self, record: &CallRecord) {
+    fn write_csv(&mut self, record: &CallRecord, now_ms: u64) {
         if self.files.is_none() {
             return;
         }
         let mut line = std::mem::take(&mut self.csv_line);
         line.clear();
         csv_file::write_record_line(record, &mut line);
-        self.write_csv_line(&line);
+        self.write_csv_line(&line, now_ms);
         self.csv_line = line;
     }
 
-    fn write_csv_line(&mut self, line: &[u8]) {
+    fn write_csv_line(&mut self, line: &[u8], now_ms: u64) {
         let Some(files) = self.files.as_mut() else {
             return;
         };
         let header = csv_header();
-        let now_ms = unix_ms();
         let next = line.len() as u64;
         let hdr = header.len() as u64;
         let due = files.file.as_ref().is_some_and(|(_, _, size, opened)| {
@@ -1176,7 +1186,7 @@ impl Service {
         let now_ms = unix_ms();
         while let Some(s) = self.delivery.poll_send() {
             let written = match (self.pending.get(&s.seq), self.servers.get_mut(s.server)) {
-                (Some(record), Some(server)) => {
+                (Some(InMemory { record, .. }), Some(server)) => {
                     let delay = u32::try_from(now_ms.saturating_sub(record.event_ms) / 1000)
                         .unwrap_or(u32::MAX);
                     radius::write_accounting_request(
@@ -1310,7 +1320,10 @@ impl Service {
             if !wait.is_zero() {
                 std::thread::sleep(wait);
             }
+            // One clock read for what the queue holds (not one per record).
+            let now = Instant::now();
             let mut taken = 0;
+            let mut records_taken = 0;
             loop {
                 let h = match rx.try_recv() {
                     Ok(h) => h,
@@ -1320,14 +1333,9 @@ impl Service {
                         break;
                     }
                 };
-                let now = Instant::now();
                 match h {
                     Handed::Record { record, replicated } => {
-                        let _ =
-                            self.queued
-                                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                                    n.checked_sub(1)
-                                });
+                        records_taken += 1;
                         batch_since.get_or_insert(now);
                         batch.push((record, replicated));
                     }
@@ -1348,6 +1356,13 @@ impl Service {
                 if taken >= 16_384 {
                     break;
                 }
+            }
+            if records_taken > 0 {
+                let _ = self
+                    .queued
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                        Some(n.saturating_sub(records_taken))
+                    });
             }
             let now = Instant::now();
             // One spool write and one sync per batch window (records are sent once synced).

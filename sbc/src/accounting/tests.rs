@@ -333,7 +333,7 @@ fn a_record_held_on_disk_only_and_adopted_too_is_delivered_once() {
         }
         seqs.sort_unstable();
         for seq in seqs {
-            let r = &s.pending[&seq];
+            let r = &s.pending[&seq].record;
             delivered.push((r.session_id.clone(), r.kind.as_str()));
             s.delivery.forget(seq);
             s.mark_delivered(seq);
