@@ -90,10 +90,11 @@ fn cells(r: &CallRecord) -> [Cell<'_>; 28] {
 /// Written here because the crate's writer, built per line and stepping a state machine per
 /// byte, was the largest user-space cost of a record on the accounting thread.
 fn write_cell(out: &mut Vec<u8>, cell: &[u8]) {
-    if !cell
-        .iter()
-        .any(|&b| matches!(b, b',' | b'"' | b'\r' | b'\n'))
-    {
+    // Every byte looked at, without a branch per byte (the compiler vectorises it).
+    let special = cell.iter().fold(false, |seen, &b| {
+        seen | matches!(b, b',' | b'"' | b'\r' | b'\n')
+    });
+    if !special {
         out.extend_from_slice(cell);
         return;
     }
