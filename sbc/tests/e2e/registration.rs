@@ -56,9 +56,12 @@ struct Baresip {
     log: PathBuf,
 }
 
-/// Five seconds of 8 kHz mono 16-bit silence as a WAV file in `dir` (what the phones send).
+/// A minute of 8 kHz mono 16-bit silence as a WAV file in `dir` (what the phones send).
+/// baresip hangs up when its source file ends: a minute outlasts every test's call, which the
+/// test ends itself (five seconds did not, on a loaded machine: a transfer's media check could
+/// still be polling when the caller hung up).
 fn silence(dir: &std::path::Path) -> PathBuf {
-    let samples: u32 = 8000 * 5;
+    let samples: u32 = 8000 * 60;
     let data = samples * 2;
     let mut wav = Vec::with_capacity(44 + data as usize);
     wav.extend_from_slice(b"RIFF");
