@@ -11,7 +11,10 @@ use std::time::{Duration, Instant};
 use sbc_accounting::delivery::{DeliverySettings, ServerTimings, Strategy};
 use sbc_accounting::{CallRecord, EndedBy, MediaFigures, RecordKind};
 
-use super::{AccountingReport, AccountingSettings, Replication, ServerSettings, Service};
+use super::{
+    sleep_for, AccountingReport, AccountingSettings, Replication, ServerSettings, Service,
+    IDLE_TICK, TICK,
+};
 
 const WINDOW: usize = 4;
 
@@ -350,5 +353,27 @@ fn a_record_held_on_disk_only_and_adopted_too_is_delivered_once() {
         "{} deliveries of {} records",
         delivered.len(),
         once.len()
+    );
+}
+
+#[test]
+fn the_thread_sleeps_a_long_tick_when_idle_and_wakes_for_what_is_due() {
+    // A fixed origin and durations from it: no clock is read in the decision.
+    let t0 = Instant::now();
+    let ms = Duration::from_millis;
+    assert_eq!(sleep_for(t0, false, None, None), IDLE_TICK);
+    assert_eq!(sleep_for(t0, true, None, None), TICK);
+    // A retransmission or a server's return before the tick.
+    assert_eq!(sleep_for(t0, true, Some(t0 + ms(3)), None), ms(3));
+    assert_eq!(sleep_for(t0, false, Some(t0 + ms(500)), None), IDLE_TICK);
+    // The gathered batch's end, and one already past.
+    assert_eq!(sleep_for(t0, false, None, Some(t0 + ms(30))), ms(30));
+    assert_eq!(
+        sleep_for(t0 + ms(40), false, None, Some(t0 + ms(30))),
+        ms(0)
+    );
+    assert_eq!(
+        sleep_for(t0, true, Some(t0 + ms(15)), Some(t0 + ms(10))),
+        ms(10)
     );
 }
