@@ -411,6 +411,13 @@ async fn tls_calls_across_kill9(bye_from: ByeFrom) {
         stats.snapshot().active == CALLS
     })
     .await;
+    // Established on the UAS's side too (see pair_tcp_failover.rs): an ACK still on its way
+    // through the active when it is killed dies with that connection.
+    let uas_stats = uas.stats();
+    until(Duration::from_secs(5), "every ACK at the UAS", || {
+        uas_stats.snapshot().received.ack == CALLS
+    })
+    .await;
     let pair = blocking(move || {
         let mut pair = pair;
         pair.wait_replicated(standby, CALLS, Duration::from_secs(10));
