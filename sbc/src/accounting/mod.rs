@@ -959,13 +959,17 @@ impl Service {
         }
     }
 
-    fn mark_delivered(&mut self, seq: u64) {
-        let record = self.pending.remove(&seq);
-        if let Some(InMemory { id, .. }) = &record {
-            if self.keys.get(id) == Some(&seq) {
-                self.keys.remove(id);
-            }
+    /// Record `seq` out of memory, and its id out of the keys if the id is still its own.
+    fn remove_in_memory(&mut self, seq: u64) -> Option<InMemory> {
+        let record = self.pending.remove(&seq)?;
+        if self.keys.get(&record.id) == Some(&seq) {
+            self.keys.remove(&record.id);
         }
+        Some(record)
+    }
+
+    fn mark_delivered(&mut self, seq: u64) {
+        let record = self.remove_in_memory(seq);
         if self.replicated.remove(&seq) {
             if let Some(InMemory { record, .. }) = &record {
                 self.replication.delete(record);
@@ -1032,11 +1036,7 @@ impl Service {
         if self.pending.contains_key(&seq) {
             self.delivery.forget(seq);
         }
-        if let Some(InMemory { id, .. }) = self.pending.remove(&seq) {
-            if self.keys.get(&id) == Some(&seq) {
-                self.keys.remove(&id);
-            }
-        }
+        self.remove_in_memory(seq);
         self.replicated.remove(&seq);
         if self.ledger.delivered(seq) {
             self.write_mark(seq);
