@@ -54,21 +54,21 @@ fn cells(r: &CallRecord) -> [Cell<'_>; 28] {
     use Cell::{Number, Text, Time};
     let (i, o) = (&r.caller_to_callee, &r.callee_to_caller);
     [
-        Text(&r.node),
-        Text(&r.session_id),
+        Text(r.node()),
+        Text(r.session_id()),
         Text(r.kind.as_str()),
         Number(u64::from(r.interim)),
-        Text(&r.linked_session_id),
-        Text(&r.calling),
-        Text(&r.called),
-        Text(&r.ingress_realm),
-        Text(&r.egress_realm),
-        Text(&r.ingress_agent),
-        Text(&r.egress_agent),
-        Text(&r.ingress_call_id),
-        Text(&r.egress_call_id),
-        Text(&r.caller_address),
-        Text(&r.callee_address),
+        Text(r.linked_session_id()),
+        Text(r.calling()),
+        Text(r.called()),
+        Text(r.ingress_realm()),
+        Text(r.egress_realm()),
+        Text(r.ingress_agent()),
+        Text(r.egress_agent()),
+        Text(r.ingress_call_id()),
+        Text(r.egress_call_id()),
+        Text(r.caller_address()),
+        Text(r.callee_address()),
         Time(r.setup_ms),
         Time(r.connect_ms),
         Time(r.disconnect_ms),
@@ -193,12 +193,12 @@ pub fn file_name(opened_ms: u64, seq: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{sample, RecordKind};
+    use crate::record::{sample, RecordKind, TextField};
 
     #[test]
     fn a_record_is_one_quoted_line_with_every_column() {
         let mut r = sample(RecordKind::Stop);
-        r.calling = "\"Bob, jr\" <b>".into();
+        r.text.set(TextField::Calling, "\"Bob, jr\" <b>");
         r.connect_ms = 1_764_849_601_250;
         r.disconnect_ms = 1_764_849_661_500;
         let text = String::from_utf8(record_line(&r)).expect("utf-8");

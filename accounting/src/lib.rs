@@ -15,6 +15,6 @@ pub mod time;
 pub mod window;
 
 pub use record::{
-    key_of_replication, replication_key, CallRecord, EndedBy, MediaFigures, RecordKind,
-    REPLICATION_PREFIX,
+    key_of_replication, replication_key, CallRecord, EndedBy, MediaFigures, PackedText, RecordKind,
+    RecordText, TextField, REPLICATION_PREFIX, TEXT_FIELDS,
 };

@@ -160,16 +160,16 @@ fn each_attribute(record: &CallRecord, delay_secs: u32, f: &mut impl FnMut(Key, 
         Standard(std_type::ACCT_STATUS_TYPE),
         Integer(r.kind.status_type()),
     );
-    f(Standard(std_type::ACCT_SESSION_ID), Text(&r.session_id));
+    f(Standard(std_type::ACCT_SESSION_ID), Text(r.session_id()));
     f(
         Standard(std_type::ACCT_MULTI_SESSION_ID),
-        Text(&r.linked_session_id),
+        Text(r.linked_session_id()),
     );
     f(Standard(std_type::ACCT_DELAY_TIME), Integer(delay_secs));
-    f(Standard(std_type::NAS_IDENTIFIER), Text(&r.node));
-    f(Standard(std_type::USER_NAME), Text(&r.calling));
-    f(Standard(std_type::CALLING_STATION_ID), Text(&r.calling));
-    f(Standard(std_type::CALLED_STATION_ID), Text(&r.called));
+    f(Standard(std_type::NAS_IDENTIFIER), Text(r.node()));
+    f(Standard(std_type::USER_NAME), Text(r.calling()));
+    f(Standard(std_type::CALLING_STATION_ID), Text(r.calling()));
+    f(Standard(std_type::CALLED_STATION_ID), Text(r.called()));
     if r.kind != crate::record::RecordKind::Start {
         let (i, o) = (&r.caller_to_callee, &r.callee_to_caller);
         f(
@@ -238,15 +238,15 @@ fn each_attribute(record: &CallRecord, delay_secs: u32, f: &mut impl FnMut(Key, 
     );
     f(Vendor(VENDOR_ACME, acme_type::PROTOCOL_TYPE), Text("SIP"));
     for (t, v) in [
-        (acme_type::INGRESS_CALL_ID, &r.ingress_call_id),
-        (acme_type::EGRESS_CALL_ID, &r.egress_call_id),
-        (acme_type::INGRESS_REALM, &r.ingress_realm),
-        (acme_type::EGRESS_REALM, &r.egress_realm),
-        (acme_type::ORIGINATING_TRUNK_GROUP, &r.ingress_agent),
-        (acme_type::TERMINATING_TRUNK_GROUP, &r.egress_agent),
-        (acme_type::INGRESS_REMOTE_ADDR, &r.caller_address),
-        (acme_type::EGRESS_REMOTE_ADDR, &r.callee_address),
-        (acme_type::NODE, &r.node),
+        (acme_type::INGRESS_CALL_ID, r.ingress_call_id()),
+        (acme_type::EGRESS_CALL_ID, r.egress_call_id()),
+        (acme_type::INGRESS_REALM, r.ingress_realm()),
+        (acme_type::EGRESS_REALM, r.egress_realm()),
+        (acme_type::ORIGINATING_TRUNK_GROUP, r.ingress_agent()),
+        (acme_type::TERMINATING_TRUNK_GROUP, r.egress_agent()),
+        (acme_type::INGRESS_REMOTE_ADDR, r.caller_address()),
+        (acme_type::EGRESS_REMOTE_ADDR, r.callee_address()),
+        (acme_type::NODE, r.node()),
     ] {
         f(Vendor(VENDOR_ACME, t), Text(v));
     }
@@ -376,7 +376,7 @@ pub fn attributes(record: &CallRecord, delay_secs: u32) -> Vec<Attribute> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{sample, EndedBy, RecordKind};
+    use crate::record::{sample, EndedBy, RecordKind, TextField};
 
     #[test]
     fn a_stop_carries_its_times_cause_and_media_and_no_empty_string() {
@@ -453,7 +453,7 @@ mod tests {
         stop.disconnect_ms = 1_764_849_661_999;
         stop.ended_by = EndedBy::Caller;
         stop.reroutes = 2;
-        stop.ingress_call_id = "é".repeat(200);
+        stop.text.set(TextField::IngressCallId, &"é".repeat(200));
         for r in [sample(RecordKind::Start), stop] {
             let mut out = vec![9, 9];
             encode_attributes(&r, 5, &mut out);
@@ -490,7 +490,7 @@ mod tests {
     #[test]
     fn a_long_call_id_is_cut_to_fit_an_attribute() {
         let mut r = sample(RecordKind::Start);
-        r.ingress_call_id = "é".repeat(200);
+        r.text.set(TextField::IngressCallId, &"é".repeat(200));
         for a in attributes(&r, 0) {
             if let Attribute::Vendor(_, _, Value::Text(s))
             | Attribute::Standard(_, Value::Text(s)) = a

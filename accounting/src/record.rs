@@ -112,38 +112,190 @@ pub struct MediaFigures {
     pub lost: u64,
 }
 
+/// The text fields of a record, in the order [`PackedText`] keeps them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TextField {
+    /// Acct-Session-Id.
+    SessionId,
+    /// Acct-Multi-Session-Id.
+    LinkedSessionId,
+    /// The calling number.
+    Calling,
+    /// The called number.
+    Called,
+    /// The realm the INVITE arrived in.
+    IngressRealm,
+    /// The realm it was sent into.
+    EgressRealm,
+    /// The session-agent it came from.
+    IngressAgent,
+    /// The session-agent that finally took it.
+    EgressAgent,
+    /// The caller leg's Call-ID.
+    IngressCallId,
+    /// The callee leg's Call-ID.
+    EgressCallId,
+    /// The caller's address.
+    CallerAddress,
+    /// The callee's address.
+    CalleeAddress,
+    /// The node that generated the record.
+    Node,
+}
+
+impl TextField {
+    /// Every text field, in order.
+    pub const ALL: [Self; TEXT_FIELDS] = [
+        Self::SessionId,
+        Self::LinkedSessionId,
+        Self::Calling,
+        Self::Called,
+        Self::IngressRealm,
+        Self::EgressRealm,
+        Self::IngressAgent,
+        Self::EgressAgent,
+        Self::IngressCallId,
+        Self::EgressCallId,
+        Self::CallerAddress,
+        Self::CalleeAddress,
+        Self::Node,
+    ];
+}
+
+/// How many text fields a record has.
+pub const TEXT_FIELDS: usize = 13;
+
+/// A record's text fields while it is built, borrowed from the call (see
+/// [`CallRecord::text`] for the meaning of each).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[allow(missing_docs)] // each field is the accessor of the same name on CallRecord
+pub struct RecordText<'a> {
+    pub session_id: &'a str,
+    pub linked_session_id: &'a str,
+    pub calling: &'a str,
+    pub called: &'a str,
+    pub ingress_realm: &'a str,
+    pub egress_realm: &'a str,
+    pub ingress_agent: &'a str,
+    pub egress_agent: &'a str,
+    pub ingress_call_id: &'a str,
+    pub egress_call_id: &'a str,
+    pub caller_address: &'a str,
+    pub callee_address: &'a str,
+    pub node: &'a str,
+}
+
+impl<'a> RecordText<'a> {
+    fn fields(&self) -> [&'a str; TEXT_FIELDS] {
+        [
+            self.session_id,
+            self.linked_session_id,
+            self.calling,
+            self.called,
+            self.ingress_realm,
+            self.egress_realm,
+            self.ingress_agent,
+            self.egress_agent,
+            self.ingress_call_id,
+            self.egress_call_id,
+            self.caller_address,
+            self.callee_address,
+            self.node,
+        ]
+    }
+}
+
+/// A record's text fields in one allocation: a record is made on a SIP worker and freed on the
+/// accounting thread, so one buffer rather than a string per field saves a dozen allocations,
+/// cross-thread frees and cache misses per record.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct PackedText {
+    /// The fields one after another.
+    text: Box<str>,
+    /// Where each field ends in `text`.
+    ends: [u32; TEXT_FIELDS],
+}
+
+impl PackedText {
+    /// Packs `text` into one buffer. A field that would take the whole past 4 GiB is left
+    /// empty (no SIP message comes near).
+    #[must_use]
+    pub fn pack(text: &RecordText<'_>) -> Self {
+        Self::from_fields(&text.fields())
+    }
+
+    fn from_fields(fields: &[&str; TEXT_FIELDS]) -> Self {
+        let total = fields.iter().map(|f| f.len()).sum();
+        let mut buf = String::with_capacity(total);
+        let mut ends = [0u32; TEXT_FIELDS];
+        for (end, field) in ends.iter_mut().zip(fields) {
+            if let Ok(e) = u32::try_from(buf.len() + field.len()) {
+                buf.push_str(field);
+                *end = e;
+            } else {
+                *end = u32::try_from(buf.len()).unwrap_or(u32::MAX);
+            }
+        }
+        Self {
+            text: buf.into_boxed_str(),
+            ends,
+        }
+    }
+
+    /// Field `field`.
+    #[must_use]
+    pub fn get(&self, field: TextField) -> &str {
+        let i = field as usize;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] } as usize;
+        self.text.get(start..self.ends[i] as usize).unwrap_or("")
+    }
+
+    /// Every field, borrowed.
+    #[must_use]
+    pub fn unpack(&self) -> RecordText<'_> {
+        let f = |field| self.get(field);
+        RecordText {
+            session_id: f(TextField::SessionId),
+            linked_session_id: f(TextField::LinkedSessionId),
+            calling: f(TextField::Calling),
+            called: f(TextField::Called),
+            ingress_realm: f(TextField::IngressRealm),
+            egress_realm: f(TextField::EgressRealm),
+            ingress_agent: f(TextField::IngressAgent),
+            egress_agent: f(TextField::EgressAgent),
+            ingress_call_id: f(TextField::IngressCallId),
+            egress_call_id: f(TextField::EgressCallId),
+            caller_address: f(TextField::CallerAddress),
+            callee_address: f(TextField::CalleeAddress),
+            node: f(TextField::Node),
+        }
+    }
+
+    /// Replaces field `field` with `value` (packs the fields again: not for the call path).
+    pub fn set(&mut self, field: TextField, value: &str) {
+        let mut fields = self.unpack().fields();
+        fields[field as usize] = value;
+        *self = Self::from_fields(&fields);
+    }
+}
+
+impl std::fmt::Debug for PackedText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(TextField::ALL.iter().map(|&field| (field, self.get(field))))
+            .finish()
+    }
+}
+
 /// One call detail record.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallRecord {
-    /// Acct-Session-Id: the call's, shared by its Start, Interim-Updates and Stop.
-    pub session_id: String,
+    /// Its text fields (read with the accessors: [`CallRecord::session_id`], ...).
+    pub text: PackedText,
     /// Start, Interim-Update or Stop.
     pub kind: RecordKind,
     /// 0 for a Start or a Stop; the Interim-Update's number (1, 2, ...) otherwise.
     pub interim: u32,
-    /// Acct-Multi-Session-Id: the session this one follows (a call made by a transfer names
-    /// the call it was transferred from); empty otherwise.
-    pub linked_session_id: String,
-    /// The calling number (the user of From as sent to the callee, after translations).
-    pub calling: String,
-    /// The called number (the user of the Request-URI as sent to the callee).
-    pub called: String,
-    /// The realm the INVITE arrived in.
-    pub ingress_realm: String,
-    /// The realm it was sent into.
-    pub egress_realm: String,
-    /// The session-agent it came from, or empty.
-    pub ingress_agent: String,
-    /// The session-agent that finally took it, or empty (a registered phone).
-    pub egress_agent: String,
-    /// The caller leg's Call-ID.
-    pub ingress_call_id: String,
-    /// The callee leg's Call-ID.
-    pub egress_call_id: String,
-    /// The caller's address (`ip:port`).
-    pub caller_address: String,
-    /// The callee's address (`ip:port`).
-    pub callee_address: String,
     /// When the INVITE arrived, in milliseconds since the Unix epoch (UTC).
     pub setup_ms: u64,
     /// When the call was answered (the 2xx relayed), or 0.
@@ -163,11 +315,186 @@ pub struct CallRecord {
     /// When this record was generated, in milliseconds since the Unix epoch (its
     /// Acct-Delay-Time counts from here).
     pub event_ms: u64,
-    /// The node that generated it (its `hostname`), set by the node, not the engine.
-    pub node: String,
+}
+
+/// The record as bincode (the spool and the sync channel) and serde see it: its fields in this
+/// order, each text field a string.
+#[derive(Serialize, Deserialize)]
+#[serde(rename = "CallRecord")]
+struct Wire<T> {
+    session_id: T,
+    kind: RecordKind,
+    interim: u32,
+    linked_session_id: T,
+    calling: T,
+    called: T,
+    ingress_realm: T,
+    egress_realm: T,
+    ingress_agent: T,
+    egress_agent: T,
+    ingress_call_id: T,
+    egress_call_id: T,
+    caller_address: T,
+    callee_address: T,
+    setup_ms: u64,
+    connect_ms: u64,
+    disconnect_ms: u64,
+    status: u16,
+    ended_by: EndedBy,
+    reroutes: u32,
+    caller_to_callee: MediaFigures,
+    callee_to_caller: MediaFigures,
+    event_ms: u64,
+    node: T,
+}
+
+impl Serialize for CallRecord {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let t = self.text.unpack();
+        Wire {
+            session_id: t.session_id,
+            kind: self.kind,
+            interim: self.interim,
+            linked_session_id: t.linked_session_id,
+            calling: t.calling,
+            called: t.called,
+            ingress_realm: t.ingress_realm,
+            egress_realm: t.egress_realm,
+            ingress_agent: t.ingress_agent,
+            egress_agent: t.egress_agent,
+            ingress_call_id: t.ingress_call_id,
+            egress_call_id: t.egress_call_id,
+            caller_address: t.caller_address,
+            callee_address: t.callee_address,
+            setup_ms: self.setup_ms,
+            connect_ms: self.connect_ms,
+            disconnect_ms: self.disconnect_ms,
+            status: self.status,
+            ended_by: self.ended_by,
+            reroutes: self.reroutes,
+            caller_to_callee: self.caller_to_callee,
+            callee_to_caller: self.callee_to_caller,
+            event_ms: self.event_ms,
+            node: t.node,
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for CallRecord {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let w = Wire::<String>::deserialize(d)?;
+        Ok(Self {
+            text: PackedText::pack(&RecordText {
+                session_id: &w.session_id,
+                linked_session_id: &w.linked_session_id,
+                calling: &w.calling,
+                called: &w.called,
+                ingress_realm: &w.ingress_realm,
+                egress_realm: &w.egress_realm,
+                ingress_agent: &w.ingress_agent,
+                egress_agent: &w.egress_agent,
+                ingress_call_id: &w.ingress_call_id,
+                egress_call_id: &w.egress_call_id,
+                caller_address: &w.caller_address,
+                callee_address: &w.callee_address,
+                node: &w.node,
+            }),
+            kind: w.kind,
+            interim: w.interim,
+            setup_ms: w.setup_ms,
+            connect_ms: w.connect_ms,
+            disconnect_ms: w.disconnect_ms,
+            status: w.status,
+            ended_by: w.ended_by,
+            reroutes: w.reroutes,
+            caller_to_callee: w.caller_to_callee,
+            callee_to_caller: w.callee_to_caller,
+            event_ms: w.event_ms,
+        })
+    }
 }
 
 impl CallRecord {
+    /// Acct-Session-Id: the call's, shared by its Start, Interim-Updates and Stop.
+    #[must_use]
+    pub fn session_id(&self) -> &str {
+        self.text.get(TextField::SessionId)
+    }
+
+    /// Acct-Multi-Session-Id: the session this one follows (a call made by a transfer names
+    /// the call it was transferred from); empty otherwise.
+    #[must_use]
+    pub fn linked_session_id(&self) -> &str {
+        self.text.get(TextField::LinkedSessionId)
+    }
+
+    /// The calling number (the user of From as sent to the callee, after translations).
+    #[must_use]
+    pub fn calling(&self) -> &str {
+        self.text.get(TextField::Calling)
+    }
+
+    /// The called number (the user of the Request-URI as sent to the callee).
+    #[must_use]
+    pub fn called(&self) -> &str {
+        self.text.get(TextField::Called)
+    }
+
+    /// The realm the INVITE arrived in.
+    #[must_use]
+    pub fn ingress_realm(&self) -> &str {
+        self.text.get(TextField::IngressRealm)
+    }
+
+    /// The realm it was sent into.
+    #[must_use]
+    pub fn egress_realm(&self) -> &str {
+        self.text.get(TextField::EgressRealm)
+    }
+
+    /// The session-agent it came from, or empty.
+    #[must_use]
+    pub fn ingress_agent(&self) -> &str {
+        self.text.get(TextField::IngressAgent)
+    }
+
+    /// The session-agent that finally took it, or empty (a registered phone).
+    #[must_use]
+    pub fn egress_agent(&self) -> &str {
+        self.text.get(TextField::EgressAgent)
+    }
+
+    /// The caller leg's Call-ID.
+    #[must_use]
+    pub fn ingress_call_id(&self) -> &str {
+        self.text.get(TextField::IngressCallId)
+    }
+
+    /// The callee leg's Call-ID.
+    #[must_use]
+    pub fn egress_call_id(&self) -> &str {
+        self.text.get(TextField::EgressCallId)
+    }
+
+    /// The caller's address (`ip:port`).
+    #[must_use]
+    pub fn caller_address(&self) -> &str {
+        self.text.get(TextField::CallerAddress)
+    }
+
+    /// The callee's address (`ip:port`).
+    #[must_use]
+    pub fn callee_address(&self) -> &str {
+        self.text.get(TextField::CalleeAddress)
+    }
+
+    /// The node that generated it (its `hostname`).
+    #[must_use]
+    pub fn node(&self) -> &str {
+        self.text.get(TextField::Node)
+    }
+
     /// The record's duration: from the answer to its end (a Stop) or to the event (an
     /// Interim-Update), in milliseconds; 0 for an attempt that was never answered.
     #[must_use]
@@ -189,7 +516,7 @@ impl CallRecord {
     pub fn key(&self) -> String {
         format!(
             "{}/{}/{}",
-            self.session_id,
+            self.session_id(),
             self.kind.as_str(),
             self.interim
         )
@@ -234,20 +561,22 @@ pub fn key_of_replication(key: &[u8]) -> Option<&str> {
 #[cfg(test)]
 pub(crate) fn sample(kind: RecordKind) -> CallRecord {
     CallRecord {
-        session_id: "00000000deadbeef".into(),
+        text: PackedText::pack(&RecordText {
+            session_id: "00000000deadbeef",
+            calling: "alice",
+            called: "+15551234",
+            ingress_realm: "access",
+            egress_realm: "core",
+            egress_agent: "core-proxy",
+            ingress_call_id: "a@127.0.0.1",
+            egress_call_id: "b@127.0.0.2",
+            caller_address: "127.0.0.1:5070",
+            callee_address: "127.0.0.2:5080",
+            node: "sbc1",
+            ..RecordText::default()
+        }),
         kind,
         interim: 0,
-        linked_session_id: String::new(),
-        calling: "alice".into(),
-        called: "+15551234".into(),
-        ingress_realm: "access".into(),
-        egress_realm: "core".into(),
-        ingress_agent: String::new(),
-        egress_agent: "core-proxy".into(),
-        ingress_call_id: "a@127.0.0.1".into(),
-        egress_call_id: "b@127.0.0.2".into(),
-        caller_address: "127.0.0.1:5070".into(),
-        callee_address: "127.0.0.2:5080".into(),
         setup_ms: 1_764_849_600_000,
         connect_ms: if kind == RecordKind::Start {
             1_764_849_601_250
@@ -261,7 +590,6 @@ pub(crate) fn sample(kind: RecordKind) -> CallRecord {
         caller_to_callee: MediaFigures::default(),
         callee_to_caller: MediaFigures::default(),
         event_ms: 1_764_849_601_250,
-        node: "sbc1".into(),
     }
 }
 
@@ -288,5 +616,98 @@ mod tests {
         let key = replication_key(&r);
         assert_eq!(key_of_replication(&key), Some("00000000deadbeef/start/0"));
         assert_eq!(key_of_replication(b"registration:00"), None);
+    }
+
+    /// The bytes the record had when it was a struct of strings (before `PackedText`): the
+    /// spool and the sync channel read records written by earlier builds.
+    #[test]
+    fn a_packed_record_encodes_as_the_struct_of_strings_did_and_reads_it_back() {
+        #[derive(Serialize)]
+        struct Before {
+            session_id: String,
+            kind: RecordKind,
+            interim: u32,
+            linked_session_id: String,
+            calling: String,
+            called: String,
+            ingress_realm: String,
+            egress_realm: String,
+            ingress_agent: String,
+            egress_agent: String,
+            ingress_call_id: String,
+            egress_call_id: String,
+            caller_address: String,
+            callee_address: String,
+            setup_ms: u64,
+            connect_ms: u64,
+            disconnect_ms: u64,
+            status: u16,
+            ended_by: EndedBy,
+            reroutes: u32,
+            caller_to_callee: MediaFigures,
+            callee_to_caller: MediaFigures,
+            event_ms: u64,
+            node: String,
+        }
+        let mut r = sample(RecordKind::Stop);
+        r.text
+            .set(TextField::LinkedSessionId, "0000000000000001-t1");
+        r.text.set(TextField::IngressAgent, "édge");
+        r.interim = 7;
+        r.caller_to_callee.lost = 3;
+        let t = r.text.unpack();
+        let before = Before {
+            session_id: t.session_id.into(),
+            kind: r.kind,
+            interim: 7,
+            linked_session_id: "0000000000000001-t1".into(),
+            calling: "alice".into(),
+            called: "+15551234".into(),
+            ingress_realm: "access".into(),
+            egress_realm: "core".into(),
+            ingress_agent: "édge".into(),
+            egress_agent: "core-proxy".into(),
+            ingress_call_id: "a@127.0.0.1".into(),
+            egress_call_id: "b@127.0.0.2".into(),
+            caller_address: "127.0.0.1:5070".into(),
+            callee_address: "127.0.0.2:5080".into(),
+            setup_ms: r.setup_ms,
+            connect_ms: r.connect_ms,
+            disconnect_ms: r.disconnect_ms,
+            status: r.status,
+            ended_by: r.ended_by,
+            reroutes: r.reroutes,
+            caller_to_callee: r.caller_to_callee,
+            callee_to_caller: r.callee_to_caller,
+            event_ms: r.event_ms,
+            node: "sbc1".into(),
+        };
+        let old =
+            bincode::serde::encode_to_vec(&before, bincode::config::standard()).expect("encodes");
+        assert_eq!(r.to_wire(), old);
+        assert_eq!(CallRecord::from_wire(&old), Some(r));
+    }
+
+    #[test]
+    fn packed_fields_read_back_as_packed_and_one_replaced_leaves_the_others() {
+        let mut p = PackedText::pack(&RecordText {
+            session_id: "s",
+            called: "ü",
+            node: "n1",
+            ..RecordText::default()
+        });
+        assert_eq!(p.get(TextField::SessionId), "s");
+        assert_eq!(p.get(TextField::LinkedSessionId), "");
+        assert_eq!(p.get(TextField::Called), "ü");
+        assert_eq!(p.get(TextField::Node), "n1");
+        p.set(TextField::Calling, "+1 555");
+        p.set(TextField::Node, "");
+        let t = p.unpack();
+        assert_eq!(
+            (t.session_id, t.calling, t.called, t.node),
+            ("s", "+1 555", "ü", "")
+        );
+        assert!(format!("{p:?}").contains(r#"Calling: "+1 555""#));
+        assert_eq!(PackedText::default().get(TextField::Node), "");
     }
 }

@@ -259,20 +259,22 @@ fn main() -> std::io::Result<()> {
 
     // Accounting: 0 + a replicated record, 1 + a spool segment (a record and its mark).
     let record = sbc_accounting::CallRecord {
-        session_id: "00000000deadbeef".into(),
         kind: sbc_accounting::RecordKind::Stop,
+    text: sbc_accounting::PackedText::pack(&sbc_accounting::RecordText {
+        session_id: "00000000deadbeef",
+        calling: "alice",
+        called: "+15551234",
+        ingress_realm: "access",
+        egress_realm: "core",
+        egress_agent: "core",
+        ingress_call_id: "a@127.0.0.1",
+        egress_call_id: "b@127.0.0.2",
+        caller_address: "127.0.0.1:5070",
+        callee_address: "127.0.0.2:5080",
+        node: "sbc-a",
+        ..sbc_accounting::RecordText::default()
+    }),
         interim: 0,
-        linked_session_id: String::new(),
-        calling: "alice".into(),
-        called: "+15551234".into(),
-        ingress_realm: "access".into(),
-        egress_realm: "core".into(),
-        ingress_agent: String::new(),
-        egress_agent: "core".into(),
-        ingress_call_id: "a@127.0.0.1".into(),
-        egress_call_id: "b@127.0.0.2".into(),
-        caller_address: "127.0.0.1:5070".into(),
-        callee_address: "127.0.0.2:5080".into(),
         setup_ms: 1_796_083_200_000,
         connect_ms: 1_796_083_201_250,
         disconnect_ms: 1_796_083_261_500,
@@ -286,7 +288,6 @@ fn main() -> std::io::Result<()> {
         },
         callee_to_caller: sbc_accounting::MediaFigures::default(),
         event_ms: 1_796_083_261_500,
-        node: "sbc-a".into(),
     };
     let mut seed = vec![0u8];
     seed.extend_from_slice(&record.to_wire());

@@ -154,6 +154,7 @@ fn accounting_policy(cfg: &Config) -> Option<sbc_proto::engine::AccountingPolicy
     use sbc_proto::engine::{AccountingPolicy, StartAt};
     let a = &cfg.account;
     a.enabled().then(|| AccountingPolicy {
+        node: cfg.system.hostname.clone(),
         start_at: match a.generate_start {
             GenerateStart::None => StartAt::Never,
             GenerateStart::Invite => StartAt::Invite,

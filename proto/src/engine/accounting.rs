@@ -6,9 +6,10 @@
 //! switchover generates the records the former one had not, and none twice. The node takes
 //! the records with [`Engine::poll_accounting`] and spools them before it sends them.
 
+use std::fmt::Write as _;
 use std::time::Instant;
 
-use sbc_accounting::{CallRecord, EndedBy, MediaFigures, RecordKind};
+use sbc_accounting::{CallRecord, EndedBy, MediaFigures, PackedText, RecordKind, RecordText};
 
 use super::{Engine, Inbound};
 use crate::sip::dialog::CallAccounting;
@@ -28,8 +29,10 @@ pub enum StartAt {
 
 /// What the engine generates (from `account-config`; `None` in [`super::EngineConfig`]: no
 /// accounting).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct AccountingPolicy {
+    /// The node's name (`hostname`), in every record it generates.
+    pub node: String,
     /// When the Start is generated.
     pub start_at: StartAt,
     /// Whether an answered re-INVITE generates an Interim-Update.
@@ -47,15 +50,6 @@ fn user_of(value: &str) -> String {
     crate::routing::translation::uri_user(value)
         .unwrap_or_default()
         .to_owned()
-}
-
-/// `ip:port` (`[ip]:port` for IPv6) in a string allocated once at its final size
-/// (`to_string` grows it, a second allocation on the call path).
-fn address_text(peer: std::net::SocketAddr) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::with_capacity(56);
-    let _ = write!(out, "{peer}");
-    out
 }
 
 impl Engine {
@@ -103,6 +97,7 @@ impl Engine {
         if self
             .cfg
             .accounting
+            .as_ref()
             .is_some_and(|p| p.start_at == StartAt::Invite)
         {
             self.account_emit(now, id, RecordKind::Start, 0, EndedBy::NotEnded);
@@ -136,13 +131,18 @@ impl Engine {
             return;
         }
         a.connect_ms = connect_ms;
-        let period = self.cfg.accounting.map_or(0, |p| p.interim_period_ms);
+        let period = self
+            .cfg
+            .accounting
+            .as_ref()
+            .map_or(0, |p| p.interim_period_ms);
         if period > 0 {
             a.next_interim_ms = connect_ms + period;
         }
         if self
             .cfg
             .accounting
+            .as_ref()
             .is_some_and(|p| p.start_at == StartAt::Answer)
         {
             self.account_emit(now, id, RecordKind::Start, 200, EndedBy::NotEnded);
@@ -161,7 +161,11 @@ impl Engine {
     /// Call `id`'s periodic Interim-Update, when it is due at `unix_ms` (the next one is then
     /// one period later).
     pub(super) fn account_periodic(&mut self, now: Instant, id: u64, unix_ms: u64) {
-        let period = self.cfg.accounting.map_or(0, |p| p.interim_period_ms);
+        let period = self
+            .cfg
+            .accounting
+            .as_ref()
+            .map_or(0, |p| p.interim_period_ms);
         let Some(a) = self
             .calls
             .get_mut(&id)
@@ -191,7 +195,12 @@ impl Engine {
         side: Side,
         cseq: u32,
     ) {
-        if !self.cfg.accounting.is_some_and(|p| p.interim_on_reinvite) {
+        if !self
+            .cfg
+            .accounting
+            .as_ref()
+            .is_some_and(|p| p.interim_on_reinvite)
+        {
             return;
         }
         let Some(a) = self
@@ -237,7 +246,12 @@ impl Engine {
     /// ends (Stop, `transfer`), and a new one starts for the call as it goes on, linked to it
     /// (Acct-Multi-Session-Id), answered now.
     pub(super) fn account_transferred(&mut self, now: Instant, id: u64) {
-        let Some(policy) = self.cfg.accounting else {
+        let Some((start_at, period)) = self
+            .cfg
+            .accounting
+            .as_ref()
+            .map(|p| (p.start_at, p.interim_period_ms))
+        else {
             return;
         };
         self.account_end(now, id, 200, EndedBy::Transfer);
@@ -267,9 +281,8 @@ impl Engine {
             a.last_reinvite,
             a.reroutes,
         ) = (false, false, 0, 0, 0);
-        let period = policy.interim_period_ms;
         a.next_interim_ms = if period > 0 { now_ms + period } else { 0 };
-        if policy.start_at != StartAt::Never {
+        if start_at != StartAt::Never {
             self.account_emit(now, id, RecordKind::Start, 200, EndedBy::NotEnded);
         }
     }
@@ -329,28 +342,33 @@ impl Engine {
         };
         let caller_to_callee = since(caller_to_callee, a.media_before[0]);
         let callee_to_caller = since(callee_to_caller, a.media_before[1]);
-        let realm = |i: usize| {
-            self.cfg
-                .interfaces
-                .get(i)
-                .map(|f| f.realm.clone())
-                .unwrap_or_default()
-        };
+        let realm = |i: usize| self.cfg.interfaces.get(i).map_or("", |f| f.realm.as_str());
+        let node = self.cfg.accounting.as_ref().map_or("", |p| p.node.as_str());
+        // Both addresses in one reused buffer: the record's text is then one allocation.
+        let mut addresses = std::mem::take(&mut self.acct_addresses);
+        addresses.clear();
+        let _ = write!(addresses, "{}", d.caller.peer);
+        let split = addresses.len();
+        let _ = write!(addresses, "{}", d.callee.peer);
+        let (caller_address, callee_address) = addresses.split_at(split);
         let record = CallRecord {
-            session_id: a.session_id.clone(),
+            text: PackedText::pack(&RecordText {
+                session_id: &a.session_id,
+                linked_session_id: &a.linked_session_id,
+                calling: &a.calling,
+                called: &a.called,
+                ingress_realm: realm(d.caller.interface),
+                egress_realm: realm(d.callee.interface),
+                ingress_agent: &a.ingress_agent,
+                egress_agent: &a.egress_agent,
+                ingress_call_id: &d.caller.call_id,
+                egress_call_id: &d.callee.call_id,
+                caller_address,
+                callee_address,
+                node,
+            }),
             kind,
             interim: 0,
-            linked_session_id: a.linked_session_id.clone(),
-            calling: a.calling.clone(),
-            called: a.called.clone(),
-            ingress_realm: realm(d.caller.interface),
-            egress_realm: realm(d.callee.interface),
-            ingress_agent: a.ingress_agent.clone(),
-            egress_agent: a.egress_agent.clone(),
-            ingress_call_id: d.caller.call_id.clone(),
-            egress_call_id: d.callee.call_id.clone(),
-            caller_address: address_text(d.caller.peer),
-            callee_address: address_text(d.callee.peer),
             setup_ms: a.setup_ms,
             connect_ms: a.connect_ms,
             disconnect_ms: if kind == RecordKind::Stop {
@@ -364,8 +382,8 @@ impl Engine {
             caller_to_callee,
             callee_to_caller,
             event_ms,
-            node: String::new(),
         };
+        self.acct_addresses = addresses;
         if kind == RecordKind::Start {
             if let Some(a) = call.dialog.accounting.as_deref_mut() {
                 a.started = true;

@@ -156,6 +156,8 @@ pub struct Engine {
     acct_out: VecDeque<sbc_accounting::CallRecord>,
     /// Records dropped from a full `acct_out`.
     acct_dropped: u64,
+    /// The caller's and the callee's addresses of the record being made (reused).
+    acct_addresses: String,
 }
 
 /// A reading of the wall clock paired with the monotonic instant it was taken at: the engine
@@ -236,6 +238,7 @@ impl Engine {
             tap: trace::Tap::default(),
             acct_out: VecDeque::new(),
             acct_dropped: 0,
+            acct_addresses: String::new(),
         }
     }
 

@@ -42,7 +42,7 @@ use sbc_accounting::delivery::{Delivery, DeliverySettings};
 use sbc_accounting::hashing::{self, IdHash, SeqHash};
 use sbc_accounting::spool::{self, Append, SpoolEntry, SpoolLedger};
 use sbc_accounting::window::{Candidate, Window};
-use sbc_accounting::CallRecord;
+use sbc_accounting::{CallRecord, TextField};
 
 use crate::udp_batch;
 use serde::Serialize;
@@ -303,7 +303,6 @@ pub struct AccountingReport {
 /// The workers' side of accounting: a bounded, non-blocking queue to its thread.
 #[derive(Debug)]
 pub struct AccountingHub {
-    node: String,
     refuse_calls_when_full: bool,
     replication: Arc<Replication>,
     tx: Mutex<Option<Sender<Handed>>>,
@@ -320,7 +319,6 @@ impl AccountingHub {
     #[must_use]
     pub fn off() -> Self {
         Self {
-            node: String::new(),
             refuse_calls_when_full: false,
             replication: Arc::default(),
             tx: Mutex::new(None),
@@ -343,7 +341,6 @@ impl AccountingHub {
             spool_max_bytes: settings.spool_max_bytes,
             ..AccountingReport::default()
         }));
-        let node = settings.node.clone();
         let refuse_calls_when_full = settings.refuse_calls_when_full;
         let replication = Arc::new(Replication::default());
         let mut service = Service::open(
@@ -356,7 +353,6 @@ impl AccountingHub {
             .name("accounting".into())
             .spawn(move || service.run(&rx))?;
         Ok(Self {
-            node,
             refuse_calls_when_full,
             replication,
             tx: Mutex::new(Some(tx)),
@@ -369,12 +365,11 @@ impl AccountingHub {
 
     /// Hands a record to the accounting thread without waiting; a full queue drops it and
     /// counts it.
-    pub fn offer(&self, mut record: CallRecord) {
+    pub fn offer(&self, record: CallRecord) {
         let guard = lock(&self.tx);
         let Some(tx) = guard.as_ref() else {
             return;
         };
-        record.node.clone_from(&self.node);
         if self.queued.load(Ordering::Relaxed) >= QUEUE {
             // The thread is this far behind: the record is refused and counted.
             self.refused.fetch_add(1, Ordering::Relaxed);
@@ -837,7 +832,7 @@ impl Service {
     }
 
     fn session_hash(&self, r: &CallRecord) -> u64 {
-        self.hasher.hash_one(&r.session_id)
+        self.hasher.hash_one(r.session_id())
     }
 
     /// What tells a record from every other ([`CallRecord::key`]): its session hashed with
@@ -1075,8 +1070,9 @@ impl Service {
                 continue;
             }
             self.stats.records_generated += 1;
-            if record.node.is_empty() {
-                record.node.clone_from(&self.node);
+            if record.node().is_empty() {
+                // The engines stamp their node's name; a record made elsewhere gets this one.
+                record.text.set(TextField::Node, &self.node);
             }
             let seq = self.ledger.take_seq();
             let mut bytes = std::mem::take(&mut self.entry);

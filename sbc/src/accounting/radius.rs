@@ -68,24 +68,26 @@ mod tests {
     use super::*;
     use radius::core::avp::AVP;
     use sbc_accounting::radius::{Attribute, Value};
-    use sbc_accounting::{EndedBy, RecordKind};
+    use sbc_accounting::{EndedBy, PackedText, RecordKind, RecordText, TextField};
 
     fn record(kind: RecordKind) -> CallRecord {
         CallRecord {
-            session_id: "0123456789abcdef".into(),
             kind,
+            text: PackedText::pack(&RecordText {
+                session_id: "0123456789abcdef",
+                calling: "alice",
+                called: "bob",
+                ingress_realm: "access",
+                egress_realm: "core",
+                egress_agent: "core",
+                ingress_call_id: "a@h",
+                egress_call_id: "b@h",
+                caller_address: "127.0.0.1:5070",
+                callee_address: "127.0.0.1:5080",
+                node: "sbc1",
+                ..RecordText::default()
+            }),
             interim: 0,
-            linked_session_id: String::new(),
-            calling: "alice".into(),
-            called: "bob".into(),
-            ingress_realm: "access".into(),
-            egress_realm: "core".into(),
-            ingress_agent: String::new(),
-            egress_agent: "core".into(),
-            ingress_call_id: "a@h".into(),
-            egress_call_id: "b@h".into(),
-            caller_address: "127.0.0.1:5070".into(),
-            callee_address: "127.0.0.1:5080".into(),
             setup_ms: 1_800_000_000_000,
             connect_ms: 1_800_000_001_000,
             disconnect_ms: 0,
@@ -95,7 +97,6 @@ mod tests {
             caller_to_callee: Default::default(),
             callee_to_caller: Default::default(),
             event_ms: 1_800_000_001_000,
-            node: "sbc1".into(),
         }
     }
 
@@ -128,7 +129,7 @@ mod tests {
         stop.disconnect_ms = 1_800_000_061_999;
         stop.ended_by = EndedBy::Callee;
         stop.reroutes = 1;
-        stop.egress_call_id = "é".repeat(200);
+        stop.text.set(TextField::EgressCallId, &"é".repeat(200));
         for (i, r) in [record(RecordKind::Start), stop].iter().enumerate() {
             let mut out = vec![1, 2, 3];
             let header = write_accounting_request(r, 7, 3, b"s3cret", &mut out).expect("fits");
@@ -150,22 +151,8 @@ mod tests {
 
     /// Every string of `r` longer than an attribute takes.
     fn every_string_too_long(r: &mut CallRecord) {
-        for s in [
-            &mut r.session_id,
-            &mut r.linked_session_id,
-            &mut r.calling,
-            &mut r.called,
-            &mut r.ingress_call_id,
-            &mut r.egress_call_id,
-            &mut r.ingress_realm,
-            &mut r.egress_realm,
-            &mut r.ingress_agent,
-            &mut r.egress_agent,
-            &mut r.caller_address,
-            &mut r.callee_address,
-            &mut r.node,
-        ] {
-            *s = "x".repeat(300);
+        for field in TextField::ALL {
+            r.text.set(field, &"x".repeat(300));
         }
     }
 

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sbc_accounting::delivery::{DeliverySettings, ServerTimings, Strategy};
-use sbc_accounting::{CallRecord, EndedBy, MediaFigures, RecordKind};
+use sbc_accounting::{CallRecord, EndedBy, MediaFigures, PackedText, RecordKind, RecordText};
 
 use super::{
     sleep_for, AccountingReport, AccountingSettings, Replication, ServerSettings, Service,
@@ -37,20 +37,21 @@ impl Drop for Dir {
 
 fn record(call: u32, kind: RecordKind) -> CallRecord {
     CallRecord {
-        session_id: format!("{call:016x}"),
         kind,
+        text: PackedText::pack(&RecordText {
+            session_id: &format!("{call:016x}"),
+            calling: "alice",
+            called: "bob",
+            ingress_realm: "access",
+            egress_realm: "core",
+            ingress_call_id: &format!("{call}@a"),
+            egress_call_id: &format!("{call}@b"),
+            caller_address: "127.0.0.1:5060",
+            callee_address: "127.0.0.2:5060",
+            node: "sbc1",
+            ..RecordText::default()
+        }),
         interim: 0,
-        linked_session_id: String::new(),
-        calling: "alice".into(),
-        called: "bob".into(),
-        ingress_realm: "access".into(),
-        egress_realm: "core".into(),
-        ingress_agent: String::new(),
-        egress_agent: String::new(),
-        ingress_call_id: format!("{call}@a"),
-        egress_call_id: format!("{call}@b"),
-        caller_address: "127.0.0.1:5060".into(),
-        callee_address: "127.0.0.2:5060".into(),
         setup_ms: 1,
         connect_ms: 2,
         disconnect_ms: if kind == RecordKind::Stop { 3 } else { 0 },
@@ -64,7 +65,6 @@ fn record(call: u32, kind: RecordKind) -> CallRecord {
         caller_to_callee: MediaFigures::default(),
         callee_to_caller: MediaFigures::default(),
         event_ms: 2,
-        node: "sbc1".into(),
     }
 }
 
@@ -337,7 +337,7 @@ fn a_record_held_on_disk_only_and_adopted_too_is_delivered_once() {
         seqs.sort_unstable();
         for seq in seqs {
             let r = &s.pending[&seq].record;
-            delivered.push((r.session_id.clone(), r.kind.as_str()));
+            delivered.push((r.session_id().to_owned(), r.kind.as_str()));
             s.delivery.forget(seq);
             s.mark_delivered(seq);
         }

@@ -716,7 +716,7 @@ impl Pair {
         let mut generated: std::collections::HashMap<String, (u64, u32, bool)> =
             std::collections::HashMap::new();
         for r in &records {
-            let g = generated.entry(r.session_id.clone()).or_default();
+            let g = generated.entry(r.session_id().to_owned()).or_default();
             match r.kind {
                 sbc_accounting::RecordKind::Start => g.0 = r.connect_ms.max(g.0),
                 sbc_accounting::RecordKind::Interim => g.1 = g.1.max(r.interim),

@@ -369,7 +369,7 @@ pub async fn start(settings: &RuntimeSettings, bind: bool) -> anyhow::Result<Nod
         media,
         registrations,
         subscription_counts,
-        accounting_at_start: settings.engine.accounting,
+        accounting_at_start: settings.engine.accounting.clone(),
         admission: Mutex::new(AdmissionState {
             reasons: std::collections::BTreeSet::new(),
             retry_after: settings.retry_after,
@@ -661,7 +661,7 @@ impl Node {
     pub fn reconfigure(&self, cfg: &EngineConfig) {
         let mut cfg = cfg.clone();
         cfg.media = self.media.as_ref().map(NodeMedia::anchoring);
-        cfg.accounting = self.accounting_at_start;
+        cfg.accounting.clone_from(&self.accounting_at_start);
         cfg.trace_switch = Some(self.shared.wire.trace.switch());
         cfg.registration.cache = Some(Arc::clone(&self.registrations));
         cfg.subscription_sources.counts = Arc::clone(&self.subscription_counts);

@@ -10,6 +10,7 @@ fn accounting_world() -> World {
     let mut w = World::new();
     w.engine.set_config(EngineConfig {
         accounting: Some(AccountingPolicy {
+            node: "sbc1".into(),
             start_at: StartAt::Answer,
             interim_on_reinvite: true,
             interim_period_ms: 0,
@@ -34,13 +35,15 @@ fn an_answered_call_has_one_start_and_one_stop_with_its_duration_and_who_ended_i
         (s.kind, s.status, s.ended_by),
         (RecordKind::Start, 200, EndedBy::NotEnded)
     );
-    assert_eq!(
-        (s.ingress_realm.as_str(), s.egress_realm.as_str()),
-        ("access", "core")
+    assert_eq!((s.ingress_realm(), s.egress_realm()), ("access", "core"));
+    assert_eq!(s.egress_agent(), "core");
+    assert_eq!(s.called(), "bob");
+    assert_eq!(s.ingress_call_id(), "call-1@10.1.1.1");
+    assert_eq!(s.node(), "sbc1", "the node's name, from the policy");
+    assert!(
+        s.caller_address().starts_with("10.1.1.1:") && s.callee_address().contains(':'),
+        "{s:?}"
     );
-    assert_eq!(s.egress_agent, "core");
-    assert_eq!(s.called, "bob");
-    assert_eq!(s.ingress_call_id, "call-1@10.1.1.1");
     assert!(s.connect_ms >= s.setup_ms && s.setup_ms >= 1_796_083_200_000);
 
     w.advance(Duration::from_millis(61_250));
@@ -52,7 +55,7 @@ fn an_answered_call_has_one_start_and_one_stop_with_its_duration_and_who_ended_i
         (t.kind, t.status, t.ended_by),
         (RecordKind::Stop, 200, EndedBy::Caller)
     );
-    assert_eq!(t.session_id, s.session_id);
+    assert_eq!(t.session_id(), s.session_id());
     assert_eq!(t.duration_ms(), 61_250);
     // The BYE's 200 and the end of the call generate nothing more.
     w.callee_answers(200, "b1");
@@ -119,7 +122,7 @@ fn after_a_switchover_the_new_active_writes_only_the_stop() {
     let stop = records(&mut standby);
     assert_eq!(stop.len(), 1);
     assert_eq!(stop[0].kind, RecordKind::Stop);
-    assert_eq!(stop[0].session_id, start[0].session_id);
+    assert_eq!(stop[0].session_id(), start[0].session_id());
     assert_eq!(
         stop[0].connect_ms, start[0].connect_ms,
         "the replicated connect time"

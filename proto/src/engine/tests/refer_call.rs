@@ -171,8 +171,8 @@ fn the_sbc_calls_the_target_joins_it_to_the_transferee_and_releases_the_transfer
             (
                 r.kind,
                 r.ended_by,
-                r.session_id.len(),
-                r.linked_session_id.len(),
+                r.session_id().len(),
+                r.linked_session_id().len(),
             )
         })
         .collect();
@@ -187,7 +187,7 @@ fn the_sbc_calls_the_target_joins_it_to_the_transferee_and_releases_the_transfer
             (RecordKind::Stop, EndedBy::Caller, 19, 16),
         ]
     );
-    assert_eq!(records[2].linked_session_id, records[0].session_id);
+    assert_eq!(records[2].linked_session_id(), records[0].session_id());
 }
 
 #[test]
