@@ -1072,32 +1072,57 @@ pair_table() {
 }
 
 join_comma() { local j; printf -v j '%s, ' "$@"; echo "${j%, }"; }
+# paired_ratio "A1 A2 ..." "B1 B2 ...": relay A's CPU per call over relay B's, paired
+# by round: "median M; of the means R [L, U]", M the median of the per-round ratios,
+# R the ratio of the two means, [L, U] its 95 % bootstrap interval (4,000 resamples
+# of the rounds, pairs kept, a fixed seed: the same values give the same interval).
+# A shared machine's noise moves whole rounds; the interval says how far it can move R.
+paired_ratio() {
+  python3 - "$1" "$2" <<'PY'
+import random, statistics, sys
+pairs = [(float(a), float(b)) for a, b in zip(sys.argv[1].split(), sys.argv[2].split())
+         if a != "n/a" and b != "n/a" and float(b) > 0]
+if len(pairs) < 2:
+    print("n/a")
+    sys.exit()
+med = statistics.median(a / b for a, b in pairs)
+mean = sum(a for a, _ in pairs) / sum(b for _, b in pairs)
+rng = random.Random(31)
+boot = []
+for _ in range(4000):
+    pick = [rng.choice(pairs) for _ in pairs]
+    boot.append(sum(a for a, _ in pick) / sum(b for _, b in pick))
+boot.sort()
+print("median %.2f; of the means %.2f [%.2f, %.2f]" % (med, mean, boot[100], boot[3899]))
+PY
+}
 # rounds_table: with ROUNDS > 1, each relay's CPU per call and each pair's
 # ratio per rate, as mean ± sd over the rounds: the run's own noise.
 rounds_table() {
   local rate round key relay a b target issue
-  local -a v
+  local -a v va vb
   (( ROUNDS > 1 )) || return 0
   echo
   echo "## Across the $ROUNDS rounds"
   echo
-  echo "| rate (calls/s) | relay or ratio | per round | mean ± sd |"
-  echo "|---:|---|---|---:|"
+  echo "| rate (calls/s) | relay or ratio | per round | mean ± sd | paired: median; ratio of the means [95 % bootstrap interval] |"
+  echo "|---:|---|---|---:|---|"
   for rate in $RATES; do
     for relay in $RELAYS; do
       v=()
       for (( round = 1; round <= ROUNDS; round++ )); do v+=("${R[$relay,$(step_key "$rate" "$round"),cpc]}"); done
-      printf '| %s | %s CPU per call (µs) | %s | %s |\n' "$rate" "$relay" "$(join_comma "${v[@]}")" "$(DP=0 mean_sd "${v[@]}")"
+      printf '| %s | %s CPU per call (µs) | %s | %s | |\n' "$rate" "$relay" "$(join_comma "${v[@]}")" "$(DP=0 mean_sd "${v[@]}")"
     done
     for pair in "sbc kamailio" "sbc-old kamailio" "sbc sbc-old" "sbc-hep sbc 1.15 27" "sbc-hep-down sbc 1.05 27" "sbc-acct sbc 1.10 31"; do
       read -r a b target issue <<<"$pair"
       has "$a" && has "$b" || continue
-      v=()
+      v=(); va=(); vb=()
       for (( round = 1; round <= ROUNDS; round++ )); do
         key=$(step_key "$rate" "$round")
         v+=("$(ratio "${R[$a,$key,cpc]}" "${R[$b,$key,cpc]}")")
+        va+=("${R[$a,$key,cpc]:-n/a}"); vb+=("${R[$b,$key,cpc]:-n/a}")
       done
-      printf '| %s | %s ÷ %s%s | %s | %s |\n' "$rate" "$a" "$b" "${target:+ (issue $issue target ≤ $target)}" "$(join_comma "${v[@]}")" "$(DP=2 mean_sd "${v[@]}")"
+      printf '| %s | %s ÷ %s%s | %s | %s | %s |\n' "$rate" "$a" "$b" "${target:+ (issue $issue target ≤ $target)}" "$(join_comma "${v[@]}")" "$(DP=2 mean_sd "${v[@]}")" "$(paired_ratio "${va[*]}" "${vb[*]}")"
     done
   done
 }
