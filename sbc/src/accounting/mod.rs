@@ -166,6 +166,11 @@ const IDLE_TICK: Duration = Duration::from_millis(50);
 const BATCH_WINDOW: Duration = Duration::from_millis(100);
 /// How often `show accounting`'s report is refreshed.
 const PUBLISH_EVERY: Duration = Duration::from_millis(100);
+/// How often the CSV files are synced when accounting servers are the records' delivery: their
+/// lines are written (they survive the process's death) a batch at a time and synced at most
+/// this often (they would not survive the machine's inside this). With files only, written and
+/// synced is delivered: every batch is synced.
+const CSV_SYNC_EVERY: Duration = Duration::from_secs(1);
 
 /// One accounting server as the node reaches it.
 #[derive(Clone)]
@@ -595,6 +600,8 @@ struct Service {
     write_failed: bool,
     /// Where the servers' answers are read, a batch at a time.
     recv_slots: udp_batch::RecvSlots,
+    /// Since when CSV lines were written and not synced ([`CSV_SYNC_EVERY`]).
+    csv_unsynced_since: Option<Instant>,
     /// A CSV line being written (reused).
     csv_line: Vec<u8>,
     /// A spool entry being encoded (reused).
@@ -648,6 +655,7 @@ impl Service {
             wseqs: Vec::new(),
             queued,
             last_publish: None,
+            csv_unsynced_since: None,
             pending: HashMap::default(),
             keys: HashMap::default(),
             replicated: std::collections::HashSet::default(),
@@ -947,10 +955,21 @@ impl Service {
     }
 
     fn sync_csv(&mut self) {
+        self.csv_unsynced_since = None;
         if let Some((f, _, _, _)) = self.files.as_mut().and_then(|c| c.file.as_mut()) {
             if f.flush().is_err() || f.get_ref().sync_data().is_err() {
                 self.stats.write_errors += 1;
             }
+        }
+    }
+
+    /// Writes the CSV lines buffered (no sync: see [`CSV_SYNC_EVERY`]).
+    fn flush_csv(&mut self, now: Instant) {
+        if let Some((f, _, _, _)) = self.files.as_mut().and_then(|c| c.file.as_mut()) {
+            if f.flush().is_err() {
+                self.stats.write_errors += 1;
+            }
+            self.csv_unsynced_since.get_or_insert(now);
         }
     }
 
@@ -1106,8 +1125,12 @@ impl Service {
         for (_, _, record, _) in &kept {
             self.write_csv(record, now_ms);
         }
-        // The CSV lines are on disk before any record is marked delivered for them.
-        self.sync_csv();
+        if self.servers.is_empty() {
+            // Files only: the lines are on disk before their records are marked delivered.
+            self.sync_csv();
+        } else {
+            self.flush_csv(now);
+        }
         for (seq, (segment, offset), record, replicated) in kept {
             // Beyond the window, on disk only (read back as it empties); a record whose write
             // failed is not in the spool: delivered from memory whatever the window says.
@@ -1392,6 +1415,12 @@ impl Service {
             self.send();
             // Marks are written once per round (a lost mark only means a resend).
             self.flush_writes();
+            if self
+                .csv_unsynced_since
+                .is_some_and(|t| now.duration_since(t) >= CSV_SYNC_EVERY)
+            {
+                self.sync_csv();
+            }
             if self
                 .last_publish
                 .is_none_or(|t| now.duration_since(t) >= PUBLISH_EVERY)
