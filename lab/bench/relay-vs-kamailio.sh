@@ -72,7 +72,8 @@
 #   SBC_COMMIT, SBC_OLD_COMMIT  the commit each binary was built from, for the report
 #               [BIN.commit written by build-at.sh next to the binary, else --version]
 #   ROUNDS      rounds of all the rate steps, relays in reverse order in even
-#               rounds; > 1 adds each relay's mean ± sd per rate (the run's noise) [1]
+#               rounds; > 1 adds each relay's mean ± sd per rate (the run's noise)
+#               and each ratio's paired median and 95 % bootstrap interval [1]
 #   RATES       call rates (calls/s), one step each      ["200 500 1000 2000"]
 #   DURATION    seconds of traffic per step               [10]
 #   CALL_MS     call hold time of the rate steps (-d)     [0]
