@@ -168,20 +168,32 @@ pub const TEXT_FIELDS: usize = 13;
 /// A record's text fields while it is built, borrowed from the call (see
 /// [`CallRecord::text`] for the meaning of each).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[allow(missing_docs)] // each field is the accessor of the same name on CallRecord
 pub struct RecordText<'a> {
+    /// Acct-Session-Id.
     pub session_id: &'a str,
+    /// Acct-Multi-Session-Id, or empty.
     pub linked_session_id: &'a str,
+    /// The calling number.
     pub calling: &'a str,
+    /// The called number.
     pub called: &'a str,
+    /// The realm the INVITE arrived in.
     pub ingress_realm: &'a str,
+    /// The realm it was sent into.
     pub egress_realm: &'a str,
+    /// The session-agent it came from, or empty.
     pub ingress_agent: &'a str,
+    /// The session-agent that took it, or empty.
     pub egress_agent: &'a str,
+    /// The caller leg's Call-ID.
     pub ingress_call_id: &'a str,
+    /// The callee leg's Call-ID.
     pub egress_call_id: &'a str,
+    /// The caller's address (`ip:port`).
     pub caller_address: &'a str,
+    /// The callee's address (`ip:port`).
     pub callee_address: &'a str,
+    /// The node that generated the record.
     pub node: &'a str,
 }
 
