@@ -165,8 +165,8 @@ impl TextField {
 /// How many text fields a record has.
 pub const TEXT_FIELDS: usize = 13;
 
-/// A record's text fields while it is built, borrowed from the call (see
-/// [`CallRecord::text`] for the meaning of each).
+/// A record's text fields, borrowed: from the call while the record is built, or from a
+/// [`PackedText`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RecordText<'a> {
     /// Acct-Session-Id.
@@ -198,6 +198,27 @@ pub struct RecordText<'a> {
 }
 
 impl<'a> RecordText<'a> {
+    /// The fields in [`TextField::ALL`]'s order.
+    fn from_fields(f: [&'a str; TEXT_FIELDS]) -> Self {
+        let [session_id, linked_session_id, calling, called, ingress_realm, egress_realm, ingress_agent, egress_agent, ingress_call_id, egress_call_id, caller_address, callee_address, node] =
+            f;
+        Self {
+            session_id,
+            linked_session_id,
+            calling,
+            called,
+            ingress_realm,
+            egress_realm,
+            ingress_agent,
+            egress_agent,
+            ingress_call_id,
+            egress_call_id,
+            caller_address,
+            callee_address,
+            node,
+        }
+    }
+
     fn fields(&self) -> [&'a str; TEXT_FIELDS] {
         [
             self.session_id,
@@ -229,7 +250,7 @@ pub struct PackedText {
 }
 
 impl PackedText {
-    /// Packs `text` into one buffer. A field that would take the whole past 4 GiB is left
+    /// Packs `text` into one buffer. A field that would take the buffer past 4 GiB is left
     /// empty (no SIP message comes near).
     #[must_use]
     pub fn pack(text: &RecordText<'_>) -> Self {
@@ -265,22 +286,7 @@ impl PackedText {
     /// Every field, borrowed.
     #[must_use]
     pub fn unpack(&self) -> RecordText<'_> {
-        let f = |field| self.get(field);
-        RecordText {
-            session_id: f(TextField::SessionId),
-            linked_session_id: f(TextField::LinkedSessionId),
-            calling: f(TextField::Calling),
-            called: f(TextField::Called),
-            ingress_realm: f(TextField::IngressRealm),
-            egress_realm: f(TextField::EgressRealm),
-            ingress_agent: f(TextField::IngressAgent),
-            egress_agent: f(TextField::EgressAgent),
-            ingress_call_id: f(TextField::IngressCallId),
-            egress_call_id: f(TextField::EgressCallId),
-            caller_address: f(TextField::CallerAddress),
-            callee_address: f(TextField::CalleeAddress),
-            node: f(TextField::Node),
-        }
+        RecordText::from_fields(TextField::ALL.map(|field| self.get(field)))
     }
 
     /// Replaces field `field` with `value` (packs the fields again: not for the call path).

@@ -53,6 +53,11 @@ fn user_of(value: &str) -> String {
 }
 
 impl Engine {
+    /// The accounting policy, or `None`: no accounting.
+    fn accounting_policy(&self) -> Option<&AccountingPolicy> {
+        self.cfg.accounting.as_ref()
+    }
+
     /// A new call `id` from `inbound` whose INVITE went to `egress_agent` (empty: a phone or a
     /// party): its accounting starts, with a Start now under `generate-start invite`.
     pub(super) fn account_new_call(
@@ -95,9 +100,7 @@ impl Engine {
             stopped: false,
         }));
         if self
-            .cfg
-            .accounting
-            .as_ref()
+            .accounting_policy()
             .is_some_and(|p| p.start_at == StartAt::Invite)
         {
             self.account_emit(now, id, RecordKind::Start, 0, EndedBy::NotEnded);
@@ -140,9 +143,7 @@ impl Engine {
             a.next_interim_ms = connect_ms + period;
         }
         if self
-            .cfg
-            .accounting
-            .as_ref()
+            .accounting_policy()
             .is_some_and(|p| p.start_at == StartAt::Answer)
         {
             self.account_emit(now, id, RecordKind::Start, 200, EndedBy::NotEnded);
@@ -161,11 +162,7 @@ impl Engine {
     /// Call `id`'s periodic Interim-Update, when it is due at `unix_ms` (the next one is then
     /// one period later).
     pub(super) fn account_periodic(&mut self, now: Instant, id: u64, unix_ms: u64) {
-        let period = self
-            .cfg
-            .accounting
-            .as_ref()
-            .map_or(0, |p| p.interim_period_ms);
+        let period = self.accounting_policy().map_or(0, |p| p.interim_period_ms);
         let Some(a) = self
             .calls
             .get_mut(&id)
@@ -196,9 +193,7 @@ impl Engine {
         cseq: u32,
     ) {
         if !self
-            .cfg
-            .accounting
-            .as_ref()
+            .accounting_policy()
             .is_some_and(|p| p.interim_on_reinvite)
         {
             return;
@@ -247,9 +242,7 @@ impl Engine {
     /// (Acct-Multi-Session-Id), answered now.
     pub(super) fn account_transferred(&mut self, now: Instant, id: u64) {
         let Some((start_at, period)) = self
-            .cfg
-            .accounting
-            .as_ref()
+            .accounting_policy()
             .map(|p| (p.start_at, p.interim_period_ms))
         else {
             return;
