@@ -599,6 +599,25 @@ fn baresip_s_message_waiting_lamp_lights_through_the_sbc() {
     let db = crate::subscriptions::presence_tables(&dir);
     let _kamailio = Kamailio::start(&dir, &registrar_with_voicemail(config.agent, &db));
     sbc_e2e::sipp::wait_listening(config.agent, false, Duration::from_secs(10));
+    // Kamailio binds its port before its presence answers: a phone that subscribes earlier
+    // gets an error, and baresip's mwi module then re-subscribes in a tight loop (a CI run
+    // under load saw it). Wait for a 2xx to a SUBSCRIBE that creates nothing (Expires: 0).
+    let probe = RawUdp::bind(lo(9));
+    let presence_ready = (0..20).any(|i| {
+        let probing = crate::subscriptions::subscribe(&probe, &format!("probe-{i}"), (1, 0), None);
+        probe.send_to(&probing, config.agent);
+        let answered = crate::subscriptions::final_to(&probe, "SUBSCRIBE")
+            .and_then(|m| m.status())
+            .is_some_and(|s| (200..300).contains(&s));
+        if !answered {
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        answered
+    });
+    assert!(
+        presence_ready,
+        "Kamailio's presence never answered a SUBSCRIBE 2xx"
+    );
     let node = SbcNode::start_config(&config);
     let mut mgmt = Mgmt::connect(&node.mgmt_socket());
     let alice = Baresip::start_with(
