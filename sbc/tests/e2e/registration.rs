@@ -664,16 +664,31 @@ fn baresip_s_message_waiting_lamp_lights_through_the_sbc() {
 
 /// The first final response `sock` receives within `limit`.
 fn final_response(sock: &RawUdp, limit: Duration) -> Option<SipMsg> {
+    final_response_where(sock, limit, |_| true)
+}
+
+/// The first final response `sock` receives within `limit` that `wanted` accepts; others
+/// (a late answer to an earlier try) are passed over.
+fn final_response_where(
+    sock: &RawUdp,
+    limit: Duration,
+    wanted: impl Fn(&SipMsg) -> bool,
+) -> Option<SipMsg> {
     let end = Instant::now() + limit;
-    while Instant::now() < end {
-        let (bytes, _) = sock.recv(Duration::from_millis(500))?;
+    loop {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        let Some((bytes, _)) = sock.recv(left) else {
+            continue;
+        };
         if let Some(m) = SipMsg::parse(&bytes) {
-            if m.status().is_some_and(|c| c >= 200) {
+            if m.status().is_some_and(|c| c >= 200) && wanted(&m) {
                 return Some(m);
             }
         }
     }
-    None
 }
 
 /// One REGISTER of `user@example.test` at `phone`'s address through the SBC at `access`;
@@ -712,7 +727,11 @@ fn register_as(
         ip = at.ip()
     );
     phone.send_to(register.as_bytes(), access);
-    final_response(phone, Duration::from_secs(2)).and_then(|m| m.status())
+    let this_try = format!("{cseq} REGISTER");
+    final_response_where(phone, Duration::from_secs(2), |m| {
+        m.header("CSeq") == Some(this_try.as_str())
+    })
+    .and_then(|m| m.status())
 }
 
 /// Registers `user@example.test` at `phone`'s address through the SBC at `access` (the
@@ -911,6 +930,23 @@ fn stun_binding_request(id: u8) -> Vec<u8> {
     m
 }
 
+/// The first STUN message `sock` receives within `limit` (RFC 7983: first byte 0-3); SIP
+/// datagrams (a late answer to an earlier REGISTER try) are passed over.
+fn stun_answer(sock: &RawUdp, limit: Duration) -> Option<Vec<u8>> {
+    let end = Instant::now() + limit;
+    loop {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        if let Some((bytes, _)) = sock.recv(left) {
+            if bytes.first().is_some_and(|b| *b <= 3) {
+                return Some(bytes);
+            }
+        }
+    }
+}
+
 /// The address in a binding success response's XOR-MAPPED-ADDRESS (IPv4), if it is one.
 fn xor_mapped(response: &[u8]) -> Option<SocketAddr> {
     if response.len() < 32 || response[0..2] != [0x01, 0x01] || response[20..22] != [0x00, 0x20] {
@@ -938,8 +974,7 @@ fn stun_keepalives_are_answered_to_registered_phones_only() {
     register_raw(&phone, "carol", config.access);
 
     phone.send_to(&stun_binding_request(1), config.access);
-    let (answer, _) = phone
-        .recv(Duration::from_secs(3))
+    let answer = stun_answer(&phone, Duration::from_secs(3))
         .expect("the registered phone's keep-alive is answered");
     assert_eq!(xor_mapped(&answer), Some(phone.local_addr()), "{answer:?}");
     assert_eq!(&answer[8..20], &[1u8; 12], "the request's transaction id");
