@@ -14,8 +14,10 @@
 //! [`MediaSettings::latch_window`] of the stream's start or of the leg's latest SDP, and, with
 //! [`MediaSettings::latch_signalled_ip_only`], only from the signalled IP address. Outside the
 //! window a packet from any other source is dropped and counted: a stranger cannot hijack a
-//! call's media by sending to its port. A leg that latches raises [`MediaEvent::Latched`] so
-//! that its owner replicates the new address.
+//! call's media by sending to its port. A packet from the expected address closes the window
+//! for its channel; one from the signalled address is never a stranger and takes back a leg
+//! an earlier source latched (a transferred party's late RTP). A leg whose remote moves
+//! raises [`MediaEvent::Latched`] so that its owner replicates the new address.
 //!
 //! **RTCP** goes from port + 1 to port + 1; a leg that multiplexes (`a=rtcp-mux`, RFC 5761)
 //! sends and receives it on its RTP port, told apart from RTP by its packet type, so a muxing
@@ -231,6 +233,38 @@ struct Leg {
 }
 
 impl Leg {
+    /// Media to this leg goes to `source` from now on: RTCP's address when `rtcp`, else RTP's,
+    /// RTCP following unless the leg's own RTCP packets said otherwise.
+    fn move_remote(&mut self, rtcp: bool, source: SocketAddr) {
+        if rtcp {
+            self.rtcp_to = Some(source);
+            return;
+        }
+        let follows = self.rtcp_to.is_none_or(|r| {
+            Some(r) == self.signalled_rtcp
+                || Some(r) == self.rtp_to.and_then(|t| self.rtcp_beside(t))
+        });
+        self.rtp_to = Some(source);
+        if follows {
+            self.rtcp_to = if Some(source) == self.signalled && !self.mux {
+                self.signalled_rtcp
+            } else {
+                self.rtcp_beside(source)
+            };
+        }
+    }
+
+    /// Where RTCP goes when RTP goes to `rtp`: the same address under mux, else the next port.
+    fn rtcp_beside(&self, rtp: SocketAddr) -> Option<SocketAddr> {
+        if self.mux {
+            Some(rtp)
+        } else {
+            rtp.port()
+                .checked_add(1)
+                .map(|p| SocketAddr::new(rtp.ip(), p))
+        }
+    }
+
     fn new(port: u16, now: Instant, window: Duration) -> Self {
         Self {
             port,
@@ -888,31 +922,36 @@ impl MediaTable {
         };
         let rtcp = slot.rtcp || (from.mux && is_rtcp(packet));
         let expected = if rtcp { from.rtcp_to } else { from.rtp_to };
-        if expected != Some(source) {
-            let may_latch = from.may_latch[usize::from(rtcp)]
+        let channel = usize::from(rtcp);
+        let signalled = if rtcp && !from.mux {
+            from.signalled_rtcp
+        } else {
+            from.signalled
+        };
+        if expected == Some(source) {
+            // The leg's source is known: nothing else may latch it in this window.
+            from.may_latch[channel] = false;
+        } else if signalled == Some(source) {
+            // The leg's own SDP names this source, so it is never a stranger. A leg that
+            // latched elsewhere (an earlier remote's late packets, say the transferred party's
+            // before its BYE, won the window) returns to it.
+            from.may_latch[channel] = false;
+            from.move_remote(rtcp, source);
+            from.latched = false;
+            self.events.push_back(MediaEvent::Latched {
+                id: slot.id,
+                owner: session.owner,
+            });
+        } else {
+            let may_latch = from.may_latch[channel]
                 && now < from.latch_until
                 && (!only_signalled_ip || from.signalled.is_none_or(|s| s.ip() == source.ip()));
             if !may_latch {
                 from.counters.dropped += 1;
                 return Err(Dropped::Stranger);
             }
-            from.may_latch[usize::from(rtcp)] = false;
-            if rtcp {
-                from.rtcp_to = Some(source);
-            } else {
-                from.rtp_to = Some(source);
-                // RTCP follows RTP's address unless the leg's own RTCP packets said otherwise.
-                if from.rtcp_to.is_none_or(|r| Some(r) == from.signalled_rtcp) {
-                    from.rtcp_to = if from.mux {
-                        Some(source)
-                    } else {
-                        source
-                            .port()
-                            .checked_add(1)
-                            .map(|p| SocketAddr::new(source.ip(), p))
-                    };
-                }
-            }
+            from.may_latch[channel] = false;
+            from.move_remote(rtcp, source);
             // Every latch moves a remote: the owner replicates each.
             from.latched = true;
             self.stats.latched += 1;
@@ -1285,6 +1324,66 @@ mod tests {
         assert_eq!(
             m.session(1).and_then(|s| s.destination(0, Side::Caller)),
             Some(moved)
+        );
+    }
+
+    #[test]
+    fn the_signalled_remote_wins_back_a_leg_an_earlier_remote_s_late_packets_latched() {
+        // A transfer: the callee's SDP moves the leg from bob (10.0.0.2:5000) to carol
+        // (10.0.0.3:6000), and bob's RTP goes on until his BYE.
+        let (mut m, t0, a, b) = call();
+        let (bob, carol) = (addr("10.0.0.2:5000"), addr("10.0.0.3:6000"));
+        let later = t0 + Duration::from_secs(20);
+        m.signal(later, 1, 0, Side::Callee, carol, None, false)
+            .expect("re-signalled");
+        while m.poll_event().is_some() {}
+        // bob's late packet is first in the new window and latches the leg.
+        assert!(m.handle_packet(later, b, bob, &rtp(100, 9)).is_ok());
+        // carol's first packet, from the signalled address, moves it back, for RTP and RTCP.
+        let f = m
+            .handle_packet(later, b, carol, &rtp(1, 11))
+            .expect("the signalled source is no stranger");
+        assert_eq!(f.to, addr("10.0.0.1:4000"));
+        let s = m.session(1).expect("session");
+        assert_eq!(s.destination(0, Side::Callee), Some(carol));
+        assert!(!s.is_latched(0, Side::Callee));
+        assert_eq!(
+            m.handle_packet(later, a, addr("10.0.0.1:4000"), &rtp(2, 7))
+                .map(|f| f.to),
+            Ok(carol)
+        );
+        assert_eq!(
+            m.handle_packet(later, a + 1, addr("10.0.0.1:4001"), &[0x80, 200, 0, 1])
+                .map(|f| f.to),
+            Ok(addr("10.0.0.3:6001"))
+        );
+        let moves = std::iter::from_fn(|| m.poll_event())
+            .filter(|e| matches!(e, MediaEvent::Latched { .. }))
+            .count();
+        assert_eq!(moves, 2, "both moves are replicated");
+        // bob is a stranger from now on, inside the window as after it.
+        for at in [later, later + Duration::from_secs(11)] {
+            assert_eq!(
+                m.handle_packet(at, b, bob, &rtp(101, 9)),
+                Err(Dropped::Stranger)
+            );
+        }
+        assert_eq!(
+            m.handle_packet(later, b, carol, &rtp(2, 11)).map(|f| f.to),
+            Ok(addr("10.0.0.1:4000"))
+        );
+    }
+
+    #[test]
+    fn a_source_seen_at_the_expected_address_closes_the_latch_window() {
+        let (mut m, t0, a, _) = call();
+        assert!(m
+            .handle_packet(t0, a, addr("10.0.0.1:4000"), &rtp(1, 7))
+            .is_ok());
+        assert_eq!(
+            m.handle_packet(t0, a, addr("203.0.113.66:4000"), &rtp(2, 7)),
+            Err(Dropped::Stranger),
+            "a stranger inside the window cannot take a leg whose source is known"
         );
     }
 
