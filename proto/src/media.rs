@@ -931,30 +931,25 @@ impl MediaTable {
         if expected == Some(source) {
             // The leg's source is known: nothing else may latch it in this window.
             from.may_latch[channel] = false;
-        } else if signalled == Some(source) {
-            // The leg's own SDP names this source, so it is never a stranger. A leg that
+        } else {
+            // The leg's own SDP names this source, so it is never a stranger: a leg that
             // latched elsewhere (an earlier remote's late packets, say the transferred party's
             // before its BYE, won the window) returns to it.
-            from.may_latch[channel] = false;
-            from.move_remote(rtcp, source);
-            from.latched = false;
-            self.events.push_back(MediaEvent::Latched {
-                id: slot.id,
-                owner: session.owner,
-            });
-        } else {
-            let may_latch = from.may_latch[channel]
-                && now < from.latch_until
-                && (!only_signalled_ip || from.signalled.is_none_or(|s| s.ip() == source.ip()));
-            if !may_latch {
-                from.counters.dropped += 1;
-                return Err(Dropped::Stranger);
+            let back_to_signalled = signalled == Some(source);
+            if !back_to_signalled {
+                let may_latch = from.may_latch[channel]
+                    && now < from.latch_until
+                    && (!only_signalled_ip || from.signalled.is_none_or(|s| s.ip() == source.ip()));
+                if !may_latch {
+                    from.counters.dropped += 1;
+                    return Err(Dropped::Stranger);
+                }
+                self.stats.latched += 1;
             }
             from.may_latch[channel] = false;
             from.move_remote(rtcp, source);
-            // Every latch moves a remote: the owner replicates each.
-            from.latched = true;
-            self.stats.latched += 1;
+            from.latched = !back_to_signalled || from.rtp_to != from.signalled;
+            // Every move of a remote is replicated by the owner.
             self.events.push_back(MediaEvent::Latched {
                 id: slot.id,
                 owner: session.owner,
