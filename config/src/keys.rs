@@ -20,11 +20,11 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use crate::model::{
-    AccessAction, AccountState, AccountStrategy, AdminState, AlarmType, AllowAnonymous,
-    CaptureAgentState, CaptureTransport, FileOutput, FilterLevel, GenerateInterim, GenerateStart,
-    InDialogSource, MediaManagerState, MemorySource, NatTraversal, PeerType, PingSendMode,
-    RedundancyState, ReferCallTransfer, Refresher, RestrictedLatching, SagStrategy, Severity,
-    SipMonitoringState, SnmpAuthProtocol, SnmpPrivProtocol, SnmpVersion, SpoolFullAction,
+    AccessAction, AccountState, AccountStrategy, AccountTransport, AdminState, AlarmType,
+    AllowAnonymous, CaptureAgentState, CaptureTransport, FileOutput, FilterLevel, GenerateInterim,
+    GenerateStart, InDialogSource, MediaManagerState, MemorySource, NatTraversal, PeerType,
+    PingSendMode, RedundancyState, ReferCallTransfer, Refresher, RestrictedLatching, SagStrategy,
+    Severity, SipMonitoringState, SnmpAuthProtocol, SnmpPrivProtocol, SnmpVersion, SpoolFullAction,
     TlsVersion, TranslationType, DEFAULT_TRANSPORT,
 };
 
@@ -1214,8 +1214,17 @@ element! {
         "a RADIUS accounting server (multi-instance, key: hostname:port)" {
     HOSTNAME "hostname": ip(Dflt::Ip(LOOPBACK), "<IP address>",
         "the server's IP address, IPv4 or IPv6 (no DNS name)");
-    PORT "port": port(1813, "its UDP port");
+    PORT "port": port(1813, "its port: UDP 1813; with transport tls, TCP (RadSec's is 2083)");
     STATE "state": word(AccountState::WORDS, "enabled", "send records to it");
+    TRANSPORT "transport": word(AccountTransport::WORDS, AccountTransport::DEFAULT.as_str(),
+        "udp: RADIUS over UDP (RFC 2866); tls: RADIUS over TLS (RFC 6614, RadSec), many \
+         records per write (our extension, not Oracle's)");
+    TLS_PROFILE "tls-profile": KeySpec::new(Ty::Str, Dflt::Unset,
+        "with transport tls: the CAs that verify the server (and our client certificate)")
+        .hint("<tls-profile name | \"\">").optional().example("\"radsec\"");
+    TLS_SERVER_NAME "tls-server-name": KeySpec::new(Ty::Str, Dflt::Unset,
+        "with transport tls: the name the server's certificate must carry (default its address)")
+        .hint("<DNS name | IP address | \"\">").optional().example("\"radius.example.com\"");
     SECRET "secret": text("", "<shared secret>",
         "the RADIUS shared secret, 1 to 128 bytes (shown masked)");
     MIN_ROUND_TRIP "min-round-trip": int32(250,

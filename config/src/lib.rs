@@ -105,8 +105,8 @@ pub const MIN_SHARED_KEY_LEN: usize = 16;
 pub const SESSION_ROUTER_COST: u32 = 999_999_999;
 pub use model::{
     parse_days_of_week, parse_engine_id, parse_hhmm, split_option, AccessAction, AccessControl,
-    AccountConfig, AccountServer, AccountState, AccountStrategy, AdminState, AlarmThreshold,
-    AlarmType, AllowAnonymous, AutoScalingProfile, CaptureAgent, CaptureAgentState,
+    AccountConfig, AccountServer, AccountState, AccountStrategy, AccountTransport, AdminState,
+    AlarmThreshold, AlarmType, AllowAnonymous, AutoScalingProfile, CaptureAgent, CaptureAgentState,
     CaptureTransport, CriticalMemoryAbort, FileOutput, FilterConfig, FilterLevel, GenerateInterim,
     GenerateStart, InDialogSource, LocalPolicy, LocalRoutingConfig, MediaManager,
     MediaManagerState, MemorySource, NatTraversal, NextHop, Peer, PeerType, PingSendMode,

@@ -95,8 +95,8 @@ mod accounting;
 mod routing;
 
 pub use accounting::{
-    AccountConfig, AccountServer, AccountState, AccountStrategy, FileOutput, GenerateInterim,
-    GenerateStart, SpoolFullAction,
+    AccountConfig, AccountServer, AccountState, AccountStrategy, AccountTransport, FileOutput,
+    GenerateInterim, GenerateStart, SpoolFullAction,
 };
 
 pub use routing::{

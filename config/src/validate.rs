@@ -57,7 +57,7 @@ pub(crate) fn validate(config: &Config) -> Result<(), ConfigError> {
     filters(config)?;
     monitoring(&config.sip_monitoring, &config.filter_configs)?;
     capture_agent(&config.capture_agent)?;
-    accounting::account_config(&config.account)?;
+    accounting::account_config(&config.account, &config.tls_profiles)?;
     attachments(config)
 }
 

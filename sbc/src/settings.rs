@@ -100,6 +100,12 @@ pub fn accounting(cfg: &Config) -> Option<crate::accounting::AccountingSettings>
             .map(|s| crate::accounting::ServerSettings {
                 addr: s.address(),
                 secret: s.secret.clone(),
+                tls: (s.transport == sbc_config::AccountTransport::Tls).then(|| {
+                    crate::accounting::ServerTls {
+                        profile: s.tls_profile.clone().unwrap_or_default(),
+                        server_name: s.tls_server_name.clone(),
+                    }
+                }),
             })
             .collect(),
         delivery: DeliverySettings {

@@ -52,6 +52,14 @@
 //! (SIGTERM) about 5 ms, on this project's 2-core machines. Both are bounded
 //! ([`START_TIMEOUT`], [`STOP_TIMEOUT`]).
 //!
+//! # RADIUS over TLS (RFC 6614)
+//!
+//! [`FreeRadius::start_radsec_in`] writes the same server with a TLS `listen` instead (`proto
+//! = tcp`, a `tls` section with the test's certificate, key and CA, `require_client_cert =
+//! yes`, TLS 1.2 as FreeRADIUS 3.2 recommends for RadSec) and a `clients` section whose client
+//! 127.0.0.1 has `proto = tls`. FreeRADIUS refuses TLS sockets without threads ("Threading
+//! must be enabled for TLS sockets"), so this one runs without `-s`, with a small thread pool.
+//!
 //! A missing `freeradius` or `radclient` is an error naming the Debian packages
 //! (`freeradius freeradius-utils`): the tests fail, they never skip.
 
@@ -96,7 +104,21 @@ pub struct FreeRadius {
     binary: PathBuf,
     port: u16,
     secret: String,
+    /// Listening on TLS (RadSec) rather than UDP.
+    tls: Option<RadsecFiles>,
     child: Option<Child>,
+}
+
+/// The PEM files of a RadSec listener: its certificate and key, and the CA its clients'
+/// certificates must chain to.
+#[derive(Debug, Clone)]
+pub struct RadsecFiles {
+    /// The server's certificate.
+    pub cert: PathBuf,
+    /// Its private key.
+    pub key: PathBuf,
+    /// The CA of the clients' certificates.
+    pub ca: PathBuf,
 }
 
 impl FreeRadius {
@@ -121,6 +143,23 @@ impl FreeRadius {
     /// packages), the files cannot be written, or FreeRADIUS exits or does not bind its port
     /// within [`START_TIMEOUT`] (the message has its log).
     pub fn start_in(dir: &TestDir, secret: &str) -> anyhow::Result<Self> {
+        Self::start_with(dir, secret, None)
+    }
+
+    /// As [`FreeRadius::start_in`], listening on RADIUS over TLS (RFC 6614) on a fresh TCP
+    /// port with `files` (see the module documentation).
+    ///
+    /// # Errors
+    /// As [`FreeRadius::start_in`].
+    pub fn start_radsec_in(
+        dir: &TestDir,
+        secret: &str,
+        files: RadsecFiles,
+    ) -> anyhow::Result<Self> {
+        Self::start_with(dir, secret, Some(files))
+    }
+
+    fn start_with(dir: &TestDir, secret: &str, tls: Option<RadsecFiles>) -> anyhow::Result<Self> {
         let binary = find_tool("freeradius")?;
         let dictionary = Path::new(DICTIONARY_DIR).join("dictionary");
         if !dictionary.is_file() {
@@ -134,7 +173,10 @@ impl FreeRadius {
         std::fs::create_dir_all(&conf_dir)
             .with_context(|| format!("cannot create {}", conf_dir.display()))?;
         let files = [
-            ("radiusd.conf", radiusd_conf(&conf_dir, port, secret)),
+            (
+                "radiusd.conf",
+                radiusd_conf(&conf_dir, port, secret, tls.as_ref()),
+            ),
             ("dictionary", format!("$INCLUDE {}\n", dictionary.display())),
         ];
         for (name, text) in files {
@@ -148,6 +190,7 @@ impl FreeRadius {
             binary,
             port,
             secret: secret.to_owned(),
+            tls,
             child: None,
         };
         server.spawn()?;
@@ -178,10 +221,16 @@ impl FreeRadius {
         let log_err = log
             .try_clone()
             .with_context(|| format!("cannot open {} twice", log_path.display()))?;
+        // TLS listeners need threads: no -s for them.
+        let flags: &[&str] = if self.tls.is_some() {
+            &["-f", "-l", "stdout"]
+        } else {
+            &["-f", "-s", "-l", "stdout"]
+        };
         let mut child = Command::new(&self.binary)
             .arg("-d")
             .arg(&self.dir)
-            .args(["-f", "-s", "-l", "stdout"])
+            .args(flags)
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log_err)
@@ -208,7 +257,12 @@ impl FreeRadius {
                     return Err(anyhow!(e).context("cannot wait for FreeRADIUS"));
                 }
             }
-            if udp_bound_by(pid, Ipv4Addr::LOCALHOST, self.port) {
+            let table = if self.tls.is_some() {
+                "/proc/net/tcp"
+            } else {
+                "/proc/net/udp"
+            };
+            if bound_by(table, pid, Ipv4Addr::LOCALHOST, self.port) {
                 self.child = Some(child);
                 return Ok(());
             }
@@ -297,7 +351,7 @@ impl FreeRadius {
         self.child.as_ref().map(Child::id)
     }
 
-    /// The UDP port it listens on (on 127.0.0.1).
+    /// The port it listens on (on 127.0.0.1): UDP, or TCP for RadSec.
     #[must_use]
     pub fn port(&self) -> u16 {
         self.port
@@ -439,10 +493,41 @@ fn conf_string(s: &str) -> String {
     out
 }
 
-/// The whole `radiusd.conf` of a server in `dir` on 127.0.0.1:`port` (see the module docs).
-fn radiusd_conf(dir: &Path, port: u16, secret: &str) -> String {
+/// The whole `radiusd.conf` of a server in `dir` on 127.0.0.1:`port`, on UDP or, with `tls`,
+/// RADIUS over TLS (see the module docs).
+fn radiusd_conf(dir: &Path, port: u16, secret: &str, tls: Option<&RadsecFiles>) -> String {
     let prefix = conf_string(&dir.display().to_string());
     let secret = conf_string(secret);
+    let (clients, listen) = match tls {
+        None => (
+            format!("client local {{\n\tipaddr = 127.0.0.1\n\tsecret = {secret}\n}}"),
+            format!("type = acct\n\t\tipaddr = 127.0.0.1\n\t\tport = {port}"),
+        ),
+        Some(f) => {
+            let file = |p: &Path| conf_string(&p.display().to_string());
+            (
+                format!(
+                    "thread pool {{\n\tstart_servers = 2\n\tmax_servers = 4\n\t\
+                     min_spare_servers = 1\n\tmax_spare_servers = 4\n\t\
+                     max_requests_per_server = 0\n}}\n\n\
+                     clients radsec {{\n\tclient local {{\n\t\tipaddr = 127.0.0.1\n\t\t\
+                     proto = tls\n\t\tsecret = {secret}\n\t}}\n}}"
+                ),
+                format!(
+                    "type = acct\n\t\tipaddr = 127.0.0.1\n\t\tport = {port}\n\t\t\
+                     proto = tcp\n\t\tclients = radsec\n\t\t\
+                     tls {{\n\t\t\tprivate_key_file = {}\n\t\t\tcertificate_file = {}\n\t\t\t\
+                     ca_file = {}\n\t\t\trequire_client_cert = yes\n\t\t\t\
+                     tls_min_version = \"1.2\"\n\t\t\ttls_max_version = \"1.2\"\n\t\t}}\n\t\t\
+                     limit {{\n\t\t\tmax_connections = 16\n\t\t\tlifetime = 0\n\t\t\t\
+                     idle_timeout = 0\n\t\t}}",
+                    file(&f.key),
+                    file(&f.cert),
+                    file(&f.ca)
+                ),
+            )
+        }
+    };
     format!(
         r#"# Written by sbc-e2e (tests/src/freeradius.rs): accounting only, one detail file.
 prefix = {prefix}
@@ -480,10 +565,7 @@ security {{
 	status_server = yes
 }}
 
-client local {{
-	ipaddr = 127.0.0.1
-	secret = {secret}
-}}
+{clients}
 
 modules {{
 	detail {{
@@ -498,9 +580,7 @@ modules {{
 
 server default {{
 	listen {{
-		type = acct
-		ipaddr = 127.0.0.1
-		port = {port}
+		{listen}
 	}}
 	accounting {{
 		detail
@@ -510,10 +590,11 @@ server default {{
     )
 }
 
-/// Whether a UDP socket bound to `ip:port` is open in process `pid`: its inode in
-/// `/proc/net/udp` is one of the process's `/proc/<pid>/fd` links (`socket:[inode]`).
-fn udp_bound_by(pid: u32, ip: Ipv4Addr, port: u16) -> bool {
-    let Ok(table) = std::fs::read_to_string("/proc/net/udp") else {
+/// Whether a socket bound to `ip:port` is open in process `pid`: its inode in `table`
+/// (`/proc/net/udp` or `/proc/net/tcp`) is one of the process's `/proc/<pid>/fd` links
+/// (`socket:[inode]`).
+fn bound_by(table: &str, pid: u32, ip: Ipv4Addr, port: u16) -> bool {
+    let Ok(table) = std::fs::read_to_string(table) else {
         return false;
     };
     // The kernel prints the address as the u32 it holds in network order, read natively.

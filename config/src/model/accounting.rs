@@ -78,6 +78,18 @@ keyword_enum! {
     }
 }
 
+keyword_enum! {
+    /// `account-server` `transport` (ours: Oracle sends RADIUS over UDP only): how records
+    /// reach the server.
+    AccountTransport, key "transport", default Udp {
+        /// RADIUS over UDP (RFC 2866), one datagram per request.
+        Udp = "udp",
+        /// RADIUS over TLS (RFC 6614, "RadSec"): one TCP connection, many requests per write,
+        /// the server's certificate verified with `tls-profile`.
+        Tls = "tls",
+    }
+}
+
 /// `account-config`: call detail records to RADIUS accounting servers and local files.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
@@ -159,10 +171,20 @@ impl AccountConfig {
 pub struct AccountServer {
     /// `hostname`: the server's IP address (IPv4 or IPv6; no DNS name).
     pub hostname: IpAddr,
-    /// `port`: its UDP port.
+    /// `port`: its UDP port (1813), or its TCP port with `transport tls` (2083, RFC 6614).
     pub port: u16,
     /// `state`: whether records are sent to it.
     pub state: AccountState,
+    /// `transport` (ours): RADIUS over UDP or over TLS.
+    pub transport: AccountTransport,
+    /// `tls-profile`: with `transport tls`, the CAs that verify the server's certificate, and
+    /// the certificate this node presents (RadSec servers ask for one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_profile: Option<String>,
+    /// `tls-server-name`: with `transport tls`, the name the server's certificate must carry
+    /// (default its IP address).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_server_name: Option<String>,
     /// `secret`: the RADIUS shared secret. Masked in `show`, the JSON and `Debug`.
     pub secret: String,
     /// `min-round-trip`: ms; an unanswered record is sent again after four times this (at
@@ -180,6 +202,9 @@ impl Default for AccountServer {
             hostname: const { account_server::HOSTNAME.ip() },
             port: const { account_server::PORT.u16() },
             state: AccountState::Enabled,
+            transport: AccountTransport::DEFAULT,
+            tls_profile: None,
+            tls_server_name: None,
             secret: String::new(),
             min_round_trip: const { account_server::MIN_ROUND_TRIP.u32() },
             max_inactivity: const { account_server::MAX_INACTIVITY.u32() },
@@ -207,6 +232,9 @@ impl fmt::Debug for AccountServer {
             .field("hostname", &self.hostname)
             .field("port", &self.port)
             .field("state", &self.state)
+            .field("transport", &self.transport)
+            .field("tls_profile", &self.tls_profile)
+            .field("tls_server_name", &self.tls_server_name)
             .field("secret", &secret)
             .field("min_round_trip", &self.min_round_trip)
             .field("max_inactivity", &self.max_inactivity)

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use super::check;
 use crate::error::{quoted, ConfigError};
 use crate::keys::{account_config, account_server};
-use crate::model::{AccountConfig, FileOutput};
+use crate::model::{AccountConfig, AccountServer, AccountTransport, FileOutput, TlsProfile};
 
 /// The longest RADIUS shared secret accepted (FreeRADIUS and most servers take up to 128).
 const MAX_SECRET: usize = 128;
@@ -14,7 +14,10 @@ const MAX_SECRET: usize = 128;
 /// `account-config`: every range; `file-path` and `spool-path` absolute; each server an IP
 /// address that can be sent to, on a port, once, with a secret of 1 to 128 bytes; when
 /// enabled, at least one enabled server or `file-output` enabled.
-pub(super) fn account_config(a: &AccountConfig) -> Result<(), ConfigError> {
+pub(super) fn account_config(
+    a: &AccountConfig,
+    profiles: &[TlsProfile],
+) -> Result<(), ConfigError> {
     let at = "account-config";
     check(at, &account_config::MAX_WAIT_FAILOVER, a.max_wait_failover)?;
     check(at, &account_config::MAX_FILE_SIZE, a.max_file_size)?;
@@ -72,6 +75,7 @@ pub(super) fn account_config(a: &AccountConfig) -> Result<(), ConfigError> {
                 "the secret the server has for this node",
             ));
         }
+        server_tls(s, profiles, key)?;
         if let Some(j) = seen.insert(s.address(), i) {
             return Err(ConfigError::invalid(
                 key("hostname"),
@@ -89,6 +93,61 @@ pub(super) fn account_config(a: &AccountConfig) -> Result<(), ConfigError> {
             "none enabled",
             "state = \"enabled\" and records would go nowhere: file-output is disabled too",
             "an account-server, or file-output = \"enabled\", or state = \"disabled\"",
+        ));
+    }
+    Ok(())
+}
+
+/// A server's TLS settings: with `transport tls`, a `tls-profile` that exists and has trusted
+/// CAs, and a `tls-server-name` that is a certificate name; with `udp`, neither.
+fn server_tls(
+    s: &AccountServer,
+    profiles: &[TlsProfile],
+    key: impl Fn(&str) -> String,
+) -> Result<(), ConfigError> {
+    if s.transport == AccountTransport::Udp {
+        for (field, value) in [
+            ("tls-profile", &s.tls_profile),
+            ("tls-server-name", &s.tls_server_name),
+        ] {
+            if let Some(v) = value {
+                return Err(ConfigError::invalid(
+                    key(field),
+                    quoted(v),
+                    "the server is reached over udp: no TLS to use it for",
+                    format!("transport = \"tls\", or no {field}"),
+                ));
+            }
+        }
+        return Ok(());
+    }
+    let Some(name) = &s.tls_profile else {
+        return Err(ConfigError::invalid(
+            key("tls-profile"),
+            "none",
+            "a server reached over TLS is verified with a tls-profile's trusted CAs",
+            "the name of a tls-profile with trusted-ca-certificates",
+        ));
+    };
+    let profile = super::profile_ref(key("tls-profile"), name, profiles)?;
+    if profile.trusted_ca_certificates.is_empty() {
+        return Err(ConfigError::invalid(
+            key("tls-profile"),
+            quoted(name),
+            "the profile has no trusted-ca-certificates to verify the server's certificate with",
+            "a tls-profile with trusted-ca-certificates",
+        ));
+    }
+    if let Some(sn) = s
+        .tls_server_name
+        .as_ref()
+        .filter(|n| !super::is_cert_name(n))
+    {
+        return Err(ConfigError::invalid(
+            key("tls-server-name"),
+            quoted(sn),
+            "not a DNS name or an IP address",
+            "a DNS name (radius.example.com) or an IP address",
         ));
     }
     Ok(())

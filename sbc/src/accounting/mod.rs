@@ -19,6 +19,7 @@
 //! Acct-Session-Id and times).
 
 mod radius;
+pub mod radsec;
 pub mod spool_alarm;
 #[cfg(test)]
 mod tests;
@@ -182,6 +183,18 @@ pub struct ServerSettings {
     pub addr: SocketAddr,
     /// The shared secret (never printed).
     pub secret: String,
+    /// RADIUS over TLS (RFC 6614) rather than UDP: how the server is verified.
+    pub tls: Option<ServerTls>,
+}
+
+/// How a RADIUS/TLS server is dialled: the `tls-profile` and the name its certificate must
+/// carry.
+#[derive(Debug, Clone)]
+pub struct ServerTls {
+    /// The `tls-profile` (its CAs, its certificate).
+    pub profile: String,
+    /// The name to verify (`tls-server-name`; default the server's IP address).
+    pub server_name: Option<String>,
 }
 
 impl std::fmt::Debug for ServerSettings {
@@ -189,6 +202,7 @@ impl std::fmt::Debug for ServerSettings {
         f.debug_struct("ServerSettings")
             .field("addr", &self.addr)
             .field("secret", &"********")
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -232,6 +246,12 @@ pub struct AccountingSettings {
 pub struct ServerReport {
     /// Its address.
     pub address: String,
+    /// udp or tls (RFC 6614).
+    pub transport: &'static str,
+    /// Over TLS: the connection's state (closed, connecting, up); over UDP, "-".
+    pub connection: &'static str,
+    /// Over TLS: connections opened.
+    pub connects: u64,
     /// up, down or probing.
     pub state: &'static str,
     /// Requests sent (first sends and resends).
@@ -340,8 +360,12 @@ impl AccountingHub {
     /// Starts the accounting thread: reads the spool back, then serves.
     ///
     /// # Errors
-    /// The spool directory cannot be created or read, or a socket cannot be opened.
-    pub fn start(settings: AccountingSettings) -> anyhow::Result<Self> {
+    /// The spool directory cannot be created or read, a socket cannot be opened, or a
+    /// RADIUS/TLS server's `tls-profile` is not loaded in `tls` (or has no trusted CAs).
+    pub fn start(
+        settings: AccountingSettings,
+        tls: &crate::runtime::tls::TlsContext,
+    ) -> anyhow::Result<Self> {
         let (tx, rx) = mpsc::channel();
         let queued = Arc::new(AtomicUsize::new(0));
         let report = Arc::new(Mutex::new(AccountingReport {
@@ -353,6 +377,7 @@ impl AccountingHub {
         let replication = Arc::new(Replication::default());
         let mut service = Service::open(
             settings,
+            tls,
             Arc::clone(&report),
             Arc::clone(&replication),
             Arc::clone(&queued),
@@ -516,8 +541,16 @@ fn unix_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// How a server is reached.
+enum Link {
+    /// RADIUS over UDP: a connected socket, requests sent with `sendmmsg`.
+    Udp(UdpSocket),
+    /// RADIUS over TLS (RFC 6614).
+    Tls(Box<radsec::RadsecLink>),
+}
+
 struct Server {
-    socket: UdpSocket,
+    link: Link,
     address: String,
     secret: Vec<u8>,
     /// The record and header of the request last sent with each Identifier (an answer is
@@ -529,8 +562,9 @@ struct Server {
     ends: Vec<usize>,
 }
 
-/// A request written to a server: its record and its header.
-type SentRequest = (u64, [u8; radius::HEADER]);
+/// A request written to a server: its record, its header, and (over TLS) the connection it
+/// was written on.
+type SentRequest = (u64, [u8; radius::HEADER], u32);
 
 struct CsvFiles {
     out: FileOutput,
@@ -616,6 +650,7 @@ struct Service {
 impl Service {
     fn open(
         s: AccountingSettings,
+        tls: &crate::runtime::tls::TlsContext,
         report: Arc<Mutex<AccountingReport>>,
         replication: Arc<Replication>,
         queued: Arc<AtomicUsize>,
@@ -630,16 +665,35 @@ impl Service {
         }
         let mut servers = Vec::new();
         for srv in &s.servers {
-            let local: SocketAddr = if srv.addr.is_ipv6() {
-                "[::]:0".parse()?
+            let link = if let Some(t) = &srv.tls {
+                let config = tls.client_config(&t.profile).ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "account-server {}: tls-profile {} is not loaded or has no \
+                         trusted-ca-certificates",
+                        srv.addr,
+                        t.profile
+                    )
+                })?;
+                let name = match &t.server_name {
+                    Some(n) => rustls::pki_types::ServerName::try_from(n.clone()).map_err(|e| {
+                        anyhow::anyhow!("account-server {} tls-server-name {n}: {e}", srv.addr)
+                    })?,
+                    None => rustls::pki_types::ServerName::IpAddress(srv.addr.ip().into()),
+                };
+                Link::Tls(Box::new(radsec::RadsecLink::new(srv.addr, config, name)))
             } else {
-                "0.0.0.0:0".parse()?
+                let local: SocketAddr = if srv.addr.is_ipv6() {
+                    "[::]:0".parse()?
+                } else {
+                    "0.0.0.0:0".parse()?
+                };
+                let socket = UdpSocket::bind(local)?;
+                socket.connect(srv.addr)?;
+                socket.set_nonblocking(true)?;
+                Link::Udp(socket)
             };
-            let socket = UdpSocket::bind(local)?;
-            socket.connect(srv.addr)?;
-            socket.set_nonblocking(true)?;
             servers.push(Server {
-                socket,
+                link,
                 address: srv.addr.to_string(),
                 secret: srv.secret.as_bytes().to_vec(),
                 sent: Box::new([None; 256]),
@@ -1208,11 +1262,15 @@ impl Service {
 
     /// Writes the requests the delivery machine says are due, then sends each server's in as
     /// few system calls as it takes (`sendmmsg`).
-    fn send(&mut self) {
+    fn send(&mut self, now: Instant) {
         let now_ms = unix_ms();
         while let Some(s) = self.delivery.poll_send() {
             let written = match (self.pending.get(&s.seq), self.servers.get_mut(s.server)) {
                 (Some(InMemory { record, .. }), Some(server)) => {
+                    if s.resend {
+                        server.before_resend(s.seq);
+                    }
+                    let generation = server.generation();
                     let delay = u32::try_from(now_ms.saturating_sub(record.event_ms) / 1000)
                         .unwrap_or(u32::MAX);
                     radius::write_accounting_request(
@@ -1224,7 +1282,7 @@ impl Service {
                     )
                     .map(|header| {
                         server.ends.push(server.out.len());
-                        server.sent[usize::from(s.identifier)] = Some((s.seq, header));
+                        server.sent[usize::from(s.identifier)] = Some((s.seq, header, generation));
                     })
                 }
                 _ => None,
@@ -1245,9 +1303,17 @@ impl Service {
             if server.ends.is_empty() {
                 continue;
             }
-            // A request not sent (the server's port closed: ICMP; the socket's buffer full)
-            // is a request not answered: the delivery machine sends it again.
-            let _ = udp_batch::send_datagrams(&server.socket, &server.out, &server.ends);
+            // A request not sent (the server's port closed: ICMP; the socket's buffer full;
+            // no TLS connection yet) is a request not answered: the delivery machine sends it
+            // again.
+            match &mut server.link {
+                Link::Udp(socket) => {
+                    let _ = udp_batch::send_datagrams(socket, &server.out, &server.ends);
+                }
+                Link::Tls(link) => {
+                    let _ = link.send(now, &server.out, &server.ends);
+                }
+            }
             server.out.clear();
             server.ends.clear();
         }
@@ -1258,41 +1324,37 @@ impl Service {
     fn receive(&mut self, now: Instant) {
         // Nothing awaited, nothing to read (a late answer to a request given up on waits in
         // the socket's buffer and is ignored when next read).
-        let awaiting = if self.delivery.in_flight() > 0 {
-            self.servers.len()
-        } else {
-            0
-        };
-        for i in 0..awaiting {
-            // At most 16 batches a server a round: the rest waits for the next round.
-            for _ in 0..16 {
-                // An error is an ICMP error of an earlier send: read on.
-                let Ok(n) = self.recv_slots.recv(&self.servers[i].socket) else {
-                    continue;
-                };
-                if n == 0 {
-                    break;
-                }
-                let server = &mut self.servers[i];
-                for answer in self.recv_slots.datagrams() {
-                    let Some(&identifier) = answer.get(1) else {
-                        continue;
-                    };
-                    let slot = &mut server.sent[usize::from(identifier)];
-                    // The identifier may have gone to a record not written yet (freed by a
-                    // resend or a failure, given again by an answer earlier in this read):
-                    // the slot still holds the old request, whose late answer is not the new
-                    // record's.
-                    let awaited = self.delivery.awaits(i, identifier);
-                    let authentic = slot.as_ref().is_some_and(|(seq, req)| {
-                        awaited == Some(*seq) && radius::is_answer(answer, req, &server.secret)
+        let awaiting = self.delivery.in_flight() > 0;
+        for i in 0..self.servers.len() {
+            let server = &mut self.servers[i];
+            let delivery = &mut self.delivery;
+            match &mut server.link {
+                Link::Tls(link) => {
+                    // Read even with nothing awaited: the handshake, the server's close.
+                    let sent = &mut server.sent;
+                    let secret = &server.secret;
+                    link.receive(now, |answer| {
+                        take_answer(delivery, now, i, sent, secret, answer);
                     });
-                    if authentic && self.delivery.handle_answer(now, i, identifier).is_some() {
-                        *slot = None;
-                    }
                 }
-                if n < udp_batch::BATCH {
-                    break;
+                Link::Udp(_) if !awaiting => {}
+                Link::Udp(socket) => {
+                    // At most 16 batches a server a round: the rest waits for the next round.
+                    for _ in 0..16 {
+                        // An error is an ICMP error of an earlier send: read on.
+                        let Ok(n) = self.recv_slots.recv(socket) else {
+                            continue;
+                        };
+                        if n == 0 {
+                            break;
+                        }
+                        for answer in self.recv_slots.datagrams() {
+                            take_answer(delivery, now, i, &mut server.sent, &server.secret, answer);
+                        }
+                        if n < udp_batch::BATCH {
+                            break;
+                        }
+                    }
                 }
             }
         }
@@ -1325,6 +1387,18 @@ impl Service {
             .zip(&self.servers)
             .map(|((state, c, outstanding), s)| ServerReport {
                 address: s.address.clone(),
+                transport: match s.link {
+                    Link::Udp(_) => "udp",
+                    Link::Tls(_) => "tls",
+                },
+                connection: match &s.link {
+                    Link::Udp(_) => "-",
+                    Link::Tls(l) => l.state().as_str(),
+                },
+                connects: match &s.link {
+                    Link::Udp(_) => 0,
+                    Link::Tls(l) => l.connects,
+                },
                 state: state.as_str(),
                 sent: c.sent,
                 resent: c.resent,
@@ -1411,11 +1485,11 @@ impl Service {
                 role_known = true;
             }
             self.delivery.handle_timeout(now);
-            self.send();
+            self.send(now);
             self.receive(now);
             // Deliveries made room: the oldest records on disk only come in.
             self.refill(now);
-            self.send();
+            self.send(now);
             // Marks are written once per round (a lost mark only means a resend).
             self.flush_writes();
             if self
@@ -1435,6 +1509,61 @@ impl Service {
         self.sync();
         self.sync_csv();
         self.publish();
+    }
+}
+
+impl Server {
+    /// The connection a request written now goes on (over UDP, always 0).
+    fn generation(&self) -> u32 {
+        match &self.link {
+            Link::Udp(_) => 0,
+            Link::Tls(l) => l.generation(),
+        }
+    }
+
+    /// Before record `seq` is sent to this server again: over TLS, if it was written on the
+    /// current connection, that connection is closed first (never twice on one connection,
+    /// RFC 6613 §2.6.1).
+    fn before_resend(&mut self, seq: u64) {
+        let Link::Tls(link) = &mut self.link else {
+            return;
+        };
+        let current = link.generation();
+        if link.state() != radsec::LinkState::Closed
+            && self
+                .sent
+                .iter()
+                .flatten()
+                .any(|&(s, _, g)| s == seq && g == current)
+        {
+            link.reset();
+        }
+    }
+}
+
+/// Takes `answer`, read from server `server`, if it is the authentic answer to the request
+/// the delivery machine awaits on its Identifier.
+fn take_answer(
+    delivery: &mut Delivery,
+    now: Instant,
+    server: usize,
+    sent: &mut [Option<SentRequest>; 256],
+    secret: &[u8],
+    answer: &[u8],
+) {
+    let Some(&identifier) = answer.get(1) else {
+        return;
+    };
+    let slot = &mut sent[usize::from(identifier)];
+    // The identifier may have gone to a record not written yet (freed by a resend or a
+    // failure, given again by an answer earlier in this read): the slot still holds the old
+    // request, whose late answer is not the new record's.
+    let awaited = delivery.awaits(server, identifier);
+    let authentic = slot.as_ref().is_some_and(|(seq, req, _)| {
+        awaited == Some(*seq) && radius::is_answer(answer, req, secret)
+    });
+    if authentic && delivery.handle_answer(now, server, identifier).is_some() {
+        *slot = None;
     }
 }
 

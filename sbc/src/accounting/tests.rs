@@ -104,6 +104,7 @@ fn service_with(
         servers: vec![ServerSettings {
             addr: server.local_addr().expect("an address"),
             secret: "s".into(),
+            tls: None,
         }],
         delivery: DeliverySettings {
             strategy: Strategy::Hunt,
@@ -123,6 +124,7 @@ fn service_with(
     };
     Service::open(
         settings,
+        &crate::runtime::tls::TlsContext::default(),
         Arc::new(Mutex::new(AccountingReport::default())),
         Arc::new(Replication::default()),
         Arc::new(AtomicUsize::new(0)),
@@ -273,12 +275,12 @@ fn a_late_answer_to_a_resent_request_never_acknowledges_the_record_given_its_ide
     let t0 = Instant::now();
     // Record 1 sent with identifier 0, unanswered, sent again with identifier 1.
     s.take(t0, vec![(record(0, RecordKind::Start), false)]);
-    s.send();
-    let (seq, first) = s.servers[0].sent[0].expect("the first request");
+    s.send(Instant::now());
+    let (seq, first, _) = s.servers[0].sent[0].expect("the first request");
     assert_eq!(seq, 1);
     let t1 = t0 + Duration::from_secs(61);
     s.delivery.handle_timeout(t1);
-    s.send();
+    s.send(Instant::now());
     assert_eq!(s.delivery.awaits(0, 1), Some(1));
     // 254 other calls take identifiers 2 to 255: 255 unanswered, no room.
     s.take(
@@ -287,20 +289,23 @@ fn a_late_answer_to_a_resent_request_never_acknowledges_the_record_given_its_ide
             .map(|c| (record(c, RecordKind::Start), false))
             .collect(),
     );
-    s.send();
-    let (_, second_call) = s.servers[0].sent[2].expect("identifier 2");
+    s.send(Instant::now());
+    let (_, second_call, _) = s.servers[0].sent[2].expect("identifier 2");
     // Record 256 waits for room; identifier 0 is the next one free.
     s.take(t1, vec![(record(1000, RecordKind::Start), false)]);
     assert_eq!(s.delivery.queued(), 1);
     // The server answers identifier 2, then (late) the first request with identifier 0.
-    let port = s.servers[0].socket.local_addr().expect("addr").port();
+    let super::Link::Udp(socket) = &s.servers[0].link else {
+        panic!("a UDP server");
+    };
+    let port = socket.local_addr().expect("addr").port();
     let to = std::net::SocketAddr::from(([127, 0, 0, 1], port));
     srv.send_to(&answer_to(&second_call, b"s"), to)
         .expect("sent");
     srv.send_to(&answer_to(&first, b"s"), to).expect("sent");
     std::thread::sleep(Duration::from_millis(50));
     s.receive(t1);
-    s.send();
+    s.send(Instant::now());
     assert!(
         s.ledger.is_pending(256),
         "record 256 was never sent to the server: it must still be pending"

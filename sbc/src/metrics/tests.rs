@@ -197,6 +197,9 @@ pub(crate) fn sample() -> Sources {
                 enabled: true,
                 servers: vec![crate::accounting::ServerReport {
                     address: "127.0.0.1:1813".into(),
+                    transport: "udp",
+                    connection: "-",
+                    connects: 0,
                     state: "up",
                     sent: 12,
                     resent: 2,

@@ -296,7 +296,7 @@ pub async fn start(settings: &RuntimeSettings, bind: bool) -> anyhow::Result<Nod
         dialog_sync: Mutex::new(None),
         trace,
         accounting: Arc::new(match settings.accounting.clone() {
-            Some(a) => crate::accounting::AccountingHub::start(a)?,
+            Some(a) => crate::accounting::AccountingHub::start(a, &tls_ctx)?,
             None => crate::accounting::AccountingHub::off(),
         }),
     });

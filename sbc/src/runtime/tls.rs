@@ -696,6 +696,15 @@ impl TlsContext {
         Some((TlsConnector::from(config), name))
     }
 
+    /// The client configuration of profile `profile` (its trusted CAs verify the server, its
+    /// certificate is presented when asked), for a dial outside SIP: a RADIUS/TLS accounting
+    /// server. `None` if the profile is not loaded or has no trusted CAs.
+    #[must_use]
+    pub fn client_config(&self, profile: &str) -> Option<Arc<ClientConfig>> {
+        let s = self.state.read().ok()?;
+        s.profiles.get(profile)?.connector.clone()
+    }
+
     /// Every loaded certificate with its expiry, against `now` (Unix seconds).
     #[must_use]
     pub fn certificates_at(&self, now: i64) -> Vec<CertStatus> {

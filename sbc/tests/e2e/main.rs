@@ -7,6 +7,7 @@
 //! schedules every test of the suite over its threads, instead of one binary after the other.
 
 mod accounting;
+mod accounting_radsec;
 mod acli;
 mod alarms_snmp;
 mod attended_transfer;

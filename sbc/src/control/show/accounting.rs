@@ -17,11 +17,22 @@ pub(crate) fn text(a: &AccountingReport) -> String {
         out.push_str("no account-server: records go to the CDR files only\n");
     }
     for s in &a.servers {
-        let _ = writeln!(
+        let _ = write!(
             out,
-            "{:<24} {:<8} sent {}, resent {}, acknowledged {}, failures {}, waiting {}",
-            s.address, s.state, s.sent, s.resent, s.acknowledged, s.failures, s.outstanding
+            "{:<24} {:<4} {:<8} sent {}, resent {}, acknowledged {}, failures {}, waiting {}",
+            s.address,
+            s.transport,
+            s.state,
+            s.sent,
+            s.resent,
+            s.acknowledged,
+            s.failures,
+            s.outstanding
         );
+        if s.transport == "tls" {
+            let _ = write!(out, "; connection {} ({} opened)", s.connection, s.connects);
+        }
+        out.push('\n');
     }
     let _ = writeln!(
         out,
