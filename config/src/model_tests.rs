@@ -2833,9 +2833,49 @@ fn account_config_is_validated() {
             "account-config.account-server[0].restart-delay",
             &["out of range"][..],
         ),
+        (
+            "[[account-config.account-server]]\nhostname = \"192.0.2.5\"\nsecret = \"s\"\n\
+             tls-profile = \"radsec\"\n",
+            "account-config.account-server[0].tls-profile",
+            &["reached over udp", "transport = \"tls\""][..],
+        ),
+        (
+            "[[account-config.account-server]]\nhostname = \"192.0.2.5\"\nsecret = \"s\"\n\
+             transport = \"tls\"\n",
+            "account-config.account-server[0].tls-profile",
+            &["trusted CAs"][..],
+        ),
+        (
+            "[[account-config.account-server]]\nhostname = \"192.0.2.5\"\nsecret = \"s\"\n\
+             transport = \"tls\"\ntls-profile = \"nope\"\n",
+            "account-config.account-server[0].tls-profile",
+            &["no tls-profile has this name"][..],
+        ),
+        (
+            "[[account-config.account-server]]\nhostname = \"192.0.2.5\"\nsecret = \"s\"\n\
+             transport = \"tls\"\ntls-profile = \"radsec\"\n\
+             [[tls-profile]]\nname = \"radsec\"\n",
+            "account-config.account-server[0].tls-profile",
+            &["no trusted-ca-certificates"][..],
+        ),
+        (
+            "[[account-config.account-server]]\nhostname = \"192.0.2.5\"\nsecret = \"s\"\n\
+             transport = \"tls\"\ntls-profile = \"radsec\"\ntls-server-name = \"a b\"\n\
+             [[tls-profile]]\nname = \"radsec\"\ntrusted-ca-certificates = [\"/ca.pem\"]\n",
+            "account-config.account-server[0].tls-server-name",
+            &["not a DNS name"][..],
+        ),
     ] {
         refused_invalid(text, key, parts);
     }
+    // A RADIUS/TLS server with a profile that has trusted CAs is accepted.
+    Config::from_toml_str(
+        "[[account-config.account-server]]\nhostname = \"192.0.2.5\"\nport = 2083\n\
+         secret = \"radsec\"\ntransport = \"tls\"\ntls-profile = \"radsec\"\n\
+         tls-server-name = \"radius.example.com\"\n\
+         [[tls-profile]]\nname = \"radsec\"\ntrusted-ca-certificates = [\"/ca.pem\"]\n",
+    )
+    .expect("a RADIUS/TLS server");
     let long = "x".repeat(129);
     let e = Config::from_toml_str(&format!(
         "[[account-config.account-server]]\nhostname = \"192.0.2.5\"\nsecret = \"{long}\"\n"

@@ -1448,6 +1448,10 @@ fn every_attribute_exists_in_the_model() {
             r.out_translationid = Some("x".into());
             r.session_timer_profile = Some("x".into());
         }
+        if let Element::AccountServer(a) = &mut fresh {
+            a.tls_profile = Some("x".into());
+            a.tls_server_name = Some("x".into());
+        }
         if let Element::TlsProfile(p) = &mut fresh {
             p.end_entity_certificate = "x".into();
             p.private_key = "x".into();
