@@ -94,6 +94,11 @@
 #               listen [a free one, picked at start]
 #   FREERADIUS  sbc-acct's RADIUS server [/usr/sbin/freeradius] (Debian's freeradius)
 #   RADIUS_SINGLE  1: run FreeRADIUS single-threaded (-s); 0: its thread pool [0]
+#   ACCT_TRANSPORT sbc-acct's account-server transport: udp (RFC 2866) or tls (RFC 6614,
+#               RadSec: FreeRADIUS listens on TLS with the lab PKI that $LAB_BIN
+#               tls-certs writes into the scratch dir; needs RADIUS_SINGLE=0) [udp]
+#   LAB_BIN     sbc-lab binary, for ACCT_TRANSPORT=tls's certificates
+#               [<repo>/target/release/sbc-lab]
 #   ACCT_SETTLE seconds to wait after a step for every record to be delivered [30]
 #   OUT         Markdown report      [<repo>/lab/results/relay-<UTC date-time>.md]
 #   KEEP_WORK=1 keep the scratch dir (SIPp CSVs, relay logs) even on success
@@ -129,6 +134,9 @@ HEP_DOWN_PORT=${HEP_DOWN_PORT:-}
 HEP_DOWN_PORT_GIVEN=$HEP_DOWN_PORT
 FREERADIUS=${FREERADIUS:-/usr/sbin/freeradius}
 RADIUS_SINGLE=${RADIUS_SINGLE:-0}
+ACCT_TRANSPORT=${ACCT_TRANSPORT:-udp}
+[[ $ACCT_TRANSPORT == udp || $ACCT_TRANSPORT == tls ]] || { echo "relay-bench: ACCT_TRANSPORT must be udp or tls" >&2; exit 2; }
+LAB_BIN=${LAB_BIN:-$ROOT/target/release/sbc-lab}
 ACCT_SETTLE=${ACCT_SETTLE:-30}
 ACCT_SECRET=bench-acct-secret
 RELAYS=${RELAYS:-"kamailio sbc"}
@@ -171,6 +179,7 @@ is_uint "$MEM_SETTLE" || die "MEM_SETTLE must be an integer"
 is_uint "$UAC_PORT" || die "UAC_PORT must be a port number"
 is_uint "$ACCT_SETTLE" && (( ACCT_SETTLE > 0 )) || die "ACCT_SETTLE must be a positive integer (seconds)"
 [[ $RADIUS_SINGLE == 0 || $RADIUS_SINGLE == 1 ]] || die "RADIUS_SINGLE must be 0 or 1"
+[[ $ACCT_TRANSPORT == udp ]] || (( ! RADIUS_SINGLE )) || die "ACCT_TRANSPORT=tls needs RADIUS_SINGLE=0 (FreeRADIUS refuses TLS sockets without threads)"
 is_uint "$ROUNDS" && (( ROUNDS > 0 && ROUNDS <= 100 )) || die "ROUNDS must be an integer from 1 to 100"
 for r in $RATES; do is_uint "$r" && (( r > 0 )) || die "bad rate in RATES: $r"; done
 declare -A SEEN=()
@@ -193,7 +202,8 @@ for relay in $RELAYS; do
       [[ -x $SBC_BIN ]] || die "$SBC_BIN not found: run cargo build --release -p sbc"
       [[ -x $FREERADIUS ]] || die "RELAYS has sbc-acct: FreeRADIUS not found at $FREERADIUS (Debian package freeradius; set FREERADIUS)"
       [[ -r /usr/share/freeradius/dictionary ]] || die "RELAYS has sbc-acct: /usr/share/freeradius/dictionary not found (Debian package freeradius-common)"
-      command -v "$PYTHON" >/dev/null || die "RELAYS has sbc-acct: $PYTHON not found (picking FreeRADIUS's port and reading the ACLI's JSON need python3; set PYTHON)" ;;
+      command -v "$PYTHON" >/dev/null || die "RELAYS has sbc-acct: $PYTHON not found (picking FreeRADIUS's port and reading the ACLI's JSON need python3; set PYTHON)"
+      [[ $ACCT_TRANSPORT == udp || -x $LAB_BIN ]] || die "ACCT_TRANSPORT=tls: $LAB_BIN not found (cargo build --release -p sbc-lab; set LAB_BIN)" ;;
     *) die "unknown relay '$relay' in RELAYS (kamailio, sbc, sbc-old, sbc-hep, sbc-hep-down, sbc-acct)" ;;
   esac
 done
@@ -212,6 +222,11 @@ udp_port_busy() { [[ -n $(ss -Hlun "sport = :$1" 2>/dev/null) ]]; }
 # on $IP in the run's family (ss prints [::1]:PORT for IPv6, column 4 with -H).
 bound_by() {
   ss -Hlunp "sport = :$1" 2>/dev/null \
+    | awk -v a="$(hp "$IP" "$1")" -v p="pid=$2," '$4 == a && index($0, p) { f = 1 } END { exit !f }'
+}
+# tcp_bound_by PORT PID: as bound_by, a TCP listener.
+tcp_bound_by() {
+  ss -Hltnp "sport = :$1" 2>/dev/null \
     | awk -v a="$(hp "$IP" "$1")" -v p="pid=$2," '$4 == a && index($0, p) { f = 1 } END { exit !f }'
 }
 # udp_sockets PID: the UDP addresses PID has bound, as ss prints them.
@@ -563,6 +578,19 @@ hostname = "$IP"
 port = $3
 secret = "$ACCT_SECRET"
 EOF
+    if [[ $ACCT_TRANSPORT == tls ]]; then
+      cat <<EOF
+transport = "tls"
+tls-profile = "radsec"
+tls-server-name = "uas.lab"
+
+[[tls-profile]]
+name = "radsec"
+end-entity-certificate = "$WORK/pki/sbc.pem"
+private-key = "$WORK/pki/sbc-key.pem"
+trusted-ca-certificates = ["$WORK/pki/ca.pem"]
+EOF
+    fi
   } >"$1"
 }
 
@@ -573,8 +601,48 @@ EOF
 # raised from the tests' 1024: at 2,000 calls/s that is 4,000 requests a second, each
 # kept cleanup_delay (5 s) for duplicate detection.
 write_radius_config() {
-  local dir=$1 port=$2 addr_key=ipaddr
+  local dir=$1 port=$2 addr_key=ipaddr clients listen_tls=""
   [[ $IP == *:* ]] && addr_key=ipv6addr
+  clients="client local {
+	$addr_key = $IP
+	secret = \"$ACCT_SECRET\"
+}"
+  if [[ $ACCT_TRANSPORT == tls ]]; then
+    # RADIUS over TLS (RFC 6614), as tests/src/freeradius.rs writes it.
+    # FreeRADIUS refuses TLS sockets without a thread pool section ("Threading must be
+    # enabled for TLS sockets").
+    clients="thread pool {
+	start_servers = 2
+	max_servers = 4
+	min_spare_servers = 1
+	max_spare_servers = 4
+	max_requests_per_server = 0
+}
+
+clients radsec {
+	client local {
+		$addr_key = $IP
+		proto = tls
+		secret = \"$ACCT_SECRET\"
+	}
+}"
+    listen_tls="
+		proto = tcp
+		clients = radsec
+		tls {
+			private_key_file = \"$WORK/pki/uas-key.pem\"
+			certificate_file = \"$WORK/pki/uas.pem\"
+			ca_file = \"$WORK/pki/ca.pem\"
+			require_client_cert = yes
+			tls_min_version = \"1.2\"
+			tls_max_version = \"1.2\"
+		}
+		limit {
+			max_connections = 16
+			lifetime = 0
+			idle_timeout = 0
+		}"
+  fi
   echo "\$INCLUDE /usr/share/freeradius/dictionary" >"$dir/dictionary"
   cat >"$dir/radiusd.conf" <<EOF
 # Written by lab/bench/relay-vs-kamailio.sh (sbc-acct): accounting only, one detail file.
@@ -614,10 +682,7 @@ security {
 	status_server = yes
 }
 
-client local {
-	$addr_key = $IP
-	secret = "$ACCT_SECRET"
-}
+$clients
 
 modules {
 	detail {
@@ -634,7 +699,7 @@ server default {
 	listen {
 		type = acct
 		$addr_key = $IP
-		port = $port
+		port = $port$listen_tls
 	}
 	accounting {
 		detail
@@ -647,8 +712,8 @@ EOF
 # again at once: FreeRADIUS binds it next, checked by its PID).
 free_udp_port() {
   "$PYTHON" -c 'import socket, sys
-s = socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET, socket.SOCK_DGRAM)
-s.bind((sys.argv[1], 0)); print(s.getsockname()[1])' "$IP"
+s = socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET, socket.SOCK_STREAM if sys.argv[2] == "tls" else socket.SOCK_DGRAM)
+s.bind((sys.argv[1], 0)); print(s.getsockname()[1])' "$IP" "$ACCT_TRANSPORT"
 }
 
 RADIUS_PORT=""; RADIUS_DIR=""
@@ -667,7 +732,11 @@ start_radius() {
     (( RADIUS_SINGLE )) && opts+=(-s)
     "$FREERADIUS" "${opts[@]}" >"$RADIUS_DIR/stdout.log" 2>&1 </dev/null &
     RADIUS_PID=$!
-    if wait_until 10 bound_by "$RADIUS_PORT" "$RADIUS_PID"; then return 0; fi
+    if [[ $ACCT_TRANSPORT == tls ]]; then
+      wait_until 10 tcp_bound_by "$RADIUS_PORT" "$RADIUS_PID" && return 0
+    else
+      wait_until 10 bound_by "$RADIUS_PORT" "$RADIUS_PID" && return 0
+    fi
     log "  FreeRADIUS did not bind $(hp "$IP" "$RADIUS_PORT") (try $try; see $RADIUS_DIR/freeradius.log)"
     stop_pid "$RADIUS_PID" 3; RADIUS_PID=""
   done
@@ -949,6 +1018,10 @@ run_mem() {   # run_mem RELAY
 # -------------------------------------------------------------------- run ---
 write_sbc_config
 write_kamailio_config
+if has sbc-acct && [[ $ACCT_TRANSPORT == tls ]]; then
+  # The lab PKI: FreeRADIUS presents uas.pem (uas.lab), the sbc sbc.pem, both of ca.pem.
+  "$LAB_BIN" tls-certs --out "$WORK/pki" >/dev/null || die "$LAB_BIN tls-certs --out $WORK/pki failed"
+fi
 # Relays in RELAYS order, reversed in even rounds (so that no relay always runs
 # first after the pause, or right after the same other relay).
 # shellcheck disable=SC2086 # one relay name a word
@@ -1000,6 +1073,7 @@ if [[ -n ${SBC_COMMIT:-} ]]; then CMDLINE+=" SBC_COMMIT=$SBC_COMMIT"; fi
 if has sbc-old && [[ -n ${SBC_OLD_COMMIT:-} ]]; then CMDLINE+=" SBC_OLD_COMMIT=$SBC_OLD_COMMIT"; fi
 if has sbc-hep-down && [[ -n $HEP_DOWN_PORT_GIVEN ]]; then CMDLINE+=" HEP_DOWN_PORT=$HEP_DOWN_PORT_GIVEN"; fi
 if has sbc-acct && (( RADIUS_SINGLE )); then CMDLINE+=" RADIUS_SINGLE=1"; fi
+if has sbc-acct && [[ $ACCT_TRANSPORT == tls ]]; then CMDLINE+=" ACCT_TRANSPORT=tls"; fi
 if has sbc-acct && (( ACCT_SETTLE != 30 )); then CMDLINE+=" ACCT_SETTLE=$ACCT_SETTLE"; fi
 CMDLINE+=" $0${*:+ $*}"
 
@@ -1298,6 +1372,9 @@ SATURATED=0
   if has sbc-acct; then
     RADIUS_VERSION=$( { "$FREERADIUS" -v 2>&1 || true; } | grep -m1 -o 'FreeRADIUS Version [^,]*' || echo 'FreeRADIUS (unknown version)')
     echo "- sbc-acct: \`$SBC_BIN run --config sbc-acct-STEP.toml\`: sbc.toml plus \`[account-config]\` state = \"enabled\", file-output = \"enabled\", file-path and spool-path fresh directories in the scratch dir ($(df -T "$WORK" 2>/dev/null | awk 'NR == 2 { print $2 " on " $1 }'): the spool's fdatasync is real), every other key its default, and one \`[[account-config.account-server]]\` hostname = \"$IP\", a free UDP port, a secret, where $RADIUS_VERSION runs for the step (\`$FREERADIUS -d DIR -f$( (( RADIUS_SINGLE )) && echo ' -s') -l LOG\`, a minimal radiusd.conf: one acct listen, one client, one detail file)"
+    if [[ $ACCT_TRANSPORT == tls ]]; then
+      echo "- sbc-acct over RADIUS/TLS (ACCT_TRANSPORT=tls, RFC 6614): the account-server has transport = \"tls\", tls-profile with the lab PKI (\`$LAB_BIN tls-certs\`: the sbc presents sbc.pem, verifies FreeRADIUS's uas.pem as uas.lab), the port a free TCP one; FreeRADIUS's listen has proto = tcp and a tls section (require_client_cert = yes, TLS 1.2), its client proto = tls"
+    fi
   fi
   echo "- traffic: SIPp built-in \`uac\` ($(hp "$IP" "$UAC_PORT")) -> relay -> built-in \`uas\` ($(hp "$IP" "$UAS_PORT")), \`-d $CALL_MS\`, ${DURATION}s per step, relay and UAS restarted per step, $ORDER_NOTE"
   if [[ $FAMILY == ipv6 ]]; then
