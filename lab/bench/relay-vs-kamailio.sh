@@ -96,7 +96,9 @@
 #   RADIUS_SINGLE  1: run FreeRADIUS single-threaded (-s); 0: its thread pool [0]
 #   ACCT_TRANSPORT sbc-acct's account-server transport: udp (RFC 2866) or tls (RFC 6614,
 #               RadSec: FreeRADIUS listens on TLS with the lab PKI that $LAB_BIN
-#               tls-certs writes into the scratch dir; needs RADIUS_SINGLE=0) [udp]
+#               tls-certs writes into the scratch dir; needs RADIUS_SINGLE=0), or file:
+#               no account-server and no FreeRADIUS, the CSV files are the records'
+#               delivery (each batch written and synced) [udp]
 #   LAB_BIN     sbc-lab binary, for ACCT_TRANSPORT=tls's certificates
 #               [<repo>/target/release/sbc-lab]
 #   ACCT_SETTLE seconds to wait after a step for every record to be delivered [30]
@@ -135,7 +137,7 @@ HEP_DOWN_PORT_GIVEN=$HEP_DOWN_PORT
 FREERADIUS=${FREERADIUS:-/usr/sbin/freeradius}
 RADIUS_SINGLE=${RADIUS_SINGLE:-0}
 ACCT_TRANSPORT=${ACCT_TRANSPORT:-udp}
-[[ $ACCT_TRANSPORT == udp || $ACCT_TRANSPORT == tls ]] || { echo "relay-bench: ACCT_TRANSPORT must be udp or tls" >&2; exit 2; }
+[[ $ACCT_TRANSPORT == udp || $ACCT_TRANSPORT == tls || $ACCT_TRANSPORT == file ]] || { echo "relay-bench: ACCT_TRANSPORT must be udp, tls or file" >&2; exit 2; }
 LAB_BIN=${LAB_BIN:-$ROOT/target/release/sbc-lab}
 ACCT_SETTLE=${ACCT_SETTLE:-30}
 ACCT_SECRET=bench-acct-secret
@@ -200,8 +202,8 @@ for relay in $RELAYS; do
       command -v "$PYTHON" >/dev/null || die "RELAYS has $relay: $PYTHON not found (the HEP receiver and the ACLI's JSON need python3; set PYTHON)" ;;
     sbc-acct)
       [[ -x $SBC_BIN ]] || die "$SBC_BIN not found: run cargo build --release -p sbc"
-      [[ -x $FREERADIUS ]] || die "RELAYS has sbc-acct: FreeRADIUS not found at $FREERADIUS (Debian package freeradius; set FREERADIUS)"
-      [[ -r /usr/share/freeradius/dictionary ]] || die "RELAYS has sbc-acct: /usr/share/freeradius/dictionary not found (Debian package freeradius-common)"
+      [[ $ACCT_TRANSPORT == file || -x $FREERADIUS ]] || die "RELAYS has sbc-acct: FreeRADIUS not found at $FREERADIUS (Debian package freeradius; set FREERADIUS)"
+      [[ $ACCT_TRANSPORT == file || -r /usr/share/freeradius/dictionary ]] || die "RELAYS has sbc-acct: /usr/share/freeradius/dictionary not found (Debian package freeradius-common)"
       command -v "$PYTHON" >/dev/null || die "RELAYS has sbc-acct: $PYTHON not found (picking FreeRADIUS's port and reading the ACLI's JSON need python3; set PYTHON)"
       [[ $ACCT_TRANSPORT == udp || -x $LAB_BIN ]] || die "ACCT_TRANSPORT=tls: $LAB_BIN not found (cargo build --release -p sbc-lab; set LAB_BIN)" ;;
     *) die "unknown relay '$relay' in RELAYS (kamailio, sbc, sbc-old, sbc-hep, sbc-hep-down, sbc-acct)" ;;
@@ -562,7 +564,8 @@ settled_trace_counters() {
 # ------------------------------------------------- sbc-acct: accounting ---
 # write_acct_config FILE TAG RADIUS_PORT: sbc.toml plus [account-config] enabled, CSV
 # files and spool in the step's scratch dirs (TAG-cdr, TAG-spool: fresh, so nothing is
-# replayed from an earlier step), one account-server: FreeRADIUS on $IP:RADIUS_PORT.
+# replayed from an earlier step), one account-server: FreeRADIUS on $IP:RADIUS_PORT
+# (none with ACCT_TRANSPORT=file).
 write_acct_config() {
   { cat "$WORK/sbc.toml"
     cat <<EOF
@@ -572,6 +575,8 @@ state = "enabled"
 file-output = "enabled"
 file-path = "$WORK/$2-cdr"
 spool-path = "$WORK/$2-spool"
+EOF
+    [[ $ACCT_TRANSPORT == file ]] || cat <<EOF
 
 [[account-config.account-server]]
 hostname = "$IP"
@@ -844,7 +849,7 @@ start_relay() {
           ! tcp_listening "$HEP_DOWN_PORT" || die "something now listens on TCP $(hp "$IP" "$HEP_DOWN_PORT"), sbc-hep-down's 'down' capture server (ss -ltnp 'sport = :$HEP_DOWN_PORT')"
           config=$WORK/sbc-hep-down.toml ;;
         sbc-acct)       # a fresh FreeRADIUS, and the TOML that names its port
-          start_radius "$tag"
+          [[ $ACCT_TRANSPORT == file ]] || start_radius "$tag"
           config=$WORK/$tag.toml
           write_acct_config "$config" "$tag" "$RADIUS_PORT" ;;
       esac
@@ -1075,7 +1080,7 @@ if [[ -n ${SBC_COMMIT:-} ]]; then CMDLINE+=" SBC_COMMIT=$SBC_COMMIT"; fi
 if has sbc-old && [[ -n ${SBC_OLD_COMMIT:-} ]]; then CMDLINE+=" SBC_OLD_COMMIT=$SBC_OLD_COMMIT"; fi
 if has sbc-hep-down && [[ -n $HEP_DOWN_PORT_GIVEN ]]; then CMDLINE+=" HEP_DOWN_PORT=$HEP_DOWN_PORT_GIVEN"; fi
 if has sbc-acct && (( RADIUS_SINGLE )); then CMDLINE+=" RADIUS_SINGLE=1"; fi
-if has sbc-acct && [[ $ACCT_TRANSPORT == tls ]]; then CMDLINE+=" ACCT_TRANSPORT=tls"; fi
+if has sbc-acct && [[ $ACCT_TRANSPORT != udp ]]; then CMDLINE+=" ACCT_TRANSPORT=$ACCT_TRANSPORT"; fi
 if has sbc-acct && (( ACCT_SETTLE != 30 )); then CMDLINE+=" ACCT_SETTLE=$ACCT_SETTLE"; fi
 CMDLINE+=" $0${*:+ $*}"
 
@@ -1308,7 +1313,11 @@ acct_table() {
   echo "Counters: \`sbc acli --json -c \"show accounting\"\` (records_generated, records_spooled, records_delivered, records_refused, file_records, and the server's sent, resent, acknowledged), read once the UAC has exited and the UAS is stopped, polled every 0.2 s until generated = delivered + refused with nothing queued or in flight (at most ${ACCT_SETTLE} s). FreeRADIUS detail entries: the Accounting-Requests it accepted and wrote, counted after it was stopped (a resend is an entry too). The sbc CPU after the window (from the UAC's exit until the counters settled, the UAS's stop included) is not in the CPU per call; FreeRADIUS's CPU is never in the relay's."
   echo
   if (( ${#unread[@]} == 0 && ${#missing[@]} == 0 )); then
-    echo "At every step records_generated = records_delivered = 2 × ok calls: each call's Start and Stop was generated and acknowledged by FreeRADIUS."
+    if [[ $ACCT_TRANSPORT == file ]]; then
+      echo "At every step records_generated = records_delivered = CSV lines = 2 × ok calls: each call's Start and Stop was generated, written to the CSV file and synced."
+    else
+      echo "At every step records_generated = records_delivered = 2 × ok calls: each call's Start and Stop was generated and acknowledged by FreeRADIUS."
+    fi
   fi
   if (( ${#missing[@]} )); then echo; echo "⚠ generated or delivered ≠ 2 × ok calls at $(join_comma "${missing[@]}") (a failed call may leave a Start and a Stop, or a Stop only)."; fi
   if (( ${#unread[@]} )); then echo; echo "⚠ not read (n/a): $(join_comma "${unread[@]}") (see the relay logs in the scratch dir, KEEP_WORK=1)."; fi
@@ -1374,7 +1383,9 @@ SATURATED=0
   if has sbc-acct; then
     RADIUS_VERSION=$( { "$FREERADIUS" -v 2>&1 || true; } | grep -m1 -o 'FreeRADIUS Version [^,]*' || echo 'FreeRADIUS (unknown version)')
     echo "- sbc-acct: \`$SBC_BIN run --config sbc-acct-STEP.toml\`: sbc.toml plus \`[account-config]\` state = \"enabled\", file-output = \"enabled\", file-path and spool-path fresh directories in the scratch dir ($(df -T "$WORK" 2>/dev/null | awk 'NR == 2 { print $2 " on " $1 }'): the spool's fdatasync is real), every other key its default, and one \`[[account-config.account-server]]\` hostname = \"$IP\", a free UDP port, a secret, where $RADIUS_VERSION runs for the step (\`$FREERADIUS -d DIR -f$( (( RADIUS_SINGLE )) && echo ' -s') -l LOG\`, a minimal radiusd.conf: one acct listen, one client, one detail file)"
-    if [[ $ACCT_TRANSPORT == tls ]]; then
+    if [[ $ACCT_TRANSPORT == file ]]; then
+      echo "- sbc-acct with ACCT_TRANSPORT=file: no account-server and no FreeRADIUS (the lines above about them do not apply); the CSV files are the records' delivery: each 250 ms batch is written to the spool and the CSV file, both are synced, and its records count as delivered"
+    elif [[ $ACCT_TRANSPORT == tls ]]; then
       echo "- sbc-acct over RADIUS/TLS (ACCT_TRANSPORT=tls, RFC 6614): the account-server has transport = \"tls\", tls-profile with the lab PKI (\`$LAB_BIN tls-certs\`: the sbc presents sbc.pem, verifies FreeRADIUS's uas.pem as uas.lab), the port a free TCP one; FreeRADIUS's listen has proto = tcp and a tls section (require_client_cert = yes, TLS 1.2), its client proto = tls"
     fi
   fi
