@@ -105,7 +105,9 @@ fn notes(element: &str) -> &'static str {
         }
         "account-server" => {
             "None by default. hostname IPv4 or IPv6; the secret is masked in every output and \
-             never logged."
+             never logged. With transport tls the records travel encrypted on one connection, \
+             the server proves its name with a certificate from the tls-profile's trusted CAs, \
+             and secret is usually RFC 6614's \"radsec\" (set it: there is no default)."
         }
         "capture-agent" => {
             "Disabled by default. address takes IPv6 as \"[2001:db8::9]:9060\". The password \
