@@ -108,6 +108,32 @@ fn write_cell(out: &mut Vec<u8>, cell: &[u8]) {
     out.push(b'"');
 }
 
+/// Whether a text cell would start a formula in a spreadsheet that opens the file (CSV
+/// injection): its first byte is `=`, `@`, a tab or a carriage return, or `+` or `-` not
+/// followed by digits only (`+15551234` is a number and stays as it is; `+1-555` or
+/// `-cmd|...` is a formula). Such a cell is written with a `'` before it, as OWASP advises: a
+/// caller chooses the calling number and the Call-ID, and the operator opens these files.
+fn starts_a_formula(cell: &[u8]) -> bool {
+    match cell.split_first() {
+        Some((b'=' | b'@' | b'\t' | b'\r', _)) => true,
+        Some((b'+' | b'-', rest)) => !rest.iter().all(u8::is_ascii_digit),
+        _ => false,
+    }
+}
+
+/// Appends a text cell of a record: [`write_cell`], with a `'` before a cell that
+/// [`starts_a_formula`] (inside its quotes when it needs them).
+fn write_text_cell(out: &mut Vec<u8>, cell: &[u8]) {
+    if starts_a_formula(cell) {
+        let mut guarded = Vec::with_capacity(cell.len() + 1);
+        guarded.push(b'\'');
+        guarded.extend_from_slice(cell);
+        write_cell(out, &guarded);
+    } else {
+        write_cell(out, cell);
+    }
+}
+
 /// Appends one line of `cells` to `out`, CRLF-terminated.
 fn write_line<I, S>(cells: I, out: &mut Vec<u8>)
 where
@@ -132,7 +158,8 @@ pub fn header() -> Vec<u8> {
 }
 
 /// Appends one record as a CSV line to `out`, quoted where a field needs it (a comma, a
-/// quote, a line break: a display name can hold any of them). Strings are copied from the
+/// quote, a line break: a display name can hold any of them), a text field that would start
+/// a spreadsheet formula after a `'` ([`starts_a_formula`]). Strings are copied from the
 /// record, numbers and times written straight into `out`: no allocation per line.
 pub fn write_record_line(r: &CallRecord, out: &mut Vec<u8>) {
     for (i, cell) in cells(r).iter().enumerate() {
@@ -140,7 +167,7 @@ pub fn write_record_line(r: &CallRecord, out: &mut Vec<u8>) {
             out.push(b',');
         }
         match cell {
-            Cell::Text(s) => write_cell(out, s.as_bytes()),
+            Cell::Text(s) => write_text_cell(out, s.as_bytes()),
             // Digits, and times of digits, '-', ':', '.', 'T' and 'Z': never quoted.
             Cell::Number(n) => time::write_decimal(out, *n),
             Cell::Time(ms) => {
@@ -218,6 +245,45 @@ mod tests {
                 .count(),
             28
         );
+    }
+
+    #[test]
+    fn a_text_field_that_would_start_a_formula_is_written_after_a_quote_mark() {
+        let read_back = |calling: &str| {
+            let mut r = sample(RecordKind::Stop);
+            r.text.set(TextField::Calling, calling);
+            let line = record_line(&r);
+            let mut reader = csv::ReaderBuilder::new()
+                .has_headers(false)
+                .from_reader(line.as_slice());
+            let row = reader.records().next().expect("a row").expect("valid");
+            row[5].to_owned()
+        };
+        for (calling, written) in [
+            (
+                "=HYPERLINK(\"http://x\",\"y\")",
+                "'=HYPERLINK(\"http://x\",\"y\")",
+            ),
+            ("@SUM(1+1)", "'@SUM(1+1)"),
+            ("+cmd|' /C calc'!A0", "'+cmd|' /C calc'!A0"),
+            ("-2+3", "'-2+3"),
+            ("+1-555", "'+1-555"),
+            ("\tx", "'\tx"),
+            ("\r=1", "'\r=1"),
+            // Numbers, and text that starts with anything else, as they are.
+            ("+15551234", "+15551234"),
+            ("-42", "-42"),
+            ("+", "+"),
+            ("alice", "alice"),
+            ("1=1", "1=1"),
+            ("", ""),
+        ] {
+            assert_eq!(read_back(calling), written, "{calling:?}");
+        }
+        // Numbers and times are never guarded: an Acct-Session-Id or a status stays as is.
+        let r = sample(RecordKind::Stop);
+        let line = String::from_utf8(record_line(&r)).expect("utf-8");
+        assert!(!line.contains('\''), "{line}");
     }
 
     #[test]
