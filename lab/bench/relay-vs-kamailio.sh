@@ -181,7 +181,7 @@ is_uint "$MEM_SETTLE" || die "MEM_SETTLE must be an integer"
 is_uint "$UAC_PORT" || die "UAC_PORT must be a port number"
 is_uint "$ACCT_SETTLE" && (( ACCT_SETTLE > 0 )) || die "ACCT_SETTLE must be a positive integer (seconds)"
 [[ $RADIUS_SINGLE == 0 || $RADIUS_SINGLE == 1 ]] || die "RADIUS_SINGLE must be 0 or 1"
-[[ $ACCT_TRANSPORT == udp ]] || (( ! RADIUS_SINGLE )) || die "ACCT_TRANSPORT=tls needs RADIUS_SINGLE=0 (FreeRADIUS refuses TLS sockets without threads)"
+[[ $ACCT_TRANSPORT != tls ]] || (( ! RADIUS_SINGLE )) || die "ACCT_TRANSPORT=tls needs RADIUS_SINGLE=0 (FreeRADIUS refuses TLS sockets without threads)"
 is_uint "$ROUNDS" && (( ROUNDS > 0 && ROUNDS <= 100 )) || die "ROUNDS must be an integer from 1 to 100"
 for r in $RATES; do is_uint "$r" && (( r > 0 )) || die "bad rate in RATES: $r"; done
 declare -A SEEN=()
@@ -205,7 +205,7 @@ for relay in $RELAYS; do
       [[ $ACCT_TRANSPORT == file || -x $FREERADIUS ]] || die "RELAYS has sbc-acct: FreeRADIUS not found at $FREERADIUS (Debian package freeradius; set FREERADIUS)"
       [[ $ACCT_TRANSPORT == file || -r /usr/share/freeradius/dictionary ]] || die "RELAYS has sbc-acct: /usr/share/freeradius/dictionary not found (Debian package freeradius-common)"
       command -v "$PYTHON" >/dev/null || die "RELAYS has sbc-acct: $PYTHON not found (picking FreeRADIUS's port and reading the ACLI's JSON need python3; set PYTHON)"
-      [[ $ACCT_TRANSPORT == udp || -x $LAB_BIN ]] || die "ACCT_TRANSPORT=tls: $LAB_BIN not found (cargo build --release -p sbc-lab; set LAB_BIN)" ;;
+      [[ $ACCT_TRANSPORT != tls || -x $LAB_BIN ]] || die "ACCT_TRANSPORT=tls: $LAB_BIN not found (cargo build --release -p sbc-lab; set LAB_BIN)" ;;
     *) die "unknown relay '$relay' in RELAYS (kamailio, sbc, sbc-old, sbc-hep, sbc-hep-down, sbc-acct)" ;;
   esac
 done
